@@ -1,0 +1,69 @@
+import { parseArgs } from "node:util";
+import { bootstrap } from "../bootstrap.js";
+import { ConfigError, loadConfig } from "../config.js";
+import { migrateAndRun } from "../db/client.js";
+import { openStore, startServer } from "../main.js";
+
+const HELP = `keyhaven: self-hosted API key management speaking the Unkey v1 API
+
+Usage: keyhaven <command> [options]
+
+Commands:
+  serve      Start the HTTP server (applies migrations first). What \`npm start\` runs.
+  migrate    Apply the database migrations and bootstrap the default workspace, then exit.
+  help       Show this help.
+
+Configuration is read from the environment; see README.md ("Configuration").
+`;
+
+async function serve(): Promise<void> {
+  const server = await startServer(loadConfig());
+  let signals = 0;
+  const shutdown = (signal: string) => {
+    if (++signals > 1) process.exit(1);
+    server.app.log.info({ signal }, "shutting down: finishing in-flight requests");
+    server.close().then(
+      () => process.exit(0),
+      (err) => {
+        console.error("shutdown failed:", err);
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGINT", () => shutdown("SIGINT"));
+  process.on("SIGTERM", () => shutdown("SIGTERM"));
+}
+
+async function migrate(): Promise<void> {
+  const config = loadConfig();
+  const store = await openStore(config);
+  try {
+    await migrateAndRun(store, config.databaseUrl, () => bootstrap(store.db, config));
+    console.log(`migrations applied to ${store.description}`);
+  } finally {
+    await store.close();
+  }
+}
+
+export async function run(argv: string[]): Promise<void> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    strict: false,
+    options: { help: { type: "boolean", short: "h" } },
+  });
+  const command = positionals[0] ?? "help";
+  if (values.help || command === "help") {
+    console.log(HELP);
+    return;
+  }
+  if (command === "serve") return serve();
+  if (command === "migrate") return migrate();
+  console.error(`unknown command: ${command}\n\n${HELP}`);
+  process.exitCode = 2;
+}
+
+run(process.argv.slice(2)).catch((err) => {
+  console.error(err instanceof ConfigError ? `keyhaven: ${err.message}` : err);
+  process.exit(1);
+});

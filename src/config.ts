@@ -1,0 +1,75 @@
+import { z } from "zod";
+
+const logLevels = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+
+const optionalNonEmpty = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === "" ? undefined : v));
+
+const encryptionKeySchema = optionalNonEmpty.refine(
+  (v) => v === undefined || Buffer.from(v, "base64").length === 32,
+  "must be 32 bytes encoded as base64 (generate one with: openssl rand -base64 32)",
+);
+
+const envSchema = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  HOST: z.string().min(1).default("127.0.0.1"),
+  DATABASE_URL: optionalNonEmpty.refine(
+    (v) => v === undefined || /^postgres(ql)?:\/\//.test(v),
+    "must be a postgres:// or postgresql:// URL",
+  ),
+  DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(4),
+  KEYHAVEN_DATA_DIR: z.string().min(1).default("./.keyhaven"),
+  KEYHAVEN_ROOT_KEY: optionalNonEmpty.refine(
+    (v) => v === undefined || v.length >= 16,
+    "must be at least 16 characters long",
+  ),
+  KEYHAVEN_ADMIN_TOKEN: optionalNonEmpty.refine(
+    (v) => v === undefined || v.length >= 16,
+    "must be at least 16 characters long",
+  ),
+  KEYHAVEN_ENCRYPTION_KEY: encryptionKeySchema,
+  KEYHAVEN_PUBLIC_URL: optionalNonEmpty.refine(
+    (v) => v === undefined || /^https?:\/\/[^/]+$/.test(v.replace(/\/+$/, "")),
+    "must be an origin such as https://keys.example.com",
+  ),
+  LOG_LEVEL: z.enum(logLevels).default("info"),
+});
+
+export type Config = Readonly<{
+  port: number;
+  host: string;
+  databaseUrl: string | undefined;
+  databasePoolSize: number;
+  dataDir: string;
+  rootKey: string | undefined;
+  adminToken: string | undefined;
+  encryptionKey: Buffer | undefined;
+  publicUrl: string | undefined;
+  logLevel: (typeof logLevels)[number];
+}>;
+
+export class ConfigError extends Error {}
+
+/** The only reader of the environment: parses it once, and names the variable that is wrong. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = envSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
+    throw new ConfigError(`invalid environment:\n${lines.join("\n")}`);
+  }
+  const e = parsed.data;
+  return Object.freeze({
+    port: e.PORT,
+    host: e.HOST,
+    databaseUrl: e.DATABASE_URL,
+    databasePoolSize: e.DATABASE_POOL_SIZE,
+    dataDir: e.KEYHAVEN_DATA_DIR,
+    rootKey: e.KEYHAVEN_ROOT_KEY,
+    adminToken: e.KEYHAVEN_ADMIN_TOKEN,
+    encryptionKey: e.KEYHAVEN_ENCRYPTION_KEY ? Buffer.from(e.KEYHAVEN_ENCRYPTION_KEY, "base64") : undefined,
+    publicUrl: e.KEYHAVEN_PUBLIC_URL?.replace(/\/+$/, ""),
+    logLevel: e.LOG_LEVEL,
+  });
+}

@@ -1,0 +1,113 @@
+import { desc, eq } from "drizzle-orm";
+import type { Db } from "../db/client.js";
+import { encryptionKeys } from "../db/schema.js";
+import { ApiError } from "../errors.js";
+import { newId } from "../ids.js";
+import { fingerprint, newDataKey, open, seal } from "./vault.js";
+
+export type DataKey = {
+  id: string;
+  workspaceId: string;
+  key: Buffer;
+  /** Set when the data key is new: the caller inserts it in the same transaction that first uses it. */
+  newRow?: typeof encryptionKeys.$inferInsert;
+};
+
+/**
+ * Envelope encryption for stored plaintext keys: each workspace has data keys (32 random bytes) kept wrapped
+ * by the master key (KEYHAVEN_ENCRYPTION_KEY). Data keys are immutable, so caching them never goes stale.
+ */
+export class Keyring {
+  private readonly cache = new Map<string, DataKey>();
+  private readonly currentByWorkspace = new Map<string, string>();
+  private readonly masterFingerprint: string | undefined;
+
+  constructor(private readonly masterKey: Buffer | undefined) {
+    this.masterFingerprint = masterKey ? fingerprint(masterKey) : undefined;
+  }
+
+  get available(): boolean {
+    return this.masterKey !== undefined;
+  }
+
+  private requireMaster(): Buffer {
+    if (!this.masterKey) {
+      throw new ApiError(
+        "PRECONDITION_FAILED",
+        "storing plaintext keys needs an encryption key: set KEYHAVEN_ENCRYPTION_KEY (32 bytes, base64) and restart keyhaven",
+      );
+    }
+    return this.masterKey;
+  }
+
+  /** The workspace's newest data key, or a fresh one to be inserted (`newRow`) by the caller's transaction. */
+  async dataKeyFor(db: Db, workspaceId: string): Promise<DataKey> {
+    const master = this.requireMaster();
+    const cachedId = this.currentByWorkspace.get(workspaceId);
+    const cached = cachedId ? this.cache.get(cachedId) : undefined;
+    if (cached) return cached;
+    const [row] = await db
+      .select()
+      .from(encryptionKeys)
+      .where(eq(encryptionKeys.workspaceId, workspaceId))
+      .orderBy(desc(encryptionKeys.createdAtM), desc(encryptionKeys.id))
+      .limit(1);
+    if (row) {
+      const dk = this.unwrap(master, row);
+      this.cache.set(dk.id, dk);
+      this.currentByWorkspace.set(workspaceId, dk.id);
+      return dk;
+    }
+    const id = newId("dek");
+    const key = newDataKey();
+    return {
+      id,
+      workspaceId,
+      key,
+      newRow: {
+        id,
+        workspaceId,
+        wrapped: seal(master, key, `${workspaceId}:${id}`),
+        masterKeyFingerprint: this.masterFingerprint!,
+        createdAtM: Date.now(),
+      },
+    };
+  }
+
+  /** Call after the transaction that inserted a new data key has committed; until then it must not be reused. */
+  remember(dk: DataKey): void {
+    const { newRow: _, ...stored } = dk;
+    this.cache.set(dk.id, stored);
+    this.currentByWorkspace.set(dk.workspaceId, dk.id);
+  }
+
+  encrypt(dk: DataKey, keyId: string, plaintext: string): string {
+    return seal(dk.key, Buffer.from(plaintext, "utf8"), `${dk.workspaceId}:${keyId}`);
+  }
+
+  async decrypt(db: Db, workspaceId: string, encryptionKeyId: string, keyId: string, sealed: string): Promise<string> {
+    const master = this.requireMaster();
+    let dk = this.cache.get(encryptionKeyId);
+    if (!dk) {
+      const [row] = await db.select().from(encryptionKeys).where(eq(encryptionKeys.id, encryptionKeyId)).limit(1);
+      if (!row || row.workspaceId !== workspaceId) throw new Error(`data key ${encryptionKeyId} not found`);
+      dk = this.unwrap(master, row);
+      this.cache.set(dk.id, dk);
+    }
+    return open(dk.key, sealed, `${workspaceId}:${keyId}`).toString("utf8");
+  }
+
+  private unwrap(master: Buffer, row: typeof encryptionKeys.$inferSelect): DataKey {
+    if (row.masterKeyFingerprint !== this.masterFingerprint) {
+      throw new ApiError(
+        "PRECONDITION_FAILED",
+        "KEYHAVEN_ENCRYPTION_KEY is not the key this workspace's data was encrypted with; start keyhaven with the original key",
+      );
+    }
+    return {
+      id: row.id,
+      workspaceId: row.workspaceId,
+      key: open(master, row.wrapped, `${row.workspaceId}:${row.id}`),
+    };
+  }
+}

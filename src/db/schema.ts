@@ -1,0 +1,267 @@
+import { sql } from "drizzle-orm";
+import {
+  bigint,
+  boolean,
+  check,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  smallint,
+  text,
+  timestamp,
+  uniqueIndex,
+} from "drizzle-orm/pg-core";
+
+// Timestamps ending in `_at_m` are unix milliseconds, as on the wire. `expires` and `last_refill_at` are
+// timestamptz because the refill and expiry rules are computed in SQL.
+const ms = (name: string) => bigint(name, { mode: "number" });
+
+/** Small key/value table for facts about this installation (the default workspace id). */
+export const settings = pgTable("keyhaven_settings", {
+  name: text("name").primaryKey(),
+  value: text("value").notNull(),
+});
+
+export const workspaces = pgTable("workspaces", {
+  id: text("id").primaryKey(),
+  name: text("name").notNull(),
+  enabled: boolean("enabled").notNull().default(true),
+  createdAtM: ms("created_at_m").notNull(),
+  updatedAtM: ms("updated_at_m"),
+});
+
+export const rootKeys = pgTable(
+  "root_keys",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    // SHA-256 of the root key, standard base64. The key itself is never stored.
+    hash: text("hash").notNull(),
+    start: text("start").notNull(),
+    name: text("name"),
+    permissions: text("permissions").array().notNull(),
+    createdAtM: ms("created_at_m").notNull(),
+  },
+  (t) => [uniqueIndex("root_keys_hash_idx").on(t.hash), index("root_keys_workspace_idx").on(t.workspaceId)],
+);
+
+/** An API and its keyspace (upstream split these into `apis` and `key_auth`; one row serves both here). */
+export const apis = pgTable(
+  "apis",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    storeEncryptedKeys: boolean("store_encrypted_keys").notNull().default(false),
+    defaultPrefix: text("default_prefix"),
+    defaultBytes: integer("default_bytes"),
+    deleteProtection: boolean("delete_protection").notNull().default(false),
+    createdAtM: ms("created_at_m").notNull(),
+    updatedAtM: ms("updated_at_m"),
+    deletedAtM: ms("deleted_at_m"),
+  },
+  (t) => [index("apis_workspace_idx").on(t.workspaceId)],
+);
+
+export const identities = pgTable(
+  "identities",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    externalId: text("external_id").notNull(),
+    environment: text("environment").notNull().default("default"),
+    meta: jsonb("meta"),
+    createdAtM: ms("created_at_m").notNull(),
+    updatedAtM: ms("updated_at_m"),
+  },
+  (t) => [uniqueIndex("identities_workspace_external_id_idx").on(t.workspaceId, t.externalId)],
+);
+
+export const keys = pgTable(
+  "keys",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    apiId: text("api_id")
+      .notNull()
+      .references(() => apis.id, { onDelete: "cascade" }),
+    // SHA-256 (standard base64) of the key, or the imported hash as given. Unique across every workspace,
+    // because verification looks a key up by its hash alone.
+    hash: text("hash").notNull(),
+    start: text("start").notNull(),
+    prefix: text("prefix"),
+    name: text("name"),
+    ownerId: text("owner_id"),
+    identityId: text("identity_id").references(() => identities.id, { onDelete: "set null" }),
+    meta: jsonb("meta"),
+    expires: timestamp("expires", { withTimezone: true, precision: 3, mode: "date" }),
+    remaining: integer("remaining_requests"),
+    refillDay: smallint("refill_day"),
+    refillAmount: integer("refill_amount"),
+    lastRefillAt: timestamp("last_refill_at", { withTimezone: true, precision: 3, mode: "date" }),
+    enabled: boolean("enabled").notNull().default(true),
+    environment: text("environment"),
+    createdAtM: ms("created_at_m").notNull(),
+    updatedAtM: ms("updated_at_m"),
+    deletedAtM: ms("deleted_at_m"),
+  },
+  (t) => [
+    uniqueIndex("keys_hash_idx").on(t.hash),
+    index("keys_api_idx").on(t.apiId, t.deletedAtM),
+    index("keys_workspace_idx").on(t.workspaceId),
+    index("keys_owner_idx").on(t.ownerId),
+    index("keys_identity_idx").on(t.identityId),
+    check("keys_remaining_not_negative", sql`${t.remaining} >= 0`),
+  ],
+);
+
+/** Plaintext of imported (or recoverable) keys, AES-256-GCM under the workspace's data key. */
+export const encryptedKeys = pgTable("encrypted_keys", {
+  keyId: text("key_id")
+    .primaryKey()
+    .references(() => keys.id, { onDelete: "cascade" }),
+  workspaceId: text("workspace_id")
+    .notNull()
+    .references(() => workspaces.id, { onDelete: "cascade" }),
+  // base64(nonce || ciphertext || tag); the key id and workspace id are bound in as associated data.
+  encrypted: text("encrypted").notNull(),
+  encryptionKeyId: text("encryption_key_id")
+    .notNull()
+    .references(() => encryptionKeys.id),
+  createdAtM: ms("created_at_m").notNull(),
+});
+
+/** Per-workspace data keys, each wrapped (AES-256-GCM) by KEYHAVEN_ENCRYPTION_KEY. */
+export const encryptionKeys = pgTable(
+  "encryption_keys",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    wrapped: text("wrapped").notNull(),
+    // First bytes of SHA-256 of the master key, so a wrong KEYHAVEN_ENCRYPTION_KEY is told apart from corrupt data.
+    masterKeyFingerprint: text("master_key_fingerprint").notNull(),
+    createdAtM: ms("created_at_m").notNull(),
+  },
+  (t) => [index("encryption_keys_workspace_idx").on(t.workspaceId, t.createdAtM)],
+);
+
+export const permissions = pgTable(
+  "permissions",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    slug: text("slug").notNull(),
+    description: text("description"),
+    createdAtM: ms("created_at_m").notNull(),
+    updatedAtM: ms("updated_at_m"),
+  },
+  (t) => [
+    uniqueIndex("permissions_workspace_slug_idx").on(t.workspaceId, t.slug),
+    index("permissions_workspace_name_idx").on(t.workspaceId, t.name),
+  ],
+);
+
+export const roles = pgTable(
+  "roles",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    description: text("description"),
+    createdAtM: ms("created_at_m").notNull(),
+    updatedAtM: ms("updated_at_m"),
+  },
+  (t) => [uniqueIndex("roles_workspace_name_idx").on(t.workspaceId, t.name)],
+);
+
+export const keysRoles = pgTable(
+  "keys_roles",
+  {
+    keyId: text("key_id")
+      .notNull()
+      .references(() => keys.id, { onDelete: "cascade" }),
+    roleId: text("role_id")
+      .notNull()
+      .references(() => roles.id, { onDelete: "cascade" }),
+    workspaceId: text("workspace_id").notNull(),
+    createdAtM: ms("created_at_m").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.keyId, t.roleId] }), index("keys_roles_role_idx").on(t.roleId)],
+);
+
+export const keysPermissions = pgTable(
+  "keys_permissions",
+  {
+    keyId: text("key_id")
+      .notNull()
+      .references(() => keys.id, { onDelete: "cascade" }),
+    permissionId: text("permission_id")
+      .notNull()
+      .references(() => permissions.id, { onDelete: "cascade" }),
+    workspaceId: text("workspace_id").notNull(),
+    createdAtM: ms("created_at_m").notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.keyId, t.permissionId] }),
+    index("keys_permissions_permission_idx").on(t.permissionId),
+  ],
+);
+
+export const rolesPermissions = pgTable(
+  "roles_permissions",
+  {
+    roleId: text("role_id")
+      .notNull()
+      .references(() => roles.id, { onDelete: "cascade" }),
+    permissionId: text("permission_id")
+      .notNull()
+      .references(() => permissions.id, { onDelete: "cascade" }),
+    workspaceId: text("workspace_id").notNull(),
+    createdAtM: ms("created_at_m").notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.roleId, t.permissionId] }),
+    index("roles_permissions_permission_idx").on(t.permissionId),
+  ],
+);
+
+/** Named rate limits of a key or of an identity; the key's limit named `default` is applied automatically. */
+export const ratelimits = pgTable(
+  "ratelimits",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    keyId: text("key_id").references(() => keys.id, { onDelete: "cascade" }),
+    identityId: text("identity_id").references(() => identities.id, { onDelete: "cascade" }),
+    limit: integer("limit").notNull(),
+    duration: ms("duration").notNull(),
+    autoApply: boolean("auto_apply").notNull().default(false),
+    createdAtM: ms("created_at_m").notNull(),
+    updatedAtM: ms("updated_at_m"),
+  },
+  (t) => [
+    uniqueIndex("ratelimits_key_name_idx").on(t.keyId, t.name),
+    uniqueIndex("ratelimits_identity_name_idx").on(t.identityId, t.name),
+    check("ratelimits_owner", sql`(${t.keyId} is null) <> (${t.identityId} is null)`),
+  ],
+);

@@ -1,0 +1,59 @@
+export const errorCodes = [
+  "BAD_REQUEST",
+  "UNAUTHORIZED",
+  "FORBIDDEN",
+  "DISABLED",
+  "INSUFFICIENT_PERMISSIONS",
+  "USAGE_EXCEEDED",
+  "EXPIRED",
+  "NOT_FOUND",
+  "METHOD_NOT_ALLOWED",
+  "CONFLICT",
+  "PRECONDITION_FAILED",
+  "DELETE_PROTECTED",
+  "PAYLOAD_TOO_LARGE",
+  "RATE_LIMITED",
+  "INTERNAL_SERVER_ERROR",
+] as const;
+
+export type ErrorCode = (typeof errorCodes)[number];
+
+// UNAUTHORIZED is 403, not 401, because v1 clients expect it. PAYLOAD_TOO_LARGE is a keyhaven addition.
+export const codeToStatus: Record<ErrorCode, number> = {
+  BAD_REQUEST: 400,
+  UNAUTHORIZED: 403,
+  FORBIDDEN: 403,
+  DISABLED: 403,
+  INSUFFICIENT_PERMISSIONS: 403,
+  USAGE_EXCEEDED: 403,
+  EXPIRED: 403,
+  NOT_FOUND: 404,
+  METHOD_NOT_ALLOWED: 405,
+  CONFLICT: 409,
+  PRECONDITION_FAILED: 412,
+  DELETE_PROTECTED: 412,
+  PAYLOAD_TOO_LARGE: 413,
+  RATE_LIMITED: 429,
+  INTERNAL_SERVER_ERROR: 500,
+};
+
+
+export class ApiError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+  ) {
+    super(message);
+    this.status = codeToStatus[code];
+  }
+}
+
+export type ErrorEnvelope = {
+  error: { code: ErrorCode; docs: string; message: string; requestId: string };
+};
+
+/** The one place that writes an error body. `docs` is this server's own error reference for the code. */
+export function errorEnvelope(code: ErrorCode, message: string, requestId: string, origin: string): ErrorEnvelope {
+  return { error: { code, docs: `${origin}/docs/errors/${code}`, message, requestId } };
+}

@@ -1,0 +1,55 @@
+import { ApiError } from "../errors.js";
+
+/** Deeper JSON than this is refused: PostgreSQL's jsonb and JSON.stringify both recurse, and no key needs it. */
+export const MAX_JSON_DEPTH = 64;
+
+/**
+ * Parses a request body, refusing what PostgreSQL cannot store (so it is a 400 here, never a 500 later):
+ * NUL characters and lone UTF-16 surrogates in any string or property name, and nesting deeper than MAX_JSON_DEPTH.
+ */
+export function parseJsonBody(text: string): unknown {
+  if (text.trim() === "") throw new ApiError("BAD_REQUEST", "Request body is empty; expected JSON");
+  if (nestingDepth(text) > MAX_JSON_DEPTH) {
+    throw new ApiError("BAD_REQUEST", `JSON is nested deeper than ${MAX_JSON_DEPTH} levels`);
+  }
+  try {
+    // The reviver is only needed when an escape could produce a NUL or a surrogate; skip its cost otherwise.
+    return text.includes("\\u") ? JSON.parse(text, rejectUnstorableStrings) : JSON.parse(text);
+  } catch (err) {
+    if (err instanceof ApiError) throw err;
+    throw new ApiError("BAD_REQUEST", "Malformed JSON in request body");
+  }
+}
+
+function rejectUnstorableStrings(this: unknown, key: string, value: unknown): unknown {
+  if (!isStorable(key) || (typeof value === "string" && !isStorable(value))) {
+    throw new ApiError(
+      "BAD_REQUEST",
+      "JSON strings must not contain the NUL character (\\u0000) or unpaired surrogates (\\ud800-\\udfff)",
+    );
+  }
+  return value;
+}
+
+function isStorable(s: string): boolean {
+  return !s.includes("\u0000") && s.isWellFormed();
+}
+
+/** Deepest nesting of arrays and objects, ignoring brackets inside strings; stops counting once over the limit. */
+function nestingDepth(text: string): number {
+  let depth = 0;
+  let max = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92 /* \ */) i++;
+      else if (c === 34 /* " */) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 91 /* [ */ || c === 123 /* { */) {
+      if (++depth > max) max = depth;
+      if (max > MAX_JSON_DEPTH) return max;
+    } else if (c === 93 /* ] */ || c === 125 /* } */) depth--;
+  }
+  return max;
+}

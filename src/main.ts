@@ -1,0 +1,83 @@
+import type { FastifyInstance } from "fastify";
+import { buildApp } from "./app.js";
+import { bootstrap } from "./bootstrap.js";
+import type { Config } from "./config.js";
+import { Keyring } from "./crypto/keyring.js";
+import { resolveMasterKey } from "./crypto/master-key.js";
+import { migrateAndRun, openPglite, openPostgres, type Store } from "./db/client.js";
+
+export async function openStore(config: Config): Promise<Store> {
+  return config.databaseUrl ? openPostgres(config.databaseUrl, config.databasePoolSize) : openPglite(config.dataDir);
+}
+
+export type Server = { app: FastifyInstance; store: Store; url: string; close(): Promise<void> };
+
+/** config → store → migrate and bootstrap → buildApp → listen. Prints how to authenticate on stdout. */
+export async function startServer(config: Config, out: (line: string) => void = console.log): Promise<Server> {
+  const store = await openStore(config);
+  try {
+    const boot = await migrateAndRun(store, config.databaseUrl, () => bootstrap(store.db, config));
+    const master = resolveMasterKey(config);
+    const app = await buildApp({
+      deps: { config, store, db: store.db, keyring: new Keyring(master.key) },
+      logger: { level: config.logLevel },
+    });
+    const address = await app.listen({ port: config.port, host: config.host });
+    const url = address.replace("[::1]", "localhost").replace("127.0.0.1", "localhost");
+    out(startupBanner(url, store.description, master.source, boot, config));
+    let closing: Promise<void> | undefined;
+    return {
+      app,
+      store,
+      url,
+      close: () =>
+        (closing ??= (async () => {
+          await app.close();
+          await store.close();
+        })()),
+    };
+  } catch (err) {
+    await store.close().catch(() => {});
+    throw err;
+  }
+}
+
+function startupBanner(
+  url: string,
+  storeDescription: string,
+  keySource: string,
+  boot: Awaited<ReturnType<typeof bootstrap>>,
+  config: Config,
+): string {
+  const lines = [
+    "",
+    `keyhaven is listening on ${url}`,
+    `  store:          ${storeDescription}`,
+    `  encryption key: ${keySource}`,
+    `  workspace:      ${boot.workspaceId}${boot.createdWorkspace ? " (created now)" : ""}`,
+  ];
+  if (boot.generatedRootKey) {
+    lines.push(
+      "",
+      "  A root key was generated for the default workspace. It is shown only this once; keep it safe:",
+      "",
+      `      ${boot.generatedRootKey}`,
+      "",
+      "  Use it as a bearer token, for example:",
+      `      curl -X POST ${url}/v1/apis.createApi -H "Authorization: Bearer ${boot.generatedRootKey}" \\`,
+      `           -H "Content-Type: application/json" -d '{"name":"my-api"}'`,
+    );
+  } else if (config.rootKey) {
+    lines.push("  root key:       KEYHAVEN_ROOT_KEY (permission *) — send it as: Authorization: Bearer <root key>");
+  } else {
+    lines.push(
+      "  root key:       created on first start and shown then. Lost it? Restart with KEYHAVEN_ROOT_KEY=<a new secret>",
+      "                  and that value becomes a root key of the default workspace.",
+    );
+  }
+  lines.push(
+    `  operator routes: ${config.adminToken ? "enabled (KEYHAVEN_ADMIN_TOKEN)" : "disabled (set KEYHAVEN_ADMIN_TOKEN)"}`,
+    "",
+  );
+  return lines.join("\n");
+}

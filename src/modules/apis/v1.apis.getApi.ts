@@ -1,0 +1,21 @@
+import { z } from "zod";
+import { apiPermission } from "../../auth/permissions.js";
+import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { ApiError } from "../../errors.js";
+import { defineRpc } from "../../rpc.js";
+import { findApi } from "./apis.repository.js";
+
+export const getApi = defineRpc({
+  method: "GET",
+  path: "/v1/apis.getApi",
+  summary: "Reads an API by id.",
+  input: z.object({ apiId: z.string().min(1) }),
+  output: z.object({ id: z.string(), workspaceId: z.string(), name: z.string() }),
+  handler: async (input, { deps, authorization }) => {
+    const auth = await authenticateRootKey(deps.db, authorization);
+    requirePermission(auth, apiPermission(input.apiId, "read_api"));
+    const api = await findApi(deps.db, auth.workspaceId, input.apiId);
+    if (!api) throw new ApiError("NOT_FOUND", `api ${input.apiId} not found`);
+    return { id: api.id, workspaceId: api.workspaceId, name: api.name };
+  },
+});

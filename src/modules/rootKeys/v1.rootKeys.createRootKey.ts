@@ -1,0 +1,26 @@
+import { z } from "zod";
+import { authenticateAdmin } from "../../auth/admin-token.js";
+import { ApiError } from "../../errors.js";
+import { defineRpc } from "../../rpc.js";
+import { workspaceExists } from "../workspaces/workspaces.repository.js";
+import { insertRootKey } from "./rootKeys.repository.js";
+
+export const createRootKey = defineRpc({
+  method: "POST",
+  path: "/v1/rootKeys.createRootKey",
+  summary:
+    "Operator route (keyhaven extension): creates a root key for a workspace. The key is shown once; only its hash is stored.",
+  input: z.object({
+    workspaceId: z.string().min(1),
+    name: z.string().max(256).optional(),
+    permissions: z.array(z.string().min(1).max(512)).min(1).max(1000),
+  }),
+  output: z.object({ keyId: z.string(), key: z.string() }),
+  handler: async (input, { deps, authorization }) => {
+    authenticateAdmin(deps.config, authorization);
+    if (!(await workspaceExists(deps.db, input.workspaceId))) {
+      throw new ApiError("NOT_FOUND", `workspace ${input.workspaceId} not found`);
+    }
+    return insertRootKey(deps.db, { ...input, permissions: [...new Set(input.permissions)] });
+  },
+});

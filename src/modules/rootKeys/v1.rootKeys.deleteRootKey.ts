@@ -1,0 +1,18 @@
+import { z } from "zod";
+import { authenticateAdmin } from "../../auth/admin-token.js";
+import { ApiError } from "../../errors.js";
+import { defineRpc } from "../../rpc.js";
+import { deleteRootKeyById } from "./rootKeys.repository.js";
+
+export const deleteRootKey = defineRpc({
+  method: "POST",
+  path: "/v1/rootKeys.deleteRootKey",
+  summary: "Operator route (keyhaven extension): deletes a root key; the next call made with it is refused.",
+  input: z.object({ keyId: z.string().min(1) }),
+  output: z.object({}),
+  handler: async (input, { deps, authorization }) => {
+    authenticateAdmin(deps.config, authorization);
+    if (!(await deleteRootKeyById(deps.db, input.keyId))) throw new ApiError("NOT_FOUND", `root key ${input.keyId} not found`);
+    return {};
+  },
+});

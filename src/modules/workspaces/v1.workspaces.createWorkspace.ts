@@ -1,0 +1,16 @@
+import { z } from "zod";
+import { authenticateAdmin } from "../../auth/admin-token.js";
+import { defineRpc } from "../../rpc.js";
+import { insertWorkspace } from "./workspaces.repository.js";
+
+export const createWorkspace = defineRpc({
+  method: "POST",
+  path: "/v1/workspaces.createWorkspace",
+  summary: "Operator route (keyhaven extension): creates a workspace. Needs the admin token.",
+  input: z.object({ name: z.string().trim().min(1).max(256) }),
+  output: z.object({ workspaceId: z.string() }),
+  handler: async (input, { deps, authorization }) => {
+    authenticateAdmin(deps.config, authorization);
+    return { workspaceId: await insertWorkspace(deps.db, input.name) };
+  },
+});

@@ -1,0 +1,21 @@
+import { z } from "zod";
+import { authenticateAdmin } from "../../auth/admin-token.js";
+import { ApiError } from "../../errors.js";
+import { defineRpc } from "../../rpc.js";
+import { setWorkspaceEnabled } from "./workspaces.repository.js";
+
+export const updateWorkspace = defineRpc({
+  method: "POST",
+  path: "/v1/workspaces.updateWorkspace",
+  summary:
+    "Operator route (keyhaven extension): enables or disables a workspace. A disabled workspace answers every root-key call with 403 FORBIDDEN.",
+  input: z.object({ workspaceId: z.string().min(1), enabled: z.boolean() }),
+  output: z.object({}),
+  handler: async (input, { deps, authorization }) => {
+    authenticateAdmin(deps.config, authorization);
+    if (!(await setWorkspaceEnabled(deps.db, input.workspaceId, input.enabled))) {
+      throw new ApiError("NOT_FOUND", `workspace ${input.workspaceId} not found`);
+    }
+    return {};
+  },
+});

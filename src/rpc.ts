@@ -1,0 +1,46 @@
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { ZodTypeProvider } from "fastify-type-provider-zod";
+import type { z } from "zod";
+import type { Deps } from "./deps.js";
+
+export type RpcContext = {
+  deps: Deps;
+  req: FastifyRequest;
+  /** The raw Authorization header, for the routes that authenticate. */
+  authorization: string | undefined;
+};
+
+export type Rpc<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType> = {
+  method: "GET" | "POST";
+  /** `/v1/<service>.<method>` */
+  path: `/v1/${string}`;
+  summary: string;
+  /** Query parameters for GET, the JSON body for POST. */
+  input: I;
+  output: O;
+  /** 200 unless the contract says otherwise (enqueueKeys answers 202). */
+  status?: number;
+  handler: (input: z.output<I>, ctx: RpcContext) => Promise<z.input<O>>;
+};
+
+export function defineRpc<I extends z.ZodType, O extends z.ZodType>(rpc: Rpc<I, O>): Rpc<I, O> {
+  return rpc;
+}
+
+export function registerRpc(app: FastifyInstance, deps: Deps, rpc: Rpc): void {
+  const status = rpc.status ?? 200;
+  app.withTypeProvider<ZodTypeProvider>().route({
+    method: rpc.method,
+    url: rpc.path,
+    schema: {
+      summary: rpc.summary,
+      ...(rpc.method === "GET" ? { querystring: rpc.input } : { body: rpc.input }),
+      response: { [status]: rpc.output },
+    },
+    handler: async (req, reply) => {
+      const input = rpc.method === "GET" ? req.query : req.body;
+      const output = await rpc.handler(input, { deps, req, authorization: req.headers.authorization });
+      return reply.code(status).send(output);
+    },
+  });
+}

@@ -1,0 +1,79 @@
+import { describe, expect, it } from "vitest";
+import { expectError, type Harness, type Response, type Tenant } from "./helper.js";
+
+export type RouteRequest = { body?: unknown; query?: Record<string, string> };
+
+export type AuthCase = {
+  method: "GET" | "POST";
+  path: string;
+  /** A request that succeeds for `owner` (it may create what it needs in owner's workspace first). */
+  validRequest(h: Harness, owner: Tenant): Promise<RouteRequest>;
+  /** Permissions that are not enough for this route. */
+  insufficientPermissions: string[];
+  /** How the route answers `other`, a root key of another workspace, making owner's valid request. */
+  expectForOtherWorkspace(res: Response, h: Harness, owner: Tenant, other: Tenant): Promise<void>;
+  /** Rows that a refused request must leave as they were. */
+  countRows(h: Harness): Promise<number>;
+};
+
+const send = (h: Harness, c: AuthCase, req: RouteRequest, rootKey?: string) =>
+  c.method === "GET" ? h.get(c.path, req.query ?? {}, rootKey) : h.post(c.path, req.body ?? {}, rootKey);
+
+/** The checks every root-key route must pass: one suite, run for each route. */
+export function describeRootKeyAuth(getHarness: () => Harness, c: AuthCase) {
+  describe(`${c.method} ${c.path}: root-key authentication`, () => {
+    const refused = async (rootKey: string | undefined, status: number, code: string, message?: string | RegExp) => {
+      const h = getHarness();
+      const owner = await h.tenant();
+      const req = await c.validRequest(h, owner);
+      const before = await c.countRows(h);
+      expectError(await send(h, c, req, rootKey ?? undefined), status, code, message);
+      expect(await c.countRows(h)).toBe(before);
+      return { h, owner, req };
+    };
+
+    it("refuses a request without a key (403 UNAUTHORIZED, key required)", async () => {
+      await refused(undefined, 403, "UNAUTHORIZED", "key required");
+      await refused("", 403, "UNAUTHORIZED", "key required");
+    });
+
+    it("refuses an unknown key (403 UNAUTHORIZED, key not found)", async () => {
+      await refused("khroot_not_a_real_key_at_all", 403, "UNAUTHORIZED", "key not found");
+    });
+
+    it("refuses a key without the permission (403 INSUFFICIENT_PERMISSIONS)", async () => {
+      const h = getHarness();
+      const owner = await h.tenant();
+      const req = await c.validRequest(h, owner);
+      const weakKey = await h.rootKey(owner.workspaceId, c.insufficientPermissions);
+      const before = await c.countRows(h);
+      expectError(await send(h, c, req, weakKey), 403, "INSUFFICIENT_PERMISSIONS");
+      expect(await c.countRows(h)).toBe(before);
+    });
+
+    it("refuses every key of a disabled workspace (403 FORBIDDEN, workspace is disabled)", async () => {
+      const h = getHarness();
+      const owner = await h.tenant();
+      const req = await c.validRequest(h, owner);
+      await h.disableWorkspace(owner.workspaceId);
+      const before = await c.countRows(h);
+      expectError(await send(h, c, req, owner.rootKey), 403, "FORBIDDEN", "workspace is disabled");
+      expect(await c.countRows(h)).toBe(before);
+    });
+
+    it("never lets a key reach another workspace's data", async () => {
+      const h = getHarness();
+      const owner = await h.tenant();
+      const other = await h.tenant();
+      const req = await c.validRequest(h, owner);
+      await c.expectForOtherWorkspace(await send(h, c, req, other.rootKey), h, owner, other);
+    });
+
+    it("accepts the owner's key", async () => {
+      const h = getHarness();
+      const owner = await h.tenant();
+      const res = await send(h, c, await c.validRequest(h, owner), owner.rootKey);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+    });
+  });
+}

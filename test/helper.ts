@@ -1,0 +1,140 @@
+import { randomBytes } from "node:crypto";
+import type { FastifyInstance } from "fastify";
+import postgres from "postgres";
+import { inject } from "vitest";
+import { buildApp } from "../src/app.js";
+import { type Config, loadConfig } from "../src/config.js";
+import { Keyring } from "../src/crypto/keyring.js";
+import { type Db, migrateAndRun, openPglite, openPostgres, type Store } from "../src/db/client.js";
+import { insertRootKey } from "../src/modules/rootKeys/rootKeys.repository.js";
+import { insertWorkspace, setWorkspaceEnabled } from "../src/modules/workspaces/workspaces.repository.js";
+
+export const ADMIN_TOKEN = "test-admin-token-0123456789";
+
+export type Response = { status: number; body: any; headers: Record<string, unknown> };
+
+export type Tenant = { workspaceId: string; rootKey: string; rootKeyId: string };
+
+export type Harness = {
+  app: FastifyInstance;
+  store: Store;
+  db: Db;
+  config: Config;
+  keyring: Keyring;
+  /** Whether this run uses a real PostgreSQL server (TEST_DATABASE_URL) rather than PGlite. */
+  onPostgres: boolean;
+  databaseUrl: string | undefined;
+  /** A workspace with a root key holding `permissions` (default `*`). */
+  tenant(permissions?: string[]): Promise<Tenant>;
+  /** Another root key of the workspace, holding only `permissions`. */
+  rootKey(workspaceId: string, permissions: string[]): Promise<string>;
+  disableWorkspace(workspaceId: string): Promise<void>;
+  post(path: string, body: unknown, rootKey?: string, headers?: Record<string, string>): Promise<Response>;
+  get(path: string, query: Record<string, string>, rootKey?: string): Promise<Response>;
+  /** Raw SQL against the test database, for assertions on what was (not) written. */
+  sql<T = Record<string, unknown>>(query: string): Promise<T[]>;
+  close(): Promise<void>;
+};
+
+/** Builds the real app on a fresh, migrated database of its own (PGlite, or a copy of the PostgreSQL template). */
+export async function createHarness(env: Record<string, string> = {}): Promise<Harness> {
+  const templateUrl = inject("templateDatabaseUrl");
+  let store: Store;
+  let databaseUrl: string | undefined;
+  let dropDatabase = async () => {};
+  if (templateUrl) {
+    const name = `keyhaven_test_${randomBytes(6).toString("hex")}`;
+    const template = new URL(templateUrl).pathname.slice(1);
+    const admin = postgres(templateUrl.replace(`/${template}`, "/postgres"), { max: 1, onnotice: () => {} });
+    await admin.unsafe(`create database ${name} template ${template}`);
+    databaseUrl = templateUrl.replace(`/${template}`, `/${name}`);
+    store = openPostgres(databaseUrl, 4);
+    dropDatabase = async () => {
+      await admin.unsafe(`drop database if exists ${name} with (force)`);
+      await admin.end();
+    };
+  } else {
+    store = await openPglite("memory://");
+    await migrateAndRun(store, undefined, async () => {});
+  }
+  const config = loadConfig({
+    KEYHAVEN_ADMIN_TOKEN: ADMIN_TOKEN,
+    KEYHAVEN_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
+    KEYHAVEN_DATA_DIR: "memory://",
+    ...(databaseUrl && { DATABASE_URL: databaseUrl }),
+    ...env,
+  });
+  const keyring = new Keyring(config.encryptionKey);
+  const app = await buildApp({ deps: { config, store, db: store.db, keyring } });
+
+  const toResponse = (res: { statusCode: number; body: string; headers: Record<string, unknown> }): Response => {
+    let body: unknown = res.body;
+    try {
+      body = JSON.parse(res.body);
+    } catch {}
+    return { status: res.statusCode, body, headers: res.headers };
+  };
+  const auth = (rootKey?: string) => (rootKey === undefined ? {} : { authorization: `Bearer ${rootKey}` });
+
+  return {
+    app,
+    store,
+    db: store.db,
+    config,
+    keyring,
+    onPostgres: templateUrl !== undefined,
+    databaseUrl,
+    async tenant(permissions = ["*"]) {
+      const workspaceId = await insertWorkspace(store.db, `ws-${randomBytes(3).toString("hex")}`);
+      const { keyId, key } = await insertRootKey(store.db, { workspaceId, permissions });
+      return { workspaceId, rootKey: key, rootKeyId: keyId };
+    },
+    async rootKey(workspaceId, permissions) {
+      return (await insertRootKey(store.db, { workspaceId, permissions })).key;
+    },
+    async disableWorkspace(workspaceId) {
+      await setWorkspaceEnabled(store.db, workspaceId, false);
+    },
+    async post(path, body, rootKey, headers = {}) {
+      const res = await app.inject({
+        method: "POST",
+        url: path,
+        headers: { "content-type": "application/json", ...auth(rootKey), ...headers },
+        payload: JSON.stringify(body),
+      });
+      return toResponse(res);
+    },
+    async get(path, query, rootKey) {
+      const res = await app.inject({ method: "GET", url: path, query, headers: auth(rootKey) });
+      return toResponse(res);
+    },
+    async sql<T>(query: string) {
+      const { rowsOf } = await import("../src/db/client.js");
+      const { sql } = await import("drizzle-orm");
+      return rowsOf<T>(await store.db.execute(sql.raw(query)));
+    },
+    async close() {
+      await app.close();
+      await store.close();
+      await dropDatabase();
+    },
+  };
+}
+
+/** A v1-style error body with this code (and, when given, a message matching `message`). */
+export function expectError(res: Response, status: number, code: string, message?: string | RegExp) {
+  const ok =
+    res.status === status &&
+    res.body?.error?.code === code &&
+    typeof res.body.error.requestId === "string" &&
+    res.body.error.requestId === res.headers["unkey-request-id"] &&
+    typeof res.body.error.docs === "string" &&
+    res.body.error.docs.endsWith(`/docs/errors/${code}`) &&
+    (message === undefined ||
+      (typeof message === "string" ? res.body.error.message === message : message.test(res.body.error.message)));
+  if (!ok) {
+    throw new Error(
+      `expected ${status} ${code}${message ? ` (${message})` : ""}, got ${res.status} ${JSON.stringify(res.body)}`,
+    );
+  }
+}

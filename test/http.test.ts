@@ -1,0 +1,138 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { BODY_LIMIT_BYTES } from "../src/app.js";
+import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
+
+let h: Harness;
+let t: Tenant;
+beforeAll(async () => {
+  h = await createHarness();
+  t = await h.tenant();
+});
+afterAll(() => h.close());
+
+const rawPost = (url: string, payload: string | Buffer, headers: Record<string, string> = {}) =>
+  h.app
+    .inject({ method: "POST", url, payload, headers: { authorization: `Bearer ${t.rootKey}`, ...headers } })
+    .then((r) => ({ status: r.statusCode, body: JSON.parse(r.body), headers: r.headers }));
+
+describe("the call convention", () => {
+  it("answers liveness without authentication", async () => {
+    const res = await h.get("/v1/liveness", {});
+    expect(res.status).toBe(200);
+    expect(res.body.status).toBeTypeOf("string");
+    expect(res.headers["unkey-request-id"]).toMatch(/^req_/);
+  });
+
+  it("gives every response its own Unkey-Request-Id and ignores one sent by the client", async () => {
+    const a = await h.post("/v1/apis.createApi", { name: "first" }, t.rootKey, { "unkey-request-id": "req_mine" });
+    const b = await h.post("/v1/apis.createApi", { name: "x" }, t.rootKey);
+    expect(a.headers["unkey-request-id"]).toMatch(/^req_/);
+    expect(a.headers["unkey-request-id"]).not.toBe("req_mine");
+    expect(b.headers["unkey-request-id"]).toMatch(/^req_/);
+    expect(b.headers["unkey-request-id"]).not.toBe(a.headers["unkey-request-id"]);
+  });
+
+  it("answers an unknown path with 404 in the envelope", async () => {
+    expectError(await h.post("/v1/apis.nope", {}, t.rootKey), 404, "NOT_FOUND", "no route POST /v1/apis.nope");
+    expectError(await h.get("/", {}), 404, "NOT_FOUND");
+  });
+
+  it.each(["GET", "PUT", "DELETE", "PATCH"] as const)("answers %s on a POST route with 405 in the envelope", async (method) => {
+    const res = await h.app.inject({ method, url: "/v1/migrations.createKeys" });
+    expect(res.statusCode).toBe(405);
+    expect(res.headers.allow).toBe("POST");
+    expectError(
+      { status: res.statusCode, body: JSON.parse(res.body), headers: res.headers },
+      405,
+      "METHOD_NOT_ALLOWED",
+      `${method} is not allowed on /v1/migrations.createKeys; use POST`,
+    );
+  });
+
+  it("answers POST on a GET route with 405", async () => {
+    expectError(await h.post("/v1/apis.getApi", { apiId: "x" }, t.rootKey), 405, "METHOD_NOT_ALLOWED");
+  });
+
+  it("points error.docs at this server's error reference, ending in the code", async () => {
+    const res = await h.post("/v1/apis.createApi", { name: "ok-name" });
+    expect(res.body.error.docs).toBe("http://localhost:80/docs/errors/UNAUTHORIZED");
+  });
+});
+
+describe("bad bodies are clean 4xx errors that change nothing", () => {
+  const countApis = async () => Number((await h.sql<{ n: string }>("select count(*) as n from apis"))[0]!.n);
+
+  it("refuses malformed JSON", async () => {
+    const before = await countApis();
+    const res = await rawPost("/v1/apis.createApi", '{"name": "abc"', { "content-type": "application/json" });
+    expectError(res, 400, "BAD_REQUEST", "Malformed JSON in request body");
+    expect(await countApis()).toBe(before);
+  });
+
+  it("refuses an empty body", async () => {
+    expectError(
+      await rawPost("/v1/apis.createApi", "", { "content-type": "application/json" }),
+      400,
+      "BAD_REQUEST",
+      "Request body is empty; expected JSON",
+    );
+  });
+
+  it("refuses a body that is not JSON by content type", async () => {
+    expectError(
+      await rawPost("/v1/apis.createApi", "name=abc", { "content-type": "application/x-www-form-urlencoded" }),
+      400,
+      "BAD_REQUEST",
+      "Content-Type must be application/json, got application/x-www-form-urlencoded",
+    );
+    expectError(await rawPost("/v1/apis.createApi", '{"name":"abc"}', { "content-type": "text/plain" }), 400, "BAD_REQUEST");
+  });
+
+  it("refuses a POST without a body as a validation error", async () => {
+    const res = await h.app.inject({ method: "POST", url: "/v1/apis.createApi", headers: { authorization: `Bearer ${t.rootKey}` } });
+    expectError({ status: res.statusCode, body: JSON.parse(res.body), headers: res.headers }, 400, "BAD_REQUEST", /^: /);
+  });
+
+  it("refuses a body over 1 MiB with 413 in the envelope", async () => {
+    const before = await countApis();
+    const big = JSON.stringify({ name: "x".repeat(BODY_LIMIT_BYTES) });
+    const res = await rawPost("/v1/apis.createApi", big, { "content-type": "application/json" });
+    expectError(res, 413, "PAYLOAD_TOO_LARGE");
+    expect(await countApis()).toBe(before);
+  });
+
+  it("refuses JSON nested deeper than 64 levels", async () => {
+    const deep = `[{"apiId":"a","hash":{"value":"v","variant":"sha256_base64"},"meta":{"a":${"[".repeat(5000)}${"]".repeat(5000)}}}]`;
+    expectError(
+      await rawPost("/v1/migrations.createKeys", deep, { "content-type": "application/json" }),
+      400,
+      "BAD_REQUEST",
+      "JSON is nested deeper than 64 levels",
+    );
+  });
+
+  it.each([
+    ["a NUL character in a value", '{"name":"abc\\u0000def"}'],
+    ["a NUL character in a property name", '{"name":"abcdef","x\\u0000":1}'],
+    ["a lone surrogate", '{"name":"abc\\ud800"}'],
+  ])("refuses %s, which PostgreSQL cannot store", async (_, payload) => {
+    const before = await countApis();
+    expectError(await rawPost("/v1/apis.createApi", payload, { "content-type": "application/json" }), 400, "BAD_REQUEST", /NUL/);
+    expect(await countApis()).toBe(before);
+  });
+
+  it("accepts escaped backslashes and well-formed surrogate pairs", async () => {
+    const res = await rawPost("/v1/apis.createApi", '{"name":"a\\\\u0000 \\ud83d\\ude00"}', { "content-type": "application/json" });
+    expect(res.status).toBe(200);
+    expect(res.body.name).toBe("a\\u0000 😀");
+  });
+
+  it("names the first failing field as path: message", async () => {
+    const res = await h.post("/v1/migrations.createKeys", [{ apiId: "a", hash: { value: "v", variant: "md5" } }], t.rootKey);
+    expectError(res, 400, "BAD_REQUEST", /^0\.hash\.variant: /);
+  });
+
+  it("validates before it authenticates, as v1 does", async () => {
+    expectError(await h.post("/v1/apis.createApi", { name: 1 }), 400, "BAD_REQUEST", /^name: /);
+  });
+});

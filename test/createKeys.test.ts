@@ -1,0 +1,516 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { hashKey } from "../src/crypto/hash.js";
+import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
+
+let h: Harness;
+let t: Tenant;
+let apiId: string;
+beforeAll(async () => {
+  h = await createHarness();
+  t = await h.tenant();
+  apiId = await newApi(t);
+});
+afterAll(() => h.close());
+
+async function newApi(tenant: Tenant): Promise<string> {
+  const res = await h.post("/v1/apis.createApi", { name: `api-${randomBytes(3).toString("hex")}` }, tenant.rootKey);
+  expect(res.status).toBe(200);
+  return res.body.apiId;
+}
+
+const randomHash = () => hashKey(randomBytes(16).toString("hex"));
+const byHash = (api: string, n: number) =>
+  Array.from({ length: n }, () => ({ apiId: api, hash: { value: randomHash(), variant: "sha256_base64" } }));
+const importKeys = (body: unknown, rootKey = t.rootKey) => h.post("/v1/migrations.createKeys", body, rootKey);
+
+const count = async (query: string) => Number((await h.sql<{ n: string }>(`select count(*) as n from ${query}`))[0]!.n);
+
+/** Every table an import may write to, counted, to prove that a refused import wrote nothing. */
+async function snapshot() {
+  return {
+    keys: await count("keys"),
+    identities: await count("identities"),
+    encrypted: await count("encrypted_keys"),
+    encryptionKeys: await count("encryption_keys"),
+    keysRoles: await count("keys_roles"),
+    keysPermissions: await count("keys_permissions"),
+    ratelimits: await count("ratelimits"),
+  };
+}
+
+async function createRole(name: string, tenant = t) {
+  const res = await h.post("/v1/permissions.createRole", { name }, tenant.rootKey);
+  expect(res.status).toBe(200);
+  return res.body.roleId as string;
+}
+async function createPermission(name: string, tenant = t) {
+  const res = await h.post("/v1/permissions.createPermission", { name }, tenant.rootKey);
+  expect(res.status).toBe(200);
+  return res.body.permissionId as string;
+}
+
+describe("migrations.createKeys stores every field", () => {
+  it("round-trips every field of a key imported by hash", async () => {
+    const roleId = await createRole("importer.admin");
+    const permissionId = await createPermission("documents.read");
+    const hash = randomHash();
+    const expires = Date.now() + 86_400_000;
+    const res = await importKeys([
+      {
+        apiId,
+        prefix: "sk_live",
+        name: "Customer key",
+        hash: { value: hash, variant: "sha256_base64" },
+        start: "sk_live_abcd",
+        ownerId: "legacy-owner",
+        externalId: "customer-42",
+        meta: { plan: "pro", nested: { seats: 3, tags: ["a", "b"] } },
+        roles: ["importer.admin"],
+        permissions: ["documents.read"],
+        expires,
+        remaining: 500,
+        refill: { interval: "monthly", amount: 500, refillDay: 15 },
+        ratelimit: { type: "fast", limit: 10, refillRate: 10, refillInterval: 60_000 },
+        enabled: false,
+        environment: "production",
+      },
+    ]);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body).toEqual({ keyIds: [expect.stringMatching(/^key_/)] });
+    const keyId = res.body.keyIds[0];
+
+    const [key] = await h.sql<any>(`select * from keys where id = '${keyId}'`);
+    expect(key).toMatchObject({
+      workspace_id: t.workspaceId,
+      api_id: apiId,
+      hash,
+      start: "sk_live_abcd",
+      prefix: "sk_live",
+      name: "Customer key",
+      owner_id: "legacy-owner",
+      meta: { plan: "pro", nested: { seats: 3, tags: ["a", "b"] } },
+      remaining_requests: 500,
+      refill_day: 15,
+      refill_amount: 500,
+      last_refill_at: null,
+      enabled: false,
+      environment: "production",
+      deleted_at_m: null,
+    });
+    expect(new Date(key.expires).getTime()).toBe(expires);
+    expect(Number(key.created_at_m)).toBeGreaterThan(Date.now() - 60_000);
+
+    const [identity] = await h.sql<any>(`select * from identities where id = '${key.identity_id}'`);
+    expect(identity).toMatchObject({ workspace_id: t.workspaceId, external_id: "customer-42", environment: "default" });
+    expect(await h.sql(`select role_id from keys_roles where key_id = '${keyId}'`)).toEqual([{ role_id: roleId }]);
+    expect(await h.sql(`select permission_id from keys_permissions where key_id = '${keyId}'`)).toEqual([
+      { permission_id: permissionId },
+    ]);
+    const ratelimits = await h.sql<any>(`select name, "limit", duration, auto_apply from ratelimits where key_id = '${keyId}'`);
+    expect(ratelimits.map((r) => ({ ...r, duration: Number(r.duration) }))).toEqual([
+      { name: "default", limit: 10, duration: 60_000, auto_apply: true },
+    ]);
+    expect(await count(`encrypted_keys where key_id = '${keyId}'`)).toBe(0);
+  });
+
+  it("applies the defaults: enabled, no expiry, unlimited, empty start for a hash", async () => {
+    const res = await importKeys(byHash(apiId, 1));
+    const [key] = await h.sql<any>(`select * from keys where id = '${res.body.keyIds[0]}'`);
+    expect(key).toMatchObject({
+      enabled: true,
+      start: "",
+      name: null,
+      prefix: null,
+      owner_id: null,
+      identity_id: null,
+      meta: null,
+      expires: null,
+      remaining_requests: null,
+      refill_day: null,
+      refill_amount: null,
+      environment: null,
+    });
+  });
+
+  it("stores expires: 0 as never expiring, and a monthly refill without refillDay on day 1", async () => {
+    const [k] = byHash(apiId, 1);
+    const res = await importKeys([{ ...k, expires: 0, remaining: 5, refill: { interval: "monthly", amount: 10 } }]);
+    const [key] = await h.sql<any>(`select * from keys where id = '${res.body.keyIds[0]}'`);
+    expect(key).toMatchObject({ expires: null, refill_day: 1, refill_amount: 10, remaining_requests: 5 });
+  });
+
+  it("stores a daily refill without a refill day", async () => {
+    const [k] = byHash(apiId, 1);
+    const res = await importKeys([{ ...k, remaining: 1, refill: { interval: "daily", amount: 100 } }]);
+    const [key] = await h.sql<any>(`select * from keys where id = '${res.body.keyIds[0]}'`);
+    expect(key).toMatchObject({ refill_day: null, refill_amount: 100, remaining_requests: 1 });
+  });
+
+  it("hashes a plaintext key with SHA-256 (base64) and keeps the plaintext only encrypted", async () => {
+    const plaintext = `sk_live_${randomBytes(24).toString("hex")}`;
+    const res = await importKeys([{ apiId, prefix: "sk_live", plaintext }]);
+    expect(res.status).toBe(200);
+    const keyId = res.body.keyIds[0];
+    const [key] = await h.sql<any>(`select * from keys where id = '${keyId}'`);
+    expect(key.hash).toBe(hashKey(plaintext));
+    expect(key.start).toBe(plaintext.slice(0, "sk_live_".length + 4));
+
+    const [enc] = await h.sql<any>(`select * from encrypted_keys where key_id = '${keyId}'`);
+    expect(enc.workspace_id).toBe(t.workspaceId);
+    expect(enc.encrypted).not.toContain(plaintext);
+    expect(Buffer.from(enc.encrypted, "base64").includes(Buffer.from(plaintext))).toBe(false);
+    expect(await h.keyring.decrypt(h.db, t.workspaceId, enc.encryption_key_id, keyId, enc.encrypted)).toBe(plaintext);
+
+    // The plaintext appears nowhere in the database, in any table.
+    const dump = await h.sql<{ row: string }>(
+      `select row_to_json(x)::text as row from (select * from keys) x
+       union all select row_to_json(x)::text from (select * from encrypted_keys) x
+       union all select row_to_json(x)::text from (select * from encryption_keys) x`,
+    );
+    expect(dump.some((r) => r.row.includes(plaintext))).toBe(false);
+  });
+
+  it("binds each ciphertext to its key: moved to another key it does not decrypt", async () => {
+    const res = await importKeys([
+      { apiId, plaintext: `a_${randomBytes(8).toString("hex")}` },
+      { apiId, plaintext: `b_${randomBytes(8).toString("hex")}` },
+    ]);
+    const [a, b] = res.body.keyIds;
+    const [enc] = await h.sql<any>(`select * from encrypted_keys where key_id = '${a}'`);
+    await expect(h.keyring.decrypt(h.db, t.workspaceId, enc.encryption_key_id, b, enc.encrypted)).rejects.toThrow();
+  });
+
+  it("defaults start to the first four characters of a plaintext without the prefix", async () => {
+    const res = await importKeys([{ apiId, plaintext: "abcdefghijklmnop" }]);
+    const [key] = await h.sql<any>(`select start from keys where id = '${res.body.keyIds[0]}'`);
+    expect(key.start).toBe("abcd");
+  });
+
+  it("never returns the hash or the plaintext", async () => {
+    const plaintext = `secret_${randomBytes(8).toString("hex")}`;
+    const res = await importKeys([{ apiId, plaintext }]);
+    const text = JSON.stringify(res.body);
+    expect(text).not.toContain(plaintext);
+    expect(text).not.toContain(hashKey(plaintext));
+    expect(Object.keys(res.body)).toEqual(["keyIds"]);
+  });
+});
+
+describe("migrations.createKeys batches", () => {
+  it("imports 100 keys in one call and returns their ids in request order", async () => {
+    const batch = byHash(apiId, 100);
+    const res = await importKeys(batch);
+    expect(res.status).toBe(200);
+    expect(res.body.keyIds).toHaveLength(100);
+    expect(new Set(res.body.keyIds).size).toBe(100);
+    const rows = await h.sql<{ id: string; hash: string }>(
+      `select id, hash from keys where id in (${res.body.keyIds.map((id: string) => `'${id}'`).join(",")})`,
+    );
+    const hashById = new Map(rows.map((r) => [r.id, r.hash]));
+    res.body.keyIds.forEach((id: string, i: number) => expect(hashById.get(id)).toBe(batch[i]!.hash.value));
+  });
+
+  it("refuses 101 keys and writes nothing", async () => {
+    const before = await snapshot();
+    expectError(await importKeys(byHash(apiId, 101)), 400, "BAD_REQUEST", /^: Too big: expected array to have <=100 items/);
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it("answers an empty array with no key ids", async () => {
+    const res = await importKeys([]);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ keyIds: [] });
+  });
+
+  it("refuses an object where the array belongs", async () => {
+    expectError(await importKeys({ apiId, hash: { value: "x", variant: "sha256_base64" } }), 400, "BAD_REQUEST", /^: /);
+  });
+
+  it("imports keys into several APIs of the workspace in one call", async () => {
+    const other = await newApi(t);
+    const res = await importKeys([...byHash(apiId, 2), ...byHash(other, 2)]);
+    expect(res.status).toBe(200);
+    const rows = await h.sql<{ api_id: string }>(
+      `select api_id from keys where id in (${res.body.keyIds.map((id: string) => `'${id}'`).join(",")}) order by api_id`,
+    );
+    expect(rows.filter((r) => r.api_id === other)).toHaveLength(2);
+  });
+});
+
+describe("migrations.createKeys validation", () => {
+  // Built when the file is collected, before beforeAll: validation fails before any API is looked up.
+  const anyApi = "api_validation_only";
+  const one = (overrides: Record<string, unknown>) => [{ ...byHash(anyApi, 1)[0], ...overrides }];
+  const cases: [string, unknown, RegExp][] = [
+    ["a prefix longer than 8", one({ prefix: "123456789" }), /^0\.prefix: Too big/],
+    ["an environment longer than 256", one({ environment: "e".repeat(257) }), /^0\.environment: Too big/],
+    ["remaining 0", one({ remaining: 0 }), /^0\.remaining: Too small/],
+    ["a negative remaining", one({ remaining: -5 }), /^0\.remaining: Too small/],
+    ["a fractional remaining", one({ remaining: 1.5 }), /^0\.remaining: /],
+    ["remaining beyond 32 bits", one({ remaining: 2 ** 31 }), /^0\.remaining: Too big/],
+    ["refill without remaining", one({ refill: { interval: "daily", amount: 10 } }), /^0\.refill: remaining must be set if you are using refill\.$/],
+    [
+      "refillDay with a daily refill",
+      one({ remaining: 5, refill: { interval: "daily", amount: 10, refillDay: 3 } }),
+      /^0\.refill\.refillDay: when interval is set to 'daily', 'refillDay' must be null\.$/,
+    ],
+    ["refillDay 32", one({ remaining: 5, refill: { interval: "monthly", amount: 10, refillDay: 32 } }), /^0\.refill\.refillDay: Too big/],
+    ["refillDay 0", one({ remaining: 5, refill: { interval: "monthly", amount: 10, refillDay: 0 } }), /^0\.refill\.refillDay: Too small/],
+    ["an unknown refill interval", one({ remaining: 5, refill: { interval: "weekly", amount: 10 } }), /^0\.refill\.interval: /],
+    ["a refill amount of 0", one({ remaining: 5, refill: { interval: "daily", amount: 0 } }), /^0\.refill\.amount: Too small/],
+    ["neither hash nor plaintext", [{ apiId: anyApi }], /^0: provide either `hash` or `plaintext`$/],
+    ["both hash and plaintext", one({ plaintext: "abc" }), /^0: provide either `hash` or `plaintext`, not both$/],
+    ["an unknown hash variant", one({ hash: { value: "x", variant: "sha512_hex" } }), /^0\.hash\.variant: /],
+    ["a hash without value", one({ hash: { variant: "sha256_base64" } }), /^0\.hash\.value: /],
+    ["an empty plaintext", [{ apiId: anyApi, plaintext: "" }], /^0\.plaintext: Too small/],
+    ["a missing apiId", [{ hash: { value: randomHash(), variant: "sha256_base64" } }], /^0\.apiId: /],
+    ["a ratelimit without refillInterval", one({ ratelimit: { limit: 10, refillRate: 10 } }), /^0\.ratelimit\.refillInterval: /],
+    ["a ratelimit limit of 0", one({ ratelimit: { limit: 0, refillRate: 1, refillInterval: 1000 } }), /^0\.ratelimit\.limit: Too small/],
+    ["an unknown ratelimit type", one({ ratelimit: { type: "slow", limit: 1, refillRate: 1, refillInterval: 1000 } }), /^0\.ratelimit\.type: /],
+    ["a fractional expires", one({ expires: 1.5 }), /^0\.expires: /],
+    ["a negative expires", one({ expires: -1 }), /^0\.expires: Too small/],
+    ["an expires past year 9999", one({ expires: 253_402_300_800_000 }), /^0\.expires: Too big/],
+    ["meta that is not an object", one({ meta: [1, 2] }), /^0\.meta: /],
+    ["an empty role name", one({ roles: [""] }), /^0\.roles\.0: Too small/],
+    ["a role name longer than 512", one({ roles: ["r".repeat(513)] }), /^0\.roles\.0: Too big/],
+    ["a non-boolean enabled", one({ enabled: "yes" }), /^0\.enabled: /],
+    ["a hash value longer than 512", one({ hash: { value: "h".repeat(513), variant: "sha256_base64" } }), /^0\.hash\.value: Too big/],
+  ];
+
+  it.each(cases)("refuses %s with 400 naming the field, and writes nothing", async (_, body, message) => {
+    const before = await snapshot();
+    expectError(await importKeys(body), 400, "BAD_REQUEST", message);
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it("names the failing element's index when it is not the first", async () => {
+    const batch: unknown[] = byHash(apiId, 10);
+    batch[7] = { apiId, hash: { value: randomHash(), variant: "sha256_base64" }, remaining: 0 };
+    expectError(await importKeys(batch), 400, "BAD_REQUEST", /^7\.remaining: /);
+  });
+
+  it("accepts remaining 1, which the spec's 'greater than 1' would refuse (a documented decision)", async () => {
+    const res = await importKeys([{ ...byHash(apiId, 1)[0], remaining: 1 }]);
+    expect(res.status).toBe(200);
+  });
+
+  it("ignores unknown fields, as v1 does", async () => {
+    const res = await importKeys([{ ...byHash(apiId, 1)[0], somethingElse: true }]);
+    expect(res.status).toBe(200);
+  });
+});
+
+describe("migrations.createKeys is all or nothing", () => {
+  it.each([0, 50, 99])("rolls back everything when the key at index %i already exists", async (position) => {
+    const existing = byHash(apiId, 1);
+    expect((await importKeys(existing)).status).toBe(200);
+    await createRole(`rollback.role.${position}`);
+    await createPermission(`rollback.perm.${position}`);
+
+    const batch: any[] = byHash(apiId, 100).map((k, i) => ({
+      ...k,
+      externalId: `rollback-identity-${position}-${i}`,
+      roles: [`rollback.role.${position}`],
+      permissions: [`rollback.perm.${position}`],
+      ratelimit: { limit: 1, refillRate: 1, refillInterval: 1000 },
+      ...(i % 2 === 0 && { hash: undefined, plaintext: `plain-${position}-${i}-${randomHash()}` }),
+    }));
+    batch[position] = { ...existing[0] };
+    const before = await snapshot();
+    const res = await importKeys(batch);
+    expectError(res, 409, "CONFLICT", `the key at index ${position} already exists; no key of this request was created`);
+    expect(JSON.stringify(res.body)).not.toContain(existing[0]!.hash.value);
+    expect(await snapshot()).toEqual(before);
+    expect(await count(`identities where external_id like 'rollback-identity-${position}-%'`)).toBe(0);
+  });
+
+  it("refuses two copies of one key in the same request, naming both indexes", async () => {
+    const batch = byHash(apiId, 20);
+    batch[13] = { ...batch[4]! };
+    const before = await snapshot();
+    const res = await importKeys(batch);
+    expectError(res, 409, "CONFLICT", "the key at index 13 is the same key as the one at index 4");
+    expect(JSON.stringify(res.body)).not.toContain(batch[4]!.hash.value);
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it("treats a plaintext and a hash of the same key as duplicates", async () => {
+    const plaintext = `dup_${randomBytes(8).toString("hex")}`;
+    const res = await importKeys([
+      { apiId, plaintext },
+      { apiId, hash: { value: hashKey(plaintext), variant: "sha256_base64" } },
+    ]);
+    expectError(res, 409, "CONFLICT", "the key at index 1 is the same key as the one at index 0");
+  });
+
+  it("refuses a key that exists in another workspace (hashes are unique everywhere)", async () => {
+    const other = await h.tenant();
+    const otherApi = await newApi(other);
+    const [k] = byHash(otherApi, 1);
+    expect((await importKeys([k], other.rootKey)).status).toBe(200);
+    const before = await snapshot();
+    expectError(await importKeys([{ ...k, apiId }]), 409, "CONFLICT", /index 0 already exists/);
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it("refuses a soft-deleted key's hash, so an id is never reused for a revoked key", async () => {
+    const [k] = byHash(apiId, 1);
+    const res = await importKeys([k]);
+    await h.sql(`update keys set deleted_at_m = 1 where id = '${res.body.keyIds[0]}'`);
+    expectError(await importKeys([k]), 409, "CONFLICT");
+  });
+
+  it("rolls back and names missing roles with 412", async () => {
+    await createRole("present.role");
+    const before = await snapshot();
+    const batch = byHash(apiId, 5).map((k, i) => ({ ...k, roles: i === 3 ? ["present.role", "absent.one", "absent.two"] : ["present.role"] }));
+    expectError(
+      await importKeys(batch),
+      412,
+      "PRECONDITION_FAILED",
+      'Roles ["absent.one","absent.two"] are missing, please create them first',
+    );
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it("rolls back and names missing permissions with 412", async () => {
+    const before = await snapshot();
+    const batch = byHash(apiId, 3).map((k) => ({ ...k, permissions: ["nobody.has.this"] }));
+    expectError(
+      await importKeys(batch),
+      412,
+      "PRECONDITION_FAILED",
+      'Permissions ["nobody.has.this"] are missing, please create them first',
+    );
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it("does not see roles or permissions of another workspace", async () => {
+    const other = await h.tenant();
+    await createRole("other.workspace.role", other);
+    await createPermission("other.workspace.perm", other);
+    expectError(await importKeys([{ ...byHash(apiId, 1)[0], roles: ["other.workspace.role"] }]), 412, "PRECONDITION_FAILED");
+    expectError(
+      await importKeys([{ ...byHash(apiId, 1)[0], permissions: ["other.workspace.perm"] }]),
+      412,
+      "PRECONDITION_FAILED",
+    );
+  });
+
+  it("matches permissions by name, as v1 imports do", async () => {
+    const res = await h.post("/v1/permissions.createPermission", { name: "billing.read", slug: "billing-read-slug" }, t.rootKey);
+    const imported = await importKeys([{ ...byHash(apiId, 1)[0], permissions: ["billing.read"] }]);
+    expect(imported.status).toBe(200);
+    const links = await h.sql<any>(`select permission_id from keys_permissions where key_id = '${imported.body.keyIds[0]}'`);
+    expect(links).toEqual([{ permission_id: res.body.permissionId }]);
+  });
+
+  it("refuses an API of another workspace with 404, as if it did not exist, and writes nothing", async () => {
+    const other = await h.tenant();
+    const otherApi = await newApi(other);
+    const before = await snapshot();
+    expectError(await importKeys([...byHash(apiId, 3), ...byHash(otherApi, 1)]), 404, "NOT_FOUND", `api ${otherApi} not found`);
+    expectError(await importKeys(byHash("api_does_not_exist", 1)), 404, "NOT_FOUND", "api api_does_not_exist not found");
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it("refuses a deleted API with 404", async () => {
+    const gone = await newApi(t);
+    await h.sql(`update apis set deleted_at_m = 1 where id = '${gone}'`);
+    expectError(await importKeys(byHash(gone, 1)), 404, "NOT_FOUND", `api ${gone} not found`);
+  });
+});
+
+describe("migrations.createKeys identities", () => {
+  it("creates one identity per new externalId in a batch and links every key to it", async () => {
+    const externalId = `shared-${randomBytes(4).toString("hex")}`;
+    const res = await importKeys(byHash(apiId, 5).map((k) => ({ ...k, externalId })));
+    expect(res.status).toBe(200);
+    const identities = await h.sql<any>(`select id from identities where external_id = '${externalId}'`);
+    expect(identities).toHaveLength(1);
+    const keys = await h.sql<any>(`select distinct identity_id from keys where id in (${res.body.keyIds.map((id: string) => `'${id}'`).join(",")})`);
+    expect(keys).toEqual([{ identity_id: identities[0].id }]);
+  });
+
+  it("links an existing identity of the workspace instead of creating one", async () => {
+    const externalId = `existing-${randomBytes(4).toString("hex")}`;
+    const first = await importKeys([{ ...byHash(apiId, 1)[0], externalId }]);
+    const second = await importKeys([{ ...byHash(apiId, 1)[0], externalId }]);
+    const rows = await h.sql<any>(
+      `select distinct identity_id from keys where id in ('${first.body.keyIds[0]}', '${second.body.keyIds[0]}')`,
+    );
+    expect(rows).toHaveLength(1);
+    expect(await count(`identities where external_id = '${externalId}'`)).toBe(1);
+  });
+
+  it("keeps identities apart per workspace", async () => {
+    const other = await h.tenant();
+    const otherApi = await newApi(other);
+    const externalId = `per-workspace-${randomBytes(4).toString("hex")}`;
+    await importKeys([{ ...byHash(apiId, 1)[0], externalId }]);
+    await importKeys([{ ...byHash(otherApi, 1)[0], externalId }], other.rootKey);
+    const rows = await h.sql<any>(`select workspace_id from identities where external_id = '${externalId}' order by workspace_id`);
+    expect(rows.map((r) => r.workspace_id).sort()).toEqual([t.workspaceId, other.workspaceId].sort());
+  });
+
+  it("keeps ownerId as given without creating an identity", async () => {
+    const res = await importKeys([{ ...byHash(apiId, 1)[0], ownerId: "owner-only" }]);
+    const [key] = await h.sql<any>(`select owner_id, identity_id from keys where id = '${res.body.keyIds[0]}'`);
+    expect(key).toEqual({ owner_id: "owner-only", identity_id: null });
+  });
+});
+
+describe("migrations.createKeys permissions of the root key", () => {
+  it("accepts api.<apiId>.create_key for that API only, checking every element", async () => {
+    const second = await newApi(t);
+    const scoped = await h.rootKey(t.workspaceId, [`api.${apiId}.create_key`]);
+    expect((await importKeys(byHash(apiId, 2), scoped)).status).toBe(200);
+    const before = await snapshot();
+    expectError(
+      await importKeys([...byHash(apiId, 2), ...byHash(second, 1)], scoped),
+      403,
+      "INSUFFICIENT_PERMISSIONS",
+      `the key at index 2 needs one of the permissions "*", "api.*.create_key" or "api.${second}.create_key"`,
+    );
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it("accepts api.*.create_key for any API of the workspace", async () => {
+    const wide = await h.rootKey(t.workspaceId, ["api.*.create_key"]);
+    expect((await importKeys(byHash(apiId, 1), wide)).status).toBe(200);
+    expect((await importKeys([{ apiId, plaintext: `p_${randomHash()}` }], wide)).status).toBe(200);
+  });
+
+  it("accepts encrypt_key for plaintext keys but not for hashes (v1's rule)", async () => {
+    const encryptOnly = await h.rootKey(t.workspaceId, [`api.${apiId}.encrypt_key`]);
+    expect((await importKeys([{ apiId, plaintext: `p_${randomHash()}` }], encryptOnly)).status).toBe(200);
+    expectError(await importKeys(byHash(apiId, 1), encryptOnly), 403, "INSUFFICIENT_PERMISSIONS");
+  });
+
+  it("reports missing roles before missing permissions of the root key, as v1 does", async () => {
+    const weak = await h.rootKey(t.workspaceId, ["api.*.read_key"]);
+    expectError(await importKeys([{ ...byHash(apiId, 1)[0], roles: ["missing.role.x"] }], weak), 412, "PRECONDITION_FAILED");
+  });
+});
+
+describe("migrations.createKeys without an encryption key", () => {
+  it("refuses plaintext with 412 but still imports hashes", async () => {
+    const noKey = await createHarness({ KEYHAVEN_ENCRYPTION_KEY: "" });
+    try {
+      const tenant = await noKey.tenant();
+      const api = (await noKey.post("/v1/apis.createApi", { name: "no-encryption" }, tenant.rootKey)).body.apiId;
+      const res = await noKey.post("/v1/migrations.createKeys", [{ apiId: api, plaintext: "plain-key-123" }], tenant.rootKey);
+      expectError(res, 412, "PRECONDITION_FAILED", /KEYHAVEN_ENCRYPTION_KEY/);
+      expect(Number((await noKey.sql<any>("select count(*) as n from keys"))[0].n)).toBe(0);
+      const ok = await noKey.post(
+        "/v1/migrations.createKeys",
+        [{ apiId: api, hash: { value: randomHash(), variant: "sha256_base64" } }],
+        tenant.rootKey,
+      );
+      expect(ok.status).toBe(200);
+    } finally {
+      await noKey.close();
+    }
+  });
+});

@@ -7,6 +7,7 @@ import {
 } from "fastify-type-provider-zod";
 import type { Deps } from "./deps.js";
 import { ApiError, type ErrorCode, errorEnvelope } from "./errors.js";
+import { registerErrorReference } from "./http/error-reference.js";
 import { parseJsonBody } from "./http/json-body.js";
 import { newId } from "./ids.js";
 import { registerRpc } from "./rpc.js";
@@ -102,6 +103,7 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
   });
 
   for (const rpc of rpcs) registerRpc(app, deps, rpc);
+  registerErrorReference(app);
   await app.ready();
   return app;
 }

@@ -136,3 +136,23 @@ describe("bad bodies are clean 4xx errors that change nothing", () => {
     expectError(await h.post("/v1/apis.createApi", { name: 1 }), 400, "BAD_REQUEST", /^name: /);
   });
 });
+
+describe("the error reference that error.docs points to", () => {
+  it("serves a page for every code an error can carry, with its cause and fix", async () => {
+    const res = await h.post("/v1/apis.createApi", { name: "okay" });
+    const docsPath = new URL(res.body.error.docs).pathname;
+    const page = await h.app.inject({ method: "GET", url: docsPath });
+    expect(page.statusCode).toBe(200);
+    expect(page.headers["content-type"]).toMatch(/text\/html/);
+    expect(page.body).toContain("UNAUTHORIZED");
+    expect(page.body).toContain("Cause.");
+    expect(page.body).toContain("Fix.");
+    const { errorCodes } = await import("../src/errors.js");
+    const index = await h.app.inject({ method: "GET", url: "/docs/errors" });
+    for (const code of errorCodes) expect(index.body).toContain(`id="${code}"`);
+  });
+
+  it("answers an unknown code with the 404 envelope", async () => {
+    expectError(await h.get("/docs/errors/NOPE", {}), 404, "NOT_FOUND");
+  });
+});

@@ -1,0 +1,83 @@
+import type { FastifyInstance } from "fastify";
+import { codeToStatus, type ErrorCode, errorCodes } from "../errors.js";
+
+/** Cause and fix of each error code: the page every `error.docs` URL points to. */
+export const errorReference: Record<ErrorCode, { cause: string; fix: string }> = {
+  BAD_REQUEST: {
+    cause: "The request is malformed: invalid JSON, a wrong Content-Type, or a field that fails validation. The message names the first failing field as `path: message` (for an array body the path starts with the element's index).",
+    fix: "Send `Content-Type: application/json` with a body that matches the route's schema (see /openapi.json when available) and correct the named field.",
+  },
+  UNAUTHORIZED: {
+    cause: "No root key was sent (`key required`), the key is unknown (`key not found`), or a customer's API key was used where a root key is needed (`root key required`). It is answered with HTTP 403, as v1 clients expect.",
+    fix: "Send `Authorization: Bearer <root key>`. Root keys are printed on first start, set with KEYHAVEN_ROOT_KEY, or created through the operator route rootKeys.createRootKey.",
+  },
+  FORBIDDEN: {
+    cause: "The workspace of the root key (or of the verified key) is disabled, or an operator route was called while KEYHAVEN_ADMIN_TOKEN is not configured.",
+    fix: "Ask the operator to enable the workspace (workspaces.updateWorkspace with enabled: true), or configure KEYHAVEN_ADMIN_TOKEN.",
+  },
+  DISABLED: { cause: "The root key is disabled.", fix: "Use another root key." },
+  INSUFFICIENT_PERMISSIONS: {
+    cause: "The root key lacks the permission the operation needs. Permissions are matched literally: `*`, `api.*.create_key`, `api.<apiId>.create_key` and so on.",
+    fix: "Create a root key with the permission named in the message.",
+  },
+  USAGE_EXCEEDED: { cause: "The root key has no uses left.", fix: "Use another root key." },
+  EXPIRED: { cause: "The root key has expired.", fix: "Use another root key." },
+  NOT_FOUND: {
+    cause: "The resource does not exist, was deleted, or belongs to another workspace (which is answered exactly as if it did not exist). Also returned for unknown paths.",
+    fix: "Check the id and that the root key belongs to the workspace that owns the resource.",
+  },
+  METHOD_NOT_ALLOWED: {
+    cause: "The path exists but not with this HTTP method. Reads are GET with query parameters; writes are POST with a JSON body.",
+    fix: "Use the method named in the message and in the `Allow` header.",
+  },
+  CONFLICT: {
+    cause: "The request would create something that already exists: a key whose hash is already stored (in any workspace, including deleted keys), two identical keys in one import, or a role or permission name taken in the workspace. An import names the index of the offending key, never its hash; nothing of the request was written.",
+    fix: "Remove or change the offending element and send the request again; for imports, keys already imported should be skipped.",
+  },
+  PRECONDITION_FAILED: {
+    cause: "Something the request relies on is missing: roles or permissions named by an import (they are listed), or an encryption key for storing plaintext keys (KEYHAVEN_ENCRYPTION_KEY).",
+    fix: "Create the listed roles and permissions first, or configure KEYHAVEN_ENCRYPTION_KEY.",
+  },
+  DELETE_PROTECTED: {
+    cause: "The API has delete protection enabled.",
+    fix: "Turn delete protection off for the API before deleting it.",
+  },
+  PAYLOAD_TOO_LARGE: {
+    cause: "The request body is larger than 1 MiB (a keyhaven addition; v1 had no such code).",
+    fix: "Send smaller requests; imports take at most 100 keys per call anyway.",
+  },
+  RATE_LIMITED: { cause: "The root key was rate limited.", fix: "Retry after the window resets." },
+  INTERNAL_SERVER_ERROR: {
+    cause: "An unexpected error inside keyhaven. Nothing of the request was committed unless it completed.",
+    fix: "Retry; if it persists, report it with the request id (also in the Unkey-Request-Id header and the server log).",
+  },
+};
+
+const escapeHtml = (s: string) =>
+  s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]!);
+const inlineCode = (s: string) => escapeHtml(s).replace(/`([^`]+)`/g, "<code>$1</code>");
+
+function page(title: string, body: string): string {
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:46rem;margin:2rem auto;padding:0 1rem}code{background:#f2f2f2;padding:0 .2em}</style>
+</head><body>${body}</body></html>`;
+}
+
+function entry(code: ErrorCode): string {
+  const { cause, fix } = errorReference[code];
+  return `<section id="${code}"><h2><code>${code}</code> (HTTP ${codeToStatus[code]})</h2>
+<p><strong>Cause.</strong> ${inlineCode(cause)}</p><p><strong>Fix.</strong> ${inlineCode(fix)}</p></section>`;
+}
+
+export function registerErrorReference(app: FastifyInstance): void {
+  app.get("/docs/errors", async (_req, reply) =>
+    reply.type("text/html; charset=utf-8").send(page("keyhaven error codes", `<h1>keyhaven error codes</h1>${errorCodes.map(entry).join("")}`)),
+  );
+  app.get<{ Params: { code: string } }>("/docs/errors/:code", async (req, reply) => {
+    const code = req.params.code.toUpperCase() as ErrorCode;
+    if (!errorCodes.includes(code)) return reply.callNotFound();
+    return reply
+      .type("text/html; charset=utf-8")
+      .send(page(`keyhaven error ${code}`, `<p><a href="/docs/errors">All error codes</a></p>${entry(code)}`));
+  });
+}

@@ -38,6 +38,20 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
     return503OnClosing: true,
     forceCloseConnections: "idle",
     routerOptions: { ignoreTrailingSlash: false },
+    // Requests Node's HTTP parser rejects (bad header bytes, ...) never reach a route; answer them in the envelope too.
+    clientErrorHandler: (err, socket) => {
+      if (!socket.writable) return socket.destroy(err);
+      const requestId = newId("req");
+      const status = (err as { code?: string }).code === "HPE_HEADER_OVERFLOW" ? 431 : 400;
+      const body = JSON.stringify(
+        errorEnvelope("BAD_REQUEST", "the request is not valid HTTP", requestId, deps.config.publicUrl ?? ""),
+      );
+      socket.end(
+        `HTTP/1.1 ${status} ${status === 431 ? "Request Header Fields Too Large" : "Bad Request"}\r\n` +
+          `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+          `Unkey-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+      );
+    },
   });
 
   app.setValidatorCompiler(validatorCompiler);

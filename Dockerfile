@@ -1,0 +1,24 @@
+# syntax=docker/dockerfile:1
+# keyhaven: production image. Runs the same entry as `npm start` (TypeScript through tsx), so there is no build
+# output to drift from the sources; migrations are applied at start under an advisory lock.
+
+FROM node:20-bookworm-slim AS deps
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --ignore-scripts && npm cache clean --force
+
+FROM node:20-bookworm-slim AS runtime
+ENV NODE_ENV=production HOST=0.0.0.0 PORT=8080 KEYHAVEN_DATA_DIR=/data
+WORKDIR /app
+COPY --from=deps /app/node_modules ./node_modules
+COPY package.json tsconfig.json ./
+COPY bin ./bin
+COPY src ./src
+COPY migrations ./migrations
+RUN mkdir -p /data && chown node:node /data
+USER node
+VOLUME ["/data"]
+EXPOSE 8080
+HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
+  CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/v1/liveness').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
+CMD ["node", "--import", "tsx", "src/cli/main.ts", "serve"]

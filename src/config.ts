@@ -7,8 +7,11 @@ const optionalNonEmpty = z
   .optional()
   .transform((v) => (v === undefined || v.trim() === "" ? undefined : v));
 
+// Buffer.from(…, "base64") skips characters outside the alphabet, so a mistyped key would decode to other bytes.
+const BASE64 = /^[A-Za-z0-9+/_-]+={0,2}$/;
+
 const encryptionKeySchema = optionalNonEmpty.refine(
-  (v) => v === undefined || Buffer.from(v, "base64").length === 32,
+  (v) => v === undefined || (BASE64.test(v.trim()) && Buffer.from(v.trim(), "base64").length === 32),
   "must be 32 bytes encoded as base64 (generate one with: openssl rand -base64 32)",
 );
 
@@ -31,11 +34,21 @@ const envSchema = z.object({
   ),
   KEYHAVEN_ENCRYPTION_KEY: encryptionKeySchema,
   KEYHAVEN_PUBLIC_URL: optionalNonEmpty.refine(
-    (v) => v === undefined || /^https?:\/\/[^/]+$/.test(v.replace(/\/+$/, "")),
+    (v) => v === undefined || isOrigin(v.replace(/\/+$/, "")),
     "must be an origin such as https://keys.example.com",
   ),
   LOG_LEVEL: z.enum(logLevels).default("info"),
 });
+
+function isOrigin(v: string): boolean {
+  if (!/^https?:\/\/[^/?#]+$/.test(v)) return false;
+  try {
+    const u = new URL(v);
+    return u.username === "" && u.password === "";
+  } catch {
+    return false;
+  }
+}
 
 export type Config = Readonly<{
   port: number;
@@ -54,7 +67,9 @@ export class ConfigError extends Error {}
 
 /** The only reader of the environment: parses it once, and names the variable that is wrong. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const parsed = envSchema.safeParse(env);
+  // An empty (or blank) variable means unset, so its default applies: `PORT=` must not mean port 0.
+  const set = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v.trim() !== ""));
+  const parsed = envSchema.safeParse(set);
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
     throw new ConfigError(`invalid environment:\n${lines.join("\n")}`);
@@ -68,7 +83,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: e.KEYHAVEN_DATA_DIR,
     rootKey: e.KEYHAVEN_ROOT_KEY,
     adminToken: e.KEYHAVEN_ADMIN_TOKEN,
-    encryptionKey: e.KEYHAVEN_ENCRYPTION_KEY ? Buffer.from(e.KEYHAVEN_ENCRYPTION_KEY, "base64") : undefined,
+    encryptionKey: e.KEYHAVEN_ENCRYPTION_KEY ? Buffer.from(e.KEYHAVEN_ENCRYPTION_KEY.trim(), "base64") : undefined,
     publicUrl: e.KEYHAVEN_PUBLIC_URL?.replace(/\/+$/, ""),
     logLevel: e.LOG_LEVEL,
   });

@@ -14,16 +14,17 @@ export type Server = { app: FastifyInstance; store: Store; url: string; close():
 
 /** config → store → migrate and bootstrap → buildApp → listen. Prints how to authenticate on stdout. */
 export async function startServer(config: Config, out: (line: string) => void = console.log): Promise<Server> {
+  // The master key first: a broken key file must stop the start before anything is migrated or written.
+  const master = resolveMasterKey(config);
   const store = await openStore(config);
   try {
     const boot = await migrateAndRun(store, config.databaseUrl, () => bootstrap(store.db, config));
-    const master = resolveMasterKey(config);
     const app = await buildApp({
       deps: { config, store, db: store.db, keyring: new Keyring(master.key) },
       logger: { level: config.logLevel },
     });
     const address = await app.listen({ port: config.port, host: config.host });
-    const url = address.replace("[::1]", "localhost").replace("127.0.0.1", "localhost");
+    const url = address;
     out(startupBanner(url, store.description, master.source, boot, config));
     let closing: Promise<void> | undefined;
     return {
@@ -71,8 +72,8 @@ function startupBanner(
     lines.push("  root key:       KEYHAVEN_ROOT_KEY (permission *) — send it as: Authorization: Bearer <root key>");
   } else {
     lines.push(
-      "  root key:       created on first start and shown then. Lost it? Restart with KEYHAVEN_ROOT_KEY=<a new secret>",
-      "                  and that value becomes a root key of the default workspace.",
+      "  root key:       use a root key of this store (printed when it was first started, or created by an operator).",
+      "                  None at hand? Restart with KEYHAVEN_ROOT_KEY=<a secret of 16+ characters>: it becomes one.",
     );
   }
   lines.push(

@@ -108,3 +108,18 @@ describe("root keys and customer keys are not interchangeable", () => {
     expect(rows.some((r) => r.row.includes(hashKey(t.rootKey)))).toBe(true);
   });
 });
+
+describe("the Authorization header", () => {
+  it("accepts the Bearer scheme in any case, and a bare token as v1 did", async () => {
+    const t = await h.tenant();
+    for (const header of [`Bearer ${t.rootKey}`, `bearer ${t.rootKey}`, `BEARER  ${t.rootKey}`, t.rootKey]) {
+      const res = await h.app.inject({
+        method: "POST",
+        url: "/v1/apis.createApi",
+        headers: { authorization: header, "content-type": "application/json" },
+        payload: { name: "scheme-test" },
+      });
+      expect(res.statusCode, header).toBe(200);
+    }
+  });
+});

@@ -3,6 +3,7 @@ import type { Db } from "../db/client.js";
 import { keys, rootKeys, workspaces } from "../db/schema.js";
 import { hashKey } from "../crypto/hash.js";
 import { ApiError } from "../errors.js";
+import { bearerToken } from "./bearer.js";
 import { describeQuery, type PermissionQuery, satisfies } from "./permissions.js";
 
 export type RootKeyAuth = {
@@ -13,7 +14,7 @@ export type RootKeyAuth = {
 
 /** Authenticates `Authorization: Bearer <root key>` with v1's codes and messages (all 403, as v1 clients expect). */
 export async function authenticateRootKey(db: Db, authorization: string | undefined): Promise<RootKeyAuth> {
-  const token = (authorization ?? "").replace("Bearer ", "").trim();
+  const token = bearerToken(authorization);
   if (token === "") throw new ApiError("UNAUTHORIZED", "key required");
   const hash = hashKey(token);
   const [row] = await db

@@ -46,12 +46,15 @@ async function migrate(): Promise<void> {
 }
 
 export async function run(argv: string[]): Promise<void> {
-  const { positionals, values } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    strict: false,
-    options: { help: { type: "boolean", short: "h" } },
-  });
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, allowPositionals: true, options: { help: { type: "boolean", short: "h" } } });
+  } catch (err) {
+    console.error(`keyhaven: ${(err as Error).message}\n\n${HELP}`);
+    process.exitCode = 2;
+    return;
+  }
+  const { positionals, values } = parsed;
   const command = positionals[0] ?? "help";
   if (values.help || command === "help") {
     console.log(HELP);
@@ -64,6 +67,8 @@ export async function run(argv: string[]): Promise<void> {
 }
 
 run(process.argv.slice(2)).catch((err) => {
-  console.error(err instanceof ConfigError ? `keyhaven: ${err.message}` : err);
+  // A failed start is reported in one line (the stack only with LOG_LEVEL=debug or trace).
+  const verbose = process.env.LOG_LEVEL === "debug" || process.env.LOG_LEVEL === "trace";
+  console.error(err instanceof ConfigError || !verbose ? `keyhaven: ${(err as Error).message}` : err);
   process.exit(1);
 });

@@ -1,0 +1,266 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { hashKey } from "../src/crypto/hash.js";
+import { ADMIN_TOKEN, createHarness, expectError, type Harness } from "./helper.js";
+
+const count = async (h: Harness, table: string) =>
+  Number((await h.sql<{ n: string | number }>(`select count(*) as n from ${table}`))[0]!.n);
+
+describe("operator routes with KEYHAVEN_ADMIN_TOKEN configured", () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await createHarness();
+  });
+  afterAll(() => h?.close());
+
+  const admin = (path: string, body: unknown) => h.post(path, body, ADMIN_TOKEN);
+
+  async function newWorkspace(name = "acme") {
+    const res = await admin("/v1/workspaces.createWorkspace", { name });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body.workspaceId as string;
+  }
+
+  async function newRootKey(workspaceId: string, permissions: string[] = ["*"]) {
+    const res = await admin("/v1/rootKeys.createRootKey", { workspaceId, permissions });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body as { keyId: string; key: string };
+  }
+
+  describe("workspaces.createWorkspace", () => {
+    it("creates an enabled workspace and answers its id", async () => {
+      const res = await admin("/v1/workspaces.createWorkspace", { name: "  Acme Corp  " });
+
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({ workspaceId: expect.stringMatching(/^ws_/) });
+      const rows = await h.sql(`select name, enabled from workspaces where id = '${res.body.workspaceId}'`);
+      expect(rows).toEqual([{ name: "Acme Corp", enabled: true }]);
+    });
+
+    it("refuses an empty name with 400 and creates nothing", async () => {
+      const before = await count(h, "workspaces");
+      expectError(await admin("/v1/workspaces.createWorkspace", { name: "   " }), 400, "BAD_REQUEST", /^name: /);
+      expectError(await admin("/v1/workspaces.createWorkspace", {}), 400, "BAD_REQUEST", /^name: /);
+      expect(await count(h, "workspaces")).toBe(before);
+    });
+  });
+
+  describe("rootKeys.createRootKey", () => {
+    it("answers a keyId and a key shown once, and stores only the key's hash", async () => {
+      const workspaceId = await newWorkspace();
+      const res = await admin("/v1/rootKeys.createRootKey", {
+        workspaceId,
+        name: "ci",
+        permissions: ["api.*.create_api", "api.*.create_api"],
+      });
+
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({ keyId: expect.stringMatching(/^rk_/), key: expect.stringMatching(/^khroot_/) });
+      const rows = await h.sql<Record<string, unknown>>(`select * from root_keys where id = '${res.body.keyId}'`);
+      expect(rows).toEqual([
+        expect.objectContaining({ workspace_id: workspaceId, name: "ci", hash: hashKey(res.body.key), permissions: ["api.*.create_api"] }),
+      ]);
+      expect(JSON.stringify(rows)).not.toContain(res.body.key);
+    });
+
+    it("gives a key that creates APIs in its own workspace", async () => {
+      const workspaceId = await newWorkspace();
+      const { key } = await newRootKey(workspaceId, ["api.*.create_api"]);
+
+      const res = await h.post("/v1/apis.createApi", { name: "payments" }, key);
+
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      const rows = await h.sql(`select workspace_id, name from apis where id = '${res.body.apiId}'`);
+      expect(rows).toEqual([{ workspace_id: workspaceId, name: "payments" }]);
+    });
+
+    it("answers 404 NOT_FOUND for an unknown workspace and creates no key", async () => {
+      const before = await count(h, "root_keys");
+      expectError(
+        await admin("/v1/rootKeys.createRootKey", { workspaceId: "ws_doesnotexist", permissions: ["*"] }),
+        404,
+        "NOT_FOUND",
+        "workspace ws_doesnotexist not found",
+      );
+      expect(await count(h, "root_keys")).toBe(before);
+    });
+
+    it.each([
+      ["an empty permission list", { permissions: [] }, /^permissions: /],
+      ["no permission list", {}, /^permissions: /],
+      ["an empty permission", { permissions: [""] }, /^permissions\.0: /],
+      ["a permission that is not a string", { permissions: [42] }, /^permissions\.0: /],
+    ])("refuses %s with 400 BAD_REQUEST and creates no key", async (_what, body, message) => {
+      const workspaceId = await newWorkspace();
+      const before = await count(h, "root_keys");
+      expectError(await admin("/v1/rootKeys.createRootKey", { workspaceId, ...body }), 400, "BAD_REQUEST", message);
+      expect(await count(h, "root_keys")).toBe(before);
+    });
+
+    it("refuses a missing workspaceId with 400 BAD_REQUEST", async () => {
+      expectError(await admin("/v1/rootKeys.createRootKey", { permissions: ["*"] }), 400, "BAD_REQUEST", /^workspaceId: /);
+    });
+  });
+
+  describe("workspaces.updateWorkspace", () => {
+    it("disabling a workspace makes every root-key call of it answer 403 FORBIDDEN, and enabling restores it", async () => {
+      const workspaceId = await newWorkspace();
+      const { key } = await newRootKey(workspaceId, ["*"]);
+      const { key: narrowKey } = await newRootKey(workspaceId, ["api.*.read_api"]);
+      const created = await h.post("/v1/apis.createApi", { name: "before-disable" }, key);
+      expect(created.status).toBe(200);
+      const apiId = created.body.apiId as string;
+
+      const disabled = await admin("/v1/workspaces.updateWorkspace", { workspaceId, enabled: false });
+      expect(disabled.status).toBe(200);
+      expect(disabled.body).toEqual({});
+      expect(await h.sql(`select enabled from workspaces where id = '${workspaceId}'`)).toEqual([{ enabled: false }]);
+
+      const apisBefore = await count(h, "apis");
+      expectError(await h.post("/v1/apis.createApi", { name: "while-disabled" }, key), 403, "FORBIDDEN", "workspace is disabled");
+      expectError(await h.get("/v1/apis.getApi", { apiId }, key), 403, "FORBIDDEN", "workspace is disabled");
+      expectError(await h.get("/v1/apis.getApi", { apiId }, narrowKey), 403, "FORBIDDEN", "workspace is disabled");
+      expect(await count(h, "apis")).toBe(apisBefore);
+
+      const enabled = await admin("/v1/workspaces.updateWorkspace", { workspaceId, enabled: true });
+      expect(enabled.status).toBe(200);
+      expect((await h.get("/v1/apis.getApi", { apiId }, key)).status).toBe(200);
+      expect((await h.get("/v1/apis.getApi", { apiId }, narrowKey)).status).toBe(200);
+      expect((await h.post("/v1/apis.createApi", { name: "after-enable" }, key)).status).toBe(200);
+    });
+
+    it("disabling one workspace leaves the others working", async () => {
+      const a = await newWorkspace("a");
+      const b = await newWorkspace("b");
+      const keyB = (await newRootKey(b)).key;
+      await admin("/v1/workspaces.updateWorkspace", { workspaceId: a, enabled: false });
+
+      expect((await h.post("/v1/apis.createApi", { name: "still-works" }, keyB)).status).toBe(200);
+    });
+
+    it("answers 404 NOT_FOUND for an unknown workspace", async () => {
+      expectError(
+        await admin("/v1/workspaces.updateWorkspace", { workspaceId: "ws_doesnotexist", enabled: false }),
+        404,
+        "NOT_FOUND",
+        "workspace ws_doesnotexist not found",
+      );
+    });
+
+    it("refuses a body without enabled with 400 BAD_REQUEST and changes nothing", async () => {
+      const workspaceId = await newWorkspace();
+      expectError(await admin("/v1/workspaces.updateWorkspace", { workspaceId }), 400, "BAD_REQUEST", /^enabled: /);
+      expectError(
+        await admin("/v1/workspaces.updateWorkspace", { workspaceId, enabled: "false" }),
+        400,
+        "BAD_REQUEST",
+        /^enabled: /,
+      );
+      expect(await h.sql(`select enabled from workspaces where id = '${workspaceId}'`)).toEqual([{ enabled: true }]);
+    });
+  });
+
+  describe("rootKeys.deleteRootKey", () => {
+    it("makes the deleted key answer 403 UNAUTHORIZED key not found on its next call", async () => {
+      const workspaceId = await newWorkspace();
+      const { keyId, key } = await newRootKey(workspaceId);
+      const other = await newRootKey(workspaceId);
+      expect((await h.post("/v1/apis.createApi", { name: "before-delete" }, key)).status).toBe(200);
+
+      const res = await admin("/v1/rootKeys.deleteRootKey", { keyId });
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({});
+      expect(await h.sql(`select id from root_keys where id = '${keyId}'`)).toEqual([]);
+
+      const apisBefore = await count(h, "apis");
+      expectError(await h.post("/v1/apis.createApi", { name: "after-delete" }, key), 403, "UNAUTHORIZED", "key not found");
+      expect(await count(h, "apis")).toBe(apisBefore);
+      expect((await h.post("/v1/apis.createApi", { name: "other-key" }, other.key)).status).toBe(200);
+    });
+
+    it("answers 404 NOT_FOUND for an unknown key, and for a key deleted already", async () => {
+      const { keyId } = await newRootKey(await newWorkspace());
+      expectError(await admin("/v1/rootKeys.deleteRootKey", { keyId: "rk_doesnotexist" }), 404, "NOT_FOUND", "root key rk_doesnotexist not found");
+      expect((await admin("/v1/rootKeys.deleteRootKey", { keyId })).status).toBe(200);
+      expectError(await admin("/v1/rootKeys.deleteRootKey", { keyId }), 404, "NOT_FOUND", `root key ${keyId} not found`);
+    });
+
+    it("refuses an empty keyId with 400 BAD_REQUEST", async () => {
+      expectError(await admin("/v1/rootKeys.deleteRootKey", { keyId: "" }), 400, "BAD_REQUEST", /^keyId: /);
+    });
+  });
+
+  describe("admin token authentication", () => {
+    type Call = { path: string; body: (workspaceId: string, keyId: string) => unknown };
+    const calls: Call[] = [
+      { path: "/v1/workspaces.createWorkspace", body: () => ({ name: "intruder" }) },
+      { path: "/v1/workspaces.updateWorkspace", body: (workspaceId) => ({ workspaceId, enabled: false }) },
+      { path: "/v1/rootKeys.createRootKey", body: (workspaceId) => ({ workspaceId, permissions: ["*"] }) },
+      { path: "/v1/rootKeys.deleteRootKey", body: (_w, keyId) => ({ keyId }) },
+    ];
+
+    const snapshot = async () =>
+      JSON.stringify([
+        await h.sql("select id, enabled from workspaces order by id"),
+        await h.sql("select id, hash from root_keys order by id"),
+      ]);
+
+    async function expectRefused(authorization: string | undefined, message: string) {
+      const workspaceId = await newWorkspace();
+      const { keyId } = await newRootKey(workspaceId);
+      const before = await snapshot();
+      for (const call of calls) {
+        const headers: Record<string, string> = authorization === undefined ? {} : { authorization };
+        const res = await h.post(call.path, call.body(workspaceId, keyId), undefined, headers);
+        expectError(res, 403, "UNAUTHORIZED", message);
+      }
+      expect(await snapshot()).toBe(before);
+    }
+
+    it("refuses every operator route without an admin token (403 UNAUTHORIZED) and writes nothing", async () => {
+      await expectRefused(undefined, "admin token required");
+      await expectRefused("Bearer ", "admin token required");
+    });
+
+    it("refuses every operator route with a wrong admin token (403 UNAUTHORIZED) and writes nothing", async () => {
+      await expectRefused("Bearer not-the-admin-token-at-all", "admin token is not valid");
+      await expectRefused(`Bearer ${ADMIN_TOKEN}x`, "admin token is not valid");
+      await expectRefused(`Bearer ${ADMIN_TOKEN.slice(0, -1)}`, "admin token is not valid");
+    });
+
+    it("refuses a root key with * used as the admin token (403 UNAUTHORIZED) and writes nothing", async () => {
+      const { key } = await newRootKey(await newWorkspace(), ["*"]);
+      await expectRefused(`Bearer ${key}`, "admin token is not valid");
+    });
+
+    it("does not accept the admin token as a root key", async () => {
+      expectError(await h.post("/v1/apis.createApi", { name: "sneaky" }, ADMIN_TOKEN), 403, "UNAUTHORIZED", "key not found");
+    });
+  });
+});
+
+describe("operator routes without KEYHAVEN_ADMIN_TOKEN", () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await createHarness({ KEYHAVEN_ADMIN_TOKEN: "" });
+  });
+  afterAll(() => h?.close());
+
+  it("answer 403 FORBIDDEN on every operator route, whatever the token, and write nothing", async () => {
+    const t = await h.tenant();
+    const before = [await count(h, "workspaces"), await count(h, "root_keys")];
+    const calls: [string, unknown][] = [
+      ["/v1/workspaces.createWorkspace", { name: "intruder" }],
+      ["/v1/workspaces.updateWorkspace", { workspaceId: t.workspaceId, enabled: false }],
+      ["/v1/rootKeys.createRootKey", { workspaceId: t.workspaceId, permissions: ["*"] }],
+      ["/v1/rootKeys.deleteRootKey", { keyId: t.rootKeyId }],
+    ];
+    for (const [path, body] of calls) {
+      for (const token of [undefined, "", ADMIN_TOKEN, t.rootKey]) {
+        expectError(await h.post(path, body, token), 403, "FORBIDDEN", /operator routes are disabled.*KEYHAVEN_ADMIN_TOKEN/);
+      }
+    }
+    expect([await count(h, "workspaces"), await count(h, "root_keys")]).toEqual(before);
+    expect(await h.sql(`select enabled from workspaces where id = '${t.workspaceId}'`)).toEqual([{ enabled: true }]);
+    expect((await h.post("/v1/apis.createApi", { name: "still-works" }, t.rootKey)).status).toBe(200);
+  });
+});

@@ -1,0 +1,234 @@
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { sql } from "drizzle-orm";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { buildApp } from "../src/app.js";
+import { bootstrap } from "../src/bootstrap.js";
+import { loadConfig } from "../src/config.js";
+import { hashKey } from "../src/crypto/hash.js";
+import { Keyring } from "../src/crypto/keyring.js";
+import { resolveMasterKey } from "../src/crypto/master-key.js";
+import { migrateAndRun, openPglite, rowsOf, type Store } from "../src/db/client.js";
+import { deleteRootKeyById } from "../src/modules/rootKeys/rootKeys.repository.js";
+
+type RootKeyRow = { id: string; workspace_id: string; hash: string; start: string; permissions: string[] };
+
+describe("bootstrap", () => {
+  let store: Store;
+
+  beforeEach(async () => {
+    store = await openPglite("memory://");
+    await migrateAndRun(store, undefined, async () => {});
+  });
+  afterEach(() => store.close());
+
+  const config = (env: Record<string, string> = {}) => loadConfig({ KEYHAVEN_DATA_DIR: "memory://", ...env });
+  const query = async <T>(text: string) => rowsOf<T>(await store.db.execute(sql.raw(text)));
+  const workspaces = () => query<{ id: string; name: string; enabled: boolean }>("select * from workspaces");
+  const rootKeys = () => query<RootKeyRow>("select * from root_keys order by created_at_m");
+
+  /** Creates an API through HTTP with `rootKey`, as a client would after reading the start-up banner. */
+  async function createApiWith(rootKey: string) {
+    const app = await buildApp({
+      deps: { config: config(), store, db: store.db, keyring: new Keyring(randomBytes(32)) },
+    });
+    try {
+      const res = await app.inject({
+        method: "POST",
+        url: "/v1/apis.createApi",
+        headers: { authorization: `Bearer ${rootKey}`, "content-type": "application/json" },
+        payload: JSON.stringify({ name: "bootstrapped" }),
+      });
+      return { status: res.statusCode, body: JSON.parse(res.body) };
+    } finally {
+      await app.close();
+    }
+  }
+
+  /** Every value in every table of the public schema, as one string. */
+  async function everythingStored(): Promise<string> {
+    const tables = await query<{ table_name: string }>(
+      "select table_name from information_schema.tables where table_schema = 'public'",
+    );
+    const dumps = await Promise.all(
+      tables.map(async (t) => JSON.stringify(await query(`select * from "${t.table_name}"`))),
+    );
+    return dumps.join("\n");
+  }
+
+  it("creates the default workspace and a root key with * on first start", async () => {
+    const result = await bootstrap(store.db, config());
+
+    expect(result.createdWorkspace).toBe(true);
+    expect(result.generatedRootKey).toMatch(/^khroot_[1-9A-HJ-NP-Za-km-z]+$/);
+    const ws = await workspaces();
+    expect(ws).toHaveLength(1);
+    expect(ws[0]).toMatchObject({ id: result.workspaceId, name: "default", enabled: true });
+    const keys = await rootKeys();
+    expect(keys).toHaveLength(1);
+    expect(keys[0]).toMatchObject({ workspace_id: result.workspaceId, permissions: ["*"] });
+  });
+
+  it("generates a root key that creates an API in the default workspace", async () => {
+    const { generatedRootKey, workspaceId } = await bootstrap(store.db, config());
+
+    const res = await createApiWith(generatedRootKey!);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const apis = await query<{ workspace_id: string; name: string }>(`select * from apis where id = '${res.body.apiId}'`);
+    expect(apis).toEqual([expect.objectContaining({ workspace_id: workspaceId, name: "bootstrapped" })]);
+  });
+
+  it("stores only the SHA-256 hash of the generated root key, never its plaintext", async () => {
+    const { generatedRootKey } = await bootstrap(store.db, config());
+    const key = generatedRootKey!;
+
+    const [row] = await rootKeys();
+    expect(row!.hash).toBe(hashKey(key));
+    expect(row!.hash).toMatch(/^[A-Za-z0-9+/]{43}=$/);
+    expect(key.startsWith(row!.start)).toBe(true);
+    expect(row!.start.length).toBeLessThan(key.length / 2);
+    expect(await everythingStored()).not.toContain(key);
+  });
+
+  it("creates no workspace and generates no key on the next start", async () => {
+    const first = await bootstrap(store.db, config());
+    const second = await bootstrap(store.db, config());
+
+    expect(second).toEqual({ workspaceId: first.workspaceId, createdWorkspace: false });
+    expect(second.generatedRootKey).toBeUndefined();
+    expect(await workspaces()).toHaveLength(1);
+    expect(await rootKeys()).toHaveLength(1);
+    const res = await createApiWith(first.generatedRootKey!);
+    expect(res.status).toBe(200);
+  });
+
+  it("makes KEYHAVEN_ROOT_KEY a root key with * in the default workspace, instead of generating one", async () => {
+    const rootKey = `my-operator-secret-${randomBytes(8).toString("hex")}`;
+    const result = await bootstrap(store.db, config({ KEYHAVEN_ROOT_KEY: rootKey }));
+
+    expect(result.createdWorkspace).toBe(true);
+    expect(result.generatedRootKey).toBeUndefined();
+    const keys = await rootKeys();
+    expect(keys).toHaveLength(1);
+    expect(keys[0]).toMatchObject({ workspace_id: result.workspaceId, hash: hashKey(rootKey), permissions: ["*"] });
+    expect(await everythingStored()).not.toContain(rootKey);
+    const res = await createApiWith(rootKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+  });
+
+  it("keeps KEYHAVEN_ROOT_KEY as one root key across restarts, without a duplicate row", async () => {
+    const rootKey = `my-operator-secret-${randomBytes(8).toString("hex")}`;
+    const first = await bootstrap(store.db, config({ KEYHAVEN_ROOT_KEY: rootKey }));
+    const second = await bootstrap(store.db, config({ KEYHAVEN_ROOT_KEY: rootKey }));
+
+    expect(second).toEqual({ workspaceId: first.workspaceId, createdWorkspace: false });
+    const keys = await rootKeys();
+    expect(keys).toHaveLength(1);
+    expect(keys[0]).toMatchObject({ workspace_id: first.workspaceId, hash: hashKey(rootKey), permissions: ["*"] });
+    expect((await createApiWith(rootKey)).status).toBe(200);
+  });
+
+  it("adds KEYHAVEN_ROOT_KEY to a store that was first started without it, next to the generated key", async () => {
+    const first = await bootstrap(store.db, config());
+    const rootKey = `recovery-secret-${randomBytes(8).toString("hex")}`;
+    const second = await bootstrap(store.db, config({ KEYHAVEN_ROOT_KEY: rootKey }));
+
+    expect(second.workspaceId).toBe(first.workspaceId);
+    expect(second.generatedRootKey).toBeUndefined();
+    expect(await workspaces()).toHaveLength(1);
+    expect((await rootKeys()).map((k) => k.hash).sort()).toEqual([hashKey(first.generatedRootKey!), hashKey(rootKey)].sort());
+    expect((await createApiWith(rootKey)).status).toBe(200);
+    expect((await createApiWith(first.generatedRootKey!)).status).toBe(200);
+  });
+
+  it("restores KEYHAVEN_ROOT_KEY with * on the next start after it was deleted", async () => {
+    const rootKey = `my-operator-secret-${randomBytes(8).toString("hex")}`;
+    await bootstrap(store.db, config({ KEYHAVEN_ROOT_KEY: rootKey }));
+    const [row] = await rootKeys();
+    await deleteRootKeyById(store.db, row!.id);
+    expect((await createApiWith(rootKey)).status).toBe(403);
+
+    await bootstrap(store.db, config({ KEYHAVEN_ROOT_KEY: rootKey }));
+    expect(await rootKeys()).toEqual([expect.objectContaining({ hash: hashKey(rootKey), permissions: ["*"] })]);
+    expect((await createApiWith(rootKey)).status).toBe(200);
+  });
+});
+
+describe("resolveMasterKey", () => {
+  let dataDir: string;
+
+  beforeEach(() => {
+    dataDir = mkdtempSync(path.join(os.tmpdir(), "keyhaven-master-key-"));
+  });
+  afterEach(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  const keyFile = () => path.join(dataDir, "encryption.key");
+
+  it("creates <dataDir>/encryption.key with mode 0600 in embedded mode without KEYHAVEN_ENCRYPTION_KEY", () => {
+    const master = resolveMasterKey(loadConfig({ KEYHAVEN_DATA_DIR: dataDir }));
+
+    expect(master.key).toHaveLength(32);
+    expect(existsSync(keyFile())).toBe(true);
+    expect(statSync(keyFile()).mode & 0o777).toBe(0o600);
+    expect(Buffer.from(readFileSync(keyFile(), "utf8").trim(), "base64").equals(master.key!)).toBe(true);
+    expect(master.source).toContain(path.resolve(keyFile()));
+  });
+
+  it("reuses the key in encryption.key on the next start", () => {
+    const first = resolveMasterKey(loadConfig({ KEYHAVEN_DATA_DIR: dataDir }));
+    const fileBefore = readFileSync(keyFile(), "utf8");
+    const second = resolveMasterKey(loadConfig({ KEYHAVEN_DATA_DIR: dataDir }));
+
+    expect(second.key!.equals(first.key!)).toBe(true);
+    expect(readFileSync(keyFile(), "utf8")).toBe(fileBefore);
+    expect(statSync(keyFile()).mode & 0o777).toBe(0o600);
+  });
+
+  it("refuses to start on an encryption.key that does not hold 32 bytes, naming the file", () => {
+    writeFileSync(keyFile(), "c2hvcnQ=\n", { mode: 0o600 });
+    expect(() => resolveMasterKey(loadConfig({ KEYHAVEN_DATA_DIR: dataDir }))).toThrow(keyFile());
+  });
+
+  it("has no key, and writes no file, with DATABASE_URL set and no KEYHAVEN_ENCRYPTION_KEY", () => {
+    const master = resolveMasterKey(
+      loadConfig({ KEYHAVEN_DATA_DIR: dataDir, DATABASE_URL: "postgres://postgres@127.0.0.1:5432/keyhaven" }),
+    );
+
+    expect(master.key).toBeUndefined();
+    expect(master.source).toContain("KEYHAVEN_ENCRYPTION_KEY is not set");
+    expect(existsSync(keyFile())).toBe(false);
+  });
+
+  it("uses KEYHAVEN_ENCRYPTION_KEY when set, in either mode, and writes no file", () => {
+    const encryptionKey = randomBytes(32);
+    const env = { KEYHAVEN_DATA_DIR: dataDir, KEYHAVEN_ENCRYPTION_KEY: encryptionKey.toString("base64") };
+
+    const embedded = resolveMasterKey(loadConfig(env));
+    const postgres = resolveMasterKey(loadConfig({ ...env, DATABASE_URL: "postgres://postgres@127.0.0.1:5432/x" }));
+
+    expect(embedded.key!.equals(encryptionKey)).toBe(true);
+    expect(postgres.key!.equals(encryptionKey)).toBe(true);
+    expect(embedded.source).toBe("KEYHAVEN_ENCRYPTION_KEY");
+    expect(existsSync(keyFile())).toBe(false);
+  });
+
+  it("prefers KEYHAVEN_ENCRYPTION_KEY over an existing encryption.key", () => {
+    const fromFile = resolveMasterKey(loadConfig({ KEYHAVEN_DATA_DIR: dataDir })).key!;
+    const encryptionKey = randomBytes(32);
+    const master = resolveMasterKey(
+      loadConfig({ KEYHAVEN_DATA_DIR: dataDir, KEYHAVEN_ENCRYPTION_KEY: encryptionKey.toString("base64") }),
+    );
+
+    expect(master.key!.equals(encryptionKey)).toBe(true);
+    expect(master.key!.equals(fromFile)).toBe(false);
+  });
+
+  it("uses a key of this process only for an in-memory store", () => {
+    const a = resolveMasterKey(loadConfig({ KEYHAVEN_DATA_DIR: "memory://" }));
+    const b = resolveMasterKey(loadConfig({ KEYHAVEN_DATA_DIR: "memory://" }));
+    expect(a.key).toHaveLength(32);
+    expect(a.key!.equals(b.key!)).toBe(false);
+  });
+});

@@ -1,0 +1,313 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+
+const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url));
+const TIMEOUT = 60_000;
+
+type Cli = {
+  child: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+};
+
+const children = new Set<ChildProcess>();
+
+/** Runs `keyhaven <args>` as a user would, with only PATH and HOME from this environment plus `env`. */
+function keyhaven(args: string[], env: Record<string, string> = {}): Cli {
+  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
+    cwd: PROJECT_ROOT,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? os.tmpdir(), ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  children.add(child);
+  let out = "";
+  let err = "";
+  child.stdout!.setEncoding("utf8").on("data", (d: string) => (out += d));
+  child.stderr!.setEncoding("utf8").on("data", (d: string) => (err += d));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on("exit", (code, signal) => {
+      children.delete(child);
+      resolve({ code, signal });
+    }),
+  );
+  return { child, stdout: () => out, stderr: () => err, exited };
+}
+
+function killAll() {
+  for (const child of children) {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  }
+  children.clear();
+}
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Resolves once the start-up banner is complete; fails early if the process exits first. */
+async function started(cli: Cli): Promise<string> {
+  const deadline = Date.now() + 45_000;
+  while (!cli.stdout().includes("operator routes:")) {
+    if (cli.child.exitCode !== null || cli.child.signalCode !== null) {
+      throw new Error(`keyhaven exited before listening:\n${cli.stdout()}\n${cli.stderr()}`);
+    }
+    if (Date.now() > deadline) throw new Error(`keyhaven did not start in time:\n${cli.stdout()}\n${cli.stderr()}`);
+    await sleep(50);
+  }
+  return cli.stdout();
+}
+
+async function withinSeconds<T>(promise: Promise<T>, seconds: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`not done within ${seconds} s`)), seconds * 1000);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Every regular file under `dir`, recursively. */
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true, recursive: true })
+    .filter((e) => e.isFile())
+    .map((e) => path.join(e.parentPath, e.name));
+}
+
+function filesContaining(dir: string, secret: string): string[] {
+  const needle = Buffer.from(secret, "utf8");
+  return filesUnder(dir).filter((file) => readFileSync(file).includes(needle));
+}
+
+const ROOT_KEY_PATTERN = /\bkhroot_[1-9A-HJ-NP-Za-km-z]{20,}\b/g;
+
+describe("keyhaven serve with the embedded store", () => {
+  let dataDir: string;
+  let port: number;
+  let base: string;
+  let env: Record<string, string>;
+  let server: Cli;
+  let banner: string;
+  let rootKey: string;
+  let apiCreatedDuringShutdown: string | undefined;
+
+  beforeAll(async () => {
+    dataDir = mkdtempSync(path.join(os.tmpdir(), "keyhaven-cli-"));
+    port = await freePort();
+    base = `http://127.0.0.1:${port}`;
+    env = { PORT: String(port), HOST: "127.0.0.1", KEYHAVEN_DATA_DIR: dataDir, LOG_LEVEL: "warn" };
+    server = keyhaven(["serve"], env);
+    banner = await started(server);
+    rootKey = banner.match(ROOT_KEY_PATTERN)?.[0] ?? "";
+  }, TIMEOUT);
+
+  afterAll(() => {
+    killAll();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  const createApi = (key: string, name: string) =>
+    fetch(`${base}/v1/apis.createApi`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ name }),
+    });
+
+  // The tests below run in order against one data directory: first start, shutdown, restart.
+
+  it("prints a generated root key and the URL it listens on, once", () => {
+    expect(rootKey).not.toBe("");
+    expect(banner).toContain(`keyhaven is listening on http://127.0.0.1:${port}`);
+    expect(banner).toContain("A root key was generated for the default workspace");
+    expect(banner).toContain(`curl -X POST http://127.0.0.1:${port}/v1/apis.createApi -H "Authorization: Bearer ${rootKey}"`);
+    expect(new Set(banner.match(ROOT_KEY_PATTERN))).toEqual(new Set([rootKey]));
+    expect(banner).toContain(path.resolve(dataDir));
+    expect(server.stderr()).not.toContain(rootKey);
+  });
+
+  it("answers GET /v1/liveness with 200", async () => {
+    const res = await fetch(`${base}/v1/liveness`);
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { status: string }).status).toBeTypeOf("string");
+  });
+
+  it("accepts the printed root key: it creates an API", async () => {
+    const res = await createApi(rootKey, "from-the-banner");
+    const body = (await res.json()) as { apiId: string; name: string };
+    expect(res.status, JSON.stringify(body)).toBe(200);
+    expect(body).toEqual({ apiId: expect.stringMatching(/^api_/), name: "from-the-banner" });
+  });
+
+  it("refuses a key that was not printed", async () => {
+    const res = await createApi("khroot_notthekeythatwasprinted", "nope");
+    expect(res.status).toBe(403);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("UNAUTHORIZED");
+  });
+
+  it("keeps the generated encryption key in the data directory with mode 0600", () => {
+    const file = path.join(dataDir, "encryption.key");
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(Buffer.from(readFileSync(file, "utf8").trim(), "base64")).toHaveLength(32);
+  });
+
+  it("writes the root key's plaintext to no file under the data directory", () => {
+    expect(filesUnder(dataDir).length).toBeGreaterThan(1);
+    expect(filesContaining(dataDir, rootKey)).toEqual([]);
+  });
+
+  it(
+    "on SIGTERM finishes the request in flight with 200, refuses new connections, and exits 0",
+    async () => {
+      const body = JSON.stringify({ name: "in-flight-at-shutdown" });
+      const socket = net.connect(port, "127.0.0.1");
+      await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
+      let response = "";
+      socket.setEncoding("utf8").on("data", (d: string) => (response += d));
+      const ended = new Promise<void>((resolve, reject) => socket.once("end", resolve).once("error", reject));
+      // Headers and half of the body: the server has started this request but cannot answer it yet.
+      socket.write(
+        `POST /v1/apis.createApi HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${rootKey}\r\n` +
+          `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n` +
+          body.slice(0, 10),
+      );
+      await sleep(500);
+
+      server.child.kill("SIGTERM");
+      await sleep(500);
+      expect(server.child.exitCode, "exited with a request in flight").toBeNull();
+      await expect(fetch(`${base}/v1/liveness`)).rejects.toThrow();
+
+      socket.end(body.slice(10));
+      await withinSeconds(ended, 5);
+      const [head, payload] = response.split("\r\n\r\n");
+      expect(head, response).toMatch(/^HTTP\/1\.1 200 /);
+      const created = JSON.parse(payload!) as { apiId: string; name: string };
+      expect(created.name).toBe("in-flight-at-shutdown");
+      apiCreatedDuringShutdown = created.apiId;
+
+      expect(await withinSeconds(server.exited, 5)).toEqual({ code: 0, signal: null });
+    },
+    TIMEOUT,
+  );
+
+  it("has still written the root key's plaintext to no file once stopped", () => {
+    expect(server.child.exitCode).toBe(0);
+    expect(filesContaining(dataDir, rootKey)).toEqual([]);
+  });
+
+  it(
+    "prints no new root key on restart with the same data directory, and the earlier key still works",
+    async () => {
+      const restarted = keyhaven(["serve"], env);
+      const secondBanner = await started(restarted);
+
+      expect(secondBanner.match(ROOT_KEY_PATTERN)).toBeNull();
+      expect(secondBanner).not.toContain("A root key was generated");
+      expect(secondBanner).not.toContain("(created now)");
+      expect(secondBanner).toContain(`keyhaven is listening on http://127.0.0.1:${port}`);
+      expect((await createApi(rootKey, "after-restart")).status).toBe(200);
+
+      // The API created by the request that was in flight at shutdown was kept.
+      const res = await fetch(`${base}/v1/apis.getApi?apiId=${apiCreatedDuringShutdown}`, {
+        headers: { authorization: `Bearer ${rootKey}` },
+      });
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as { name: string }).name).toBe("in-flight-at-shutdown");
+
+      restarted.child.kill("SIGTERM");
+      expect(await withinSeconds(restarted.exited, 5)).toEqual({ code: 0, signal: null });
+    },
+    TIMEOUT,
+  );
+});
+
+describe("the keyhaven command line", () => {
+  afterEach(killAll);
+
+  it.each(["help", "--help", "-h", "serve --help"])(
+    "prints the usage and exits 0 for `keyhaven %s`",
+    async (argline) => {
+      const cli = keyhaven(argline.split(" "));
+      expect(await withinSeconds(cli.exited, 20)).toEqual({ code: 0, signal: null });
+      expect(cli.stdout()).toContain("Usage: keyhaven <command> [options]");
+      expect(cli.stdout()).toContain("serve");
+      expect(cli.stdout()).toContain("migrate");
+      expect(cli.stderr()).toBe("");
+    },
+    TIMEOUT,
+  );
+
+  it(
+    "exits 2 with the usage on stderr for an unknown command",
+    async () => {
+      const cli = keyhaven(["frobnicate"]);
+      expect(await withinSeconds(cli.exited, 20)).toEqual({ code: 2, signal: null });
+      expect(cli.stderr()).toContain("unknown command: frobnicate");
+      expect(cli.stderr()).toContain("Usage: keyhaven <command> [options]");
+      expect(cli.stdout()).toBe("");
+    },
+    TIMEOUT,
+  );
+
+  it(
+    "exits 2 naming an unknown option instead of ignoring it",
+    async () => {
+      const cli = keyhaven(["serve", "--port", "3000"]);
+      expect(await withinSeconds(cli.exited, 20)).toEqual({ code: 2, signal: null });
+      expect(cli.stderr()).toMatch(/^keyhaven: Unknown option '--port'/);
+      expect(cli.stdout()).toBe("");
+    },
+    TIMEOUT,
+  );
+
+  it(
+    "exits 1 with one line naming the cause when the port is taken",
+    async () => {
+      const blocker = net.createServer();
+      await new Promise<void>((resolve) => blocker.listen(0, "127.0.0.1", resolve));
+      const { port } = blocker.address() as net.AddressInfo;
+      try {
+        const cli = keyhaven(["serve"], { PORT: String(port), HOST: "127.0.0.1", KEYHAVEN_DATA_DIR: "memory://", LOG_LEVEL: "silent" });
+        expect(await withinSeconds(cli.exited, 40)).toEqual({ code: 1, signal: null });
+        expect(cli.stderr()).toMatch(/^keyhaven: .*EADDRINUSE/);
+        expect(cli.stderr()).not.toMatch(/^\s+at /m);
+      } finally {
+        await new Promise((resolve) => blocker.close(resolve));
+      }
+    },
+    TIMEOUT,
+  );
+
+  it(
+    "exits 1 on a bad environment, naming the variable, without a stack trace",
+    async () => {
+      const dataDir = mkdtempSync(path.join(os.tmpdir(), "keyhaven-cli-bad-env-"));
+      try {
+        const cli = keyhaven(["serve"], { PORT: "abc", KEYHAVEN_DATA_DIR: dataDir });
+        expect(await withinSeconds(cli.exited, 20)).toEqual({ code: 1, signal: null });
+        expect(cli.stderr()).toMatch(/^keyhaven: invalid environment:\n\s+PORT: /);
+        expect(cli.stderr()).not.toMatch(/^\s+at /m);
+        expect(cli.stderr()).not.toContain("ConfigError");
+        expect(cli.stdout()).toBe("");
+        expect(readdirSync(dataDir)).toEqual([]);
+      } finally {
+        rmSync(dataDir, { recursive: true, force: true });
+      }
+    },
+    TIMEOUT,
+  );
+});

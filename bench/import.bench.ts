@@ -1,0 +1,750 @@
+/**
+ * Import throughput benchmark: how many keys per second `POST /v1/migrations.createKeys` takes in, in batches of
+ * 100, and how that compares with a raw PostgreSQL ceiling measured in the same run.
+ *
+ * Scenarios, each run for BENCH_SECONDS at every concurrency level of BENCH_CONCURRENCY, each on a fresh store:
+ *   - ceiling (PostgreSQL only): N workers, each looping `BEGIN; INSERT INTO keys ... VALUES (...) x100; COMMIT`
+ *     through postgres.js in this process, with the rows an import of 100 hash-only keys would write.
+ *   - hash:      N HTTP workers, each posting 100 keys `{ apiId, hash: { value, variant: "sha256_base64" } }`.
+ *   - plaintext: N HTTP workers, each posting 100 keys `{ apiId, plaintext }` (hashed and encrypted by keyhaven).
+ * The HTTP scenarios run on PostgreSQL (a fresh `keyhaven_bench_<random>` database on BENCH_DATABASE_URL's server)
+ * and on PGlite (a fresh KEYHAVEN_DATA_DIR under the OS temp directory). keyhaven runs as a child process
+ * (`node --import tsx src/cli/main.ts serve`) so that the load generator does not share its event loop; note
+ * that the load generator, keyhaven and PostgreSQL still share this machine's CPUs.
+ *
+ * Reported per scenario: keys/s overall and per BENCH_SLICE_SECONDS slice (to see a slow-down as the table
+ * grows), request (or transaction) latency p50/p99, failures, and for PostgreSQL the ratio to the ceiling at the
+ * same concurrency. The table is printed at the end and the results are written to bench/results/import-<ts>.json.
+ * Every key sent is unique across the run; a failed request counts as a failure, never as imported keys, and the
+ * number of rows in `keys` is checked against the count of imported keys at the end of each scenario.
+ *
+ * Run:   npm run bench                      (60 s per scenario: about 10 minutes with the defaults)
+ *        BENCH_SECONDS=10 npm run bench     (a quick run)
+ * Environment:
+ *   BENCH_SECONDS        seconds per scenario (default 60)
+ *   BENCH_CONCURRENCY    comma-separated concurrency levels (default "1,4")
+ *   BENCH_SLICE_SECONDS  width of the throughput slices (default 10)
+ *   BENCH_DATABASE_URL   PostgreSQL server to create the bench databases on
+ *                        (default postgres://postgres@127.0.0.1:5432/postgres)
+ *   BENCH_STORES         comma-separated subset of "postgres,pglite" (default both)
+ *   BENCH_VARIANTS       comma-separated subset of "ceiling,hash,plaintext" (default all; ceiling is PostgreSQL only)
+ *   DATABASE_POOL_SIZE   passed through to keyhaven when set (keyhaven's default is 4)
+ *   BENCH_SERVER_NODE_ARGS  extra node flags for the keyhaven child, space-separated
+ *                        (e.g. "--cpu-prof --cpu-prof-dir=/tmp/keyhaven-prof" to profile the server)
+ */
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { performance } from "node:perf_hooks";
+import { fileURLToPath } from "node:url";
+import { PGlite } from "@electric-sql/pglite";
+import { drizzle } from "drizzle-orm/postgres-js";
+import { migrate } from "drizzle-orm/postgres-js/migrator";
+import postgres from "postgres";
+import { Keyring } from "../src/crypto/keyring.js";
+import { MIGRATIONS_DIR, redactUrl } from "../src/db/client.js";
+import { newId } from "../src/ids.js";
+import { type KeyRow, planImport } from "../src/modules/migrations/import.plan.js";
+import type { ImportKey } from "../src/modules/migrations/migrations.schemas.js";
+
+const BATCH_SIZE = 100;
+const REPO_ROOT = fileURLToPath(new URL("..", import.meta.url));
+const RESULTS_DIR = path.join(REPO_ROOT, "bench", "results");
+const SERVER_START_TIMEOUT_MS = 120_000;
+const SERVER_STOP_TIMEOUT_MS = 30_000;
+
+type StoreKind = "postgres" | "pglite";
+type Variant = "ceiling" | "hash" | "plaintext";
+type HttpVariant = Exclude<Variant, "ceiling">;
+
+type Settings = {
+  seconds: number;
+  sliceSeconds: number;
+  concurrency: number[];
+  databaseUrl: string;
+  stores: StoreKind[];
+  variants: Variant[];
+  keyhavenPoolSize: string;
+  serverNodeArgs: string[];
+};
+
+type Outcome = { ok: true } | { ok: false; error: string };
+
+type Slice = { fromS: number; toS: number; keys: number; keysPerSecond: number };
+
+type ScenarioResult = {
+  store: StoreKind;
+  variant: Variant;
+  concurrency: number;
+  durationS: number;
+  /** Successful requests (HTTP) or committed transactions (ceiling), each worth BATCH_SIZE keys. */
+  requests: number;
+  keys: number;
+  keysPerSecond: number;
+  slices: Slice[];
+  latencyMs: { p50: number; p90: number; p99: number; max: number; mean: number };
+  failures: number;
+  errors: { message: string; count: number }[];
+  /** Rows in `keys` after the scenario; equals `keys` unless something went wrong. */
+  rowsInStore: number;
+  /** HTTP keys/s ÷ ceiling keys/s at the same concurrency (PostgreSQL HTTP scenarios). */
+  ratioToCeiling?: number;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// Settings
+
+function readSettings(env: NodeJS.ProcessEnv): Settings {
+  const positive = (name: string, fallback: number): number => {
+    const raw = env[name]?.trim();
+    if (raw === undefined || raw === "") return fallback;
+    const value = Number(raw);
+    if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number, got "${raw}"`);
+    return value;
+  };
+  const list = <T extends string>(name: string, allowed: readonly T[], fallback: readonly T[]): T[] => {
+    const raw = env[name]?.trim();
+    if (raw === undefined || raw === "") return [...fallback];
+    const items = raw.split(",").map((s) => s.trim()).filter((s) => s !== "");
+    const wrong = items.filter((s) => !(allowed as readonly string[]).includes(s));
+    if (wrong.length > 0 || items.length === 0) throw new Error(`${name} must list some of ${allowed.join(", ")}, got "${raw}"`);
+    return allowed.filter((a) => items.includes(a));
+  };
+  const concurrencyRaw = env.BENCH_CONCURRENCY?.trim() || "1,4";
+  const concurrency = [...new Set(concurrencyRaw.split(",").map((s) => Number(s.trim())))];
+  if (concurrency.some((n) => !Number.isInteger(n) || n < 1 || n > 256)) {
+    throw new Error(`BENCH_CONCURRENCY must be comma-separated integers from 1 to 256, got "${concurrencyRaw}"`);
+  }
+  return {
+    seconds: positive("BENCH_SECONDS", 60),
+    sliceSeconds: positive("BENCH_SLICE_SECONDS", 10),
+    concurrency,
+    databaseUrl: env.BENCH_DATABASE_URL?.trim() || "postgres://postgres@127.0.0.1:5432/postgres",
+    stores: list("BENCH_STORES", ["postgres", "pglite"] as const, ["postgres", "pglite"]),
+    variants: list("BENCH_VARIANTS", ["ceiling", "hash", "plaintext"] as const, ["ceiling", "hash", "plaintext"]),
+    keyhavenPoolSize: env.DATABASE_POOL_SIZE?.trim() || "4 (keyhaven's default)",
+    serverNodeArgs: (env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Unique keys (unique across the whole run: a run id and a counter go into every hash and plaintext)
+
+const RUN_ID = randomBytes(8).toString("hex");
+let sequence = 0;
+
+function nextHash(): string {
+  return createHash("sha256").update(`keyhaven-bench:${RUN_ID}:${sequence++}`).digest("base64");
+}
+
+function hashBatch(apiId: string): ImportKey[] {
+  return Array.from({ length: BATCH_SIZE }, () => ({ apiId, hash: { value: nextHash(), variant: "sha256_base64" } }));
+}
+
+function plaintextBatch(apiId: string): { apiId: string; plaintext: string }[] {
+  const random = randomBytes(12 * BATCH_SIZE);
+  return Array.from({ length: BATCH_SIZE }, (_, i) => ({
+    apiId,
+    plaintext: `bench_${random.subarray(i * 12, i * 12 + 12).toString("base64url")}${(sequence++).toString(36)}`,
+  }));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Load driver: N workers, each preparing a batch (untimed) and sending it (timed), until the deadline
+
+let interrupted = false;
+
+type RunStats = {
+  durationMs: number;
+  completionsMs: number[];
+  latenciesMs: number[];
+  failures: number;
+  errors: Map<string, number>;
+};
+
+async function drive<T>(opts: {
+  concurrency: number;
+  seconds: number;
+  prepare: () => T;
+  send: (batch: T) => Promise<Outcome>;
+  /** Checked between requests: true stops the run early (the server died). */
+  stopEarly?: () => boolean;
+}): Promise<RunStats> {
+  const stats: RunStats = { durationMs: 0, completionsMs: [], latenciesMs: [], failures: 0, errors: new Map() };
+  const start = performance.now();
+  const deadline = start + opts.seconds * 1000;
+  const fail = (message: string) => {
+    stats.failures++;
+    const m = message.slice(0, 300);
+    stats.errors.set(m, (stats.errors.get(m) ?? 0) + 1);
+  };
+  const worker = async () => {
+    while (performance.now() < deadline && !interrupted && !opts.stopEarly?.()) {
+      const batch = opts.prepare();
+      const t0 = performance.now();
+      let outcome: Outcome;
+      try {
+        outcome = await opts.send(batch);
+      } catch (err) {
+        outcome = { ok: false, error: describeError(err) };
+      }
+      const t1 = performance.now();
+      if (outcome.ok) {
+        stats.completionsMs.push(t1 - start);
+        stats.latenciesMs.push(t1 - t0);
+      } else {
+        fail(outcome.error);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: opts.concurrency }, worker));
+  stats.durationMs = performance.now() - start;
+  return stats;
+}
+
+/** The slice width, never wider than the run. */
+function sliceSecondsOf(settings: Settings): number {
+  return Math.min(settings.sliceSeconds, settings.seconds);
+}
+
+function summarize(
+  scenario: { store: StoreKind; variant: Variant; concurrency: number },
+  stats: RunStats,
+  settings: Settings,
+  rowsInStore: number,
+): ScenarioResult {
+  const requests = stats.completionsMs.length;
+  const keys = requests * BATCH_SIZE;
+  const durationS = stats.durationMs / 1000;
+  // Slices cover the nominal run; requests still in flight at the deadline fall into (and widen) the last one.
+  const sliceMs = sliceSecondsOf(settings) * 1000;
+  const sliceCount = Math.max(1, Math.ceil((settings.seconds * 1000) / sliceMs));
+  const keysPerSlice = new Array<number>(sliceCount).fill(0);
+  for (const t of stats.completionsMs) keysPerSlice[Math.min(sliceCount - 1, Math.floor(t / sliceMs))]! += BATCH_SIZE;
+  const slices: Slice[] = keysPerSlice.map((sliceKeys, i) => {
+    const from = i * sliceMs;
+    const to = i === sliceCount - 1 ? Math.max(stats.durationMs, from + 1) : (i + 1) * sliceMs;
+    return { fromS: from / 1000, toS: round(to / 1000, 3), keys: sliceKeys, keysPerSecond: Math.round(sliceKeys / ((to - from) / 1000)) };
+  });
+
+  const sorted = [...stats.latenciesMs].sort((a, b) => a - b);
+  const pct = (p: number) => (sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!);
+  const mean = sorted.length === 0 ? NaN : sorted.reduce((a, b) => a + b, 0) / sorted.length;
+  return {
+    ...scenario,
+    durationS: round(durationS, 3),
+    requests,
+    keys,
+    keysPerSecond: Math.round(keys / durationS),
+    slices,
+    latencyMs: { p50: round(pct(50), 2), p90: round(pct(90), 2), p99: round(pct(99), 2), max: round(pct(100), 2), mean: round(mean, 2) },
+    failures: stats.failures,
+    errors: [...stats.errors].map(([message, count]) => ({ message, count })).sort((a, b) => b.count - a.count),
+    rowsInStore,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Clean-up: everything created is registered here and undone in reverse order, even on error
+
+class Cleanup {
+  private readonly steps: { label: string; run: () => Promise<unknown> }[] = [];
+
+  add(label: string, run: () => Promise<unknown>): () => Promise<void> {
+    const step = { label, run };
+    this.steps.push(step);
+    // The returned function runs the step now (once) and forgets it.
+    return async () => {
+      const i = this.steps.indexOf(step);
+      if (i === -1) return;
+      this.steps.splice(i, 1);
+      await step.run();
+    };
+  }
+
+  async runAll(): Promise<void> {
+    while (this.steps.length > 0) {
+      const step = this.steps.pop()!;
+      try {
+        await step.run();
+      } catch (err) {
+        console.error(`clean-up failed (${step.label}): ${describeError(err)}`);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// PostgreSQL databases
+
+type Admin = postgres.Sql;
+
+function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+/** Creates an empty `keyhaven_bench_<random>` database; returns its URL and a function that drops it. */
+async function createDatabase(admin: Admin, baseUrl: string, cleanup: Cleanup) {
+  const name = `keyhaven_bench_${randomBytes(6).toString("hex")}`;
+  await admin.unsafe(`create database ${name}`);
+  const drop = cleanup.add(`drop database ${name}`, () => admin.unsafe(`drop database if exists ${name} with (force)`));
+  return { name, url: withDatabase(baseUrl, name), drop };
+}
+
+async function countKeysPostgres(url: string): Promise<number> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    const [row] = await sql<{ count: number }[]>`select count(*)::int as count from keys`;
+    return row?.count ?? 0;
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Ceiling: raw multi-row INSERTs of 100 rows, one transaction each, through postgres.js
+
+/** A planned `keys` row; `meta` is always null for these keys (an object would need `tx.json`). */
+type CeilingRow = Omit<KeyRow, "meta"> & { meta: null };
+
+function toCeilingRow({ meta, ...row }: KeyRow): CeilingRow {
+  if (meta !== null) throw new Error("the ceiling only inserts keys without meta");
+  return { ...row, meta };
+}
+
+async function runCeiling(admin: Admin, settings: Settings, concurrency: number, cleanup: Cleanup): Promise<ScenarioResult> {
+  const db = await createDatabase(admin, settings.databaseUrl, cleanup);
+  try {
+    // The same schema keyhaven migrates to (indexes, constraints, foreign keys), plus the workspace and API rows.
+    const migrator = postgres(db.url, { max: 1, onnotice: () => {} });
+    const workspaceId = newId("ws");
+    const apiId = newId("api");
+    try {
+      await migrate(drizzle({ client: migrator }), { migrationsFolder: MIGRATIONS_DIR });
+      const now = Date.now();
+      await migrator`insert into workspaces (id, name, created_at_m) values (${workspaceId}, 'bench', ${now})`;
+      await migrator`insert into apis (id, workspace_id, name, created_at_m) values (${apiId}, ${workspaceId}, 'bench', ${now})`;
+    } finally {
+      await migrator.end({ timeout: 5 });
+    }
+
+    // The rows come from keyhaven's own import planner, so they carry exactly the values an import writes.
+    const keyring = new Keyring(undefined);
+    const noIds = new Map<string, string>();
+    const prepare = (): CeilingRow[] =>
+      planImport(hashBatch(apiId), {
+        workspaceId,
+        roleIds: noIds,
+        permissionIds: noIds,
+        keyring,
+        dataKey: undefined,
+        now: Date.now(),
+      }).keys.map(toCeilingRow);
+
+    const sql = postgres(db.url, { max: concurrency, onnotice: () => {} });
+    let stats: RunStats;
+    try {
+      stats = await drive({
+        concurrency,
+        seconds: settings.seconds,
+        prepare,
+        send: async (rows) => {
+          await sql.begin((tx) => tx`insert into keys ${tx(rows)}`);
+          return { ok: true };
+        },
+      });
+    } finally {
+      await sql.end({ timeout: 5 });
+    }
+    const rows = await countKeysPostgres(db.url);
+    return summarize({ store: "postgres", variant: "ceiling", concurrency }, stats, settings, rows);
+  } finally {
+    await db.drop();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// keyhaven child process
+
+/** Children still running; if this process exits anyway (a forced exit), they are sent SIGTERM on the way out. */
+const liveChildren = new Set<ChildProcess>();
+process.on("exit", () => {
+  for (const child of liveChildren) child.kill("SIGTERM");
+});
+
+type KeyhavenServer = {
+  url: string;
+  /** Why the child is gone, if it is. */
+  exitReason(): string | undefined;
+  /** The last lines the child wrote (stdout and stderr). */
+  output(): string;
+  stop(): Promise<void>;
+};
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      probe.close(() => (port > 0 ? resolve(port) : reject(new Error("could not find a free port"))));
+    });
+  });
+}
+
+/** Environment for the child: ours without any keyhaven setting, plus `settings` (DATABASE_POOL_SIZE passes). */
+function childEnv(settings: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const name of Object.keys(env)) {
+    if (name.startsWith("KEYHAVEN_") || ["DATABASE_URL", "PORT", "HOST", "LOG_LEVEL"].includes(name)) delete env[name];
+  }
+  return { ...env, ...settings };
+}
+
+async function startKeyhaven(
+  storeEnv: Record<string, string>,
+  rootKey: string,
+  nodeArgs: string[],
+  cleanup: Cleanup,
+): Promise<KeyhavenServer> {
+  const port = await freePort();
+  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, "--import", "tsx", "src/cli/main.ts", "serve"], {
+    cwd: REPO_ROOT,
+    env: childEnv({
+      ...storeEnv,
+      PORT: String(port),
+      HOST: "127.0.0.1",
+      LOG_LEVEL: "warn",
+      KEYHAVEN_ROOT_KEY: rootKey,
+      KEYHAVEN_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
+    }),
+    stdio: ["ignore", "pipe", "pipe"],
+    // Its own process group: Ctrl-C reaches only the benchmark, which then stops keyhaven itself (once, gracefully).
+    detached: true,
+  });
+  liveChildren.add(child);
+
+  let tail = "";
+  const keep = (chunk: Buffer) => {
+    tail = (tail + chunk.toString("utf8")).slice(-16_000);
+  };
+  child.stdout?.on("data", keep);
+  child.stderr?.on("data", keep);
+  let exitReason: string | undefined;
+  const exited = new Promise<void>((resolve) => {
+    child.once("exit", (code, signal) => {
+      exitReason = `keyhaven exited (${signal ?? `code ${code}`})`;
+      liveChildren.delete(child);
+      resolve();
+    });
+    child.once("error", (err) => {
+      exitReason = `keyhaven could not start: ${err.message}`;
+      resolve();
+    });
+  });
+
+  const stop = cleanup.add(`stop keyhaven (pid ${child.pid})`, async () => {
+    if (exitReason !== undefined) return;
+    child.kill("SIGTERM");
+    const timer = setTimeout(() => child.kill("SIGKILL"), SERVER_STOP_TIMEOUT_MS);
+    await exited;
+    clearTimeout(timer);
+  });
+
+  const server: KeyhavenServer = { url: `http://127.0.0.1:${port}`, exitReason: () => exitReason, output: () => tail, stop };
+  try {
+    await waitForLiveness(server);
+  } catch (err) {
+    await stop();
+    throw new Error(`${describeError(err)}\n--- keyhaven output ---\n${tail}`);
+  }
+  return server;
+}
+
+async function waitForLiveness(server: KeyhavenServer): Promise<void> {
+  const deadline = performance.now() + SERVER_START_TIMEOUT_MS;
+  for (;;) {
+    const reason = server.exitReason();
+    if (reason !== undefined) throw new Error(reason);
+    try {
+      const res = await fetch(`${server.url}/v1/liveness`, { signal: AbortSignal.timeout(2_000) });
+      await res.arrayBuffer();
+      if (res.status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    if (performance.now() > deadline) throw new Error(`keyhaven did not answer /v1/liveness within ${SERVER_START_TIMEOUT_MS} ms`);
+    await sleep(100);
+  }
+}
+
+async function post(server: KeyhavenServer, rootKey: string, route: string, body: string): Promise<{ status: number; json: unknown }> {
+  const res = await fetch(`${server.url}${route}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${rootKey}`, "content-type": "application/json" },
+    body,
+  });
+  const text = await res.text();
+  let json: unknown = text;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    // keep the text, for the error message
+  }
+  return { status: res.status, json };
+}
+
+async function runHttp(
+  store: StoreKind,
+  variant: HttpVariant,
+  concurrency: number,
+  settings: Settings,
+  admin: Admin | undefined,
+  cleanup: Cleanup,
+): Promise<ScenarioResult> {
+  let storeEnv: Record<string, string>;
+  let countRows: () => Promise<number>;
+  let dispose: () => Promise<void>;
+  if (store === "postgres") {
+    if (!admin) throw new Error("no PostgreSQL connection");
+    const db = await createDatabase(admin, settings.databaseUrl, cleanup);
+    storeEnv = { DATABASE_URL: db.url };
+    countRows = () => countKeysPostgres(db.url);
+    dispose = db.drop;
+  } else {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "keyhaven-bench-"));
+    dispose = cleanup.add(`remove ${dir}`, () => rm(dir, { recursive: true, force: true }));
+    storeEnv = { KEYHAVEN_DATA_DIR: dir };
+    countRows = async () => {
+      // keyhaven keeps its cluster in <KEYHAVEN_DATA_DIR>/pgdata (src/db/client.ts); read it once the server is gone.
+      const pg = new PGlite(path.join(dir, "pgdata"));
+      try {
+        await pg.waitReady;
+        const { rows } = await pg.query<{ count: number }>("select count(*)::int as count from keys");
+        return rows[0]?.count ?? 0;
+      } finally {
+        await pg.close();
+      }
+    };
+  }
+
+  try {
+    const rootKey = `bench_root_${randomBytes(24).toString("base64url")}`;
+    const server = await startKeyhaven(storeEnv, rootKey, settings.serverNodeArgs, cleanup);
+    let stats: RunStats;
+    try {
+      const created = await post(server, rootKey, "/v1/apis.createApi", JSON.stringify({ name: "bench" }));
+      const apiId = (created.json as { apiId?: unknown } | undefined)?.apiId;
+      if (created.status !== 200 || typeof apiId !== "string") {
+        throw new Error(`apis.createApi answered ${created.status}: ${JSON.stringify(created.json)}`);
+      }
+      const makeBatch = variant === "hash" ? () => hashBatch(apiId) : () => plaintextBatch(apiId);
+      stats = await drive({
+        concurrency,
+        seconds: settings.seconds,
+        prepare: () => JSON.stringify(makeBatch()),
+        send: async (body) => {
+          const { status, json } = await post(server, rootKey, "/v1/migrations.createKeys", body);
+          const keyIds = (json as { keyIds?: unknown } | undefined)?.keyIds;
+          if (status === 200 && Array.isArray(keyIds) && keyIds.length === BATCH_SIZE) return { ok: true };
+          const error = (json as { error?: { code?: string; message?: string } } | undefined)?.error;
+          return {
+            ok: false,
+            error: error
+              ? `${status} ${error.code}: ${error.message}`
+              : `${status} ${typeof json === "string" ? json : JSON.stringify(json)}`.slice(0, 300),
+          };
+        },
+        stopEarly: () => server.exitReason() !== undefined,
+      });
+      const died = server.exitReason();
+      if (died !== undefined && !interrupted) throw new Error(`${died} during the run`);
+    } catch (err) {
+      throw new Error(`${describeError(err)}\n--- keyhaven output ---\n${server.output()}`);
+    } finally {
+      await server.stop();
+    }
+    if (stats.failures > 0 && server.output().trim() !== "") {
+      console.log(`  keyhaven output (last lines):\n${indent(server.output().trim().split("\n").slice(-20).join("\n"))}`);
+    }
+    const rows = await countRows();
+    return summarize({ store, variant, concurrency }, stats, settings, rows);
+  } finally {
+    await dispose();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Report
+
+function formatTable(results: ScenarioResult[], settings: Settings): string {
+  const n = (v: number) => (Number.isFinite(v) ? Math.round(v).toLocaleString("en-US") : "—");
+  const ms = (v: number) => (Number.isFinite(v) ? v.toFixed(1) : "—");
+  const header = ["store", "variant", "conc", "keys/s", "÷ceiling", "p50 ms", "p99 ms", "keys", "fails", `keys/s per ${sliceSecondsOf(settings)} s slice`];
+  const rows = results.map((r) => [
+    r.store,
+    r.variant,
+    String(r.concurrency),
+    n(r.keysPerSecond),
+    r.ratioToCeiling === undefined ? "—" : `${(r.ratioToCeiling * 100).toFixed(1)}%`,
+    ms(r.latencyMs.p50),
+    ms(r.latencyMs.p99),
+    n(r.keys) + (r.rowsInStore === r.keys ? "" : ` (rows: ${n(r.rowsInStore)}!)`),
+    String(r.failures),
+    r.slices.map((s) => n(s.keysPerSecond)).join("  "),
+  ]);
+  const numeric = new Set([2, 3, 4, 5, 6, 7, 8]);
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : numeric.has(i) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!)))
+      .join("  ")
+      .trimEnd();
+  return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n");
+}
+
+function indent(text: string): string {
+  return text.replace(/^/gm, "    ");
+}
+
+function describeError(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const cause = (err as { cause?: unknown }).cause;
+  if (cause instanceof Error) return `${err.message}: ${(cause as { code?: string }).code ?? cause.message}`;
+  return err.message;
+}
+
+function round(value: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(value * f) / f;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function gitCommit(): string | undefined {
+  try {
+    return execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: REPO_ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+  } catch {
+    return undefined;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Main
+
+async function main(): Promise<void> {
+  const settings = readSettings(process.env);
+  const startedAt = new Date();
+  const cleanup = new Cleanup();
+  const results: ScenarioResult[] = [];
+  let failure: unknown;
+
+  // The first signal stops the run and cleans up. tsx and npm relay the terminal's signal again, so only a signal
+  // sent later than that (a second Ctrl-C) exits at once, without cleaning up.
+  let firstSignalAt = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (interrupted) {
+      if (performance.now() - firstSignalAt > 1_000) process.exit(130);
+      return;
+    }
+    interrupted = true;
+    firstSignalAt = performance.now();
+    console.error(`\n${signal}: stopping after the current request, then cleaning up (again to exit at once)`);
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+
+  let postgresVersion: string | undefined;
+  try {
+    const admin = settings.stores.includes("postgres") ? postgres(settings.databaseUrl, { max: 1, onnotice: () => {} }) : undefined;
+    if (admin) {
+      cleanup.add("close the PostgreSQL admin connection", () => admin.end({ timeout: 5 }));
+      const [row] = await admin<{ server_version: string }[]>`show server_version`;
+      postgresVersion = row?.server_version;
+    }
+
+    const plan: { store: StoreKind; variant: Variant; concurrency: number }[] = [];
+    for (const store of settings.stores) {
+      for (const variant of settings.variants) {
+        if (variant === "ceiling" && store !== "postgres") continue;
+        for (const concurrency of settings.concurrency) plan.push({ store, variant, concurrency });
+      }
+    }
+    console.log(
+      `keyhaven import benchmark: ${plan.length} scenarios of ${settings.seconds} s, batches of ${BATCH_SIZE}, ` +
+        `concurrency ${settings.concurrency.join(",")}, ${os.cpus().length} CPUs` +
+        (postgresVersion ? `, PostgreSQL ${postgresVersion}` : ""),
+    );
+
+    for (const scenario of plan) {
+      if (interrupted) break;
+      console.log(`▶ ${scenario.store} ${scenario.variant} c=${scenario.concurrency}`);
+      const result =
+        scenario.variant === "ceiling"
+          ? await runCeiling(admin!, settings, scenario.concurrency, cleanup)
+          : await runHttp(scenario.store, scenario.variant, scenario.concurrency, settings, admin, cleanup);
+      if (interrupted) break; // a scenario cut short is not reported
+      if (result.store === "postgres" && result.variant !== "ceiling") {
+        const ceiling = results.find((r) => r.variant === "ceiling" && r.concurrency === result.concurrency);
+        if (ceiling && ceiling.keysPerSecond > 0) result.ratioToCeiling = round(result.keysPerSecond / ceiling.keysPerSecond, 4);
+      }
+      results.push(result);
+      console.log(
+        `  ${result.keysPerSecond.toLocaleString("en-US")} keys/s, p50 ${result.latencyMs.p50} ms, p99 ${result.latencyMs.p99} ms, ` +
+          `${result.failures} failures` +
+          (result.rowsInStore === result.keys ? "" : `, but ${result.rowsInStore} rows in keys for ${result.keys} imported keys`),
+      );
+      for (const e of result.errors.slice(0, 5)) console.log(`    ${e.count}× ${e.message}`);
+    }
+  } catch (err) {
+    failure = err;
+  } finally {
+    await cleanup.runAll();
+  }
+
+  if (results.length > 0) {
+    console.log(`\n${formatTable(results, settings)}`);
+    console.log(
+      `\n÷ceiling: HTTP keys/s as a share of raw 100-row INSERT transactions at the same concurrency (PostgreSQL).` +
+        `\nkeyhaven's DATABASE_POOL_SIZE: ${settings.keyhavenPoolSize}.`,
+    );
+    await mkdir(RESULTS_DIR, { recursive: true });
+    const file = path.join(RESULTS_DIR, `import-${startedAt.toISOString().replace(/[:.]/g, "-")}.json`);
+    const report = {
+      startedAt: startedAt.toISOString(),
+      finishedAt: new Date().toISOString(),
+      complete: failure === undefined && !interrupted,
+      ...(failure !== undefined && { error: describeError(failure) }),
+      settings: { ...settings, databaseUrl: redactUrl(settings.databaseUrl), batchSize: BATCH_SIZE },
+      environment: {
+        node: process.version,
+        platform: `${os.platform()} ${os.release()}`,
+        cpus: os.cpus().length,
+        cpuModel: os.cpus()[0]?.model,
+        postgres: postgresVersion,
+        commit: gitCommit(),
+      },
+      results,
+    };
+    await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
+    console.log(`results written to ${path.relative(process.cwd(), file)}`);
+  }
+
+  if (failure !== undefined) {
+    console.error(`\nbenchmark failed: ${failure instanceof Error ? (failure.stack ?? failure.message) : String(failure)}`);
+    process.exitCode = 1;
+  } else if (interrupted) {
+    console.error("\nbenchmark interrupted: the scenario in progress is not reported");
+    process.exitCode = 130;
+  }
+}
+
+await main();

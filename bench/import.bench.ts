@@ -5,6 +5,8 @@
  * Scenarios, each run for BENCH_SECONDS at every concurrency level of BENCH_CONCURRENCY, each on a fresh store:
  *   - ceiling (PostgreSQL only): N workers, each looping `BEGIN; INSERT INTO keys ... VALUES (...) x100; COMMIT`
  *     through postgres.js in this process, with the rows an import of 100 hash-only keys would write.
+ *   - ceiling-plaintext (PostgreSQL only): the same, plus the 100 `encrypted_keys` rows a plaintext import also
+ *     writes, as a second multi-row INSERT in the same transaction: the yardstick for the plaintext variant.
  *   - hash:      N HTTP workers, each posting 100 keys `{ apiId, hash: { value, variant: "sha256_base64" } }`.
  *   - plaintext: N HTTP workers, each posting 100 keys `{ apiId, plaintext }` (hashed and encrypted by keyhaven).
  * The HTTP scenarios run on PostgreSQL (a fresh `keyhaven_bench_<random>` database on BENCH_DATABASE_URL's server)
@@ -27,7 +29,8 @@
  *   BENCH_DATABASE_URL   PostgreSQL server to create the bench databases on
  *                        (default postgres://postgres@127.0.0.1:5432/postgres)
  *   BENCH_STORES         comma-separated subset of "postgres,pglite" (default both)
- *   BENCH_VARIANTS       comma-separated subset of "ceiling,hash,plaintext" (default all; ceiling is PostgreSQL only)
+ *   BENCH_VARIANTS       comma-separated subset of "ceiling,ceiling-plaintext,hash,plaintext" (default all;
+ *                        the ceilings are PostgreSQL only)
  *   DATABASE_POOL_SIZE   passed through to keyhaven when set (keyhaven's default is 4)
  *   BENCH_SERVER_NODE_ARGS  extra node flags for the keyhaven child, space-separated
  *                        (e.g. "--cpu-prof --cpu-prof-dir=/tmp/keyhaven-prof" to profile the server)
@@ -57,8 +60,11 @@ const SERVER_START_TIMEOUT_MS = 120_000;
 const SERVER_STOP_TIMEOUT_MS = 30_000;
 
 type StoreKind = "postgres" | "pglite";
-type Variant = "ceiling" | "hash" | "plaintext";
-type HttpVariant = Exclude<Variant, "ceiling">;
+type Variant = "ceiling" | "ceiling-plaintext" | "hash" | "plaintext";
+type HttpVariant = Exclude<Variant, "ceiling" | "ceiling-plaintext">;
+const isCeiling = (v: Variant): v is "ceiling" | "ceiling-plaintext" => v === "ceiling" || v === "ceiling-plaintext";
+/** The ceiling each HTTP variant is measured against: the same rows, inserted raw. */
+const ceilingOf: Record<HttpVariant, Variant> = { hash: "ceiling", plaintext: "ceiling-plaintext" };
 
 type Settings = {
   seconds: number;
@@ -124,7 +130,11 @@ function readSettings(env: NodeJS.ProcessEnv): Settings {
     concurrency,
     databaseUrl: env.BENCH_DATABASE_URL?.trim() || "postgres://postgres@127.0.0.1:5432/postgres",
     stores: list("BENCH_STORES", ["postgres", "pglite"] as const, ["postgres", "pglite"]),
-    variants: list("BENCH_VARIANTS", ["ceiling", "hash", "plaintext"] as const, ["ceiling", "hash", "plaintext"]),
+    variants: list(
+      "BENCH_VARIANTS",
+      ["ceiling", "ceiling-plaintext", "hash", "plaintext"] as const,
+      ["ceiling", "ceiling-plaintext", "hash", "plaintext"],
+    ),
     keyhavenPoolSize: env.DATABASE_POOL_SIZE?.trim() || "4 (keyhaven's default)",
     serverNodeArgs: (env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""),
   };
@@ -317,7 +327,29 @@ function toCeilingRow({ meta, ...row }: KeyRow): CeilingRow {
   return { ...row, meta };
 }
 
-async function runCeiling(admin: Admin, settings: Settings, concurrency: number, cleanup: Cleanup): Promise<ScenarioResult> {
+/** Inserts the workspace's data key the way an import's transaction would, so encrypted rows can reference it. */
+async function storeDataKey(url: string, keyring: Keyring, workspaceId: string) {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    const dataKey = await keyring.dataKeyFor(drizzle({ client: sql }) as never, workspaceId);
+    if (dataKey.newRow) {
+      const r = dataKey.newRow;
+      await sql`insert into encryption_keys (id, workspace_id, wrapped, master_key_fingerprint, created_at_m)
+                values (${r.id}, ${r.workspaceId}, ${r.wrapped}, ${r.masterKeyFingerprint}, ${r.createdAtM})`;
+    }
+    return dataKey;
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+async function runCeiling(
+  admin: Admin,
+  settings: Settings,
+  variant: "ceiling" | "ceiling-plaintext",
+  concurrency: number,
+  cleanup: Cleanup,
+): Promise<ScenarioResult> {
   const db = await createDatabase(admin, settings.databaseUrl, cleanup);
   try {
     // The same schema keyhaven migrates to (indexes, constraints, foreign keys), plus the workspace and API rows.
@@ -334,17 +366,21 @@ async function runCeiling(admin: Admin, settings: Settings, concurrency: number,
     }
 
     // The rows come from keyhaven's own import planner, so they carry exactly the values an import writes.
-    const keyring = new Keyring(undefined);
+    const withPlaintext = variant === "ceiling-plaintext";
+    const keyring = new Keyring(withPlaintext ? randomBytes(32) : undefined);
+    const dataKey = withPlaintext ? await storeDataKey(db.url, keyring, workspaceId) : undefined;
     const noIds = new Map<string, string>();
-    const prepare = (): CeilingRow[] =>
-      planImport(hashBatch(apiId), {
+    const prepare = () => {
+      const plan = planImport(withPlaintext ? plaintextBatch(apiId) : hashBatch(apiId), {
         workspaceId,
         roleIds: noIds,
         permissionIds: noIds,
         keyring,
-        dataKey: undefined,
+        dataKey,
         now: Date.now(),
-      }).keys.map(toCeilingRow);
+      });
+      return { keys: plan.keys.map(toCeilingRow), encrypted: plan.encrypted };
+    };
 
     const sql = postgres(db.url, { max: concurrency, onnotice: () => {} });
     let stats: RunStats;
@@ -353,8 +389,11 @@ async function runCeiling(admin: Admin, settings: Settings, concurrency: number,
         concurrency,
         seconds: settings.seconds,
         prepare,
-        send: async (rows) => {
-          await sql.begin((tx) => tx`insert into keys ${tx(rows)}`);
+        send: async ({ keys, encrypted }) => {
+          await sql.begin(async (tx) => {
+            await tx`insert into keys ${tx(keys)}`;
+            if (encrypted.length > 0) await tx`insert into encrypted_keys ${tx(encrypted)}`;
+          });
           return { ok: true };
         },
       });
@@ -362,7 +401,7 @@ async function runCeiling(admin: Admin, settings: Settings, concurrency: number,
       await sql.end({ timeout: 5 });
     }
     const rows = await countKeysPostgres(db.url);
-    return summarize({ store: "postgres", variant: "ceiling", concurrency }, stats, settings, rows);
+    return summarize({ store: "postgres", variant, concurrency }, stats, settings, rows);
   } finally {
     await db.drop();
   }
@@ -674,7 +713,7 @@ async function main(): Promise<void> {
     const plan: { store: StoreKind; variant: Variant; concurrency: number }[] = [];
     for (const store of settings.stores) {
       for (const variant of settings.variants) {
-        if (variant === "ceiling" && store !== "postgres") continue;
+        if (isCeiling(variant) && store !== "postgres") continue;
         for (const concurrency of settings.concurrency) plan.push({ store, variant, concurrency });
       }
     }
@@ -688,12 +727,13 @@ async function main(): Promise<void> {
       if (interrupted) break;
       console.log(`▶ ${scenario.store} ${scenario.variant} c=${scenario.concurrency}`);
       const result =
-        scenario.variant === "ceiling"
-          ? await runCeiling(admin!, settings, scenario.concurrency, cleanup)
+        isCeiling(scenario.variant)
+          ? await runCeiling(admin!, settings, scenario.variant, scenario.concurrency, cleanup)
           : await runHttp(scenario.store, scenario.variant, scenario.concurrency, settings, admin, cleanup);
       if (interrupted) break; // a scenario cut short is not reported
-      if (result.store === "postgres" && result.variant !== "ceiling") {
-        const ceiling = results.find((r) => r.variant === "ceiling" && r.concurrency === result.concurrency);
+      if (result.store === "postgres" && !isCeiling(result.variant)) {
+        const yardstick = ceilingOf[result.variant];
+        const ceiling = results.find((r) => r.variant === yardstick && r.concurrency === result.concurrency);
         if (ceiling && ceiling.keysPerSecond > 0) result.ratioToCeiling = round(result.keysPerSecond / ceiling.keysPerSecond, 4);
       }
       results.push(result);
@@ -713,7 +753,8 @@ async function main(): Promise<void> {
   if (results.length > 0) {
     console.log(`\n${formatTable(results, settings)}`);
     console.log(
-      `\n÷ceiling: HTTP keys/s as a share of raw 100-row INSERT transactions at the same concurrency (PostgreSQL).` +
+      `\n÷ceiling: HTTP keys/s as a share of raw 100-row INSERT transactions of the same rows at the same concurrency` +
+        ` (PostgreSQL; hash ÷ ceiling, plaintext ÷ ceiling-plaintext).` +
         `\nkeyhaven's DATABASE_POOL_SIZE: ${settings.keyhavenPoolSize}.`,
     );
     await mkdir(RESULTS_DIR, { recursive: true });

@@ -1,4 +1,5 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
+import { randomSlice } from "../ids.js";
 
 const ALGORITHM = "aes-256-gcm";
 const NONCE_BYTES = 12;
@@ -6,7 +7,7 @@ const TAG_BYTES = 16;
 
 /** AES-256-GCM; returns base64(nonce ‖ ciphertext ‖ tag). `aad` binds the ciphertext to where it is stored. */
 export function seal(key: Buffer, plaintext: Buffer, aad: string): string {
-  const nonce = randomBytes(NONCE_BYTES);
+  const nonce = randomSlice(NONCE_BYTES);
   const cipher = createCipheriv(ALGORITHM, key, nonce);
   cipher.setAAD(Buffer.from(aad, "utf8"));
   const body = Buffer.concat([cipher.update(plaintext), cipher.final()]);

@@ -1,0 +1,68 @@
+import bs58 from "bs58";
+import { describe, expect, it } from "vitest";
+import { hashKey } from "../src/crypto/hash.js";
+import { generateKey } from "../src/crypto/key-gen.js";
+import { open, seal } from "../src/crypto/vault.js";
+import { newId, randomSlice } from "../src/ids.js";
+import { randomBytes } from "node:crypto";
+
+describe("hashing", () => {
+  it("matches v1's sha256_base64 test vector", () => {
+    expect(hashKey("MVgWNsyPmv6VthC9moCNAPwS")).toBe("CptSN3vQ0shZLIsdT5c/tlpeFK/qqxY0R/aQNCfKhWs=");
+  });
+});
+
+describe("sealing with AES-256-GCM", () => {
+  const key = randomBytes(32);
+
+  it("opens what it sealed, and never produces the same ciphertext twice", () => {
+    const sealed = new Set<string>();
+    for (let i = 0; i < 2000; i++) {
+      const s = seal(key, Buffer.from("the same secret"), "ws:key");
+      expect(open(key, s, "ws:key").toString()).toBe("the same secret");
+      sealed.add(s);
+    }
+    expect(sealed.size).toBe(2000);
+  });
+
+  it("refuses a ciphertext opened with other associated data, another key, or a changed byte", () => {
+    const s = seal(key, Buffer.from("secret"), "ws:key_a");
+    expect(() => open(key, s, "ws:key_b")).toThrow();
+    expect(() => open(randomBytes(32), s, "ws:key_a")).toThrow();
+    const raw = Buffer.from(s, "base64");
+    raw[14]! ^= 1;
+    expect(() => open(key, raw.toString("base64"), "ws:key_a")).toThrow();
+    expect(() => open(key, "c2hvcnQ=", "ws:key_a")).toThrow(/too short/);
+  });
+});
+
+describe("ids and random bytes", () => {
+  it("makes unique, prefixed, base58 ids that sort by creation second", () => {
+    const ids = Array.from({ length: 20_000 }, () => newId("key"));
+    expect(new Set(ids).size).toBe(ids.length);
+    for (const id of ids.slice(0, 100)) {
+      expect(id).toMatch(/^key_[1-9A-HJ-NP-Za-km-z]+$/);
+      expect(bs58.decode(id.slice(4))).toHaveLength(12);
+    }
+  });
+
+  it("hands out slices that stay unchanged after the pool is refilled", () => {
+    const first = randomSlice(16);
+    const copy = Buffer.from(first);
+    for (let i = 0; i < 5000; i++) randomSlice(16);
+    expect(first.equals(copy)).toBe(true);
+    expect(randomSlice(20_000)).toHaveLength(20_000);
+  });
+});
+
+describe("generated keys", () => {
+  it("are prefix_ plus base58 of version 1, the length byte and that many random bytes", () => {
+    const key = generateKey("sk", 16);
+    expect(key).toMatch(/^sk_[1-9A-HJ-NP-Za-km-z]+$/);
+    const bytes = bs58.decode(key.slice(3));
+    expect(bytes[0]).toBe(1);
+    expect(bytes[1]).toBe(16);
+    expect(bytes).toHaveLength(18);
+    expect(generateKey(undefined, 32)).not.toContain("_");
+  });
+});

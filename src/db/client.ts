@@ -33,7 +33,6 @@ export function openPostgres(url: string, poolSize: number): Store {
   const client = postgres(url, {
     max: poolSize,
     onnotice: () => {},
-    // Bulk imports send one JSON parameter per table; see the note on Nagle in the README's benchmark section.
     connection: { application_name: "keyhaven" },
   });
   const db = drizzlePostgres({ client, schema }) as unknown as Db;

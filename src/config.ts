@@ -23,6 +23,10 @@ const envSchema = z.object({
     "must be a postgres:// or postgresql:// URL",
   ),
   DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(4),
+  REDIS_URL: optionalNonEmpty.refine(
+    (v) => v === undefined || /^rediss?:\/\//.test(v),
+    "must be a redis:// or rediss:// URL",
+  ),
   KEYHAVEN_DATA_DIR: z.string().min(1).default("./.keyhaven"),
   KEYHAVEN_ROOT_KEY: optionalNonEmpty.refine(
     (v) => v === undefined || v.length >= 16,
@@ -55,6 +59,7 @@ export type Config = Readonly<{
   host: string;
   databaseUrl: string | undefined;
   databasePoolSize: number;
+  redisUrl: string | undefined;
   dataDir: string;
   rootKey: string | undefined;
   adminToken: string | undefined;
@@ -80,6 +85,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     host: e.HOST,
     databaseUrl: e.DATABASE_URL,
     databasePoolSize: e.DATABASE_POOL_SIZE,
+    redisUrl: e.REDIS_URL,
     dataDir: e.KEYHAVEN_DATA_DIR,
     rootKey: e.KEYHAVEN_ROOT_KEY,
     adminToken: e.KEYHAVEN_ADMIN_TOKEN,

@@ -4,7 +4,8 @@ import { bootstrap } from "./bootstrap.js";
 import type { Config } from "./config.js";
 import { Keyring } from "./crypto/keyring.js";
 import { resolveMasterKey } from "./crypto/master-key.js";
-import { migrateAndRun, openPglite, openPostgres, type Store } from "./db/client.js";
+import { migrateAndRun, openPglite, openPostgres, redactUrl, type Store } from "./db/client.js";
+import { openRateLimiter } from "./ratelimit/ratelimiter.js";
 
 export async function openStore(config: Config): Promise<Store> {
   return config.databaseUrl ? openPostgres(config.databaseUrl, config.databasePoolSize) : openPglite(config.dataDir);
@@ -19,10 +20,12 @@ export async function startServer(config: Config, out: (line: string) => void = 
   const store = await openStore(config);
   try {
     const boot = await migrateAndRun(store, config.databaseUrl, () => bootstrap(store.db, config));
+    const ratelimiter = await openRateLimiter(config.redisUrl);
     const app = await buildApp({
-      deps: { config, store, db: store.db, keyring: new Keyring(master.key) },
+      deps: { config, store, db: store.db, keyring: new Keyring(master.key), ratelimiter },
       logger: { level: config.logLevel },
     });
+    app.addHook("onClose", () => ratelimiter.close());
     const address = await app.listen({ port: config.port, host: config.host });
     const url = address;
     out(startupBanner(url, store.description, master.source, boot, config));
@@ -55,6 +58,7 @@ function startupBanner(
     `keyhaven is listening on ${url}`,
     `  store:          ${storeDescription}`,
     `  encryption key: ${keySource}`,
+    `  rate limits:    ${config.redisUrl ? `Redis at ${redactUrl(config.redisUrl)} (shared by replicas)` : "in process memory"}`,
     `  workspace:      ${boot.workspaceId}${boot.createdWorkspace ? " (created now)" : ""}`,
   ];
   if (boot.generatedRootKey) {

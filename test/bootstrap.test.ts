@@ -9,6 +9,7 @@ import { bootstrap } from "../src/bootstrap.js";
 import { loadConfig } from "../src/config.js";
 import { hashKey } from "../src/crypto/hash.js";
 import { Keyring } from "../src/crypto/keyring.js";
+import { MemoryRateLimiter } from "../src/ratelimit/memory.ratelimiter.js";
 import { resolveMasterKey } from "../src/crypto/master-key.js";
 import { migrateAndRun, openPglite, rowsOf, type Store } from "../src/db/client.js";
 import { deleteRootKeyById } from "../src/modules/rootKeys/rootKeys.repository.js";
@@ -32,7 +33,13 @@ describe("bootstrap", () => {
   /** Creates an API through HTTP with `rootKey`, as a client would after reading the start-up banner. */
   async function createApiWith(rootKey: string) {
     const app = await buildApp({
-      deps: { config: config(), store, db: store.db, keyring: new Keyring(randomBytes(32)) },
+      deps: {
+        config: config(),
+        store,
+        db: store.db,
+        keyring: new Keyring(randomBytes(32)),
+        ratelimiter: new MemoryRateLimiter(),
+      },
     });
     try {
       const res = await app.inject({

@@ -1,19 +1,15 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildApp } from "../src/app.js";
 import { hashKey } from "../src/crypto/hash.js";
-import { Keyring } from "../src/crypto/keyring.js";
-import { openPostgres, type Store } from "../src/db/client.js";
 import { createHarness, type Harness, type Tenant } from "./helper.js";
 
 /**
- * Two imports that share one hash, sent at the same moment over real sockets. On PostgreSQL they go to two
- * separate app instances (as two replicas would) on one database; on PGlite to the one embedded instance.
+ * Two imports that share one hash, sent at the same moment over real sockets to two app instances (replicas);
+ * on PostgreSQL each has its own connection pool on the one database.
  */
 let h: Harness;
 let t: Tenant;
 let apiId: string;
-let secondStore: Store | undefined;
 const urls: string[] = [];
 const closers: (() => Promise<unknown>)[] = [];
 
@@ -22,16 +18,9 @@ beforeAll(async () => {
   t = await h.tenant();
   apiId = (await h.post("/v1/apis.createApi", { name: "race" }, t.rootKey)).body.apiId;
   urls.push(await h.app.listen({ port: 0, host: "127.0.0.1" }));
-  if (h.onPostgres && h.databaseUrl) {
-    secondStore = openPostgres(h.databaseUrl, 4);
-    const second = await buildApp({
-      deps: { config: h.config, store: secondStore, db: secondStore.db, keyring: new Keyring(h.config.encryptionKey) },
-    });
-    urls.push(await second.listen({ port: 0, host: "127.0.0.1" }));
-    closers.push(() => second.close(), () => secondStore!.close());
-  } else {
-    urls.push(urls[0]!);
-  }
+  const replica = await h.replica();
+  urls.push(await replica.app.listen({ port: 0, host: "127.0.0.1" }));
+  closers.push(() => replica.close());
 });
 afterAll(async () => {
   for (const close of closers) await close();

@@ -7,6 +7,9 @@ import { type Config, loadConfig } from "../src/config.js";
 import { Keyring } from "../src/crypto/keyring.js";
 import { type Db, migrateAndRun, openPglite, openPostgres, type Store } from "../src/db/client.js";
 import { insertRootKey } from "../src/modules/rootKeys/rootKeys.repository.js";
+import { MemoryRateLimiter } from "../src/ratelimit/memory.ratelimiter.js";
+import type { RateLimiter } from "../src/ratelimit/ratelimiter.js";
+import { RedisRateLimiter } from "../src/ratelimit/redis.ratelimiter.js";
 import { insertWorkspace, setWorkspaceEnabled } from "../src/modules/workspaces/workspaces.repository.js";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
@@ -21,6 +24,7 @@ export type Harness = {
   db: Db;
   config: Config;
   keyring: Keyring;
+  ratelimiter: RateLimiter;
   /** Whether this run uses a real PostgreSQL server (TEST_DATABASE_URL) rather than PGlite. */
   onPostgres: boolean;
   databaseUrl: string | undefined;
@@ -33,6 +37,11 @@ export type Harness = {
   get(path: string, query: Record<string, string>, rootKey?: string): Promise<Response>;
   /** Raw SQL against the test database, for assertions on what was (not) written. */
   sql<T = Record<string, unknown>>(query: string): Promise<T[]>;
+  /**
+   * A second app on the same database, as another replica would be: its own connection pool on PostgreSQL and
+   * its own Redis client on the same counters. On PGlite (one embedded instance) it shares this app's store.
+   */
+  replica(): Promise<{ app: FastifyInstance; close(): Promise<void> }>;
   close(): Promise<void>;
 };
 
@@ -65,7 +74,11 @@ export async function createHarness(env: Record<string, string> = {}): Promise<H
     ...env,
   });
   const keyring = new Keyring(config.encryptionKey);
-  const app = await buildApp({ deps: { config, store, db: store.db, keyring } });
+  // With TEST_REDIS_URL, counters live in the real Redis, under a prefix of this harness's own.
+  const redisUrl = process.env.TEST_REDIS_URL;
+  const redisPrefix = `keyhaven-test:${randomBytes(6).toString("hex")}:`;
+  const ratelimiter: RateLimiter = redisUrl ? new RedisRateLimiter(redisUrl, redisPrefix) : new MemoryRateLimiter();
+  const app = await buildApp({ deps: { config, store, db: store.db, keyring, ratelimiter } });
 
   const toResponse = (res: { statusCode: number; body: string; headers: Record<string, unknown> }): Response => {
     let body: unknown = res.body;
@@ -82,6 +95,7 @@ export async function createHarness(env: Record<string, string> = {}): Promise<H
     db: store.db,
     config,
     keyring,
+    ratelimiter,
     onPostgres: templateUrl !== undefined,
     databaseUrl,
     async tenant(permissions = ["*"]) {
@@ -113,8 +127,24 @@ export async function createHarness(env: Record<string, string> = {}): Promise<H
       const { sql } = await import("drizzle-orm");
       return rowsOf<T>(await store.db.execute(sql.raw(query)));
     },
+    async replica() {
+      const replicaStore = databaseUrl ? openPostgres(databaseUrl, 4) : store;
+      const replicaLimiter = redisUrl ? new RedisRateLimiter(redisUrl, redisPrefix) : ratelimiter;
+      const replicaApp = await buildApp({
+        deps: { config, store: replicaStore, db: replicaStore.db, keyring: new Keyring(config.encryptionKey), ratelimiter: replicaLimiter },
+      });
+      return {
+        app: replicaApp,
+        async close() {
+          await replicaApp.close();
+          if (replicaLimiter !== ratelimiter) await replicaLimiter.close();
+          if (replicaStore !== store) await replicaStore.close();
+        },
+      };
+    },
     async close() {
       await app.close();
+      await ratelimiter.close();
       await store.close();
       await dropDatabase();
     },

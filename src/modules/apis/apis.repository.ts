@@ -2,6 +2,9 @@ import { and, eq, inArray, isNull } from "drizzle-orm";
 import type { Db } from "../../db/client.js";
 import { apis } from "../../db/schema.js";
 import { newId } from "../../ids.js";
+import { sql } from "drizzle-orm";
+import { rowsOf } from "../../db/client.js";
+import { keys } from "../../db/schema.js";
 
 export type NewApi = {
   workspaceId: string;
@@ -45,4 +48,65 @@ export async function findLiveApiIds(db: Db, workspaceId: string, apiIds: string
     .from(apis)
     .where(and(inArray(apis.id, apiIds), eq(apis.workspaceId, workspaceId), isNull(apis.deletedAtM)));
   return new Set(rows.map((r) => r.id));
+}
+
+// ---- API deletion (apis.deleteApi, apis.deleteKeys) and the lock keys.createKey takes ----
+
+/**
+ * Locks a live API of the workspace until the transaction ends: `share` keeps it from being deleted (creating a
+ * key), `update` also waits for those (deleting the API or its keys). Undefined when there is no such API.
+ */
+export async function lockLiveApi(
+  db: Db,
+  workspaceId: string,
+  apiId: string,
+  strength: "share" | "update",
+): Promise<{ deleteProtection: boolean } | undefined> {
+  const [row] = await db
+    .select({ deleteProtection: apis.deleteProtection })
+    .from(apis)
+    .where(and(eq(apis.id, apiId), eq(apis.workspaceId, workspaceId), isNull(apis.deletedAtM)))
+    .for(strength);
+  return row;
+}
+
+/** Soft-deletes an API and all its live keys in one transaction, unless it is protected from deletions. */
+export async function softDeleteApiWithKeys(
+  db: Db,
+  workspaceId: string,
+  apiId: string,
+  now: number,
+): Promise<"deleted" | "not_found" | "protected"> {
+  return db.transaction(async (tx) => {
+    const api = await lockLiveApi(tx, workspaceId, apiId, "update");
+    if (!api) return "not_found";
+    if (api.deleteProtection) return "protected";
+    await tx.update(apis).set({ deletedAtM: now }).where(eq(apis.id, apiId));
+    await tx
+      .update(keys)
+      .set({ deletedAtM: now })
+      .where(and(eq(keys.apiId, apiId), isNull(keys.deletedAtM)));
+    return "deleted";
+  });
+}
+
+/** Soft-deletes (or removes, with `permanent`) every live key of a live API; the count, or undefined without the API. */
+export async function deleteLiveKeysOfApi(
+  db: Db,
+  workspaceId: string,
+  apiId: string,
+  permanent: boolean,
+  now: number,
+): Promise<number | undefined> {
+  return db.transaction(async (tx) => {
+    if (!(await lockLiveApi(tx, workspaceId, apiId, "update"))) return undefined;
+    const live = sql`${keys.apiId} = ${apiId} and ${keys.deletedAtM} is null`;
+    // Counted in the database rather than by returning every id: an API may hold very many keys.
+    const affected = permanent
+      ? sql`delete from ${keys} where ${live} returning 1`
+      : sql`update ${keys} set ${sql.identifier(keys.deletedAtM.name)} = ${now} where ${live} returning 1`;
+    const result = await tx.execute(sql`with affected as (${affected}) select count(*)::int as n from affected`);
+    const [row] = rowsOf<{ n: number }>(result);
+    return row!.n;
+  });
 }

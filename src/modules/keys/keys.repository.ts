@@ -1,6 +1,25 @@
-import { and, eq, gte, isNull, or, sql } from "drizzle-orm";
+import { and, eq, isNull, or, sql } from "drizzle-orm";
 import type { Db } from "../../db/client.js";
 import { apis, identities, keys, workspaces } from "../../db/schema.js";
+import { keyEffectivePermissionSlugs, keyRoleNames } from "./key-columns.js";
+import { effectiveRemaining, lastRefillAfterWrite } from "./refill.js";
+import type { DataKey } from "../../crypto/keyring.js";
+import { encryptedKeys, encryptionKeys } from "../../db/schema.js";
+import { ApiError } from "../../errors.js";
+import { lockLiveApi } from "../apis/apis.repository.js";
+import { refillDue } from "./refill.js";
+import { inArray, notInArray } from "drizzle-orm";
+import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
+import { keysPermissions, keysRoles, permissions, ratelimits, roles } from "../../db/schema.js";
+import { newId } from "../../ids.js";
+
+export type StoredRatelimit = {
+  name: string;
+  limit: number;
+  duration: number;
+  autoApply: boolean;
+  owner: "key" | "identity";
+};
 
 /** Everything verification needs about a live key, in one query by hash; undefined when it does not exist. */
 export async function findKeyForVerification(db: Db, hash: string) {
@@ -12,22 +31,21 @@ export async function findKeyForVerification(db: Db, hash: string) {
       ownerId: keys.ownerId,
       meta: keys.meta,
       expires: keys.expires,
-      remaining: keys.remaining,
+      remaining: effectiveRemaining,
       enabled: keys.enabled,
       environment: keys.environment,
       workspaceEnabled: workspaces.enabled,
       identityId: identities.id,
       identityExternalId: identities.externalId,
       identityMeta: identities.meta,
-      roles: sql<string[]>`coalesce((
-        select array_agg(r.name order by r.name) from keys_roles kr join roles r on r.id = kr.role_id
-        where kr.key_id = ${keys.id}), '{}')`,
-      // Direct permissions and those reached through roles, as slugs, each once.
-      permissions: sql<string[]>`coalesce((
-        select array_agg(distinct p.slug) from permissions p where p.id in (
-          select kp.permission_id from keys_permissions kp where kp.key_id = ${keys.id}
-          union select rp.permission_id from keys_roles kr join roles_permissions rp on rp.role_id = kr.role_id
-          where kr.key_id = ${keys.id})), '{}')`,
+      roles: keyRoleNames,
+      // The key's own limits and its identity's, each tagged with where it comes from.
+      ratelimits: sql<StoredRatelimit[]>`coalesce((
+        select json_agg(json_build_object('name', rl.name, 'limit', rl."limit", 'duration', rl.duration,
+          'autoApply', rl.auto_apply, 'owner', case when rl.key_id is not null then 'key' else 'identity' end))
+        from ratelimits rl
+        where rl.key_id = ${keys.id} or (${keys.identityId} is not null and rl.identity_id = ${keys.identityId})), '[]')`,
+      permissions: keyEffectivePermissionSlugs,
     })
     .from(keys)
     .innerJoin(apis, and(eq(apis.id, keys.apiId), isNull(apis.deletedAtM)))
@@ -39,14 +57,441 @@ export async function findKeyForVerification(db: Db, hash: string) {
 }
 
 /**
- * Spends `cost` uses in one atomic statement: succeeds only when enough are left (cost 0 always succeeds),
- * so concurrent verifications can never overdraw. Returns the uses left after it, or undefined when refused.
+ * Spends `cost` uses in one atomic statement, after applying any refill that is due: succeeds only when enough
+ * are left (cost 0 always succeeds), so concurrent verifications, on any number of processes, never overdraw.
+ * Returns the uses left after it, or undefined when refused.
  */
 export async function spendRemaining(db: Db, keyId: string, cost: number): Promise<number | undefined> {
   const [row] = await db
     .update(keys)
-    .set({ remaining: sql`${keys.remaining} - ${cost}` })
-    .where(and(eq(keys.id, keyId), or(gte(keys.remaining, cost), sql`${cost} = 0`)))
+    .set({ remaining: sql`${effectiveRemaining} - ${cost}`, lastRefillAt: lastRefillAfterWrite })
+    .where(and(eq(keys.id, keyId), or(sql`${effectiveRemaining} >= ${cost}`, sql`${cost} = 0`)))
     .returning({ remaining: keys.remaining });
   return row?.remaining ?? undefined;
+}
+
+// keys.updateKey
+
+/**
+ * The key to update, locked until the transaction ends; undefined when it does not exist, is deleted, belongs to
+ * another workspace or to a deleted API (all answered alike).
+ */
+export async function lockKeyForUpdate(db: Db, workspaceId: string, keyId: string) {
+  const [row] = await db
+    .select({
+      id: keys.id,
+      apiId: keys.apiId,
+      workspaceId: keys.workspaceId,
+      remaining: keys.remaining,
+      refillAmount: keys.refillAmount,
+    })
+    .from(keys)
+    .innerJoin(apis, and(eq(apis.id, keys.apiId), isNull(apis.deletedAtM)))
+    .where(and(eq(keys.id, keyId), eq(keys.workspaceId, workspaceId), isNull(keys.deletedAtM)))
+    .limit(1)
+    .for("update", { of: keys });
+  return row;
+}
+
+export type KeyChanges = {
+  name?: string | null;
+  ownerId?: string | null;
+  identityId?: string | null;
+  meta?: Record<string, unknown> | null;
+  expires?: Date | null;
+  /** null: unlimited. */
+  remaining?: number | null;
+  /** null clears the refill; `day` null is a daily refill. */
+  refill?: { amount: number; day: number | null } | null;
+  enabled?: boolean;
+  environment?: string | null;
+};
+
+/**
+ * Writes the given columns of a key locked by lockKeyForUpdate, keeping lazy refills right: a refill that fell due
+ * before this write is never applied on top of a `remaining` set here, and one that is due when the refill settings
+ * change is applied first (reads already report it), at the old settings.
+ */
+export async function updateKeyColumns(
+  db: Db,
+  key: { id: string; refillAmount: number | null },
+  changes: KeyChanges,
+  now: number,
+): Promise<void> {
+  const { refill, remaining, ...plain } = changes;
+  const set: PgUpdateSetSource<typeof keys> = { ...plain, updatedAtM: now };
+  if (refill === null) Object.assign(set, { refillAmount: null, refillDay: null, lastRefillAt: null });
+  if (refill) Object.assign(set, { refillAmount: refill.amount, refillDay: refill.day, lastRefillAt: sql`now()` });
+  if (remaining !== undefined) {
+    set.remaining = remaining;
+    if (refill === undefined && key.refillAmount !== null) set.lastRefillAt = sql`now()`;
+  } else if (refill !== undefined) {
+    set.remaining = effectiveRemaining;
+  }
+  await db.update(keys).set(set).where(eq(keys.id, key.id));
+}
+
+/** The identity with this externalId in the workspace, created when there is none (concurrent calls make one). */
+export async function upsertIdentityForKey(db: Db, workspaceId: string, externalId: string, now: number): Promise<string> {
+  const [row] = await db
+    .insert(identities)
+    .values({ id: newId("id"), workspaceId, externalId, environment: "default", createdAtM: now })
+    // DO UPDATE (a no-op) rather than DO NOTHING so that an existing identity's id is returned too.
+    .onConflictDoUpdate({ target: [identities.workspaceId, identities.externalId], set: { externalId } })
+    .returning({ id: identities.id });
+  return row!.id;
+}
+
+/** Sets the key's auto-applied `default` limit: updates the row when there is one, else inserts it. */
+export async function upsertKeyDefaultRatelimit(
+  db: Db,
+  key: { id: string; workspaceId: string },
+  limit: { limit: number; duration: number },
+  now: number,
+): Promise<void> {
+  await db
+    .insert(ratelimits)
+    .values({
+      id: newId("rl"),
+      workspaceId: key.workspaceId,
+      name: "default",
+      keyId: key.id,
+      limit: limit.limit,
+      duration: limit.duration,
+      autoApply: true,
+      createdAtM: now,
+    })
+    .onConflictDoUpdate({
+      target: [ratelimits.keyId, ratelimits.name],
+      set: { limit: limit.limit, duration: limit.duration, updatedAtM: now },
+    });
+}
+
+export async function deleteKeyDefaultRatelimit(db: Db, keyId: string): Promise<void> {
+  await db.delete(ratelimits).where(and(eq(ratelimits.keyId, keyId), eq(ratelimits.name, "default")));
+}
+
+/** Roles of the workspace with one of these ids or names. */
+export async function findRolesByIdOrName(db: Db, workspaceId: string, ids: string[], names: string[]) {
+  if (ids.length === 0 && names.length === 0) return [];
+  return db
+    .select({ id: roles.id, name: roles.name })
+    .from(roles)
+    .where(
+      and(
+        eq(roles.workspaceId, workspaceId),
+        or(ids.length > 0 ? inArray(roles.id, ids) : undefined, names.length > 0 ? inArray(roles.name, names) : undefined),
+      ),
+    );
+}
+
+/** Permissions of the workspace with one of these ids or slugs. */
+export async function findPermissionsByIdOrSlug(db: Db, workspaceId: string, ids: string[], slugs: string[]) {
+  if (ids.length === 0 && slugs.length === 0) return [];
+  return db
+    .select({ id: permissions.id, slug: permissions.slug })
+    .from(permissions)
+    .where(
+      and(
+        eq(permissions.workspaceId, workspaceId),
+        or(
+          ids.length > 0 ? inArray(permissions.id, ids) : undefined,
+          slugs.length > 0 ? inArray(permissions.slug, slugs) : undefined,
+        ),
+      ),
+    );
+}
+
+/** The role with this name, created when missing; a concurrent creation of the same name yields its id. */
+export async function ensureRoleForKey(db: Db, workspaceId: string, name: string, now: number): Promise<string> {
+  const [row] = await db
+    .insert(roles)
+    .values({ id: newId("role"), workspaceId, name, createdAtM: now })
+    .onConflictDoUpdate({ target: [roles.workspaceId, roles.name], set: { name } })
+    .returning({ id: roles.id });
+  return row!.id;
+}
+
+/** The permission with this slug, created (name = slug) when missing. */
+export async function ensurePermissionForKey(db: Db, workspaceId: string, slug: string, now: number): Promise<string> {
+  const [row] = await db
+    .insert(permissions)
+    .values({ id: newId("perm"), workspaceId, name: slug, slug, createdAtM: now })
+    .onConflictDoUpdate({ target: [permissions.workspaceId, permissions.slug], set: { slug } })
+    .returning({ id: permissions.id });
+  return row!.id;
+}
+
+/** Makes `roleIds` exactly the key's roles: drops the others, adds the missing ones. */
+export async function replaceKeyRoles(
+  db: Db,
+  key: { id: string; workspaceId: string },
+  roleIds: string[],
+  now: number,
+): Promise<void> {
+  await db
+    .delete(keysRoles)
+    .where(and(eq(keysRoles.keyId, key.id), roleIds.length > 0 ? notInArray(keysRoles.roleId, roleIds) : undefined));
+  if (roleIds.length === 0) return;
+  await db
+    .insert(keysRoles)
+    .values(roleIds.map((roleId) => ({ keyId: key.id, roleId, workspaceId: key.workspaceId, createdAtM: now })))
+    .onConflictDoNothing();
+}
+
+/** Makes `permissionIds` exactly the key's direct permissions: drops the others, adds the missing ones. */
+export async function replaceKeyPermissions(
+  db: Db,
+  key: { id: string; workspaceId: string },
+  permissionIds: string[],
+  now: number,
+): Promise<void> {
+  await db
+    .delete(keysPermissions)
+    .where(
+      and(
+        eq(keysPermissions.keyId, key.id),
+        permissionIds.length > 0 ? notInArray(keysPermissions.permissionId, permissionIds) : undefined,
+      ),
+    );
+  if (permissionIds.length === 0) return;
+  await db
+    .insert(keysPermissions)
+    .values(
+      permissionIds.map((permissionId) => ({ keyId: key.id, permissionId, workspaceId: key.workspaceId, createdAtM: now })),
+    )
+    .onConflictDoNothing();
+}
+
+// ---- Key writes: keys.createKey, keys.deleteKey, keys.updateRemaining ----
+
+const MAX_REMAINING = 2_147_483_647;
+
+/** The live key `keyId` in any workspace (the caller compares workspaces), for the write routes. */
+export async function findLiveKeyForWrite(db: Db, keyId: string) {
+  const [row] = await db
+    .select({ id: keys.id, workspaceId: keys.workspaceId, apiId: keys.apiId, remaining: keys.remaining })
+    .from(keys)
+    .where(and(eq(keys.id, keyId), isNull(keys.deletedAtM)))
+    .limit(1);
+  return row;
+}
+
+/** Soft-deletes a live key; false when it was already gone. */
+export async function softDeleteKey(db: Db, keyId: string, now: number): Promise<boolean> {
+  const rows = await db
+    .update(keys)
+    .set({ deletedAtM: now })
+    .where(and(eq(keys.id, keyId), isNull(keys.deletedAtM)))
+    .returning({ id: keys.id });
+  return rows.length > 0;
+}
+
+/** Removes the key row; its encrypted plaintext, roles, permissions and rate limits go with it (cascade). */
+export async function hardDeleteKey(db: Db, keyId: string): Promise<boolean> {
+  const rows = await db.delete(keys).where(eq(keys.id, keyId)).returning({ id: keys.id });
+  return rows.length > 0;
+}
+
+export type RemainingChange =
+  | { op: "increment" | "decrement"; value: number }
+  | { op: "set"; value: number | null };
+
+/**
+ * Changes a live key's remaining uses in one atomic UPDATE, after applying any refill that is due, so that
+ * concurrent changes and verifications never lose an update. A decrement stops at 0; an increment past the
+ * int32 range, or an increment/decrement of an unlimited key, updates nothing. Returns undefined when nothing
+ * was updated (the key is gone, unlimited, or the increment would overflow).
+ */
+export async function changeKeyRemaining(
+  db: Db,
+  keyId: string,
+  change: RemainingChange,
+  now: number,
+): Promise<{ remaining: number | null } | undefined> {
+  const live = and(eq(keys.id, keyId), isNull(keys.deletedAtM));
+  let set: PgUpdateSetSource<typeof keys>;
+  let where = live;
+  if (change.op === "set") {
+    set =
+      change.value === null
+        ? { remaining: null }
+        : {
+            remaining: change.value,
+            // A due refill happened before this write; and a key that was unlimited starts its refill period now,
+            // so the value just set is what the next read reports.
+            lastRefillAt: sql`(case when ${keys.refillAmount} is not null and (${refillDue} or ${keys.remaining} is null)
+              then now() else ${keys.lastRefillAt} end)`,
+          };
+  } else {
+    const value = change.value;
+    set = {
+      remaining:
+        change.op === "increment"
+          ? sql`${effectiveRemaining} + ${value}`
+          : sql`greatest(${effectiveRemaining} - ${value}, 0)`,
+      lastRefillAt: lastRefillAfterWrite,
+    };
+    where = and(
+      live,
+      sql`${keys.remaining} is not null`,
+      change.op === "increment" ? sql`${effectiveRemaining}::bigint + ${value} <= ${MAX_REMAINING}` : undefined,
+    );
+  }
+  const [row] = await db
+    .update(keys)
+    .set({ ...set, updatedAtM: now })
+    .where(where)
+    .returning({ remaining: keys.remaining });
+  return row;
+}
+
+/** Which of `names` are roles of the workspace. */
+export async function findExistingRoleNames(db: Db, workspaceId: string, names: string[]): Promise<Set<string>> {
+  if (names.length === 0) return new Set();
+  const rows = await db
+    .select({ name: roles.name })
+    .from(roles)
+    .where(and(eq(roles.workspaceId, workspaceId), inArray(roles.name, names)));
+  return new Set(rows.map((r) => r.name));
+}
+
+/** Which of `slugs` are permission slugs of the workspace. */
+export async function findExistingPermissionSlugs(db: Db, workspaceId: string, slugs: string[]): Promise<Set<string>> {
+  if (slugs.length === 0) return new Set();
+  const rows = await db
+    .select({ slug: permissions.slug })
+    .from(permissions)
+    .where(and(eq(permissions.workspaceId, workspaceId), inArray(permissions.slug, slugs)));
+  return new Set(rows.map((r) => r.slug));
+}
+
+export type NewKey = {
+  /** The key row; its identity is set from `externalId` inside the transaction. */
+  row: typeof keys.$inferInsert & { id: string; workspaceId: string; apiId: string; createdAtM: number };
+  /** The identity to link (found or created by external id). */
+  externalId: string | undefined;
+  roleNames: string[];
+  createMissingRoles: boolean;
+  permissionSlugs: string[];
+  createMissingPermissions: boolean;
+  ratelimit: { limit: number; duration: number } | undefined;
+  /** The plaintext sealed under `dataKey`, for a recoverable key. */
+  encrypted: { encrypted: string; dataKey: DataKey } | undefined;
+};
+
+/**
+ * Writes a new key and everything it links to in one transaction: the data key (when new), missing roles and
+ * permissions, the identity, the key, its `default` rate limit, its encrypted plaintext and its role and
+ * permission links. The API is locked against deletion meanwhile, so a key is never created in a deleted API.
+ */
+export async function insertNewKey(db: Db, input: NewKey): Promise<void> {
+  const { row, externalId } = input;
+  const { workspaceId, id: keyId, createdAtM: now } = row;
+  await db.transaction(async (tx) => {
+    if (!(await lockLiveApi(tx, workspaceId, row.apiId, "share"))) {
+      throw new ApiError("NOT_FOUND", `api ${row.apiId} not found`);
+    }
+    const dataKey = input.encrypted?.dataKey;
+    if (dataKey?.newRow) await tx.insert(encryptionKeys).values(dataKey.newRow);
+
+    const roleIds = await resolveRoles(tx, workspaceId, input.roleNames, input.createMissingRoles, now);
+    const permissionIds = await resolvePermissions(
+      tx,
+      workspaceId,
+      input.permissionSlugs,
+      input.createMissingPermissions,
+      now,
+    );
+
+    let identityId: string | null = null;
+    if (externalId !== undefined) {
+      // DO UPDATE (a no-op) so that an existing identity is returned too; concurrent creates share one identity.
+      const [identity] = await tx
+        .insert(identities)
+        .values({ id: newId("id"), workspaceId, externalId, environment: "default", meta: {}, createdAtM: now })
+        .onConflictDoUpdate({
+          target: [identities.workspaceId, identities.externalId],
+          set: { externalId: sql`excluded.external_id` },
+        })
+        .returning({ id: identities.id });
+      identityId = identity!.id;
+    }
+
+    await tx.insert(keys).values({ ...row, identityId });
+    if (input.encrypted) {
+      await tx.insert(encryptedKeys).values({
+        keyId,
+        workspaceId,
+        encrypted: input.encrypted.encrypted,
+        encryptionKeyId: input.encrypted.dataKey.id,
+        createdAtM: now,
+      });
+    }
+    if (input.ratelimit) {
+      await tx.insert(ratelimits).values({
+        id: newId("rl"),
+        workspaceId,
+        name: "default",
+        keyId,
+        limit: input.ratelimit.limit,
+        duration: input.ratelimit.duration,
+        autoApply: true,
+        createdAtM: now,
+      });
+    }
+    if (roleIds.length > 0) {
+      await tx.insert(keysRoles).values(roleIds.map((roleId) => ({ keyId, roleId, workspaceId, createdAtM: now })));
+    }
+    if (permissionIds.length > 0) {
+      await tx
+        .insert(keysPermissions)
+        .values(permissionIds.map((permissionId) => ({ keyId, permissionId, workspaceId, createdAtM: now })));
+    }
+  });
+}
+
+/** Role ids for `names`, created first when allowed; each locked against deletion until the transaction ends. */
+async function resolveRoles(db: Db, workspaceId: string, names: string[], create: boolean, now: number) {
+  if (names.length === 0) return [];
+  if (create) {
+    // Inserted in one fixed order, so that concurrent creates of the same new roles cannot deadlock.
+    await db
+      .insert(roles)
+      .values([...names].sort().map((name) => ({ id: newId("role"), workspaceId, name, createdAtM: now })))
+      .onConflictDoNothing({ target: [roles.workspaceId, roles.name] });
+  }
+  const rows = await db
+    .select({ id: roles.id, name: roles.name })
+    .from(roles)
+    .where(and(eq(roles.workspaceId, workspaceId), inArray(roles.name, names)))
+    .for("share");
+  if (rows.length !== names.length) {
+    const found = new Set(rows.map((r) => r.name));
+    const gone = names.filter((n) => !found.has(n));
+    throw new ApiError("CONFLICT", `roles ${JSON.stringify(gone)} were deleted while the key was being created`);
+  }
+  return rows.map((r) => r.id);
+}
+
+/** Permission ids for `slugs` (created with name = slug when allowed), locked like roles. */
+async function resolvePermissions(db: Db, workspaceId: string, slugs: string[], create: boolean, now: number) {
+  if (slugs.length === 0) return [];
+  if (create) {
+    await db
+      .insert(permissions)
+      .values([...slugs].sort().map((slug) => ({ id: newId("perm"), workspaceId, name: slug, slug, createdAtM: now })))
+      .onConflictDoNothing({ target: [permissions.workspaceId, permissions.slug] });
+  }
+  const rows = await db
+    .select({ id: permissions.id, slug: permissions.slug })
+    .from(permissions)
+    .where(and(eq(permissions.workspaceId, workspaceId), inArray(permissions.slug, slugs)))
+    .for("share");
+  if (rows.length !== slugs.length) {
+    const found = new Set(rows.map((r) => r.slug));
+    const gone = slugs.filter((s) => !found.has(s));
+    throw new ApiError("CONFLICT", `permissions ${JSON.stringify(gone)} were deleted while the key was being created`);
+  }
+  return rows.map((r) => r.id);
 }

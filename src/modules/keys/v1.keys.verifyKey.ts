@@ -1,21 +1,8 @@
 import { z } from "zod";
-import { permissionQuerySchema, satisfies } from "../../auth/permissions.js";
-import { hashKey } from "../../crypto/hash.js";
-import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
-import { findKeyForVerification, spendRemaining } from "./keys.repository.js";
+import { MAX_INT32 } from "./keys.schemas.js";
+import { verificationCodes, verifyKey as verify } from "./verification.js";
 
-const verificationCodes = [
-  "VALID",
-  "NOT_FOUND",
-  "FORBIDDEN",
-  "USAGE_EXCEEDED",
-  "RATE_LIMITED",
-  "UNAUTHORIZED",
-  "DISABLED",
-  "INSUFFICIENT_PERMISSIONS",
-  "EXPIRED",
-] as const;
 
 const output = z.object({
   requestId: z.string(),
@@ -27,6 +14,7 @@ const output = z.object({
   meta: z.record(z.string(), z.unknown()).optional(),
   expires: z.number().optional(),
   remaining: z.number().optional(),
+  ratelimit: z.object({ limit: z.number().optional(), remaining: z.number(), reset: z.number() }).optional(),
   enabled: z.boolean().optional(),
   permissions: z.array(z.string()).optional(),
   roles: z.array(z.string()).optional(),
@@ -44,55 +32,32 @@ export const verifyKey = defineRpc({
   input: z.object({
     key: z.string().min(1).max(1024),
     apiId: z.string().optional(),
+    tags: z.array(z.string().min(1).max(128)).max(10).optional(),
     authorization: z.object({ permissions: z.unknown().optional() }).optional(),
-    remaining: z.object({ cost: z.int().min(0).max(2_147_483_647).default(1) }).optional(),
+    remaining: z.object({ cost: z.int().min(0).max(MAX_INT32).default(1) }).optional(),
+    // Deprecated in v1 and ignored there too; accepted so that old clients validate.
+    ratelimit: z.object({ cost: z.int().min(0).max(MAX_INT32).optional() }).optional(),
+    ratelimits: z
+      .array(
+        z.object({
+          name: z.string().min(1).max(256),
+          cost: z.int().min(0).max(MAX_INT32).optional(),
+          limit: z.int().min(0).max(MAX_INT32).optional(),
+          duration: z.int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
+        }),
+      )
+      .max(100)
+      .optional(),
   }),
   output,
   handler: async (input, { deps, req }) => {
-    const requestId = req.id;
-    const key = await findKeyForVerification(deps.db, hashKey(input.key));
-    if (!key) return { requestId, valid: false, code: "NOT_FOUND" as const };
-    if (!key.workspaceEnabled) throw new ApiError("FORBIDDEN", "workspace is disabled");
-
-    let query: z.infer<typeof permissionQuerySchema> | undefined;
-    if (input.authorization?.permissions !== undefined) {
-      const parsed = permissionQuerySchema.safeParse(input.authorization.permissions);
-      if (!parsed.success) throw new ApiError("BAD_REQUEST", "permission query is invalid");
-      query = parsed.data;
-    }
-
-    const body: z.input<typeof output> = {
-      requestId,
-      valid: false,
-      code: "VALID",
-      keyId: key.id,
-      ...(key.name !== null && { name: key.name }),
-      ...((key.identityExternalId ?? key.ownerId) !== null && { ownerId: (key.identityExternalId ?? key.ownerId)! }),
-      ...(key.meta !== null && { meta: key.meta as Record<string, unknown> }),
-      ...(key.expires !== null && { expires: key.expires.getTime() }),
-      enabled: key.enabled,
-      permissions: key.permissions,
-      roles: key.roles,
-      ...(key.environment !== null && { environment: key.environment }),
-      ...(key.identityId !== null && {
-        identity: {
-          id: key.identityId,
-          externalId: key.identityExternalId!,
-          meta: (key.identityMeta as Record<string, unknown> | null) ?? {},
-        },
-      }),
-    };
-    const refuse = (code: (typeof verificationCodes)[number]) => ({ ...body, valid: false, code });
-
-    if (!key.enabled) return refuse("DISABLED");
-    if (input.apiId !== undefined && input.apiId !== key.apiId) return refuse("FORBIDDEN");
-    if (key.expires !== null && key.expires.getTime() < Date.now()) return refuse("EXPIRED");
-    if (query !== undefined && !satisfies(query, new Set(key.permissions))) return refuse("INSUFFICIENT_PERMISSIONS");
-    if (key.remaining !== null) {
-      const left = await spendRemaining(deps.db, key.id, input.remaining?.cost ?? 1);
-      if (left === undefined) return { ...refuse("USAGE_EXCEEDED"), remaining: 0 };
-      return { ...body, valid: true, code: "VALID" as const, remaining: left };
-    }
-    return { ...body, valid: true, code: "VALID" as const };
+    const result = await verify(deps, {
+      key: input.key,
+      apiId: input.apiId,
+      permissions: input.authorization?.permissions,
+      remainingCost: input.remaining?.cost ?? 1,
+      ratelimits: input.ratelimits,
+    });
+    return { requestId: req.id, ...result };
   },
 });

@@ -1,9 +1,7 @@
 import { z } from "zod";
+import { expiresSchema, MAX_INT32, refillSchema } from "../keys/keys.schemas.js";
 
 export const MAX_KEYS_PER_IMPORT = 100;
-const MAX_INT32 = 2_147_483_647;
-/** 9999-12-31T23:59:59.999Z: the last instant PostgreSQL and JavaScript dates agree on. */
-const MAX_TIMESTAMP_MS = 253_402_300_799_999;
 
 /** One key of `migrations.createKeys`: v1's fields, with the limits keyhaven enforces (see the README). */
 export const importKeySchema = z
@@ -24,16 +22,10 @@ export const importKeySchema = z
     meta: z.record(z.string(), z.unknown()).optional(),
     roles: z.array(z.string().min(1).max(512)).max(1000).optional(),
     permissions: z.array(z.string().min(1).max(512)).max(1000).optional(),
-    expires: z.int().min(0).max(MAX_TIMESTAMP_MS).optional(),
+    expires: expiresSchema.optional(),
     // The spec states "greater than 1"; keyhaven accepts 1 so that a key with one use left can be imported.
     remaining: z.int().min(1).max(MAX_INT32).optional(),
-    refill: z
-      .object({
-        interval: z.enum(["daily", "monthly"]),
-        amount: z.int().min(1).max(MAX_INT32),
-        refillDay: z.int().min(1).max(31).optional(),
-      })
-      .optional(),
+    refill: refillSchema.optional(),
     ratelimit: z
       .object({
         async: z.boolean().optional(),

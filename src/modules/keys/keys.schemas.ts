@@ -1,0 +1,33 @@
+import { z } from "zod";
+
+/** The largest value of a PostgreSQL integer column (remaining, amounts, limits). */
+export const MAX_INT32 = 2_147_483_647;
+/** 9999-12-31T23:59:59.999Z: the last instant PostgreSQL and JavaScript dates agree on. */
+export const MAX_TIMESTAMP_MS = 253_402_300_799_999;
+
+export const int32 = (min: number) => z.int().min(min).max(MAX_INT32);
+
+/** Unix milliseconds; 0 means "never". */
+export const expiresSchema = z.int().min(0).max(MAX_TIMESTAMP_MS);
+
+export const refillSchema = z.object({
+  interval: z.enum(["daily", "monthly"]),
+  amount: int32(1),
+  refillDay: z.int().min(1).max(31).optional(),
+});
+
+/** A key's own (`default`) rate limit as createKey and updateKey take it; `limit`/`duration` win over the deprecated pair. */
+export const keyRatelimitSchema = z
+  .object({
+    // Accepted for old clients; a key's own limit is always checked synchronously.
+    async: z.boolean().optional(),
+    type: z.enum(["fast", "consistent"]).optional(),
+    limit: int32(1),
+    duration: z.int().min(1000).max(Number.MAX_SAFE_INTEGER).optional(),
+    refillRate: int32(1).optional(),
+    refillInterval: z.int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
+  })
+  .refine((r) => r.duration !== undefined || r.refillInterval !== undefined, {
+    path: ["duration"],
+    message: "duration is required (or the deprecated refillInterval)",
+  });

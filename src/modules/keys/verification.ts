@@ -1,0 +1,164 @@
+
+import { type PermissionQuery, permissionQuerySchema, satisfies } from "../../auth/permissions.js";
+import { hashKey } from "../../crypto/hash.js";
+import type { Deps } from "../../deps.js";
+import { ApiError } from "../../errors.js";
+import type { LimitCheck, LimitOutcome } from "../../ratelimit/ratelimiter.js";
+import { findKeyForVerification, spendRemaining, type StoredRatelimit } from "./keys.repository.js";
+
+export const verificationCodes = [
+  "VALID",
+  "NOT_FOUND",
+  "FORBIDDEN",
+  "USAGE_EXCEEDED",
+  "RATE_LIMITED",
+  "UNAUTHORIZED",
+  "DISABLED",
+  "INSUFFICIENT_PERMISSIONS",
+  "EXPIRED",
+] as const;
+export type VerificationCode = (typeof verificationCodes)[number];
+
+export type VerifyRequest = {
+  key: string;
+  apiId?: string | undefined;
+  permissions?: unknown;
+  remainingCost: number;
+  ratelimits?: { name: string; cost?: number | undefined; limit?: number | undefined; duration?: number | undefined }[] | undefined;
+};
+
+export type Verification = {
+  valid: boolean;
+  code: VerificationCode;
+  keyId?: string;
+  name?: string;
+  ownerId?: string;
+  meta?: Record<string, unknown>;
+  expires?: number;
+  remaining?: number;
+  ratelimit?: { limit?: number; remaining: number; reset: number };
+  enabled?: boolean;
+  permissions?: string[];
+  roles?: string[];
+  environment?: string;
+  identity?: { id: string; externalId: string; meta: Record<string, unknown> };
+};
+
+type FoundKey = NonNullable<Awaited<ReturnType<typeof findKeyForVerification>>>;
+
+/**
+ * keys.verifyKey, checked in v1's order (contract 4.2): NOT_FOUND, disabled workspace (403 envelope), DISABLED,
+ * FORBIDDEN (other API), EXPIRED, INSUFFICIENT_PERMISSIONS, RATE_LIMITED, USAGE_EXCEEDED, VALID. Every read is
+ * fresh from the database, so a change to a key is seen by the very next verification on every replica.
+ */
+export async function verifyKey(deps: Deps, req: VerifyRequest): Promise<Verification> {
+  const query = parsePermissionQuery(req.permissions);
+  const key = await findKeyForVerification(deps.db, hashKey(req.key));
+  if (!key) return { valid: false, code: "NOT_FOUND" };
+  if (!key.workspaceEnabled) throw new ApiError("FORBIDDEN", "workspace is disabled");
+
+  const body = describeKey(key);
+  const refuse = (code: VerificationCode, extra: Partial<Verification> = {}): Verification => ({
+    ...body,
+    ...extra,
+    valid: false,
+    code,
+  });
+
+  if (!key.enabled) return refuse("DISABLED");
+  if (req.apiId !== undefined && req.apiId !== key.apiId) return refuse("FORBIDDEN");
+  if (key.expires !== null && key.expires.getTime() < Date.now()) return refuse("EXPIRED");
+  if (query !== undefined && !satisfies(query, new Set(key.permissions))) return refuse("INSUFFICIENT_PERMISSIONS");
+
+  const checks = limitChecks(key, req.ratelimits ?? []);
+  let ratelimit: Verification["ratelimit"];
+  if (checks.length > 0) {
+    const outcomes = await deps.ratelimiter.check(checks);
+    ratelimit = reportRatelimit(checks, outcomes);
+    if (outcomes.some((o) => !o.passed)) return refuse("RATE_LIMITED", { ratelimit });
+  }
+  const withLimit = ratelimit ? { ratelimit } : {};
+
+  if (key.remaining !== null) {
+    const left = await spendRemaining(deps.db, key.id, req.remainingCost);
+    if (left === undefined) return refuse("USAGE_EXCEEDED", { remaining: 0, ...withLimit });
+    return { ...body, ...withLimit, valid: true, code: "VALID", remaining: left };
+  }
+  return { ...body, ...withLimit, valid: true, code: "VALID" };
+}
+
+function parsePermissionQuery(raw: unknown): PermissionQuery | undefined {
+  if (raw === undefined) return undefined;
+  const parsed = permissionQuerySchema.safeParse(raw);
+  if (!parsed.success) throw new ApiError("BAD_REQUEST", "permission query is invalid");
+  return parsed.data;
+}
+
+function describeKey(key: FoundKey): Verification {
+  const ownerId = key.identityExternalId ?? key.ownerId;
+  return {
+    valid: false,
+    code: "VALID",
+    keyId: key.id,
+    ...(key.name !== null && { name: key.name }),
+    ...(ownerId !== null && { ownerId }),
+    ...(key.meta !== null && { meta: key.meta as Record<string, unknown> }),
+    ...(key.expires !== null && { expires: key.expires.getTime() }),
+    enabled: key.enabled,
+    permissions: key.permissions,
+    roles: key.roles,
+    ...(key.environment !== null && { environment: key.environment }),
+    ...(key.identityId !== null && {
+      identity: {
+        id: key.identityId,
+        externalId: key.identityExternalId!,
+        meta: (key.identityMeta as Record<string, unknown> | null) ?? {},
+      },
+    }),
+  };
+}
+
+/**
+ * The limits this verification is charged against: the identity's limits overlaid by the key's (the key's wins
+ * on a name), every auto-applied one at cost 1, then each requested one, ad hoc (with limit and duration) or by
+ * name. Counters of identity limits are keyed by the identity, so all its keys share them.
+ */
+function limitChecks(key: FoundKey, requested: NonNullable<VerifyRequest["ratelimits"]>): LimitCheck[] {
+  const configured = new Map<string, StoredRatelimit>();
+  for (const rl of key.ratelimits) if (rl.owner === "identity") configured.set(rl.name, rl);
+  for (const rl of key.ratelimits) if (rl.owner === "key") configured.set(rl.name, rl);
+  const identifierOf = (owner: "key" | "identity") => (owner === "identity" && key.identityId ? key.identityId : key.id);
+
+  const checks = new Map<string, LimitCheck>();
+  for (const rl of configured.values()) {
+    if (rl.autoApply) {
+      checks.set(rl.name, { name: rl.name, identifier: identifierOf(rl.owner), limit: rl.limit, duration: Number(rl.duration), cost: 1 });
+    }
+  }
+  for (const r of requested) {
+    const cost = r.cost ?? 1;
+    if (r.limit !== undefined && r.duration !== undefined) {
+      checks.set(r.name, { name: r.name, identifier: key.identityId ?? key.id, limit: r.limit, duration: r.duration, cost });
+      continue;
+    }
+    const rl = configured.get(r.name);
+    if (!rl) {
+      throw new ApiError(
+        "BAD_REQUEST",
+        key.identityId
+          ? `ratelimit "${r.name}" was requested but does not exist for key "${key.id}" nor identity { id: ${key.identityId}, externalId: ${key.identityExternalId}}`
+          : `ratelimit "${r.name}" was requested but does not exist for key "${key.id}" and there is no identity connected`,
+      );
+    }
+    checks.set(r.name, { name: rl.name, identifier: identifierOf(rl.owner), limit: rl.limit, duration: Number(rl.duration), cost });
+  }
+  return [...checks.values()];
+}
+
+/** From the first failing limit, or the first limit when all pass; `limit` from the one named `default` if any. */
+function reportRatelimit(checks: LimitCheck[], outcomes: LimitOutcome[]): Verification["ratelimit"] {
+  const shown = outcomes.find((o) => !o.passed) ?? outcomes[0]!;
+  const named = outcomes.find((o) => o.name === "default") ?? shown;
+  return { limit: named.limit, remaining: shown.remaining, reset: shown.reset };
+}
+

@@ -1,0 +1,56 @@
+/** One limit to check: `cost` units against `limit` per fixed window of `duration` ms, counted under `identifier`. */
+export type LimitCheck = {
+  name: string;
+  identifier: string;
+  limit: number;
+  duration: number;
+  cost: number;
+};
+
+export type LimitOutcome = { name: string; limit: number; passed: boolean; remaining: number; reset: number };
+
+/**
+ * Fixed windows: window = floor(now / duration), reset = (window + 1) * duration. A check passes when
+ * `current + cost <= limit` (a limit of 0 never passes). Several limits are checked all-or-nothing: when any one
+ * fails, none is charged.
+ */
+export interface RateLimiter {
+  readonly kind: "memory" | "redis";
+  check(checks: LimitCheck[], now?: number): Promise<LimitOutcome[]>;
+  close(): Promise<void>;
+}
+
+export function windowOf(duration: number, now: number) {
+  const window = Math.floor(now / duration);
+  return { window, reset: (window + 1) * duration };
+}
+
+export function counterKey(c: LimitCheck, window: number): string {
+  return `${c.identifier}\u0000${c.name}\u0000${c.duration}\u0000${window}`;
+}
+
+/** Decides pass or fail for every check from the counts before it, the same way in every backend. */
+export function decide(checks: LimitCheck[], currents: number[], now: number) {
+  const passed = checks.map((c, i) => c.limit > 0 && currents[i]! + c.cost <= c.limit);
+  const all = passed.every(Boolean);
+  const outcomes: LimitOutcome[] = checks.map((c, i) => {
+    const after = all ? currents[i]! + c.cost : currents[i]!;
+    return {
+      name: c.name,
+      limit: c.limit,
+      passed: passed[i]!,
+      remaining: Math.max(0, c.limit - after),
+      reset: windowOf(c.duration, now).reset,
+    };
+  });
+  return { all, outcomes };
+}
+
+export async function openRateLimiter(redisUrl: string | undefined): Promise<RateLimiter> {
+  if (!redisUrl) {
+    const { MemoryRateLimiter } = await import("./memory.ratelimiter.js");
+    return new MemoryRateLimiter();
+  }
+  const { RedisRateLimiter } = await import("./redis.ratelimiter.js");
+  return new RedisRateLimiter(redisUrl);
+}

@@ -1,0 +1,184 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MemoryRateLimiter } from "../src/ratelimit/memory.ratelimiter.js";
+import type { LimitCheck, RateLimiter } from "../src/ratelimit/ratelimiter.js";
+import { RedisRateLimiter } from "../src/ratelimit/redis.ratelimiter.js";
+import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
+
+const backends: [string, () => RateLimiter][] = [["memory", () => new MemoryRateLimiter()]];
+if (process.env.TEST_REDIS_URL) {
+  backends.push(["redis", () => new RedisRateLimiter(process.env.TEST_REDIS_URL!, `keyhaven-test:${randomBytes(6).toString("hex")}:`)]);
+}
+
+describe.each(backends)("the %s rate limiter", (_, make) => {
+  let limiter: RateLimiter;
+  beforeAll(() => {
+    limiter = make();
+  });
+  afterAll(() => limiter.close());
+
+  const check = (over: Partial<LimitCheck> = {}): LimitCheck => ({
+    name: "default",
+    identifier: `id-${randomBytes(4).toString("hex")}`,
+    limit: 3,
+    duration: 60_000,
+    cost: 1,
+    ...over,
+  });
+  const now = 1_800_000_000_000; // the start of a 60 s window: [1_800_000_000_000, 1_800_000_060_000)
+
+  it("lets `limit` units through per fixed window, then refuses until the window ends", async () => {
+    const c = check();
+    const results = [];
+    for (let i = 0; i < 4; i++) results.push((await limiter.check([c], now))[0]!);
+    expect(results.map((r) => [r.passed, r.remaining])).toEqual([[true, 2], [true, 1], [true, 0], [false, 0]]);
+    expect(results[0]!.reset).toBe(1_800_000_060_000);
+    expect((await limiter.check([c], 1_800_000_059_999))[0]!.passed).toBe(false);
+    const next = (await limiter.check([c], 1_800_000_060_000))[0]!;
+    expect(next).toMatchObject({ passed: true, remaining: 2, reset: 1_800_000_120_000 });
+  });
+
+  it("charges several limits all or nothing", async () => {
+    const loose = check({ name: "loose", limit: 100 });
+    const tight = check({ name: "tight", limit: 1 });
+    expect((await limiter.check([loose, tight], now)).every((o) => o.passed)).toBe(true);
+    const refused = await limiter.check([loose, tight], now);
+    expect(refused.map((o) => o.passed)).toEqual([true, false]);
+    // The refused call charged nothing: `loose` still has 99 left.
+    expect((await limiter.check([{ ...loose, cost: 0 }], now))[0]).toMatchObject({ passed: true, remaining: 99 });
+  });
+
+  it("reads without charging at cost 0, charges `cost` units, and refuses everything at limit 0", async () => {
+    const c = check({ limit: 10 });
+    expect((await limiter.check([{ ...c, cost: 4 }], now))[0]).toMatchObject({ passed: true, remaining: 6 });
+    expect((await limiter.check([{ ...c, cost: 0 }], now))[0]).toMatchObject({ passed: true, remaining: 6 });
+    expect((await limiter.check([{ ...c, cost: 7 }], now))[0]).toMatchObject({ passed: false, remaining: 6 });
+    expect((await limiter.check([check({ limit: 0 })], now))[0]!.passed).toBe(false);
+  });
+});
+
+let h: Harness;
+let t: Tenant;
+let apiId: string;
+beforeAll(async () => {
+  h = await createHarness();
+  t = await h.tenant();
+  apiId = (await h.post("/v1/apis.createApi", { name: "limits" }, t.rootKey)).body.apiId;
+});
+afterAll(() => h.close());
+
+async function importKey(fields: Record<string, unknown> = {}) {
+  const key = `sk_${randomBytes(16).toString("hex")}`;
+  const res = await h.post("/v1/migrations.createKeys", [{ apiId, plaintext: key, ...fields }], t.rootKey);
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  return { key, keyId: res.body.keyIds[0] as string };
+}
+const verify = (body: Record<string, unknown>) => h.post("/v1/keys.verifyKey", body);
+
+describe("rate limits in keys.verifyKey", () => {
+  it("applies an imported key's limit as its default limit", async () => {
+    const { key } = await importKey({ ratelimit: { limit: 2, refillRate: 2, refillInterval: 3_600_000 } });
+    const bodies = [];
+    for (let i = 0; i < 3; i++) bodies.push((await verify({ key })).body);
+    expect(bodies.map((b) => b.code)).toEqual(["VALID", "VALID", "RATE_LIMITED"]);
+    expect(bodies[0].ratelimit).toMatchObject({ limit: 2, remaining: 1 });
+    expect(bodies[2]).toMatchObject({ valid: false, ratelimit: { limit: 2, remaining: 0 } });
+    expect(bodies[2].ratelimit.reset).toBeGreaterThan(Date.now());
+  });
+
+  it("does not spend remaining uses on a rate-limited verification", async () => {
+    const { key, keyId } = await importKey({ remaining: 10, ratelimit: { limit: 1, refillRate: 1, refillInterval: 3_600_000 } });
+    expect((await verify({ key })).body).toMatchObject({ valid: true, remaining: 9 });
+    expect((await verify({ key })).body).toMatchObject({ code: "RATE_LIMITED" });
+    const [row] = await h.sql<any>(`select remaining_requests from keys where id = '${keyId}'`);
+    expect(row.remaining_requests).toBe(9);
+  });
+
+  it("checks ad-hoc limits given in the request", async () => {
+    const { key } = await importKey();
+    const req = { key, ratelimits: [{ name: "burst", limit: 1, duration: 3_600_000 }] };
+    expect((await verify(req)).body).toMatchObject({ valid: true, ratelimit: { limit: 1, remaining: 0 } });
+    expect((await verify(req)).body).toMatchObject({ valid: false, code: "RATE_LIMITED" });
+  });
+
+  it("refuses a named limit the key does not have with 400", async () => {
+    const { key, keyId } = await importKey();
+    expectError(
+      await verify({ key, ratelimits: [{ name: "nope" }] }),
+      400,
+      "BAD_REQUEST",
+      `ratelimit "nope" was requested but does not exist for key "${keyId}" and there is no identity connected`,
+    );
+  });
+
+  it("charges nothing when one of several limits refuses", async () => {
+    const { key } = await importKey({ ratelimit: { limit: 5, refillRate: 5, refillInterval: 3_600_000 } });
+    const tight = { name: "tight", limit: 1, duration: 3_600_000 };
+    expect((await verify({ key, ratelimits: [tight] })).body.valid).toBe(true);
+    expect((await verify({ key, ratelimits: [tight] })).body.code).toBe("RATE_LIMITED");
+    // The default limit was charged once (by the first call), not by the refused second call.
+    expect((await verify({ key })).body.ratelimit).toMatchObject({ limit: 5, remaining: 3 });
+  });
+
+  it("shares an identity's limits among all its keys, and lets a key's own limit of that name win", async () => {
+    const externalId = `limited-${randomBytes(4).toString("hex")}`;
+    const a = await importKey({ externalId });
+    const b = await importKey({ externalId });
+    const [{ identity_id }] = await h.sql<any>(`select identity_id from keys where id = '${a.keyId}'`);
+    await h.sql(`insert into ratelimits (id, workspace_id, name, identity_id, "limit", duration, auto_apply, created_at_m)
+                 values ('rl_${randomBytes(4).toString("hex")}', '${t.workspaceId}', 'shared', '${identity_id}', 2, 3600000, true, 0)`);
+    expect((await verify({ key: a.key })).body.valid).toBe(true);
+    expect((await verify({ key: b.key })).body.valid).toBe(true);
+    expect((await verify({ key: a.key })).body.code).toBe("RATE_LIMITED");
+    expect((await verify({ key: b.key })).body.code).toBe("RATE_LIMITED");
+
+    await h.sql(`insert into ratelimits (id, workspace_id, name, key_id, "limit", duration, auto_apply, created_at_m)
+                 values ('rl_${randomBytes(4).toString("hex")}', '${t.workspaceId}', 'shared', '${b.keyId}', 100, 3600000, true, 0)`);
+    expect((await verify({ key: b.key })).body.valid).toBe(true);
+    expect((await verify({ key: a.key })).body.code).toBe("RATE_LIMITED");
+  });
+});
+
+describe("across two replicas over real sockets", () => {
+  let urls: string[];
+  let closeReplica: () => Promise<void>;
+  beforeAll(async () => {
+    const replica = await h.replica();
+    closeReplica = replica.close;
+    urls = [await h.app.listen({ port: 0, host: "127.0.0.1" }), await replica.app.listen({ port: 0, host: "127.0.0.1" })];
+  });
+  afterAll(() => closeReplica());
+
+  const verifyAt = (i: number, body: unknown) =>
+    fetch(`${urls[i % 2]}/v1/keys.verifyKey`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) }).then(
+      (r) => r.json() as Promise<any>,
+    );
+
+  it("lets exactly 10 of 100 concurrent verifications through a limit of 10 per window", async () => {
+    // A one-hour window: the burst would have to straddle the top of an hour to see two windows.
+    const hour = 3_600_000;
+    if (hour - (Date.now() % hour) < 10_000) await new Promise((r) => setTimeout(r, hour - (Date.now() % hour) + 100));
+    const { key } = await importKey({ ratelimit: { limit: 10, refillRate: 10, refillInterval: hour } });
+    const results = await Promise.all(Array.from({ length: 100 }, (_, i) => verifyAt(i, { key })));
+    expect(results.filter((r) => r.valid)).toHaveLength(10);
+    expect(results.filter((r) => r.code === "RATE_LIMITED")).toHaveLength(90);
+  });
+
+  it("lets exactly 50 of 200 concurrent verifications spend a key with 50 uses", async () => {
+    const { key, keyId } = await importKey({ remaining: 50 });
+    const results = await Promise.all(Array.from({ length: 200 }, (_, i) => verifyAt(i, { key })));
+    expect(results.filter((r) => r.valid)).toHaveLength(50);
+    expect(results.filter((r) => r.code === "USAGE_EXCEEDED")).toHaveLength(150);
+    const [row] = await h.sql<any>(`select remaining_requests from keys where id = '${keyId}'`);
+    expect(row.remaining_requests).toBe(0);
+  });
+
+  it("sees a disabled or deleted key on the very next verification, on either replica", async () => {
+    const { key, keyId } = await importKey();
+    expect((await verifyAt(0, { key })).valid).toBe(true);
+    await h.sql(`update keys set enabled = false where id = '${keyId}'`);
+    expect((await verifyAt(1, { key })).code).toBe("DISABLED");
+    await h.sql(`update keys set deleted_at_m = 1 where id = '${keyId}'`);
+    expect((await verifyAt(0, { key })).code).toBe("NOT_FOUND");
+  });
+});

@@ -75,6 +75,16 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
   app.addHook("onRequest", async (req, reply) => {
     reply.header("Unkey-Request-Id", req.id);
   });
+  // The body parser refuses these in JSON; query strings get the same rule, for every GET route at once.
+  app.addHook("preValidation", async (req) => {
+    for (const [name, value] of Object.entries((req.query ?? {}) as Record<string, unknown>)) {
+      for (const v of Array.isArray(value) ? value : [value]) {
+        if (typeof v === "string" && (v.includes("\u0000") || !v.isWellFormed())) {
+          throw new ApiError("BAD_REQUEST", `${name}: must not contain the NUL character or unpaired surrogates`);
+        }
+      }
+    }
+  });
 
   const origin = (req: FastifyRequest) => deps.config.publicUrl ?? `${req.protocol}://${req.host}`;
   const sendError = (req: FastifyRequest, code: ErrorCode, message: string) =>

@@ -58,6 +58,15 @@ describe("apis.createApi and apis.getApi", () => {
     expectError(await h.get("/v1/apis.getApi", { apiId: other }, scoped), 403, "INSUFFICIENT_PERMISSIONS");
   });
 
+  it("refuses a NUL character in the query (%00) with 400, not a 500", async () => {
+    expectError(
+      await h.get("/v1/apis.getApi", { apiId: "api_\u0000" }, t.rootKey),
+      400,
+      "BAD_REQUEST",
+      "apiId: must not contain the NUL character or unpaired surrogates",
+    );
+  });
+
   it("requires apiId", async () => {
     expectError(await h.get("/v1/apis.getApi", {}, t.rootKey), 400, "BAD_REQUEST", /^apiId: /);
   });

@@ -1,0 +1,69 @@
+import { z } from "zod";
+import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { ApiError } from "../../errors.js";
+import { queryBoolean, queryInt, queryText } from "../../http/query.js";
+import { defineRpc } from "../../rpc.js";
+import {
+  type ApiKeysFilter,
+  countKeys,
+  decryptKeyObjectRows,
+  keyObjectSchema,
+  listKeyObjectRows,
+  requireDecryptPermission,
+  toKeyObject,
+} from "../keys/key-object.js";
+import { findApi } from "./apis.repository.js";
+
+export const listKeys = defineRpc({
+  method: "GET",
+  path: "/v1/apis.listKeys",
+  summary:
+    "Lists an API's keys by id, a page at a time: pass the returned `cursor` to get the next page; there is none after the last. `total` is the exact number of keys matching the filters.",
+  input: z.object({
+    apiId: queryText.min(1),
+    limit: queryInt(1, 100).default(100),
+    cursor: queryText.optional(),
+    ownerId: queryText.min(1).optional(),
+    externalId: queryText.min(1).optional(),
+    decrypt: queryBoolean.optional(),
+    // v1 clients send it; keyhaven keeps no key cache, so every read is already fresh.
+    revalidateKeysCache: queryBoolean.optional(),
+  }),
+  output: z.object({ keys: z.array(keyObjectSchema), cursor: z.string().optional(), total: z.number() }),
+  handler: async (input, { deps, authorization }) => {
+    const { db, keyring } = deps;
+    const { apiId } = input;
+    const auth = await authenticateRootKey(db, authorization);
+    requirePermission(auth, {
+      or: [
+        "*",
+        {
+          and: [
+            { or: ["api.*.read_key", `api.${apiId}.read_key`] },
+            { or: ["api.*.read_api", `api.${apiId}.read_api`] },
+          ],
+        },
+      ],
+    });
+    const api = await findApi(db, auth.workspaceId, apiId);
+    if (!api) throw new ApiError("NOT_FOUND", `api ${apiId} not found`);
+    if (input.decrypt) requireDecryptPermission(auth, apiId);
+
+    const filter: ApiKeysFilter = {
+      workspaceId: auth.workspaceId,
+      apiId,
+      externalId: input.externalId,
+      ownerId: input.externalId === undefined ? input.ownerId : undefined,
+    };
+    // One row more than the page tells whether another page follows, so the last page carries no cursor.
+    const rows = await listKeyObjectRows(db, filter, { cursor: input.cursor, limit: input.limit + 1 });
+    const page = rows.slice(0, input.limit);
+    const total = await countKeys(db, filter);
+    const plaintexts = input.decrypt ? await decryptKeyObjectRows(db, keyring, page) : new Map<string, string>();
+    return {
+      keys: page.map((row) => toKeyObject(row, plaintexts.get(row.id))),
+      ...(rows.length > input.limit && { cursor: page.at(-1)!.id }),
+      total,
+    };
+  },
+});

@@ -1,0 +1,28 @@
+import { z } from "zod";
+import { apiPermission } from "../../auth/permissions.js";
+import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { ApiError } from "../../errors.js";
+import { defineRpc } from "../../rpc.js";
+import { findLiveKeyForWrite, hardDeleteKey, softDeleteKey } from "./keys.repository.js";
+
+export const deleteKey = defineRpc({
+  method: "POST",
+  path: "/v1/keys.deleteKey",
+  summary:
+    "Deletes a key: it stops verifying at once. With `permanent: true` the row is removed, so the same key can be imported again.",
+  input: z.object({ keyId: z.string().min(1), permanent: z.boolean().default(false) }),
+  output: z.object({}),
+  handler: async (input, { deps, authorization }) => {
+    const { db } = deps;
+    const notFound = new ApiError("NOT_FOUND", `key ${input.keyId} not found`);
+    // As in v1 the key is looked up before authentication; another workspace's key is answered as missing.
+    const key = await findLiveKeyForWrite(db, input.keyId);
+    if (!key) throw notFound;
+    const auth = await authenticateRootKey(db, authorization);
+    if (key.workspaceId !== auth.workspaceId) throw notFound;
+    requirePermission(auth, apiPermission(key.apiId, "delete_key"));
+    const deleted = input.permanent ? await hardDeleteKey(db, key.id) : await softDeleteKey(db, key.id, Date.now());
+    if (!deleted) throw notFound;
+    return {};
+  },
+});

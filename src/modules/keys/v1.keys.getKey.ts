@@ -1,0 +1,38 @@
+import { z } from "zod";
+import { apiPermission } from "../../auth/permissions.js";
+import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { ApiError } from "../../errors.js";
+import { queryBoolean, queryText } from "../../http/query.js";
+import { defineRpc } from "../../rpc.js";
+import {
+  decryptKeyObjectRows,
+  findKeyObjectRow,
+  keyObjectSchema,
+  requireDecryptPermission,
+  toKeyObject,
+} from "./key-object.js";
+
+export const getKey = defineRpc({
+  method: "GET",
+  path: "/v1/keys.getKey",
+  summary:
+    "Reads a key by id. The key is looked up before authentication, as in v1; a key of another workspace is answered as if it did not exist. `decrypt=true` adds the plaintext of a key stored encrypted.",
+  input: z.object({
+    keyId: queryText.min(1),
+    decrypt: queryBoolean.optional(),
+  }),
+  output: keyObjectSchema,
+  handler: async (input, { deps, authorization }) => {
+    const { db, keyring } = deps;
+    const notFound = () => new ApiError("NOT_FOUND", `key ${input.keyId} not found`);
+    const row = await findKeyObjectRow(db, { id: input.keyId }, "direct-names");
+    if (!row) throw notFound();
+    const auth = await authenticateRootKey(db, authorization);
+    if (row.workspaceId !== auth.workspaceId) throw notFound();
+    requirePermission(auth, apiPermission(row.apiId, "read_key"));
+    if (!input.decrypt) return toKeyObject(row);
+    requireDecryptPermission(auth, row.apiId);
+    const plaintexts = await decryptKeyObjectRows(db, keyring, [row]);
+    return toKeyObject(row, plaintexts.get(row.id));
+  },
+});

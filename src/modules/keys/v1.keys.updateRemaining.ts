@@ -1,0 +1,52 @@
+import { z } from "zod";
+import { apiPermission } from "../../auth/permissions.js";
+import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { ApiError } from "../../errors.js";
+import { defineRpc } from "../../rpc.js";
+import { MAX_INT32 } from "./keys.schemas.js";
+import { changeKeyRemaining, findLiveKeyForWrite, type RemainingChange } from "./keys.repository.js";
+
+
+export const updateRemaining = defineRpc({
+  method: "POST",
+  path: "/v1/keys.updateRemaining",
+  summary:
+    "Increments, decrements (never below 0) or sets a key's remaining uses, atomically and after any due refill; `set` with null makes the key unlimited.",
+  input: z.object({
+    keyId: z.string(),
+    op: z.enum(["increment", "decrement", "set"]),
+    // keyhaven refuses negative values: remaining uses are never negative, and a negative increment is a decrement.
+    value: z.int().min(0).max(MAX_INT32).nullable(),
+  }),
+  output: z.object({ remaining: z.int().nullable() }),
+  handler: async (input, { deps, authorization }) => {
+    const { db } = deps;
+    const { op, value } = input;
+    const notFound = new ApiError("NOT_FOUND", `key ${input.keyId} not found`);
+    // As in v1 the key is looked up before authentication; another workspace's key is answered as missing.
+    const key = await findLiveKeyForWrite(db, input.keyId);
+    if (!key) throw notFound;
+    const auth = await authenticateRootKey(db, authorization);
+    if (key.workspaceId !== auth.workspaceId) throw notFound;
+    requirePermission(auth, apiPermission(key.apiId, "update_key"));
+
+    const unlimited = () =>
+      new ApiError("BAD_REQUEST", `cannot ${op} a key with unlimited remaining requests, please 'set' a value instead.`);
+    let change: RemainingChange;
+    if (op === "set") {
+      change = { op, value };
+    } else {
+      if (key.remaining === null) throw unlimited();
+      if (value === null) throw new ApiError("BAD_REQUEST", `cannot ${op} a key by null.`);
+      change = { op, value };
+    }
+    const result = await changeKeyRemaining(db, key.id, change, Date.now());
+    if (result) return result;
+
+    // Nothing was updated: tell why from the key as it is now (a concurrent request may have changed it).
+    const current = await findLiveKeyForWrite(db, key.id);
+    if (!current) throw notFound;
+    if (current.remaining === null) throw unlimited();
+    throw new ApiError("BAD_REQUEST", `cannot increment a key beyond ${MAX_INT32} remaining requests.`);
+  },
+});

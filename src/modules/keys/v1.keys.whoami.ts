@@ -1,0 +1,44 @@
+import { z } from "zod";
+import { apiPermission } from "../../auth/permissions.js";
+import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { hashKey } from "../../crypto/hash.js";
+import { ApiError } from "../../errors.js";
+import { defineRpc } from "../../rpc.js";
+import { findKeyObjectRow, isRecord } from "./key-object.js";
+
+export const whoami = defineRpc({
+  method: "POST",
+  path: "/v1/keys.whoami",
+  summary:
+    "Tells which key a secret is. The key is looked up (by its hash) before authentication, as in v1; a key of another workspace is answered as if it did not exist.",
+  input: z.object({ key: z.string().min(1).max(1024) }),
+  output: z.object({
+    id: z.string(),
+    name: z.string().optional(),
+    remaining: z.number().optional(),
+    identity: z.object({ id: z.string(), externalId: z.string() }).optional(),
+    meta: z.record(z.string(), z.unknown()).optional(),
+    createdAt: z.number(),
+    enabled: z.boolean(),
+    environment: z.string().optional(),
+  }),
+  handler: async (input, { deps, authorization }) => {
+    const { db } = deps;
+    const row = await findKeyObjectRow(db, { hash: hashKey(input.key) }, "direct-names");
+    if (!row) throw new ApiError("NOT_FOUND", "Key not found");
+    const auth = await authenticateRootKey(db, authorization);
+    if (row.workspaceId !== auth.workspaceId) throw new ApiError("NOT_FOUND", "Key not found");
+    requirePermission(auth, apiPermission(row.apiId, "read_key"));
+    return {
+      id: row.id,
+      ...(row.name !== null && { name: row.name }),
+      ...(row.remaining !== null && { remaining: row.remaining }),
+      ...(row.identityId !== null &&
+        row.identityExternalId !== null && { identity: { id: row.identityId, externalId: row.identityExternalId } }),
+      ...(isRecord(row.meta) && Object.keys(row.meta).length > 0 && { meta: row.meta }),
+      createdAt: row.createdAtM,
+      enabled: row.enabled,
+      ...(row.environment !== null && { environment: row.environment }),
+    };
+  },
+});

@@ -21,9 +21,8 @@ export type StoredRatelimit = {
   owner: "key" | "identity";
 };
 
-/** Everything verification needs about a live key, in one query by hash; undefined when it does not exist. */
-export async function findKeyForVerification(db: Db, hash: string) {
-  const [row] = await db
+function verificationLookup(db: Db) {
+  return db
     .select({
       id: keys.id,
       apiId: keys.apiId,
@@ -51,8 +50,20 @@ export async function findKeyForVerification(db: Db, hash: string) {
     .innerJoin(apis, and(eq(apis.id, keys.apiId), isNull(apis.deletedAtM)))
     .innerJoin(workspaces, eq(workspaces.id, keys.workspaceId))
     .leftJoin(identities, eq(identities.id, keys.identityId))
-    .where(and(eq(keys.hash, hash), isNull(keys.deletedAtM)))
-    .limit(1);
+    .where(and(eq(keys.hash, sql.placeholder("hash")), isNull(keys.deletedAtM)))
+    .limit(1)
+    .prepare("keyhaven_verification_lookup");
+}
+
+// Verification is the hot path: its lookup is built once per database handle and run as a prepared statement
+// (drizzle then skips building the SQL, and PostgreSQL planning it), instead of once per request.
+const verificationLookups = new WeakMap<Db, ReturnType<typeof verificationLookup>>();
+
+/** Everything verification needs about a live key, in one query by hash; undefined when it does not exist. */
+export async function findKeyForVerification(db: Db, hash: string) {
+  let lookup = verificationLookups.get(db);
+  if (!lookup) verificationLookups.set(db, (lookup = verificationLookup(db)));
+  const [row] = await lookup.execute({ hash });
   return row;
 }
 

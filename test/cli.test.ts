@@ -106,7 +106,8 @@ describe("keyhaven serve with the embedded store", () => {
   let apiCreatedDuringShutdown: string | undefined;
 
   beforeAll(async () => {
-    dataDir = mkdtempSync(path.join(os.tmpdir(), "keyhaven-cli-"));
+    // Not created beforehand, as `./.keyhaven` on a fresh clone: keyhaven must make it.
+    dataDir = path.join(mkdtempSync(path.join(os.tmpdir(), "keyhaven-cli-")), "fresh", ".keyhaven");
     port = await freePort();
     base = `http://127.0.0.1:${port}`;
     env = { PORT: String(port), HOST: "127.0.0.1", KEYHAVEN_DATA_DIR: dataDir, LOG_LEVEL: "warn" };
@@ -117,7 +118,7 @@ describe("keyhaven serve with the embedded store", () => {
 
   afterAll(() => {
     killAll();
-    rmSync(dataDir, { recursive: true, force: true });
+    rmSync(path.dirname(path.dirname(dataDir)), { recursive: true, force: true });
   });
 
   const createApi = (key: string, name: string) =>

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { chmodSync, existsSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { Config } from "../config.js";
 
@@ -21,6 +21,8 @@ export function resolveMasterKey(config: Config): MasterKey {
   if (config.dataDir.startsWith("memory://")) {
     return { key: randomBytes(32), source: "generated for this process only (in-memory store)" };
   }
+  // On a fresh clone the data directory does not exist yet: the key is resolved before the store is opened.
+  mkdirSync(config.dataDir, { recursive: true });
   const file = path.join(config.dataDir, "encryption.key");
   if (existsSync(file)) {
     const key = Buffer.from(readFileSync(file, "utf8").trim(), "base64");

@@ -20,8 +20,9 @@
  * Every key sent is unique across the run; a failed request counts as a failure, never as imported keys, and the
  * number of rows in `keys` is checked against the count of imported keys at the end of each scenario.
  *
- * Run:   npm run bench                      (60 s per scenario: about 10 minutes with the defaults)
- *        BENCH_SECONDS=10 npm run bench     (a quick run)
+ * Run:   npm run bench:import                   (60 s per scenario: about 10 minutes with the defaults)
+ *        BENCH_SECONDS=10 npm run bench:import  (a quick run)
+ *        npm run bench                          (this benchmark, then bench/verify.bench.ts)
  * Environment:
  *   BENCH_SECONDS        seconds per scenario (default 60)
  *   BENCH_CONCURRENCY    comma-separated concurrency levels (default "1,4")
@@ -35,14 +36,11 @@
  *   BENCH_SERVER_NODE_ARGS  extra node flags for the keyhaven child, space-separated
  *                        (e.g. "--cpu-prof --cpu-prof-dir=/tmp/keyhaven-prof" to profile the server)
  */
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
-import net from "node:net";
+import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
-import { fileURLToPath } from "node:url";
 import { PGlite } from "@electric-sql/pglite";
 import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
@@ -52,13 +50,25 @@ import { MIGRATIONS_DIR, redactUrl } from "../src/db/client.js";
 import { newId } from "../src/ids.js";
 import { type KeyRow, planImport } from "../src/modules/migrations/import.plan.js";
 import type { ImportKey } from "../src/modules/migrations/migrations.schemas.js";
+import {
+  type Admin,
+  Cleanup,
+  createDatabase,
+  DEFAULT_DATABASE_URL,
+  describeError,
+  environmentInfo,
+  formatTable as formatRows,
+  handleInterrupts,
+  indent,
+  interrupted,
+  post,
+  round,
+  startKeyhaven,
+  summarizeLatencies,
+  writeResults,
+} from "./lib.js";
 
 const BATCH_SIZE = 100;
-const REPO_ROOT = fileURLToPath(new URL("..", import.meta.url));
-const RESULTS_DIR = path.join(REPO_ROOT, "bench", "results");
-const SERVER_START_TIMEOUT_MS = 120_000;
-const SERVER_STOP_TIMEOUT_MS = 30_000;
-
 type StoreKind = "postgres" | "pglite";
 type Variant = "ceiling" | "ceiling-plaintext" | "hash" | "plaintext";
 type HttpVariant = Exclude<Variant, "ceiling" | "ceiling-plaintext">;
@@ -128,7 +138,7 @@ function readSettings(env: NodeJS.ProcessEnv): Settings {
     seconds: positive("BENCH_SECONDS", 60),
     sliceSeconds: positive("BENCH_SLICE_SECONDS", 10),
     concurrency,
-    databaseUrl: env.BENCH_DATABASE_URL?.trim() || "postgres://postgres@127.0.0.1:5432/postgres",
+    databaseUrl: env.BENCH_DATABASE_URL?.trim() || DEFAULT_DATABASE_URL,
     stores: list("BENCH_STORES", ["postgres", "pglite"] as const, ["postgres", "pglite"]),
     variants: list(
       "BENCH_VARIANTS",
@@ -165,8 +175,6 @@ function plaintextBatch(apiId: string): { apiId: string; plaintext: string }[] {
 // ---------------------------------------------------------------------------------------------------------------
 // Load driver: N workers, each preparing a batch (untimed) and sending it (timed), until the deadline
 
-let interrupted = false;
-
 type RunStats = {
   durationMs: number;
   completionsMs: number[];
@@ -192,7 +200,7 @@ async function drive<T>(opts: {
     stats.errors.set(m, (stats.errors.get(m) ?? 0) + 1);
   };
   const worker = async () => {
-    while (performance.now() < deadline && !interrupted && !opts.stopEarly?.()) {
+    while (performance.now() < deadline && !interrupted() && !opts.stopEarly?.()) {
       const batch = opts.prepare();
       const t0 = performance.now();
       let outcome: Outcome;
@@ -240,9 +248,6 @@ function summarize(
     return { fromS: from / 1000, toS: round(to / 1000, 3), keys: sliceKeys, keysPerSecond: Math.round(sliceKeys / ((to - from) / 1000)) };
   });
 
-  const sorted = [...stats.latenciesMs].sort((a, b) => a - b);
-  const pct = (p: number) => (sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!);
-  const mean = sorted.length === 0 ? NaN : sorted.reduce((a, b) => a + b, 0) / sorted.length;
   return {
     ...scenario,
     durationS: round(durationS, 3),
@@ -250,7 +255,7 @@ function summarize(
     keys,
     keysPerSecond: Math.round(keys / durationS),
     slices,
-    latencyMs: { p50: round(pct(50), 2), p90: round(pct(90), 2), p99: round(pct(99), 2), max: round(pct(100), 2), mean: round(mean, 2) },
+    latencyMs: summarizeLatencies(stats.latenciesMs),
     failures: stats.failures,
     errors: [...stats.errors].map(([message, count]) => ({ message, count })).sort((a, b) => b.count - a.count),
     rowsInStore,
@@ -258,53 +263,7 @@ function summarize(
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Clean-up: everything created is registered here and undone in reverse order, even on error
-
-class Cleanup {
-  private readonly steps: { label: string; run: () => Promise<unknown> }[] = [];
-
-  add(label: string, run: () => Promise<unknown>): () => Promise<void> {
-    const step = { label, run };
-    this.steps.push(step);
-    // The returned function runs the step now (once) and forgets it.
-    return async () => {
-      const i = this.steps.indexOf(step);
-      if (i === -1) return;
-      this.steps.splice(i, 1);
-      await step.run();
-    };
-  }
-
-  async runAll(): Promise<void> {
-    while (this.steps.length > 0) {
-      const step = this.steps.pop()!;
-      try {
-        await step.run();
-      } catch (err) {
-        console.error(`clean-up failed (${step.label}): ${describeError(err)}`);
-      }
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------------------
 // PostgreSQL databases
-
-type Admin = postgres.Sql;
-
-function withDatabase(url: string, database: string): string {
-  const u = new URL(url);
-  u.pathname = `/${database}`;
-  return u.toString();
-}
-
-/** Creates an empty `keyhaven_bench_<random>` database; returns its URL and a function that drops it. */
-async function createDatabase(admin: Admin, baseUrl: string, cleanup: Cleanup) {
-  const name = `keyhaven_bench_${randomBytes(6).toString("hex")}`;
-  await admin.unsafe(`create database ${name}`);
-  const drop = cleanup.add(`drop database ${name}`, () => admin.unsafe(`drop database if exists ${name} with (force)`));
-  return { name, url: withDatabase(baseUrl, name), drop };
-}
 
 async function countKeysPostgres(url: string): Promise<number> {
   const sql = postgres(url, { max: 1, onnotice: () => {} });
@@ -408,136 +367,7 @@ async function runCeiling(
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// keyhaven child process
-
-/** Children still running; if this process exits anyway (a forced exit), they are sent SIGTERM on the way out. */
-const liveChildren = new Set<ChildProcess>();
-process.on("exit", () => {
-  for (const child of liveChildren) child.kill("SIGTERM");
-});
-
-type KeyhavenServer = {
-  url: string;
-  /** Why the child is gone, if it is. */
-  exitReason(): string | undefined;
-  /** The last lines the child wrote (stdout and stderr). */
-  output(): string;
-  stop(): Promise<void>;
-};
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const address = probe.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      probe.close(() => (port > 0 ? resolve(port) : reject(new Error("could not find a free port"))));
-    });
-  });
-}
-
-/** Environment for the child: ours without any keyhaven setting, plus `settings` (DATABASE_POOL_SIZE passes). */
-function childEnv(settings: Record<string, string>): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const name of Object.keys(env)) {
-    if (name.startsWith("KEYHAVEN_") || ["DATABASE_URL", "PORT", "HOST", "LOG_LEVEL"].includes(name)) delete env[name];
-  }
-  return { ...env, ...settings };
-}
-
-async function startKeyhaven(
-  storeEnv: Record<string, string>,
-  rootKey: string,
-  nodeArgs: string[],
-  cleanup: Cleanup,
-): Promise<KeyhavenServer> {
-  const port = await freePort();
-  const child: ChildProcess = spawn(process.execPath, [...nodeArgs, "--import", "tsx", "src/cli/main.ts", "serve"], {
-    cwd: REPO_ROOT,
-    env: childEnv({
-      ...storeEnv,
-      PORT: String(port),
-      HOST: "127.0.0.1",
-      LOG_LEVEL: "warn",
-      KEYHAVEN_ROOT_KEY: rootKey,
-      KEYHAVEN_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
-    }),
-    stdio: ["ignore", "pipe", "pipe"],
-    // Its own process group: Ctrl-C reaches only the benchmark, which then stops keyhaven itself (once, gracefully).
-    detached: true,
-  });
-  liveChildren.add(child);
-
-  let tail = "";
-  const keep = (chunk: Buffer) => {
-    tail = (tail + chunk.toString("utf8")).slice(-16_000);
-  };
-  child.stdout?.on("data", keep);
-  child.stderr?.on("data", keep);
-  let exitReason: string | undefined;
-  const exited = new Promise<void>((resolve) => {
-    child.once("exit", (code, signal) => {
-      exitReason = `keyhaven exited (${signal ?? `code ${code}`})`;
-      liveChildren.delete(child);
-      resolve();
-    });
-    child.once("error", (err) => {
-      exitReason = `keyhaven could not start: ${err.message}`;
-      resolve();
-    });
-  });
-
-  const stop = cleanup.add(`stop keyhaven (pid ${child.pid})`, async () => {
-    if (exitReason !== undefined) return;
-    child.kill("SIGTERM");
-    const timer = setTimeout(() => child.kill("SIGKILL"), SERVER_STOP_TIMEOUT_MS);
-    await exited;
-    clearTimeout(timer);
-  });
-
-  const server: KeyhavenServer = { url: `http://127.0.0.1:${port}`, exitReason: () => exitReason, output: () => tail, stop };
-  try {
-    await waitForLiveness(server);
-  } catch (err) {
-    await stop();
-    throw new Error(`${describeError(err)}\n--- keyhaven output ---\n${tail}`);
-  }
-  return server;
-}
-
-async function waitForLiveness(server: KeyhavenServer): Promise<void> {
-  const deadline = performance.now() + SERVER_START_TIMEOUT_MS;
-  for (;;) {
-    const reason = server.exitReason();
-    if (reason !== undefined) throw new Error(reason);
-    try {
-      const res = await fetch(`${server.url}/v1/liveness`, { signal: AbortSignal.timeout(2_000) });
-      await res.arrayBuffer();
-      if (res.status === 200) return;
-    } catch {
-      // not listening yet
-    }
-    if (performance.now() > deadline) throw new Error(`keyhaven did not answer /v1/liveness within ${SERVER_START_TIMEOUT_MS} ms`);
-    await sleep(100);
-  }
-}
-
-async function post(server: KeyhavenServer, rootKey: string, route: string, body: string): Promise<{ status: number; json: unknown }> {
-  const res = await fetch(`${server.url}${route}`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${rootKey}`, "content-type": "application/json" },
-    body,
-  });
-  const text = await res.text();
-  let json: unknown = text;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    // keep the text, for the error message
-  }
-  return { status: res.status, json };
-}
+// keyhaven over HTTP
 
 async function runHttp(
   store: StoreKind,
@@ -603,7 +433,7 @@ async function runHttp(
         stopEarly: () => server.exitReason() !== undefined,
       });
       const died = server.exitReason();
-      if (died !== undefined && !interrupted) throw new Error(`${died} during the run`);
+      if (died !== undefined && !interrupted()) throw new Error(`${died} during the run`);
     } catch (err) {
       throw new Error(`${describeError(err)}\n--- keyhaven output ---\n${server.output()}`);
     } finally {
@@ -638,42 +468,7 @@ function formatTable(results: ScenarioResult[], settings: Settings): string {
     String(r.failures),
     r.slices.map((s) => n(s.keysPerSecond)).join("  "),
   ]);
-  const numeric = new Set([2, 3, 4, 5, 6, 7, 8]);
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((c, i) => (i === cells.length - 1 ? c : numeric.has(i) ? c.padStart(widths[i]!) : c.padEnd(widths[i]!)))
-      .join("  ")
-      .trimEnd();
-  return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n");
-}
-
-function indent(text: string): string {
-  return text.replace(/^/gm, "    ");
-}
-
-function describeError(err: unknown): string {
-  if (!(err instanceof Error)) return String(err);
-  const cause = (err as { cause?: unknown }).cause;
-  if (cause instanceof Error) return `${err.message}: ${(cause as { code?: string }).code ?? cause.message}`;
-  return err.message;
-}
-
-function round(value: number, digits: number): number {
-  const f = 10 ** digits;
-  return Math.round(value * f) / f;
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-function gitCommit(): string | undefined {
-  try {
-    return execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: REPO_ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
-  } catch {
-    return undefined;
-  }
+  return formatRows(header, rows, new Set([2, 3, 4, 5, 6, 7, 8]));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -686,20 +481,7 @@ async function main(): Promise<void> {
   const results: ScenarioResult[] = [];
   let failure: unknown;
 
-  // The first signal stops the run and cleans up. tsx and npm relay the terminal's signal again, so only a signal
-  // sent later than that (a second Ctrl-C) exits at once, without cleaning up.
-  let firstSignalAt = 0;
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (interrupted) {
-      if (performance.now() - firstSignalAt > 1_000) process.exit(130);
-      return;
-    }
-    interrupted = true;
-    firstSignalAt = performance.now();
-    console.error(`\n${signal}: stopping after the current request, then cleaning up (again to exit at once)`);
-  };
-  process.on("SIGINT", onSignal);
-  process.on("SIGTERM", onSignal);
+  handleInterrupts("stopping after the current request");
 
   let postgresVersion: string | undefined;
   try {
@@ -724,13 +506,13 @@ async function main(): Promise<void> {
     );
 
     for (const scenario of plan) {
-      if (interrupted) break;
+      if (interrupted()) break;
       console.log(`▶ ${scenario.store} ${scenario.variant} c=${scenario.concurrency}`);
       const result =
         isCeiling(scenario.variant)
           ? await runCeiling(admin!, settings, scenario.variant, scenario.concurrency, cleanup)
           : await runHttp(scenario.store, scenario.variant, scenario.concurrency, settings, admin, cleanup);
-      if (interrupted) break; // a scenario cut short is not reported
+      if (interrupted()) break; // a scenario cut short is not reported
       if (result.store === "postgres" && !isCeiling(result.variant)) {
         const yardstick = ceilingOf[result.variant];
         const ceiling = results.find((r) => r.variant === yardstick && r.concurrency === result.concurrency);
@@ -757,32 +539,23 @@ async function main(): Promise<void> {
         ` (PostgreSQL; hash ÷ ceiling, plaintext ÷ ceiling-plaintext).` +
         `\nkeyhaven's DATABASE_POOL_SIZE: ${settings.keyhavenPoolSize}.`,
     );
-    await mkdir(RESULTS_DIR, { recursive: true });
-    const file = path.join(RESULTS_DIR, `import-${startedAt.toISOString().replace(/[:.]/g, "-")}.json`);
     const report = {
       startedAt: startedAt.toISOString(),
       finishedAt: new Date().toISOString(),
-      complete: failure === undefined && !interrupted,
+      complete: failure === undefined && !interrupted(),
       ...(failure !== undefined && { error: describeError(failure) }),
       settings: { ...settings, databaseUrl: redactUrl(settings.databaseUrl), batchSize: BATCH_SIZE },
-      environment: {
-        node: process.version,
-        platform: `${os.platform()} ${os.release()}`,
-        cpus: os.cpus().length,
-        cpuModel: os.cpus()[0]?.model,
-        postgres: postgresVersion,
-        commit: gitCommit(),
-      },
+      environment: environmentInfo(postgresVersion),
       results,
     };
-    await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
+    const file = await writeResults("import", startedAt, report);
     console.log(`results written to ${path.relative(process.cwd(), file)}`);
   }
 
   if (failure !== undefined) {
     console.error(`\nbenchmark failed: ${failure instanceof Error ? (failure.stack ?? failure.message) : String(failure)}`);
     process.exitCode = 1;
-  } else if (interrupted) {
+  } else if (interrupted()) {
     console.error("\nbenchmark interrupted: the scenario in progress is not reported");
     process.exitCode = 130;
   }

@@ -1,0 +1,360 @@
+/**
+ * What the benchmarks share: the clean-up registry, scratch PostgreSQL databases, child servers (keyhaven itself
+ * or another script run with `node --import tsx`) on a free port, percentiles, the result table, signal handling
+ * and the results file. Used by bench/import.bench.ts and bench/verify.bench.ts.
+ */
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdir, writeFile } from "node:fs/promises";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { performance } from "node:perf_hooks";
+import { fileURLToPath } from "node:url";
+import type postgres from "postgres";
+
+export const REPO_ROOT = fileURLToPath(new URL("..", import.meta.url));
+export const RESULTS_DIR = path.join(REPO_ROOT, "bench", "results");
+export const DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/postgres";
+const SERVER_START_TIMEOUT_MS = 120_000;
+const SERVER_STOP_TIMEOUT_MS = 30_000;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Clean-up: everything created is registered here and undone in reverse order, even on error
+
+export class Cleanup {
+  private readonly steps: { label: string; run: () => Promise<unknown> }[] = [];
+
+  add(label: string, run: () => Promise<unknown>): () => Promise<void> {
+    const step = { label, run };
+    this.steps.push(step);
+    // The returned function runs the step now (once) and forgets it.
+    return async () => {
+      const i = this.steps.indexOf(step);
+      if (i === -1) return;
+      this.steps.splice(i, 1);
+      await step.run();
+    };
+  }
+
+  async runAll(): Promise<void> {
+    while (this.steps.length > 0) {
+      const step = this.steps.pop()!;
+      try {
+        await step.run();
+      } catch (err) {
+        console.error(`clean-up failed (${step.label}): ${describeError(err)}`);
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Interruption: the first SIGINT/SIGTERM asks the run to stop and clean up; a later one exits at once
+
+let interruptedFlag = false;
+
+/** True once a signal asked the run to stop. */
+export function interrupted(): boolean {
+  return interruptedFlag;
+}
+
+/**
+ * The first signal stops the run and cleans up. tsx and npm relay the terminal's signal again, so only a signal
+ * sent later than that (a second Ctrl-C) exits at once, without cleaning up.
+ */
+export function handleInterrupts(whatHappensNext: string): void {
+  let firstSignalAt = 0;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (interruptedFlag) {
+      if (performance.now() - firstSignalAt > 1_000) process.exit(130);
+      return;
+    }
+    interruptedFlag = true;
+    firstSignalAt = performance.now();
+    console.error(`\n${signal}: ${whatHappensNext}, then cleaning up (again to exit at once)`);
+  };
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// PostgreSQL databases
+
+export type Admin = postgres.Sql;
+
+export function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+/** Creates an empty `keyhaven_bench_<random>` database; returns its URL and a function that drops it. */
+export async function createDatabase(admin: Admin, baseUrl: string, cleanup: Cleanup) {
+  const name = `keyhaven_bench_${randomBytes(6).toString("hex")}`;
+  await admin.unsafe(`create database ${name}`);
+  const drop = cleanup.add(`drop database ${name}`, () => admin.unsafe(`drop database if exists ${name} with (force)`));
+  return { name, url: withDatabase(baseUrl, name), drop };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Child servers
+
+/** Children still running; if this process exits anyway (a forced exit), they are sent SIGTERM on the way out. */
+const liveChildren = new Set<ChildProcess>();
+process.on("exit", () => {
+  for (const child of liveChildren) child.kill("SIGTERM");
+});
+
+export type ChildServer = {
+  url: string;
+  /** Why the child is gone, if it is. */
+  exitReason(): string | undefined;
+  /** The last lines the child wrote (stdout and stderr). */
+  output(): string;
+  stop(): Promise<void>;
+};
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      probe.close(() => (port > 0 ? resolve(port) : reject(new Error("could not find a free port"))));
+    });
+  });
+}
+
+/**
+ * Environment for a child: ours without any keyhaven setting (nor the variables named in `remove`), plus
+ * `settings`. DATABASE_POOL_SIZE passes.
+ */
+export function childEnv(settings: Record<string, string>, remove: readonly string[] = []): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const name of Object.keys(env)) {
+    if (name.startsWith("KEYHAVEN_") || ["DATABASE_URL", "PORT", "HOST", "LOG_LEVEL", ...remove].includes(name)) delete env[name];
+  }
+  return { ...env, ...settings };
+}
+
+export type ChildServerOptions = {
+  /** Names the child in messages ("keyhaven exited …"). */
+  name: string;
+  /** The script and its arguments, run as `node <nodeArgs> --import tsx <script…>` from the repository root. */
+  script: string[];
+  nodeArgs: string[];
+  /** The child's environment besides PORT and HOST (see childEnv). */
+  env: Record<string, string>;
+  /** Variables of ours that the child must not inherit. */
+  removeEnv?: readonly string[];
+  /** The request that answers 200 once the child is ready. */
+  ready: { method: "GET" | "POST"; path: string; body?: string };
+  cleanup: Cleanup;
+};
+
+/** Starts a child server on a free port of 127.0.0.1 and waits until it is ready; stopping it is registered. */
+export async function startChildServer(opts: ChildServerOptions): Promise<ChildServer> {
+  const port = await freePort();
+  const child: ChildProcess = spawn(process.execPath, [...opts.nodeArgs, "--import", "tsx", ...opts.script], {
+    cwd: REPO_ROOT,
+    env: childEnv({ ...opts.env, PORT: String(port), HOST: "127.0.0.1" }, opts.removeEnv),
+    stdio: ["ignore", "pipe", "pipe"],
+    // Its own process group: Ctrl-C reaches only the benchmark, which then stops the child itself (once, gracefully).
+    detached: true,
+  });
+  liveChildren.add(child);
+
+  let tail = "";
+  const keep = (chunk: Buffer) => {
+    tail = (tail + chunk.toString("utf8")).slice(-16_000);
+  };
+  child.stdout?.on("data", keep);
+  child.stderr?.on("data", keep);
+  let exitReason: string | undefined;
+  const exited = new Promise<void>((resolve) => {
+    child.once("exit", (code, signal) => {
+      exitReason = `${opts.name} exited (${signal ?? `code ${code}`})`;
+      liveChildren.delete(child);
+      resolve();
+    });
+    child.once("error", (err) => {
+      exitReason = `${opts.name} could not start: ${err.message}`;
+      resolve();
+    });
+  });
+
+  const stop = opts.cleanup.add(`stop ${opts.name} (pid ${child.pid})`, async () => {
+    if (exitReason !== undefined) return;
+    child.kill("SIGTERM");
+    const timer = setTimeout(() => child.kill("SIGKILL"), SERVER_STOP_TIMEOUT_MS);
+    await exited;
+    clearTimeout(timer);
+  });
+
+  const server: ChildServer = { url: `http://127.0.0.1:${port}`, exitReason: () => exitReason, output: () => tail, stop };
+  try {
+    await waitUntilReady(server, opts.name, opts.ready);
+  } catch (err) {
+    await stop();
+    throw new Error(`${describeError(err)}\n--- ${opts.name} output ---\n${tail}`);
+  }
+  return server;
+}
+
+async function waitUntilReady(server: ChildServer, name: string, ready: ChildServerOptions["ready"]): Promise<void> {
+  const deadline = performance.now() + SERVER_START_TIMEOUT_MS;
+  for (;;) {
+    const reason = server.exitReason();
+    if (reason !== undefined) throw new Error(reason);
+    try {
+      const res = await fetch(`${server.url}${ready.path}`, {
+        method: ready.method,
+        ...(ready.body !== undefined && { body: ready.body, headers: { "content-type": "application/json" } }),
+        signal: AbortSignal.timeout(2_000),
+      });
+      await res.arrayBuffer();
+      if (res.status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    if (performance.now() > deadline) throw new Error(`${name} did not answer ${ready.path} within ${SERVER_START_TIMEOUT_MS} ms`);
+    await sleep(100);
+  }
+}
+
+/**
+ * Starts keyhaven (`node --import tsx src/cli/main.ts serve`) on a store given by `storeEnv` (DATABASE_URL or
+ * KEYHAVEN_DATA_DIR), with the root key given and a fresh encryption key; ready once /v1/liveness answers 200.
+ */
+export async function startKeyhaven(
+  storeEnv: Record<string, string>,
+  rootKey: string,
+  nodeArgs: string[],
+  cleanup: Cleanup,
+  removeEnv: readonly string[] = [],
+): Promise<ChildServer> {
+  return startChildServer({
+    name: "keyhaven",
+    script: ["src/cli/main.ts", "serve"],
+    nodeArgs,
+    env: {
+      ...storeEnv,
+      LOG_LEVEL: "warn",
+      KEYHAVEN_ROOT_KEY: rootKey,
+      KEYHAVEN_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
+    },
+    removeEnv,
+    ready: { method: "GET", path: "/v1/liveness" },
+    cleanup,
+  });
+}
+
+/** POSTs a JSON body with the root key; answers the status and the parsed body (or its text when not JSON). */
+export async function post(server: ChildServer, rootKey: string, route: string, body: string): Promise<{ status: number; json: unknown }> {
+  const res = await fetch(`${server.url}${route}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${rootKey}`, "content-type": "application/json" },
+    body,
+  });
+  const text = await res.text();
+  let json: unknown = text;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    // keep the text, for the error message
+  }
+  return { status: res.status, json };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Statistics
+
+/** The p-th percentile (nearest rank) of values sorted in ascending order; NaN when there are none. */
+export function percentile(sorted: ArrayLike<number>, p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+export type LatencySummary = { p50: number; p90: number; p99: number; max: number; mean: number };
+
+/** p50, p90, p99, max and mean of `values` (any order, not changed), rounded to 0.01. */
+export function summarizeLatencies(values: readonly number[] | Float64Array): LatencySummary {
+  const sorted = Float64Array.from(values).sort();
+  let sum = 0;
+  for (const v of sorted) sum += v;
+  const mean = sorted.length === 0 ? NaN : sum / sorted.length;
+  return {
+    p50: round(percentile(sorted, 50), 2),
+    p90: round(percentile(sorted, 90), 2),
+    p99: round(percentile(sorted, 99), 2),
+    max: round(percentile(sorted, 100), 2),
+    mean: round(mean, 2),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Report
+
+/**
+ * A plain-text table: the columns in `numeric` are right-aligned, the others left-aligned, except that the last
+ * column is not padded unless it is numeric.
+ */
+export function formatTable(header: string[], rows: string[][], numeric: ReadonlySet<number>): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (numeric.has(i) ? c.padStart(widths[i]!) : i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join("  ")
+      .trimEnd();
+  return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n");
+}
+
+/** Where the run happened, for the results file. */
+export function environmentInfo(postgresVersion: string | undefined) {
+  return {
+    node: process.version,
+    platform: `${os.platform()} ${os.release()}`,
+    cpus: os.cpus().length,
+    cpuModel: os.cpus()[0]?.model,
+    postgres: postgresVersion,
+    commit: gitCommit(),
+  };
+}
+
+/** Writes `report` to bench/results/<prefix>-<startedAt>.json; answers the file's path. */
+export async function writeResults(prefix: string, startedAt: Date, report: unknown): Promise<string> {
+  await mkdir(RESULTS_DIR, { recursive: true });
+  const file = path.join(RESULTS_DIR, `${prefix}-${startedAt.toISOString().replace(/[:.]/g, "-")}.json`);
+  await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
+  return file;
+}
+
+export function indent(text: string): string {
+  return text.replace(/^/gm, "    ");
+}
+
+export function describeError(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const cause = (err as { cause?: unknown }).cause;
+  if (cause instanceof Error) return `${err.message}: ${(cause as { code?: string }).code ?? cause.message}`;
+  return err.message;
+}
+
+export function round(value: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(value * f) / f;
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+export function gitCommit(): string | undefined {
+  try {
+    return execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: REPO_ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+  } catch {
+    return undefined;
+  }
+}

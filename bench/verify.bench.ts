@@ -1,0 +1,601 @@
+/**
+ * Verification benchmark: how many `POST /v1/keys.verifyKey` requests per second keyhaven answers, at what latency,
+ * next to a ceiling measured in the same run: the same request to a minimal Fastify 5 server that answers a fixed
+ * ~300-byte JSON body (bench/fixed-response.server.ts), i.e. what HTTP through Fastify costs on this machine.
+ *
+ * Load comes from autocannon (in this process, one thread), `connections` keep-alive connections each sending
+ * `{"key": "<plaintext>"}` back to back, for BENCH_SECONDS at every level of BENCH_CONNECTIONS. Each measurement is
+ * preceded by a warm-up of 2 s at the same connections (not counted) in which every answer must be a 200 with
+ * `valid: true`, or the scenario fails; after each keyhaven measurement one more verification must still be valid.
+ *
+ * Targets, each a child process started with `node --import tsx` so that the load generator does not share its
+ * event loop (they still share this machine's CPUs, and so does PostgreSQL):
+ *   - ceiling:  bench/fixed-response.server.ts.
+ *   - postgres: keyhaven on a fresh `keyhaven_bench_<random>` database on BENCH_DATABASE_URL's server.
+ *   - pglite:   keyhaven on a fresh KEYHAVEN_DATA_DIR under the OS temp directory.
+ *   - postgres+redis, pglite+redis (only when BENCH_REDIS is set): the same with REDIS_URL, so that rate limits are
+ *     counted in Redis rather than in keyhaven's memory.
+ * On each keyhaven target, an API is created with POST /v1/apis.createApi and one key per kind with
+ * POST /v1/migrations.createKeys (plaintext), using the root key passed in KEYHAVEN_ROOT_KEY. Key kinds:
+ *   - plain:   no `remaining` and no rate limit (a read of the key and its workspace, permissions and limits).
+ *   - limited: `remaining: 2000000000` and a rate limit `{ limit: 1e9, refillRate: 1e9, refillInterval: 60000 }`,
+ *              so each verification also goes through the rate limiter and the atomic decrement of `remaining`.
+ *
+ * Reported per scenario: requests/s (2xx answers per second), the share of the ceiling at the same connections,
+ * latency p50/p99 (from every 2xx answer's own time, in fractions of a millisecond), non-2xx answers and connection
+ * errors (timeouts included). The table is printed at the end, followed by the target: at 50 connections on
+ * PostgreSQL, at least 40% of the ceiling with p99 under 10 ms (reported as met or not, never a failure of the
+ * process). The results are written to bench/results/verify-<ts>.json.
+ *
+ * Run:   npm run bench:verify                      (60 s per scenario: about 16 minutes with the defaults)
+ *        BENCH_SECONDS=5 npm run bench:verify      (a quick run)
+ *        npm run bench                             (the import benchmark, then this one)
+ * Environment:
+ *   BENCH_SECONDS        seconds per measurement, after the 2 s warm-up (default 60; shared with the import bench)
+ *   BENCH_CONNECTIONS    comma-separated connection counts (default "1,10,50")
+ *   BENCH_KEYS           comma-separated subset of "plain,limited" (default both)
+ *   BENCH_STORES         comma-separated subset of "postgres,pglite" (default both; shared with the import bench)
+ *   BENCH_DATABASE_URL   PostgreSQL server to create the bench database on
+ *                        (default postgres://postgres@127.0.0.1:5432/postgres)
+ *   BENCH_REDIS          unset (default), "0", "false" or "off": no Redis runs; "1", "true" or "on": also run every
+ *                        store with REDIS_URL=redis://127.0.0.1:6379; a redis:// or rediss:// URL: with that one
+ *   DATABASE_POOL_SIZE   passed through to keyhaven when set (keyhaven's default is 4)
+ *   BENCH_SERVER_NODE_ARGS  extra node flags for the keyhaven child (not the ceiling), space-separated
+ *                        (e.g. "--cpu-prof --cpu-prof-dir=/tmp/verify-prof" to profile the server; combine with
+ *                        BENCH_STORES, BENCH_KEYS and BENCH_CONNECTIONS to profile one scenario)
+ */
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import autocannon from "autocannon";
+import postgres from "postgres";
+import { redactUrl } from "../src/db/client.js";
+import {
+  type Admin,
+  type ChildServer,
+  Cleanup,
+  createDatabase,
+  DEFAULT_DATABASE_URL,
+  describeError,
+  environmentInfo,
+  formatTable,
+  handleInterrupts,
+  indent,
+  interrupted,
+  type LatencySummary,
+  post,
+  round,
+  startChildServer,
+  startKeyhaven,
+  summarizeLatencies,
+  writeResults,
+} from "./lib.js";
+
+const VERIFY_ROUTE = "/v1/keys.verifyKey";
+const WARMUP_SECONDS = 2;
+const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
+/** What the output reports as met or not: at this many connections on PostgreSQL. */
+const TARGET = { connections: 50, minShareOfCeiling: 0.4, maxP99Ms: 10 } as const;
+
+type StoreKind = "postgres" | "pglite";
+type KeyKind = "plain" | "limited";
+type Target = { store: StoreKind; redisUrl: string | undefined; label: string };
+
+type Settings = {
+  seconds: number;
+  connections: number[];
+  keys: KeyKind[];
+  stores: StoreKind[];
+  databaseUrl: string;
+  redisUrl: string | undefined;
+  keyhavenPoolSize: string;
+  serverNodeArgs: string[];
+};
+
+type ScenarioResult = {
+  /** "ceiling", "postgres", "pglite", "postgres+redis" or "pglite+redis". */
+  store: string;
+  /** "fixed" for the ceiling. */
+  keyKind: KeyKind | "fixed";
+  connections: number;
+  durationS: number;
+  /** 2xx answers during the measurement. */
+  requests: number;
+  requestsPerSecond: number;
+  /** requests/s ÷ the ceiling's at the same connections (keyhaven scenarios). */
+  shareOfCeiling?: number;
+  /** From every 2xx answer's own time. */
+  latencyMs: LatencySummary;
+  /** autocannon's own histogram (whole milliseconds), for comparison. */
+  autocannonLatencyMs: { p50: number; p99: number; mean: number; max: number };
+  non2xx: number;
+  /** Connection errors, timeouts included. */
+  errors: number;
+  timeouts: number;
+  statusCodes: Record<string, number>;
+  /** Size of one answer's body. */
+  answerBytes: number;
+  /** Warm-up answers, every one a 200 with valid: true. */
+  warmupRequests: number;
+};
+
+type Failure = { store: string; keyKind?: KeyKind | "fixed"; connections?: number; error: string };
+
+// ---------------------------------------------------------------------------------------------------------------
+// Settings
+
+function readSettings(env: NodeJS.ProcessEnv): Settings {
+  const seconds = (() => {
+    const raw = env.BENCH_SECONDS?.trim();
+    if (raw === undefined || raw === "") return 60;
+    const value = Number(raw);
+    if (!Number.isFinite(value) || value <= 0) throw new Error(`BENCH_SECONDS must be a positive number, got "${raw}"`);
+    return value;
+  })();
+  const list = <T extends string>(name: string, allowed: readonly T[]): T[] => {
+    const raw = env[name]?.trim();
+    if (raw === undefined || raw === "") return [...allowed];
+    const items = raw.split(",").map((s) => s.trim()).filter((s) => s !== "");
+    const wrong = items.filter((s) => !(allowed as readonly string[]).includes(s));
+    if (wrong.length > 0 || items.length === 0) throw new Error(`${name} must list some of ${allowed.join(", ")}, got "${raw}"`);
+    return allowed.filter((a) => items.includes(a));
+  };
+  const connectionsRaw = env.BENCH_CONNECTIONS?.trim() || "1,10,50";
+  const connections = [...new Set(connectionsRaw.split(",").map((s) => Number(s.trim())))];
+  if (connections.some((n) => !Number.isInteger(n) || n < 1 || n > 1000)) {
+    throw new Error(`BENCH_CONNECTIONS must be comma-separated integers from 1 to 1000, got "${connectionsRaw}"`);
+  }
+  return {
+    seconds,
+    connections,
+    keys: list("BENCH_KEYS", ["plain", "limited"] as const),
+    stores: list("BENCH_STORES", ["postgres", "pglite"] as const),
+    databaseUrl: env.BENCH_DATABASE_URL?.trim() || DEFAULT_DATABASE_URL,
+    redisUrl: readRedis(env.BENCH_REDIS),
+    keyhavenPoolSize: env.DATABASE_POOL_SIZE?.trim() || "4 (keyhaven's default)",
+    serverNodeArgs: (env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""),
+  };
+}
+
+function readRedis(raw: string | undefined): string | undefined {
+  const value = raw?.trim() ?? "";
+  if (["", "0", "false", "off", "no"].includes(value.toLowerCase())) return undefined;
+  if (["1", "true", "on", "yes"].includes(value.toLowerCase())) return DEFAULT_REDIS_URL;
+  if (/^rediss?:\/\//.test(value)) return value;
+  throw new Error(`BENCH_REDIS must be 1/true/on, 0/false/off or a redis:// URL, got "${raw}"`);
+}
+
+function targetsOf(settings: Settings): Target[] {
+  const targets: Target[] = settings.stores.map((store) => ({ store, redisUrl: undefined, label: store }));
+  if (settings.redisUrl !== undefined) {
+    for (const store of settings.stores) targets.push({ store, redisUrl: settings.redisUrl, label: `${store}+redis` });
+  }
+  return targets;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Load: autocannon against one URL, with every 2xx answer's time kept
+
+type Load = {
+  result: autocannon.Result;
+  /** Times of the 2xx answers, in milliseconds. */
+  latenciesMs: number[];
+  /** A body that failed `check`, if one did. */
+  badAnswer: string | undefined;
+};
+
+function load(opts: {
+  url: string;
+  body: string;
+  connections: number;
+  seconds: number;
+  /** When given, every answer's body is checked (and a failing one counted in `mismatches`). */
+  check?: (body: string) => boolean;
+}): Promise<Load> {
+  return new Promise((resolve, reject) => {
+    const latenciesMs: number[] = [];
+    let badAnswer: string | undefined;
+    let watch: NodeJS.Timeout | undefined;
+    const check = opts.check;
+    const instance = autocannon(
+      {
+        url: opts.url,
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: opts.body,
+        connections: opts.connections,
+        pipelining: 1,
+        duration: opts.seconds,
+        timeout: 10,
+        ...(check && {
+          verifyBody: (body: string | Buffer | undefined) => {
+            const text = body === undefined ? "" : body.toString();
+            if (check(text)) return true;
+            badAnswer ??= text.slice(0, 300);
+            return false;
+          },
+        }),
+      },
+      (err: unknown, result: autocannon.Result) => {
+        clearInterval(watch);
+        if (err) reject(err instanceof Error ? err : new Error(String(err)));
+        else resolve({ result, latenciesMs, badAnswer });
+      },
+    );
+    instance.on("response", (_client, statusCode, _bytes, responseTime) => {
+      if (statusCode >= 200 && statusCode < 300) latenciesMs.push(responseTime);
+    });
+    // A signal cuts the measurement short (it is then not reported).
+    watch = setInterval(() => {
+      if (interrupted()) instance.stop();
+    }, 200);
+  });
+}
+
+const isValidAnswer = (body: string): boolean => {
+  try {
+    return (JSON.parse(body) as { valid?: unknown }).valid === true;
+  } catch {
+    return false;
+  }
+};
+
+/** One verification outside the load: its status, body and whether it is valid. */
+async function verifyOnce(server: ChildServer, key: string): Promise<{ status: number; text: string; bytes: number; valid: boolean }> {
+  const res = await fetch(`${server.url}${VERIFY_ROUTE}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ key }),
+  });
+  const text = await res.text();
+  return { status: res.status, text, bytes: Buffer.byteLength(text), valid: res.status === 200 && isValidAnswer(text) };
+}
+
+/** Warm-up (every answer checked), then the measurement. */
+async function measure(
+  scenario: { store: string; keyKind: KeyKind | "fixed"; connections: number },
+  server: ChildServer,
+  key: string,
+  answerBytes: number,
+  settings: Settings,
+): Promise<ScenarioResult> {
+  const url = `${server.url}${VERIFY_ROUTE}`;
+  const body = JSON.stringify({ key });
+  const warmup = await load({ url, body, connections: scenario.connections, seconds: WARMUP_SECONDS, check: isValidAnswer });
+  const w = warmup.result;
+  if (w.non2xx > 0 || w.mismatches > 0 || w.errors > 0 || w.requests.total === 0) {
+    throw new Error(
+      `warm-up: ${w.requests.total} answers, ${w.non2xx} non-2xx, ${w.mismatches} without valid: true, ${w.errors} errors` +
+        (warmup.badAnswer !== undefined ? `; for example: ${warmup.badAnswer}` : ""),
+    );
+  }
+
+  const run = await load({ url, body, connections: scenario.connections, seconds: settings.seconds });
+  const r = run.result;
+  const durationS = r.duration > 0 ? r.duration : settings.seconds;
+  const statusCodes: Record<string, number> = {};
+  for (const [code, s] of Object.entries(r.statusCodeStats ?? {})) statusCodes[code] = s.count ?? 0;
+  return {
+    ...scenario,
+    durationS,
+    requests: run.latenciesMs.length,
+    requestsPerSecond: Math.round(run.latenciesMs.length / durationS),
+    latencyMs: summarizeLatencies(run.latenciesMs),
+    autocannonLatencyMs: { p50: r.latency.p50, p99: r.latency.p99, mean: r.latency.mean, max: r.latency.max },
+    non2xx: r.non2xx,
+    errors: r.errors,
+    timeouts: r.timeouts,
+    statusCodes,
+    answerBytes,
+    warmupRequests: w.requests.total,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Targets
+
+type Report = {
+  results: ScenarioResult[];
+  failures: Failure[];
+  answerBytes: Record<string, number>;
+};
+
+function logResult(r: ScenarioResult): void {
+  console.log(
+    `  ${r.requestsPerSecond.toLocaleString("en-US")} req/s` +
+      (r.shareOfCeiling === undefined ? "" : ` (${(r.shareOfCeiling * 100).toFixed(1)}% of the ceiling)`) +
+      `, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, ${r.non2xx} non-2xx, ${r.errors} errors`,
+  );
+}
+
+function fail(report: Report, failure: Failure): void {
+  report.failures.push(failure);
+  const where = [failure.store, failure.keyKind, failure.connections === undefined ? undefined : `c=${failure.connections}`]
+    .filter((s) => s !== undefined)
+    .join(" ");
+  console.log(`  ✗ ${where}: ${failure.error.split("\n")[0]}`);
+}
+
+async function runCeiling(settings: Settings, report: Report, cleanup: Cleanup): Promise<void> {
+  const server = await startChildServer({
+    name: "fixed-response server",
+    script: ["bench/fixed-response.server.ts"],
+    nodeArgs: [],
+    env: {},
+    ready: { method: "POST", path: VERIFY_ROUTE, body: JSON.stringify({ key: "ready" }) },
+    cleanup,
+  });
+  try {
+    const sample = await verifyOnce(server, "bench");
+    report.answerBytes.ceiling = sample.bytes;
+    for (const connections of settings.connections) {
+      if (interrupted()) return;
+      const scenario = { store: "ceiling", keyKind: "fixed" as const, connections };
+      console.log(`▶ ceiling c=${connections}`);
+      try {
+        const result = await measure(scenario, server, "bench", sample.bytes, settings);
+        if (interrupted()) return; // a measurement cut short is not reported
+        report.results.push(result);
+        logResult(result);
+      } catch (err) {
+        fail(report, { ...scenario, error: describeError(err) });
+      }
+      const died = server.exitReason();
+      if (died !== undefined) throw new Error(`${died}\n--- output ---\n${server.output()}`);
+    }
+  } finally {
+    await server.stop();
+  }
+}
+
+function importKeyOf(kind: KeyKind, apiId: string, plaintext: string): Record<string, unknown> {
+  if (kind === "plain") return { apiId, plaintext, name: "bench plain" };
+  return {
+    apiId,
+    plaintext,
+    name: "bench limited",
+    remaining: 2_000_000_000,
+    ratelimit: { limit: 1_000_000_000, refillRate: 1_000_000_000, refillInterval: 60_000 },
+  };
+}
+
+async function runKeyhaven(target: Target, settings: Settings, admin: Admin | undefined, report: Report, cleanup: Cleanup): Promise<void> {
+  let storeEnv: Record<string, string>;
+  let dispose: () => Promise<void>;
+  if (target.store === "postgres") {
+    if (!admin) throw new Error("no PostgreSQL connection");
+    const db = await createDatabase(admin, settings.databaseUrl, cleanup);
+    storeEnv = { DATABASE_URL: db.url };
+    dispose = db.drop;
+  } else {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "keyhaven-bench-"));
+    dispose = cleanup.add(`remove ${dir}`, () => rm(dir, { recursive: true, force: true }));
+    storeEnv = { KEYHAVEN_DATA_DIR: dir };
+  }
+  if (target.redisUrl !== undefined) storeEnv.REDIS_URL = target.redisUrl;
+
+  try {
+    const rootKey = `bench_root_${randomBytes(24).toString("base64url")}`;
+    // An ambient REDIS_URL must not turn a memory-limiter target into a Redis one.
+    const server = await startKeyhaven(storeEnv, rootKey, settings.serverNodeArgs, cleanup, ["REDIS_URL"]);
+    try {
+      const created = await post(server, rootKey, "/v1/apis.createApi", JSON.stringify({ name: "bench" }));
+      const apiId = (created.json as { apiId?: unknown } | undefined)?.apiId;
+      if (created.status !== 200 || typeof apiId !== "string") {
+        throw new Error(`apis.createApi answered ${created.status}: ${JSON.stringify(created.json)}`);
+      }
+      const plaintexts = new Map(settings.keys.map((kind) => [kind, `bench_${kind}_${randomBytes(18).toString("base64url")}`]));
+      const imported = await post(
+        server,
+        rootKey,
+        "/v1/migrations.createKeys",
+        JSON.stringify(settings.keys.map((kind) => importKeyOf(kind, apiId, plaintexts.get(kind)!))),
+      );
+      const keyIds = (imported.json as { keyIds?: unknown } | undefined)?.keyIds;
+      if (imported.status !== 200 || !Array.isArray(keyIds) || keyIds.length !== settings.keys.length) {
+        throw new Error(`migrations.createKeys answered ${imported.status}: ${JSON.stringify(imported.json)}`);
+      }
+
+      for (const kind of settings.keys) {
+        const key = plaintexts.get(kind)!;
+        const sample = await verifyOnce(server, key);
+        if (!sample.valid) throw new Error(`the ${kind} key does not verify: ${sample.status} ${sample.text.slice(0, 300)}`);
+        report.answerBytes[`${target.label} ${kind}`] = sample.bytes;
+        for (const connections of settings.connections) {
+          if (interrupted()) return;
+          const scenario = { store: target.label, keyKind: kind, connections };
+          console.log(`▶ ${target.label} ${kind} c=${connections}`);
+          try {
+            const result = await measure(scenario, server, key, sample.bytes, settings);
+            if (interrupted()) return; // a measurement cut short is not reported
+            const after = await verifyOnce(server, key);
+            if (!after.valid) throw new Error(`the key no longer verifies after the run: ${after.status} ${after.text.slice(0, 300)}`);
+            const ceiling = report.results.find((r) => r.store === "ceiling" && r.connections === connections);
+            if (ceiling && ceiling.requestsPerSecond > 0) {
+              result.shareOfCeiling = round(result.requestsPerSecond / ceiling.requestsPerSecond, 4);
+            }
+            report.results.push(result);
+            logResult(result);
+          } catch (err) {
+            fail(report, { ...scenario, error: describeError(err) });
+          }
+          const died = server.exitReason();
+          if (died !== undefined) throw new Error(died);
+        }
+      }
+    } catch (err) {
+      throw new Error(`${describeError(err)}\n--- keyhaven output ---\n${server.output()}`);
+    } finally {
+      await server.stop();
+    }
+    if (report.failures.some((f) => f.store === target.label) && server.output().trim() !== "") {
+      console.log(`  keyhaven output (last lines):\n${indent(server.output().trim().split("\n").slice(-20).join("\n"))}`);
+    }
+  } finally {
+    await dispose();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Report
+
+function table(results: ScenarioResult[]): string {
+  const n = (v: number) => (Number.isFinite(v) ? Math.round(v).toLocaleString("en-US") : "—");
+  const ms = (v: number) => (Number.isFinite(v) ? v.toFixed(2) : "—");
+  const header = ["store", "keys", "conn", "req/s", "% ceiling", "p50 ms", "p99 ms", "non-2xx", "errors"];
+  const rows = results.map((r) => [
+    r.store,
+    r.keyKind,
+    String(r.connections),
+    n(r.requestsPerSecond),
+    r.shareOfCeiling === undefined ? "—" : `${(r.shareOfCeiling * 100).toFixed(1)}%`,
+    ms(r.latencyMs.p50),
+    ms(r.latencyMs.p99),
+    n(r.non2xx),
+    n(r.errors),
+  ]);
+  return formatTable(header, rows, new Set([2, 3, 4, 5, 6, 7, 8]));
+}
+
+type TargetCheck = {
+  keyKind: KeyKind;
+  measured: boolean;
+  shareOfCeiling?: number;
+  p99Ms?: number;
+  shareMet?: boolean;
+  p99Met?: boolean;
+  met: boolean;
+};
+
+function checkTarget(results: ScenarioResult[], settings: Settings): TargetCheck[] {
+  return settings.keys.map((keyKind) => {
+    const r = results.find((x) => x.store === "postgres" && x.keyKind === keyKind && x.connections === TARGET.connections);
+    if (!r || r.shareOfCeiling === undefined) return { keyKind, measured: false, met: false };
+    const shareMet = r.shareOfCeiling >= TARGET.minShareOfCeiling;
+    const p99Met = r.latencyMs.p99 < TARGET.maxP99Ms;
+    return { keyKind, measured: true, shareOfCeiling: r.shareOfCeiling, p99Ms: r.latencyMs.p99, shareMet, p99Met, met: shareMet && p99Met && r.non2xx === 0 && r.errors === 0 };
+  });
+}
+
+function describeTarget(checks: TargetCheck[]): string {
+  const lines = [
+    `target: at ${TARGET.connections} connections on PostgreSQL, ≥ ${TARGET.minShareOfCeiling * 100}% of the ceiling ` +
+      `and p99 < ${TARGET.maxP99Ms} ms (with no non-2xx or errors)`,
+  ];
+  const width = Math.max(...checks.map((c) => c.keyKind.length));
+  for (const c of checks) {
+    const name = `${c.keyKind}:`.padEnd(width + 1);
+    if (!c.measured) {
+      lines.push(`  ${name} not measured (needs postgres in BENCH_STORES, ${TARGET.connections} in BENCH_CONNECTIONS and the ceiling)`);
+      continue;
+    }
+    const yes = (ok: boolean | undefined) => (ok ? "met" : "NOT met");
+    lines.push(
+      `  ${name} ${(c.shareOfCeiling! * 100).toFixed(1)}% of the ceiling (${yes(c.shareMet)}), ` +
+        `p99 ${c.p99Ms!.toFixed(2)} ms (${yes(c.p99Met)}) → ${c.met ? "target met" : "target NOT met"}`,
+    );
+  }
+  return lines.join("\n");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Main
+
+async function main(): Promise<void> {
+  const settings = readSettings(process.env);
+  const startedAt = new Date();
+  const cleanup = new Cleanup();
+  const report: Report = { results: [], failures: [], answerBytes: {} };
+  let failure: unknown;
+
+  handleInterrupts("stopping the current measurement");
+
+  let postgresVersion: string | undefined;
+  try {
+    const admin = settings.stores.includes("postgres") ? postgres(settings.databaseUrl, { max: 1, onnotice: () => {} }) : undefined;
+    if (admin) {
+      cleanup.add("close the PostgreSQL admin connection", () => admin.end({ timeout: 5 }));
+      const [row] = await admin<{ server_version: string }[]>`show server_version`;
+      postgresVersion = row?.server_version;
+    }
+
+    const targets = targetsOf(settings);
+    const scenarios = settings.connections.length * (1 + targets.length * settings.keys.length);
+    const minutes = (scenarios * (settings.seconds + WARMUP_SECONDS)) / 60;
+    console.log(
+      `keyhaven verify benchmark: ${scenarios} scenarios of ${WARMUP_SECONDS} s warm-up + ${settings.seconds} s ` +
+        `(about ${minutes < 1 ? "1" : Math.ceil(minutes)} min), connections ${settings.connections.join(",")}, ` +
+        `keys ${settings.keys.join(",")}, stores ${targets.map((t) => t.label).join(",")}, ${os.cpus().length} CPUs` +
+        (postgresVersion ? `, PostgreSQL ${postgresVersion}` : ""),
+    );
+
+    try {
+      await runCeiling(settings, report, cleanup);
+    } catch (err) {
+      fail(report, { store: "ceiling", error: describeError(err) });
+    }
+    for (const target of targets) {
+      if (interrupted()) break;
+      try {
+        await runKeyhaven(target, settings, admin, report, cleanup);
+      } catch (err) {
+        fail(report, { store: target.label, error: describeError(err) });
+      }
+    }
+  } catch (err) {
+    failure = err;
+  } finally {
+    await cleanup.runAll();
+  }
+
+  const targetChecks = checkTarget(report.results, settings);
+  if (report.results.length > 0) {
+    console.log(`\n${table(report.results)}`);
+    const sizes = Object.entries(report.answerBytes).map(([k, v]) => `${k} ${v}`).join(", ");
+    console.log(
+      `\nreq/s: 2xx answers per second; % ceiling: of the fixed-response Fastify server's req/s at the same connections;` +
+        ` p50/p99: per request, from autocannon's own timing.` +
+        `\nanswer sizes (bytes): ${sizes}.` +
+        `\nkeyhaven's DATABASE_POOL_SIZE: ${settings.keyhavenPoolSize}; rate limits counted in ` +
+        `${settings.redisUrl === undefined ? "memory" : `memory (and in Redis for the +redis stores)`}.`,
+    );
+    console.log(`\n${describeTarget(targetChecks)}`);
+    const file = await writeResults("verify", startedAt, {
+      startedAt: startedAt.toISOString(),
+      finishedAt: new Date().toISOString(),
+      complete: failure === undefined && report.failures.length === 0 && !interrupted(),
+      ...(failure !== undefined && { error: describeError(failure) }),
+      settings: {
+        ...settings,
+        databaseUrl: redactUrl(settings.databaseUrl),
+        redisUrl: settings.redisUrl === undefined ? undefined : redactUrl(settings.redisUrl),
+        warmupSeconds: WARMUP_SECONDS,
+      },
+      environment: environmentInfo(postgresVersion),
+      target: { ...TARGET, checks: targetChecks },
+      answerBytes: report.answerBytes,
+      results: report.results,
+      failures: report.failures,
+    });
+    console.log(`results written to ${path.relative(process.cwd(), file)}`);
+  }
+
+  if (report.failures.length > 0) {
+    console.error(`\n${report.failures.length} scenario(s) failed:`);
+    for (const f of report.failures) {
+      console.error(`  ${[f.store, f.keyKind, f.connections === undefined ? undefined : `c=${f.connections}`].filter(Boolean).join(" ")}:\n${indent(f.error)}`);
+    }
+  }
+  if (failure !== undefined) {
+    console.error(`\nbenchmark failed: ${failure instanceof Error ? (failure.stack ?? failure.message) : String(failure)}`);
+    process.exitCode = 1;
+  } else if (interrupted()) {
+    console.error("\nbenchmark interrupted: the measurement in progress is not reported");
+    process.exitCode = 130;
+  } else if (report.failures.length > 0) {
+    process.exitCode = 1;
+  }
+}
+
+await main();

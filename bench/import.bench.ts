@@ -51,6 +51,9 @@ import { newId } from "../src/ids.js";
 import { type KeyRow, planImport } from "../src/modules/migrations/import.plan.js";
 import type { ImportKey } from "../src/modules/migrations/migrations.schemas.js";
 import {
+  envIntList,
+  envList,
+  envPositive,
   type Admin,
   Cleanup,
   createDatabase,
@@ -114,26 +117,9 @@ type ScenarioResult = {
 // Settings
 
 function readSettings(env: NodeJS.ProcessEnv): Settings {
-  const positive = (name: string, fallback: number): number => {
-    const raw = env[name]?.trim();
-    if (raw === undefined || raw === "") return fallback;
-    const value = Number(raw);
-    if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number, got "${raw}"`);
-    return value;
-  };
-  const list = <T extends string>(name: string, allowed: readonly T[], fallback: readonly T[]): T[] => {
-    const raw = env[name]?.trim();
-    if (raw === undefined || raw === "") return [...fallback];
-    const items = raw.split(",").map((s) => s.trim()).filter((s) => s !== "");
-    const wrong = items.filter((s) => !(allowed as readonly string[]).includes(s));
-    if (wrong.length > 0 || items.length === 0) throw new Error(`${name} must list some of ${allowed.join(", ")}, got "${raw}"`);
-    return allowed.filter((a) => items.includes(a));
-  };
-  const concurrencyRaw = env.BENCH_CONCURRENCY?.trim() || "1,4";
-  const concurrency = [...new Set(concurrencyRaw.split(",").map((s) => Number(s.trim())))];
-  if (concurrency.some((n) => !Number.isInteger(n) || n < 1 || n > 256)) {
-    throw new Error(`BENCH_CONCURRENCY must be comma-separated integers from 1 to 256, got "${concurrencyRaw}"`);
-  }
+  const positive = (name: string, fallback: number) => envPositive(env, name, fallback);
+  const list = <T extends string>(name: string, allowed: readonly T[], fallback: readonly T[]) => envList(env, name, allowed, fallback);
+  const concurrency = envIntList(env, "BENCH_CONCURRENCY", "1,4", 1, 256);
   return {
     seconds: positive("BENCH_SECONDS", 60),
     sliceSeconds: positive("BENCH_SLICE_SECONDS", 10),

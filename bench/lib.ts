@@ -358,3 +358,34 @@ export function gitCommit(): string | undefined {
     return undefined;
   }
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Settings from the environment (a wrong value stops the benchmark with a message naming the variable)
+
+export function envPositive(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name]?.trim();
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number, got "${raw}"`);
+  return value;
+}
+
+/** A comma-separated subset of `allowed`, in `allowed`'s order; `fallback` when unset. */
+export function envList<T extends string>(env: NodeJS.ProcessEnv, name: string, allowed: readonly T[], fallback: readonly T[] = allowed): T[] {
+  const raw = env[name]?.trim();
+  if (raw === undefined || raw === "") return [...fallback];
+  const items = raw.split(",").map((s) => s.trim()).filter((s) => s !== "");
+  const wrong = items.filter((s) => !(allowed as readonly string[]).includes(s));
+  if (wrong.length > 0 || items.length === 0) throw new Error(`${name} must list some of ${allowed.join(", ")}, got "${raw}"`);
+  return allowed.filter((a) => items.includes(a));
+}
+
+/** Comma-separated integers from `min` to `max`, each once; `fallback` (the same syntax) when unset. */
+export function envIntList(env: NodeJS.ProcessEnv, name: string, fallback: string, min: number, max: number): number[] {
+  const raw = env[name]?.trim() || fallback;
+  const values = [...new Set(raw.split(",").map((s) => Number(s.trim())))];
+  if (values.some((n) => !Number.isInteger(n) || n < min || n > max)) {
+    throw new Error(`${name} must be comma-separated integers from ${min} to ${max}, got "${raw}"`);
+  }
+  return values;
+}

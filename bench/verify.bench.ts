@@ -52,6 +52,9 @@ import autocannon from "autocannon";
 import postgres from "postgres";
 import { redactUrl } from "../src/db/client.js";
 import {
+  envIntList,
+  envList,
+  envPositive,
   type Admin,
   type ChildServer,
   Cleanup,
@@ -126,26 +129,9 @@ type Failure = { store: string; keyKind?: KeyKind | "fixed"; connections?: numbe
 // Settings
 
 function readSettings(env: NodeJS.ProcessEnv): Settings {
-  const seconds = (() => {
-    const raw = env.BENCH_SECONDS?.trim();
-    if (raw === undefined || raw === "") return 60;
-    const value = Number(raw);
-    if (!Number.isFinite(value) || value <= 0) throw new Error(`BENCH_SECONDS must be a positive number, got "${raw}"`);
-    return value;
-  })();
-  const list = <T extends string>(name: string, allowed: readonly T[]): T[] => {
-    const raw = env[name]?.trim();
-    if (raw === undefined || raw === "") return [...allowed];
-    const items = raw.split(",").map((s) => s.trim()).filter((s) => s !== "");
-    const wrong = items.filter((s) => !(allowed as readonly string[]).includes(s));
-    if (wrong.length > 0 || items.length === 0) throw new Error(`${name} must list some of ${allowed.join(", ")}, got "${raw}"`);
-    return allowed.filter((a) => items.includes(a));
-  };
-  const connectionsRaw = env.BENCH_CONNECTIONS?.trim() || "1,10,50";
-  const connections = [...new Set(connectionsRaw.split(",").map((s) => Number(s.trim())))];
-  if (connections.some((n) => !Number.isInteger(n) || n < 1 || n > 1000)) {
-    throw new Error(`BENCH_CONNECTIONS must be comma-separated integers from 1 to 1000, got "${connectionsRaw}"`);
-  }
+  const seconds = envPositive(env, "BENCH_SECONDS", 60);
+  const list = <T extends string>(name: string, allowed: readonly T[]) => envList(env, name, allowed);
+  const connections = envIntList(env, "BENCH_CONNECTIONS", "1,10,50", 1, 1000);
   return {
     seconds,
     connections,

@@ -10,7 +10,6 @@ import { findApi } from "../apis/apis.repository.js";
 import { expiresSchema, keyRatelimitSchema, MAX_INT32, refillSchema } from "./keys.schemas.js";
 import { findExistingPermissionSlugs, findExistingRoleNames, insertNewKey, type NewKey } from "./keys.repository.js";
 
-
 export const createKeyInput = z
   .object({
     // No minimum length, as in v1: an empty apiId is answered by authentication first, then 404.

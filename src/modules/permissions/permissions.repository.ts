@@ -1,6 +1,7 @@
-import { and, eq, inArray } from "drizzle-orm";
+import { and, eq, inArray, or } from "drizzle-orm";
 import type { Db } from "../../db/client.js";
-import { permissions, roles } from "../../db/schema.js";
+import { permissions, roles, rolesPermissions } from "../../db/schema.js";
+import { ApiError } from "../../errors.js";
 import { newId } from "../../ids.js";
 
 export async function insertPermission(
@@ -51,4 +52,147 @@ export async function findPermissionIdsByName(
     if (!byName.has(r.name) || r.slug === r.name) byName.set(r.name, r.id);
   }
   return byName;
+}
+
+// ---- permissions.get/list/deletePermission, permissions.get/list/deleteRole, role <-> permission links ----
+
+export type PermissionRow = { id: string; name: string; slug: string; description: string | null };
+export type RoleRow = { id: string; name: string; description: string | null };
+
+const permissionColumns = {
+  id: permissions.id,
+  name: permissions.name,
+  slug: permissions.slug,
+  description: permissions.description,
+};
+const roleColumns = { id: roles.id, name: roles.name, description: roles.description };
+
+/** The permission with this id in the workspace; one of another workspace is not found. */
+export async function findPermission(db: Db, workspaceId: string, id: string): Promise<PermissionRow | undefined> {
+  const [row] = await db
+    .select(permissionColumns)
+    .from(permissions)
+    .where(and(eq(permissions.workspaceId, workspaceId), eq(permissions.id, id)));
+  return row;
+}
+
+/** Every permission of the workspace, oldest first. */
+export async function listWorkspacePermissions(db: Db, workspaceId: string): Promise<PermissionRow[]> {
+  return db
+    .select(permissionColumns)
+    .from(permissions)
+    .where(eq(permissions.workspaceId, workspaceId))
+    .orderBy(permissions.createdAtM, permissions.id);
+}
+
+/**
+ * Deletes the permission; its links to keys and roles go with it in the same statement (the foreign keys of
+ * keys_permissions and roles_permissions cascade). False when the workspace has no such permission.
+ */
+export async function deletePermission(db: Db, workspaceId: string, id: string): Promise<boolean> {
+  const rows = await db
+    .delete(permissions)
+    .where(and(eq(permissions.workspaceId, workspaceId), eq(permissions.id, id)))
+    .returning({ id: permissions.id });
+  return rows.length > 0;
+}
+
+/** The role with this id in the workspace; one of another workspace is not found. */
+export async function findRole(db: Db, workspaceId: string, id: string): Promise<RoleRow | undefined> {
+  const [row] = await db
+    .select(roleColumns)
+    .from(roles)
+    .where(and(eq(roles.workspaceId, workspaceId), eq(roles.id, id)));
+  return row;
+}
+
+/** Every role of the workspace, oldest first. */
+export async function listWorkspaceRoles(db: Db, workspaceId: string): Promise<RoleRow[]> {
+  return db.select(roleColumns).from(roles).where(eq(roles.workspaceId, workspaceId)).orderBy(roles.createdAtM, roles.id);
+}
+
+/** Deletes the role; its links in keys_roles and roles_permissions cascade in the same statement. */
+export async function deleteRole(db: Db, workspaceId: string, id: string): Promise<boolean> {
+  const rows = await db
+    .delete(roles)
+    .where(and(eq(roles.workspaceId, workspaceId), eq(roles.id, id)))
+    .returning({ id: roles.id });
+  return rows.length > 0;
+}
+
+/** A permission named by id, or else by slug. */
+export type PermissionRef = { id?: string | undefined; slug?: string | undefined };
+
+/**
+ * Permissions of the workspace with one of these ids or slugs. `lockForShare` locks them (in id order, so
+ * concurrent callers cannot deadlock) until the caller's transaction ends, so a concurrent delete waits.
+ */
+export async function findPermissionsByIdOrSlug(
+  db: Db,
+  workspaceId: string,
+  ids: string[],
+  slugs: string[],
+  { lockForShare = false } = {},
+) {
+  if (ids.length === 0 && slugs.length === 0) return [];
+  const query = db
+    .select({ id: permissions.id, slug: permissions.slug, name: permissions.name })
+    .from(permissions)
+    .where(
+      and(
+        eq(permissions.workspaceId, workspaceId),
+        or(
+          ids.length > 0 ? inArray(permissions.id, ids) : undefined,
+          slugs.length > 0 ? inArray(permissions.slug, slugs) : undefined,
+        ),
+      ),
+    )
+    .orderBy(permissions.id);
+  return lockForShare ? query.for("share") : query;
+}
+
+/**
+ * Connects (`add`) or disconnects (`remove`) permissions and a role, in one transaction. The role and the
+ * permissions are locked FOR SHARE first, so a concurrent delete of either waits rather than breaking a foreign key.
+ * Throws NOT_FOUND for a role or a permission that the workspace does not have; then nothing changes.
+ */
+export async function changeRolePermissions(
+  db: Db,
+  workspaceId: string,
+  roleId: string,
+  refs: PermissionRef[],
+  change: "add" | "remove",
+): Promise<void> {
+  const ids = [...new Set(refs.flatMap((r) => (r.id !== undefined ? [r.id] : [])))];
+  const slugs = [...new Set(refs.flatMap((r) => (r.id === undefined && r.slug !== undefined ? [r.slug] : [])))];
+  await db.transaction(async (tx) => {
+    const [role] = await tx
+      .select({ id: roles.id })
+      .from(roles)
+      .where(and(eq(roles.workspaceId, workspaceId), eq(roles.id, roleId)))
+      .for("share");
+    if (!role) throw new ApiError("NOT_FOUND", `role ${roleId} not found`);
+    const found = await findPermissionsByIdOrSlug(tx, workspaceId, ids, slugs, { lockForShare: true });
+    const foundIds = new Set(found.map((p) => p.id));
+    const foundSlugs = new Set(found.map((p) => p.slug));
+    const missingId = ids.find((id) => !foundIds.has(id));
+    if (missingId !== undefined) throw new ApiError("NOT_FOUND", `permission ${missingId} not found`);
+    const missingSlug = slugs.find((s) => !foundSlugs.has(s));
+    if (missingSlug !== undefined) {
+      throw new ApiError("NOT_FOUND", `permission with slug "${missingSlug}" not found`);
+    }
+    const permissionIds = found.map((p) => p.id);
+    if (permissionIds.length === 0) return;
+    if (change === "add") {
+      const now = Date.now();
+      await tx
+        .insert(rolesPermissions)
+        .values(permissionIds.map((permissionId) => ({ roleId, permissionId, workspaceId, createdAtM: now })))
+        .onConflictDoNothing();
+    } else {
+      await tx
+        .delete(rolesPermissions)
+        .where(and(eq(rolesPermissions.roleId, roleId), inArray(rolesPermissions.permissionId, permissionIds)));
+    }
+  });
 }

@@ -1,0 +1,20 @@
+import { z } from "zod";
+import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { defineRpc } from "../../rpc.js";
+import { changeRolePermissions } from "./permissions.repository.js";
+import { permissionRefs } from "./permissions.schemas.js";
+
+/** keyhaven extension: v1 did this only from its dashboard. Idempotent; all or nothing. */
+export const addPermissionsToRole = defineRpc({
+  method: "POST",
+  path: "/v1/permissions.addPermissionsToRole",
+  summary: "Connects permissions (by id or slug) to a role; keys with the role hold them at their next verification.",
+  input: z.object({ roleId: z.string().min(1), permissions: permissionRefs }),
+  output: z.object({}),
+  handler: async (input, { deps, authorization }) => {
+    const auth = await authenticateRootKey(deps.db, authorization);
+    requirePermission(auth, { or: ["*", "rbac.*.add_permission_to_role"] });
+    await changeRolePermissions(deps.db, auth.workspaceId, input.roleId, input.permissions, "add");
+    return {};
+  },
+});

@@ -1,0 +1,22 @@
+import { z } from "zod";
+import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { ApiError } from "../../errors.js";
+import { queryText } from "../../http/query.js";
+import { defineRpc } from "../../rpc.js";
+import { findRole } from "./permissions.repository.js";
+import { roleOutput, toRoleOutput } from "./permissions.schemas.js";
+
+export const getRole = defineRpc({
+  method: "GET",
+  path: "/v1/permissions.getRole",
+  summary: "Reads a role by id.",
+  input: z.object({ roleId: queryText.min(1) }),
+  output: roleOutput,
+  handler: async (input, { deps, authorization }) => {
+    const auth = await authenticateRootKey(deps.db, authorization);
+    requirePermission(auth, { or: ["*", "rbac.*.read_role"] });
+    const role = await findRole(deps.db, auth.workspaceId, input.roleId);
+    if (!role) throw new ApiError("NOT_FOUND", `role ${input.roleId} not found`);
+    return toRoleOutput(role);
+  },
+});

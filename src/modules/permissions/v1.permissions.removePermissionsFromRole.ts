@@ -1,0 +1,20 @@
+import { z } from "zod";
+import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { defineRpc } from "../../rpc.js";
+import { changeRolePermissions } from "./permissions.repository.js";
+import { permissionRefs } from "./permissions.schemas.js";
+
+/** keyhaven extension: v1 did this only from its dashboard. Removing a permission the role lacks is a no-op. */
+export const removePermissionsFromRole = defineRpc({
+  method: "POST",
+  path: "/v1/permissions.removePermissionsFromRole",
+  summary: "Disconnects permissions (by id or slug) from a role; keys with the role lose them at their next verification.",
+  input: z.object({ roleId: z.string().min(1), permissions: permissionRefs }),
+  output: z.object({}),
+  handler: async (input, { deps, authorization }) => {
+    const auth = await authenticateRootKey(deps.db, authorization);
+    requirePermission(auth, { or: ["*", "rbac.*.remove_permission_from_role"] });
+    await changeRolePermissions(deps.db, auth.workspaceId, input.roleId, input.permissions, "remove");
+    return {};
+  },
+});

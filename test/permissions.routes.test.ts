@@ -1,0 +1,512 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describeRootKeyAuth } from "./auth-suite.js";
+import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
+
+let h: Harness;
+let t: Tenant;
+beforeAll(async () => {
+  h = await createHarness();
+  t = await h.tenant();
+});
+afterAll(() => h.close());
+
+const unique = (prefix: string) => `${prefix}.${randomBytes(4).toString("hex")}`;
+
+async function newPermission(tenant: Tenant, body: Record<string, string> = {}) {
+  const name = body.name ?? unique("perm");
+  const res = await h.post("/v1/permissions.createPermission", { name, ...body }, tenant.rootKey);
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  return { id: res.body.permissionId as string, name, slug: body.slug ?? name };
+}
+
+async function newRole(tenant: Tenant, body: Record<string, string> = {}) {
+  const name = body.name ?? unique("role");
+  const res = await h.post("/v1/permissions.createRole", { name, ...body }, tenant.rootKey);
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  return { id: res.body.roleId as string, name };
+}
+
+const count = async (query: string) => Number((await h.sql<{ n: string }>(`select count(*) as n from ${query}`))[0]!.n);
+const rbacRows = async () =>
+  (await count("permissions")) + (await count("roles")) + (await count("roles_permissions")) + (await count("keys_roles"));
+const rolePermissionIds = async (roleId: string) =>
+  (await h.sql<{ permission_id: string }>(`select permission_id from roles_permissions where role_id = '${roleId}' order by 1`)).map(
+    (r) => r.permission_id,
+  );
+
+describe("permissions.getPermission", () => {
+  it("reads a permission with its description", async () => {
+    const p = await newPermission(t, { name: unique("files.read"), slug: unique("files-read"), description: "Read files" });
+    const res = await h.get("/v1/permissions.getPermission", { permissionId: p.id }, t.rootKey);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ id: p.id, name: p.name, slug: p.slug, description: "Read files" });
+  });
+
+  it("leaves out the description of a permission that has none", async () => {
+    const p = await newPermission(t);
+    const res = await h.get("/v1/permissions.getPermission", { permissionId: p.id }, t.rootKey);
+    expect(res.body).toEqual({ id: p.id, name: p.name, slug: p.slug });
+  });
+
+  it("answers an unknown permission with 404", async () => {
+    expectError(
+      await h.get("/v1/permissions.getPermission", { permissionId: "perm_nope" }, t.rootKey),
+      404,
+      "NOT_FOUND",
+      "permission perm_nope not found",
+    );
+  });
+
+  it("requires permissionId", async () => {
+    expectError(await h.get("/v1/permissions.getPermission", {}, t.rootKey), 400, "BAD_REQUEST", /^permissionId: /);
+    expectError(
+      await h.get("/v1/permissions.getPermission", { permissionId: "" }, t.rootKey),
+      400,
+      "BAD_REQUEST",
+      /^permissionId: Too small/,
+    );
+  });
+
+  it("accepts rbac.*.read_permission", async () => {
+    const p = await newPermission(t);
+    const reader = await h.rootKey(t.workspaceId, ["rbac.*.read_permission"]);
+    expect((await h.get("/v1/permissions.getPermission", { permissionId: p.id }, reader)).status).toBe(200);
+  });
+});
+
+describe("permissions.listPermissions", () => {
+  it("lists exactly the permissions of the workspace, oldest first", async () => {
+    const tenant = await h.tenant();
+    const a = await newPermission(tenant, { description: "first" });
+    const b = await newPermission(tenant);
+    await newPermission(await h.tenant());
+    const res = await h.get("/v1/permissions.listPermissions", {}, tenant.rootKey);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual([
+      { id: a.id, name: a.name, slug: a.slug, description: "first" },
+      { id: b.id, name: b.name, slug: b.slug },
+    ]);
+  });
+
+  it("answers an empty array for a workspace without permissions", async () => {
+    const tenant = await h.tenant();
+    const res = await h.get("/v1/permissions.listPermissions", {}, tenant.rootKey);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual([]);
+  });
+});
+
+describe("permissions.deletePermission", () => {
+  it("deletes the permission with its links to keys and roles", async () => {
+    const p = await newPermission(t);
+    const keep = await newPermission(t);
+    const role = await newRole(t);
+    await h.post("/v1/permissions.addPermissionsToRole", { roleId: role.id, permissions: [{ id: p.id }, { id: keep.id }] }, t.rootKey);
+    const { apiId } = (await h.post("/v1/apis.createApi", { name: "perm-delete" }, t.rootKey)).body;
+    const key = await h.post("/v1/keys.createKey", { apiId, permissions: [p.slug] }, t.rootKey);
+    expect(key.status, JSON.stringify(key.body)).toBe(200);
+    expect(await count(`keys_permissions where permission_id = '${p.id}'`)).toBe(1);
+
+    const res = await h.post("/v1/permissions.deletePermission", { permissionId: p.id }, t.rootKey);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({});
+    expect(await count(`permissions where id = '${p.id}'`)).toBe(0);
+    expect(await count(`keys_permissions where permission_id = '${p.id}'`)).toBe(0);
+    expect(await rolePermissionIds(role.id)).toEqual([keep.id]);
+    expectError(await h.get("/v1/permissions.getPermission", { permissionId: p.id }, t.rootKey), 404, "NOT_FOUND");
+  });
+
+  it("answers an unknown or already deleted permission with 404", async () => {
+    const p = await newPermission(t);
+    expect((await h.post("/v1/permissions.deletePermission", { permissionId: p.id }, t.rootKey)).status).toBe(200);
+    expectError(
+      await h.post("/v1/permissions.deletePermission", { permissionId: p.id }, t.rootKey),
+      404,
+      "NOT_FOUND",
+      `Permission ${p.id} not found`,
+    );
+  });
+
+  it.each([
+    [{}, /^permissionId: /],
+    [{ permissionId: "" }, /^permissionId: Too small/],
+    [{ permissionId: 42 }, /^permissionId: /],
+  ])("refuses %j with 400", async (body, message) => {
+    expectError(await h.post("/v1/permissions.deletePermission", body, t.rootKey), 400, "BAD_REQUEST", message);
+  });
+});
+
+describe("permissions.getRole, permissions.listRoles", () => {
+  it("reads a role, with its description only when it has one", async () => {
+    const r = await newRole(t, { description: "Billing people" });
+    expect((await h.get("/v1/permissions.getRole", { roleId: r.id }, t.rootKey)).body).toEqual({
+      id: r.id,
+      name: r.name,
+      description: "Billing people",
+    });
+    const bare = await newRole(t);
+    expect((await h.get("/v1/permissions.getRole", { roleId: bare.id }, t.rootKey)).body).toEqual({ id: bare.id, name: bare.name });
+  });
+
+  it("answers an unknown role with 404", async () => {
+    expectError(await h.get("/v1/permissions.getRole", { roleId: "role_nope" }, t.rootKey), 404, "NOT_FOUND", "role role_nope not found");
+  });
+
+  it("requires roleId", async () => {
+    expectError(await h.get("/v1/permissions.getRole", {}, t.rootKey), 400, "BAD_REQUEST", /^roleId: /);
+  });
+
+  it("lists exactly the roles of the workspace, oldest first", async () => {
+    const tenant = await h.tenant();
+    expect((await h.get("/v1/permissions.listRoles", {}, tenant.rootKey)).body).toEqual([]);
+    const a = await newRole(tenant);
+    const b = await newRole(tenant, { description: "second" });
+    await newRole(await h.tenant());
+    const res = await h.get("/v1/permissions.listRoles", {}, tenant.rootKey);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual([
+      { id: a.id, name: a.name },
+      { id: b.id, name: b.name, description: "second" },
+    ]);
+  });
+});
+
+describe("permissions.deleteRole", () => {
+  it("deletes the role with its links to keys and permissions, keeping the permissions", async () => {
+    const p = await newPermission(t);
+    const role = await newRole(t);
+    await h.post("/v1/permissions.addPermissionsToRole", { roleId: role.id, permissions: [{ id: p.id }] }, t.rootKey);
+    const { apiId } = (await h.post("/v1/apis.createApi", { name: "role-delete" }, t.rootKey)).body;
+    const key = await h.post("/v1/keys.createKey", { apiId, roles: [role.name] }, t.rootKey);
+    expect(key.status, JSON.stringify(key.body)).toBe(200);
+
+    const res = await h.post("/v1/permissions.deleteRole", { roleId: role.id }, t.rootKey);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({});
+    expect(await count(`roles where id = '${role.id}'`)).toBe(0);
+    expect(await count(`keys_roles where role_id = '${role.id}'`)).toBe(0);
+    expect(await count(`roles_permissions where role_id = '${role.id}'`)).toBe(0);
+    expect(await count(`permissions where id = '${p.id}'`)).toBe(1);
+  });
+
+  it("answers an unknown or already deleted role with 404", async () => {
+    const role = await newRole(t);
+    expect((await h.post("/v1/permissions.deleteRole", { roleId: role.id }, t.rootKey)).status).toBe(200);
+    expectError(
+      await h.post("/v1/permissions.deleteRole", { roleId: role.id }, t.rootKey),
+      404,
+      "NOT_FOUND",
+      `Role ${role.id} not found`,
+    );
+  });
+
+  it("requires roleId", async () => {
+    expectError(await h.post("/v1/permissions.deleteRole", {}, t.rootKey), 400, "BAD_REQUEST", /^roleId: /);
+  });
+});
+
+describe("permissions.addPermissionsToRole and permissions.removePermissionsFromRole (keyhaven extensions)", () => {
+  it("connects permissions by id and by slug, and is idempotent", async () => {
+    const a = await newPermission(t);
+    const b = await newPermission(t, { name: unique("b"), slug: unique("b-slug") });
+    const role = await newRole(t);
+    const body = { roleId: role.id, permissions: [{ id: a.id }, { slug: b.slug }] };
+    const res = await h.post("/v1/permissions.addPermissionsToRole", body, t.rootKey);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({});
+    expect((await h.post("/v1/permissions.addPermissionsToRole", body, t.rootKey)).status).toBe(200);
+    expect(await rolePermissionIds(role.id)).toEqual([a.id, b.id].sort());
+  });
+
+  it("disconnects permissions, and removing one the role lacks changes nothing", async () => {
+    const a = await newPermission(t);
+    const b = await newPermission(t);
+    const role = await newRole(t);
+    await h.post("/v1/permissions.addPermissionsToRole", { roleId: role.id, permissions: [{ id: a.id }, { id: b.id }] }, t.rootKey);
+    const res = await h.post("/v1/permissions.removePermissionsFromRole", { roleId: role.id, permissions: [{ slug: a.slug }] }, t.rootKey);
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({});
+    expect(await rolePermissionIds(role.id)).toEqual([b.id]);
+    expect((await h.post("/v1/permissions.removePermissionsFromRole", { roleId: role.id, permissions: [{ id: a.id }] }, t.rootKey)).status).toBe(200);
+    expect(await rolePermissionIds(role.id)).toEqual([b.id]);
+    expect(await count(`permissions where id = '${a.id}'`)).toBe(1);
+  });
+
+  it.each(["addPermissionsToRole", "removePermissionsFromRole"])(
+    "%s answers an unknown permission with 404 naming it, and changes nothing",
+    async (method) => {
+      const a = await newPermission(t);
+      const role = await newRole(t);
+      await h.post("/v1/permissions.addPermissionsToRole", { roleId: role.id, permissions: [{ id: a.id }] }, t.rootKey);
+      const path = `/v1/permissions.${method}`;
+      expectError(
+        await h.post(path, { roleId: role.id, permissions: [{ id: a.id }, { id: "perm_nope" }] }, t.rootKey),
+        404,
+        "NOT_FOUND",
+        "permission perm_nope not found",
+      );
+      expectError(
+        await h.post(path, { roleId: role.id, permissions: [{ id: a.id }, { slug: "no.such.slug" }] }, t.rootKey),
+        404,
+        "NOT_FOUND",
+        'permission with slug "no.such.slug" not found',
+      );
+      expect(await rolePermissionIds(role.id)).toEqual([a.id]);
+    },
+  );
+
+  it.each(["addPermissionsToRole", "removePermissionsFromRole"])("%s answers an unknown role with 404", async (method) => {
+    const a = await newPermission(t);
+    expectError(
+      await h.post(`/v1/permissions.${method}`, { roleId: "role_nope", permissions: [{ id: a.id }] }, t.rootKey),
+      404,
+      "NOT_FOUND",
+      "role role_nope not found",
+    );
+  });
+
+  it.each([
+    [{ permissions: [{ slug: "x.y.z" }] }, /^roleId: /],
+    [{ roleId: "role_x" }, /^permissions: /],
+    [{ roleId: "role_x", permissions: [] }, /^permissions: Too small/],
+    [{ roleId: "role_x", permissions: [{}] }, /^permissions\.0: provide either id or slug$/],
+    [{ roleId: "role_x", permissions: [{ id: "" }] }, /^permissions\.0\.id: Too small/],
+    [{ roleId: "role_x", permissions: "p" }, /^permissions: /],
+  ])("refuses %j with 400", async (body, message) => {
+    for (const method of ["addPermissionsToRole", "removePermissionsFromRole"]) {
+      expectError(await h.post(`/v1/permissions.${method}`, body, t.rootKey), 400, "BAD_REQUEST", message);
+    }
+  });
+
+  it("accepts the rbac.*.add_permission_to_role and rbac.*.remove_permission_from_role permissions", async () => {
+    const a = await newPermission(t);
+    const role = await newRole(t);
+    const adder = await h.rootKey(t.workspaceId, ["rbac.*.add_permission_to_role"]);
+    const remover = await h.rootKey(t.workspaceId, ["rbac.*.remove_permission_from_role"]);
+    const body = { roleId: role.id, permissions: [{ id: a.id }] };
+    expect((await h.post("/v1/permissions.addPermissionsToRole", body, adder)).status).toBe(200);
+    expectError(await h.post("/v1/permissions.removePermissionsFromRole", body, adder), 403, "INSUFFICIENT_PERMISSIONS");
+    expectError(await h.post("/v1/permissions.addPermissionsToRole", body, remover), 403, "INSUFFICIENT_PERMISSIONS");
+    expect((await h.post("/v1/permissions.removePermissionsFromRole", body, remover)).status).toBe(200);
+    expect(await rolePermissionIds(role.id)).toEqual([]);
+  });
+});
+
+describe("concurrent changes to roles and permissions", () => {
+  it("never answers a 500 when links are added while their permissions and roles are being deleted", async () => {
+    const tenant = await h.tenant();
+    const perms = await Promise.all(Array.from({ length: 6 }, () => newPermission(tenant)));
+    const roles = await Promise.all(Array.from({ length: 3 }, () => newRole(tenant)));
+    const requests = [
+      ...roles.flatMap((r) => [
+        h.post("/v1/permissions.addPermissionsToRole", { roleId: r.id, permissions: perms.map((p) => ({ id: p.id })) }, tenant.rootKey),
+        h.post("/v1/permissions.removePermissionsFromRole", { roleId: r.id, permissions: perms.slice(0, 2).map((p) => ({ slug: p.slug })) }, tenant.rootKey),
+      ]),
+      ...perms.slice(0, 3).map((p) => h.post("/v1/permissions.deletePermission", { permissionId: p.id }, tenant.rootKey)),
+      h.post("/v1/permissions.deleteRole", { roleId: roles[0]!.id }, tenant.rootKey),
+    ];
+    const statuses = (await Promise.all(requests)).map((r) => r.status);
+    expect(statuses.every((s) => s === 200 || s === 404), JSON.stringify(statuses)).toBe(true);
+    expect(await count(`roles_permissions rp where rp.workspace_id = '${tenant.workspaceId}'
+      and not exists (select 1 from permissions p where p.id = rp.permission_id)`)).toBe(0);
+    expect(await count(`roles_permissions where role_id = '${roles[0]!.id}'`)).toBe(0);
+  });
+});
+
+describe("another workspace's roles and permissions are answered as missing", () => {
+  it("gives the same 404 as for an id that does not exist, and changes nothing", async () => {
+    const owner = await h.tenant();
+    const other = await h.tenant();
+    const p = await newPermission(owner);
+    const role = await newRole(owner);
+    const mine = await newRole(other);
+    const myPerm = await newPermission(other);
+    const before = await rbacRows();
+    expectError(await h.get("/v1/permissions.getPermission", { permissionId: p.id }, other.rootKey), 404, "NOT_FOUND", `permission ${p.id} not found`);
+    expectError(await h.get("/v1/permissions.getRole", { roleId: role.id }, other.rootKey), 404, "NOT_FOUND", `role ${role.id} not found`);
+    expectError(await h.post("/v1/permissions.deletePermission", { permissionId: p.id }, other.rootKey), 404, "NOT_FOUND", `Permission ${p.id} not found`);
+    expectError(await h.post("/v1/permissions.deleteRole", { roleId: role.id }, other.rootKey), 404, "NOT_FOUND", `Role ${role.id} not found`);
+    for (const method of ["addPermissionsToRole", "removePermissionsFromRole"]) {
+      expectError(
+        await h.post(`/v1/permissions.${method}`, { roleId: role.id, permissions: [{ id: myPerm.id }] }, other.rootKey),
+        404,
+        "NOT_FOUND",
+        `role ${role.id} not found`,
+      );
+      expectError(
+        await h.post(`/v1/permissions.${method}`, { roleId: mine.id, permissions: [{ id: p.id }] }, other.rootKey),
+        404,
+        "NOT_FOUND",
+        `permission ${p.id} not found`,
+      );
+      expectError(
+        await h.post(`/v1/permissions.${method}`, { roleId: mine.id, permissions: [{ slug: p.slug }] }, other.rootKey),
+        404,
+        "NOT_FOUND",
+        `permission with slug "${p.slug}" not found`,
+      );
+    }
+    expect(await rbacRows()).toBe(before);
+  });
+});
+
+describe("role-based checks set up through the API are seen by the very next verification", () => {
+  async function importKeyWithRole(tenant: Tenant, roleName: string) {
+    const { apiId } = (await h.post("/v1/apis.createApi", { name: "rbac-e2e" }, tenant.rootKey)).body;
+    const plaintext = `e2e_${randomBytes(12).toString("hex")}`;
+    const res = await h.post("/v1/migrations.createKeys", [{ apiId, plaintext, roles: [roleName] }], tenant.rootKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return { apiId, key: plaintext };
+  }
+  const verify = (key: string, permissions: unknown) => h.post("/v1/keys.verifyKey", { key, authorization: { permissions } });
+
+  it("grants P through role R once added, and refuses it right after it is removed", async () => {
+    const tenant = await h.tenant();
+    const role = await newRole(tenant, { name: "role.R" });
+    const p = await newPermission(tenant, { name: "perm.P" });
+    const { key } = await importKeyWithRole(tenant, "role.R");
+    expect((await verify(key, "perm.P")).body).toMatchObject({ valid: false, code: "INSUFFICIENT_PERMISSIONS" });
+
+    expect((await h.post("/v1/permissions.addPermissionsToRole", { roleId: role.id, permissions: [{ slug: "perm.P" }] }, tenant.rootKey)).status).toBe(200);
+    const granted = await verify(key, "perm.P");
+    expect(granted.status).toBe(200);
+    expect(granted.body).toMatchObject({ valid: true, code: "VALID" });
+
+    expect((await h.post("/v1/permissions.removePermissionsFromRole", { roleId: role.id, permissions: [{ id: p.id }] }, tenant.rootKey)).status).toBe(200);
+    expect((await verify(key, "perm.P")).body).toMatchObject({ valid: false, code: "INSUFFICIENT_PERMISSIONS" });
+  });
+
+  it("refuses P at the next verification once P is deleted", async () => {
+    const tenant = await h.tenant();
+    const role = await newRole(tenant, { name: "role.R" });
+    const p = await newPermission(tenant, { name: "perm.P" });
+    const { key } = await importKeyWithRole(tenant, "role.R");
+    await h.post("/v1/permissions.addPermissionsToRole", { roleId: role.id, permissions: [{ id: p.id }] }, tenant.rootKey);
+    expect((await verify(key, "perm.P")).body).toMatchObject({ valid: true, code: "VALID" });
+    expect((await h.post("/v1/permissions.deletePermission", { permissionId: p.id }, tenant.rootKey)).status).toBe(200);
+    expect((await verify(key, "perm.P")).body).toMatchObject({ valid: false, code: "INSUFFICIENT_PERMISSIONS" });
+  });
+
+  it("refuses P at the next verification once R is deleted", async () => {
+    const tenant = await h.tenant();
+    const role = await newRole(tenant, { name: "role.R" });
+    const p = await newPermission(tenant, { name: "perm.P" });
+    const { key } = await importKeyWithRole(tenant, "role.R");
+    await h.post("/v1/permissions.addPermissionsToRole", { roleId: role.id, permissions: [{ id: p.id }] }, tenant.rootKey);
+    expect((await verify(key, "perm.P")).body).toMatchObject({ valid: true, code: "VALID" });
+    expect((await h.post("/v1/permissions.deleteRole", { roleId: role.id }, tenant.rootKey)).status).toBe(200);
+    const res = await verify(key, "perm.P");
+    expect(res.body).toMatchObject({ valid: false, code: "INSUFFICIENT_PERMISSIONS" });
+    expect(await count(`permissions where id = '${p.id}'`)).toBe(1);
+  });
+});
+
+// ---- the shared root-key auth suite, for every route ----
+
+describeRootKeyAuth(() => h, {
+  method: "GET",
+  path: "/v1/permissions.getPermission",
+  validRequest: async (_h, owner) => ({ query: { permissionId: (await newPermission(owner)).id } }),
+  insufficientPermissions: ["rbac.*.create_permission", "rbac.*.read_role"],
+  expectForOtherWorkspace: async (res) => expectError(res, 404, "NOT_FOUND", /^permission perm_\S+ not found$/),
+  countRows: rbacRows,
+});
+
+describeRootKeyAuth(() => h, {
+  method: "GET",
+  path: "/v1/permissions.listPermissions",
+  validRequest: async (_h, owner) => {
+    await newPermission(owner);
+    return { query: {} };
+  },
+  insufficientPermissions: ["rbac.*.create_permission", "rbac.*.read_role"],
+  expectForOtherWorkspace: async (res, _h, owner) => {
+    expect(res.status).toBe(200);
+    const ownerIds = (await h.sql<{ id: string }>(`select id from permissions where workspace_id = '${owner.workspaceId}'`)).map((r) => r.id);
+    expect(res.body.some((p: { id: string }) => ownerIds.includes(p.id))).toBe(false);
+  },
+  countRows: rbacRows,
+});
+
+describeRootKeyAuth(() => h, {
+  method: "POST",
+  path: "/v1/permissions.deletePermission",
+  validRequest: async (_h, owner) => ({ body: { permissionId: (await newPermission(owner)).id } }),
+  insufficientPermissions: ["rbac.*.read_permission", "rbac.*.delete_role"],
+  expectForOtherWorkspace: async (res, _h, owner) => {
+    expectError(res, 404, "NOT_FOUND", /^Permission perm_\S+ not found$/);
+    expect(await count(`permissions where workspace_id = '${owner.workspaceId}'`)).toBe(1);
+  },
+  countRows: rbacRows,
+});
+
+describeRootKeyAuth(() => h, {
+  method: "GET",
+  path: "/v1/permissions.getRole",
+  validRequest: async (_h, owner) => ({ query: { roleId: (await newRole(owner)).id } }),
+  insufficientPermissions: ["rbac.*.create_role", "rbac.*.read_permission"],
+  expectForOtherWorkspace: async (res) => expectError(res, 404, "NOT_FOUND", /^role role_\S+ not found$/),
+  countRows: rbacRows,
+});
+
+describeRootKeyAuth(() => h, {
+  method: "GET",
+  path: "/v1/permissions.listRoles",
+  validRequest: async (_h, owner) => {
+    await newRole(owner);
+    return { query: {} };
+  },
+  insufficientPermissions: ["rbac.*.create_role", "rbac.*.read_permission"],
+  expectForOtherWorkspace: async (res, _h, owner) => {
+    expect(res.status).toBe(200);
+    const ownerIds = (await h.sql<{ id: string }>(`select id from roles where workspace_id = '${owner.workspaceId}'`)).map((r) => r.id);
+    expect(res.body.some((r: { id: string }) => ownerIds.includes(r.id))).toBe(false);
+  },
+  countRows: rbacRows,
+});
+
+describeRootKeyAuth(() => h, {
+  method: "POST",
+  path: "/v1/permissions.deleteRole",
+  validRequest: async (_h, owner) => ({ body: { roleId: (await newRole(owner)).id } }),
+  insufficientPermissions: ["rbac.*.read_role", "rbac.*.delete_permission"],
+  expectForOtherWorkspace: async (res, _h, owner) => {
+    expectError(res, 404, "NOT_FOUND", /^Role role_\S+ not found$/);
+    expect(await count(`roles where workspace_id = '${owner.workspaceId}'`)).toBe(1);
+  },
+  countRows: rbacRows,
+});
+
+async function roleWithPermission(owner: Tenant, linked: boolean) {
+  const role = await newRole(owner);
+  const p = await newPermission(owner);
+  if (linked) {
+    await h.post("/v1/permissions.addPermissionsToRole", { roleId: role.id, permissions: [{ id: p.id }] }, owner.rootKey);
+  }
+  return { roleId: role.id, permissions: [{ id: p.id }] };
+}
+
+describeRootKeyAuth(() => h, {
+  method: "POST",
+  path: "/v1/permissions.addPermissionsToRole",
+  validRequest: async (_h, owner) => ({ body: await roleWithPermission(owner, false) }),
+  insufficientPermissions: ["rbac.*.remove_permission_from_role", "rbac.*.create_role", "rbac.*.add_permission_to_key"],
+  expectForOtherWorkspace: async (res, _h, owner) => {
+    expectError(res, 404, "NOT_FOUND", /^role role_\S+ not found$/);
+    expect(await count(`roles_permissions where workspace_id = '${owner.workspaceId}'`)).toBe(0);
+  },
+  countRows: rbacRows,
+});
+
+describeRootKeyAuth(() => h, {
+  method: "POST",
+  path: "/v1/permissions.removePermissionsFromRole",
+  validRequest: async (_h, owner) => ({ body: await roleWithPermission(owner, true) }),
+  insufficientPermissions: ["rbac.*.add_permission_to_role", "rbac.*.delete_role", "rbac.*.remove_permission_from_key"],
+  expectForOtherWorkspace: async (res, _h, owner) => {
+    expectError(res, 404, "NOT_FOUND", /^role role_\S+ not found$/);
+    expect(await count(`roles_permissions where workspace_id = '${owner.workspaceId}'`)).toBe(1);
+  },
+  countRows: rbacRows,
+});

@@ -196,23 +196,6 @@ export async function findRolesByIdOrName(db: Db, workspaceId: string, ids: stri
     );
 }
 
-/** Permissions of the workspace with one of these ids or slugs. */
-export async function findPermissionsByIdOrSlug(db: Db, workspaceId: string, ids: string[], slugs: string[]) {
-  if (ids.length === 0 && slugs.length === 0) return [];
-  return db
-    .select({ id: permissions.id, slug: permissions.slug })
-    .from(permissions)
-    .where(
-      and(
-        eq(permissions.workspaceId, workspaceId),
-        or(
-          ids.length > 0 ? inArray(permissions.id, ids) : undefined,
-          slugs.length > 0 ? inArray(permissions.slug, slugs) : undefined,
-        ),
-      ),
-    );
-}
-
 /** The role with this name, created when missing; a concurrent creation of the same name yields its id. */
 export async function ensureRoleForKey(db: Db, workspaceId: string, name: string, now: number): Promise<string> {
   const [row] = await db
@@ -505,4 +488,65 @@ async function resolvePermissions(db: Db, workspaceId: string, slugs: string[], 
     throw new ApiError("CONFLICT", `permissions ${JSON.stringify(gone)} were deleted while the key was being created`);
   }
   return rows.map((r) => r.id);
+}
+
+// ---- Key RBAC: keys.add/remove/setPermissions, keys.add/remove/setRoles ----
+
+/** The ids of the key's direct permissions. */
+export async function findKeyPermissionIds(db: Db, keyId: string): Promise<string[]> {
+  const rows = await db
+    .select({ id: keysPermissions.permissionId })
+    .from(keysPermissions)
+    .where(eq(keysPermissions.keyId, keyId));
+  return rows.map((r) => r.id);
+}
+
+/** The ids of the key's roles. */
+export async function findKeyRoleIds(db: Db, keyId: string): Promise<string[]> {
+  const rows = await db.select({ id: keysRoles.roleId }).from(keysRoles).where(eq(keysRoles.keyId, keyId));
+  return rows.map((r) => r.id);
+}
+
+/** Connects these permissions to the key; ones already connected stay as they are. */
+export async function addKeyPermissions(
+  db: Db,
+  key: { id: string; workspaceId: string },
+  permissionIds: string[],
+  now: number,
+): Promise<void> {
+  if (permissionIds.length === 0) return;
+  await db
+    .insert(keysPermissions)
+    .values(
+      permissionIds.map((permissionId) => ({ keyId: key.id, permissionId, workspaceId: key.workspaceId, createdAtM: now })),
+    )
+    .onConflictDoNothing();
+}
+
+/** Disconnects these permissions from the key; ones not connected are ignored. */
+export async function removeKeyPermissions(db: Db, keyId: string, permissionIds: string[]): Promise<void> {
+  if (permissionIds.length === 0) return;
+  await db
+    .delete(keysPermissions)
+    .where(and(eq(keysPermissions.keyId, keyId), inArray(keysPermissions.permissionId, permissionIds)));
+}
+
+/** Connects these roles to the key; ones already connected stay as they are. */
+export async function addKeyRoles(
+  db: Db,
+  key: { id: string; workspaceId: string },
+  roleIds: string[],
+  now: number,
+): Promise<void> {
+  if (roleIds.length === 0) return;
+  await db
+    .insert(keysRoles)
+    .values(roleIds.map((roleId) => ({ keyId: key.id, roleId, workspaceId: key.workspaceId, createdAtM: now })))
+    .onConflictDoNothing();
+}
+
+/** Disconnects these roles from the key; ones not connected are ignored. */
+export async function removeKeyRoles(db: Db, keyId: string, roleIds: string[]): Promise<void> {
+  if (roleIds.length === 0) return;
+  await db.delete(keysRoles).where(and(eq(keysRoles.keyId, keyId), inArray(keysRoles.roleId, roleIds)));
 }

@@ -3,13 +3,13 @@ import { apiPermission } from "../../auth/permissions.js";
 import { authenticateRootKey, type RootKeyAuth, requirePermission } from "../../auth/root-key.js";
 import type { Db } from "../../db/client.js";
 import { ApiError } from "../../errors.js";
+import { findPermissionsByIdOrSlug } from "../permissions/permissions.repository.js";
 import { defineRpc } from "../../rpc.js";
 import { expiresSchema, keyRatelimitSchema, MAX_INT32, refillSchema } from "./keys.schemas.js";
 import {
   deleteKeyDefaultRatelimit,
   ensurePermissionForKey,
   ensureRoleForKey,
-  findPermissionsByIdOrSlug,
   findRolesByIdOrName,
   type KeyChanges,
   lockKeyForUpdate,

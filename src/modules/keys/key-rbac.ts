@@ -1,0 +1,233 @@
+import { z } from "zod";
+import { findPermissionsByIdOrSlug } from "../permissions/permissions.repository.js";
+import { describeQuery, type PermissionQuery } from "../../auth/permissions.js";
+import { authenticateRootKey, hasPermission, type RootKeyAuth, requirePermission } from "../../auth/root-key.js";
+import type { Db } from "../../db/client.js";
+import { ApiError, type ErrorCode } from "../../errors.js";
+import type { RpcContext } from "../../rpc.js";
+import {
+  addKeyPermissions,
+  addKeyRoles,
+  ensurePermissionForKey,
+  ensureRoleForKey,
+  findKeyPermissionIds,
+  findKeyRoleIds,
+  findRolesByIdOrName,
+  lockKeyForUpdate,
+  removeKeyPermissions,
+  removeKeyRoles,
+  replaceKeyPermissions,
+  replaceKeyRoles,
+} from "./keys.repository.js";
+
+/**
+ * Shared logic of keys.addPermissions / removePermissions / setPermissions / addRoles / removeRoles / setRoles.
+ * Permissions are named by slug, roles by name; every call is one transaction, so one bad entry changes nothing.
+ */
+
+type Key = { id: string; workspaceId: string };
+
+/** A requested role or permission: by id, else by name (a permission's slug), created on request. */
+export type Wanted = { id?: string | undefined; name?: string | undefined; create?: boolean | undefined };
+export type Connected = { id: string; name: string };
+
+export type RbacKind = {
+  kind: "permission" | "role";
+  /** The id, the name matched against (slug or name) and the name answered, of those found. */
+  find(db: Db, workspaceId: string, ids: string[], names: string[]): Promise<{ id: string; match: string; name: string }[]>;
+  ensure(db: Db, workspaceId: string, name: string, now: number): Promise<string>;
+  current(db: Db, keyId: string): Promise<string[]>;
+  add(db: Db, key: Key, ids: string[], now: number): Promise<void>;
+  remove(db: Db, keyId: string, ids: string[]): Promise<void>;
+  replace(db: Db, key: Key, ids: string[], now: number): Promise<void>;
+  permissions: { add: string; remove: string; create: string };
+};
+
+export const permissionKind: RbacKind = {
+  kind: "permission",
+  find: async (db, ws, ids, names) =>
+    (await findPermissionsByIdOrSlug(db, ws, ids, names)).map((p) => ({ id: p.id, match: p.slug, name: p.name })),
+  ensure: ensurePermissionForKey,
+  current: findKeyPermissionIds,
+  add: addKeyPermissions,
+  remove: removeKeyPermissions,
+  replace: replaceKeyPermissions,
+  permissions: {
+    add: "rbac.*.add_permission_to_key",
+    remove: "rbac.*.remove_permission_from_key",
+    create: "rbac.*.create_permission",
+  },
+};
+
+export const roleKind: RbacKind = {
+  kind: "role",
+  find: async (db, ws, ids, names) =>
+    (await findRolesByIdOrName(db, ws, ids, names)).map((r) => ({ id: r.id, match: r.name, name: r.name })),
+  ensure: ensureRoleForKey,
+  current: findKeyRoleIds,
+  add: addKeyRoles,
+  remove: removeKeyRoles,
+  replace: replaceKeyRoles,
+  permissions: { add: "rbac.*.add_role_to_key", remove: "rbac.*.remove_role_from_key", create: "rbac.*.create_role" },
+};
+
+// ---- Request schemas ----
+
+const id = z.string().min(1).max(256);
+const name = z.string().min(1).max(512);
+const MAX_ENTRIES = 1000;
+
+const named = { id: id.optional(), name: name.optional() };
+const eitherIdOrName = (c: { id?: string; name?: string }) => c.id !== undefined || c.name !== undefined;
+
+/** `{id?, name?, create?}` of addPermissions, addRoles and setRoles. */
+export const connectionSchema = z
+  .object({ ...named, create: z.boolean().optional() })
+  .refine(eitherIdOrName, "provide either `id` or `name`");
+
+/** `{id?, name?}` of removeRoles. */
+export const disconnectionSchema = z.object(named).refine(eitherIdOrName, "provide either `id` or `name`");
+
+const bySlug = (c: { id?: string; name?: string; slug?: string }) =>
+  c.id !== undefined || c.name !== undefined || c.slug !== undefined;
+
+/** `{id?, name?, slug?, create?}` of setPermissions: `name` and `slug` both name the slug (`name` wins). */
+export const permissionSlugSchema = z
+  .object({ ...named, slug: name.optional(), create: z.boolean().optional() })
+  .refine(bySlug, "provide one of `id`, `name` or `slug`")
+  .transform((c): Wanted => ({ id: c.id, name: c.name ?? c.slug, create: c.create }));
+
+/** `{id?, name?, slug?}` of removePermissions. */
+export const permissionSlugRemovalSchema = z
+  .object({ ...named, slug: name.optional() })
+  .refine(bySlug, "provide one of `id`, `name` or `slug`")
+  .transform((c): Wanted => ({ id: c.id, name: c.name ?? c.slug }));
+
+export const entries = <T extends z.ZodType>(entry: T) => z.array(entry).min(1).max(MAX_ENTRIES);
+
+export const connectedSchema = z.array(z.object({ id: z.string(), name: z.string() }));
+
+// ---- Operations ----
+
+const anyOf = (permission: string): PermissionQuery => ({ or: ["*", permission] });
+
+function deny(code: ErrorCode, auth: RootKeyAuth, query: PermissionQuery): never {
+  throw new ApiError(
+    code,
+    `Missing permissions: need ${describeQuery(query)}, have [${[...auth.permissions].map((p) => JSON.stringify(p)).join(", ")}]`,
+  );
+}
+
+/**
+ * The requested entries as `{id, name}`, in request order without repeats: by id, else by name; a missing name is
+ * created when the entry says `create` (after `allowCreate`), else answered 404 with `missing(name)`.
+ */
+async function resolve(
+  db: Db,
+  auth: RootKeyAuth,
+  k: RbacKind,
+  wanted: Wanted[],
+  now: number,
+  rules: { missing(name: string): string; allowCreate(): void },
+): Promise<Connected[]> {
+  const ids = wanted.flatMap((w) => (w.id !== undefined ? [w.id] : []));
+  const names = wanted.flatMap((w) => (w.id === undefined ? [w.name!] : []));
+  const found = await k.find(db, auth.workspaceId, ids, names);
+  const byId = new Map(found.map((f) => [f.id, f.name]));
+  const byName = new Map(found.map((f) => [f.match, { id: f.id, name: f.name }]));
+  const result = new Map<string, Connected>();
+  for (const w of wanted) {
+    if (w.id !== undefined) {
+      const foundName = byId.get(w.id);
+      if (foundName === undefined) throw new ApiError("NOT_FOUND", `${k.kind} ${w.id} not found`);
+      result.set(w.id, { id: w.id, name: foundName });
+      continue;
+    }
+    const wantedName = w.name!;
+    let hit = byName.get(wantedName);
+    if (hit === undefined) {
+      if (!w.create) throw new ApiError("NOT_FOUND", rules.missing(wantedName));
+      rules.allowCreate();
+      // Created roles are named by their name, created permissions get name = slug.
+      hit = { id: await k.ensure(db, auth.workspaceId, wantedName, now), name: wantedName };
+      byName.set(wantedName, hit);
+    }
+    result.set(hit.id, hit);
+  }
+  return [...result.values()];
+}
+
+async function lockKey(tx: Db, auth: RootKeyAuth, keyId: string): Promise<Key> {
+  const key = await lockKeyForUpdate(tx, auth.workspaceId, keyId);
+  if (!key) throw new ApiError("NOT_FOUND", `key ${keyId} not found`);
+  return key;
+}
+
+/** add: or(`*`, add_x_to_key); creating needs or(`*`, create_x), else 403 UNAUTHORIZED (as v1 answered). */
+export async function addToKey(
+  k: RbacKind,
+  input: { keyId: string; wanted: Wanted[] },
+  { deps, authorization }: RpcContext,
+): Promise<Connected[]> {
+  const auth = await authenticateRootKey(deps.db, authorization);
+  requirePermission(auth, anyOf(k.permissions.add));
+  return deps.db.transaction(async (tx) => {
+    const key = await lockKey(tx, auth, input.keyId);
+    const now = Date.now();
+    const connected = await resolve(tx, auth, k, input.wanted, now, {
+      missing: (name) => `${k.kind} ${name} not found`,
+      allowCreate: () => {
+        if (!hasPermission(auth, anyOf(k.permissions.create))) deny("UNAUTHORIZED", auth, anyOf(k.permissions.create));
+      },
+    });
+    await k.add(tx, key, connected.map((c) => c.id), now);
+    return connected;
+  });
+}
+
+/** remove: or(`*`, remove_x_from_key); every entry must exist in the workspace; ones not connected are a no-op. */
+export async function removeFromKey(
+  k: RbacKind,
+  input: { keyId: string; wanted: Wanted[] },
+  { deps, authorization }: RpcContext,
+): Promise<Record<string, never>> {
+  const auth = await authenticateRootKey(deps.db, authorization);
+  requirePermission(auth, anyOf(k.permissions.remove));
+  await deps.db.transaction(async (tx) => {
+    const key = await lockKey(tx, auth, input.keyId);
+    const found = await resolve(tx, auth, k, input.wanted, Date.now(), {
+      missing: (name) => `${k.kind} ${name} not found`,
+      allowCreate: () => {},
+    });
+    await k.remove(tx, key.id, found.map((f) => f.id));
+  });
+  return {};
+}
+
+/**
+ * set: the key's set becomes exactly the requested one. Disconnecting needs remove_x_from_key (403 UNAUTHORIZED),
+ * creating needs create_x and connecting needs add_x_to_key (403 INSUFFICIENT_PERMISSIONS), as v1 answered.
+ */
+export async function setOnKey(
+  k: RbacKind,
+  input: { keyId: string; wanted: Wanted[] },
+  { deps, authorization }: RpcContext,
+): Promise<Connected[]> {
+  const auth = await authenticateRootKey(deps.db, authorization);
+  return deps.db.transaction(async (tx) => {
+    const key = await lockKey(tx, auth, input.keyId);
+    const now = Date.now();
+    const connected = await resolve(tx, auth, k, input.wanted, now, {
+      missing: (name) => `${k.kind} ${name} not found and not allowed to create`,
+      allowCreate: () => requirePermission(auth, anyOf(k.permissions.create)),
+    });
+    const current = new Set(await k.current(tx, key.id));
+    const next = new Set(connected.map((c) => c.id));
+    if ([...current].some((c) => !next.has(c)) && !hasPermission(auth, anyOf(k.permissions.remove))) {
+      deny("UNAUTHORIZED", auth, anyOf(k.permissions.remove));
+    }
+    if ([...next].some((n) => !current.has(n))) requirePermission(auth, anyOf(k.permissions.add));
+    await k.replace(tx, key, [...next], now);
+    return connected;
+  });
+}

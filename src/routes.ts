@@ -10,14 +10,33 @@ import { deleteKey } from "./modules/keys/v1.keys.deleteKey.js";
 import { updateRemaining } from "./modules/keys/v1.keys.updateRemaining.js";
 import { verifyKey } from "./modules/keys/v1.keys.verifyKey.js";
 import { whoami } from "./modules/keys/v1.keys.whoami.js";
+import { addPermissions } from "./modules/keys/v1.keys.addPermissions.js";
+import { removePermissions } from "./modules/keys/v1.keys.removePermissions.js";
+import { setPermissions } from "./modules/keys/v1.keys.setPermissions.js";
+import { addRoles } from "./modules/keys/v1.keys.addRoles.js";
+import { removeRoles } from "./modules/keys/v1.keys.removeRoles.js";
+import { setRoles } from "./modules/keys/v1.keys.setRoles.js";
 import { liveness } from "./modules/liveness/v1.liveness.js";
 import { createKeys } from "./modules/migrations/v1.migrations.createKeys.js";
 import { createPermission } from "./modules/permissions/v1.permissions.createPermission.js";
 import { createRole } from "./modules/permissions/v1.permissions.createRole.js";
+import { getPermission } from "./modules/permissions/v1.permissions.getPermission.js";
+import { listPermissions } from "./modules/permissions/v1.permissions.listPermissions.js";
+import { deletePermission } from "./modules/permissions/v1.permissions.deletePermission.js";
+import { getRole } from "./modules/permissions/v1.permissions.getRole.js";
+import { listRoles } from "./modules/permissions/v1.permissions.listRoles.js";
+import { deleteRole } from "./modules/permissions/v1.permissions.deleteRole.js";
+import { addPermissionsToRole } from "./modules/permissions/v1.permissions.addPermissionsToRole.js";
+import { removePermissionsFromRole } from "./modules/permissions/v1.permissions.removePermissionsFromRole.js";
 import { createRootKey } from "./modules/rootKeys/v1.rootKeys.createRootKey.js";
 import { deleteRootKey } from "./modules/rootKeys/v1.rootKeys.deleteRootKey.js";
 import { createWorkspace } from "./modules/workspaces/v1.workspaces.createWorkspace.js";
 import { updateWorkspace } from "./modules/workspaces/v1.workspaces.updateWorkspace.js";
+import { createIdentity } from "./modules/identities/v1.identities.createIdentity.js";
+import { getIdentity } from "./modules/identities/v1.identities.getIdentity.js";
+import { listIdentities } from "./modules/identities/v1.identities.listIdentities.js";
+import { updateIdentity } from "./modules/identities/v1.identities.updateIdentity.js";
+import { deleteIdentity } from "./modules/identities/v1.identities.deleteIdentity.js";
 import type { Rpc } from "./rpc.js";
 
 /** Every RPC keyhaven serves, by service: the table of contents of the API. */
@@ -37,11 +56,32 @@ export const rpcs: Rpc[] = [
   updateKey,
   getKey,
   whoami,
+  addPermissions,
+  removePermissions,
+  setPermissions,
+  addRoles,
+  removeRoles,
+  setRoles,
   // migrations
   createKeys,
   // permissions
   createPermission,
   createRole,
+  getPermission,
+  listPermissions,
+  deletePermission,
+  getRole,
+  listRoles,
+  deleteRole,
+  // permissions: keyhaven extensions (v1 did this only from its dashboard)
+  addPermissionsToRole,
+  removePermissionsFromRole,
+  // identities
+  createIdentity,
+  getIdentity,
+  listIdentities,
+  updateIdentity,
+  deleteIdentity,
   // operator routes (keyhaven extensions, admin token)
   createWorkspace,
   updateWorkspace,

@@ -1,0 +1,39 @@
+import { z } from "zod";
+import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { isUniqueViolation } from "../../db/client.js";
+import { ApiError } from "../../errors.js";
+import { defineRpc } from "../../rpc.js";
+import { insertIdentity } from "./identities.repository.js";
+import { assertMetaSize, meta, ratelimitInput } from "./identities.schemas.js";
+
+export const createIdentity = defineRpc({
+  method: "POST",
+  path: "/v1/identities.createIdentity",
+  summary: "Creates an identity (externalId unique in the workspace) with optional meta and named rate limits.",
+  input: z.object({ externalId: z.string().min(3), meta: meta.optional(), ratelimits: z.array(ratelimitInput).optional() }),
+  output: z.object({ identityId: z.string() }),
+  handler: async (input, { deps, authorization }) => {
+    const auth = await authenticateRootKey(deps.db, authorization);
+    requirePermission(auth, { or: ["*", "identity.*.create_identity"] });
+    assertMetaSize(input.meta);
+    const names = new Set<string>();
+    for (const r of input.ratelimits ?? []) {
+      if (names.has(r.name)) throw new ApiError("CONFLICT", `Ratelimit with name "${r.name}" is already defined in the request`);
+      names.add(r.name);
+    }
+    try {
+      const identityId = await insertIdentity(deps.db, {
+        workspaceId: auth.workspaceId,
+        externalId: input.externalId,
+        meta: input.meta,
+        ratelimits: input.ratelimits ?? [],
+      });
+      return { identityId };
+    } catch (err) {
+      if (isUniqueViolation(err)) {
+        throw new ApiError("CONFLICT", `Identity with externalId "${input.externalId}" already exists in this workspace`);
+      }
+      throw err;
+    }
+  },
+});

@@ -118,6 +118,8 @@ export const keys = pgTable(
   (t) => [
     uniqueIndex("keys_hash_idx").on(t.hash),
     index("keys_api_idx").on(t.apiId, t.deletedAtM),
+    // listKeys pages an API's live keys in id order: this serves each page without sorting the whole API.
+    index("keys_live_by_api_idx").on(t.apiId, t.id).where(sql`${t.deletedAtM} is null`),
     index("keys_workspace_idx").on(t.workspaceId),
     index("keys_owner_idx").on(t.ownerId),
     index("keys_identity_idx").on(t.identityId),

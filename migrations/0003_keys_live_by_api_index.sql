@@ -1,0 +1,1 @@
+CREATE INDEX "keys_live_by_api_idx" ON "keys" USING btree ("api_id","id") WHERE "keys"."deleted_at_m" is null;

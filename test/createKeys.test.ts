@@ -13,11 +13,7 @@ beforeAll(async () => {
 });
 afterAll(() => h.close());
 
-async function newApi(tenant: Tenant): Promise<string> {
-  const res = await h.post("/v1/apis.createApi", { name: `api-${randomBytes(3).toString("hex")}` }, tenant.rootKey);
-  expect(res.status).toBe(200);
-  return res.body.apiId;
-}
+const newApi = (tenant: Tenant) => h.createApi(tenant);
 
 const randomHash = () => hashKey(randomBytes(16).toString("hex"));
 const byHash = (api: string, n: number) =>

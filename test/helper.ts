@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import postgres from "postgres";
-import { inject } from "vitest";
+import { expect, inject } from "vitest";
 import { buildApp } from "../src/app.js";
 import { type Config, loadConfig } from "../src/config.js";
 import { Keyring } from "../src/crypto/keyring.js";
@@ -33,6 +33,10 @@ export type Harness = {
   /** Another root key of the workspace, holding only `permissions`. */
   rootKey(workspaceId: string, permissions: string[]): Promise<string>;
   disableWorkspace(workspaceId: string): Promise<void>;
+  /** An API of the tenant's workspace, created through the API (any createApi settings may be given). */
+  createApi(tenant: Tenant, settings?: Record<string, unknown>): Promise<string>;
+  /** A key imported by plaintext (so it can be verified), with any import fields. */
+  importKey(tenant: Tenant, apiId: string, fields?: Record<string, unknown>): Promise<{ key: string; keyId: string }>;
   post(path: string, body: unknown, rootKey?: string, headers?: Record<string, string>): Promise<Response>;
   get(path: string, query: Record<string, string>, rootKey?: string): Promise<Response>;
   /** Raw SQL against the test database, for assertions on what was (not) written. */
@@ -89,7 +93,7 @@ export async function createHarness(env: Record<string, string> = {}): Promise<H
   };
   const auth = (rootKey?: string) => (rootKey === undefined ? {} : { authorization: `Bearer ${rootKey}` });
 
-  return {
+  const harness: Harness = {
     app,
     store,
     db: store.db,
@@ -105,6 +109,17 @@ export async function createHarness(env: Record<string, string> = {}): Promise<H
     },
     async rootKey(workspaceId, permissions) {
       return (await insertRootKey(store.db, { workspaceId, permissions })).key;
+    },
+    async createApi(tenant, settings = {}) {
+      const res = await harness.post("/v1/apis.createApi", { name: `api-${randomBytes(4).toString("hex")}`, ...settings }, tenant.rootKey);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      return res.body.apiId;
+    },
+    async importKey(tenant, apiId, fields = {}) {
+      const key = `sk_${randomBytes(16).toString("hex")}`;
+      const res = await harness.post("/v1/migrations.createKeys", [{ apiId, plaintext: key, ...fields }], tenant.rootKey);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      return { key, keyId: res.body.keyIds[0] as string };
     },
     async disableWorkspace(workspaceId) {
       await setWorkspaceEnabled(store.db, workspaceId, false);
@@ -149,6 +164,7 @@ export async function createHarness(env: Record<string, string> = {}): Promise<H
       await dropDatabase();
     },
   };
+  return harness;
 }
 
 /** A v1-style error body with this code (and, when given, a message matching `message`). */

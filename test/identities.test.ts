@@ -22,11 +22,7 @@ async function newIdentity(tenant: Tenant, body: Record<string, unknown> = {}) {
   return { id: res.body.identityId as string, externalId };
 }
 
-async function newApi(tenant: Tenant) {
-  const res = await h.post("/v1/apis.createApi", { name: unique("api") }, tenant.rootKey);
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return res.body.apiId as string;
-}
+const newApi = (tenant: Tenant) => h.createApi(tenant);
 
 const verify = (body: Record<string, unknown>) => h.post("/v1/keys.verifyKey", body);
 

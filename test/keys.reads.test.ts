@@ -14,11 +14,7 @@ beforeAll(async () => {
 });
 afterAll(() => h.close());
 
-async function newApi(h: Harness, tenant: Tenant): Promise<string> {
-  const res = await h.post("/v1/apis.createApi", { name: `api-${randomBytes(3).toString("hex")}` }, tenant.rootKey);
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return res.body.apiId;
-}
+const newApi = (h: Harness, tenant: Tenant) => h.createApi(tenant);
 
 const secret = () => `sk_${randomBytes(16).toString("hex")}`;
 const randomHash = () => hashKey(randomBytes(16).toString("hex"));

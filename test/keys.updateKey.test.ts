@@ -15,19 +15,9 @@ afterAll(() => h.close());
 
 const unique = (label: string) => `${label}-${randomBytes(4).toString("hex")}`;
 
-async function newApi(tenant: Tenant): Promise<string> {
-  const res = await h.post("/v1/apis.createApi", { name: unique("api") }, tenant.rootKey);
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return res.body.apiId;
-}
+const newApi = (tenant: Tenant) => h.createApi(tenant);
 
-/** A key imported by plaintext (so that it can be verified), with any import fields. */
-async function importKey(fields: Record<string, unknown> = {}, tenant = t, api = apiId) {
-  const key = `sk_${randomBytes(16).toString("hex")}`;
-  const res = await h.post("/v1/migrations.createKeys", [{ apiId: api, plaintext: key, ...fields }], tenant.rootKey);
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return { key, keyId: res.body.keyIds[0] as string };
-}
+const importKey = (fields: Record<string, unknown> = {}, tenant = t, api = apiId) => h.importKey(tenant, api, fields);
 
 const update = (body: Record<string, unknown>, rootKey = t.rootKey) => h.post("/v1/keys.updateKey", body, rootKey);
 async function updateOk(body: Record<string, unknown>, rootKey = t.rootKey) {

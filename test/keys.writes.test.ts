@@ -18,11 +18,7 @@ afterAll(() => h.close());
 const MAX_INT32 = 2_147_483_647;
 const suffix = () => randomBytes(4).toString("hex");
 
-async function newApi(tenant: Tenant, options: Record<string, unknown> = {}): Promise<string> {
-  const res = await h.post("/v1/apis.createApi", { name: `api-${suffix()}`, ...options }, tenant.rootKey);
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return res.body.apiId;
-}
+const newApi = (tenant: Tenant, options: Record<string, unknown> = {}) => h.createApi(tenant, options);
 
 const createKeyRequest = (body: Record<string, unknown>, rootKey = t.rootKey) =>
   h.post("/v1/keys.createKey", body, rootKey);

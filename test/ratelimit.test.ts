@@ -67,12 +67,7 @@ beforeAll(async () => {
 });
 afterAll(() => h.close());
 
-async function importKey(fields: Record<string, unknown> = {}) {
-  const key = `sk_${randomBytes(16).toString("hex")}`;
-  const res = await h.post("/v1/migrations.createKeys", [{ apiId, plaintext: key, ...fields }], t.rootKey);
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return { key, keyId: res.body.keyIds[0] as string };
-}
+const importKey = (fields: Record<string, unknown> = {}) => h.importKey(t, apiId, fields);
 const verify = (body: Record<string, unknown>) => h.post("/v1/keys.verifyKey", body);
 
 describe("rate limits in keys.verifyKey", () => {

@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createHarness, type Harness, type Tenant } from "./helper.js";
 
@@ -39,13 +38,7 @@ describe("the refill boundary", () => {
   });
 });
 
-const secret = () => `sk_${randomBytes(16).toString("hex")}`;
-async function importKey(fields: Record<string, unknown>) {
-  const key = secret();
-  const res = await h.post("/v1/migrations.createKeys", [{ apiId, plaintext: key, ...fields }], t.rootKey);
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return { key, keyId: res.body.keyIds[0] as string };
-}
+const importKey = (fields: Record<string, unknown>) => h.importKey(t, apiId, fields);
 const verify = (key: string) => h.post("/v1/keys.verifyKey", { key }).then((r) => r.body);
 const backdate = (keyId: string, days: number) =>
   h.sql(`update keys set created_at_m = created_at_m - ${days * 86_400_000}::bigint,

@@ -51,6 +51,7 @@ import { newId } from "../src/ids.js";
 import { type KeyRow, planImport } from "../src/modules/migrations/import.plan.js";
 import type { ImportKey } from "../src/modules/migrations/migrations.schemas.js";
 import {
+  openAdmin,
   envIntList,
   envList,
   envPositive,
@@ -471,12 +472,9 @@ async function main(): Promise<void> {
 
   let postgresVersion: string | undefined;
   try {
-    const admin = settings.stores.includes("postgres") ? postgres(settings.databaseUrl, { max: 1, onnotice: () => {} }) : undefined;
-    if (admin) {
-      cleanup.add("close the PostgreSQL admin connection", () => admin.end({ timeout: 5 }));
-      const [row] = await admin<{ server_version: string }[]>`show server_version`;
-      postgresVersion = row?.server_version;
-    }
+    const opened = await openAdmin(settings.databaseUrl, settings.stores.includes("postgres"), cleanup);
+    const admin = opened.admin;
+    postgresVersion = opened.postgresVersion;
 
     const plan: { store: StoreKind; variant: Variant; concurrency: number }[] = [];
     for (const store of settings.stores) {

@@ -11,7 +11,7 @@ import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
-import type postgres from "postgres";
+import postgres from "postgres";
 
 export const REPO_ROOT = fileURLToPath(new URL("..", import.meta.url));
 export const RESULTS_DIR = path.join(REPO_ROOT, "bench", "results");
@@ -388,4 +388,13 @@ export function envIntList(env: NodeJS.ProcessEnv, name: string, fallback: strin
     throw new Error(`${name} must be comma-separated integers from ${min} to ${max}, got "${raw}"`);
   }
   return values;
+}
+
+/** The admin connection for scratch databases (closed by `cleanup`) and the server's version, when PostgreSQL is used. */
+export async function openAdmin(databaseUrl: string, needed: boolean, cleanup: Cleanup) {
+  if (!needed) return { admin: undefined, postgresVersion: undefined };
+  const admin = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+  cleanup.add("close the PostgreSQL admin connection", () => admin.end({ timeout: 5 }));
+  const [row] = await admin<{ server_version: string }[]>`show server_version`;
+  return { admin, postgresVersion: row?.server_version };
 }

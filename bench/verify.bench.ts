@@ -49,9 +49,9 @@ import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import autocannon from "autocannon";
-import postgres from "postgres";
 import { redactUrl } from "../src/db/client.js";
 import {
+  openAdmin,
   envIntList,
   envList,
   envPositive,
@@ -499,12 +499,9 @@ async function main(): Promise<void> {
 
   let postgresVersion: string | undefined;
   try {
-    const admin = settings.stores.includes("postgres") ? postgres(settings.databaseUrl, { max: 1, onnotice: () => {} }) : undefined;
-    if (admin) {
-      cleanup.add("close the PostgreSQL admin connection", () => admin.end({ timeout: 5 }));
-      const [row] = await admin<{ server_version: string }[]>`show server_version`;
-      postgresVersion = row?.server_version;
-    }
+    const opened = await openAdmin(settings.databaseUrl, settings.stores.includes("postgres"), cleanup);
+    const admin = opened.admin;
+    postgresVersion = opened.postgresVersion;
 
     const targets = targetsOf(settings);
     const scenarios = settings.connections.length * (1 + targets.length * settings.keys.length);

@@ -74,7 +74,7 @@ export async function verifyKey(deps: Deps, req: VerifyRequest): Promise<Verific
   let ratelimit: Verification["ratelimit"];
   if (checks.length > 0) {
     const outcomes = await deps.ratelimiter.check(checks);
-    ratelimit = reportRatelimit(checks, outcomes);
+    ratelimit = reportRatelimit(outcomes);
     if (outcomes.some((o) => !o.passed)) return refuse("RATE_LIMITED", { ratelimit });
   }
   const withLimit = ratelimit ? { ratelimit } : {};
@@ -156,7 +156,7 @@ function limitChecks(key: FoundKey, requested: NonNullable<VerifyRequest["rateli
 }
 
 /** From the first failing limit, or the first limit when all pass; `limit` from the one named `default` if any. */
-function reportRatelimit(checks: LimitCheck[], outcomes: LimitOutcome[]): Verification["ratelimit"] {
+function reportRatelimit(outcomes: LimitOutcome[]): Verification["ratelimit"] {
   const shown = outcomes.find((o) => !o.passed) ?? outcomes[0]!;
   const named = outcomes.find((o) => o.name === "default") ?? shown;
   return { limit: named.limit, remaining: shown.remaining, reset: shown.reset };

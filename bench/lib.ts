@@ -1,7 +1,8 @@
 /**
  * What the benchmarks share: the clean-up registry, scratch PostgreSQL databases, child servers (keyhaven itself
  * or another script run with `node --import tsx`) on a free port, percentiles, the result table, signal handling
- * and the results file. Used by bench/import.bench.ts and bench/verify.bench.ts.
+ * and the results file, and an autocannon load with every 2xx answer's time. Used by bench/import.bench.ts,
+ * bench/verify.bench.ts and bench/ratelimit.bench.ts.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -11,6 +12,7 @@ import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
+import autocannon from "autocannon";
 import postgres from "postgres";
 
 export const REPO_ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -397,4 +399,98 @@ export async function openAdmin(databaseUrl: string, needed: boolean, cleanup: C
   cleanup.add("close the PostgreSQL admin connection", () => admin.end({ timeout: 5 }));
   const [row] = await admin<{ server_version: string }[]>`show server_version`;
   return { admin, postgresVersion: row?.server_version };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Load: autocannon against one URL, with every 2xx answer's time kept
+
+export type Load = {
+  result: autocannon.Result;
+  /** Times of the 2xx answers, in milliseconds. */
+  latenciesMs: number[];
+  /** A body that failed `check`, if one did. */
+  badAnswer: string | undefined;
+};
+
+/**
+ * `connections` keep-alive connections each POSTing `body` back to back for `seconds` (one in flight per
+ * connection). A signal (see handleInterrupts) cuts the run short.
+ */
+export function loadJsonPost(opts: {
+  url: string;
+  body: string;
+  headers?: Record<string, string>;
+  connections: number;
+  seconds: number;
+  /** When given, every answer's body is checked (and a failing one counted in autocannon's `mismatches`). */
+  check?: (body: string) => boolean;
+}): Promise<Load> {
+  return new Promise((resolve, reject) => {
+    const latenciesMs: number[] = [];
+    let badAnswer: string | undefined;
+    let watch: NodeJS.Timeout | undefined;
+    const check = opts.check;
+    const instance = autocannon(
+      {
+        url: opts.url,
+        method: "POST",
+        headers: { "content-type": "application/json", ...opts.headers },
+        body: opts.body,
+        connections: opts.connections,
+        pipelining: 1,
+        duration: opts.seconds,
+        timeout: 10,
+        ...(check && {
+          verifyBody: (body: string | Buffer | undefined) => {
+            const text = body === undefined ? "" : body.toString();
+            if (check(text)) return true;
+            badAnswer ??= text.slice(0, 300);
+            return false;
+          },
+        }),
+      },
+      (err: unknown, result: autocannon.Result) => {
+        clearInterval(watch);
+        if (err) reject(err instanceof Error ? err : new Error(String(err)));
+        else resolve({ result, latenciesMs, badAnswer });
+      },
+    );
+    instance.on("response", (_client, statusCode, _bytes, responseTime) => {
+      if (statusCode >= 200 && statusCode < 300) latenciesMs.push(responseTime);
+    });
+    watch = setInterval(() => {
+      if (interrupted()) instance.stop();
+    }, 200);
+  });
+}
+
+/** The ceiling's server (bench/fixed-response.server.ts), ready once `route` answers `readyBody`. */
+export function startFixedResponseServer(route: string, readyBody: string, cleanup: Cleanup): Promise<ChildServer> {
+  return startChildServer({
+    name: "fixed-response server",
+    script: ["bench/fixed-response.server.ts"],
+    nodeArgs: [],
+    env: {},
+    ready: { method: "POST", path: route, body: readyBody },
+    cleanup,
+  });
+}
+
+/** One measurement's progress line: rate, share of the ceiling, latency, failures. */
+export function measurementLine(
+  rate: number,
+  unit: string,
+  r: { shareOfCeiling?: number; latencyMs: LatencySummary; non2xx: number; errors: number },
+): string {
+  return (
+    `  ${rate.toLocaleString("en-US")} ${unit}` +
+    (r.shareOfCeiling === undefined ? "" : ` (${(r.shareOfCeiling * 100).toFixed(1)}% of the ceiling)`) +
+    `, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, ${r.non2xx} non-2xx, ${r.errors} errors`
+  );
+}
+
+/** A failed scenario's progress line; `where` names it (target, kind, connections), undefined parts left out. */
+export function failureLine(where: (string | number | undefined)[], error: string): string {
+  const named = where.filter((s) => s !== undefined).join(" ");
+  return `  ✗ ${named}: ${error.split("\n")[0]}`;
 }

@@ -35,6 +35,8 @@
  *   BENCH_CONNECTIONS    comma-separated connection counts (default "1,10,50")
  *   BENCH_KEYS           comma-separated subset of "plain,limited" (default both)
  *   BENCH_STORES         comma-separated subset of "postgres,pglite" (default both; shared with the import bench)
+ *   BENCH_ANALYTICS      comma-separated subset of "on,off" (default both): keyhaven's KEYHAVEN_ANALYTICS; "off"
+ *                        adds the PostgreSQL targets again with verification analytics not recorded, to compare
  *   BENCH_DATABASE_URL   PostgreSQL server to create the bench database on
  *                        (default postgres://postgres@127.0.0.1:5432/postgres)
  *   BENCH_REDIS          unset (default), "0", "false" or "off": no Redis runs; "1", "true" or "on": also run every
@@ -66,10 +68,13 @@ import {
   handleInterrupts,
   indent,
   interrupted,
+  loadJsonPost,
+  measurementLine,
+  failureLine,
+  startFixedResponseServer,
   type LatencySummary,
   post,
   round,
-  startChildServer,
   startKeyhaven,
   summarizeLatencies,
   writeResults,
@@ -83,7 +88,7 @@ const TARGET = { connections: 50, minShareOfCeiling: 0.4, maxP99Ms: 10 } as cons
 
 type StoreKind = "postgres" | "pglite";
 type KeyKind = "plain" | "limited";
-type Target = { store: StoreKind; redisUrl: string | undefined; label: string };
+type Target = { store: StoreKind; redisUrl: string | undefined; analytics: "on" | "off"; label: string };
 
 type Settings = {
   seconds: number;
@@ -92,6 +97,7 @@ type Settings = {
   stores: StoreKind[];
   databaseUrl: string;
   redisUrl: string | undefined;
+  analytics: ("on" | "off")[];
   keyhavenPoolSize: string;
   serverNodeArgs: string[];
 };
@@ -139,6 +145,7 @@ function readSettings(env: NodeJS.ProcessEnv): Settings {
     stores: list("BENCH_STORES", ["postgres", "pglite"] as const),
     databaseUrl: env.BENCH_DATABASE_URL?.trim() || DEFAULT_DATABASE_URL,
     redisUrl: readRedis(env.BENCH_REDIS),
+    analytics: list("BENCH_ANALYTICS", ["on", "off"] as const),
     keyhavenPoolSize: env.DATABASE_POOL_SIZE?.trim() || "4 (keyhaven's default)",
     serverNodeArgs: (env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""),
   };
@@ -153,70 +160,19 @@ function readRedis(raw: string | undefined): string | undefined {
 }
 
 function targetsOf(settings: Settings): Target[] {
-  const targets: Target[] = settings.stores.map((store) => ({ store, redisUrl: undefined, label: store }));
-  if (settings.redisUrl !== undefined) {
-    for (const store of settings.stores) targets.push({ store, redisUrl: settings.redisUrl, label: `${store}+redis` });
+  const targets: Target[] = [];
+  for (const analytics of settings.analytics) {
+    const suffix = analytics === "off" ? " (analytics off)" : "";
+    // The analytics comparison is reported on PostgreSQL, where the aggregates are flushed to a server.
+    const stores = analytics === "off" ? settings.stores.filter((s) => s === "postgres") : settings.stores;
+    for (const store of stores) targets.push({ store, redisUrl: undefined, analytics, label: `${store}${suffix}` });
+    if (settings.redisUrl !== undefined) {
+      for (const store of stores) {
+        targets.push({ store, redisUrl: settings.redisUrl, analytics, label: `${store}+redis${suffix}` });
+      }
+    }
   }
   return targets;
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Load: autocannon against one URL, with every 2xx answer's time kept
-
-type Load = {
-  result: autocannon.Result;
-  /** Times of the 2xx answers, in milliseconds. */
-  latenciesMs: number[];
-  /** A body that failed `check`, if one did. */
-  badAnswer: string | undefined;
-};
-
-function load(opts: {
-  url: string;
-  body: string;
-  connections: number;
-  seconds: number;
-  /** When given, every answer's body is checked (and a failing one counted in `mismatches`). */
-  check?: (body: string) => boolean;
-}): Promise<Load> {
-  return new Promise((resolve, reject) => {
-    const latenciesMs: number[] = [];
-    let badAnswer: string | undefined;
-    let watch: NodeJS.Timeout | undefined;
-    const check = opts.check;
-    const instance = autocannon(
-      {
-        url: opts.url,
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: opts.body,
-        connections: opts.connections,
-        pipelining: 1,
-        duration: opts.seconds,
-        timeout: 10,
-        ...(check && {
-          verifyBody: (body: string | Buffer | undefined) => {
-            const text = body === undefined ? "" : body.toString();
-            if (check(text)) return true;
-            badAnswer ??= text.slice(0, 300);
-            return false;
-          },
-        }),
-      },
-      (err: unknown, result: autocannon.Result) => {
-        clearInterval(watch);
-        if (err) reject(err instanceof Error ? err : new Error(String(err)));
-        else resolve({ result, latenciesMs, badAnswer });
-      },
-    );
-    instance.on("response", (_client, statusCode, _bytes, responseTime) => {
-      if (statusCode >= 200 && statusCode < 300) latenciesMs.push(responseTime);
-    });
-    // A signal cuts the measurement short (it is then not reported).
-    watch = setInterval(() => {
-      if (interrupted()) instance.stop();
-    }, 200);
-  });
 }
 
 const isValidAnswer = (body: string): boolean => {
@@ -248,7 +204,7 @@ async function measure(
 ): Promise<ScenarioResult> {
   const url = `${server.url}${VERIFY_ROUTE}`;
   const body = JSON.stringify({ key });
-  const warmup = await load({ url, body, connections: scenario.connections, seconds: WARMUP_SECONDS, check: isValidAnswer });
+  const warmup = await loadJsonPost({ url, body, connections: scenario.connections, seconds: WARMUP_SECONDS, check: isValidAnswer });
   const w = warmup.result;
   if (w.non2xx > 0 || w.mismatches > 0 || w.errors > 0 || w.requests.total === 0) {
     throw new Error(
@@ -257,7 +213,7 @@ async function measure(
     );
   }
 
-  const run = await load({ url, body, connections: scenario.connections, seconds: settings.seconds });
+  const run = await loadJsonPost({ url, body, connections: scenario.connections, seconds: settings.seconds });
   const r = run.result;
   const durationS = r.duration > 0 ? r.duration : settings.seconds;
   const statusCodes: Record<string, number> = {};
@@ -288,30 +244,17 @@ type Report = {
 };
 
 function logResult(r: ScenarioResult): void {
-  console.log(
-    `  ${r.requestsPerSecond.toLocaleString("en-US")} req/s` +
-      (r.shareOfCeiling === undefined ? "" : ` (${(r.shareOfCeiling * 100).toFixed(1)}% of the ceiling)`) +
-      `, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, ${r.non2xx} non-2xx, ${r.errors} errors`,
-  );
+  console.log(measurementLine(r.requestsPerSecond, "req/s", r));
 }
 
 function fail(report: Report, failure: Failure): void {
   report.failures.push(failure);
-  const where = [failure.store, failure.keyKind, failure.connections === undefined ? undefined : `c=${failure.connections}`]
-    .filter((s) => s !== undefined)
-    .join(" ");
-  console.log(`  ✗ ${where}: ${failure.error.split("\n")[0]}`);
+  const connections = failure.connections === undefined ? undefined : `c=${failure.connections}`;
+  console.log(failureLine([failure.store, failure.keyKind, connections], failure.error));
 }
 
 async function runCeiling(settings: Settings, report: Report, cleanup: Cleanup): Promise<void> {
-  const server = await startChildServer({
-    name: "fixed-response server",
-    script: ["bench/fixed-response.server.ts"],
-    nodeArgs: [],
-    env: {},
-    ready: { method: "POST", path: VERIFY_ROUTE, body: JSON.stringify({ key: "ready" }) },
-    cleanup,
-  });
+  const server = await startFixedResponseServer(VERIFY_ROUTE, JSON.stringify({ key: "ready" }), cleanup);
   try {
     const sample = await verifyOnce(server, "bench");
     report.answerBytes.ceiling = sample.bytes;
@@ -360,6 +303,7 @@ async function runKeyhaven(target: Target, settings: Settings, admin: Admin | un
     storeEnv = { KEYHAVEN_DATA_DIR: dir };
   }
   if (target.redisUrl !== undefined) storeEnv.REDIS_URL = target.redisUrl;
+  storeEnv.KEYHAVEN_ANALYTICS = target.analytics;
 
   try {
     const rootKey = `bench_root_${randomBytes(24).toString("base64url")}`;
@@ -485,6 +429,25 @@ function describeTarget(checks: TargetCheck[]): string {
   return lines.join("\n");
 }
 
+/** Verification analytics on vs off (issue target: under 10% apart), per key kind and connections, on PostgreSQL. */
+function describeAnalytics(results: ScenarioResult[]): string | undefined {
+  const lines: string[] = [];
+  for (const on of results.filter((r) => r.store === "postgres" && r.keyKind !== "fixed")) {
+    const off = results.find(
+      (r) => r.store === "postgres (analytics off)" && r.keyKind === on.keyKind && r.connections === on.connections,
+    );
+    if (!off) continue;
+    const apart = Math.abs(on.requestsPerSecond - off.requestsPerSecond) / off.requestsPerSecond;
+    lines.push(
+      `  ${on.keyKind} c=${on.connections}: on ${Math.round(on.requestsPerSecond).toLocaleString("en-US")} req/s, ` +
+        `off ${Math.round(off.requestsPerSecond).toLocaleString("en-US")} req/s: ${(apart * 100).toFixed(1)}% apart ` +
+        `(${apart < 0.1 ? "met" : "NOT met"})`,
+    );
+  }
+  if (lines.length === 0) return undefined;
+  return ["analytics recording on vs off on PostgreSQL (target: under 10% apart):", ...lines].join("\n");
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Main
 
@@ -544,6 +507,8 @@ async function main(): Promise<void> {
         `${settings.redisUrl === undefined ? "memory" : `memory (and in Redis for the +redis stores)`}.`,
     );
     console.log(`\n${describeTarget(targetChecks)}`);
+    const analyticsLines = describeAnalytics(report.results);
+    if (analyticsLines) console.log(`\n${analyticsLines}`);
     const file = await writeResults("verify", startedAt, {
       startedAt: startedAt.toISOString(),
       finishedAt: new Date().toISOString(),

@@ -9,6 +9,8 @@ import type { Deps } from "./deps.js";
 import { ApiError, type ErrorCode, errorEnvelope } from "./errors.js";
 import { registerErrorReference } from "./http/error-reference.js";
 import { parseJsonBody } from "./http/json-body.js";
+import { registerMetrics } from "./http/metrics.js";
+import { registerOpenApi } from "./http/openapi.js";
 import { newId } from "./ids.js";
 import { registerRpc } from "./rpc.js";
 import { rpcs } from "./routes.js";
@@ -126,7 +128,11 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
     return reply.code(404).send(sendError(req, "NOT_FOUND", `no route ${req.method} ${path}`));
   });
 
-  for (const rpc of rpcs) registerRpc(app, deps, rpc);
+  // Both watch routes as they are added (metrics instruments each, swagger documents each): before the routes.
+  const metrics = registerMetrics(app, deps);
+  await registerOpenApi(app, deps.config, rpcs);
+  const appDeps: Deps = { ...deps, metrics };
+  for (const rpc of rpcs) registerRpc(app, appDeps, rpc);
   registerErrorReference(app);
   await app.ready();
   return app;

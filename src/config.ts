@@ -36,12 +36,17 @@ const envSchema = z.object({
     (v) => v === undefined || v.length >= 16,
     "must be at least 16 characters long",
   ),
+  KEYHAVEN_METRICS_TOKEN: optionalNonEmpty.refine(
+    (v) => v === undefined || v.length >= 16,
+    "must be at least 16 characters long",
+  ),
   KEYHAVEN_ENCRYPTION_KEY: encryptionKeySchema,
   KEYHAVEN_PUBLIC_URL: optionalNonEmpty.refine(
     (v) => v === undefined || isOrigin(v.replace(/\/+$/, "")),
     "must be an origin such as https://keys.example.com",
   ),
   LOG_LEVEL: z.enum(logLevels).default("info"),
+  KEYHAVEN_ANALYTICS: z.enum(["on", "off"], { error: 'must be "on" or "off"' }).default("on"),
 });
 
 function isOrigin(v: string): boolean {
@@ -63,9 +68,13 @@ export type Config = Readonly<{
   dataDir: string;
   rootKey: string | undefined;
   adminToken: string | undefined;
+  /** When set, GET /metrics needs `Authorization: Bearer <token>`; unset, /metrics is open. */
+  metricsToken: string | undefined;
   encryptionKey: Buffer | undefined;
   publicUrl: string | undefined;
   logLevel: (typeof logLevels)[number];
+  /** Whether verifications are counted for keys.getVerifications and analytics.getVerifications. */
+  analytics: boolean;
 }>;
 
 export class ConfigError extends Error {}
@@ -89,8 +98,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: e.KEYHAVEN_DATA_DIR,
     rootKey: e.KEYHAVEN_ROOT_KEY,
     adminToken: e.KEYHAVEN_ADMIN_TOKEN,
+    metricsToken: e.KEYHAVEN_METRICS_TOKEN,
     encryptionKey: e.KEYHAVEN_ENCRYPTION_KEY ? Buffer.from(e.KEYHAVEN_ENCRYPTION_KEY.trim(), "base64") : undefined,
     publicUrl: e.KEYHAVEN_PUBLIC_URL?.replace(/\/+$/, ""),
     logLevel: e.LOG_LEVEL,
+    analytics: e.KEYHAVEN_ANALYTICS === "on",
   });
+}
+
+/** What the client commands (`keyhaven import`, `keyhaven admin`) read from the environment: credentials only. */
+export type CliEnv = Readonly<{ rootKey: string | undefined; adminToken: string | undefined }>;
+
+/**
+ * The client side of KEYHAVEN_ROOT_KEY and KEYHAVEN_ADMIN_TOKEN: the secret to send (a command-line option wins).
+ * Nothing else is read, so a server-only variable that is invalid never stops a client command.
+ */
+export function loadCliEnv(env: NodeJS.ProcessEnv = process.env): CliEnv {
+  const nonEmpty = (v: string | undefined) => (v === undefined || v.trim() === "" ? undefined : v.trim());
+  return Object.freeze({ rootKey: nonEmpty(env.KEYHAVEN_ROOT_KEY), adminToken: nonEmpty(env.KEYHAVEN_ADMIN_TOKEN) });
 }

@@ -14,6 +14,7 @@ export const errorCodes = [
   "PAYLOAD_TOO_LARGE",
   "RATE_LIMITED",
   "INTERNAL_SERVER_ERROR",
+  "SERVICE_UNAVAILABLE",
 ] as const;
 
 export type ErrorCode = (typeof errorCodes)[number];
@@ -35,6 +36,8 @@ export const codeToStatus: Record<ErrorCode, number> = {
   PAYLOAD_TOO_LARGE: 413,
   RATE_LIMITED: 429,
   INTERNAL_SERVER_ERROR: 500,
+  // keyhaven addition: only GET /v1/readiness answers it, naming what is unreachable.
+  SERVICE_UNAVAILABLE: 503,
 };
 
 

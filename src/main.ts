@@ -1,5 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "./app.js";
+import { createBackgroundJobs, startBackgroundJobs, stopBackgroundJobs } from "./background.js";
 import { bootstrap } from "./bootstrap.js";
 import type { Config } from "./config.js";
 import { Keyring } from "./crypto/keyring.js";
@@ -21,12 +22,13 @@ export async function startServer(config: Config, out: (line: string) => void = 
   try {
     const boot = await migrateAndRun(store, config.databaseUrl, () => bootstrap(store.db, config));
     const ratelimiter = await openRateLimiter(config.redisUrl);
+    const jobs = createBackgroundJobs(store.db, config);
     const app = await buildApp({
-      deps: { config, store, db: store.db, keyring: new Keyring(master.key), ratelimiter },
+      deps: { config, store, db: store.db, keyring: new Keyring(master.key), ratelimiter, ...jobs },
       logger: { level: config.logLevel },
     });
-    app.addHook("onClose", () => ratelimiter.close());
     const address = await app.listen({ port: config.port, host: config.host });
+    startBackgroundJobs(jobs, app.log);
     const url = address;
     out(startupBanner(url, store.description, master.source, boot, config));
     let closing: Promise<void> | undefined;
@@ -37,6 +39,10 @@ export async function startServer(config: Config, out: (line: string) => void = 
       close: () =>
         (closing ??= (async () => {
           await app.close();
+          // After the app (no request in flight), before the store: the jobs write what they hold.
+          await stopBackgroundJobs(jobs);
+          // Not an onClose hook: Fastify refuses hooks once buildApp has made the app ready.
+          await ratelimiter.close();
           await store.close();
         })()),
     };

@@ -17,7 +17,12 @@ import { addRoles } from "./modules/keys/v1.keys.addRoles.js";
 import { removeRoles } from "./modules/keys/v1.keys.removeRoles.js";
 import { setRoles } from "./modules/keys/v1.keys.setRoles.js";
 import { liveness } from "./modules/liveness/v1.liveness.js";
+import { readiness } from "./modules/liveness/v1.readiness.js";
 import { createKeys } from "./modules/migrations/v1.migrations.createKeys.js";
+import { enqueueKeys } from "./modules/migrations/v1.migrations.enqueueKeys.js";
+import { getMigration } from "./modules/migrations/v1.migrations.getMigration.js";
+import { getVerifications as getKeyVerifications } from "./modules/keys/v1.keys.getVerifications.js";
+import { getVerifications as getAnalyticsVerifications } from "./modules/analytics/v1.analytics.getVerifications.js";
 import { createPermission } from "./modules/permissions/v1.permissions.createPermission.js";
 import { createRole } from "./modules/permissions/v1.permissions.createRole.js";
 import { getPermission } from "./modules/permissions/v1.permissions.getPermission.js";
@@ -37,11 +42,17 @@ import { getIdentity } from "./modules/identities/v1.identities.getIdentity.js";
 import { listIdentities } from "./modules/identities/v1.identities.listIdentities.js";
 import { updateIdentity } from "./modules/identities/v1.identities.updateIdentity.js";
 import { deleteIdentity } from "./modules/identities/v1.identities.deleteIdentity.js";
+import { limit } from "./modules/ratelimits/v1.ratelimits.limit.js";
+import { setOverride } from "./modules/ratelimits/v1.ratelimits.setOverride.js";
+import { getOverride } from "./modules/ratelimits/v1.ratelimits.getOverride.js";
+import { listOverrides } from "./modules/ratelimits/v1.ratelimits.listOverrides.js";
+import { deleteOverride } from "./modules/ratelimits/v1.ratelimits.deleteOverride.js";
 import type { Rpc } from "./rpc.js";
 
 /** Every RPC keyhaven serves, by service: the table of contents of the API. */
 export const rpcs: Rpc[] = [
   liveness,
+  readiness,
   // apis
   createApi,
   getApi,
@@ -62,8 +73,14 @@ export const rpcs: Rpc[] = [
   addRoles,
   removeRoles,
   setRoles,
+  getKeyVerifications,
   // migrations
   createKeys,
+  enqueueKeys,
+  // migrations: keyhaven extension (the results of enqueueKeys)
+  getMigration,
+  // analytics
+  getAnalyticsVerifications,
   // permissions
   createPermission,
   createRole,
@@ -82,6 +99,12 @@ export const rpcs: Rpc[] = [
   listIdentities,
   updateIdentity,
   deleteIdentity,
+  // ratelimits (standalone)
+  limit,
+  setOverride,
+  getOverride,
+  listOverrides,
+  deleteOverride,
   // operator routes (keyhaven extensions, admin token)
   createWorkspace,
   updateWorkspace,

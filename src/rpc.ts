@@ -20,6 +20,11 @@ export type Rpc<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType
   output: O;
   /** 200 unless the contract says otherwise (enqueueKeys answers 202). */
   status?: number;
+  /**
+   * Who may call it, as documented in /openapi.json: a root key (the default), the operator's
+   * KEYHAVEN_ADMIN_TOKEN, or nobody in particular. The handler enforces it; this only describes it.
+   */
+  auth?: "rootKey" | "admin" | "none";
   handler: (input: z.output<I>, ctx: RpcContext) => Promise<z.input<O>>;
 };
 

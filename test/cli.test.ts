@@ -1,50 +1,11 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { type Cli, keyhaven, killAll, PROJECT_ROOT } from "./cli-process.js";
 
-const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url));
 const TIMEOUT = 60_000;
-
-type Cli = {
-  child: ChildProcess;
-  stdout(): string;
-  stderr(): string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-};
-
-const children = new Set<ChildProcess>();
-
-/** Runs `keyhaven <args>` as a user would, with only PATH and HOME from this environment plus `env`. */
-function keyhaven(args: string[], env: Record<string, string> = {}): Cli {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
-    cwd: PROJECT_ROOT,
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? os.tmpdir(), ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  children.add(child);
-  let out = "";
-  let err = "";
-  child.stdout!.setEncoding("utf8").on("data", (d: string) => (out += d));
-  child.stderr!.setEncoding("utf8").on("data", (d: string) => (err += d));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.on("exit", (code, signal) => {
-      children.delete(child);
-      resolve({ code, signal });
-    }),
-  );
-  return { child, stdout: () => out, stderr: () => err, exited };
-}
-
-function killAll() {
-  for (const child of children) {
-    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-  }
-  children.clear();
-}
 
 async function freePort(): Promise<number> {
   const server = net.createServer();
@@ -245,8 +206,9 @@ describe("the keyhaven command line", () => {
       const cli = keyhaven(argline.split(" "));
       expect(await withinSeconds(cli.exited, 20)).toEqual({ code: 0, signal: null });
       expect(cli.stdout()).toContain("Usage: keyhaven <command> [options]");
-      expect(cli.stdout()).toContain("serve");
-      expect(cli.stdout()).toContain("migrate");
+      for (const command of ["serve", "migrate", "import", "admin", "help"]) {
+        expect(cli.stdout()).toMatch(new RegExp(`^  ${command} `, "m"));
+      }
       expect(cli.stderr()).toBe("");
     },
     TIMEOUT,

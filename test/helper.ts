@@ -3,6 +3,7 @@ import type { FastifyInstance } from "fastify";
 import postgres from "postgres";
 import { expect, inject } from "vitest";
 import { buildApp } from "../src/app.js";
+import { type BackgroundJobs, createBackgroundJobs, startBackgroundJobs, stopBackgroundJobs } from "../src/background.js";
 import { type Config, loadConfig } from "../src/config.js";
 import { Keyring } from "../src/crypto/keyring.js";
 import { type Db, migrateAndRun, openPglite, openPostgres, type Store } from "../src/db/client.js";
@@ -25,6 +26,8 @@ export type Harness = {
   config: Config;
   keyring: Keyring;
   ratelimiter: RateLimiter;
+  /** The app's verification analytics and migration worker (started unless the harness was made without it). */
+  jobs: BackgroundJobs;
   /** Whether this run uses a real PostgreSQL server (TEST_DATABASE_URL) rather than PGlite. */
   onPostgres: boolean;
   databaseUrl: string | undefined;
@@ -50,7 +53,10 @@ export type Harness = {
 };
 
 /** Builds the real app on a fresh, migrated database of its own (PGlite, or a copy of the PostgreSQL template). */
-export async function createHarness(env: Record<string, string> = {}): Promise<Harness> {
+export async function createHarness(
+  env: Record<string, string> = {},
+  options: { /** false: enqueued migration batches wait (for a replica's worker). */ migrationWorker?: boolean } = {},
+): Promise<Harness> {
   const templateUrl = inject("templateDatabaseUrl");
   let store: Store;
   let databaseUrl: string | undefined;
@@ -82,7 +88,9 @@ export async function createHarness(env: Record<string, string> = {}): Promise<H
   const redisUrl = process.env.TEST_REDIS_URL;
   const redisPrefix = `keyhaven-test:${randomBytes(6).toString("hex")}:`;
   const ratelimiter: RateLimiter = redisUrl ? new RedisRateLimiter(redisUrl, redisPrefix) : new MemoryRateLimiter();
-  const app = await buildApp({ deps: { config, store, db: store.db, keyring, ratelimiter } });
+  const jobs = createBackgroundJobs(store.db, config);
+  const app = await buildApp({ deps: { config, store, db: store.db, keyring, ratelimiter, ...jobs } });
+  startBackgroundJobs(jobs, app.log, options);
 
   const toResponse = (res: { statusCode: number; body: string; headers: Record<string, unknown> }): Response => {
     let body: unknown = res.body;
@@ -100,6 +108,7 @@ export async function createHarness(env: Record<string, string> = {}): Promise<H
     config,
     keyring,
     ratelimiter,
+    jobs,
     onPostgres: templateUrl !== undefined,
     databaseUrl,
     async tenant(permissions = ["*"]) {
@@ -145,13 +154,16 @@ export async function createHarness(env: Record<string, string> = {}): Promise<H
     async replica() {
       const replicaStore = databaseUrl ? openPostgres(databaseUrl, 4) : store;
       const replicaLimiter = redisUrl ? new RedisRateLimiter(redisUrl, redisPrefix) : ratelimiter;
+      const replicaJobs = createBackgroundJobs(replicaStore.db, config);
       const replicaApp = await buildApp({
-        deps: { config, store: replicaStore, db: replicaStore.db, keyring: new Keyring(config.encryptionKey), ratelimiter: replicaLimiter },
+        deps: { config, store: replicaStore, db: replicaStore.db, keyring: new Keyring(config.encryptionKey), ratelimiter: replicaLimiter, ...replicaJobs },
       });
+      startBackgroundJobs(replicaJobs, replicaApp.log);
       return {
         app: replicaApp,
         async close() {
           await replicaApp.close();
+          await stopBackgroundJobs(replicaJobs);
           if (replicaLimiter !== ratelimiter) await replicaLimiter.close();
           if (replicaStore !== store) await replicaStore.close();
         },
@@ -159,6 +171,7 @@ export async function createHarness(env: Record<string, string> = {}): Promise<H
     },
     async close() {
       await app.close();
+      await stopBackgroundJobs(jobs);
       await ratelimiter.close();
       await store.close();
       await dropDatabase();

@@ -3,6 +3,8 @@ import { bootstrap } from "../bootstrap.js";
 import { ConfigError, loadConfig } from "../config.js";
 import { migrateAndRun } from "../db/client.js";
 import { openStore, startServer } from "../main.js";
+import { adminCommand } from "./admin.command.js";
+import { importCommand } from "./import/import.command.js";
 
 const HELP = `keyhaven: self-hosted API key management speaking the Unkey v1 API
 
@@ -11,8 +13,18 @@ Usage: keyhaven <command> [options]
 Commands:
   serve      Start the HTTP server (applies migrations first). What \`npm start\` runs.
   migrate    Apply the database migrations and bootstrap the default workspace, then exit.
+  import     Import existing keys from a JSON-lines or CSV file into an API, resumably:
+               keyhaven import FILE --api <apiId> [--root-key <key>] [--url <url>] [--dry-run]
+               [--continue-on-error] [--journal <path>] [--format jsonl|csv] [--batch-size <n>]
+               [--concurrency <n>] [--attempts <n>] [--timeout <s>] [--progress-every <n>] [--quiet]
+  admin      Operator commands against a running server ([--admin-token <t>] [--url <url>] [--json]):
+               workspace create --name <name> | workspace disable <id> | workspace enable <id>
+               root-key create --workspace <id> --permission <p>... [--name <n>] | root-key delete <keyId>
+  rotate-encryption-key --new-key-file <path>
+             Re-wrap the stored data keys under a new KEYHAVEN_ENCRYPTION_KEY (README "Running in production").
   help       Show this help.
 
+\`keyhaven import --help\` and \`keyhaven admin --help\` describe every option and exit code.
 Configuration is read from the environment; see README.md ("Configuration").
 `;
 
@@ -46,6 +58,20 @@ async function migrate(): Promise<void> {
 }
 
 export async function run(argv: string[]): Promise<void> {
+  // The client commands parse their own options.
+  if (argv[0] === "import") {
+    process.exitCode = await importCommand(argv.slice(1));
+    return;
+  }
+  if (argv[0] === "admin") {
+    process.exitCode = await adminCommand(argv.slice(1));
+    return;
+  }
+  if (argv[0] === "rotate-encryption-key") {
+    const { rotateEncryptionKeyCommand } = await import("./rotate-encryption-key.command.js");
+    process.exitCode = await rotateEncryptionKeyCommand(argv.slice(1));
+    return;
+  }
   let parsed;
   try {
     parsed = parseArgs({ args: argv, allowPositionals: true, options: { help: { type: "boolean", short: "h" } } });

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import {
   bigint,
+  bigserial,
   boolean,
   check,
   index,
@@ -265,5 +266,131 @@ export const ratelimits = pgTable(
     uniqueIndex("ratelimits_key_name_idx").on(t.keyId, t.name),
     uniqueIndex("ratelimits_identity_name_idx").on(t.identityId, t.name),
     check("ratelimits_owner", sql`(${t.keyId} is null) <> (${t.identityId} is null)`),
+  ],
+);
+
+/** Namespaces of standalone rate limits (`ratelimits.limit`); a name is unique among a workspace's live ones. */
+export const ratelimitNamespaces = pgTable(
+  "ratelimit_namespaces",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    createdAtM: ms("created_at_m").notNull(),
+    updatedAtM: ms("updated_at_m"),
+    deletedAtM: ms("deleted_at_m"),
+  },
+  (t) => [
+    uniqueIndex("ratelimit_namespaces_workspace_name_idx")
+      .on(t.workspaceId, t.name)
+      .where(sql`${t.deletedAtM} is null`),
+  ],
+);
+
+/**
+ * Per-identifier limits of a namespace. `identifier` may contain `*` (any run of characters). One row per
+ * (namespace, identifier), deleted ones included, so setting a deleted override again revives its row and id.
+ */
+export const ratelimitOverrides = pgTable(
+  "ratelimit_overrides",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    namespaceId: text("namespace_id")
+      .notNull()
+      .references(() => ratelimitNamespaces.id, { onDelete: "cascade" }),
+    identifier: text("identifier").notNull(),
+    limit: integer("limit").notNull(),
+    duration: ms("duration").notNull(),
+    async: boolean("async").notNull().default(false),
+    createdAtM: ms("created_at_m").notNull(),
+    updatedAtM: ms("updated_at_m"),
+    deletedAtM: ms("deleted_at_m"),
+  },
+  (t) => [
+    uniqueIndex("ratelimit_overrides_namespace_identifier_idx").on(t.namespaceId, t.identifier),
+    // listOverrides pages a namespace's live overrides by id.
+    index("ratelimit_overrides_live_by_namespace_idx")
+      .on(t.namespaceId, t.id)
+      .where(sql`${t.deletedAtM} is null`),
+    // ratelimits.limit scans only a namespace's live wildcard overrides after the exact lookup.
+    index("ratelimit_overrides_wildcards_idx")
+      .on(t.namespaceId)
+      .where(sql`${t.deletedAtM} is null and strpos(${t.identifier}, '*') > 0`),
+  ],
+);
+
+/**
+ * Batches of `migrations.enqueueKeys`, waiting for (or done by) the migration worker. `keys` holds each key's
+ * settings with its secret already sealed (id, hash, ciphertext of a plaintext): never a plaintext.
+ */
+export const migrationBatches = pgTable(
+  "migration_batches",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    migrationId: text("migration_id").notNull(),
+    apiId: text("api_id").notNull(),
+    keys: jsonb("keys").notNull(),
+    keyCount: integer("key_count").notNull(),
+    // pending, then done (every key imported) or failed (some or all not imported: see migration_errors).
+    status: text("status").notNull().default("pending"),
+    imported: integer("imported").notNull().default(0),
+    failed: integer("failed").notNull().default(0),
+    // Attempts that ended in an unexpected error; the batch is given up after a few.
+    attempts: integer("attempts").notNull().default(0),
+    createdAtM: ms("created_at_m").notNull(),
+    processedAtM: ms("processed_at_m"),
+  },
+  (t) => [
+    // The worker claims the oldest pending batch: this index holds only those.
+    index("migration_batches_pending_idx").on(t.id).where(sql`${t.status} = 'pending'`),
+    index("migration_batches_migration_idx").on(t.workspaceId, t.migrationId),
+  ],
+);
+
+/** Why keys of an enqueued batch were not imported: per key (`key_index`), or for the whole batch (null). */
+export const migrationErrors = pgTable(
+  "migration_errors",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    batchId: bigint("batch_id", { mode: "number" })
+      .notNull()
+      .references(() => migrationBatches.id, { onDelete: "cascade" }),
+    workspaceId: text("workspace_id").notNull(),
+    migrationId: text("migration_id").notNull(),
+    keyIndex: integer("key_index"),
+    code: text("code").notNull(),
+    message: text("message").notNull(),
+    createdAtM: ms("created_at_m").notNull(),
+  },
+  (t) => [index("migration_errors_migration_idx").on(t.workspaceId, t.migrationId, t.batchId)],
+);
+
+/**
+ * Verification outcomes counted per key, UTC hour, outcome and tags (as sent), upserted by the analytics
+ * flusher. The workspace and API are the key's, read when the counts are written.
+ */
+export const verificationCounts = pgTable(
+  "verification_counts",
+  {
+    keyId: text("key_id").notNull(),
+    hourM: ms("hour_m").notNull(),
+    outcome: text("outcome").notNull(),
+    tags: text("tags").array().notNull().default(sql`'{}'::text[]`),
+    workspaceId: text("workspace_id").notNull(),
+    apiId: text("api_id").notNull(),
+    identityId: text("identity_id"),
+    count: bigint("count", { mode: "number" }).notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.keyId, t.hourM, t.outcome, t.tags] }),
+    index("verification_counts_api_hour_idx").on(t.workspaceId, t.apiId, t.hourM),
   ],
 );

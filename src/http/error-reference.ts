@@ -5,7 +5,7 @@ import { codeToStatus, type ErrorCode, errorCodes } from "../errors.js";
 export const errorReference: Record<ErrorCode, { cause: string; fix: string }> = {
   BAD_REQUEST: {
     cause: "The request is malformed: invalid JSON, a wrong Content-Type, or a field that fails validation. The message names the first failing field as `path: message` (for an array body the path starts with the element's index).",
-    fix: "Send `Content-Type: application/json` with a body that matches the route's schema (see /openapi.json when available) and correct the named field.",
+    fix: "Send `Content-Type: application/json` with a body that matches the route's schema (see /openapi.json, or /docs) and correct the named field.",
   },
   UNAUTHORIZED: {
     cause: "No root key was sent (`key required`), the key is unknown (`key not found`), or a customer's API key was used where a root key is needed (`root key required`). It is answered with HTTP 403, as v1 clients expect.",
@@ -50,6 +50,10 @@ export const errorReference: Record<ErrorCode, { cause: string; fix: string }> =
   INTERNAL_SERVER_ERROR: {
     cause: "An unexpected error inside keyhaven. Nothing of the request was committed unless it completed.",
     fix: "Retry; if it persists, report it with the request id (also in the Unkey-Request-Id header and the server log).",
+  },
+  SERVICE_UNAVAILABLE: {
+    cause: "Answered by `GET /v1/readiness` (a keyhaven addition) while PostgreSQL or Redis does not answer; the message names which. The replica keeps trying and reports ready again by itself once they are back.",
+    fix: "Check that the database (DATABASE_URL) and Redis (REDIS_URL) are running and reachable from this replica.",
   },
 };
 

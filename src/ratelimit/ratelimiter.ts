@@ -18,6 +18,10 @@ export interface RateLimiter {
   readonly kind: "memory" | "redis";
   check(checks: LimitCheck[], now?: number): Promise<LimitOutcome[]>;
   close(): Promise<void>;
+  /** Redis only: resolves when Redis answers PING within `timeoutMs`, rejects otherwise (readiness). */
+  ping?(timeoutMs: number): Promise<void>;
+  /** Redis only: whether the connection is up right now, without a round trip (the metrics gauge). */
+  isConnected?(): boolean;
 }
 
 export function windowOf(duration: number, now: number) {

@@ -49,6 +49,26 @@ export class RedisRateLimiter implements RateLimiter {
     return decide(checks, currents, now).outcomes;
   }
 
+  async ping(timeoutMs: number): Promise<void> {
+    // While connecting, the PING waits in ioredis's offline queue and goes out on connect; the timeout bounds it.
+    if (this.redis.status === "end") throw new Error("Redis connection is closed");
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`Redis did not answer PING within ${timeoutMs} ms`)), timeoutMs);
+    });
+    const ping = this.redis.ping();
+    ping.catch(() => {});
+    try {
+      await Promise.race([ping, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  isConnected(): boolean {
+    return this.redis.status === "ready";
+  }
+
   async close() {
     await this.redis.quit().catch(() => this.redis.disconnect());
   }

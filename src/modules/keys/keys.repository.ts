@@ -1,5 +1,5 @@
 import { and, eq, isNull, or, sql } from "drizzle-orm";
-import type { Db } from "../../db/client.js";
+import { type Db, rowsOf } from "../../db/client.js";
 import { apis, identities, keys, workspaces } from "../../db/schema.js";
 import { keyEffectivePermissionSlugs, keyRoleNames } from "./key-columns.js";
 import { effectiveRemaining, lastRefillAfterWrite } from "./refill.js";
@@ -24,13 +24,16 @@ export type StoredRatelimit = {
 function verificationLookup(db: Db) {
   return db
     .select({
+      hash: keys.hash,
+      // Read in the same snapshot as the key: see verification-cache.ts.
+      epoch: sql<string>`(select sum(value)::text from keyhaven_epoch)`,
       id: keys.id,
       apiId: keys.apiId,
       name: keys.name,
       ownerId: keys.ownerId,
       meta: keys.meta,
       expires: keys.expires,
-      remaining: effectiveRemaining,
+      remaining: keys.remaining,
       enabled: keys.enabled,
       environment: keys.environment,
       workspaceEnabled: workspaces.enabled,
@@ -50,8 +53,7 @@ function verificationLookup(db: Db) {
     .innerJoin(apis, and(eq(apis.id, keys.apiId), isNull(apis.deletedAtM)))
     .innerJoin(workspaces, eq(workspaces.id, keys.workspaceId))
     .leftJoin(identities, eq(identities.id, keys.identityId))
-    .where(and(eq(keys.hash, sql.placeholder("hash")), isNull(keys.deletedAtM)))
-    .limit(1)
+    .where(and(sql`${keys.hash} = any(${sql.placeholder("hashes")}::text[])`, isNull(keys.deletedAtM)))
     .prepare("keyhaven_verification_lookup");
 }
 
@@ -59,26 +61,39 @@ function verificationLookup(db: Db) {
 // (drizzle then skips building the SQL, and PostgreSQL planning it), instead of once per request.
 const verificationLookups = new WeakMap<Db, ReturnType<typeof verificationLookup>>();
 
-/** Everything verification needs about a live key, in one query by hash; undefined when it does not exist. */
-export async function findKeyForVerification(db: Db, hash: string) {
+export type KeyForVerification = Awaited<ReturnType<ReturnType<typeof verificationLookup>["execute"]>>[number];
+
+/**
+ * Everything verification needs about the live keys with these hashes, in one query, each row with the
+ * verification epoch of the same snapshot. `remaining` is the stored value: only whether it is null matters here,
+ * since spending reads and writes it in the database. Callers go through verification-cache.ts.
+ */
+export async function lookupKeysForVerification(db: Db, hashes: string[]): Promise<KeyForVerification[]> {
   let lookup = verificationLookups.get(db);
   if (!lookup) verificationLookups.set(db, (lookup = verificationLookup(db)));
-  const [row] = await lookup.execute({ hash });
-  return row;
+  return lookup.execute({ hashes });
 }
 
 /**
- * Spends `cost` uses in one atomic statement, after applying any refill that is due: succeeds only when enough
- * are left (cost 0 always succeeds), so concurrent verifications, on any number of processes, never overdraw.
- * Returns the uses left after it, or undefined when refused.
+ * Spends `cost` uses for each of `count` verifications of one key in one atomic statement, after applying any
+ * refill that is due. The key's row is locked first and its uses before the spend returned, so the caller knows
+ * exactly which of the verifications got their uses: the first `granted`, in order, as far as the uses go (all of
+ * them when `cost` is 0). Concurrent statements, on any number of processes, never overdraw. Undefined when the key
+ * is gone or has no usage limit.
  */
-export async function spendRemaining(db: Db, keyId: string, cost: number): Promise<number | undefined> {
-  const [row] = await db
-    .update(keys)
-    .set({ remaining: sql`${effectiveRemaining} - ${cost}`, lastRefillAt: lastRefillAfterWrite })
-    .where(and(eq(keys.id, keyId), or(sql`${effectiveRemaining} >= ${cost}`, sql`${cost} = 0`)))
-    .returning({ remaining: keys.remaining });
-  return row?.remaining ?? undefined;
+export async function spendRemaining(db: Db, keyId: string, cost: number, count: number) {
+  const granted = sql`least(${count}::int, case when ${cost}::int = 0 then ${count}::int else cur.before / ${cost}::int end)`;
+  const rows = rowsOf<{ before: number }>(
+    await db.execute(sql`update ${keys} set ${sql.identifier(keys.remaining.name)} = cur.before - ${cost}::int * ${granted},
+        ${sql.identifier(keys.lastRefillAt.name)} = ${lastRefillAfterWrite}
+      from (select ${keys.id} as id, ${effectiveRemaining} as before from ${keys}
+        where ${keys.id} = ${keyId} and ${keys.remaining} is not null for update) cur
+      where ${keys.id} = cur.id
+      returning cur.before`),
+  );
+  const before = rows[0]?.before;
+  if (before === undefined || before === null) return undefined;
+  return { before, granted: count === 0 ? 0 : cost === 0 ? count : Math.min(count, Math.floor(before / cost)) };
 }
 
 // keys.updateKey

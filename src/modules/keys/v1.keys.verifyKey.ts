@@ -27,6 +27,7 @@ const output = z.object({
 export const verifyKey = defineRpc({
   method: "POST",
   path: "/v1/keys.verifyKey",
+  auth: "none",
   summary:
     "Verifies a key. Needs no root key (the Authorization header is ignored) and answers 200 for every outcome of the key itself.",
   input: z.object({
@@ -58,6 +59,9 @@ export const verifyKey = defineRpc({
       remainingCost: input.remaining?.cost ?? 1,
       ratelimits: input.ratelimits,
     });
+    deps.metrics?.recordVerification(result.code);
+    // Synchronous and in memory only (written in the background): verifications of existing keys, as v1 counts.
+    if (result.keyId !== undefined) deps.analytics?.record(result.keyId, result.identity?.id, result.code, input.tags, Date.now());
     return { requestId: req.id, ...result };
   },
 });

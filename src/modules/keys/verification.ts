@@ -4,7 +4,9 @@ import { hashKey } from "../../crypto/hash.js";
 import type { Deps } from "../../deps.js";
 import { ApiError } from "../../errors.js";
 import type { LimitCheck, LimitOutcome } from "../../ratelimit/ratelimiter.js";
-import { findKeyForVerification, spendRemaining, type StoredRatelimit } from "./keys.repository.js";
+import type { KeyForVerification as FoundKey, StoredRatelimit } from "./keys.repository.js";
+import { remainingSpender } from "./remaining-spender.js";
+import { verificationCache } from "./verification-cache.js";
 
 export const verificationCodes = [
   "VALID",
@@ -44,16 +46,15 @@ export type Verification = {
   identity?: { id: string; externalId: string; meta: Record<string, unknown> };
 };
 
-type FoundKey = NonNullable<Awaited<ReturnType<typeof findKeyForVerification>>>;
-
 /**
  * keys.verifyKey, checked in v1's order (contract 4.2): NOT_FOUND, disabled workspace (403 envelope), DISABLED,
- * FORBIDDEN (other API), EXPIRED, INSUFFICIENT_PERMISSIONS, RATE_LIMITED, USAGE_EXCEEDED, VALID. Every read is
- * fresh from the database, so a change to a key is seen by the very next verification on every replica.
+ * FORBIDDEN (other API), EXPIRED, INSUFFICIENT_PERMISSIONS, RATE_LIMITED, USAGE_EXCEEDED, VALID. The key comes
+ * from the verification cache, which never answers with data older than the verification (a change to a key is
+ * seen by the very next verification on every replica); remaining uses are always spent in the database.
  */
 export async function verifyKey(deps: Deps, req: VerifyRequest): Promise<Verification> {
   const query = parsePermissionQuery(req.permissions);
-  const key = await findKeyForVerification(deps.db, hashKey(req.key));
+  const key = await verificationCache(deps.db).lookup(hashKey(req.key));
   if (!key) return { valid: false, code: "NOT_FOUND" };
   if (!key.workspaceEnabled) throw new ApiError("FORBIDDEN", "workspace is disabled");
 
@@ -80,7 +81,7 @@ export async function verifyKey(deps: Deps, req: VerifyRequest): Promise<Verific
   const withLimit = ratelimit ? { ratelimit } : {};
 
   if (key.remaining !== null) {
-    const left = await spendRemaining(deps.db, key.id, req.remainingCost);
+    const left = await remainingSpender(deps.db).spend(key.id, req.remainingCost);
     if (left === undefined) return refuse("USAGE_EXCEEDED", { remaining: 0, ...withLimit });
     return { ...body, ...withLimit, valid: true, code: "VALID", remaining: left };
   }

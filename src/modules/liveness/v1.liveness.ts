@@ -4,6 +4,7 @@ import { defineRpc } from "../../rpc.js";
 export const liveness = defineRpc({
   method: "GET",
   path: "/v1/liveness",
+  auth: "none",
   summary: "Answers 200 while the process is up; needs no authentication and touches no store.",
   input: z.object({}),
   output: z.object({

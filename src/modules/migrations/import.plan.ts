@@ -57,11 +57,62 @@ export type PlanContext = {
   now: number;
 };
 
+/** A key's secret part, settled before its rows are built: its id, hash, `start`, and sealed plaintext if any. */
+export type SealedKey = {
+  id: string;
+  hash: string;
+  start: string;
+  /** The plaintext, AES-256-GCM under the data key `encryptionKeyId`, bound to this id and the workspace. */
+  encrypted: string | null;
+  encryptionKeyId: string | null;
+};
+
 /**
  * The first phase of an import: checks what can be checked without writing and builds every row. Nothing is
  * written here; a duplicate hash within the batch is refused with the index of the later key.
  */
 export function planImport(items: ImportKey[], ctx: PlanContext): ImportPlan {
+  return planSealedImport(items, sealKeys(items, ctx), ctx);
+}
+
+/**
+ * Gives each key its id and hash and seals its plaintext, refusing a key that repeats an earlier one of the batch.
+ * `migrations.enqueueKeys` stores these (never the plaintext) and builds the rows later with planSealedImport.
+ */
+export function sealKeys(
+  items: Pick<ImportKey, "plaintext" | "hash" | "start" | "prefix">[],
+  ctx: Pick<PlanContext, "keyring" | "dataKey">,
+): SealedKey[] {
+  const indexByHash = new Map<string, number>();
+  return items.map((item, index) => {
+    const id = newId("key");
+    const hash = item.plaintext !== undefined ? hashKey(item.plaintext) : item.hash!.value;
+    const earlier = indexByHash.get(hash);
+    if (earlier !== undefined) {
+      throw new ApiError("CONFLICT", `the key at index ${index} is the same key as the one at index ${earlier}`);
+    }
+    indexByHash.set(hash, index);
+    if (item.plaintext === undefined) {
+      return { id, hash, start: item.start ?? "", encrypted: null, encryptionKeyId: null };
+    }
+    const dk = ctx.dataKey;
+    if (!dk) throw new Error("a plaintext key was planned without a data key");
+    return {
+      id,
+      hash,
+      start: item.start ?? defaultStart(item.plaintext, item.prefix),
+      encrypted: ctx.keyring.encrypt(dk, id, item.plaintext),
+      encryptionKeyId: dk.id,
+    };
+  });
+}
+
+/** Builds every row of an import from the keys' settings and their sealed secrets (`sealed[i]` is `items[i]`'s). */
+export function planSealedImport(
+  items: ImportKey[],
+  sealed: SealedKey[],
+  ctx: Omit<PlanContext, "keyring" | "dataKey"> & { dataKey?: DataKey | undefined },
+): ImportPlan {
   const { workspaceId, now } = ctx;
   const plan: ImportPlan = {
     workspaceId,
@@ -74,17 +125,9 @@ export function planImport(items: ImportKey[], ctx: PlanContext): ImportPlan {
     ratelimits: [],
     dataKey: ctx.dataKey,
   };
-  const indexByHash = new Map<string, number>();
 
   items.forEach((item, index) => {
-    const id = newId("key");
-    const hash = item.plaintext !== undefined ? hashKey(item.plaintext) : item.hash!.value;
-    const earlier = indexByHash.get(hash);
-    if (earlier !== undefined) {
-      throw new ApiError("CONFLICT", `the key at index ${index} is the same key as the one at index ${earlier}`);
-    }
-    indexByHash.set(hash, index);
-
+    const { id, hash, start } = sealed[index]!;
     if (item.externalId !== undefined && !plan.identities.has(item.externalId)) {
       plan.identities.set(item.externalId, newId("id"));
     }
@@ -96,7 +139,7 @@ export function planImport(items: ImportKey[], ctx: PlanContext): ImportPlan {
       workspace_id: workspaceId,
       api_id: item.apiId,
       hash,
-      start: item.start ?? defaultStart(item),
+      start,
       prefix: item.prefix ?? null,
       name: item.name ?? null,
       owner_id: item.ownerId ?? null,
@@ -112,14 +155,13 @@ export function planImport(items: ImportKey[], ctx: PlanContext): ImportPlan {
       created_at_m: now,
     });
 
-    if (item.plaintext !== undefined) {
-      const dk = ctx.dataKey;
-      if (!dk) throw new Error("a plaintext key was planned without a data key");
+    const { encrypted, encryptionKeyId } = sealed[index]!;
+    if (encrypted !== null && encryptionKeyId !== null) {
       plan.encrypted.push({
         key_id: id,
         workspace_id: workspaceId,
-        encrypted: ctx.keyring.encrypt(dk, id, item.plaintext),
-        encryption_key_id: dk.id,
+        encrypted,
+        encryption_key_id: encryptionKeyId,
         created_at_m: now,
       });
     }
@@ -147,9 +189,8 @@ export function planImport(items: ImportKey[], ctx: PlanContext): ImportPlan {
 }
 
 /** The first four characters of the plaintext, or `prefix_` and four more when the plaintext carries the prefix. */
-function defaultStart(item: ImportKey): string {
-  if (item.plaintext === undefined) return "";
-  const prefixed = item.prefix ? `${item.prefix}_` : undefined;
-  if (prefixed && item.plaintext.startsWith(prefixed)) return item.plaintext.slice(0, prefixed.length + 4);
-  return item.plaintext.slice(0, 4);
+function defaultStart(plaintext: string, prefix: string | undefined): string {
+  const prefixed = prefix ? `${prefix}_` : undefined;
+  if (prefixed && plaintext.startsWith(prefixed)) return plaintext.slice(0, prefixed.length + 4);
+  return plaintext.slice(0, 4);
 }

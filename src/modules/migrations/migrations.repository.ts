@@ -1,9 +1,11 @@
-import { sql } from "drizzle-orm";
+import { and, asc, eq, inArray, sql } from "drizzle-orm";
+import type { DataKey } from "../../crypto/keyring.js";
 import type { Db } from "../../db/client.js";
 import { insertRecordset } from "../../db/bulk.js";
-import { encryptionKeys } from "../../db/schema.js";
+import { encryptionKeys, keys, migrationBatches, migrationErrors } from "../../db/schema.js";
 import { ApiError } from "../../errors.js";
-import type { ImportPlan } from "./import.plan.js";
+import type { ImportPlan, SealedKey } from "./import.plan.js";
+import type { EnqueueKey } from "./migrations.schemas.js";
 
 const KEY_COLUMNS = {
   id: "text",
@@ -106,4 +108,182 @@ export async function insertImport(db: Db, plan: ImportPlan): Promise<string[]> 
     );
   });
   return plan.keys.map((k) => k.id);
+}
+
+// migrations.enqueueKeys: the queue of batches and what became of them
+
+/** A key as it waits in `migration_batches.keys`: its settings without plaintext or hash, and its sealed secret. */
+export type QueuedKey = Omit<EnqueueKey, "plaintext" | "hash"> & { sealed: SealedKey };
+
+export type PendingBatch = { id: number; workspaceId: string; migrationId: string; apiId: string; keys: QueuedKey[] };
+
+/** Stores a batch for the worker, with the workspace's new data key if its ciphertexts are the first under it. */
+export async function insertMigrationBatch(
+  db: Db,
+  batch: { workspaceId: string; migrationId: string; apiId: string; keys: QueuedKey[]; dataKey: DataKey | undefined },
+): Promise<number> {
+  return db.transaction(async (tx) => {
+    if (batch.dataKey?.newRow) await tx.insert(encryptionKeys).values(batch.dataKey.newRow);
+    const [row] = await tx
+      .insert(migrationBatches)
+      .values({
+        workspaceId: batch.workspaceId,
+        migrationId: batch.migrationId,
+        apiId: batch.apiId,
+        keys: batch.keys,
+        keyCount: batch.keys.length,
+        createdAtM: Date.now(),
+      })
+      .returning({ id: migrationBatches.id });
+    return row!.id;
+  });
+}
+
+/**
+ * The oldest pending batch, locked until the caller's transaction ends; batches locked by another worker (another
+ * replica) are skipped, so no batch is ever processed twice. If the process dies, the lock goes with its
+ * connection and the batch is pending again.
+ */
+export async function claimPendingBatch(tx: Db): Promise<PendingBatch | undefined> {
+  const [row] = await tx
+    .select({
+      id: migrationBatches.id,
+      workspaceId: migrationBatches.workspaceId,
+      migrationId: migrationBatches.migrationId,
+      apiId: migrationBatches.apiId,
+      keys: migrationBatches.keys,
+    })
+    .from(migrationBatches)
+    .where(eq(migrationBatches.status, "pending"))
+    .orderBy(asc(migrationBatches.id))
+    .limit(1)
+    .for("update", { skipLocked: true });
+  return row && { ...row, keys: row.keys as QueuedKey[] };
+}
+
+/** Hashes among `hashes` that a key (in any workspace, deleted ones included) already has. */
+export async function findExistingHashes(db: Db, hashes: string[]): Promise<Set<string>> {
+  if (hashes.length === 0) return new Set();
+  const rows = await db.select({ hash: keys.hash }).from(keys).where(inArray(keys.hash, hashes));
+  return new Set(rows.map((r) => r.hash));
+}
+
+export type BatchError = { keyIndex: number | null; code: string; message: string };
+
+/** Marks a processed batch done (every key imported) or failed, with the reason for each key not imported. */
+export async function finishMigrationBatch(
+  db: Db,
+  batch: PendingBatch,
+  result: { imported: number; errors: BatchError[] },
+): Promise<void> {
+  const now = Date.now();
+  const failed = batch.keys.length - result.imported;
+  if (result.errors.length > 0) {
+    await db.insert(migrationErrors).values(
+      result.errors.map((e) => ({
+        batchId: batch.id,
+        workspaceId: batch.workspaceId,
+        migrationId: batch.migrationId,
+        keyIndex: e.keyIndex,
+        code: e.code,
+        message: e.message,
+        createdAtM: now,
+      })),
+    );
+  }
+  await db
+    .update(migrationBatches)
+    .set({ status: failed === 0 ? "done" : "failed", imported: result.imported, failed, processedAtM: now })
+    .where(eq(migrationBatches.id, batch.id));
+}
+
+/**
+ * Counts an attempt that ended in an unexpected error; after `maxAttempts` the batch is given up (failed, with
+ * the error recorded), so one bad batch cannot hold the queue forever.
+ */
+export async function recordBatchAttempt(db: Db, batchId: number, message: string, maxAttempts: number): Promise<void> {
+  await db.transaction(async (tx) => {
+    const [row] = await tx
+      .update(migrationBatches)
+      .set({ attempts: sql`${migrationBatches.attempts} + 1` })
+      .where(and(eq(migrationBatches.id, batchId), eq(migrationBatches.status, "pending")))
+      .returning({
+        attempts: migrationBatches.attempts,
+        workspaceId: migrationBatches.workspaceId,
+        migrationId: migrationBatches.migrationId,
+        keyCount: migrationBatches.keyCount,
+      });
+    if (!row || row.attempts < maxAttempts) return;
+    const now = Date.now();
+    await tx
+      .update(migrationBatches)
+      .set({ status: "failed", failed: row.keyCount, processedAtM: now })
+      .where(eq(migrationBatches.id, batchId));
+    await tx.insert(migrationErrors).values({
+      batchId,
+      workspaceId: row.workspaceId,
+      migrationId: row.migrationId,
+      keyIndex: null,
+      code: "INTERNAL_SERVER_ERROR",
+      message: `the batch failed ${row.attempts} times and was given up: ${message}`,
+      createdAtM: now,
+    });
+  });
+}
+
+export type MigrationSummary = {
+  apiIds: string[];
+  batches: { pending: number; done: number; failed: number };
+  keys: { enqueued: number; imported: number; failed: number };
+};
+
+/** What the workspace's batches of `migrationId` add up to; undefined when it has none. */
+export async function summarizeMigration(
+  db: Db,
+  workspaceId: string,
+  migrationId: string,
+): Promise<MigrationSummary | undefined> {
+  const rows = await db
+    .select({
+      apiId: migrationBatches.apiId,
+      status: migrationBatches.status,
+      batches: sql<string>`count(*)::int8`,
+      enqueued: sql<string>`sum(${migrationBatches.keyCount})::int8`,
+      imported: sql<string>`sum(${migrationBatches.imported})::int8`,
+      failed: sql<string>`sum(${migrationBatches.failed})::int8`,
+    })
+    .from(migrationBatches)
+    .where(and(eq(migrationBatches.workspaceId, workspaceId), eq(migrationBatches.migrationId, migrationId)))
+    .groupBy(migrationBatches.apiId, migrationBatches.status);
+  if (rows.length === 0) return undefined;
+  const summary: MigrationSummary = {
+    apiIds: [...new Set(rows.map((r) => r.apiId))],
+    batches: { pending: 0, done: 0, failed: 0 },
+    keys: { enqueued: 0, imported: 0, failed: 0 },
+  };
+  for (const r of rows) {
+    const status = r.status as keyof MigrationSummary["batches"];
+    summary.batches[status] += Number(r.batches);
+    summary.keys.enqueued += Number(r.enqueued);
+    summary.keys.imported += Number(r.imported);
+    summary.keys.failed += Number(r.failed);
+  }
+  return summary;
+}
+
+/** The first `limit` errors of a migration, in the order the batches were enqueued and the keys were in them. */
+export async function listMigrationErrors(db: Db, workspaceId: string, migrationId: string, limit: number) {
+  return db
+    .select({
+      batchId: migrationErrors.batchId,
+      enqueuedAt: migrationBatches.createdAtM,
+      index: migrationErrors.keyIndex,
+      code: migrationErrors.code,
+      message: migrationErrors.message,
+    })
+    .from(migrationErrors)
+    .innerJoin(migrationBatches, eq(migrationBatches.id, migrationErrors.batchId))
+    .where(and(eq(migrationErrors.workspaceId, workspaceId), eq(migrationErrors.migrationId, migrationId)))
+    .orderBy(asc(migrationErrors.batchId), sql`${migrationErrors.keyIndex} asc nulls first`, asc(migrationErrors.id))
+    .limit(limit);
 }

@@ -3,29 +3,58 @@ import { expiresSchema, MAX_INT32, refillSchema } from "../keys/keys.schemas.js"
 
 export const MAX_KEYS_PER_IMPORT = 100;
 
+/** The fields a key has in both import routes (`createKeys` adds `apiId`, `externalId` and its own `ratelimit`). */
+const sharedKeyFields = {
+  prefix: z.string().max(8).optional(),
+  name: z.string().max(1024).optional(),
+  plaintext: z.string().min(1).max(1024).optional(),
+  hash: z
+    .object({
+      value: z.string().min(1).max(512),
+      variant: z.enum(["sha256_base64"]),
+    })
+    .optional(),
+  start: z.string().max(64).optional(),
+  ownerId: z.string().max(256).optional(),
+  meta: z.record(z.string(), z.unknown()).optional(),
+  roles: z.array(z.string().min(1).max(512)).max(1000).optional(),
+  permissions: z.array(z.string().min(1).max(512)).max(1000).optional(),
+  expires: expiresSchema.optional(),
+  // The spec states "greater than 1"; keyhaven accepts 1 so that a key with one use left can be imported.
+  remaining: z.int().min(1).max(MAX_INT32).optional(),
+  refill: refillSchema.optional(),
+  enabled: z.boolean().optional(),
+  environment: z.string().max(256).optional(),
+};
+
+/** The checks across fields that both import routes make on each key. */
+function checkImportKey(
+  key: { hash?: unknown; plaintext?: unknown; remaining?: number; refill?: z.output<typeof refillSchema> },
+  ctx: z.RefinementCtx,
+): void {
+  if (key.hash === undefined && key.plaintext === undefined) {
+    ctx.addIssue({ code: "custom", message: "provide either `hash` or `plaintext`" });
+  } else if (key.hash !== undefined && key.plaintext !== undefined) {
+    ctx.addIssue({ code: "custom", message: "provide either `hash` or `plaintext`, not both" });
+  }
+  if (key.refill !== undefined && key.remaining === undefined) {
+    ctx.addIssue({ code: "custom", path: ["refill"], message: "remaining must be set if you are using refill." });
+  }
+  if (key.refill?.interval === "daily" && key.refill.refillDay !== undefined) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["refill", "refillDay"],
+      message: "when interval is set to 'daily', 'refillDay' must be null.",
+    });
+  }
+}
+
 /** One key of `migrations.createKeys`: v1's fields, with the limits keyhaven enforces (see the README). */
 export const importKeySchema = z
   .object({
     apiId: z.string().max(256),
-    prefix: z.string().max(8).optional(),
-    name: z.string().max(1024).optional(),
-    plaintext: z.string().min(1).max(1024).optional(),
-    hash: z
-      .object({
-        value: z.string().min(1).max(512),
-        variant: z.enum(["sha256_base64"]),
-      })
-      .optional(),
-    start: z.string().max(64).optional(),
-    ownerId: z.string().max(256).optional(),
+    ...sharedKeyFields,
     externalId: z.string().min(1).max(256).optional(),
-    meta: z.record(z.string(), z.unknown()).optional(),
-    roles: z.array(z.string().min(1).max(512)).max(1000).optional(),
-    permissions: z.array(z.string().min(1).max(512)).max(1000).optional(),
-    expires: expiresSchema.optional(),
-    // The spec states "greater than 1"; keyhaven accepts 1 so that a key with one use left can be imported.
-    remaining: z.int().min(1).max(MAX_INT32).optional(),
-    refill: refillSchema.optional(),
     ratelimit: z
       .object({
         async: z.boolean().optional(),
@@ -35,27 +64,53 @@ export const importKeySchema = z
         refillInterval: z.int().min(1).max(Number.MAX_SAFE_INTEGER),
       })
       .optional(),
-    enabled: z.boolean().optional(),
-    environment: z.string().max(256).optional(),
   })
-  .superRefine((key, ctx) => {
-    if (key.hash === undefined && key.plaintext === undefined) {
-      ctx.addIssue({ code: "custom", message: "provide either `hash` or `plaintext`" });
-    } else if (key.hash !== undefined && key.plaintext !== undefined) {
-      ctx.addIssue({ code: "custom", message: "provide either `hash` or `plaintext`, not both" });
-    }
-    if (key.refill !== undefined && key.remaining === undefined) {
-      ctx.addIssue({ code: "custom", path: ["refill"], message: "remaining must be set if you are using refill." });
-    }
-    if (key.refill?.interval === "daily" && key.refill.refillDay !== undefined) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["refill", "refillDay"],
-        message: "when interval is set to 'daily', 'refillDay' must be null.",
-      });
-    }
-  });
+  .superRefine(checkImportKey);
 
 export type ImportKey = z.output<typeof importKeySchema>;
 
 export const createKeysInputSchema = z.array(importKeySchema).max(MAX_KEYS_PER_IMPORT);
+
+/**
+ * One key of `migrations.enqueueKeys` (contract 6.3): createKeys' fields without `apiId` (given once for the
+ * batch) and `externalId`, and v1's newer `ratelimit` shape with a window `duration` in ms (at least 1 s).
+ */
+export const enqueueKeySchema = z
+  .object({
+    ...sharedKeyFields,
+    ratelimit: z
+      .object({
+        async: z.boolean().optional(),
+        type: z.enum(["fast", "consistent"]).optional(),
+        limit: z.int().min(1).max(MAX_INT32),
+        duration: z.int().min(1000).max(Number.MAX_SAFE_INTEGER),
+        refillRate: z.int().min(1).max(MAX_INT32).optional(),
+        refillInterval: z.int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
+      })
+      .optional(),
+  })
+  .superRefine(checkImportKey);
+
+export type EnqueueKey = z.output<typeof enqueueKeySchema>;
+
+export const enqueueKeysInputSchema = z.object({
+  migrationId: z.string().min(1).max(256),
+  apiId: z.string().min(1).max(256),
+  keys: z.array(enqueueKeySchema).max(MAX_KEYS_PER_IMPORT),
+});
+
+/** An enqueued key as createKeys' planner takes it: the batch's API, and the window as the limit's interval. */
+export function toImportKey(apiId: string, key: EnqueueKey): ImportKey {
+  const { ratelimit, ...rest } = key;
+  return {
+    ...rest,
+    apiId,
+    ...(ratelimit && {
+      ratelimit: {
+        limit: ratelimit.limit,
+        refillRate: ratelimit.refillRate ?? ratelimit.limit,
+        refillInterval: ratelimit.duration,
+      },
+    }),
+  };
+}

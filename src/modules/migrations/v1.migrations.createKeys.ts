@@ -4,7 +4,7 @@ import { authenticateRootKey, hasPermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
 import { findLiveApiIds } from "../apis/apis.repository.js";
-import { findPermissionIdsByName, findRoleIdsByName } from "../permissions/permissions.repository.js";
+import { resolveImportNames } from "./import.names.js";
 import { planImport } from "./import.plan.js";
 import { createKeysInputSchema, type ImportKey } from "./migrations.schemas.js";
 import { insertImport } from "./migrations.repository.js";
@@ -22,21 +22,7 @@ export const createKeys = defineRpc({
     if (items.length === 0) return { keyIds: [] };
     const workspaceId = auth.workspaceId;
 
-    const roleNames = unique(items.flatMap((k) => k.roles ?? []));
-    const roleIds = await findRoleIdsByName(db, workspaceId, roleNames);
-    const missingRoles = roleNames.filter((r) => !roleIds.has(r));
-    if (missingRoles.length > 0) {
-      throw new ApiError("PRECONDITION_FAILED", `Roles ${JSON.stringify(missingRoles)} are missing, please create them first`);
-    }
-    const permissionNames = unique(items.flatMap((k) => k.permissions ?? []));
-    const permissionIds = await findPermissionIdsByName(db, workspaceId, permissionNames);
-    const missingPermissions = permissionNames.filter((p) => !permissionIds.has(p));
-    if (missingPermissions.length > 0) {
-      throw new ApiError(
-        "PRECONDITION_FAILED",
-        `Permissions ${JSON.stringify(missingPermissions)} are missing, please create them first`,
-      );
-    }
+    const { roleIds, permissionIds } = await resolveImportNames(db, workspaceId, items);
 
     const liveApiIds = await findLiveApiIds(db, workspaceId, unique(items.map((k) => k.apiId)));
     items.forEach((item, index) => {

@@ -8,6 +8,7 @@ import { insertRootKey } from "./rootKeys.repository.js";
 export const createRootKey = defineRpc({
   method: "POST",
   path: "/v1/rootKeys.createRootKey",
+  auth: "admin",
   summary:
     "Operator route (keyhaven extension): creates a root key for a workspace. The key is shown once; only its hash is stored.",
   input: z.object({

@@ -7,6 +7,7 @@ import { deleteRootKeyById } from "./rootKeys.repository.js";
 export const deleteRootKey = defineRpc({
   method: "POST",
   path: "/v1/rootKeys.deleteRootKey",
+  auth: "admin",
   summary: "Operator route (keyhaven extension): deletes a root key; the next call made with it is refused.",
   input: z.object({ keyId: z.string().min(1) }),
   output: z.object({}),

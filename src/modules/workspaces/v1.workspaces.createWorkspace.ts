@@ -6,6 +6,7 @@ import { insertWorkspace } from "./workspaces.repository.js";
 export const createWorkspace = defineRpc({
   method: "POST",
   path: "/v1/workspaces.createWorkspace",
+  auth: "admin",
   summary: "Operator route (keyhaven extension): creates a workspace. Needs the admin token.",
   input: z.object({ name: z.string().trim().min(1).max(256) }),
   output: z.object({ workspaceId: z.string() }),

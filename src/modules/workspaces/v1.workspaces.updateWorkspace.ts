@@ -7,6 +7,7 @@ import { setWorkspaceEnabled } from "./workspaces.repository.js";
 export const updateWorkspace = defineRpc({
   method: "POST",
   path: "/v1/workspaces.updateWorkspace",
+  auth: "admin",
   summary:
     "Operator route (keyhaven extension): enables or disables a workspace. A disabled workspace answers every root-key call with 403 FORBIDDEN.",
   input: z.object({ workspaceId: z.string().min(1), enabled: z.boolean() }),

@@ -1,0 +1,138 @@
+import { parseArgs } from "node:util";
+import { loadCliEnv } from "../config.js";
+import { DEFAULT_URL, parseBaseUrl, postJson } from "./http.js";
+
+export const ADMIN_HELP = `Usage: keyhaven admin <command> [options]
+
+Manages workspaces and root keys through the operator routes of a running server (see README "Operator routes").
+
+Commands:
+  workspace create --name <name>       Create a workspace; prints its id.
+  workspace disable <workspaceId>      Disable a workspace: its root keys and its keys' verifications are refused.
+  workspace enable <workspaceId>       Enable it again.
+  root-key create --workspace <workspaceId> --permission <p> [--permission <p> ...] [--name <name>]
+                                       Create a root key (e.g. --permission '*'); prints its id and the key,
+                                       which is shown only this once.
+  root-key delete <keyId>              Delete a root key: it is refused from its next call on.
+
+Options:
+  --admin-token <token>    Operator token. Default: the KEYHAVEN_ADMIN_TOKEN environment variable (preferred: a
+                           command-line argument is visible to other users of the machine).
+  --url <url>              The keyhaven server. Default: ${DEFAULT_URL}
+  --json                   Print the server's JSON answer instead of text.
+  -h, --help               Show this help.
+
+Exit codes: 0 done, 1 refused by the server or the server unreachable, 2 usage error.
+`;
+
+const OPTIONS = {
+  "admin-token": { type: "string" },
+  url: { type: "string" },
+  json: { type: "boolean" },
+  name: { type: "string" },
+  workspace: { type: "string" },
+  permission: { type: "string", multiple: true },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+class UsageError extends Error {}
+
+type Request = { path: string; body: Record<string, unknown>; print: (answer: Record<string, unknown>) => string };
+
+/** `keyhaven admin …`; returns the exit code. */
+export async function adminCommand(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true });
+  } catch (err) {
+    console.error(`keyhaven admin: ${(err as Error).message}\n\n${ADMIN_HELP}`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  if (values.help || positionals.length === 0) {
+    if (values.help) {
+      console.log(ADMIN_HELP);
+      return 0;
+    }
+    console.error(ADMIN_HELP);
+    return 2;
+  }
+
+  let request: Request;
+  let baseUrl: string;
+  let token: string;
+  try {
+    request = buildRequest(positionals, values);
+    baseUrl = parseBaseUrl(values.url ?? DEFAULT_URL);
+    const t = values["admin-token"]?.trim() || loadCliEnv().adminToken;
+    if (!t) throw new UsageError("an admin token is required: set KEYHAVEN_ADMIN_TOKEN or pass --admin-token");
+    token = t;
+  } catch (err) {
+    console.error(`keyhaven admin: ${(err as Error).message}`);
+    return 2;
+  }
+
+  const res = await postJson(baseUrl, request.path, token, JSON.stringify(request.body), 30_000);
+  if (res.kind === "network") {
+    console.error(`keyhaven admin: ${baseUrl} did not answer: ${res.message}`);
+    return 1;
+  }
+  if (res.kind === "error") {
+    console.error(`keyhaven admin: ${res.status} ${res.code}: ${res.message}`);
+    return 1;
+  }
+  const answer = (res.body ?? {}) as Record<string, unknown>;
+  console.log(values.json ? JSON.stringify(answer) : request.print(answer));
+  return 0;
+}
+
+function buildRequest(positionals: string[], values: { name?: string; workspace?: string; permission?: string[] }): Request {
+  const [resource, action, ...rest] = positionals;
+  const one = (what: string) => {
+    if (rest.length !== 1 || !rest[0]!.trim()) throw new UsageError(`${resource} ${action} takes one argument: <${what}>`);
+    return rest[0]!.trim();
+  };
+  const none = () => {
+    if (rest.length > 0) throw new UsageError(`${resource} ${action} takes no argument, got ${JSON.stringify(rest[0])}`);
+  };
+  if (resource === "workspace") {
+    if (action === "create") {
+      none();
+      if (!values.name?.trim()) throw new UsageError("workspace create needs --name <name>");
+      return {
+        path: "/v1/workspaces.createWorkspace",
+        body: { name: values.name },
+        print: (a) => String(a.workspaceId),
+      };
+    }
+    if (action === "disable" || action === "enable") {
+      const workspaceId = one("workspaceId");
+      return {
+        path: "/v1/workspaces.updateWorkspace",
+        body: { workspaceId, enabled: action === "enable" },
+        print: () => `workspace ${workspaceId} ${action}d`,
+      };
+    }
+  }
+  if (resource === "root-key") {
+    if (action === "create") {
+      none();
+      if (!values.workspace?.trim()) throw new UsageError("root-key create needs --workspace <workspaceId>");
+      const permissions = (values.permission ?? []).flatMap((p) => p.split(",")).map((p) => p.trim()).filter(Boolean);
+      if (permissions.length === 0) {
+        throw new UsageError("root-key create needs at least one --permission (for example --permission '*')");
+      }
+      return {
+        path: "/v1/rootKeys.createRootKey",
+        body: { workspaceId: values.workspace.trim(), permissions, ...(values.name ? { name: values.name } : {}) },
+        // The one place the CLI prints a secret: the new key is its output, and the server will not show it again.
+        print: (a) => `keyId: ${String(a.keyId)}\nkey:   ${String(a.key)}\n(the key is shown only this once)`,
+      };
+    }
+    if (action === "delete") {
+      const keyId = one("keyId");
+      return { path: "/v1/rootKeys.deleteRootKey", body: { keyId }, print: () => `root key ${keyId} deleted` };
+    }
+  }
+  throw new UsageError(`unknown admin command: ${positionals.slice(0, 2).join(" ")} (see keyhaven admin --help)`);
+}

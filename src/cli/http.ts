@@ -1,0 +1,79 @@
+/** The client commands' one way to call a keyhaven server: a JSON POST with a bearer token. */
+
+export const DEFAULT_URL = "http://127.0.0.1:8080";
+
+export type CallResult =
+  | { kind: "ok"; status: number; body: unknown }
+  /** The server answered with an error envelope (or a non-JSON error body). */
+  | { kind: "error"; status: number; code: string; message: string; retryAfterMs: number | undefined }
+  /** No answer: connection refused or reset, DNS failure, timeout. Whether the request was processed is unknown. */
+  | { kind: "network"; message: string };
+
+/** Parses `--url`: an http(s) origin, optionally with a path prefix; a trailing slash is dropped. */
+export function parseBaseUrl(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new Error(`--url: not a URL: ${value}`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw new Error(`--url: must be http:// or https://: ${value}`);
+  if (url.username || url.password) throw new Error("--url: must not contain credentials; use --root-key or --admin-token");
+  return url.toString().replace(/\/+$/, "");
+}
+
+export async function postJson(
+  baseUrl: string,
+  path: string,
+  token: string,
+  body: string,
+  timeoutMs: number,
+  signal?: AbortSignal,
+): Promise<CallResult> {
+  let res: Response;
+  let text: string;
+  try {
+    const signals = [AbortSignal.timeout(timeoutMs), ...(signal ? [signal] : [])];
+    res = await fetch(`${baseUrl}${path}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body,
+      signal: AbortSignal.any(signals),
+    });
+    text = await res.text();
+  } catch (err) {
+    return { kind: "network", message: describeNetworkError(err) };
+  }
+  let parsed: unknown;
+  try {
+    parsed = text === "" ? undefined : JSON.parse(text);
+  } catch {
+    parsed = undefined;
+  }
+  if (res.ok) return { kind: "ok", status: res.status, body: parsed };
+  const envelope = (parsed as { error?: { code?: unknown; message?: unknown } } | undefined)?.error;
+  return {
+    kind: "error",
+    status: res.status,
+    code: typeof envelope?.code === "string" ? envelope.code : `HTTP_${res.status}`,
+    message: typeof envelope?.message === "string" ? envelope.message : text.slice(0, 200) || res.statusText,
+    retryAfterMs: retryAfter(res.headers.get("retry-after")),
+  };
+}
+
+function retryAfter(header: string | null): number | undefined {
+  if (header === null) return undefined;
+  const seconds = Number(header);
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+  const date = Date.parse(header);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
+}
+
+function describeNetworkError(err: unknown): string {
+  const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  if (e?.name === "TimeoutError") return "no answer before the timeout";
+  if (e?.name === "AbortError") return "aborted";
+  const cause = e?.cause;
+  if (cause?.code) return `${cause.code}${cause.message ? ` (${cause.message})` : ""}`;
+  return cause?.message ?? e?.message ?? String(err);
+}

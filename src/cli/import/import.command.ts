@@ -1,0 +1,248 @@
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { parseArgs } from "node:util";
+import { loadCliEnv } from "../../config.js";
+import { MAX_KEYS_PER_IMPORT } from "../../modules/migrations/migrations.schemas.js";
+import { DEFAULT_URL, parseBaseUrl } from "../http.js";
+import { Journal, JournalMismatch, lockJournal } from "./import.journal.js";
+import { type FileFormat, formatOf, parseFile } from "./import.parse.js";
+import { duration, fmt, Progress } from "./import.progress.js";
+import { formatFailure, ImportRunner } from "./import.runner.js";
+import { planBatches, validateRecords } from "./import.validate.js";
+
+export const EXIT = { ok: 0, failed: 1, usage: 2, interrupted: 3 } as const;
+
+export const IMPORT_HELP = `Usage: keyhaven import FILE --api <apiId> [options]
+
+Imports existing keys into an API through POST /v1/migrations.createKeys. FILE holds one key per line in the
+createKeys shape: JSON lines (.jsonl, or any name not ending in .csv) or CSV (.csv, columns named after the fields).
+Every line is validated first; if any is bad, all bad lines are reported with their numbers and nothing is sent.
+
+Options:
+  --api <apiId>            The API to import into (required). Lines may omit apiId; a line naming another API is an error.
+  --root-key <key>         Root key to send. Default: the KEYHAVEN_ROOT_KEY environment variable (preferred: a
+                           command-line argument is visible to other users of the machine).
+  --url <url>              The keyhaven server. Default: ${DEFAULT_URL}
+  --format <jsonl|csv>     File format. Default: csv for a name ending in .csv, else jsonl.
+  --dry-run                Validate the file and show the batches, then stop: nothing is sent.
+  --continue-on-error      Go on with the other batches after a batch is refused (a duplicate, a missing role…).
+  --journal <path>         Resume journal. Default: FILE.keyhaven-journal. Re-running the same command resumes.
+  --batch-size <n>         Keys per request, 1–${MAX_KEYS_PER_IMPORT}. Default: ${MAX_KEYS_PER_IMPORT}.
+  --concurrency <n>        Requests in flight at once, 1–16. Default: 1.
+  --attempts <n>           Attempts per request on transient failures (connection errors, timeouts, 429, 5xx)
+                           before the run stops, resumable. Default: 8 (backoff 250 ms doubling to 10 s, jittered).
+  --timeout <seconds>      Per-request timeout. Default: 60.
+  --progress-every <n>     Without a terminal, print a progress line every n batches. Default: 10.
+  --quiet                  No progress output; the summary and errors only.
+  -h, --help               Show this help.
+
+Exit codes: 0 every key imported (or already imported by an earlier run), 1 some batches were refused,
+2 usage or validation error (nothing sent), 3 interrupted or server unavailable: re-run the same command to resume.
+`;
+
+const OPTIONS = {
+  api: { type: "string" },
+  "root-key": { type: "string" },
+  url: { type: "string" },
+  format: { type: "string" },
+  "dry-run": { type: "boolean" },
+  "continue-on-error": { type: "boolean" },
+  journal: { type: "string" },
+  "batch-size": { type: "string" },
+  concurrency: { type: "string" },
+  attempts: { type: "string" },
+  timeout: { type: "string" },
+  "progress-every": { type: "string" },
+  quiet: { type: "boolean" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+class UsageError extends Error {}
+
+const parseImportArgs = (argv: string[]) => parseArgs({ args: argv, options: OPTIONS, allowPositionals: true });
+type ImportValues = ReturnType<typeof parseImportArgs>["values"];
+
+function intOption(name: string, value: string | undefined, fallback: number, min: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
+    throw new UsageError(`--${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(value)}`);
+  }
+  return Number(value);
+}
+
+/** `keyhaven import …`; returns the exit code. */
+export async function importCommand(argv: string[]): Promise<number> {
+  let args: ReturnType<typeof parseImportArgs>;
+  try {
+    args = parseImportArgs(argv);
+  } catch (err) {
+    console.error(`keyhaven import: ${(err as Error).message}\n\n${IMPORT_HELP}`);
+    return EXIT.usage;
+  }
+  const { values, positionals } = args;
+  if (values.help) {
+    console.log(IMPORT_HELP);
+    return EXIT.ok;
+  }
+  try {
+    return await runImport(values, positionals);
+  } catch (err) {
+    if (err instanceof UsageError || err instanceof JournalMismatch) {
+      console.error(`keyhaven import: ${err.message}`);
+      return EXIT.usage;
+    }
+    throw err;
+  }
+}
+
+async function runImport(values: ImportValues, positionals: string[]): Promise<number> {
+  if (positionals.length !== 1) {
+    throw new UsageError(positionals.length === 0 ? "FILE is required (see keyhaven import --help)" : `one FILE only, got ${positionals.length}`);
+  }
+  const file = positionals[0]!;
+  const apiId = values.api?.trim();
+  if (!apiId) throw new UsageError("--api <apiId> is required");
+  const format = (values.format ?? formatOf(file)) as FileFormat;
+  if (format !== "jsonl" && format !== "csv") throw new UsageError(`--format must be jsonl or csv, got ${JSON.stringify(values.format)}`);
+  const batchSize = intOption("batch-size", values["batch-size"], MAX_KEYS_PER_IMPORT, 1, MAX_KEYS_PER_IMPORT);
+  const concurrency = intOption("concurrency", values.concurrency, 1, 1, 16);
+  const attempts = intOption("attempts", values.attempts, 8, 1, 100);
+  const timeoutSeconds = intOption("timeout", values.timeout, 60, 1, 3600);
+  const every = intOption("progress-every", values["progress-every"], 10, 1, 1_000_000);
+  const baseUrl = (() => {
+    try {
+      return parseBaseUrl(values.url ?? DEFAULT_URL);
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+  })();
+  const rootKey = values["root-key"]?.trim() || loadCliEnv().rootKey;
+  if (!values["dry-run"] && !rootKey) {
+    throw new UsageError("a root key is required: set KEYHAVEN_ROOT_KEY or pass --root-key");
+  }
+
+  let content: Buffer;
+  try {
+    content = readFileSync(file);
+  } catch (err) {
+    throw new UsageError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+
+  // Phase 1: every line, before anything is sent.
+  const parsed = parseFile(content, format);
+  if (parsed.fileErrors.length > 0) {
+    console.error(`keyhaven import: ${file}: ${parsed.fileErrors.join("; ")}. Nothing was sent.`);
+    return EXIT.usage;
+  }
+  const { keys, errors } = validateRecords(parsed.records, apiId);
+  const allErrors = [...parsed.errors, ...errors].sort((a, b) => a.line - b.line);
+  if (allErrors.length > 0) {
+    const badLines = new Set(allErrors.map((e) => e.line)).size;
+    console.error(`keyhaven import: ${file}: ${badLines} bad line${badLines === 1 ? "" : "s"}; nothing was sent.`);
+    for (const e of allErrors) console.error(`  line ${e.line}: ${e.message}`);
+    return EXIT.usage;
+  }
+  if (keys.length === 0) {
+    console.error(`keyhaven import: ${file} holds no keys; nothing was sent.`);
+    return EXIT.usage;
+  }
+  const batches = planBatches(keys, batchSize);
+  if (values["dry-run"]) {
+    console.log(
+      `${file}: ${fmt(keys.length)} keys are valid, in ${fmt(batches.length)} batch${batches.length === 1 ? "" : "es"} ` +
+        `for ${apiId}. Dry run: nothing was sent.`,
+    );
+    return EXIT.ok;
+  }
+
+  // Phase 2: the batches, with the journal.
+  const journalPath = values.journal ?? `${file}.keyhaven-journal`;
+  const unlock = lockJournal(journalPath);
+  let journal: Journal | undefined;
+  try {
+    journal = Journal.open(journalPath, {
+      file: path.resolve(file),
+      fileSha256: createHash("sha256").update(content).digest("hex"),
+      apiId,
+      batchSize,
+      batches: batches.length,
+      keys: keys.length,
+    });
+    const quiet = values.quiet === true;
+    const progress = new Progress(keys.length, process.stderr, { tty: process.stderr.isTTY === true, every, enabled: !quiet });
+    const runner = new ImportRunner(
+      { baseUrl, rootKey: rootKey!, attempts, timeoutMs: timeoutSeconds * 1000, concurrency, continueOnError: values["continue-on-error"] === true, backoffMs: 250 },
+      journal,
+      progress,
+    );
+
+    let signals = 0;
+    const onSignal = (signal: NodeJS.Signals) => {
+      signals += 1;
+      if (signals === 1) {
+        console.error(`\n${signal}: finishing the request in flight, then stopping (again to stop at once)`);
+        runner.requestStop("interrupted", `stopped by ${signal}`);
+      } else {
+        // The journal already says `sent` for the batch in flight: the next run checks whether it landed.
+        console.error(`${signal} again: stopping now. Re-run the same command to resume.`);
+        process.exit(EXIT.interrupted);
+      }
+    };
+    process.on("SIGINT", onSignal);
+    process.on("SIGTERM", onSignal);
+
+    const startedAt = Date.now();
+    let outcome;
+    try {
+      outcome = await runner.run(batches);
+    } finally {
+      process.off("SIGINT", onSignal);
+      process.off("SIGTERM", onSignal);
+    }
+    const seconds = (Date.now() - startedAt) / 1000;
+
+    for (const f of outcome.failures) console.error(`refused: ${formatFailure(f)}`);
+    const skipped = outcome.doneEarlier + outcome.alreadyPresent.length;
+    const summary = [
+      `imported: ${fmt(outcome.imported)}`,
+      `skipped:  ${fmt(skipped)}` +
+        (skipped > 0
+          ? ` (${fmt(outcome.doneEarlier)} imported by an earlier run, ${fmt(outcome.alreadyPresent.length)} already on the server)`
+          : ""),
+      `failed:   ${fmt(outcome.failedKeys)}${outcome.failures.length > 0 ? ` (${outcome.failures.length} batch${outcome.failures.length === 1 ? "" : "es"} refused)` : ""}`,
+    ];
+    if (outcome.notImported > 0 || outcome.stop?.reason !== undefined) summary.push(`not yet:  ${fmt(outcome.notImported)}`);
+    summary.push(`time:     ${duration(seconds)}`, `rate:     ${fmt(Math.round(seconds > 0 ? outcome.imported / seconds : 0))} keys/s`);
+    console.log(summary.join("\n"));
+
+    const resume = resumeCommand(file, apiId, values);
+    if (outcome.stop?.reason === "interrupted" || outcome.stop?.reason === "unavailable") {
+      console.error(`stopped: ${outcome.stop.message}\nresume with: ${resume}`);
+      return EXIT.interrupted;
+    }
+    if (outcome.failures.length > 0 || outcome.stop) {
+      if (outcome.stop) console.error(`stopped: ${outcome.stop.message}`);
+      console.error(`after fixing the cause, re-run to retry the refused batches: ${resume}`);
+      return EXIT.failed;
+    }
+    return EXIT.ok;
+  } finally {
+    journal?.close();
+    unlock();
+  }
+}
+
+/** The command line that resumes this import: every option that matters, never a secret. */
+function resumeCommand(file: string, apiId: string, values: Record<string, unknown>): string {
+  const parts = ["keyhaven", "import", quote(file), "--api", quote(apiId)];
+  for (const name of ["url", "format", "journal", "batch-size", "concurrency"]) {
+    if (typeof values[name] === "string") parts.push(`--${name}`, quote(values[name] as string));
+  }
+  if (values["continue-on-error"]) parts.push("--continue-on-error");
+  return parts.join(" ");
+}
+
+function quote(s: string): string {
+  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replaceAll("'", `'\\''`)}'`;
+}

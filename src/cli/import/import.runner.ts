@@ -1,0 +1,231 @@
+import { postJson } from "../http.js";
+import type { Journal } from "./import.journal.js";
+import type { Progress } from "./import.progress.js";
+import { type Batch, describeLines, type ValidKey } from "./import.validate.js";
+
+export type RunnerOptions = {
+  baseUrl: string;
+  rootKey: string;
+  /** Attempts per request for transient failures (connection errors, timeouts, 429, 5xx) before the run stops. */
+  attempts: number;
+  timeoutMs: number;
+  concurrency: number;
+  continueOnError: boolean;
+  /** First backoff delay; doubles per attempt up to 10 s, with full jitter. */
+  backoffMs: number;
+};
+
+export type BatchFailure = { batch: number; lines: number[]; code: string; status: number; message: string };
+
+export type RunOutcome = {
+  imported: number;
+  /** Keys of batches a previous run had already imported. */
+  doneEarlier: number;
+  /** Lines whose key the server already had when an unconfirmed batch was resolved (see the journal rule). */
+  alreadyPresent: number[];
+  failures: BatchFailure[];
+  failedKeys: number;
+  /** Keys of batches not finished because the run stopped (interrupt or transient failures). */
+  notImported: number;
+  stop: { reason: "interrupted" | "unavailable" | "failed"; message: string } | undefined;
+};
+
+const DUPLICATE = /^the key at index (\d+) already exists/;
+/** Refusals about the credentials or the API rather than a batch: every other batch would get the same answer. */
+const RUN_WIDE = new Set(["UNAUTHORIZED", "FORBIDDEN", "NOT_FOUND", "INSUFFICIENT_PERMISSIONS"]);
+
+export function isTransientStatus(status: number): boolean {
+  return status === 408 || status === 429 || status >= 500;
+}
+
+export class ImportRunner {
+  private stop: RunOutcome["stop"];
+  private readonly wake = new AbortController();
+  private readonly outcome: RunOutcome = {
+    imported: 0,
+    doneEarlier: 0,
+    alreadyPresent: [],
+    failures: [],
+    failedKeys: 0,
+    notImported: 0,
+    stop: undefined,
+  };
+
+  constructor(
+    private readonly options: RunnerOptions,
+    private readonly journal: Journal,
+    private readonly progress: Progress,
+  ) {}
+
+  /** The first Ctrl-C: start no new batch, cut backoff waits short, let the requests in flight finish. */
+  requestStop(reason: "interrupted" | "unavailable" | "failed", message: string): void {
+    if (this.stop) return;
+    this.stop = { reason, message };
+    this.wake.abort();
+  }
+
+  async run(batches: Batch[]): Promise<RunOutcome> {
+    const unconfirmed: Batch[] = [];
+    const toSend: Batch[] = [];
+    for (const batch of batches) {
+      const state = this.journal.states.get(batch.index);
+      if (state && state.digest !== batch.digest) {
+        throw new Error(`the journal's batch ${batch.index} does not match the file; pass a new --journal to start over`);
+      }
+      if (state?.state === "done") this.outcome.doneEarlier += batch.keys.length;
+      // A refused batch is retried; still in doubt if an attempt before the refusal may have landed.
+      else if (state?.state === "sent" || (state?.event.state === "failed" && state.event.inDoubt)) unconfirmed.push(batch);
+      else toSend.push(batch);
+    }
+    this.progress.start(this.outcome.doneEarlier);
+
+    // Unconfirmed batches first: a previous run sent them and never learned whether they landed.
+    const queue = [...unconfirmed.map((b) => ({ batch: b, inDoubt: true })), ...toSend.map((b) => ({ batch: b, inDoubt: false }))];
+    const worker = async () => {
+      while (!this.stop && queue.length > 0) {
+        const next = queue.shift()!;
+        await this.send(next.batch, next.inDoubt);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, this.options.concurrency) }, worker));
+
+    for (const { batch } of queue) this.outcome.notImported += batch.keys.length;
+    this.outcome.stop = this.stop;
+    this.progress.finish();
+    return this.outcome;
+  }
+
+  private async send(batch: Batch, inDoubtAtStart: boolean): Promise<void> {
+    const lines: [number, number] = [batch.keys[0]!.line, batch.keys[batch.keys.length - 1]!.line];
+    const base = { batch: batch.index, lines, digest: batch.digest };
+    this.journal.record({ ...base, state: "sent", at: new Date().toISOString() });
+
+    let remaining: ValidKey[] = batch.keys;
+    const present: number[] = [];
+    // In doubt: an earlier attempt may have landed (no answer, or a previous run stopped after sending it).
+    let inDoubt = inDoubtAtStart;
+    let attempt = 0;
+    for (;;) {
+      const body = remaining === batch.keys ? batch.body : JSON.stringify(remaining.map((k) => k.key));
+      const res = await postJson(this.options.baseUrl, "/v1/migrations.createKeys", this.options.rootKey, body, this.options.timeoutMs);
+
+      if (res.kind === "ok") {
+        this.journal.record({ ...base, state: "done", imported: remaining.length, alreadyPresent: present, at: new Date().toISOString() });
+        this.outcome.imported += remaining.length;
+        this.outcome.alreadyPresent.push(...present);
+        this.progress.advance(batch.keys.length, remaining.length);
+        return;
+      }
+
+      if (res.kind === "network" || isTransientStatus(res.status)) {
+        inDoubt = true;
+        attempt += 1;
+        const why = res.kind === "network" ? res.message : `${res.status} ${res.code}: ${res.message}`;
+        if (attempt >= this.options.attempts) {
+          this.outcome.notImported += batch.keys.length;
+          this.requestStop("unavailable", `${describeLines(batch.keys.map((k) => k.line))}: ${why} (after ${attempt} attempts)`);
+          return;
+        }
+        if (this.stop) {
+          this.outcome.notImported += batch.keys.length;
+          return;
+        }
+        this.progress.note(`${describeLines([lines[0], lines[1]])}: ${why}; retrying (attempt ${attempt + 1} of ${this.options.attempts})`);
+        await this.sleep(this.backoff(attempt, res.kind === "error" ? res.retryAfterMs : undefined));
+        if (this.stop) {
+          this.outcome.notImported += batch.keys.length;
+          return;
+        }
+        continue;
+      }
+
+      // createKeys is all or nothing. When an earlier attempt may have landed, a key it reports as existing is
+      // set aside as already present and the rest is sent again, until the server takes the rest or every key
+      // turned out to exist: a batch that had landed is found entirely present, and nothing is created twice.
+      const duplicate = inDoubt && res.status === 409 ? DUPLICATE.exec(res.message) : null;
+      if (duplicate) {
+        const index = Number(duplicate[1]);
+        if (index < remaining.length) {
+          present.push(remaining[index]!.line);
+          remaining = remaining.filter((_, i) => i !== index);
+          if (remaining.length === 0) {
+            this.journal.record({ ...base, state: "done", imported: 0, alreadyPresent: present, at: new Date().toISOString() });
+            this.outcome.alreadyPresent.push(...present);
+            this.progress.advance(batch.keys.length, 0);
+            return;
+          }
+          continue;
+        }
+      }
+
+      const failure = explainFailure(batch.index, remaining, res.status, res.code, res.message);
+      this.journal.record({ ...base, state: "failed", code: res.code, message: res.message, inDoubt, at: new Date().toISOString() });
+      this.outcome.failures.push(failure);
+      this.outcome.failedKeys += remaining.length;
+      // Keys of this batch found present while resolving it stay counted as present.
+      this.outcome.alreadyPresent.push(...present);
+      this.progress.advance(batch.keys.length, 0);
+      if (RUN_WIDE.has(res.code)) this.requestStop("failed", `${res.code}: ${res.message}`);
+      else if (!this.options.continueOnError) this.requestStop("failed", formatFailure(failure));
+      return;
+    }
+  }
+
+  private backoff(attempt: number, retryAfterMs: number | undefined): number {
+    const ceiling = Math.min(10_000, this.options.backoffMs * 2 ** (attempt - 1));
+    const jittered = Math.random() * ceiling;
+    return Math.max(jittered, Math.min(retryAfterMs ?? 0, 30_000));
+  }
+
+  private sleep(ms: number): Promise<void> {
+    if (this.wake.signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake.signal.addEventListener("abort", done, { once: true });
+    });
+  }
+}
+
+/** Names the lines a refusal is about: the key an index points to, the keys using a missing role, else all. */
+export function explainFailure(batch: number, keys: ValidKey[], status: number, code: string, message: string): BatchFailure {
+  const allLines = keys.map((k) => k.line);
+  let lines = allLines;
+  let text = message;
+  const lineOf = (i: string) => keys[Number(i)]?.line;
+  const indexed = /^(\d+)\.(.*)$/s.exec(message) ?? null;
+  if (indexed && lineOf(indexed[1]!) !== undefined) {
+    lines = [lineOf(indexed[1]!)!];
+    text = `${indexed[2]}`;
+  } else if (/\bindex \d+\b/.test(message)) {
+    const mentioned: number[] = [];
+    text = message.replace(/\b(?:the key at )?index (\d+)\b/g, (whole, i: string) => {
+      const line = lineOf(i);
+      if (line === undefined) return whole;
+      mentioned.push(line);
+      return `the key on line ${line}`;
+    });
+    if (mentioned.length > 0) lines = [...new Set(mentioned)].sort((a, b) => a - b);
+  } else if (code === "PRECONDITION_FAILED") {
+    const missing = /^(Roles|Permissions) (\[.*\]) are missing/.exec(message);
+    if (missing) {
+      try {
+        const names = new Set(JSON.parse(missing[2]!) as string[]);
+        const field = missing[1] === "Roles" ? "roles" : "permissions";
+        const using = keys.filter((k) => (k.key[field] ?? []).some((n) => names.has(n))).map((k) => k.line);
+        if (using.length > 0) lines = using;
+      } catch {
+        // keep every line of the batch
+      }
+    }
+  }
+  return { batch, lines, code, status, message: text };
+}
+
+export function formatFailure(f: BatchFailure): string {
+  const shown = f.lines.length <= 20 ? f.lines.join(", ") : `${f.lines.slice(0, 20).join(", ")}, … (${f.lines.length} lines)`;
+  return `${f.status} ${f.code}: ${f.message} [${f.lines.length === 1 ? "line" : "lines"} ${shown}]`;
+}

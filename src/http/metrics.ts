@@ -1,0 +1,188 @@
+import type { FastifyInstance, onResponseHookHandler } from "fastify";
+import { collectDefaultMetrics, Counter, Gauge, type Metric, Registry } from "prom-client";
+import { ApiError } from "../errors.js";
+import { bearerToken } from "../auth/bearer.js";
+import { secretsEqual } from "../crypto/hash.js";
+import type { Deps } from "../deps.js";
+import { checkDatabase } from "../modules/liveness/health.js";
+
+/** Latency buckets in seconds: verifications take well under a millisecond to tens of milliseconds. */
+export const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+// Process metrics (CPU, memory, event-loop lag, GC) describe the process, not one app: one registry per process.
+let processRegistry: Registry | undefined;
+function processMetrics(): Registry {
+  if (!processRegistry) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry });
+  }
+  return processRegistry;
+}
+
+type Series = { labels: Record<string, string>; count: number; sum: number; buckets: Float64Array };
+
+/**
+ * Request counts and latencies per method, route pattern and status. Recording costs a few additions on numbers
+ * this object already holds (no label object, no hashing, no promise per request); the Prometheus series are
+ * built only when /metrics is scraped. prom-client's own Histogram hashes its labels on every observation.
+ */
+class RequestStats {
+  private readonly series: Series[] = [];
+
+  /** The recorder of one route: its series per status are created on first use and then reused. */
+  recorder(method: string, route: string): (status: number, elapsedMs: number) => void {
+    const byStatus: (Series | undefined)[] = [];
+    return (status, elapsedMs) => {
+      let s = byStatus[status];
+      if (s === undefined) {
+        s = { labels: { method, route, status: String(status) }, count: 0, sum: 0, buckets: new Float64Array(LATENCY_BUCKETS.length + 1) };
+        byStatus[status] = s;
+        this.series.push(s);
+      }
+      const seconds = elapsedMs / 1000;
+      s.count += 1;
+      s.sum += seconds;
+      let i = 0;
+      while (i < LATENCY_BUCKETS.length && seconds > LATENCY_BUCKETS[i]!) i++;
+      s.buckets[i]! += 1;
+    };
+  }
+
+  /** `keyhaven_http_requests_total` and `keyhaven_http_request_duration_seconds`, in prom-client's metric shape. */
+  metrics(): Metric[] {
+    const series = this.series;
+    const counter = {
+      name: "keyhaven_http_requests_total",
+      help: "HTTP requests answered, by method, route pattern (never the raw URL) and status.",
+      type: "counter",
+      aggregator: "sum",
+      get: async () => ({ ...counter, values: series.map((s) => ({ labels: s.labels, value: s.count })) }),
+    };
+    const histogram = {
+      name: "keyhaven_http_request_duration_seconds",
+      help: "Time from receiving a request to sending its last byte, by method, route pattern and status.",
+      type: "histogram",
+      aggregator: "sum",
+      get: async () => ({
+        ...histogram,
+        values: series.flatMap((s) => {
+          let cumulative = 0;
+          const buckets = LATENCY_BUCKETS.map((le, i) => {
+            cumulative += s.buckets[i]!;
+            return { metricName: `${histogram.name}_bucket`, labels: { ...s.labels, le }, value: cumulative };
+          });
+          return [
+            ...buckets,
+            { metricName: `${histogram.name}_bucket`, labels: { ...s.labels, le: "+Inf" }, value: s.count },
+            { metricName: `${histogram.name}_sum`, labels: s.labels, value: s.sum },
+            { metricName: `${histogram.name}_count`, labels: s.labels, value: s.count },
+          ];
+        }),
+      }),
+    };
+    return [counter as unknown as Metric, histogram as unknown as Metric];
+  }
+}
+
+/** One app's metrics. buildApp creates it; the verifyKey handler reports outcomes through deps.metrics. */
+export class AppMetrics {
+  readonly registry = new Registry();
+  /** Per-route request counts and latencies, fed by the hooks registerMetrics installs. */
+  readonly requests = new RequestStats();
+  private readonly verificationCounts = new Map<string, number>();
+
+  constructor(deps: Pick<Deps, "config" | "store" | "db" | "ratelimiter">) {
+    for (const metric of this.requests.metrics()) this.registry.registerMetric(metric);
+    const verificationCounts = this.verificationCounts;
+    new Counter({
+      name: "keyhaven_key_verifications_total",
+      help: "keys.verifyKey outcomes by code (VALID, NOT_FOUND, RATE_LIMITED, ...).",
+      labelNames: ["code"],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [code, n] of verificationCounts) this.inc({ code }, n);
+      },
+    });
+    new Gauge({
+      name: "keyhaven_database_pool_size",
+      help: "Connections this process may open to the store (DATABASE_POOL_SIZE; 1 for the embedded PGlite).",
+      labelNames: ["store"],
+      registers: [this.registry],
+    }).set({ store: deps.store.kind }, deps.store.kind === "postgres" ? deps.config.databasePoolSize : 1);
+    new Gauge({
+      name: "keyhaven_database_up",
+      help: "1 when the store answered `select 1` during this scrape (within 1 s), else 0.",
+      registers: [this.registry],
+      async collect() {
+        this.set((await checkDatabase(deps)) === "up" ? 1 : 0);
+      },
+    });
+    const { ratelimiter } = deps;
+    if (ratelimiter.kind === "redis" && ratelimiter.isConnected) {
+      const isConnected = ratelimiter.isConnected.bind(ratelimiter);
+      new Gauge({
+        name: "keyhaven_redis_up",
+        help: "1 while the connection to REDIS_URL (shared rate-limit counters) is up, else 0. Absent without REDIS_URL.",
+        registers: [this.registry],
+        collect() {
+          this.set(isConnected() ? 1 : 0);
+        },
+      });
+    }
+  }
+
+  /** One keys.verifyKey outcome. A Map lookup and an addition: it runs on every verification. */
+  recordVerification(code: string): void {
+    this.verificationCounts.set(code, (this.verificationCounts.get(code) ?? 0) + 1);
+  }
+
+  /** The Prometheus text exposition: this app's series, then the process's. */
+  async render(): Promise<{ contentType: string; body: string }> {
+    const [app, proc] = await Promise.all([this.registry.metrics(), processMetrics().metrics()]);
+    return { contentType: this.registry.contentType, body: `${app}\n${proc}` };
+  }
+}
+
+/**
+ * Instruments every route registered after it (call it before the routes) and serves GET /metrics, which takes
+ * `Authorization: Bearer <KEYHAVEN_METRICS_TOKEN>` when that is set.
+ */
+export function registerMetrics(app: FastifyInstance, deps: Pick<Deps, "config" | "store" | "db" | "ratelimiter">): AppMetrics {
+  const metrics = new AppMetrics(deps);
+  const { requests } = metrics;
+
+  // Each route gets a hook of its own that already knows its method and pattern, so nothing is looked up per request.
+  app.addHook("onRoute", (route) => {
+    const method = Array.isArray(route.method) ? route.method.join(",") : String(route.method);
+    const record = requests.recorder(method, route.url);
+    const hook: onResponseHookHandler = (_req, reply, done) => {
+      record(reply.statusCode, reply.elapsedTime);
+      done();
+    };
+    const existing = route.onResponse === undefined ? [] : Array.isArray(route.onResponse) ? route.onResponse : [route.onResponse];
+    route.onResponse = [hook, ...existing];
+  });
+  // Requests no route matched (404, and 405 from the not-found handler) share one series, whatever their URL.
+  const recordUnmatched = new Map<string, (status: number, elapsedMs: number) => void>();
+  app.addHook("onResponse", (req, reply, done) => {
+    if (req.is404) {
+      let record = recordUnmatched.get(req.method);
+      if (!record) recordUnmatched.set(req.method, (record = requests.recorder(req.method, "unmatched")));
+      record(reply.statusCode, reply.elapsedTime);
+    }
+    done();
+  });
+
+  app.get("/metrics", { schema: { hide: true } }, async (req, reply) => {
+    const token = deps.config.metricsToken;
+    if (token !== undefined) {
+      const given = bearerToken(req.headers.authorization);
+      if (given === "") throw new ApiError("UNAUTHORIZED", "metrics token required (KEYHAVEN_METRICS_TOKEN is set)");
+      if (!secretsEqual(given, token)) throw new ApiError("UNAUTHORIZED", "metrics token is not valid");
+    }
+    const { contentType, body } = await metrics.render();
+    return reply.type(contentType).send(body);
+  });
+  return metrics;
+}

@@ -1,0 +1,65 @@
+import { z } from "zod";
+import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { ApiError } from "../../errors.js";
+import { queryInt, queryText } from "../../http/query.js";
+import { defineRpc } from "../../rpc.js";
+import type { PermissionQuery } from "../../auth/permissions.js";
+import { dailyKeyVerifications, findKeyScope, findKeysOfOwner } from "../analytics/analytics.repository.js";
+
+const HOUR_MS = 3_600_000;
+
+export const getVerifications = defineRpc({
+  method: "GET",
+  path: "/v1/keys.getVerifications",
+  summary:
+    "Daily verification counts (UTC days) of a key, or of every key of an owner (`ownerId`: the key's ownerId or its identity's externalId). The window defaults to the last 24 hours.",
+  input: z.object({
+    keyId: queryText.min(1).optional(),
+    ownerId: queryText.min(1).optional(),
+    start: queryInt(0, Number.MAX_SAFE_INTEGER).optional(),
+    end: queryInt(0, Number.MAX_SAFE_INTEGER).optional(),
+    granularity: z.enum(["day"]).default("day"),
+  }),
+  output: z.object({
+    verifications: z.array(
+      z.object({ time: z.number(), success: z.number(), rateLimited: z.number(), usageExceeded: z.number() }),
+    ),
+  }),
+  handler: async (input, { deps, authorization }) => {
+    const { db } = deps;
+    if (input.keyId === undefined && input.ownerId === undefined) {
+      throw new ApiError("BAD_REQUEST", "keyId or ownerId must be provided");
+    }
+    const end = input.end ?? Date.now();
+    const start = input.start ?? end - 24 * HOUR_MS;
+    if (start > end) throw new ApiError("BAD_REQUEST", "start must not be after end");
+    const noKeys = () => new ApiError("NOT_FOUND", "No keys were found to match your query");
+
+    let keys: { id: string; apiId: string }[];
+    let workspaceId: string;
+    if (input.keyId !== undefined) {
+      // Looked up before authentication, as in v1; a key of another workspace is answered as a missing one.
+      const key = await findKeyScope(db, input.keyId);
+      if (!key) throw noKeys();
+      const auth = await authenticateRootKey(db, authorization);
+      if (key.workspaceId !== auth.workspaceId) throw noKeys();
+      requirePermission(auth, readKeyPermission([key.apiId]));
+      keys = [{ id: input.keyId, apiId: key.apiId }];
+      workspaceId = auth.workspaceId;
+    } else {
+      const auth = await authenticateRootKey(db, authorization);
+      keys = await findKeysOfOwner(db, auth.workspaceId, input.ownerId!);
+      if (keys.length === 0) throw noKeys();
+      requirePermission(auth, readKeyPermission([...new Set(keys.map((k) => k.apiId))]));
+      workspaceId = auth.workspaceId;
+    }
+    const from = start - (start % HOUR_MS);
+    const verifications = await dailyKeyVerifications(db, workspaceId, keys.map((k) => k.id), from, end);
+    return { verifications };
+  },
+});
+
+/** v1's check: `*`, `api.*.read_key`, or `read_key` on every API the keys belong to. */
+function readKeyPermission(apiIds: string[]): PermissionQuery {
+  return { or: ["*", "api.*.read_key", { and: apiIds.map((id) => `api.${id}.read_key`) }] };
+}

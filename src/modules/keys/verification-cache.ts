@@ -1,0 +1,133 @@
+import { sql } from "drizzle-orm";
+import { bigint, pgTable, smallint } from "drizzle-orm/pg-core";
+import type { Db } from "../../db/client.js";
+import { lookupKeysForVerification, type KeyForVerification } from "./keys.repository.js";
+
+/** Keys kept in memory per process; beyond this the oldest entries are dropped first. */
+export const VERIFICATION_CACHE_ENTRIES = 50_000;
+
+type Waiter = {
+  hash: string;
+  resolve: (key: KeyForVerification | undefined) => void;
+  reject: (err: unknown) => void;
+};
+
+/**
+ * The keys verification reads, kept in process memory without ever answering from stale data.
+ *
+ * Every write that can change a verification's answer bumps the database's epoch in the same transaction
+ * (triggers of migration `verification_epoch`). Each lookup waits for a statement that starts after the lookup was
+ * asked for; that statement reads the epoch (and, in the same snapshot, the keys not in memory). Entries read at the
+ * same epoch are still exact, because no write they depend on has committed since; otherwise they are all dropped
+ * and read again. So a write that committed before a verification arrived is always seen by it, on every replica.
+ *
+ * Lookups that arrive while a statement is running are answered together by the next one: under load one small
+ * query serves many verifications, and a key that is verified often is read from the database once per write.
+ */
+export class VerificationCache {
+  private entries = new Map<string, KeyForVerification>();
+  /** The epoch every entry was read at; null before the first read. */
+  private epoch: string | null = null;
+  private waiting: Waiter[] = [];
+  private running = false;
+  private readonly epochStatement: ReturnType<typeof epochQuery>;
+
+  constructor(
+    private readonly db: Db,
+    private readonly maxEntries = VERIFICATION_CACHE_ENTRIES,
+  ) {
+    this.epochStatement = epochQuery(db);
+  }
+
+  lookup(hash: string): Promise<KeyForVerification | undefined> {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ hash, resolve, reject });
+      if (!this.running) void this.run();
+    });
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  private async run(): Promise<void> {
+    this.running = true;
+    try {
+      while (this.waiting.length > 0) {
+        const batch = this.waiting;
+        this.waiting = [];
+        try {
+          await this.answer(batch);
+        } catch (err) {
+          for (const w of batch) w.reject(err);
+        }
+      }
+    } finally {
+      this.running = false;
+    }
+  }
+
+  /** One statement for the whole batch (two when only unknown keys were asked for and none exists). */
+  private async answer(batch: Waiter[]): Promise<void> {
+    const missed = new Set(batch.filter((w) => !this.entries.has(w.hash)).map((w) => w.hash));
+    const misses = [...missed];
+    let epoch: string | undefined;
+    const found = new Map<string, KeyForVerification>();
+    if (misses.length > 0) {
+      for (const row of await lookupKeysForVerification(this.db, misses)) {
+        epoch = row.epoch;
+        found.set(row.hash, row);
+      }
+    }
+    const hadHits = batch.some((w) => !missed.has(w.hash));
+    if (epoch === undefined && (hadHits || this.epoch === null)) {
+      const [row] = await this.epochStatement.execute();
+      epoch = row!.epoch;
+    }
+
+    if (epoch !== undefined && epoch !== this.epoch) {
+      this.entries.clear();
+      this.epoch = epoch;
+    }
+    for (const [hash, row] of found) this.remember(hash, row);
+
+    for (const w of batch) {
+      const cached = this.entries.get(w.hash);
+      if (cached) w.resolve(cached);
+      else if (missed.has(w.hash)) w.resolve(undefined);
+      // It was in memory, but the epoch moved: asked again by the next statement, which starts after this one.
+      else this.waiting.push(w);
+    }
+  }
+
+  private remember(hash: string, row: KeyForVerification): void {
+    this.entries.delete(hash);
+    this.entries.set(hash, row);
+    if (this.entries.size > this.maxEntries) {
+      const oldest = this.entries.keys().next().value;
+      if (oldest !== undefined) this.entries.delete(oldest);
+    }
+  }
+}
+
+// Created by the custom migration `verification_epoch` (with its triggers), so not part of the drizzle schema.
+const epochTable = pgTable("keyhaven_epoch", {
+  shard: smallint("shard").primaryKey(),
+  value: bigint("value", { mode: "bigint" }).notNull(),
+});
+
+function epochQuery(db: Db) {
+  return db
+    .select({ epoch: sql<string>`sum(${epochTable.value})::text` })
+    .from(epochTable)
+    .prepare("keyhaven_verification_epoch");
+}
+
+const caches = new WeakMap<Db, VerificationCache>();
+
+/** The cache of one database handle (one per process in production; one per app instance in tests). */
+export function verificationCache(db: Db): VerificationCache {
+  let cache = caches.get(db);
+  if (!cache) caches.set(db, (cache = new VerificationCache(db)));
+  return cache;
+}

@@ -1,0 +1,42 @@
+import { z } from "zod";
+import type { PermissionQuery } from "../../auth/permissions.js";
+import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { ApiError } from "../../errors.js";
+import { queryText } from "../../http/query.js";
+import { defineRpc } from "../../rpc.js";
+import { listMigrationErrors, summarizeMigration } from "./migrations.repository.js";
+
+/** At most this many errors are listed; `keys.failed` counts them all. */
+export const MAX_LISTED_ERRORS = 1000;
+
+export const getMigration = defineRpc({
+  method: "GET",
+  path: "/v1/migrations.getMigration",
+  summary:
+    "keyhaven extension: the progress of the batches enqueued with migrations.enqueueKeys under a migrationId, and why keys were not imported (never the key itself).",
+  input: z.object({ migrationId: queryText.min(1).max(256) }),
+  output: z.object({
+    migrationId: z.string(),
+    batches: z.object({ pending: z.number(), done: z.number(), failed: z.number() }),
+    keys: z.object({ enqueued: z.number(), imported: z.number(), failed: z.number() }),
+    errors: z.array(
+      z.object({
+        batchId: z.number(),
+        enqueuedAt: z.number(),
+        index: z.number().nullable(),
+        code: z.string(),
+        message: z.string(),
+      }),
+    ),
+  }),
+  handler: async ({ migrationId }, { deps, authorization }) => {
+    const { db } = deps;
+    const auth = await authenticateRootKey(db, authorization);
+    const summary = await summarizeMigration(db, auth.workspaceId, migrationId);
+    if (!summary) throw new ApiError("NOT_FOUND", `migration ${migrationId} not found`);
+    const readEveryApi: PermissionQuery = { and: summary.apiIds.map((id) => `api.${id}.read_api`) };
+    requirePermission(auth, { or: ["*", "api.*.read_api", readEveryApi] });
+    const errors = await listMigrationErrors(db, auth.workspaceId, migrationId, MAX_LISTED_ERRORS);
+    return { migrationId, batches: summary.batches, keys: summary.keys, errors };
+  },
+});

@@ -1,0 +1,29 @@
+import { z } from "zod";
+import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { ApiError } from "../../errors.js";
+import { defineRpc } from "../../rpc.js";
+import { findNamespace, softDeleteOverride } from "./ratelimits.repository.js";
+import { assertNamespaceGiven, MAX_NAME, namespaceLabel } from "./ratelimits.schemas.js";
+
+export const deleteOverride = defineRpc({
+  method: "POST",
+  path: "/v1/ratelimits.deleteOverride",
+  summary: "Deletes the override of an identifier (matched literally) in a namespace; the next limit call no longer sees it.",
+  input: z.object({
+    namespaceId: z.string().min(1).optional(),
+    namespaceName: z.string().min(1).max(MAX_NAME).optional(),
+    identifier: z.string().min(1).max(MAX_NAME),
+  }),
+  output: z.object({}),
+  handler: async (input, { deps, authorization }) => {
+    const auth = await authenticateRootKey(deps.db, authorization);
+    assertNamespaceGiven(input);
+    requirePermission(auth, { or: ["*", "ratelimit.*.delete_override"] });
+    const namespace = await findNamespace(deps.db, auth.workspaceId, input);
+    if (!namespace) throw new ApiError("NOT_FOUND", `Namespace ${namespaceLabel(input)} not found`);
+    if (!(await softDeleteOverride(deps.db, namespace.id, input.identifier))) {
+      throw new ApiError("NOT_FOUND", `Override with ${input.identifier} identifier not found`);
+    }
+    return {};
+  },
+});

@@ -1,0 +1,66 @@
+import { z } from "zod";
+import { authenticateRootKey, hasPermission, requirePermission } from "../../auth/root-key.js";
+import { ApiError } from "../../errors.js";
+import { defineRpc } from "../../rpc.js";
+import { ensureNamespace, findNamespaceForLimit } from "./ratelimits.repository.js";
+import { durationSchema, limitSchema, MAX_NAME } from "./ratelimits.schemas.js";
+
+/**
+ * Counter names for standalone limits: the namespace id (`rlns_…`) leads the identifier, so they can never share
+ * a counter with a key's or an identity's limits (counted under `key_…` / `id_…`), nor with another namespace.
+ */
+const COUNTER_NAME = "ratelimits.limit";
+
+export const limit = defineRpc({
+  method: "POST",
+  path: "/v1/ratelimits.limit",
+  summary:
+    "Counts `cost` against `limit` per fixed window of `duration` ms for an identifier of a namespace; an override of the identifier replaces limit and duration.",
+  input: z.object({
+    namespace: z.string().min(1).max(MAX_NAME).default("default"),
+    identifier: z.string().min(1).max(MAX_NAME),
+    limit: limitSchema(1),
+    duration: durationSchema,
+    cost: limitSchema(0).default(1),
+    // Accepted for v1 clients. Every answer is exact, so async changes nothing here (see the README).
+    async: z.boolean().default(false),
+    // v1 used these only for its analytics and audit logs; keyhaven has neither and ignores them.
+    meta: z.record(z.string(), z.unknown()).optional(),
+    resources: z
+      .array(
+        z.object({
+          type: z.string(),
+          id: z.string(),
+          name: z.string().optional(),
+          meta: z.record(z.string(), z.unknown()).optional(),
+        }),
+      )
+      .optional(),
+  }),
+  output: z.object({ success: z.boolean(), limit: z.number(), remaining: z.number(), reset: z.number() }),
+  handler: async (input, { deps, authorization }) => {
+    const auth = await authenticateRootKey(deps.db, authorization);
+    const found = await findNamespaceForLimit(deps.db, {
+      workspaceId: auth.workspaceId,
+      name: input.namespace,
+      identifier: input.identifier,
+    });
+    let namespaceId: string;
+    if (found) {
+      namespaceId = found.namespaceId;
+      requirePermission(auth, { or: ["*", "ratelimit.*.limit", `ratelimit.${namespaceId}.limit`] });
+    } else {
+      if (!hasPermission(auth, { or: ["*", "ratelimit.*.create_namespace"] })) {
+        throw new ApiError("NOT_FOUND", `namespace ${input.namespace} not found`);
+      }
+      // Checked before creating, so a key that may not limit leaves nothing behind.
+      requirePermission(auth, { or: ["*", "ratelimit.*.limit"] });
+      namespaceId = await ensureNamespace(deps.db, auth.workspaceId, input.namespace);
+    }
+    const applied = found?.override ?? { limit: input.limit, duration: input.duration };
+    const [outcome] = await deps.ratelimiter.check([
+      { name: COUNTER_NAME, identifier: `${namespaceId}\u0000${input.identifier}`, ...applied, cost: input.cost },
+    ]);
+    return { success: outcome!.passed, limit: applied.limit, remaining: outcome!.remaining, reset: outcome!.reset };
+  },
+});

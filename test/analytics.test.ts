@@ -1,0 +1,301 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { stopBackgroundJobs } from "../src/background.js";
+import { describeRootKeyAuth } from "./auth-suite.js";
+import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
+
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+
+let h: Harness;
+let t: Tenant;
+let apiId: string;
+beforeAll(async () => {
+  h = await createHarness();
+  t = await h.tenant();
+  apiId = await h.createApi(t);
+});
+afterAll(() => h.close());
+
+const verify = (key: string, extra: Record<string, unknown> = {}, harness = h) =>
+  harness.post("/v1/keys.verifyKey", { key, ...extra });
+
+const countsOf = (where: string, harness = h) =>
+  harness.sql<{ key_id: string; outcome: string; tags: string[]; n: number; workspace_id: string; api_id: string }>(
+    `select key_id, outcome, tags, count::int as n, workspace_id, api_id from verification_counts where ${where} order by outcome, tags`,
+  );
+const total = async (where: string, harness = h) =>
+  Number((await harness.sql<{ n: string | null }>(`select coalesce(sum(count), 0)::int as n from verification_counts where ${where}`))[0]!.n);
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > until) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const keyVerifications = (query: Record<string, string>, rootKey: string | undefined = t.rootKey) =>
+  h.get("/v1/keys.getVerifications", query, rootKey);
+const analytics = (query: Record<string, string>, rootKey: string | undefined = t.rootKey) =>
+  h.get("/v1/analytics.getVerifications", query, rootKey);
+
+describe("verification analytics: recording and writing", () => {
+  it("counts every verification of an existing key per outcome and tags, written within about a second", async () => {
+    const { key, keyId } = await h.importKey(t, apiId, { remaining: 2 });
+    expect((await verify(key)).body.code).toBe("VALID");
+    expect((await verify(key, { tags: ["path=/a", "region=eu"] })).body.code).toBe("VALID");
+    expect((await verify(key)).body.code).toBe("USAGE_EXCEEDED");
+    expect((await verify(key, { apiId: "api_other" })).body.code).toBe("FORBIDDEN");
+    expect((await verify("sk_not_a_key_of_anyone")).body.code).toBe("NOT_FOUND");
+
+    // No explicit flush: the background flusher writes them.
+    await waitFor(async () => (await total(`key_id = '${keyId}'`)) === 4);
+    expect(await countsOf(`key_id = '${keyId}'`)).toEqual([
+      { key_id: keyId, outcome: "FORBIDDEN", tags: [], n: 1, workspace_id: t.workspaceId, api_id: apiId },
+      { key_id: keyId, outcome: "USAGE_EXCEEDED", tags: [], n: 1, workspace_id: t.workspaceId, api_id: apiId },
+      { key_id: keyId, outcome: "VALID", tags: [], n: 1, workspace_id: t.workspaceId, api_id: apiId },
+      { key_id: keyId, outcome: "VALID", tags: ["path=/a", "region=eu"], n: 1, workspace_id: t.workspaceId, api_id: apiId },
+    ]);
+    // Unknown keys belong to no workspace and are not counted.
+    expect(await total("true")).toBe(await total(`workspace_id = '${t.workspaceId}'`));
+  });
+
+  it("adds to the stored counts on later writes (one row per key, hour, outcome and tags)", async () => {
+    const { key, keyId } = await h.importKey(t, apiId);
+    for (let i = 0; i < 3; i++) await verify(key);
+    await h.jobs.analytics.flush();
+    for (let i = 0; i < 4; i++) await verify(key);
+    await h.jobs.analytics.flush();
+    expect(await countsOf(`key_id = '${keyId}'`)).toMatchObject([{ outcome: "VALID", n: 7 }]);
+  });
+
+  it("writes every count recorded before a clean shutdown", async () => {
+    const harness = await createHarness();
+    const tenant = await harness.tenant();
+    const api = await harness.createApi(tenant);
+    const { key, keyId } = await harness.importKey(tenant, api);
+    const n = 37;
+    await Promise.all(Array.from({ length: n }, () => verify(key, {}, harness)));
+    // What main.ts does on SIGTERM: close the app (no request in flight), stop the jobs, then the store.
+    await harness.app.close();
+    await stopBackgroundJobs(harness.jobs);
+    expect(harness.jobs.analytics.unwritten).toBe(0);
+    expect(await total(`key_id = '${keyId}'`, harness)).toBe(n);
+    await harness.close();
+  });
+
+  it("keeps the counts of a failed write for the next one", async () => {
+    const harness = await createHarness();
+    try {
+      const tenant = await harness.tenant();
+      const api = await harness.createApi(tenant);
+      const { key, keyId } = await harness.importKey(tenant, api);
+      await harness.sql("alter table verification_counts rename to verification_counts_away");
+      try {
+        for (let i = 0; i < 5; i++) await verify(key, {}, harness);
+        await expect(harness.jobs.analytics.flush()).rejects.toThrow();
+        expect(harness.jobs.analytics.unwritten).toBe(5);
+        await verify(key, {}, harness);
+      } finally {
+        await harness.sql("alter table verification_counts_away rename to verification_counts");
+      }
+      await harness.jobs.analytics.flush();
+      expect(await total(`key_id = '${keyId}'`, harness)).toBe(6);
+    } finally {
+      await harness.close();
+    }
+  });
+
+  it("records nothing with KEYHAVEN_ANALYTICS=off", async () => {
+    const harness = await createHarness({ KEYHAVEN_ANALYTICS: "off" });
+    try {
+      const tenant = await harness.tenant();
+      const { key } = await harness.importKey(tenant, await harness.createApi(tenant));
+      expect((await verify(key, {}, harness)).body.valid).toBe(true);
+      expect(harness.jobs.analytics.unwritten).toBe(0);
+      await harness.jobs.analytics.flush();
+      expect(await total("true", harness)).toBe(0);
+    } finally {
+      await harness.close();
+    }
+  });
+});
+
+describe("keys.getVerifications", () => {
+  it("answers daily counts of a key: success, rate limited, usage exceeded", async () => {
+    const { key, keyId } = await h.importKey(t, apiId, {
+      remaining: 3,
+      ratelimit: { limit: 4, refillRate: 4, refillInterval: 60_000 },
+    });
+    const codes = [];
+    for (let i = 0; i < 5; i++) codes.push((await verify(key)).body.code);
+    expect(codes).toEqual(["VALID", "VALID", "VALID", "USAGE_EXCEEDED", "RATE_LIMITED"]);
+    await h.jobs.analytics.flush();
+
+    const today = Date.now() - (Date.now() % DAY);
+    const res = await keyVerifications({ keyId });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body).toEqual({ verifications: [{ time: today, success: 3, rateLimited: 1, usageExceeded: 1 }] });
+    // A window before the verifications holds none.
+    expect((await keyVerifications({ keyId, start: "0", end: String(today - DAY) })).body).toEqual({ verifications: [] });
+    expect((await keyVerifications({ keyId, start: String(today), granularity: "day" })).body.verifications).toHaveLength(1);
+  });
+
+  it("sums every key of an owner (its ownerId, or its identity's externalId)", async () => {
+    const a = await h.importKey(t, apiId, { ownerId: "owner-7" });
+    const b = await h.importKey(t, await h.createApi(t), { externalId: "owner-7" });
+    await verify(a.key);
+    await verify(b.key);
+    await verify(b.key);
+    await h.jobs.analytics.flush();
+    const res = await keyVerifications({ ownerId: "owner-7" });
+    expect(res.body.verifications).toMatchObject([{ success: 3, rateLimited: 0, usageExceeded: 0 }]);
+  });
+
+  it("refuses a query without keyId or ownerId, a bad window or granularity, and unknown keys", async () => {
+    expectError(await keyVerifications({}), 400, "BAD_REQUEST", "keyId or ownerId must be provided");
+    expectError(await keyVerifications({ keyId: "k", granularity: "hour" }), 400, "BAD_REQUEST", /^granularity: /);
+    expectError(await keyVerifications({ keyId: "k", start: "x" }), 400, "BAD_REQUEST", /^start: /);
+    const { keyId } = await h.importKey(t, apiId);
+    expectError(await keyVerifications({ keyId, start: "10", end: "5" }), 400, "BAD_REQUEST", "start must not be after end");
+    expectError(await keyVerifications({ keyId: "key_missing" }), 404, "NOT_FOUND", "No keys were found to match your query");
+    expectError(await keyVerifications({ ownerId: "nobody" }), 404, "NOT_FOUND", "No keys were found to match your query");
+  });
+
+  it("accepts read_key on the key's API, and refuses other permissions", async () => {
+    const { keyId } = await h.importKey(t, apiId);
+    expect((await keyVerifications({ keyId }, await h.rootKey(t.workspaceId, [`api.${apiId}.read_key`]))).status).toBe(200);
+    expectError(await keyVerifications({ keyId }, await h.rootKey(t.workspaceId, [`api.${apiId}.read_api`])), 403, "INSUFFICIENT_PERMISSIONS");
+  });
+});
+
+describe("analytics.getVerifications", () => {
+  let api: string;
+  let k1: { key: string; keyId: string };
+  let k2: { key: string; keyId: string };
+  const start = () => String(Date.now() - 3 * HOUR);
+  beforeAll(async () => {
+    api = await h.createApi(t);
+    k1 = await h.importKey(t, api, { externalId: "customer-a" });
+    k2 = await h.importKey(t, api, { enabled: false });
+    await verify(k1.key, { tags: ["a", "b"] });
+    await verify(k1.key, { tags: ["a"] });
+    await verify(k1.key);
+    await verify(k2.key, { tags: ["b"] });
+    await h.jobs.analytics.flush();
+  });
+
+  const zeros = {
+    valid: 0,
+    notFound: 0,
+    forbidden: 0,
+    usageExceeded: 0,
+    rateLimited: 0,
+    unauthorized: 0,
+    disabled: 0,
+    insufficientPermissions: 0,
+    expired: 0,
+    total: 0,
+  };
+
+  it("answers one row of totals without groupBy", async () => {
+    const res = await analytics({ apiId: api, start: start() });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body).toEqual([{ ...zeros, valid: 3, disabled: 1, total: 4 }]);
+  });
+
+  it("groups by hour, day and month with every slice of the range, empty ones as zeros", async () => {
+    const now = Date.now();
+    const hourly = (await analytics({ apiId: api, start: String(now - 3 * HOUR), groupBy: "hour" })).body;
+    expect(hourly).toHaveLength(4);
+    const thisHour = now - (now % HOUR);
+    expect(hourly.map((r: { time: number }) => r.time)).toEqual([thisHour - 3 * HOUR, thisHour - 2 * HOUR, thisHour - HOUR, thisHour]);
+    // The verifications were made in this hour, or in the previous one when the test crossed an hour boundary.
+    const [latest] = await h.sql<{ hour: string }>(`select max(hour_m)::text as hour from verification_counts where api_id = '${api}'`);
+    for (const row of hourly) {
+      expect(row).toEqual(row.time === Number(latest!.hour) ? { ...zeros, time: row.time, valid: 3, disabled: 1, total: 4 } : { ...zeros, time: row.time });
+    }
+
+    const daily = (await analytics({ apiId: api, start: String(now - 2 * DAY), groupBy: "day", order: "desc", orderBy: "time" })).body;
+    expect(daily.map((r: { total: number }) => r.total)).toEqual([4, 0, 0]);
+    const d = new Date(now);
+    const monthly = (await analytics({ apiId: api, start: start(), groupBy: "month" })).body;
+    expect(monthly.at(-1)).toEqual({ ...zeros, time: Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1), valid: 3, disabled: 1, total: 4 });
+  });
+
+  it("groups by key and identity, and filters by keyId and externalId", async () => {
+    const byKey = (await analytics({ apiId: api, start: start(), groupBy: "key", orderBy: "total", order: "desc" })).body;
+    expect(byKey).toEqual([
+      { ...zeros, keyId: k1.keyId, valid: 3, total: 3 },
+      { ...zeros, keyId: k2.keyId, disabled: 1, total: 1 },
+    ]);
+    expect((await analytics({ apiId: api, start: start(), groupBy: "key", orderBy: "total", order: "desc", limit: "1" })).body).toHaveLength(1);
+
+    const byIdentity = (await analytics({ apiId: api, start: start(), groupBy: "identity" })).body;
+    expect(byIdentity).toEqual([{ ...zeros, identity: { id: expect.stringMatching(/^id_/), externalId: "customer-a" }, valid: 3, total: 3 }]);
+    expect((await analytics({ apiId: api, start: start(), externalId: "customer-a" })).body).toEqual([{ ...zeros, valid: 3, total: 3 }]);
+    expect((await analytics({ apiId: api, start: start(), keyId: k2.keyId })).body).toEqual([{ ...zeros, disabled: 1, total: 1 }]);
+    // The SDK sends a keyId array comma-joined.
+    expect((await analytics({ apiId: api, start: start(), keyId: `${k1.keyId},${k2.keyId}` })).body[0].total).toBe(4);
+    expectError(await analytics({ apiId: api, start: start(), externalId: "nobody" }), 404, "NOT_FOUND", "identity with externalId nobody not found");
+  });
+
+  it("filters by tags (all of them) and groups by tag set or single tag", async () => {
+    expect((await analytics({ apiId: api, start: start(), tag: "a" })).body[0].total).toBe(2);
+    expect((await analytics({ apiId: api, start: start(), tag: "b" })).body[0].total).toBe(2);
+    const both = await h.app.inject({ method: "GET", url: `/v1/analytics.getVerifications?apiId=${api}&start=${start()}&tag=a&tag=b`, headers: { authorization: `Bearer ${t.rootKey}` } });
+    expect(JSON.parse(both.body)[0].total).toBe(1);
+
+    const byTag = (await analytics({ apiId: api, start: start(), groupBy: "tag" })).body;
+    expect(byTag.map((r: { tag: string; total: number }) => [r.tag, r.total])).toEqual([["a", 2], ["b", 2]]);
+    const byTags = (await analytics({ apiId: api, start: start(), groupBy: "tags" })).body;
+    expect(byTags.map((r: { tags: string[]; total: number }) => [r.tags, r.total])).toEqual([[[], 1], [["a"], 1], [["a", "b"], 1], [["b"], 1]]);
+  });
+
+  it("refuses bad queries with 400", async () => {
+    expectError(await analytics({ apiId: api }), 400, "BAD_REQUEST", /^start: /);
+    expectError(await analytics({ start: "0" }), 400, "BAD_REQUEST", /^apiId: /);
+    expectError(await analytics({ apiId: api, start: "10", end: "10" }), 400, "BAD_REQUEST", "start cannot be equal or greater than end");
+    expectError(await analytics({ apiId: api, start: start(), groupBy: "week" }), 400, "BAD_REQUEST", /^groupBy/);
+    expectError(await analytics({ apiId: api, start: start(), groupBy: "tag,tags" }), 400, "BAD_REQUEST", "You can not group by tag and tags at the same time");
+    expectError(await analytics({ apiId: api, start: start(), orderBy: "time" }), 400, "BAD_REQUEST", "orderBy=time needs groupBy hour, day or month");
+    expectError(await analytics({ apiId: api, start: start(), orderBy: "nope" }), 400, "BAD_REQUEST", /^orderBy: /);
+    expectError(await analytics({ apiId: api, start: start(), limit: "0" }), 400, "BAD_REQUEST", /^limit: /);
+    expectError(await analytics({ apiId: api, start: "0", groupBy: "hour" }), 400, "BAD_REQUEST", /more than 10000 hours/);
+    expectError(await analytics({ apiId: "api_missing", start: start() }), 404, "NOT_FOUND", "api api_missing not found");
+  });
+
+  it("accepts read_api on the API and refuses other permissions", async () => {
+    expect((await analytics({ apiId: api, start: start() }, await h.rootKey(t.workspaceId, [`api.${api}.read_api`]))).status).toBe(200);
+    expectError(await analytics({ apiId: api, start: start() }, await h.rootKey(t.workspaceId, [`api.${api}.read_key`])), 403, "INSUFFICIENT_PERMISSIONS");
+  });
+});
+
+const countAll = async (h: Harness) => Number((await h.sql<{ n: string }>("select count(*) as n from verification_counts"))[0]!.n);
+
+describeRootKeyAuth(() => h, {
+  method: "GET",
+  path: "/v1/keys.getVerifications",
+  async validRequest(h, owner) {
+    const { keyId } = await h.importKey(owner, await h.createApi(owner));
+    return { query: { keyId } };
+  },
+  insufficientPermissions: ["api.*.read_api", "api.other.read_key"],
+  countRows: countAll,
+  async expectForOtherWorkspace(res) {
+    expectError(res, 404, "NOT_FOUND", "No keys were found to match your query");
+  },
+});
+
+describeRootKeyAuth(() => h, {
+  method: "GET",
+  path: "/v1/analytics.getVerifications",
+  async validRequest(h, owner) {
+    return { query: { apiId: await h.createApi(owner), start: "0" } };
+  },
+  insufficientPermissions: ["api.*.read_key", "api.other.read_api"],
+  countRows: countAll,
+  async expectForOtherWorkspace(res) {
+    expectError(res, 404, "NOT_FOUND", /^api api_\w+ not found$/);
+  },
+});

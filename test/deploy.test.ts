@@ -1,0 +1,121 @@
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { parse } from "yaml";
+
+// There is no Docker engine on the development machine: these tests check the deployment files' structure.
+const read = (file: string) => readFileSync(new URL(`../${file}`, import.meta.url), "utf8");
+
+type Service = {
+  image?: string;
+  build?: unknown;
+  environment?: Record<string, string>;
+  depends_on?: Record<string, { condition?: string }> | string[];
+  healthcheck?: { test: string[] | string };
+  ports?: string[];
+  volumes?: string[];
+  command?: string[];
+};
+
+// `merge: true` resolves the `<<: *keyhaven` merge keys the way Docker Compose does.
+const compose = parse(read("docker-compose.yml"), { merge: true }) as { services: Record<string, Service> };
+const services = compose.services;
+const replicas = Object.entries(services).filter(([, s]) => s.build !== undefined);
+
+const dependsOn = (s: Service) =>
+  Array.isArray(s.depends_on) ? Object.fromEntries(s.depends_on.map((n) => [n, {}])) : (s.depends_on ?? {});
+const healthTest = (s: Service) => (Array.isArray(s.healthcheck?.test) ? s.healthcheck!.test.join(" ") : (s.healthcheck?.test ?? ""));
+
+describe("docker-compose.yml", () => {
+  it("runs PostgreSQL and Redis with healthchecks", () => {
+    expect(services.postgres?.image).toMatch(/^postgres:/);
+    expect(healthTest(services.postgres!)).toContain("pg_isready");
+    expect(services.postgres?.volumes?.some((v) => v.endsWith(":/var/lib/postgresql/data"))).toBe(true);
+    expect(services.redis?.image).toMatch(/^redis:/);
+    expect(healthTest(services.redis!)).toContain("ping");
+  });
+
+  it("runs two keyhaven replicas built from this Dockerfile, on that PostgreSQL and that Redis", () => {
+    expect(replicas.map(([name]) => name).sort()).toEqual(["keyhaven-1", "keyhaven-2"]);
+    const pgEnv = services.postgres!.environment!;
+    for (const [name, s] of replicas) {
+      const env = s.environment!;
+      const db = new URL(env.DATABASE_URL!);
+      expect(db.protocol, name).toBe("postgres:");
+      expect(db.hostname, name).toBe("postgres");
+      expect(db.port || "5432", name).toBe("5432");
+      expect(decodeURIComponent(db.username), name).toBe(pgEnv.POSTGRES_USER);
+      expect(decodeURIComponent(db.password), name).toBe(pgEnv.POSTGRES_PASSWORD);
+      expect(db.pathname.slice(1), name).toBe(pgEnv.POSTGRES_DB);
+      const redis = new URL(env.REDIS_URL!);
+      expect(redis.protocol, name).toBe("redis:");
+      expect(redis.hostname, name).toBe("redis");
+      expect(env.HOST, name).toBe("0.0.0.0");
+      expect(env.PORT, name).toBe("8080");
+      // Replicas must share the encryption key; compose refuses to start without it (`:?`).
+      expect(env.KEYHAVEN_ENCRYPTION_KEY, name).toMatch(/^\$\{KEYHAVEN_ENCRYPTION_KEY:\?/);
+      expect(dependsOn(s), name).toEqual({ postgres: { condition: "service_healthy" }, redis: { condition: "service_healthy" } });
+      expect(healthTest(s), name).toContain("/v1/readiness");
+    }
+    // Both replicas run the same configuration.
+    expect(replicas[0]![1].environment).toEqual(replicas[1]![1].environment);
+  });
+
+  it("puts nginx in front, configured with deploy/nginx.conf, once both replicas are healthy", () => {
+    const lb = services.loadbalancer!;
+    expect(lb.image).toMatch(/^nginx:/);
+    expect(lb.volumes).toContain("./deploy/nginx.conf:/etc/nginx/nginx.conf:ro");
+    expect(lb.ports).toEqual(["8080:8080"]);
+    expect(dependsOn(lb)).toEqual({
+      "keyhaven-1": { condition: "service_healthy" },
+      "keyhaven-2": { condition: "service_healthy" },
+    });
+  });
+});
+
+describe("deploy/nginx.conf", () => {
+  const conf = read("deploy/nginx.conf");
+
+  it("balances over both replicas, as compose names them, and listens on the published port", () => {
+    const upstream = conf.match(/upstream\s+(\w+)\s*\{([^}]*)\}/);
+    expect(upstream).not.toBeNull();
+    const servers = [...upstream![2]!.matchAll(/^\s*server\s+(\S+?)[\s;]/gm)].map((m) => m[1]);
+    expect(servers.sort()).toEqual(replicas.map(([name, s]) => `${name}:${s.environment!.PORT}`).sort());
+    expect(conf).toMatch(new RegExp(`proxy_pass\\s+http://${upstream![1]};`));
+    expect(conf).toMatch(/listen\s+8080;/);
+    // Bodies up to keyhaven's own 1 MiB limit must reach it, so that it answers 413 in its envelope.
+    const max = conf.match(/client_max_body_size\s+(\d+)m;/);
+    expect(Number(max?.[1])).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe("Dockerfile", () => {
+  const dockerfile = read("Dockerfile");
+  const stages = dockerfile.split(/^FROM /m).slice(1);
+  const final = stages.at(-1)!;
+
+  it("is multi-stage and installs production dependencies only", () => {
+    expect(stages.length).toBeGreaterThanOrEqual(2);
+    const installs = [...dockerfile.matchAll(/^RUN .*\bnpm (ci|install)\b.*$/gm)].map((m) => m[0]);
+    expect(installs.length).toBeGreaterThan(0);
+    for (const line of installs) expect(line).toMatch(/--omit=dev/);
+    // The final stage takes node_modules from the production-only install, and installs nothing itself.
+    expect(final).toMatch(/COPY --from=\w+ \/app\/node_modules/);
+    expect(final).not.toMatch(/\bnpm (ci|install)\b/);
+  });
+
+  it("runs as a non-root user, with a HEALTHCHECK, and applies migrations at start", () => {
+    const user = final.match(/^USER\s+(\S+)/m)?.[1];
+    expect(user).toBeDefined();
+    expect(["root", "0", "0:0"]).not.toContain(user);
+    expect(final).toMatch(/^HEALTHCHECK .*\n?.*\/v1\/liveness/m);
+    // `keyhaven serve` migrates (under the advisory lock) before it listens.
+    expect(final).toMatch(/^CMD \[.*"src\/cli\/main\.ts", "serve"\]/m);
+    expect(final).toMatch(/^COPY migrations \.\/migrations/m);
+    expect(final).toMatch(/^EXPOSE 8080/m);
+  });
+
+  it("keeps local state and dependencies out of the build context", () => {
+    const ignored = read(".dockerignore").split("\n").map((l) => l.trim());
+    for (const entry of ["node_modules", ".keyhaven", ".git"]) expect(ignored).toContain(entry);
+  });
+});

@@ -1,0 +1,102 @@
+import { createHash, randomBytes } from "node:crypto";
+import type { FastifyInstance } from "fastify";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildApp } from "../src/app.js";
+import { Keyring } from "../src/crypto/keyring.js";
+import { ADMIN_TOKEN, createHarness, type Harness } from "./helper.js";
+
+describe.each(["trace", "debug"] as const)("logs at LOG_LEVEL=%s", (level) => {
+  let h: Harness;
+  let app: FastifyInstance;
+  const lines: string[] = [];
+  const requestIds: string[] = [];
+  const secrets: string[] = [];
+
+  const call = async (method: "GET" | "POST", url: string, body?: unknown, authorization?: string) => {
+    const res = await app.inject({
+      method,
+      url,
+      headers: {
+        ...(body !== undefined && { "content-type": "application/json" }),
+        ...(authorization && { authorization: `Bearer ${authorization}` }),
+      },
+      ...(body !== undefined && { payload: JSON.stringify(body) }),
+    });
+    requestIds.push(res.headers["unkey-request-id"] as string);
+    return { status: res.statusCode, body: JSON.parse(res.body) };
+  };
+
+  beforeAll(async () => {
+    h = await createHarness();
+    // The same app as the harness's, on the same store, but logging into `lines` as the server would.
+    app = await buildApp({
+      deps: { config: h.config, store: h.store, db: h.db, keyring: new Keyring(h.config.encryptionKey), ratelimiter: h.ratelimiter },
+      logger: { level, stream: { write: (line: string) => lines.push(line) } },
+    });
+    const t = await h.tenant();
+    const plaintext = `sk_live_${randomBytes(16).toString("hex")}`;
+    const hashed = `sk_hash_${randomBytes(16).toString("hex")}`;
+    const hash = createHash("sha256").update(hashed).digest("base64");
+    secrets.push(t.rootKey, plaintext, hashed, hash, ADMIN_TOKEN, h.config.encryptionKey!.toString("base64"));
+
+    const api = await call("POST", "/v1/apis.createApi", { name: "logged" }, t.rootKey);
+    expect(api.status).toBe(200);
+    const imported = await call(
+      "POST",
+      "/v1/migrations.createKeys",
+      [
+        { apiId: api.body.apiId, plaintext },
+        { apiId: api.body.apiId, hash: { value: hash, variant: "sha256_base64" } },
+      ],
+      t.rootKey,
+    );
+    expect(imported.status).toBe(200);
+    // The same keys again: a conflict, whose message must not carry them either.
+    expect((await call("POST", "/v1/migrations.createKeys", [{ apiId: api.body.apiId, plaintext }], t.rootKey)).status).toBe(409);
+    expect((await call("POST", "/v1/keys.verifyKey", { key: plaintext }, t.rootKey)).body.code).toBe("VALID");
+    expect((await call("POST", "/v1/keys.verifyKey", { key: hashed })).body.code).toBe("VALID");
+    expect((await call("POST", "/v1/keys.whoami", { key: plaintext }, t.rootKey)).status).toBe(200);
+    const decrypted = await call("GET", `/v1/apis.listKeys?apiId=${api.body.apiId}&decrypt=true`, undefined, t.rootKey);
+    expect(decrypted.body.keys.map((k: { plaintext?: string }) => k.plaintext)).toContain(plaintext);
+    const created = await call("POST", "/v1/keys.createKey", { apiId: api.body.apiId }, t.rootKey);
+    expect(created.status).toBe(200);
+    secrets.push(created.body.key);
+    const rootKey = await call("POST", "/v1/rootKeys.createRootKey", { workspaceId: t.workspaceId, permissions: ["*"] }, ADMIN_TOKEN);
+    expect(rootKey.status).toBe(200);
+    secrets.push(rootKey.body.key);
+    // Refusals: a wrong root key, a wrong admin token, an unknown path.
+    expect((await call("POST", "/v1/apis.createApi", { name: "refused" }, `${t.rootKey}x`)).status).toBe(403);
+    expect((await call("POST", "/v1/workspaces.createWorkspace", { name: "refused" }, `${ADMIN_TOKEN}x`)).status).toBe(403);
+    expect((await call("GET", "/v1/nope")).status).toBe(404);
+  });
+  afterAll(async () => {
+    await app?.close();
+    await h?.close();
+  });
+
+  it("writes structured JSON lines", () => {
+    expect(lines.length).toBeGreaterThanOrEqual(2 * requestIds.length);
+    for (const line of lines) expect(() => JSON.parse(line), line).not.toThrow();
+  });
+
+  it("never writes a root key, an API key, a plaintext, a hash, the admin token or the encryption key", () => {
+    const all = lines.join("");
+    for (const secret of secrets) expect(all.includes(secret), `a log line contains ${secret.slice(0, 6)}…`).toBe(false);
+    expect(all).not.toMatch(/khroot_/);
+  });
+
+  it("puts the request id on every line about a request, the same one the client got", () => {
+    const entries = lines.map((l) => JSON.parse(l));
+    const aboutRequests = entries.filter((e) => e.req || e.res || e.reqId || /request/.test(e.msg ?? ""));
+    expect(aboutRequests.length).toBeGreaterThanOrEqual(2 * requestIds.length);
+    for (const e of aboutRequests) expect(e.reqId, JSON.stringify(e)).toMatch(/^req_/);
+    const logged = new Set(aboutRequests.map((e) => e.reqId));
+    expect([...logged].sort()).toEqual([...new Set(requestIds)].sort());
+    // Each request: one line when it comes in, one when it is answered, with its status.
+    for (const id of requestIds) {
+      const own = entries.filter((e) => e.reqId === id);
+      expect(own.some((e) => e.msg === "incoming request")).toBe(true);
+      expect(own.some((e) => e.msg === "request completed" && typeof e.res?.statusCode === "number")).toBe(true);
+    }
+  });
+});

@@ -1,0 +1,171 @@
+import { Validator } from "@seriousme/openapi-schema-validator";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { codeToStatus, errorCodes } from "../src/errors.js";
+import { rpcs } from "../src/routes.js";
+import { createHarness, type Harness } from "./helper.js";
+
+let h: Harness;
+let doc: any;
+beforeAll(async () => {
+  h = await createHarness();
+  const res = await h.app.inject({ method: "GET", url: "/openapi.json" });
+  expect(res.statusCode).toBe(200);
+  expect(res.headers["content-type"]).toMatch(/^application\/json/);
+  doc = JSON.parse(res.body);
+});
+afterAll(() => h.close());
+
+const operationOf = (path: string, method: string) => doc.paths[path]?.[method.toLowerCase()];
+const operatorPaths = ["/v1/workspaces.createWorkspace", "/v1/workspaces.updateWorkspace", "/v1/rootKeys.createRootKey", "/v1/rootKeys.deleteRootKey"];
+const openPaths = ["/v1/liveness", "/v1/readiness", "/v1/keys.verifyKey"];
+
+/** The JSON schema zod itself gives for a route's input (@fastify/swagger writes `const: x` as `enum: [x]`). */
+function inputJsonSchema(schema: z.ZodType): any {
+  const { $schema: _, ...json } = z.toJSONSchema(schema, { target: "draft-2020-12", io: "input" }) as any;
+  const constToEnum = (v: any): any => {
+    if (Array.isArray(v)) return v.map(constToEnum);
+    if (v === null || typeof v !== "object") return v;
+    const out: any = {};
+    for (const [k, child] of Object.entries(v)) {
+      if (k === "const") out.enum = [child];
+      else out[k] = constToEnum(child);
+    }
+    return out;
+  };
+  return constToEnum(json);
+}
+
+describe("GET /openapi.json", () => {
+  it("is a valid OpenAPI 3.1 document", async () => {
+    expect(doc.openapi).toBe("3.1.0");
+    expect(doc.info.title).toBe("keyhaven");
+    const result = await new Validator().validate(doc);
+    expect(result.errors ?? [], JSON.stringify(result.errors)).toEqual([]);
+    expect(result.valid).toBe(true);
+  });
+
+  it("documents exactly the v1 routes the app serves, and nothing else", async () => {
+    // Every method+path the router knows under /v1 (HEAD routes are Fastify's automatic twins of GET).
+    const served = new Set<string>();
+    for (const line of h.app.printRoutes({ commonPrefix: false }).split("\n")) {
+      const m = line.match(/(\/v1\/\S+) \(([A-Z, ]+)\)/);
+      if (m) for (const method of m[2]!.split(", ")) if (method !== "HEAD") served.add(`${method} ${m[1]}`);
+    }
+    const documented = new Set<string>();
+    for (const [path, item] of Object.entries<any>(doc.paths)) {
+      for (const method of Object.keys(item)) documented.add(`${method.toUpperCase()} ${path}`);
+    }
+    expect(served.size).toBe(rpcs.length);
+    expect([...documented].sort()).toEqual([...served].sort());
+    expect(Object.keys(doc.paths).every((p) => p.startsWith("/v1/"))).toBe(true);
+  });
+
+  it("gives every route its request schema, generated from the zod schema it validates with", () => {
+    for (const rpc of rpcs) {
+      const op = operationOf(rpc.path, rpc.method);
+      expect(op, rpc.path).toBeDefined();
+      expect(op.operationId).toBe(rpc.path.slice("/v1/".length));
+      expect(op.description).toBe(rpc.summary);
+      const expected = inputJsonSchema(rpc.input);
+      if (rpc.method === "POST") {
+        expect(op.requestBody.required).toBe(true);
+        expect(op.requestBody.content["application/json"].schema, rpc.path).toEqual(expected);
+      } else {
+        const params = (op.parameters ?? []) as any[];
+        expect(params.every((p) => p.in === "query")).toBe(true);
+        expect(params.map((p) => p.name).sort(), rpc.path).toEqual(Object.keys(expected.properties ?? {}).sort());
+        for (const p of params) {
+          expect(p.required ?? false, `${rpc.path} ${p.name}`).toBe((expected.required ?? []).includes(p.name));
+          expect(p.schema, `${rpc.path} ${p.name}`).toEqual(expected.properties[p.name]);
+        }
+      }
+      expect(op.responses[String(rpc.status ?? 200)].content["application/json"].schema, rpc.path).toBeDefined();
+    }
+  });
+
+  it("documents the error envelopes, one component per status, with the codes errors.ts maps to it", () => {
+    for (const [status, codes] of [400, 403, 404, 409, 412, 429, 500].map(
+      (s) => [s, errorCodes.filter((c) => codeToStatus[c] === s)] as const,
+    )) {
+      const component = doc.components.schemas[`Error${status}`];
+      expect(component, `Error${status}`).toBeDefined();
+      expect(component.required).toEqual(["error"]);
+      expect(component.properties.error.required.sort()).toEqual(["code", "docs", "message", "requestId"]);
+      expect(component.properties.error.properties.code.enum.sort()).toEqual([...codes].sort());
+    }
+    // v1 answers UNAUTHORIZED with 403; no route ever answers 401, so none documents it.
+    expect(JSON.stringify(doc.paths)).not.toMatch(/"401"/);
+  });
+
+  it("lists the error responses of every route: 400 and 500 always, and 403/404/409/412/429 on authenticated routes", () => {
+    for (const rpc of rpcs) {
+      const { responses } = operationOf(rpc.path, rpc.method);
+      const ref = (status: number) => responses[String(status)]?.content["application/json"].schema.$ref;
+      expect(ref(500), rpc.path).toBe("#/components/schemas/Error500");
+      if (rpc.path === "/v1/liveness" || rpc.path === "/v1/readiness") continue;
+      expect(ref(400), rpc.path).toBe("#/components/schemas/Error400");
+      expect(ref(403), rpc.path).toBe("#/components/schemas/Error403");
+      if (!openPaths.includes(rpc.path)) {
+        for (const status of [404, 409, 412, 429]) expect(ref(status), `${rpc.path} ${status}`).toBe(`#/components/schemas/Error${status}`);
+      }
+      if (rpc.method === "POST") expect(ref(413), rpc.path).toBe("#/components/schemas/Error413");
+      expect(responses["403"].description).toContain("[UNAUTHORIZED](/docs/errors/UNAUTHORIZED)");
+    }
+    expect(operationOf("/v1/readiness", "GET").responses["503"].content["application/json"].schema.$ref).toBe(
+      "#/components/schemas/Error503",
+    );
+  });
+
+  it("documents the bearer schemes: root keys on the API, the admin token on operator routes, none on health and verifyKey", () => {
+    expect(doc.components.securitySchemes.rootKey).toMatchObject({ type: "http", scheme: "bearer" });
+    expect(doc.components.securitySchemes.adminToken).toMatchObject({ type: "http", scheme: "bearer" });
+    for (const rpc of rpcs) {
+      const { security } = operationOf(rpc.path, rpc.method);
+      if (operatorPaths.includes(rpc.path)) expect(security, rpc.path).toEqual([{ adminToken: [] }]);
+      else if (openPaths.includes(rpc.path)) expect(security, rpc.path).toEqual([]);
+      else expect(security, rpc.path).toEqual([{ rootKey: [] }]);
+    }
+  });
+
+  it("describes real responses: an error envelope the server sends matches its documented schema", async () => {
+    const { default: Ajv } = await import("ajv/dist/2020.js");
+    const ajv = new (Ajv as any)({ strict: false });
+    for (const [name, schema] of Object.entries<any>(doc.components.schemas)) ajv.addSchema(schema, `#/components/schemas/${name}`);
+    const notFound = await h.get("/v1/apis.getApi", { apiId: "api_missing" }, (await h.tenant()).rootKey);
+    expect(notFound.status).toBe(404);
+    expect(ajv.validate("#/components/schemas/Error404", notFound.body), JSON.stringify(ajv.errors)).toBe(true);
+    const live = await h.get("/v1/liveness", {});
+    const liveSchema = operationOf("/v1/liveness", "GET").responses["200"].content["application/json"].schema;
+    expect(ajv.validate(liveSchema, live.body), JSON.stringify(ajv.errors)).toBe(true);
+  });
+});
+
+describe("GET /docs", () => {
+  it("redirects /docs to the reference page, which loads Scalar's script from this server, not a CDN", async () => {
+    const redirect = await h.app.inject({ method: "GET", url: "/docs" });
+    expect(redirect.statusCode).toBe(301);
+    expect(redirect.headers.location).toBe("/docs/");
+    const page = await h.app.inject({ method: "GET", url: "/docs/" });
+    expect(page.statusCode).toBe(200);
+    expect(page.headers["content-type"]).toMatch(/^text\/html/);
+    expect(page.body).toContain('<script src="js/scalar.js"></script>');
+    expect(page.body).toContain('"url": "/openapi.json"');
+    expect(page.body).not.toMatch(/https?:\/\//);
+    const script = await h.app.inject({ method: "GET", url: "/docs/js/scalar.js" });
+    expect(script.statusCode).toBe(200);
+    expect(script.headers["content-type"]).toMatch(/^application\/javascript/);
+    expect(script.body.length).toBeGreaterThan(1_000_000);
+  });
+
+  it("leaves the error reference at /docs/errors working", async () => {
+    const index = await h.app.inject({ method: "GET", url: "/docs/errors" });
+    expect(index.statusCode).toBe(200);
+    expect(index.body).toContain('id="NOT_FOUND"');
+    const one = await h.app.inject({ method: "GET", url: "/docs/errors/SERVICE_UNAVAILABLE" });
+    expect(one.statusCode).toBe(200);
+    expect(one.body).toContain("HTTP 503");
+    const unknown = await h.app.inject({ method: "GET", url: "/docs/errors/NOPE" });
+    expect(unknown.statusCode).toBe(404);
+  });
+});

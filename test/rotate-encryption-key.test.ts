@@ -1,0 +1,201 @@
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import type { FastifyInstance } from "fastify";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildApp } from "../src/app.js";
+import { loadConfig } from "../src/config.js";
+import { Keyring } from "../src/crypto/keyring.js";
+import { RotationError, rotateMasterKey } from "../src/crypto/rotate-master-key.js";
+import { fingerprint } from "../src/crypto/vault.js";
+import { migrateAndRun, openPglite } from "../src/db/client.js";
+import { insertWorkspace } from "../src/modules/workspaces/workspaces.repository.js";
+import { createHarness, type Harness, type Tenant } from "./helper.js";
+
+const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+let h: Harness;
+let tenants: Tenant[];
+let apis: string[];
+const plaintexts: string[] = [];
+let oldKey: Buffer;
+const newKey = randomBytes(32);
+
+/** An app on the harness's database whose keyring holds `master` (and nothing cached). */
+async function appWithMaster(master: Buffer): Promise<FastifyInstance> {
+  const config = loadConfig({ ...envOf(h), KEYHAVEN_ENCRYPTION_KEY: master.toString("base64") });
+  return buildApp({ deps: { config, store: h.store, db: h.db, keyring: new Keyring(master), ratelimiter: h.ratelimiter } });
+}
+const envOf = (harness: Harness): Record<string, string> => (harness.databaseUrl ? { DATABASE_URL: harness.databaseUrl } : {});
+
+async function decryptedPlaintexts(app: FastifyInstance, t: Tenant, apiId: string) {
+  const res = await app.inject({
+    method: "GET",
+    url: `/v1/apis.listKeys?apiId=${apiId}&decrypt=true`,
+    headers: { authorization: `Bearer ${t.rootKey}` },
+  });
+  return { status: res.statusCode, body: JSON.parse(res.body) };
+}
+
+const fingerprints = async () =>
+  (await h.sql<{ id: string; f: string; wrapped: string }>("select id, master_key_fingerprint as f, wrapped from encryption_keys order by id"));
+
+beforeAll(async () => {
+  h = await createHarness();
+  oldKey = h.config.encryptionKey!;
+  tenants = [await h.tenant(), await h.tenant()];
+  apis = [];
+  for (const t of tenants) {
+    const apiId = await h.createApi(t);
+    apis.push(apiId);
+    plaintexts.push((await h.importKey(t, apiId)).key);
+  }
+});
+afterAll(() => h.close());
+
+describe("rotateMasterKey", () => {
+  it("re-wraps every workspace's data keys; stored plaintext decrypts under the new key, and not under the old", async () => {
+    const before = await fingerprints();
+    expect(before.length).toBe(2);
+    expect(before.every((r) => r.f === fingerprint(oldKey))).toBe(true);
+
+    expect(await rotateMasterKey(h.db, oldKey, newKey)).toEqual({ rewrapped: 2, alreadyRotated: 0 });
+    const after = await fingerprints();
+    expect(after.every((r) => r.f === fingerprint(newKey))).toBe(true);
+    expect(after.map((r) => r.wrapped)).not.toEqual(before.map((r) => r.wrapped));
+    // The ciphertexts of the keys themselves are untouched.
+    expect((await h.sql("select count(*)::int as n from encrypted_keys"))[0]).toEqual({ n: 2 });
+
+    const rotated = await appWithMaster(newKey);
+    const stale = await appWithMaster(oldKey);
+    try {
+      for (const [i, t] of tenants.entries()) {
+        const res = await decryptedPlaintexts(rotated, t, apis[i]!);
+        expect(res.status).toBe(200);
+        expect(res.body.keys.map((k: { plaintext?: string }) => k.plaintext)).toEqual([plaintexts[i]]);
+        const refused = await decryptedPlaintexts(stale, t, apis[i]!);
+        expect(refused.status).toBe(412);
+        expect(refused.body.error.message).toMatch(/KEYHAVEN_ENCRYPTION_KEY is not the key/);
+      }
+      // Verification never needed the encryption key.
+      const verified = await rotated.inject({ method: "POST", url: "/v1/keys.verifyKey", payload: { key: plaintexts[0] } });
+      expect(JSON.parse(verified.body).code).toBe("VALID");
+    } finally {
+      await rotated.close();
+      await stale.close();
+    }
+  });
+
+  it("can run again: rows already under the new key are skipped, one a stale replica created meanwhile is re-wrapped", async () => {
+    // A replica still on the old key creates a data key for a workspace that had none.
+    const stale = await appWithMaster(oldKey);
+    const t = await h.tenant();
+    const apiId = await h.createApi(t);
+    const res = await stale.inject({
+      method: "POST",
+      url: "/v1/migrations.createKeys",
+      headers: { authorization: `Bearer ${t.rootKey}`, "content-type": "application/json" },
+      payload: JSON.stringify([{ apiId, plaintext: "sk_created_by_a_stale_replica" }]),
+    });
+    expect(res.statusCode).toBe(200);
+    await stale.close();
+
+    expect(await rotateMasterKey(h.db, oldKey, newKey)).toEqual({ rewrapped: 1, alreadyRotated: 2 });
+    expect(await rotateMasterKey(h.db, oldKey, newKey)).toEqual({ rewrapped: 0, alreadyRotated: 3 });
+    const rotated = await appWithMaster(newKey);
+    try {
+      const listed = await decryptedPlaintexts(rotated, t, apiId);
+      expect(listed.body.keys.map((k: { plaintext?: string }) => k.plaintext)).toEqual(["sk_created_by_a_stale_replica"]);
+    } finally {
+      await rotated.close();
+    }
+  });
+
+  it("changes nothing when a data key is under neither key, or when the new key is the current one", async () => {
+    const before = await fingerprints();
+    const stranger = randomBytes(32);
+    await expect(rotateMasterKey(h.db, stranger, randomBytes(32))).rejects.toThrow(RotationError);
+    await expect(rotateMasterKey(h.db, stranger, randomBytes(32))).rejects.toThrow(/wrapped by neither the current nor the new/);
+    await expect(rotateMasterKey(h.db, newKey, newKey)).rejects.toThrow("the new encryption key is the current one");
+    expect(await fingerprints()).toEqual(before);
+  });
+});
+
+describe("keyhaven rotate-encryption-key", () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(path.join(os.tmpdir(), "keyhaven-rotate-"));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  const run = (args: string[], env: Record<string, string>) =>
+    new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+      const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "rotate-encryption-key", ...args], {
+        cwd: PROJECT_ROOT,
+        env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? os.tmpdir(), ...env },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let out = "";
+      let err = "";
+      child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
+      child.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
+      child.on("exit", (code) => resolve({ code, out, err }));
+    });
+
+  it("rotates an embedded store and replaces its key file", async () => {
+    const dataDir = path.join(dir, "data");
+    // An embedded store with one workspace data key, wrapped by the generated key file's key.
+    const keyFile = path.join(dataDir, "encryption.key");
+    const current = randomBytes(32);
+    const store = await openPglite(dataDir);
+    writeFileSync(keyFile, `${current.toString("base64")}\n`, { mode: 0o600 });
+    await migrateAndRun(store, undefined, async () => {});
+    const workspaceId = await insertWorkspace(store.db, "rotation");
+    const keyring = new Keyring(current);
+    const dk = await keyring.dataKeyFor(store.db, workspaceId);
+    const { encryptionKeys } = await import("../src/db/schema.js");
+    await store.db.insert(encryptionKeys).values(dk.newRow!);
+    await store.close();
+
+    const next = randomBytes(32);
+    const newKeyFile = path.join(dir, "new.key");
+    writeFileSync(newKeyFile, `${next.toString("base64")}\n`, { mode: 0o600 });
+    const result = await run(["--new-key-file", newKeyFile], { KEYHAVEN_DATA_DIR: dataDir });
+    expect(result.err).toBe("");
+    expect(result.code).toBe(0);
+    expect(result.out).toContain(`re-wrapped 1 data key(s) under the new encryption key (fingerprint ${fingerprint(next)})`);
+    expect(readFileSync(keyFile, "utf8").trim()).toBe(next.toString("base64"));
+    expect(statSync(keyFile).mode & 0o777).toBe(0o600);
+    expect(result.out).not.toContain(next.toString("base64"));
+    expect(result.out).not.toContain(current.toString("base64"));
+
+    const reopened = await openPglite(dataDir);
+    try {
+      const { rowsOf } = await import("../src/db/client.js");
+      const { sql } = await import("drizzle-orm");
+      const rows = rowsOf<{ f: string }>(await reopened.db.execute(sql`select master_key_fingerprint as f from encryption_keys`));
+      expect(rows).toEqual([{ f: fingerprint(next) }]);
+      const reread = new Keyring(next);
+      expect((await reread.dataKeyFor(reopened.db, workspaceId)).key.equals(dk.key)).toBe(true);
+    } finally {
+      await reopened.close();
+    }
+  }, 60_000);
+
+  it("refuses a bad new key file and a missing option, changing nothing", async () => {
+    const bad = path.join(dir, "bad.key");
+    writeFileSync(bad, "not base64 at all\n");
+    const dataDir = path.join(dir, "data");
+    const before = readFileSync(path.join(dataDir, "encryption.key"), "utf8");
+    const refused = await run(["--new-key-file", bad], { KEYHAVEN_DATA_DIR: dataDir });
+    expect(refused.code).toBe(2);
+    expect(refused.err).toContain(`${bad}: must be 32 bytes encoded as base64`);
+    const missing = await run([], { KEYHAVEN_DATA_DIR: dataDir });
+    expect(missing.code).toBe(2);
+    expect(missing.err).toContain("--new-key-file is required");
+    expect(readFileSync(path.join(dataDir, "encryption.key"), "utf8")).toBe(before);
+  }, 60_000);
+});

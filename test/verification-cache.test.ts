@@ -1,0 +1,209 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { hashKey } from "../src/crypto/hash.js";
+import { RemainingSpender } from "../src/modules/keys/remaining-spender.js";
+import { VerificationCache } from "../src/modules/keys/verification-cache.js";
+import { createHarness, type Harness, type Tenant } from "./helper.js";
+
+// Verification answers from an in-process cache (src/modules/keys/verification-cache.ts) validated against the
+// database's epoch. Each case below first verifies the key (so it is cached), then changes it through the API, and
+// expects the very next verification to see the change.
+
+let h: Harness;
+let t: Tenant;
+let apiId: string;
+beforeAll(async () => {
+  h = await createHarness();
+  t = await h.tenant();
+  apiId = await h.createApi(t);
+});
+afterAll(() => h.close());
+
+const verify = async (body: Record<string, unknown>) => (await h.post("/v1/keys.verifyKey", body)).body;
+const ok = async (res: Promise<{ status: number; body: unknown }>) => {
+  const r = await res;
+  expect(r.status, JSON.stringify(r.body)).toBe(200);
+  return r.body as any;
+};
+const epoch = async () => (await h.sql<{ e: string }>("select sum(value)::text as e from keyhaven_epoch"))[0]!.e;
+
+describe("the verification cache never answers with stale data", () => {
+  it("sees a key disabled, re-enabled, renamed and given new meta", async () => {
+    const { key, keyId } = await h.importKey(t, apiId, { name: "before", meta: { v: 1 } });
+    expect(await verify({ key })).toMatchObject({ valid: true, name: "before", meta: { v: 1 } });
+    await ok(h.post("/v1/keys.updateKey", { keyId, enabled: false }, t.rootKey));
+    expect(await verify({ key })).toMatchObject({ valid: false, code: "DISABLED" });
+    await ok(h.post("/v1/keys.updateKey", { keyId, enabled: true, name: "after", meta: { v: 2 } }, t.rootKey));
+    expect(await verify({ key })).toMatchObject({ valid: true, name: "after", meta: { v: 2 } });
+  });
+
+  it("sees an expiry set in the past, and a usage limit added to an unlimited key", async () => {
+    const { key, keyId } = await h.importKey(t, apiId);
+    expect(await verify({ key })).toMatchObject({ valid: true });
+    await ok(h.post("/v1/keys.updateKey", { keyId, remaining: 2 }, t.rootKey));
+    expect(await verify({ key })).toMatchObject({ valid: true, remaining: 1 });
+    await ok(h.post("/v1/keys.updateKey", { keyId, expires: Date.now() - 1000 }, t.rootKey));
+    expect(await verify({ key })).toMatchObject({ valid: false, code: "EXPIRED" });
+  });
+
+  it("sees a key deleted, and a deleted API", async () => {
+    const a = await h.importKey(t, apiId);
+    expect(await verify({ key: a.key })).toMatchObject({ valid: true });
+    await ok(h.post("/v1/keys.deleteKey", { keyId: a.keyId }, t.rootKey));
+    expect(await verify({ key: a.key })).toMatchObject({ valid: false, code: "NOT_FOUND" });
+
+    const otherApi = await h.createApi(t);
+    const b = await h.importKey(t, otherApi);
+    expect(await verify({ key: b.key })).toMatchObject({ valid: true });
+    await ok(h.post("/v1/apis.deleteApi", { apiId: otherApi }, t.rootKey));
+    expect(await verify({ key: b.key })).toMatchObject({ valid: false, code: "NOT_FOUND" });
+  });
+
+  it("sees permissions granted and taken away directly and through a role", async () => {
+    const suffix = randomBytes(4).toString("hex");
+    const perm = `docs.read.${suffix}`;
+    const roleName = `reader-${suffix}`;
+    await ok(h.post("/v1/permissions.createPermission", { name: perm }, t.rootKey));
+    const { roleId } = await ok(h.post("/v1/permissions.createRole", { name: roleName }, t.rootKey));
+    const { key, keyId } = await h.importKey(t, apiId, { roles: [roleName] });
+    const check = { key, authorization: { permissions: perm } };
+
+    expect(await verify(check)).toMatchObject({ code: "INSUFFICIENT_PERMISSIONS" });
+    await ok(h.post("/v1/permissions.addPermissionsToRole", { roleId, permissions: [{ slug: perm }] }, t.rootKey));
+    expect(await verify(check)).toMatchObject({ valid: true, code: "VALID" });
+    await ok(h.post("/v1/permissions.removePermissionsFromRole", { roleId, permissions: [{ slug: perm }] }, t.rootKey));
+    expect(await verify(check)).toMatchObject({ code: "INSUFFICIENT_PERMISSIONS" });
+    await ok(h.post("/v1/keys.addPermissions", { keyId, permissions: [{ name: perm }] }, t.rootKey));
+    expect(await verify(check)).toMatchObject({ valid: true, permissions: [perm] });
+  });
+
+  it("sees a rate limit added to the key's identity", async () => {
+    const externalId = `user-${randomBytes(4).toString("hex")}`;
+    const { key } = await h.importKey(t, apiId, { externalId });
+    expect(await verify({ key })).not.toHaveProperty("ratelimit");
+    await ok(
+      h.post(
+        "/v1/identities.updateIdentity",
+        { externalId, ratelimits: [{ name: "burst", limit: 1, duration: 60_000 }] },
+        t.rootKey,
+      ),
+    );
+    expect(await verify({ key, ratelimits: [{ name: "burst" }] })).toMatchObject({ valid: true });
+    expect(await verify({ key, ratelimits: [{ name: "burst" }] })).toMatchObject({ code: "RATE_LIMITED" });
+  });
+
+  it("sees its workspace disabled", async () => {
+    const other = await h.tenant();
+    const otherApi = await h.createApi(other);
+    const { key } = await h.importKey(other, otherApi);
+    expect(await verify({ key })).toMatchObject({ valid: true });
+    await h.disableWorkspace(other.workspaceId);
+    const res = await h.post("/v1/keys.verifyKey", { key });
+    expect(res.status).toBe(403);
+  });
+
+  it("sees a change made through another cache on the same database (another replica)", async () => {
+    const { key, keyId } = await h.importKey(t, apiId, { name: "one" });
+    const replicaCache = new VerificationCache(h.db);
+    expect(await replicaCache.lookup(hashKey(key))).toMatchObject({ name: "one" });
+    await ok(h.post("/v1/keys.updateKey", { keyId, name: "two" }, t.rootKey));
+    expect(await replicaCache.lookup(hashKey(key))).toMatchObject({ name: "two" });
+    await ok(h.post("/v1/keys.deleteKey", { keyId }, t.rootKey));
+    expect(await replicaCache.lookup(hashKey(key))).toBeUndefined();
+  });
+});
+
+describe("the verification epoch", () => {
+  it("is not moved by spending remaining uses, so hot keys stay cached", async () => {
+    const { key } = await h.importKey(t, apiId, { remaining: 10 });
+    await verify({ key });
+    const before = await epoch();
+    for (let i = 0; i < 3; i++) expect(await verify({ key })).toMatchObject({ valid: true });
+    expect(await epoch()).toBe(before);
+    expect(await verify({ key })).toMatchObject({ remaining: 5 });
+  });
+
+  it("moves once per transaction, however many rows it changes", async () => {
+    const before = BigInt(await epoch());
+    await h.sql("update workspaces set name = name");
+    expect(BigInt(await epoch())).toBe(before + 1n);
+  });
+
+  it("is bumped by a change to any column of keys that verification reads", async () => {
+    // Every column of `keys` must be in the trigger's comparison except the ones spending writes.
+    const exempt = new Set(["remaining_requests", "last_refill_at", "updated_at_m"]);
+    const columns = await h.sql<{ column_name: string }>(
+      "select column_name from information_schema.columns where table_name = 'keys' and table_schema = current_schema()",
+    );
+    const [trigger] = await h.sql<{ def: string }>(
+      "select pg_get_triggerdef(oid) as def from pg_trigger where tgname = 'keys_bump_epoch_on_update'",
+    );
+    expect(columns.length).toBeGreaterThan(10);
+    for (const { column_name } of columns) {
+      if (exempt.has(column_name)) continue;
+      expect(trigger!.def, `keys.${column_name} is not watched by the epoch trigger`).toContain(`old.${column_name}`);
+    }
+    expect(trigger!.def).toContain("(old.remaining_requests IS NULL) IS DISTINCT FROM (new.remaining_requests IS NULL)");
+  });
+});
+
+describe("batched lookups", () => {
+  it("answers many concurrent lookups of present and absent keys each with its own row", async () => {
+    const imported = await Promise.all(Array.from({ length: 20 }, (_, i) => h.importKey(t, apiId, { name: `k${i}` })));
+    const cache = new VerificationCache(h.db);
+    const asks = [
+      ...imported.flatMap((k, i) => [{ hash: hashKey(k.key), name: `k${i}` }, { hash: hashKey(k.key), name: `k${i}` }]),
+      ...Array.from({ length: 20 }, () => ({ hash: hashKey(randomBytes(16).toString("hex")), name: undefined })),
+    ];
+    for (let round = 0; round < 2; round++) {
+      const got = await Promise.all(asks.map((a) => cache.lookup(a.hash)));
+      got.forEach((row, i) => expect(row?.name).toBe(asks[i]!.name));
+    }
+    expect(cache.size).toBe(20);
+  });
+
+  it("keeps at most its size, dropping the oldest entries", async () => {
+    const imported = await Promise.all(Array.from({ length: 5 }, () => h.importKey(t, apiId)));
+    const cache = new VerificationCache(h.db, 3);
+    for (const k of imported) await cache.lookup(hashKey(k.key));
+    expect(cache.size).toBe(3);
+    expect(await cache.lookup(hashKey(imported[0]!.key))).toMatchObject({ id: imported[0]!.keyId });
+  });
+});
+
+describe("batched spending of remaining uses", () => {
+  const remainingOf = async (keyId: string) =>
+    (await h.sql<{ r: number }>(`select remaining_requests as r from keys where id = '${keyId}'`))[0]!.r;
+
+  it("grants exactly the uses there are to concurrent spends through two spenders, reporting each one's remainder", async () => {
+    const { keyId } = await h.importKey(t, apiId, { remaining: 25 });
+    const spenders = [new RemainingSpender(h.db), new RemainingSpender(h.db)];
+    const results = await Promise.all(Array.from({ length: 80 }, (_, i) => spenders[i % 2]!.spend(keyId, 1)));
+    const granted = results.filter((r) => r !== undefined) as number[];
+    expect(granted).toHaveLength(25);
+    expect([...granted].sort((a, b) => a - b)).toEqual(Array.from({ length: 25 }, (_, i) => i));
+    expect(await remainingOf(keyId)).toBe(0);
+  });
+
+  it("never overdraws with mixed costs, and a free verification passes even at zero", async () => {
+    const { keyId } = await h.importKey(t, apiId, { remaining: 10 });
+    const spender = new RemainingSpender(h.db);
+    const costs = [3, 1, 3, 1, 3, 1, 3, 1, 0, 4];
+    const results = await Promise.all(costs.map((c) => spender.spend(keyId, c)));
+    const spent = costs.reduce((sum, c, i) => sum + (results[i] !== undefined ? c : 0), 0);
+    expect(spent).toBeLessThanOrEqual(10);
+    expect(await remainingOf(keyId)).toBe(10 - spent);
+    expect(results[8]).not.toBeUndefined();
+    // Whatever is left, a spend that fits is granted and one that does not is refused.
+    const left = 10 - spent;
+    expect(await spender.spend(keyId, left + 1)).toBeUndefined();
+    expect(await spender.spend(keyId, left)).toBe(0);
+    expect(await spender.spend(keyId, 0)).toBe(0);
+  });
+
+  it("refuses a key without a usage limit or that no longer exists", async () => {
+    const { keyId } = await h.importKey(t, apiId);
+    expect(await new RemainingSpender(h.db).spend(keyId, 1)).toBeUndefined();
+    expect(await new RemainingSpender(h.db).spend("key_missing", 1)).toBeUndefined();
+  });
+});

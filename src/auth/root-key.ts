@@ -1,5 +1,6 @@
-import { and, eq, isNull } from "drizzle-orm";
+import { and, eq, isNull, sql } from "drizzle-orm";
 import type { Db } from "../db/client.js";
+import { EpochCache, epochReader } from "../db/epoch.js";
 import { keys, rootKeys, workspaces } from "../db/schema.js";
 import { hashKey } from "../crypto/hash.js";
 import { ApiError } from "../errors.js";
@@ -7,17 +8,15 @@ import { bearerToken } from "./bearer.js";
 import { describeQuery, type PermissionQuery, satisfies } from "./permissions.js";
 
 export type RootKeyAuth = {
-  rootKeyId: string;
-  workspaceId: string;
-  permissions: ReadonlySet<string>;
+  readonly rootKeyId: string;
+  readonly workspaceId: string;
+  readonly permissions: ReadonlySet<string>;
 };
 
-/** Authenticates `Authorization: Bearer <root key>` with v1's codes and messages (all 403, as v1 clients expect). */
-export async function authenticateRootKey(db: Db, authorization: string | undefined): Promise<RootKeyAuth> {
-  const token = bearerToken(authorization);
-  if (token === "") throw new ApiError("UNAUTHORIZED", "key required");
-  const hash = hashKey(token);
-  const [row] = await db
+type CachedRootKey = { auth: RootKeyAuth; workspaceEnabled: boolean };
+
+function rootKeyLookup(db: Db) {
+  return db
     .select({
       id: rootKeys.id,
       workspaceId: rootKeys.workspaceId,
@@ -26,9 +25,49 @@ export async function authenticateRootKey(db: Db, authorization: string | undefi
     })
     .from(rootKeys)
     .innerJoin(workspaces, eq(workspaces.id, rootKeys.workspaceId))
-    .where(eq(rootKeys.hash, hash))
-    .limit(1);
-  if (!row) {
+    .where(eq(rootKeys.hash, sql.placeholder("hash")))
+    .limit(1)
+    .prepare("keyhaven_root_key_lookup");
+}
+
+/** Root keys kept in memory per process (by hash), beyond which the oldest are dropped first. */
+export const ROOT_KEY_CACHE_ENTRIES = 10_000;
+
+const rootKeyCaches = new WeakMap<Db, EpochCache<CachedRootKey>>();
+
+function rootKeyCache(db: Db): EpochCache<CachedRootKey> {
+  let cache = rootKeyCaches.get(db);
+  if (!cache) {
+    const lookup = rootKeyLookup(db);
+    cache = new EpochCache(async (hash) => {
+      const [row] = await lookup.execute({ hash });
+      if (!row) return undefined;
+      const auth = { rootKeyId: row.id, workspaceId: row.workspaceId, permissions: new Set(row.permissions) };
+      return { auth, workspaceEnabled: row.workspaceEnabled };
+    }, ROOT_KEY_CACHE_ENTRIES);
+    rootKeyCaches.set(db, cache);
+  }
+  return cache;
+}
+
+/**
+ * Authenticates `Authorization: Bearer <root key>` with v1's codes and messages (all 403, as v1 clients expect).
+ *
+ * Every request reads the store's epoch (one small query shared by the requests that arrive together; see
+ * db/epoch.ts); the root key is read from the database only when it is not in memory at that epoch. Deleting a root
+ * key, changing its permissions or disabling its workspace moves the epoch, so the next request on every replica
+ * sees it. `epoch` may be passed by a caller that reads it for other caches of the same request.
+ */
+export async function authenticateRootKey(
+  db: Db,
+  authorization: string | undefined,
+  epoch?: bigint,
+): Promise<RootKeyAuth> {
+  const token = bearerToken(authorization);
+  if (token === "") throw new ApiError("UNAUTHORIZED", "key required");
+  const hash = hashKey(token);
+  const found = await rootKeyCache(db).get(hash, epoch ?? (await epochReader(db).current()));
+  if (!found) {
     // Only on the failure path: tell a customer's API key used as a root key apart from an unknown one.
     const [apiKey] = await db
       .select({ id: keys.id })
@@ -37,8 +76,8 @@ export async function authenticateRootKey(db: Db, authorization: string | undefi
       .limit(1);
     throw new ApiError("UNAUTHORIZED", apiKey ? "root key required" : "key not found");
   }
-  if (!row.workspaceEnabled) throw new ApiError("FORBIDDEN", "workspace is disabled");
-  return { rootKeyId: row.id, workspaceId: row.workspaceId, permissions: new Set(row.permissions) };
+  if (!found.workspaceEnabled) throw new ApiError("FORBIDDEN", "workspace is disabled");
+  return found.auth;
 }
 
 export function hasPermission(auth: RootKeyAuth, query: PermissionQuery): boolean {

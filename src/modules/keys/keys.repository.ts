@@ -1,17 +1,26 @@
-import { and, eq, isNull, or, sql } from "drizzle-orm";
-import { type Db, rowsOf } from "../../db/client.js";
-import { apis, identities, keys, workspaces } from "../../db/schema.js";
-import { keyEffectivePermissionSlugs, keyRoleNames } from "./key-columns.js";
-import { effectiveRemaining, lastRefillAfterWrite } from "./refill.js";
-import type { DataKey } from "../../crypto/keyring.js";
-import { encryptedKeys, encryptionKeys } from "../../db/schema.js";
-import { ApiError } from "../../errors.js";
-import { lockLiveApi } from "../apis/apis.repository.js";
-import { refillDue } from "./refill.js";
-import { inArray, notInArray } from "drizzle-orm";
+import { and, eq, inArray, isNull, notInArray, or, sql } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
-import { keysPermissions, keysRoles, permissions, ratelimits, roles } from "../../db/schema.js";
+import type { DataKey } from "../../crypto/keyring.js";
+import { type Db, rowsOf } from "../../db/client.js";
+import { epochSum } from "../../db/epoch.js";
+import {
+  apis,
+  encryptedKeys,
+  encryptionKeys,
+  identities,
+  keys,
+  keysPermissions,
+  keysRoles,
+  permissions,
+  ratelimits,
+  roles,
+  workspaces,
+} from "../../db/schema.js";
+import { ApiError } from "../../errors.js";
 import { newId } from "../../ids.js";
+import { lockLiveApi } from "../apis/apis.repository.js";
+import { keyEffectivePermissionSlugs, keyRoleNames } from "./key-columns.js";
+import { effectiveRemaining, lastRefillAfterWrite, refillDue } from "./refill.js";
 
 export type StoredRatelimit = {
   name: string;
@@ -26,7 +35,7 @@ function verificationLookup(db: Db) {
     .select({
       hash: keys.hash,
       // Read in the same snapshot as the key: see verification-cache.ts.
-      epoch: sql<string>`(select sum(value)::text from keyhaven_epoch)`,
+      epoch: epochSum,
       id: keys.id,
       apiId: keys.apiId,
       name: keys.name,

@@ -1,6 +1,5 @@
-import { sql } from "drizzle-orm";
-import { bigint, pgTable, smallint } from "drizzle-orm/pg-core";
 import type { Db } from "../../db/client.js";
+import { epochReader, type EpochReader } from "../../db/epoch.js";
 import { lookupKeysForVerification, type KeyForVerification } from "./keys.repository.js";
 
 /** Keys kept in memory per process; beyond this the oldest entries are dropped first. */
@@ -27,16 +26,16 @@ type Waiter = {
 export class VerificationCache {
   private entries = new Map<string, KeyForVerification>();
   /** The epoch every entry was read at; null before the first read. */
-  private epoch: string | null = null;
+  private epoch: bigint | null = null;
   private waiting: Waiter[] = [];
   private running = false;
-  private readonly epochStatement: ReturnType<typeof epochQuery>;
+  private readonly epochs: EpochReader;
 
   constructor(
     private readonly db: Db,
     private readonly maxEntries = VERIFICATION_CACHE_ENTRIES,
   ) {
-    this.epochStatement = epochQuery(db);
+    this.epochs = epochReader(db);
   }
 
   lookup(hash: string): Promise<KeyForVerification | undefined> {
@@ -71,18 +70,18 @@ export class VerificationCache {
   private async answer(batch: Waiter[]): Promise<void> {
     const missed = new Set(batch.filter((w) => !this.entries.has(w.hash)).map((w) => w.hash));
     const misses = [...missed];
-    let epoch: string | undefined;
+    let epoch: bigint | undefined;
     const found = new Map<string, KeyForVerification>();
     if (misses.length > 0) {
       for (const row of await lookupKeysForVerification(this.db, misses)) {
-        epoch = row.epoch;
+        epoch = BigInt(row.epoch);
         found.set(row.hash, row);
       }
     }
     const hadHits = batch.some((w) => !missed.has(w.hash));
     if (epoch === undefined && (hadHits || this.epoch === null)) {
-      const [row] = await this.epochStatement.execute();
-      epoch = row!.epoch;
+      // Shared with the other caches of this handle; its statement starts after this batch was formed.
+      epoch = await this.epochs.current();
     }
 
     if (epoch !== undefined && epoch !== this.epoch) {
@@ -108,19 +107,6 @@ export class VerificationCache {
       if (oldest !== undefined) this.entries.delete(oldest);
     }
   }
-}
-
-// Created by the custom migration `verification_epoch` (with its triggers), so not part of the drizzle schema.
-const epochTable = pgTable("keyhaven_epoch", {
-  shard: smallint("shard").primaryKey(),
-  value: bigint("value", { mode: "bigint" }).notNull(),
-});
-
-function epochQuery(db: Db) {
-  return db
-    .select({ epoch: sql<string>`sum(${epochTable.value})::text` })
-    .from(epochTable)
-    .prepare("keyhaven_verification_epoch");
 }
 
 const caches = new WeakMap<Db, VerificationCache>();

@@ -1,5 +1,6 @@
 import { and, asc, count, eq, gt, isNull, sql } from "drizzle-orm";
 import type { Db } from "../../db/client.js";
+import { EpochCache } from "../../db/epoch.js";
 import { ratelimitNamespaces, ratelimitOverrides } from "../../db/schema.js";
 import { newId } from "../../ids.js";
 
@@ -41,19 +42,38 @@ function limitLookup(db: Db) {
     .prepare("keyhaven_ratelimits_limit_lookup");
 }
 
-// ratelimits.limit is a hot path: its lookup is one prepared statement per database handle, read on every call
-// (nothing is cached, so an override change is seen by the next call on every replica).
-const limitLookups = new WeakMap<Db, ReturnType<typeof limitLookup>>();
+export type LimitLookup = { namespaceId: string; override?: { limit: number; duration: number } };
 
-export async function findNamespaceForLimit(
+/** (namespace, identifier) pairs kept in memory per process, beyond which the oldest are dropped first. */
+export const LIMIT_LOOKUP_CACHE_ENTRIES = 50_000;
+
+// ratelimits.limit is a hot path: its lookup is one prepared statement per database handle, and its answers are
+// kept in memory only while the store's epoch is unchanged. Setting or deleting an override, or anything that
+// changes a namespace, moves the epoch (migration root_key_epoch), so the next call on every replica sees it.
+const limitLookups = new WeakMap<Db, EpochCache<LimitLookup>>();
+
+function limitLookupCache(db: Db): EpochCache<LimitLookup> {
+  let cache = limitLookups.get(db);
+  if (!cache) {
+    const lookup = limitLookup(db);
+    cache = new EpochCache(async (key) => {
+      const [workspaceId, name, identifierValue] = JSON.parse(key) as [string, string, string];
+      const [row] = await lookup.execute({ workspaceId, name, identifier: identifierValue });
+      if (!row) return undefined;
+      return { namespaceId: row.namespaceId, ...(row.override && { override: row.override }) };
+    }, LIMIT_LOOKUP_CACHE_ENTRIES);
+    limitLookups.set(db, cache);
+  }
+  return cache;
+}
+
+/** The live namespace by name with the override that applies to the identifier, as of `epoch` or later. */
+export function findNamespaceForLimit(
   db: Db,
   input: { workspaceId: string; name: string; identifier: string },
-): Promise<{ namespaceId: string; override?: { limit: number; duration: number } } | undefined> {
-  let lookup = limitLookups.get(db);
-  if (!lookup) limitLookups.set(db, (lookup = limitLookup(db)));
-  const [row] = await lookup.execute(input);
-  if (!row) return undefined;
-  return { namespaceId: row.namespaceId, ...(row.override && { override: row.override }) };
+  epoch: bigint,
+): Promise<LimitLookup | undefined> {
+  return limitLookupCache(db).get(JSON.stringify([input.workspaceId, input.name, input.identifier]), epoch);
 }
 
 /** Creates the namespace, or finds the live one another request created first; returns its id. */

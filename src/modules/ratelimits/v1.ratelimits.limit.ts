@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { authenticateRootKey, hasPermission, requirePermission } from "../../auth/root-key.js";
+import { epochReader } from "../../db/epoch.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
 import { ensureNamespace, findNamespaceForLimit } from "./ratelimits.repository.js";
@@ -39,12 +40,14 @@ export const limit = defineRpc({
   }),
   output: z.object({ success: z.boolean(), limit: z.number(), remaining: z.number(), reset: z.number() }),
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
-    const found = await findNamespaceForLimit(deps.db, {
-      workspaceId: auth.workspaceId,
-      name: input.namespace,
-      identifier: input.identifier,
-    });
+    // One epoch for both lookups: each is answered from memory unless something it depends on changed since.
+    const epoch = await epochReader(deps.db).current();
+    const auth = await authenticateRootKey(deps.db, authorization, epoch);
+    const found = await findNamespaceForLimit(
+      deps.db,
+      { workspaceId: auth.workspaceId, name: input.namespace, identifier: input.identifier },
+      epoch,
+    );
     let namespaceId: string;
     if (found) {
       namespaceId = found.namespaceId;

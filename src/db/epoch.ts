@@ -1,0 +1,119 @@
+import { sql } from "drizzle-orm";
+import { bigint, pgTable, smallint } from "drizzle-orm/pg-core";
+import type { Db } from "./client.js";
+
+// Created by the custom migration `verification_epoch` (with its triggers), so not part of the drizzle schema.
+export const epochTable = pgTable("keyhaven_epoch", {
+  shard: smallint("shard").primaryKey(),
+  value: bigint("value", { mode: "bigint" }).notNull(),
+});
+
+/** The epoch as SQL text, for statements that read it next to other rows in one snapshot. */
+export const epochSum = sql<string>`(select sum(${epochTable.value})::text from ${epochTable})`;
+
+function epochQuery(db: Db) {
+  return db
+    .select({ epoch: sql<string>`sum(${epochTable.value})::text` })
+    .from(epochTable)
+    .prepare("keyhaven_epoch");
+}
+
+type Waiter = { resolve: (epoch: bigint) => void; reject: (err: unknown) => void };
+
+/**
+ * Reads the store's write epoch: the sum of `keyhaven_epoch`, to which every committed write that can change a
+ * cached answer (a key's settings, a root key, a rate limit namespace or override, and what they depend on) adds 1
+ * in its own transaction (triggers of migrations `verification_epoch` and `root_key_epoch`). The sum never shrinks.
+ *
+ * `current()` answers from a statement that starts after the call: a caller that arrives while a statement runs
+ * waits for the next one, and everyone waiting then shares it. So under load one tiny query serves many requests,
+ * and a write that committed before a request arrived is always reflected in the epoch that request gets.
+ */
+export class EpochReader {
+  private waiting: Waiter[] = [];
+  private running = false;
+  private readonly statement: ReturnType<typeof epochQuery>;
+
+  constructor(db: Db) {
+    this.statement = epochQuery(db);
+  }
+
+  current(): Promise<bigint> {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ resolve, reject });
+      if (!this.running) void this.run();
+    });
+  }
+
+  private async run(): Promise<void> {
+    this.running = true;
+    try {
+      while (this.waiting.length > 0) {
+        const batch = this.waiting;
+        this.waiting = [];
+        try {
+          const [row] = await this.statement.execute();
+          const epoch = BigInt(row?.epoch ?? "0");
+          for (const w of batch) w.resolve(epoch);
+        } catch (err) {
+          for (const w of batch) w.reject(err);
+        }
+      }
+    } finally {
+      this.running = false;
+    }
+  }
+}
+
+const readers = new WeakMap<Db, EpochReader>();
+
+/** The epoch reader of one database handle, shared by every cache of that handle. */
+export function epochReader(db: Db): EpochReader {
+  let reader = readers.get(db);
+  if (!reader) readers.set(db, (reader = new EpochReader(db)));
+  return reader;
+}
+
+/**
+ * Values read from the database, kept in memory only while the epoch has not moved: an entry is stored with the
+ * epoch that was read before it was loaded, and is used only by a caller holding that same epoch. A newer epoch
+ * drops every entry; a caller holding an older one (its epoch read finished before another caller's) loads without
+ * touching the cache. Absent values (`undefined`) are never cached, so a row created later is found at once.
+ */
+export class EpochCache<V> {
+  private entries = new Map<string, V>();
+  private epoch = -1n;
+
+  constructor(
+    private readonly load: (key: string) => Promise<V | undefined>,
+    private readonly maxEntries: number,
+  ) {}
+
+  async get(key: string, epoch: bigint): Promise<V | undefined> {
+    if (epoch > this.epoch) {
+      this.entries.clear();
+      this.epoch = epoch;
+    }
+    if (epoch === this.epoch) {
+      const hit = this.entries.get(key);
+      if (hit !== undefined) return hit;
+    }
+    const loaded = await this.load(key);
+    // Only while the epoch is still the one read before the load: anything newer may have changed the row.
+    if (loaded !== undefined && epoch === this.epoch) this.remember(key, loaded);
+    return loaded;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  private remember(key: string, value: V): void {
+    this.entries.delete(key);
+    this.entries.set(key, value);
+    if (this.entries.size > this.maxEntries) {
+      const oldest = this.entries.keys().next().value;
+      if (oldest !== undefined) this.entries.delete(oldest);
+    }
+  }
+}

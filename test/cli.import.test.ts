@@ -251,6 +251,23 @@ describe("keyhaven import and keyhaven admin against a running server", () => {
       expect(await keysIn(apiId)).toBe(0);
       expect(existsSync(`${file}.keyhaven-journal`)).toBe(false);
     }, TIMEOUT);
+
+    it("streams the file: 200,000 keys (JSON lines and CSV, about 25 MB each) validate within an 80 MB heap", async () => {
+      // Reading the whole file into memory, as the importer once did, runs out of heap here well before the end.
+      const count = 200_000;
+      const plaintext = (i: number) => `sk_stream_${String(i).padStart(8, "0")}_${"x".repeat(40)}`;
+      const lines = Array.from({ length: count }, (_, i) => JSON.stringify({ plaintext: plaintext(i), name: `user ${i}`, meta: { plan: "pro" } }));
+      const big = write("big.jsonl", `${lines.join("\n")}\n`);
+      const csv = write(
+        "big.csv",
+        `plaintext,name,meta\n${Array.from({ length: count }, (_, i) => `${plaintext(i)},user ${i},"{""plan"":""pro""}"`).join("\n")}\n`,
+      );
+      for (const file of [big, csv]) {
+        const cli = importer(file, "api_stream", ["--dry-run"], { NODE_OPTIONS: "--max-old-space-size=80" });
+        expect(await cli.exited, cli.stderr()).toEqual({ code: 0, signal: null });
+        expect(cli.stdout()).toContain("200,000 keys are valid, in 2,000 batches");
+      }
+    }, 120_000);
   });
 
   describe("CSV", () => {

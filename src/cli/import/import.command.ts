@@ -1,15 +1,14 @@
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { loadCliEnv } from "../../config.js";
 import { MAX_KEYS_PER_IMPORT } from "../../modules/migrations/migrations.schemas.js";
 import { DEFAULT_URL, parseBaseUrl } from "../http.js";
 import { Journal, JournalMismatch, lockJournal } from "./import.journal.js";
-import { type FileFormat, formatOf, parseFile } from "./import.parse.js";
+import { type FileFormat, formatOf, type LineError, readSource } from "./import.parse.js";
 import { duration, fmt, Progress } from "./import.progress.js";
 import { formatFailure, ImportRunner } from "./import.runner.js";
-import { planBatches, validateRecords } from "./import.validate.js";
+import { type Batch, BatchPlanner, KeyValidator, makeBatch } from "./import.validate.js";
 
 export const EXIT = { ok: 0, failed: 1, usage: 2, interrupted: 3 } as const;
 
@@ -122,39 +121,58 @@ async function runImport(values: ImportValues, positionals: string[]): Promise<n
     throw new UsageError("a root key is required: set KEYHAVEN_ROOT_KEY or pass --root-key");
   }
 
-  let content: Buffer;
+  // Phase 1: every line, before anything is sent. The file is streamed (memory stays flat but for one hash per key,
+  // to find duplicates); only the batch sizes are kept, and the file is read again to send it.
+  const fileSha256 = createHash("sha256");
+  const validator = new KeyValidator(apiId, true);
+  const planner = new BatchPlanner(batchSize);
+  const batchSizes: number[] = [];
+  const errors: LineError[] = [];
+  let keyCount = 0;
   try {
-    content = readFileSync(file);
+    for await (const item of readSource(file, format, fileSha256)) {
+      if (item.kind === "file") {
+        console.error(`keyhaven import: ${file}: ${item.message}. Nothing was sent.`);
+        return EXIT.usage;
+      }
+      if (item.kind === "error") {
+        errors.push(item);
+        continue;
+      }
+      const checked = validator.check(item.line, item.value);
+      if (Array.isArray(checked)) {
+        errors.push(...checked);
+        continue;
+      }
+      keyCount += 1;
+      const closed = planner.add(checked);
+      if (closed) batchSizes.push(closed.length);
+    }
   } catch (err) {
     throw new UsageError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
+  const last = planner.finish();
+  if (last) batchSizes.push(last.length);
 
-  // Phase 1: every line, before anything is sent.
-  const parsed = parseFile(content, format);
-  if (parsed.fileErrors.length > 0) {
-    console.error(`keyhaven import: ${file}: ${parsed.fileErrors.join("; ")}. Nothing was sent.`);
-    return EXIT.usage;
-  }
-  const { keys, errors } = validateRecords(parsed.records, apiId);
-  const allErrors = [...parsed.errors, ...errors].sort((a, b) => a.line - b.line);
-  if (allErrors.length > 0) {
-    const badLines = new Set(allErrors.map((e) => e.line)).size;
+  if (errors.length > 0) {
+    errors.sort((a, b) => a.line - b.line);
+    const badLines = new Set(errors.map((e) => e.line)).size;
     console.error(`keyhaven import: ${file}: ${badLines} bad line${badLines === 1 ? "" : "s"}; nothing was sent.`);
-    for (const e of allErrors) console.error(`  line ${e.line}: ${e.message}`);
+    for (const e of errors) console.error(`  line ${e.line}: ${e.message}`);
     return EXIT.usage;
   }
-  if (keys.length === 0) {
+  if (keyCount === 0) {
     console.error(`keyhaven import: ${file} holds no keys; nothing was sent.`);
     return EXIT.usage;
   }
-  const batches = planBatches(keys, batchSize);
   if (values["dry-run"]) {
     console.log(
-      `${file}: ${fmt(keys.length)} keys are valid, in ${fmt(batches.length)} batch${batches.length === 1 ? "" : "es"} ` +
+      `${file}: ${fmt(keyCount)} keys are valid, in ${fmt(batchSizes.length)} batch${batchSizes.length === 1 ? "" : "es"} ` +
         `for ${apiId}. Dry run: nothing was sent.`,
     );
     return EXIT.ok;
   }
+  const sha256 = fileSha256.digest("hex");
 
   // Phase 2: the batches, with the journal.
   const journalPath = values.journal ?? `${file}.keyhaven-journal`;
@@ -163,14 +181,16 @@ async function runImport(values: ImportValues, positionals: string[]): Promise<n
   try {
     journal = Journal.open(journalPath, {
       file: path.resolve(file),
-      fileSha256: createHash("sha256").update(content).digest("hex"),
+      fileSha256: sha256,
       apiId,
       batchSize,
-      batches: batches.length,
-      keys: keys.length,
+      batches: batchSizes.length,
+      keys: keyCount,
     });
+    let doneEarlier = 0;
+    for (const [index, state] of journal.states) if (state.state === "done") doneEarlier += batchSizes[index] ?? 0;
     const quiet = values.quiet === true;
-    const progress = new Progress(keys.length, process.stderr, { tty: process.stderr.isTTY === true, every, enabled: !quiet });
+    const progress = new Progress(keyCount, process.stderr, { tty: process.stderr.isTTY === true, every, enabled: !quiet });
     const runner = new ImportRunner(
       { baseUrl, rootKey: rootKey!, attempts, timeoutMs: timeoutSeconds * 1000, concurrency, continueOnError: values["continue-on-error"] === true, backoffMs: 250 },
       journal,
@@ -195,7 +215,8 @@ async function runImport(values: ImportValues, positionals: string[]): Promise<n
     const startedAt = Date.now();
     let outcome;
     try {
-      outcome = await runner.run(batches);
+      const batches = readBatches({ file, format, apiId, batchSize, sha256, batches: batchSizes.length });
+      outcome = await runner.run(batches, keyCount, doneEarlier);
     } finally {
       process.off("SIGINT", onSignal);
       process.off("SIGTERM", onSignal);
@@ -231,6 +252,35 @@ async function runImport(values: ImportValues, positionals: string[]): Promise<n
     journal?.close();
     unlock();
   }
+}
+
+/**
+ * The file's batches for sending, read from the file again: the same batches phase 1 planned, built as the
+ * runner asks for them. A file that no longer matches what phase 1 checked stops the run.
+ */
+async function* readBatches(plan: {
+  file: string;
+  format: FileFormat;
+  apiId: string;
+  batchSize: number;
+  sha256: string;
+  batches: number;
+}): AsyncGenerator<Batch> {
+  const changed = () => new Error(`${plan.file} changed while it was being imported`);
+  const validator = new KeyValidator(plan.apiId, false);
+  const planner = new BatchPlanner(plan.batchSize);
+  const sha256 = createHash("sha256");
+  let index = 0;
+  for await (const item of readSource(plan.file, plan.format, sha256)) {
+    if (item.kind !== "record") throw changed();
+    const checked = validator.check(item.line, item.value);
+    if (Array.isArray(checked)) throw changed();
+    const closed = planner.add(checked);
+    if (closed) yield makeBatch(index++, closed);
+  }
+  const last = planner.finish();
+  if (last) yield makeBatch(index++, last);
+  if (index !== plan.batches || sha256.digest("hex") !== plan.sha256) throw changed();
 }
 
 /** The command line that resumes this import: every option that matters, never a secret. */

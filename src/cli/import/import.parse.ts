@@ -1,9 +1,17 @@
-import { parse as parseCsv } from "csv-parse/sync";
+import { createHash, type Hash } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { Transform } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { StringDecoder } from "node:string_decoder";
+import { CsvError, parse as parseCsv } from "csv-parse";
 
-/** One record of the import file: the line it starts on and the value to validate (a JSON object, or not). */
-export type SourceRecord = { line: number; value: unknown };
+/** What reading the import file yields, in file order: a record to validate, a bad line, or a fatal file error. */
+export type SourceItem =
+  | { kind: "record"; line: number; value: unknown }
+  | { kind: "error"; line: number; message: string }
+  | { kind: "file"; message: string };
+
 export type LineError = { line: number; message: string };
-export type ParsedFile = { records: SourceRecord[]; errors: LineError[]; fileErrors: string[] };
 
 export type FileFormat = "jsonl" | "csv";
 
@@ -12,25 +20,45 @@ export function formatOf(path: string): FileFormat {
   return /\.csv$/i.test(path) ? "csv" : "jsonl";
 }
 
-export function parseFile(content: Buffer, format: FileFormat): ParsedFile {
-  return format === "csv" ? parseCsvFile(content) : parseJsonl(content);
+/**
+ * Streams the import file: memory stays flat whatever its size, so files of any number of keys can be imported.
+ * `sha256`, when given, is fed every byte of the file as it is read (the resume journal binds itself to it).
+ * A file that cannot be read throws (the caller reports it); a bad line is an `error` item, never a throw.
+ */
+export function readSource(path: string, format: FileFormat, sha256?: Hash): AsyncGenerator<SourceItem> {
+  const chunks = createReadStream(path, { highWaterMark: 256 * 1024 });
+  return format === "csv" ? readCsv(chunks, sha256) : readJsonl(chunks, sha256);
 }
 
 /** One JSON object per line; blank lines are skipped but counted, so line numbers match an editor's. */
-export function parseJsonl(content: Buffer): ParsedFile {
-  const records: SourceRecord[] = [];
-  const errors: LineError[] = [];
-  const lines = stripBom(content.toString("utf8")).split("\n");
-  lines.forEach((raw, i) => {
-    const text = raw.endsWith("\r") ? raw.slice(0, -1) : raw;
-    if (text.trim() === "") return;
+async function* readJsonl(chunks: AsyncIterable<Buffer>, sha256?: Hash): AsyncGenerator<SourceItem> {
+  const decoder = new StringDecoder("utf8");
+  let pending = "";
+  let line = 0;
+  const item = (raw: string): SourceItem | undefined => {
+    line += 1;
+    let text = raw.endsWith("\r") ? raw.slice(0, -1) : raw;
+    if (line === 1 && text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+    if (text.trim() === "") return undefined;
     try {
-      records.push({ line: i + 1, value: JSON.parse(text) });
+      return { kind: "record", line, value: JSON.parse(text) };
     } catch (err) {
-      errors.push({ line: i + 1, message: `not valid JSON: ${(err as Error).message}` });
+      return { kind: "error", line, message: `not valid JSON: ${(err as Error).message}` };
     }
-  });
-  return { records, errors, fileErrors: [] };
+  };
+  for await (const chunk of chunks) {
+    sha256?.update(chunk);
+    const text = pending + decoder.write(chunk);
+    let from = 0;
+    for (let nl = text.indexOf("\n"); nl !== -1; nl = text.indexOf("\n", from)) {
+      const next = item(text.slice(from, nl));
+      if (next) yield next;
+      from = nl + 1;
+    }
+    pending = text.slice(from);
+  }
+  const last = item(pending + decoder.end());
+  if (last) yield last;
 }
 
 type CellType = "string" | "integer" | "boolean" | "json";
@@ -67,65 +95,100 @@ export const CSV_COLUMNS: Record<string, CellType> = {
   environment: "string",
 };
 
-export function parseCsvFile(content: Buffer): ParsedFile {
-  const errors: LineError[] = [];
-  const fileErrors: string[] = [];
-  let header: string[] = [];
-  let rows: { record: Record<string, string>; info: { bytes: number } }[];
-  const newlines = newlineOffsets(content);
-  try {
-    rows = parseCsv(content, {
-      bom: true,
-      columns: (names: string[]) => {
-        header = names.map((n) => n.trim());
-        return header;
-      },
-      info: true,
-      skip_empty_lines: true,
-      skip_records_with_error: true,
-      on_skip: (err) => {
-        if (!err) return undefined;
-        const fields = Array.isArray(err.record) ? (err.record as unknown[]) : [];
-        const line = typeof err.bytes === "number" ? lineOf(newlines, err.bytes, fields) : Number(err.lines);
-        errors.push({ line, message: `not valid CSV: ${err.message}` });
-        return undefined;
-      },
-    }) as unknown as { record: Record<string, string>; info: { bytes: number } }[];
-  } catch (err) {
-    return { records: [], errors, fileErrors: [`not valid CSV: ${(err as Error).message}`] };
-  }
+/**
+ * CSV, streamed through csv-parse. Line numbers come from byte offsets (csv-parse's own line count drifts on CRLF
+ * inside quoted cells): a record starts on the line of its last byte, less the line breaks inside its cells. The
+ * line breaks before an offset are counted as the bytes pass by, so only the bytes still being parsed are held.
+ */
+async function* readCsv(chunks: AsyncIterable<Buffer>, sha256?: Hash): AsyncGenerator<SourceItem> {
+  const lines = new LineCounter();
+  const errors: SourceItem[] = [];
+  let header: string[] | undefined;
+  let headerError: string | undefined;
+  const tap = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      sha256?.update(chunk);
+      lines.push(chunk);
+      done(null, chunk);
+    },
+  });
+  const parser = parseCsv({
+    bom: true,
+    columns: (names: string[]) => {
+      header = names.map((n) => n.trim());
+      headerError = checkHeader(header);
+      return header;
+    },
+    skip_empty_lines: true,
+    skip_records_with_error: true,
+    on_skip: (err) => {
+      if (!err) return undefined;
+      const fields = Array.isArray(err.record) ? (err.record as unknown[]) : [];
+      const line = typeof err.bytes === "number" ? lines.lineOf(err.bytes, fields) : Number(err.lines);
+      errors.push({ kind: "error", line, message: `not valid CSV: ${err.message}` });
+      return undefined;
+    },
+    // Called as each record is parsed, in order: the line is known while its bytes are still held.
+    on_record: (record: Record<string, string>, context) => ({ record, line: lines.lineOf(context.bytes, Object.values(record)) }),
+  });
+  const piping = pipeline(chunks, tap, parser).catch((err: unknown) => err);
 
+  try {
+    for await (const parsed of parser as AsyncIterable<{ record: Record<string, string>; line: number }>) {
+      if (headerError !== undefined) break;
+      yield* errors.splice(0);
+      yield* convertRecord(parsed.record, parsed.line);
+    }
+  } catch (err) {
+    if (!(err instanceof CsvError)) throw err;
+    yield { kind: "file", message: `not valid CSV: ${err.message}` };
+    return;
+  }
+  if (headerError !== undefined) {
+    parser.destroy();
+    yield { kind: "file", message: headerError };
+    return;
+  }
+  const failed = await piping;
+  if (failed instanceof CsvError) {
+    yield { kind: "file", message: `not valid CSV: ${failed.message}` };
+    return;
+  }
+  if (failed) throw failed;
+  yield* errors.splice(0);
+}
+
+/** Unknown or repeated columns make the whole file unusable. */
+function checkHeader(header: string[]): string | undefined {
+  const problems: string[] = [];
   const unknown = header.filter((name) => !Object.hasOwn(CSV_COLUMNS, name));
   if (unknown.length > 0) {
-    fileErrors.push(
+    problems.push(
       `unknown CSV column${unknown.length > 1 ? "s" : ""} ${unknown.map((n) => JSON.stringify(n)).join(", ")}; ` +
         `the columns are: ${Object.keys(CSV_COLUMNS).join(", ")}`,
     );
   }
   const duplicates = header.filter((name, i) => header.indexOf(name) !== i);
-  if (duplicates.length > 0) fileErrors.push(`CSV column ${JSON.stringify(duplicates[0])} appears twice`);
-  if (fileErrors.length > 0) return { records: [], errors, fileErrors };
+  if (duplicates.length > 0) problems.push(`CSV column ${JSON.stringify(duplicates[0])} appears twice`);
+  return problems.length > 0 ? problems.join("; ") : undefined;
+}
 
-  const records: SourceRecord[] = [];
-  for (const { record, info } of rows) {
-    const line = lineOf(newlines, info.bytes, Object.values(record));
-    const problems: string[] = [];
-    const value: Record<string, unknown> = {};
-    for (const [column, cell] of Object.entries(record)) {
-      if (cell === "") continue;
-      const converted = convertCell(CSV_COLUMNS[column]!, cell);
-      if ("error" in converted) {
-        problems.push(`${column}: ${converted.error}`);
-        continue;
-      }
-      const [field, sub] = column.split(".") as [string, string | undefined];
-      if (sub === undefined) value[field] = converted.value;
-      else ((value[field] ??= {}) as Record<string, unknown>)[sub] = converted.value;
+/** The record as a key's fields, or one error per bad cell. */
+function convertRecord(record: Record<string, string>, line: number): SourceItem[] {
+  const problems: SourceItem[] = [];
+  const value: Record<string, unknown> = {};
+  for (const [column, cell] of Object.entries(record)) {
+    if (cell === "") continue;
+    const converted = convertCell(CSV_COLUMNS[column]!, cell);
+    if ("error" in converted) {
+      problems.push({ kind: "error", line, message: `${column}: ${converted.error}` });
+      continue;
     }
-    if (problems.length > 0) errors.push(...problems.map((message) => ({ line, message })));
-    else records.push({ line, value });
+    const [field, sub] = column.split(".") as [string, string | undefined];
+    if (sub === undefined) value[field] = converted.value;
+    else ((value[field] ??= {}) as Record<string, unknown>)[sub] = converted.value;
   }
-  return { records, errors, fileErrors };
+  return problems.length > 0 ? problems : [{ kind: "record", line, value }];
 }
 
 function convertCell(type: CellType, cell: string): { value: unknown } | { error: string } {
@@ -150,33 +213,42 @@ function convertCell(type: CellType, cell: string): { value: unknown } | { error
 }
 
 /**
- * The line a record starts on, from the byte offset where it ends (csv-parse's own line count drifts on CRLF
- * inside quoted cells): the line of its last byte, less the line breaks inside its cells.
+ * Counts the line breaks of a byte stream before an offset, for offsets asked in increasing order, holding only
+ * the chunks not yet counted past.
  */
-function lineOf(newlines: number[], endOffset: number, fields: unknown[]): number {
-  const endLine = 1 + countBelow(newlines, endOffset - 1);
-  const inner = fields.reduce<number>((n, v) => n + (typeof v === "string" ? (v.match(/\n/g)?.length ?? 0) : 0), 0);
-  return endLine - inner;
-}
+class LineCounter {
+  private chunks: Buffer[] = [];
+  /** Offset of the first held chunk's first byte. */
+  private chunkStart = 0;
+  /** Everything before `position` is counted into `breaks`. */
+  private position = 0;
+  private breaks = 0;
 
-function stripBom(text: string): string {
-  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
-}
-
-function newlineOffsets(content: Buffer): number[] {
-  const offsets: number[] = [];
-  for (let i = content.indexOf(10); i !== -1; i = content.indexOf(10, i + 1)) offsets.push(i);
-  return offsets;
-}
-
-/** How many of the sorted offsets are below `limit`. */
-function countBelow(sorted: number[], limit: number): number {
-  let lo = 0;
-  let hi = sorted.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (sorted[mid]! < limit) lo = mid + 1;
-    else hi = mid;
+  push(chunk: Buffer): void {
+    this.chunks.push(chunk);
   }
-  return lo;
+
+  /** The line a record ending at `endOffset` starts on, given its fields (whose own line breaks are not lines). */
+  lineOf(endOffset: number, fields: unknown[]): number {
+    const endLine = 1 + this.breaksBefore(endOffset - 1);
+    const inner = fields.reduce<number>((n, v) => n + (typeof v === "string" ? (v.match(/\n/g)?.length ?? 0) : 0), 0);
+    return endLine - inner;
+  }
+
+  private breaksBefore(offset: number): number {
+    while (this.position < offset && this.chunks.length > 0) {
+      const chunk = this.chunks[0]!;
+      const chunkEnd = this.chunkStart + chunk.length;
+      const until = Math.min(offset, chunkEnd);
+      for (let i = chunk.indexOf(10, this.position - this.chunkStart); i !== -1 && i < until - this.chunkStart; i = chunk.indexOf(10, i + 1)) {
+        this.breaks += 1;
+      }
+      this.position = until;
+      if (until === chunkEnd) {
+        this.chunks.shift();
+        this.chunkStart = chunkEnd;
+      }
+    }
+    return this.breaks;
+  }
 }

@@ -40,6 +40,7 @@ export function isTransientStatus(status: number): boolean {
 
 export class ImportRunner {
   private stop: RunOutcome["stop"];
+  private finishedKeys = 0;
   private readonly wake = new AbortController();
   private readonly outcome: RunOutcome = {
     imported: 0,
@@ -64,35 +65,53 @@ export class ImportRunner {
     this.wake.abort();
   }
 
-  async run(batches: Batch[]): Promise<RunOutcome> {
-    const unconfirmed: Batch[] = [];
-    const toSend: Batch[] = [];
-    for (const batch of batches) {
-      const state = this.journal.states.get(batch.index);
-      if (state && state.digest !== batch.digest) {
-        throw new Error(`the journal's batch ${batch.index} does not match the file; pass a new --journal to start over`);
-      }
-      if (state?.state === "done") this.outcome.doneEarlier += batch.keys.length;
-      // A refused batch is retried; still in doubt if an attempt before the refusal may have landed.
-      else if (state?.state === "sent" || (state?.event.state === "failed" && state.event.inDoubt)) unconfirmed.push(batch);
-      else toSend.push(batch);
-    }
-    this.progress.start(this.outcome.doneEarlier);
-
-    // Unconfirmed batches first: a previous run sent them and never learned whether they landed.
-    const queue = [...unconfirmed.map((b) => ({ batch: b, inDoubt: true })), ...toSend.map((b) => ({ batch: b, inDoubt: false }))];
+  /**
+   * Sends the batches, in file order, `concurrency` at a time, skipping those the journal has as done and resolving
+   * those it has as sent but unconfirmed. `batches` is read as the workers need it (the file is never held whole);
+   * `doneEarlier` is how many of the file's `totalKeys` keys the journal's done batches hold.
+   */
+  async run(batches: AsyncIterable<Batch>, totalKeys: number, doneEarlier: number): Promise<RunOutcome> {
+    this.outcome.doneEarlier = doneEarlier;
+    this.progress.start(doneEarlier);
+    const source = batches[Symbol.asyncIterator]();
     const worker = async () => {
-      while (!this.stop && queue.length > 0) {
-        const next = queue.shift()!;
-        await this.send(next.batch, next.inDoubt);
+      while (!this.stop) {
+        let next: IteratorResult<Batch>;
+        try {
+          next = await source.next();
+        } catch (err) {
+          this.requestStop("failed", (err as Error).message);
+          return;
+        }
+        if (next.done) return;
+        const batch = next.value;
+        const state = this.journal.states.get(batch.index);
+        if (state && state.digest !== batch.digest) {
+          this.requestStop("failed", `the journal's batch ${batch.index} does not match the file; pass a new --journal to start over`);
+          return;
+        }
+        if (state?.state === "done") continue;
+        // Sent by an earlier run that never learned whether it landed; or refused after an attempt that may have.
+        const inDoubt = state?.state === "sent" || (state?.event.state === "failed" && state.event.inDoubt);
+        await this.send(batch, inDoubt);
       }
     };
-    await Promise.all(Array.from({ length: Math.max(1, this.options.concurrency) }, worker));
+    try {
+      await Promise.all(Array.from({ length: Math.max(1, this.options.concurrency) }, worker));
+    } finally {
+      await source.return?.(undefined);
+    }
 
-    for (const { batch } of queue) this.outcome.notImported += batch.keys.length;
+    this.outcome.notImported = totalKeys - doneEarlier - this.finishedKeys;
     this.outcome.stop = this.stop;
     this.progress.finish();
     return this.outcome;
+  }
+
+  /** A batch reached its outcome in this run (imported, found present, or refused). */
+  private finished(batch: Batch, imported: number): void {
+    this.finishedKeys += batch.keys.length;
+    this.progress.advance(batch.keys.length, imported);
   }
 
   private async send(batch: Batch, inDoubtAtStart: boolean): Promise<void> {
@@ -113,7 +132,7 @@ export class ImportRunner {
         this.journal.record({ ...base, state: "done", imported: remaining.length, alreadyPresent: present, at: new Date().toISOString() });
         this.outcome.imported += remaining.length;
         this.outcome.alreadyPresent.push(...present);
-        this.progress.advance(batch.keys.length, remaining.length);
+        this.finished(batch, remaining.length);
         return;
       }
 
@@ -122,20 +141,13 @@ export class ImportRunner {
         attempt += 1;
         const why = res.kind === "network" ? res.message : `${res.status} ${res.code}: ${res.message}`;
         if (attempt >= this.options.attempts) {
-          this.outcome.notImported += batch.keys.length;
           this.requestStop("unavailable", `${describeLines(batch.keys.map((k) => k.line))}: ${why} (after ${attempt} attempts)`);
           return;
         }
-        if (this.stop) {
-          this.outcome.notImported += batch.keys.length;
-          return;
-        }
+        if (this.stop) return;
         this.progress.note(`${describeLines([lines[0], lines[1]])}: ${why}; retrying (attempt ${attempt + 1} of ${this.options.attempts})`);
         await this.sleep(this.backoff(attempt, res.kind === "error" ? res.retryAfterMs : undefined));
-        if (this.stop) {
-          this.outcome.notImported += batch.keys.length;
-          return;
-        }
+        if (this.stop) return;
         continue;
       }
 
@@ -151,7 +163,7 @@ export class ImportRunner {
           if (remaining.length === 0) {
             this.journal.record({ ...base, state: "done", imported: 0, alreadyPresent: present, at: new Date().toISOString() });
             this.outcome.alreadyPresent.push(...present);
-            this.progress.advance(batch.keys.length, 0);
+            this.finished(batch, 0);
             return;
           }
           continue;
@@ -164,7 +176,7 @@ export class ImportRunner {
       this.outcome.failedKeys += remaining.length;
       // Keys of this batch found present while resolving it stay counted as present.
       this.outcome.alreadyPresent.push(...present);
-      this.progress.advance(batch.keys.length, 0);
+      this.finished(batch, 0);
       if (RUN_WIDE.has(res.code)) this.requestStop("failed", `${res.code}: ${res.message}`);
       else if (!this.options.continueOnError) this.requestStop("failed", formatFailure(failure));
       return;

@@ -1,48 +1,47 @@
 import { createHash } from "node:crypto";
 import { hashKey } from "../../crypto/hash.js";
 import { type ImportKey, importKeySchema, MAX_KEYS_PER_IMPORT } from "../../modules/migrations/migrations.schemas.js";
-import type { LineError, SourceRecord } from "./import.parse.js";
+import type { LineError } from "./import.parse.js";
 
 export type ValidKey = { line: number; key: ImportKey };
 
 /**
- * Checks every record with the server's own item schema (so the CLI and the server never disagree), fills in
- * `apiId` from `--api`, refuses a line naming another API, and refuses a key that appears twice in the file.
+ * Checks records with the server's own item schema (so the CLI and the server never disagree), fills in `apiId`
+ * from `--api`, and refuses a line naming another API. With `duplicates`, it also refuses a key that appeared on an
+ * earlier line: for that it keeps one SHA-256 (about 100 bytes) per key it has seen.
  */
-export function validateRecords(records: SourceRecord[], apiId: string): { keys: ValidKey[]; errors: LineError[] } {
-  const keys: ValidKey[] = [];
-  const errors: LineError[] = [];
-  const lineByHash = new Map<string, number>();
-  for (const { line, value } of records) {
+export class KeyValidator {
+  private readonly lineByHash = new Map<string, number>();
+
+  constructor(
+    private readonly apiId: string,
+    private readonly duplicates: boolean,
+  ) {}
+
+  check(line: number, value: unknown): ValidKey | LineError[] {
     if (typeof value !== "object" || value === null || Array.isArray(value)) {
-      errors.push({ line, message: "must be a JSON object (one key per line)" });
-      continue;
+      return [{ line, message: "must be a JSON object (one key per line)" }];
     }
     const given = (value as { apiId?: unknown }).apiId;
-    if (given !== undefined && given !== apiId) {
-      errors.push({ line, message: `apiId ${JSON.stringify(given)} differs from --api ${apiId}` });
-      continue;
+    if (given !== undefined && given !== this.apiId) {
+      return [{ line, message: `apiId ${JSON.stringify(given)} differs from --api ${this.apiId}` }];
     }
-    const parsed = importKeySchema.safeParse({ ...value, apiId });
+    const parsed = importKeySchema.safeParse({ ...value, apiId: this.apiId });
     if (!parsed.success) {
-      for (const issue of parsed.error.issues) {
+      return parsed.error.issues.map((issue) => {
         const path = issue.path.join(".");
-        errors.push({ line, message: path ? `${path}: ${issue.message}` : issue.message });
-      }
-      continue;
+        return { line, message: path ? `${path}: ${issue.message}` : issue.message };
+      });
     }
     const key = parsed.data;
-    const hash = key.plaintext !== undefined ? hashKey(key.plaintext) : key.hash!.value;
-    const earlier = lineByHash.get(hash);
-    if (earlier !== undefined) {
-      errors.push({ line, message: `the same key as line ${earlier}` });
-      continue;
+    if (this.duplicates) {
+      const hash = key.plaintext !== undefined ? hashKey(key.plaintext) : key.hash!.value;
+      const earlier = this.lineByHash.get(hash);
+      if (earlier !== undefined) return [{ line, message: `the same key as line ${earlier}` }];
+      this.lineByHash.set(hash, line);
     }
-    lineByHash.set(hash, line);
-    keys.push({ line, key });
+    return { line, key };
   }
-  errors.sort((a, b) => a.line - b.line);
-  return { keys, errors };
 }
 
 export type Batch = {
@@ -57,26 +56,38 @@ export type Batch = {
 /** The server refuses bodies over 1 MiB; a batch stays well below that even with large `meta` values. */
 export const MAX_BATCH_BYTES = 900 * 1024;
 
-/** Cuts the keys, in file order, into batches of at most `batchSize` keys and MAX_BATCH_BYTES: deterministic. */
-export function planBatches(keys: ValidKey[], batchSize: number): Batch[] {
-  if (batchSize < 1 || batchSize > MAX_KEYS_PER_IMPORT) throw new Error(`batch size must be 1–${MAX_KEYS_PER_IMPORT}`);
-  const batches: Batch[] = [];
-  let current: ValidKey[] = [];
-  let bytes = 2;
-  const flush = () => {
-    if (current.length === 0) return;
-    batches.push(makeBatch(batches.length, current));
-    current = [];
-    bytes = 2;
-  };
-  for (const k of keys) {
-    const size = Buffer.byteLength(JSON.stringify(k.key)) + 1;
-    if (current.length === batchSize || (current.length > 0 && bytes + size > MAX_BATCH_BYTES)) flush();
-    current.push(k);
-    bytes += size;
+/**
+ * Cuts keys, fed in file order, into batches of at most `batchSize` keys and MAX_BATCH_BYTES: deterministic, so
+ * the same file always gives the same batches (the resume journal relies on it).
+ */
+export class BatchPlanner {
+  private current: ValidKey[] = [];
+  private bytes = 2;
+
+  constructor(private readonly batchSize: number) {
+    if (batchSize < 1 || batchSize > MAX_KEYS_PER_IMPORT) throw new Error(`batch size must be 1–${MAX_KEYS_PER_IMPORT}`);
   }
-  flush();
-  return batches;
+
+  /** Adds a key; returns the batch it closed, if any. */
+  add(key: ValidKey): ValidKey[] | undefined {
+    const size = Buffer.byteLength(JSON.stringify(key.key)) + 1;
+    const closed =
+      this.current.length === this.batchSize || (this.current.length > 0 && this.bytes + size > MAX_BATCH_BYTES)
+        ? this.finish()
+        : undefined;
+    this.current.push(key);
+    this.bytes += size;
+    return closed;
+  }
+
+  /** The last, partial batch, if any. */
+  finish(): ValidKey[] | undefined {
+    if (this.current.length === 0) return undefined;
+    const batch = this.current;
+    this.current = [];
+    this.bytes = 2;
+    return batch;
+  }
 }
 
 export function makeBatch(index: number, keys: ValidKey[]): Batch {

@@ -1,5 +1,5 @@
 import { and, eq, isNull, sql } from "drizzle-orm";
-import type { Db } from "../db/client.js";
+import { type Db, perDb } from "../db/client.js";
 import { EpochCache, epochReader } from "../db/epoch.js";
 import { keys, rootKeys, workspaces } from "../db/schema.js";
 import { hashKey } from "../crypto/hash.js";
@@ -33,22 +33,15 @@ function rootKeyLookup(db: Db) {
 /** Root keys kept in memory per process (by hash), beyond which the oldest are dropped first. */
 export const ROOT_KEY_CACHE_ENTRIES = 10_000;
 
-const rootKeyCaches = new WeakMap<Db, EpochCache<CachedRootKey>>();
-
-function rootKeyCache(db: Db): EpochCache<CachedRootKey> {
-  let cache = rootKeyCaches.get(db);
-  if (!cache) {
-    const lookup = rootKeyLookup(db);
-    cache = new EpochCache(async (hash) => {
-      const [row] = await lookup.execute({ hash });
-      if (!row) return undefined;
-      const auth = { rootKeyId: row.id, workspaceId: row.workspaceId, permissions: new Set(row.permissions) };
-      return { auth, workspaceEnabled: row.workspaceEnabled };
-    }, ROOT_KEY_CACHE_ENTRIES);
-    rootKeyCaches.set(db, cache);
-  }
-  return cache;
-}
+const rootKeyCache = perDb((db) => {
+  const lookup = rootKeyLookup(db);
+  return new EpochCache<CachedRootKey>(async (hash) => {
+    const [row] = await lookup.execute({ hash });
+    if (!row) return undefined;
+    const auth = { rootKeyId: row.id, workspaceId: row.workspaceId, permissions: new Set(row.permissions) };
+    return { auth, workspaceEnabled: row.workspaceEnabled };
+  }, ROOT_KEY_CACHE_ENTRIES);
+});
 
 /**
  * Authenticates `Authorization: Bearer <root key>` with v1's codes and messages (all 403, as v1 clients expect).

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { bigint, pgTable, smallint } from "drizzle-orm/pg-core";
-import type { Db } from "./client.js";
+import { Coalescer } from "../coalescer.js";
+import { type Db, perDb } from "./client.js";
 
 // Created by the custom migration `verification_epoch` (with its triggers), so not part of the drizzle schema.
 export const epochTable = pgTable("keyhaven_epoch", {
@@ -30,49 +31,27 @@ type Waiter = { resolve: (epoch: bigint) => void; reject: (err: unknown) => void
  * and a write that committed before a request arrived is always reflected in the epoch that request gets.
  */
 export class EpochReader {
-  private waiting: Waiter[] = [];
-  private running = false;
-  private readonly statement: ReturnType<typeof epochQuery>;
+  private readonly queue: Coalescer<Waiter>;
 
   constructor(db: Db) {
-    this.statement = epochQuery(db);
+    const statement = epochQuery(db);
+    this.queue = new Coalescer(
+      async (batch) => {
+        const [row] = await statement.execute();
+        const epoch = BigInt(row?.epoch ?? "0");
+        for (const w of batch) w.resolve(epoch);
+      },
+      (batch, err) => batch.forEach((w) => w.reject(err)),
+    );
   }
 
   current(): Promise<bigint> {
-    return new Promise((resolve, reject) => {
-      this.waiting.push({ resolve, reject });
-      if (!this.running) void this.run();
-    });
-  }
-
-  private async run(): Promise<void> {
-    this.running = true;
-    try {
-      while (this.waiting.length > 0) {
-        const batch = this.waiting;
-        this.waiting = [];
-        try {
-          const [row] = await this.statement.execute();
-          const epoch = BigInt(row?.epoch ?? "0");
-          for (const w of batch) w.resolve(epoch);
-        } catch (err) {
-          for (const w of batch) w.reject(err);
-        }
-      }
-    } finally {
-      this.running = false;
-    }
+    return new Promise((resolve, reject) => this.queue.add({ resolve, reject }));
   }
 }
 
-const readers = new WeakMap<Db, EpochReader>();
-
-/** The epoch reader of one database handle, shared by every cache of that handle. */
-export function epochReader(db: Db): EpochReader {
-  let reader = readers.get(db);
-  if (!reader) readers.set(db, (reader = new EpochReader(db)));
-  return reader;
-}
+/** The epoch reader of a database handle, shared by every cache of that handle. */
+export const epochReader = perDb((db) => new EpochReader(db));
 
 /**
  * Values read from the database, kept in memory only while the epoch has not moved: an entry is stored with the

@@ -1,7 +1,7 @@
 import { and, eq, inArray, isNull, notInArray, or, sql } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
 import type { DataKey } from "../../crypto/keyring.js";
-import { type Db, rowsOf } from "../../db/client.js";
+import { type Db, perDb, rowsOf } from "../../db/client.js";
 import { epochSum } from "../../db/epoch.js";
 import {
   apis,
@@ -68,7 +68,7 @@ function verificationLookup(db: Db) {
 
 // Verification is the hot path: its lookup is built once per database handle and run as a prepared statement
 // (drizzle then skips building the SQL, and PostgreSQL planning it), instead of once per request.
-const verificationLookups = new WeakMap<Db, ReturnType<typeof verificationLookup>>();
+const verificationLookups = perDb(verificationLookup);
 
 export type KeyForVerification = Awaited<ReturnType<ReturnType<typeof verificationLookup>["execute"]>>[number];
 
@@ -78,9 +78,7 @@ export type KeyForVerification = Awaited<ReturnType<ReturnType<typeof verificati
  * since spending reads and writes it in the database. Callers go through verification-cache.ts.
  */
 export async function lookupKeysForVerification(db: Db, hashes: string[]): Promise<KeyForVerification[]> {
-  let lookup = verificationLookups.get(db);
-  if (!lookup) verificationLookups.set(db, (lookup = verificationLookup(db)));
-  return lookup.execute({ hashes });
+  return verificationLookups(db).execute({ hashes });
 }
 
 /**

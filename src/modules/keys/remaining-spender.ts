@@ -1,4 +1,4 @@
-import type { Db } from "../../db/client.js";
+import { type Db, perDb } from "../../db/client.js";
 import { spendRemaining } from "./keys.repository.js";
 
 type Spend = { cost: number; resolve: (left: number | undefined) => void; reject: (err: unknown) => void };
@@ -63,11 +63,5 @@ function groupByCost(batch: Spend[]): Map<number, Spend[]> {
   return groups;
 }
 
-const spenders = new WeakMap<Db, RemainingSpender>();
-
 /** The spender of one database handle (one per process in production). */
-export function remainingSpender(db: Db): RemainingSpender {
-  let spender = spenders.get(db);
-  if (!spender) spenders.set(db, (spender = new RemainingSpender(db)));
-  return spender;
-}
+export const remainingSpender = perDb((db) => new RemainingSpender(db));

@@ -1,4 +1,5 @@
-import type { Db } from "../../db/client.js";
+import { Coalescer } from "../../coalescer.js";
+import { type Db, perDb } from "../../db/client.js";
 import { epochReader, type EpochReader } from "../../db/epoch.js";
 import { lookupKeysForVerification, type KeyForVerification } from "./keys.repository.js";
 
@@ -27,8 +28,7 @@ export class VerificationCache {
   private entries = new Map<string, KeyForVerification>();
   /** The epoch every entry was read at; null before the first read. */
   private epoch: bigint | null = null;
-  private waiting: Waiter[] = [];
-  private running = false;
+  private readonly queue: Coalescer<Waiter>;
   private readonly epochs: EpochReader;
 
   constructor(
@@ -36,34 +36,18 @@ export class VerificationCache {
     private readonly maxEntries = VERIFICATION_CACHE_ENTRIES,
   ) {
     this.epochs = epochReader(db);
+    this.queue = new Coalescer(
+      (batch) => this.answer(batch),
+      (batch, err) => batch.forEach((w) => w.reject(err)),
+    );
   }
 
   lookup(hash: string): Promise<KeyForVerification | undefined> {
-    return new Promise((resolve, reject) => {
-      this.waiting.push({ hash, resolve, reject });
-      if (!this.running) void this.run();
-    });
+    return new Promise((resolve, reject) => this.queue.add({ hash, resolve, reject }));
   }
 
   get size(): number {
     return this.entries.size;
-  }
-
-  private async run(): Promise<void> {
-    this.running = true;
-    try {
-      while (this.waiting.length > 0) {
-        const batch = this.waiting;
-        this.waiting = [];
-        try {
-          await this.answer(batch);
-        } catch (err) {
-          for (const w of batch) w.reject(err);
-        }
-      }
-    } finally {
-      this.running = false;
-    }
   }
 
   /** One statement for the whole batch (two when only unknown keys were asked for and none exists). */
@@ -95,7 +79,7 @@ export class VerificationCache {
       if (cached) w.resolve(cached);
       else if (missed.has(w.hash)) w.resolve(undefined);
       // It was in memory, but the epoch moved: asked again by the next statement, which starts after this one.
-      else this.waiting.push(w);
+      else this.queue.add(w);
     }
   }
 
@@ -109,11 +93,5 @@ export class VerificationCache {
   }
 }
 
-const caches = new WeakMap<Db, VerificationCache>();
-
 /** The cache of one database handle (one per process in production; one per app instance in tests). */
-export function verificationCache(db: Db): VerificationCache {
-  let cache = caches.get(db);
-  if (!cache) caches.set(db, (cache = new VerificationCache(db)));
-  return cache;
-}
+export const verificationCache = perDb((db) => new VerificationCache(db));

@@ -1,5 +1,5 @@
 import { and, asc, count, eq, gt, isNull, sql } from "drizzle-orm";
-import type { Db } from "../../db/client.js";
+import { type Db, perDb } from "../../db/client.js";
 import { EpochCache } from "../../db/epoch.js";
 import { ratelimitNamespaces, ratelimitOverrides } from "../../db/schema.js";
 import { newId } from "../../ids.js";
@@ -50,22 +50,15 @@ export const LIMIT_LOOKUP_CACHE_ENTRIES = 50_000;
 // ratelimits.limit is a hot path: its lookup is one prepared statement per database handle, and its answers are
 // kept in memory only while the store's epoch is unchanged. Setting or deleting an override, or anything that
 // changes a namespace, moves the epoch (migration root_key_epoch), so the next call on every replica sees it.
-const limitLookups = new WeakMap<Db, EpochCache<LimitLookup>>();
-
-function limitLookupCache(db: Db): EpochCache<LimitLookup> {
-  let cache = limitLookups.get(db);
-  if (!cache) {
-    const lookup = limitLookup(db);
-    cache = new EpochCache(async (key) => {
-      const [workspaceId, name, identifierValue] = JSON.parse(key) as [string, string, string];
-      const [row] = await lookup.execute({ workspaceId, name, identifier: identifierValue });
-      if (!row) return undefined;
-      return { namespaceId: row.namespaceId, ...(row.override && { override: row.override }) };
-    }, LIMIT_LOOKUP_CACHE_ENTRIES);
-    limitLookups.set(db, cache);
-  }
-  return cache;
-}
+const limitLookupCache = perDb((db) => {
+  const lookup = limitLookup(db);
+  return new EpochCache<LimitLookup>(async (key) => {
+    const [workspaceId, name, identifierValue] = JSON.parse(key) as [string, string, string];
+    const [row] = await lookup.execute({ workspaceId, name, identifier: identifierValue });
+    if (!row) return undefined;
+    return { namespaceId: row.namespaceId, ...(row.override && { override: row.override }) };
+  }, LIMIT_LOOKUP_CACHE_ENTRIES);
+});
 
 /** The live namespace by name with the override that applies to the identifier, as of `epoch` or later. */
 export function findNamespaceForLimit(

@@ -82,6 +82,16 @@ describe("identities.createIdentity", () => {
     expectError(await post({ externalId: "abc", ratelimits: [{ name: "a", limit: 0, duration: 1000 }] }), 400, "BAD_REQUEST", /^ratelimits\.0\.limit: /);
     expectError(await post({ externalId: "abc", ratelimits: [{ name: "a", limit: 1, duration: 999 }] }), 400, "BAD_REQUEST", /^ratelimits\.0\.duration: /);
     expectError(await post({ externalId: "abc", meta: "nope" }), 400, "BAD_REQUEST", /^meta: /);
+    // Bounded by what the columns hold: these were 500s (an int4 overflow, names too long for a unique index).
+    expectError(await post({ externalId: "x".repeat(257) }), 400, "BAD_REQUEST", /^externalId: /);
+    expectError(await post({ externalId: "abc", ratelimits: [{ name: "a", limit: 2 ** 31, duration: 1000 }] }), 400, "BAD_REQUEST", /^ratelimits\.0\.limit: /);
+    expectError(await post({ externalId: "abc", ratelimits: [{ name: "n".repeat(9000), limit: 1, duration: 1000 }] }), 400, "BAD_REQUEST", /^ratelimits\.0\.name: /);
+    expectError(
+      await h.post("/v1/identities.updateIdentity", { externalId: "abc", ratelimits: [{ name: "a", limit: 2 ** 31, duration: 1000 }] }, t.rootKey),
+      400,
+      "BAD_REQUEST",
+      /^ratelimits\.0\.limit: /,
+    );
     expectError(
       await post({ externalId: unique("user"), ratelimits: [{ name: "a", limit: 1, duration: 1000 }, { name: "a", limit: 2, duration: 1000 }] }),
       409,
@@ -119,6 +129,8 @@ describe("identities.getIdentity", () => {
 
   it("needs identityId or externalId, and answers an unknown one with 404", async () => {
     expectError(await h.get("/v1/identities.getIdentity", {}, t.rootKey), 400, "BAD_REQUEST", "Provide either identityId or externalId");
+    // Checked before the root key, as v1 did.
+    expectError(await h.get("/v1/identities.getIdentity", {}), 400, "BAD_REQUEST", "Provide either identityId or externalId");
     expectError(await h.get("/v1/identities.getIdentity", { identityId: "id_nope" }, t.rootKey), 404, "NOT_FOUND", "identity id_nope not found");
     expectError(await h.get("/v1/identities.getIdentity", { externalId: "nobody" }, t.rootKey), 404, "NOT_FOUND", "identity nobody not found");
   });

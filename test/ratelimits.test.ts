@@ -241,6 +241,11 @@ describe("POST /v1/ratelimits.setOverride", () => {
     const before = await countRows();
     const body = { identifier: "user_1", limit: 5, duration: 60_000 };
     expectError(await h.post("/v1/ratelimits.setOverride", body, t.rootKey), 400, "BAD_REQUEST", "You must provide a namespaceId or a namespaceName");
+    // Checked before the root key, as v1 did: the same 400 without one.
+    for (const [method, route] of [["post", "setOverride"], ["post", "deleteOverride"], ["get", "getOverride"], ["get", "listOverrides"]] as const) {
+      const res = method === "post" ? await h.post(`/v1/ratelimits.${route}`, body) : await h.get(`/v1/ratelimits.${route}`, { identifier: "user_1" });
+      expectError(res, 400, "BAD_REQUEST", "You must provide a namespaceId or a namespaceName");
+    }
     expectError(
       await h.post("/v1/ratelimits.setOverride", { ...body, namespaceName: "nope" }, t.rootKey),
       404,

@@ -1,11 +1,16 @@
 import { z } from "zod";
 import { ApiError } from "../../errors.js";
+import { MAX_INT32 } from "../keys/keys.schemas.js";
 
+// Bounded by what the columns hold (an int4 limit; names and ids in unique indexes), so bad input is a 400.
 export const ratelimitInput = z.object({
-  name: z.string().min(1),
-  limit: z.int().min(1),
-  duration: z.int().min(1000),
+  name: z.string().min(1).max(256),
+  limit: z.int().min(1).max(MAX_INT32),
+  duration: z.int().min(1000).max(Number.MAX_SAFE_INTEGER),
 });
+
+/** An identity's externalId: at least 3 characters (v1), at most 256 (as on keys). */
+export const externalIdInput = z.string().min(3).max(256);
 
 export const ratelimitOutput = z.object({ name: z.string(), limit: z.number(), duration: z.number() });
 

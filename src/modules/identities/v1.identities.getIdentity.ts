@@ -13,10 +13,11 @@ export const getIdentity = defineRpc({
   input: z.object({ identityId: queryText.min(1).optional(), externalId: queryText.min(1).optional() }),
   output: z.object({ id: z.string(), externalId: z.string(), meta, ratelimits: z.array(ratelimitOutput) }),
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+    // Before authentication, as v1 did.
     if (input.identityId === undefined && input.externalId === undefined) {
       throw new ApiError("BAD_REQUEST", "Provide either identityId or externalId");
     }
+    const auth = await authenticateRootKey(deps.db, authorization);
     const row = await findIdentity(
       deps.db,
       auth.workspaceId,

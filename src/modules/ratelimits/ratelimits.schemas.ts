@@ -19,7 +19,7 @@ export const overrideOutput = z.object({
   async: z.boolean(),
 });
 
-/** v1's check, after authentication: setOverride, getOverride, listOverrides and deleteOverride need one of them. */
+/** v1's check, made before authentication: setOverride, getOverride, listOverrides and deleteOverride need one of them. */
 export function assertNamespaceGiven(by: NamespaceSelector): void {
   if (by.namespaceId === undefined && by.namespaceName === undefined) {
     throw new ApiError("BAD_REQUEST", "You must provide a namespaceId or a namespaceName");

@@ -16,8 +16,8 @@ export const deleteOverride = defineRpc({
   }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
     assertNamespaceGiven(input);
+    const auth = await authenticateRootKey(deps.db, authorization);
     requirePermission(auth, { or: ["*", "ratelimit.*.delete_override"] });
     const namespace = await findNamespace(deps.db, auth.workspaceId, input);
     if (!namespace) throw new ApiError("NOT_FOUND", `Namespace ${namespaceLabel(input)} not found`);

@@ -4,7 +4,7 @@ import { ApiError } from "../../errors.js";
 import { queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
 import { findNamespace, findOverride } from "./ratelimits.repository.js";
-import { assertNamespaceGiven, overrideOutput } from "./ratelimits.schemas.js";
+import { assertNamespaceGiven, MAX_NAME, overrideOutput } from "./ratelimits.schemas.js";
 
 export const getOverride = defineRpc({
   method: "GET",
@@ -12,13 +12,13 @@ export const getOverride = defineRpc({
   summary: "Reads the override of an identifier (matched literally, `*` included) in a namespace.",
   input: z.object({
     namespaceId: queryText.min(1).optional(),
-    namespaceName: queryText.min(1).optional(),
-    identifier: queryText.min(1),
+    namespaceName: queryText.min(1).max(MAX_NAME).optional(),
+    identifier: queryText.min(1).max(MAX_NAME),
   }),
   output: overrideOutput,
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
     assertNamespaceGiven(input);
+    const auth = await authenticateRootKey(deps.db, authorization);
     // v1 did not accept `*` here; keyhaven does, as a `*` key may do everything else.
     requirePermission(auth, { or: ["*", "ratelimit.*.read_override"] });
     const namespace = await findNamespace(deps.db, auth.workspaceId, input);

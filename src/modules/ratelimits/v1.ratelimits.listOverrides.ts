@@ -4,7 +4,7 @@ import { ApiError } from "../../errors.js";
 import { queryInt, queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
 import { findNamespace, listOverridesPage } from "./ratelimits.repository.js";
-import { assertNamespaceGiven, namespaceLabel, overrideOutput } from "./ratelimits.schemas.js";
+import { assertNamespaceGiven, MAX_NAME, namespaceLabel, overrideOutput } from "./ratelimits.schemas.js";
 
 export const listOverrides = defineRpc({
   method: "GET",
@@ -12,14 +12,14 @@ export const listOverrides = defineRpc({
   summary: "Lists a namespace's overrides by id, 1..100 per page; `cursor` continues after the last page.",
   input: z.object({
     namespaceId: queryText.min(1).optional(),
-    namespaceName: queryText.min(1).optional(),
+    namespaceName: queryText.min(1).max(MAX_NAME).optional(),
     limit: queryInt(1, 100).default(100),
     cursor: queryText.min(1).optional(),
   }),
   output: z.object({ overrides: z.array(overrideOutput), cursor: z.string().optional(), total: z.number() }),
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
     assertNamespaceGiven(input);
+    const auth = await authenticateRootKey(deps.db, authorization);
     requirePermission(auth, { or: ["*", "ratelimit.*.read_override"] });
     const namespace = await findNamespace(deps.db, auth.workspaceId, input);
     if (!namespace) throw new ApiError("NOT_FOUND", `Namespace ${namespaceLabel(input)} not found`);

@@ -20,8 +20,8 @@ export const setOverride = defineRpc({
   }),
   output: z.object({ overrideId: z.string() }),
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
     assertNamespaceGiven(input);
+    const auth = await authenticateRootKey(deps.db, authorization);
     requirePermission(auth, { or: ["*", "ratelimit.*.set_override"] });
     const namespace = await findNamespace(deps.db, auth.workspaceId, input);
     if (!namespace) throw new ApiError("NOT_FOUND", `Namespace ${namespaceLabel(input)} not found`);

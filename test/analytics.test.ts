@@ -84,6 +84,19 @@ describe("verification analytics: recording and writing", () => {
     await harness.close();
   });
 
+  it("keeps the counts of a key deleted permanently before they were written, under its API", async () => {
+    const { key, keyId } = await h.importKey(t, apiId);
+    const n = 4;
+    for (let i = 0; i < n; i++) expect((await verify(key)).body).toMatchObject({ valid: true });
+    const deleted = await h.post("/v1/keys.deleteKey", { keyId, permanent: true }, t.rootKey);
+    expect(deleted.status, JSON.stringify(deleted.body)).toBe(200);
+    expect(await h.sql(`select id from keys where id = '${keyId}'`)).toEqual([]);
+    await h.jobs.analytics.flush();
+    expect(await countsOf(`key_id = '${keyId}'`)).toEqual([
+      { key_id: keyId, outcome: "VALID", tags: [], n, workspace_id: t.workspaceId, api_id: apiId },
+    ]);
+  });
+
   it("keeps the counts of a failed write for the next one", async () => {
     const harness = await createHarness();
     try {

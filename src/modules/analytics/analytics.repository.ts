@@ -4,6 +4,8 @@ import { type Db, rowsOf } from "../../db/client.js";
 /** A count as the flusher writes it (snake_case, for `json_to_recordset`). */
 export type VerificationCountRow = {
   key_id: string;
+  workspace_id: string;
+  api_id: string;
   hour_m: number;
   outcome: string;
   tags: string[];
@@ -11,18 +13,14 @@ export type VerificationCountRow = {
   count: number;
 };
 
-/**
- * Adds the counts in one statement. Each row takes its workspace and API from its key; counts of a key deleted
- * permanently in the meantime have nowhere to belong and are dropped.
- */
+/** Adds the counts in one statement. */
 export async function upsertVerificationCounts(db: Db, rows: VerificationCountRow[]): Promise<void> {
   if (rows.length === 0) return;
   await db.execute(sql`
     insert into verification_counts (key_id, hour_m, outcome, tags, workspace_id, api_id, identity_id, count)
-    select r.key_id, r.hour_m, r.outcome, r.tags, k.workspace_id, k.api_id, r.identity_id, r.count
+    select r.key_id, r.hour_m, r.outcome, r.tags, r.workspace_id, r.api_id, r.identity_id, r.count
     from json_to_recordset(${JSON.stringify(rows)}::json)
-      as r(key_id text, hour_m bigint, outcome text, tags text[], identity_id text, count bigint)
-    join keys k on k.id = r.key_id
+      as r(key_id text, hour_m bigint, outcome text, tags text[], workspace_id text, api_id text, identity_id text, count bigint)
     on conflict (key_id, hour_m, outcome, tags) do update
       set count = verification_counts.count + excluded.count, identity_id = excluded.identity_id`);
 }

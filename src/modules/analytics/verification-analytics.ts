@@ -25,23 +25,38 @@ export class VerificationAnalytics {
   ) {}
 
   /**
-   * Counts one verification of key `keyId` (v1 counts only verifications of existing keys). `tags` are kept as
-   * sent; `at` is unix ms. The key's workspace and API are read when the count is written.
+   * Counts one verification of an existing key (v1 counts only those). Its workspace and API are stored with the
+   * count, so the count stays even if the key is deleted permanently before it is written. `tags` are kept as
+   * sent; `at` is unix ms.
    */
-  record(keyId: string, identityId: string | undefined, outcome: string, tags: string[] | undefined, at: number): void {
+  record(
+    key: { keyId: string; workspaceId: string; apiId: string; identityId: string | undefined },
+    outcome: string,
+    tags: string[] | undefined,
+    at: number,
+  ): void {
     if (!this.enabled) return;
     const hourM = at - (at % HOUR_MS);
     let hour = this.pending.get(hourM);
     if (hour === undefined) this.pending.set(hourM, (hour = new Map()));
     // NUL never occurs in a key id, code or tag (the JSON body parser refuses it), so it separates them safely.
     const untagged = tags === undefined || tags.length === 0;
-    const id = untagged ? keyId + "\u0000" + outcome : keyId + "\u0000" + outcome + "\u0000" + tags.join("\u0000");
+    const id = untagged ? key.keyId + "\u0000" + outcome : key.keyId + "\u0000" + outcome + "\u0000" + tags.join("\u0000");
     const row = hour.get(id);
     if (row !== undefined) {
       row.count++;
-      row.identity_id = identityId ?? null;
+      row.identity_id = key.identityId ?? null;
     } else {
-      hour.set(id, { key_id: keyId, hour_m: hourM, outcome, tags: tags ?? [], identity_id: identityId ?? null, count: 1 });
+      hour.set(id, {
+        key_id: key.keyId,
+        workspace_id: key.workspaceId,
+        api_id: key.apiId,
+        hour_m: hourM,
+        outcome,
+        tags: tags ?? [],
+        identity_id: key.identityId ?? null,
+        count: 1,
+      });
     }
   }
 

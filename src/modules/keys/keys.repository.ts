@@ -37,6 +37,7 @@ function verificationLookup(db: Db) {
       // Read in the same snapshot as the key: see verification-cache.ts.
       epoch: epochSum,
       id: keys.id,
+      workspaceId: keys.workspaceId,
       apiId: keys.apiId,
       name: keys.name,
       ownerId: keys.ownerId,

@@ -3,7 +3,6 @@ import { defineRpc } from "../../rpc.js";
 import { MAX_INT32 } from "./keys.schemas.js";
 import { verificationCodes, verifyKey as verify } from "./verification.js";
 
-
 const output = z.object({
   requestId: z.string(),
   valid: z.boolean(),
@@ -52,7 +51,7 @@ export const verifyKey = defineRpc({
   }),
   output,
   handler: async (input, { deps, req }) => {
-    const result = await verify(deps, {
+    const { subject, ...result } = await verify(deps, {
       key: input.key,
       apiId: input.apiId,
       permissions: input.authorization?.permissions,
@@ -61,7 +60,9 @@ export const verifyKey = defineRpc({
     });
     deps.metrics?.recordVerification(result.code);
     // Synchronous and in memory only (written in the background): verifications of existing keys, as v1 counts.
-    if (result.keyId !== undefined) deps.analytics?.record(result.keyId, result.identity?.id, result.code, input.tags, Date.now());
+    if (subject !== undefined) {
+      deps.analytics?.record({ keyId: result.keyId!, ...subject, identityId: result.identity?.id }, result.code, input.tags, Date.now());
+    }
     return { requestId: req.id, ...result };
   },
 });

@@ -46,20 +46,23 @@ export type Verification = {
   identity?: { id: string; externalId: string; meta: Record<string, unknown> };
 };
 
+/** A verification with what analytics records about the key it found (not part of the answer). */
+export type VerificationOutcome = Verification & { subject?: { workspaceId: string; apiId: string } };
+
 /**
  * keys.verifyKey, checked in v1's order (contract 4.2): NOT_FOUND, disabled workspace (403 envelope), DISABLED,
  * FORBIDDEN (other API), EXPIRED, INSUFFICIENT_PERMISSIONS, RATE_LIMITED, USAGE_EXCEEDED, VALID. The key comes
  * from the verification cache, which never answers with data older than the verification (a change to a key is
  * seen by the very next verification on every replica); remaining uses are always spent in the database.
  */
-export async function verifyKey(deps: Deps, req: VerifyRequest): Promise<Verification> {
+export async function verifyKey(deps: Deps, req: VerifyRequest): Promise<VerificationOutcome> {
   const query = parsePermissionQuery(req.permissions);
   const key = await verificationCache(deps.db).lookup(hashKey(req.key));
   if (!key) return { valid: false, code: "NOT_FOUND" };
   if (!key.workspaceEnabled) throw new ApiError("FORBIDDEN", "workspace is disabled");
 
-  const body = describeKey(key);
-  const refuse = (code: VerificationCode, extra: Partial<Verification> = {}): Verification => ({
+  const body: VerificationOutcome = { ...describeKey(key), subject: { workspaceId: key.workspaceId, apiId: key.apiId } };
+  const refuse = (code: VerificationCode, extra: Partial<Verification> = {}): VerificationOutcome => ({
     ...body,
     ...extra,
     valid: false,

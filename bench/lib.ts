@@ -18,6 +18,7 @@ import postgres from "postgres";
 export const REPO_ROOT = fileURLToPath(new URL("..", import.meta.url));
 export const RESULTS_DIR = path.join(REPO_ROOT, "bench", "results");
 export const DEFAULT_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/postgres";
+export const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
 const SERVER_START_TIMEOUT_MS = 120_000;
 const SERVER_STOP_TIMEOUT_MS = 30_000;
 
@@ -493,4 +494,17 @@ export function measurementLine(
 export function failureLine(where: (string | number | undefined)[], error: string): string {
   const named = where.filter((s) => s !== undefined).join(" ");
   return `  ✗ ${named}: ${error.split("\n")[0]}`;
+}
+
+/**
+ * BENCH_REDIS: a redis:// URL, 1/true/on/yes (the local Redis) or 0/false/off/no (none); unset or empty means
+ * `whenUnset`.
+ */
+export function readRedisSetting(raw: string | undefined, whenUnset: "on" | "off"): string | undefined {
+  const value = (raw?.trim() ?? "").toLowerCase();
+  if (value === "") return whenUnset === "on" ? DEFAULT_REDIS_URL : undefined;
+  if (["1", "true", "on", "yes"].includes(value)) return DEFAULT_REDIS_URL;
+  if (["0", "false", "off", "no"].includes(value)) return undefined;
+  if (/^rediss?:\/\//.test(raw!.trim())) return raw!.trim();
+  throw new Error(`BENCH_REDIS must be a redis:// URL, 1/true/on or 0/false/off, got "${raw}"`);
 }

@@ -50,6 +50,7 @@ import {
   envIntList,
   envList,
   envPositive,
+  readRedisSetting,
   formatTable,
   handleInterrupts,
   indent,
@@ -70,7 +71,6 @@ import {
 const LIMIT_ROUTE = "/v1/ratelimits.limit";
 const CEILING_ROUTE = "/v1/keys.verifyKey";
 const WARMUP_SECONDS = 2;
-const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
 
 type NamespaceKind = "plain" | "overrides";
 type Target = { label: "postgres" | "postgres+redis"; redisUrl: string | undefined };
@@ -108,17 +108,9 @@ function readSettings(env: NodeJS.ProcessEnv): Settings {
     connections: envIntList(env, "BENCH_CONNECTIONS", "50", 1, 1000),
     namespaces: envList(env, "BENCH_NAMESPACES", ["plain", "overrides"] as const),
     databaseUrl: env.BENCH_DATABASE_URL?.trim() || DEFAULT_DATABASE_URL,
-    redisUrl: readRedis(env.BENCH_REDIS),
+    redisUrl: readRedisSetting(env.BENCH_REDIS, "on"),
     keyhavenPoolSize: env.DATABASE_POOL_SIZE?.trim() || "4 (keyhaven's default)",
   };
-}
-
-function readRedis(raw: string | undefined): string | undefined {
-  const value = raw?.trim() ?? "";
-  if (["", "1", "true", "on", "yes"].includes(value.toLowerCase())) return DEFAULT_REDIS_URL;
-  if (["0", "false", "off", "no"].includes(value.toLowerCase())) return undefined;
-  if (/^rediss?:\/\//.test(value)) return value;
-  throw new Error(`BENCH_REDIS must be a redis:// URL, 1/true/on or 0/false/off, got "${raw}"`);
 }
 
 const limitBody = (namespace: string) =>

@@ -57,6 +57,7 @@ import {
   envIntList,
   envList,
   envPositive,
+  readRedisSetting,
   type Admin,
   type ChildServer,
   Cleanup,
@@ -82,7 +83,6 @@ import {
 
 const VERIFY_ROUTE = "/v1/keys.verifyKey";
 const WARMUP_SECONDS = 2;
-const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
 /** What the output reports as met or not: at this many connections on PostgreSQL. */
 const TARGET = { connections: 50, minShareOfCeiling: 0.4, maxP99Ms: 10 } as const;
 
@@ -144,19 +144,11 @@ function readSettings(env: NodeJS.ProcessEnv): Settings {
     keys: list("BENCH_KEYS", ["plain", "limited"] as const),
     stores: list("BENCH_STORES", ["postgres", "pglite"] as const),
     databaseUrl: env.BENCH_DATABASE_URL?.trim() || DEFAULT_DATABASE_URL,
-    redisUrl: readRedis(env.BENCH_REDIS),
+    redisUrl: readRedisSetting(env.BENCH_REDIS, "off"),
     analytics: list("BENCH_ANALYTICS", ["on", "off"] as const),
     keyhavenPoolSize: env.DATABASE_POOL_SIZE?.trim() || "4 (keyhaven's default)",
     serverNodeArgs: (env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""),
   };
-}
-
-function readRedis(raw: string | undefined): string | undefined {
-  const value = raw?.trim() ?? "";
-  if (["", "0", "false", "off", "no"].includes(value.toLowerCase())) return undefined;
-  if (["1", "true", "on", "yes"].includes(value.toLowerCase())) return DEFAULT_REDIS_URL;
-  if (/^rediss?:\/\//.test(value)) return value;
-  throw new Error(`BENCH_REDIS must be 1/true/on, 0/false/off or a redis:// URL, got "${raw}"`);
 }
 
 function targetsOf(settings: Settings): Target[] {

@@ -12,6 +12,7 @@ import { parseJsonBody } from "./http/json-body.js";
 import { registerMetrics } from "./http/metrics.js";
 import { registerOpenApi } from "./http/openapi.js";
 import { newId } from "./ids.js";
+import { serializeError } from "./log.js";
 import { registerRpc } from "./rpc.js";
 import { rpcs } from "./routes.js";
 
@@ -33,6 +34,8 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
             ...(typeof logger === "object" ? logger : {}),
             // Secrets travel in headers and bodies; neither is logged, and these paths are redacted in case.
             redact: ["req.headers.authorization", "req.headers.cookie"],
+            // A failed query's error carries its parameters (key hashes, ciphertexts): logged without them.
+            serializers: { err: serializeError },
           },
     bodyLimit: BODY_LIMIT_BYTES,
     genReqId: () => newId("req"),

@@ -100,3 +100,56 @@ describe.each(["trace", "debug"] as const)("logs at LOG_LEVEL=%s", (level) => {
     }
   });
 });
+
+describe("a failed query", () => {
+  let h: Harness;
+  let app: FastifyInstance;
+  const lines: string[] = [];
+  beforeAll(async () => {
+    h = await createHarness({}, { migrationWorker: false });
+    app = await buildApp({
+      deps: { config: h.config, store: h.store, db: h.db, keyring: new Keyring(h.config.encryptionKey), ratelimiter: h.ratelimiter },
+      logger: { level: "info", stream: { write: (line: string) => lines.push(line) } },
+    });
+    // Every insert of a key fails inside the database, as an outage or a deadlock would.
+    await h.sql(`create function keyhaven_test_refuse() returns trigger language plpgsql as $$
+      begin raise exception 'refused by the test'; end $$`);
+    await h.sql("create trigger keyhaven_test_refuse before insert on keys for each row execute function keyhaven_test_refuse()");
+  });
+  afterAll(async () => {
+    await app?.close();
+    await h?.close();
+  });
+
+  it("is logged with the database's message and code, never the query's parameters (key hashes)", async () => {
+    const t = await h.tenant();
+    const apiId = await h.createApi(t);
+    const hash = createHash("sha256").update(`sk_${randomBytes(16).toString("hex")}`).digest("base64");
+    const res = await app.inject({
+      method: "POST",
+      url: "/v1/migrations.createKeys",
+      headers: { "content-type": "application/json", authorization: `Bearer ${t.rootKey}` },
+      payload: JSON.stringify([{ apiId, hash: { value: hash, variant: "sha256_base64" } }]),
+    });
+    expect(res.statusCode).toBe(500);
+    expect(res.body).not.toContain(hash);
+    const logged = lines.map((l) => JSON.parse(l)).find((e) => e.msg === "unhandled error");
+    expect(logged?.err).toMatchObject({ type: "DatabaseError", message: "database query failed: refused by the test", code: "P0001" });
+    expect(lines.join("")).not.toContain(hash);
+  });
+
+  it("is stored for migrations.getMigration as its SQLSTATE only", async () => {
+    const t = await h.tenant();
+    const apiId = await h.createApi(t);
+    const hash = createHash("sha256").update(`sk_${randomBytes(16).toString("hex")}`).digest("base64");
+    const res = await h.post("/v1/migrations.enqueueKeys", { migrationId: "m-logging", apiId, keys: [{ hash: { value: hash, variant: "sha256_base64" } }] }, t.rootKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(202);
+    // One attempt left before the batch is given up and its error stored.
+    await h.sql("update migration_batches set attempts = 4");
+    await expect(h.jobs.migrationWorker.processNext()).rejects.toThrow();
+    const [stored] = await h.sql<{ message: string }>("select message from migration_errors");
+    expect(stored?.message).toBe("the batch failed 5 times and was given up: unexpected database error (SQLSTATE P0001)");
+    const shown = await h.get("/v1/migrations.getMigration", { migrationId: "m-logging" }, t.rootKey);
+    expect(JSON.stringify(shown.body)).not.toContain(hash);
+  });
+});

@@ -1,5 +1,6 @@
 import type { Db } from "../../db/client.js";
 import { ApiError } from "../../errors.js";
+import { describeUnexpected } from "../../log.js";
 import { findLiveApiIds } from "../apis/apis.repository.js";
 import { findPermissionIdsByName, findRoleIdsByName } from "../permissions/permissions.repository.js";
 import { planSealedImport } from "./import.plan.js";
@@ -110,7 +111,8 @@ export class MigrationWorker {
       });
     } catch (err) {
       if (claimed !== undefined) {
-        const message = err instanceof Error ? err.message : String(err);
+        // Shown by migrations.getMigration: an ApiError's message, else only what kind of failure it was.
+        const message = err instanceof ApiError ? err.message : describeUnexpected(err);
         await recordBatchAttempt(this.db, claimed, message, MIGRATION_MAX_ATTEMPTS).catch(() => {});
       }
       throw err;

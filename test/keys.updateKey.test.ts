@@ -513,7 +513,7 @@ describe("roles: replaced by the given set", () => {
 
   it("creates a missing role on request, with rbac.*.create_role", async () => {
     const name = unique("new-role");
-    const rootKey = await h.rootKey(t.workspaceId, ["api.*.update_key", "rbac.*.create_role"]);
+    const rootKey = await h.rootKey(t.workspaceId, ["api.*.update_key", "rbac.*.create_role", "rbac.*.add_role_to_key"]);
     const { keyId } = await importKey();
     await updateOk({ keyId, roles: [{ name, create: true }] }, rootKey);
     const [role] = await h.sql<any>(`select id, workspace_id from roles where name = '${name}'`);
@@ -524,10 +524,34 @@ describe("roles: replaced by the given set", () => {
   it("needs no create permission when a role asked to be created already exists", async () => {
     const name = unique("existing");
     const id = await createRole(name);
-    const rootKey = await h.rootKey(t.workspaceId, ["api.*.update_key"]);
+    const rootKey = await h.rootKey(t.workspaceId, ["api.*.update_key", "rbac.*.add_role_to_key"]);
     const { keyId } = await importKey();
     await updateOk({ keyId, roles: [{ name, create: true }] }, rootKey);
     expect(await keyRoles(keyId)).toEqual([id]);
+  });
+
+  it("needs the add and remove permissions of keys.setRoles / keys.setPermissions to change roles or permissions", async () => {
+    const role = await createRole(unique("granted-role"));
+    const perm = unique("granted.perm");
+    const permId = await createPermission(perm);
+    const updateOnly = await h.rootKey(t.workspaceId, ["api.*.update_key"]);
+    const { key, keyId } = await importKey({ name: "before" });
+    const before = await row(keyId);
+    // update_key alone used to grant any role or permission (found by a security review).
+    expectError(await update({ keyId, name: "after", roles: [{ id: role }] }, updateOnly), 403, "INSUFFICIENT_PERMISSIONS", /rbac\.\*\.add_role_to_key/);
+    expectError(await update({ keyId, permissions: [{ id: permId }] }, updateOnly), 403, "INSUFFICIENT_PERMISSIONS", /rbac\.\*\.add_permission_to_key/);
+    expect(await row(keyId)).toEqual(before);
+    expect((await verify(key)).permissions).toEqual([]);
+
+    const adder = await h.rootKey(t.workspaceId, ["api.*.update_key", "rbac.*.add_role_to_key", "rbac.*.add_permission_to_key"]);
+    await updateOk({ keyId, roles: [{ id: role }], permissions: [{ id: permId }] }, adder);
+    expect(await keyRoles(keyId)).toEqual([role]);
+    // Taking them away needs the remove permissions (403 UNAUTHORIZED, as keys.setRoles answers); the same set is free.
+    expectError(await update({ keyId, roles: [] }, adder), 403, "UNAUTHORIZED", /rbac\.\*\.remove_role_from_key/);
+    expectError(await update({ keyId, permissions: [] }, adder), 403, "UNAUTHORIZED", /rbac\.\*\.remove_permission_from_key/);
+    await updateOk({ keyId, roles: [{ id: role }], permissions: [{ id: permId }] }, updateOnly);
+    expect(await keyRoles(keyId)).toEqual([role]);
+    expect(await keyPermissions(keyId)).toEqual([permId]);
   });
 
   it("refuses to create a role without rbac.*.create_role (403), changing nothing", async () => {
@@ -603,7 +627,7 @@ describe("permissions: replaced by the given set", () => {
 
   it("creates a missing permission on request (name = slug), with rbac.*.create_permission", async () => {
     const slug = unique("billing.read");
-    const rootKey = await h.rootKey(t.workspaceId, ["api.*.update_key", "rbac.*.create_permission"]);
+    const rootKey = await h.rootKey(t.workspaceId, ["api.*.update_key", "rbac.*.create_permission", "rbac.*.add_permission_to_key"]);
     const { key, keyId } = await importKey();
     await updateOk({ keyId, permissions: [{ name: slug, create: true }] }, rootKey);
     const [perm] = await h.sql<any>(`select id, name, slug, workspace_id from permissions where slug = '${slug}'`);

@@ -216,18 +216,34 @@ export async function setOnKey(
   const auth = await authenticateRootKey(deps.db, authorization);
   return deps.db.transaction(async (tx) => {
     const key = await lockKey(tx, auth, input.keyId);
-    const now = Date.now();
-    const connected = await resolve(tx, auth, k, input.wanted, now, {
-      missing: (name) => `${k.kind} ${name} not found and not allowed to create`,
-      allowCreate: () => requirePermission(auth, anyOf(k.permissions.create)),
-    });
-    const current = new Set(await k.current(tx, key.id));
-    const next = new Set(connected.map((c) => c.id));
-    if ([...current].some((c) => !next.has(c)) && !hasPermission(auth, anyOf(k.permissions.remove))) {
-      deny("UNAUTHORIZED", auth, anyOf(k.permissions.remove));
-    }
-    if ([...next].some((n) => !current.has(n))) requirePermission(auth, anyOf(k.permissions.add));
-    await k.replace(tx, key, [...next], now);
-    return connected;
+    return replaceOnKey(tx, auth, k, key, input.wanted, Date.now(), (name) => `${k.kind} ${name} not found and not allowed to create`);
   });
+}
+
+/**
+ * Makes the locked key's set exactly `wanted`, under set's rules: disconnecting needs remove_x_from_key (403
+ * UNAUTHORIZED), creating create_x and connecting add_x_to_key (403 INSUFFICIENT_PERMISSIONS). keys.setRoles,
+ * keys.setPermissions and the `roles`/`permissions` of keys.updateKey (which v1 delegated to them) all go through it.
+ */
+export async function replaceOnKey(
+  tx: Db,
+  auth: RootKeyAuth,
+  k: RbacKind,
+  key: Key,
+  wanted: Wanted[],
+  now: number,
+  missing: (name: string) => string,
+): Promise<Connected[]> {
+  const connected = await resolve(tx, auth, k, wanted, now, {
+    missing,
+    allowCreate: () => requirePermission(auth, anyOf(k.permissions.create)),
+  });
+  const current = new Set(await k.current(tx, key.id));
+  const next = new Set(connected.map((c) => c.id));
+  if ([...current].some((c) => !next.has(c)) && !hasPermission(auth, anyOf(k.permissions.remove))) {
+    deny("UNAUTHORIZED", auth, anyOf(k.permissions.remove));
+  }
+  if ([...next].some((n) => !current.has(n))) requirePermission(auth, anyOf(k.permissions.add));
+  await k.replace(tx, key, [...next], now);
+  return connected;
 }

@@ -3,32 +3,18 @@ import { apiPermission } from "../../auth/permissions.js";
 import { authenticateRootKey, type RootKeyAuth, requirePermission } from "../../auth/root-key.js";
 import type { Db } from "../../db/client.js";
 import { ApiError } from "../../errors.js";
-import { findPermissionsByIdOrSlug } from "../permissions/permissions.repository.js";
 import { defineRpc } from "../../rpc.js";
+import { connectionSchema, permissionKind, replaceOnKey, roleKind } from "./key-rbac.js";
 import { expiresSchema, keyRatelimitSchema, MAX_INT32, refillSchema } from "./keys.schemas.js";
 import {
   deleteKeyDefaultRatelimit,
-  ensurePermissionForKey,
-  ensureRoleForKey,
-  findRolesByIdOrName,
   type KeyChanges,
   lockKeyForUpdate,
-  replaceKeyPermissions,
-  replaceKeyRoles,
   updateKeyColumns,
   upsertIdentityForKey,
   upsertKeyDefaultRatelimit,
 } from "./keys.repository.js";
 
-
-/** A role or permission to connect: by id, or by name (roles) / slug (permissions), created on request. */
-const connection = z
-  .object({
-    id: z.string().min(1).max(256).optional(),
-    name: z.string().min(1).max(512).optional(),
-    create: z.boolean().optional(),
-  })
-  .refine((c) => c.id !== undefined || c.name !== undefined, "provide either `id` or `name`");
 
 export const updateKeyInput = z.object({
   keyId: z.string().min(1),
@@ -42,12 +28,11 @@ export const updateKeyInput = z.object({
   refill: refillSchema.extend({ refillDay: z.int().min(1).max(31).nullable().optional() }).nullable().optional(),
   enabled: z.boolean().optional(),
   environment: z.string().max(256).nullable().optional(),
-  roles: z.array(connection).max(1000).optional(),
-  permissions: z.array(connection).max(1000).optional(),
+  roles: z.array(connectionSchema).max(1000).optional(),
+  permissions: z.array(connectionSchema).max(1000).optional(),
 });
 
 export type UpdateKeyInput = z.output<typeof updateKeyInput>;
-type Connection = z.output<typeof connection>;
 
 export const updateKey = defineRpc({
   method: "POST",
@@ -77,11 +62,11 @@ export const updateKey = defineRpc({
       const now = Date.now();
       const changes = await keyChanges(tx, auth, input, now);
 
-      if (input.roles !== undefined) {
-        await replaceKeyRoles(tx, key, await resolveRoles(tx, auth, input.roles, now), now);
-      }
+      // As keys.setRoles / keys.setPermissions would, with their permission checks (v1 delegated to them).
+      const missing = (kind: string) => (name: string) => `${kind} ${name} not found`;
+      if (input.roles !== undefined) await replaceOnKey(tx, auth, roleKind, key, input.roles, now, missing("role"));
       if (input.permissions !== undefined) {
-        await replaceKeyPermissions(tx, key, await resolvePermissions(tx, auth, input.permissions, now), now);
+        await replaceOnKey(tx, auth, permissionKind, key, input.permissions, now, missing("permission"));
       }
       if (input.ratelimit === null) await deleteKeyDefaultRatelimit(tx, key.id);
       if (input.ratelimit) {
@@ -119,61 +104,3 @@ async function keyChanges(db: Db, auth: RootKeyAuth, input: UpdateKeyInput, now:
   return changes;
 }
 
-/** Role ids for the requested roles, in request order: by id, else by name, creating a missing one on request. */
-async function resolveRoles(db: Db, auth: RootKeyAuth, wanted: Connection[], now: number): Promise<string[]> {
-  const found = await findRolesByIdOrName(db, auth.workspaceId, idsOf(wanted), namesOf(wanted));
-  return resolve(wanted, {
-    kind: "role",
-    byId: new Set(found.map((r) => r.id)),
-    byName: new Map(found.map((r) => [r.name, r.id])),
-    create: (name) => {
-      requirePermission(auth, { or: ["*", "rbac.*.create_role"] });
-      return ensureRoleForKey(db, auth.workspaceId, name, now);
-    },
-  });
-}
-
-/** Permission ids for the requested permissions: by id, else by slug (the `name` field), creating on request. */
-async function resolvePermissions(db: Db, auth: RootKeyAuth, wanted: Connection[], now: number): Promise<string[]> {
-  const found = await findPermissionsByIdOrSlug(db, auth.workspaceId, idsOf(wanted), namesOf(wanted));
-  return resolve(wanted, {
-    kind: "permission",
-    byId: new Set(found.map((p) => p.id)),
-    byName: new Map(found.map((p) => [p.slug, p.id])),
-    create: (slug) => {
-      requirePermission(auth, { or: ["*", "rbac.*.create_permission"] });
-      return ensurePermissionForKey(db, auth.workspaceId, slug, now);
-    },
-  });
-}
-
-async function resolve(
-  wanted: Connection[],
-  known: {
-    kind: "role" | "permission";
-    byId: Set<string>;
-    byName: Map<string, string>;
-    create(name: string): Promise<string>;
-  },
-): Promise<string[]> {
-  const ids = new Set<string>();
-  for (const w of wanted) {
-    if (w.id !== undefined) {
-      if (!known.byId.has(w.id)) throw new ApiError("NOT_FOUND", `${known.kind} ${w.id} not found`);
-      ids.add(w.id);
-      continue;
-    }
-    const name = w.name!;
-    let id = known.byName.get(name);
-    if (id === undefined) {
-      if (!w.create) throw new ApiError("NOT_FOUND", `${known.kind} ${name} not found`);
-      id = await known.create(name);
-      known.byName.set(name, id);
-    }
-    ids.add(id);
-  }
-  return [...ids];
-}
-
-const idsOf = (wanted: Connection[]) => wanted.flatMap((w) => (w.id !== undefined ? [w.id] : []));
-const namesOf = (wanted: Connection[]) => wanted.flatMap((w) => (w.id === undefined ? [w.name!] : []));

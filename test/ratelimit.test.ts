@@ -57,6 +57,27 @@ describe.each(backends)("the %s rate limiter", (_, make) => {
   });
 });
 
+describe("the memory rate limiter's bound", () => {
+  it("keeps at most its cap of counters, dropping expired ones first, then the oldest", async () => {
+    const limiter = new MemoryRateLimiter(60_000, 100);
+    try {
+      const now = 1_800_000_000_000;
+      const one = (identifier: string, duration: number) => ({ name: "adhoc", identifier, limit: 5, duration, cost: 1 });
+      // 50 counters of a 1 s window, then 100 of a window that ends in about 285,000 years (as verifyKey allows).
+      for (let i = 0; i < 50; i++) await limiter.check([one(`short-${i}`, 1000)], now);
+      for (let i = 0; i < 100; i++) await limiter.check([one(`long-${i}`, Number.MAX_SAFE_INTEGER)], now + 5000);
+      expect(limiter.size).toBe(100);
+      // The 50 expired ones went first; then the oldest long one made room for the newest.
+      expect((await limiter.check([{ ...one("long-99", Number.MAX_SAFE_INTEGER), cost: 0 }], now + 5000))[0]!.remaining).toBe(4);
+      await limiter.check([one("long-100", Number.MAX_SAFE_INTEGER)], now + 5000);
+      expect(limiter.size).toBe(100);
+      expect((await limiter.check([{ ...one("long-0", Number.MAX_SAFE_INTEGER), cost: 0 }], now + 5000))[0]!.remaining).toBe(5);
+    } finally {
+      await limiter.close();
+    }
+  });
+});
+
 let h: Harness;
 let t: Tenant;
 let apiId: string;

@@ -12,7 +12,7 @@ import { Keyring } from "../src/crypto/keyring.js";
 import { MemoryRateLimiter } from "../src/ratelimit/memory.ratelimiter.js";
 import { resolveMasterKey } from "../src/crypto/master-key.js";
 import { migrateAndRun, openPglite, rowsOf, type Store } from "../src/db/client.js";
-import { deleteRootKeyById } from "../src/modules/rootKeys/rootKeys.repository.js";
+import { deleteRootKeyById, insertRootKey } from "../src/modules/rootKeys/rootKeys.repository.js";
 
 type RootKeyRow = { id: string; workspace_id: string; hash: string; start: string; permissions: string[] };
 
@@ -160,6 +160,20 @@ describe("bootstrap", () => {
     await bootstrap(store.db, config({ KEYHAVEN_ROOT_KEY: rootKey }));
     expect(await rootKeys()).toEqual([expect.objectContaining({ hash: hashKey(rootKey), permissions: ["*"] })]);
     expect((await createApiWith(rootKey)).status).toBe(200);
+  });
+
+  it("revokes the previous KEYHAVEN_ROOT_KEY when it changes, and keeps other root keys", async () => {
+    const first = `first-operator-secret-${randomBytes(8).toString("hex")}`;
+    const second = `second-operator-secret-${randomBytes(8).toString("hex")}`;
+    const { workspaceId } = await bootstrap(store.db, config({ KEYHAVEN_ROOT_KEY: first }));
+    const { key: other } = await insertRootKey(store.db, { workspaceId, name: "ci", permissions: ["*"] });
+    expect((await createApiWith(first)).status).toBe(200);
+
+    await bootstrap(store.db, config({ KEYHAVEN_ROOT_KEY: second }));
+    expect((await createApiWith(first)).status).toBe(403);
+    expect((await createApiWith(second)).status).toBe(200);
+    expect((await createApiWith(other)).status).toBe(200);
+    expect((await rootKeys()).map((r) => r.hash).sort()).toEqual([hashKey(second), hashKey(other)].sort());
   });
 });
 

@@ -1,4 +1,4 @@
-import { eq } from "drizzle-orm";
+import { and, eq, ne } from "drizzle-orm";
 import type { Db } from "../../db/client.js";
 import { rootKeys } from "../../db/schema.js";
 import { hashKey } from "../../crypto/hash.js";
@@ -25,8 +25,20 @@ export async function insertRootKey(db: Db, input: NewRootKey, secret?: string):
   return { keyId, key };
 }
 
-/** Makes `secret` a root key of the workspace with these permissions, whatever it was before. */
-export async function upsertRootKey(db: Db, input: NewRootKey, secret: string): Promise<void> {
+/**
+ * Makes `secret` a root key of the workspace with these permissions, whatever it was before, and revokes every
+ * other root key of that workspace with the same name: the value the name held before (KEYHAVEN_ROOT_KEY changed).
+ */
+export async function upsertRootKey(db: Db, input: NewRootKey & { name: string }, secret: string): Promise<void> {
+  await db.transaction(async (tx) => {
+    await tx
+      .delete(rootKeys)
+      .where(and(eq(rootKeys.workspaceId, input.workspaceId), eq(rootKeys.name, input.name), ne(rootKeys.hash, hashKey(secret))));
+    await upsertByHash(tx, input, secret);
+  });
+}
+
+async function upsertByHash(db: Db, input: NewRootKey, secret: string): Promise<void> {
   await db
     .insert(rootKeys)
     .values({

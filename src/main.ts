@@ -3,7 +3,7 @@ import { buildApp } from "./app.js";
 import { createBackgroundJobs, startBackgroundJobs, stopBackgroundJobs } from "./background.js";
 import { bootstrap } from "./bootstrap.js";
 import type { Config } from "./config.js";
-import { Keyring } from "./crypto/keyring.js";
+import { assertMasterKeyMatches, Keyring } from "./crypto/keyring.js";
 import { resolveMasterKey } from "./crypto/master-key.js";
 import { migrateAndRun, openPglite, openPostgres, redactUrl, type Store } from "./db/client.js";
 import { openRateLimiter } from "./ratelimit/ratelimiter.js";
@@ -21,6 +21,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
   const store = await openStore(config);
   try {
     const boot = await migrateAndRun(store, config.databaseUrl, () => bootstrap(store.db, config));
+    await assertMasterKeyMatches(store.db, master.key);
     const ratelimiter = await openRateLimiter(config.redisUrl);
     const jobs = createBackgroundJobs(store.db, config);
     const app = await buildApp({

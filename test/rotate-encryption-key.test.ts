@@ -8,6 +8,7 @@ import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
 import { loadConfig } from "../src/config.js";
+import { startServer } from "../src/main.js";
 import { Keyring } from "../src/crypto/keyring.js";
 import { RotationError, rotateMasterKey } from "../src/crypto/rotate-master-key.js";
 import { fingerprint } from "../src/crypto/vault.js";
@@ -197,5 +198,35 @@ describe("keyhaven rotate-encryption-key", () => {
     expect(missing.code).toBe(2);
     expect(missing.err).toContain("--new-key-file is required");
     expect(readFileSync(path.join(dataDir, "encryption.key"), "utf8")).toBe(before);
+  }, 60_000);
+});
+
+describe("starting with another encryption key", () => {
+  it("is refused, naming both fingerprints, once the store holds data keys; and the right key starts", async () => {
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), "keyhaven-wrong-key-"));
+    const right = randomBytes(32);
+    const wrong = randomBytes(32);
+    const env = (key: Buffer) => ({ KEYHAVEN_DATA_DIR: dataDir, KEYHAVEN_ENCRYPTION_KEY: key.toString("base64"), PORT: "0", HOST: "127.0.0.1", KEYHAVEN_ROOT_KEY: "wrong-key-test-root-key" });
+    try {
+      // A fresh store takes any key; storing a plaintext makes the workspace's data key.
+      let server = await startServer(loadConfig(env(right)), () => {});
+      const api = await server.app.inject({ method: "POST", url: "/v1/apis.createApi", headers: { authorization: "Bearer wrong-key-test-root-key", "content-type": "application/json" }, payload: { name: "sealed" } });
+      const imported = await server.app.inject({
+        method: "POST",
+        url: "/v1/migrations.createKeys",
+        headers: { authorization: "Bearer wrong-key-test-root-key", "content-type": "application/json" },
+        payload: [{ apiId: api.json().apiId, plaintext: "sk_sealed_0123456789" }],
+      });
+      expect(imported.statusCode, imported.body).toBe(200);
+      await server.close();
+
+      await expect(startServer(loadConfig(env(wrong)), () => {})).rejects.toThrow(
+        new RegExp(`fingerprint ${fingerprint(wrong)}\\) is not the key that wrapped this store's data keys \\(fingerprint ${fingerprint(right)}\\)`),
+      );
+      server = await startServer(loadConfig(env(right)), () => {});
+      await server.close();
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   }, 60_000);
 });

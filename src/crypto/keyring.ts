@@ -1,4 +1,5 @@
 import { desc, eq } from "drizzle-orm";
+import { ConfigError } from "../config.js";
 import type { Db } from "../db/client.js";
 import { encryptionKeys } from "../db/schema.js";
 import { ApiError } from "../errors.js";
@@ -110,4 +111,21 @@ export class Keyring {
       key: open(master, row.wrapped, `${row.workspaceId}:${row.id}`),
     };
   }
+}
+
+/**
+ * Refuses a master key other than the one that wrapped the store's data keys. Without this check a replica started
+ * with the wrong KEYHAVEN_ENCRYPTION_KEY would wrap new workspaces' data keys under it, which the right key then
+ * cannot open. A store with no data key yet accepts any key.
+ */
+export async function assertMasterKeyMatches(db: Db, masterKey: Buffer | undefined): Promise<void> {
+  if (!masterKey) return;
+  const stored = await db.selectDistinct({ fingerprint: encryptionKeys.masterKeyFingerprint }).from(encryptionKeys);
+  const mine = fingerprint(masterKey);
+  if (stored.length === 0 || stored.some((row) => row.fingerprint === mine)) return;
+  throw new ConfigError(
+    `KEYHAVEN_ENCRYPTION_KEY (fingerprint ${mine}) is not the key that wrapped this store's data keys ` +
+      `(fingerprint ${stored.map((row) => row.fingerprint).join(", ")}): start with that key, ` +
+      "or re-wrap the data keys under the new one with `keyhaven rotate-encryption-key`",
+  );
 }

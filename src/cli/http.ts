@@ -69,11 +69,17 @@ function retryAfter(header: string | null): number | undefined {
   return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
 }
 
+/**
+ * What went wrong, without echoing an error raised before the request left: such a message (an invalid header value,
+ * say) can quote the root key. Errors from the network carry a `cause` (ECONNREFUSED, a reset socket…).
+ */
 function describeNetworkError(err: unknown): string {
   const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
   if (e?.name === "TimeoutError") return "no answer before the timeout";
   if (e?.name === "AbortError") return "aborted";
   const cause = e?.cause;
   if (cause?.code) return `${cause.code}${cause.message ? ` (${cause.message})` : ""}`;
-  return cause?.message ?? e?.message ?? String(err);
+  if (cause?.message) return cause.message;
+  if (e?.message === "fetch failed") return "fetch failed";
+  return `the request could not be sent (${e?.name ?? "error"}; a root key or URL not valid in HTTP?)`;
 }

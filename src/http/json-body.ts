@@ -21,6 +21,20 @@ export function parseJsonBody(text: string): unknown {
   }
 }
 
+/**
+ * Why parseJsonBody would refuse this JSON text (nesting deeper than MAX_JSON_DEPTH, a NUL or an unpaired surrogate
+ * in a string or property name, or malformed JSON), or undefined. Pure: `keyhaven import` checks each key with it,
+ * so that it refuses before sending what the server would refuse.
+ */
+export function unstorableJsonProblem(text: string): string | undefined {
+  try {
+    parseJsonBody(text);
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
 function rejectUnstorableStrings(this: unknown, key: string, value: unknown): unknown {
   if (!isStorable(key) || (typeof value === "string" && !isStorable(value))) {
     throw new ApiError(

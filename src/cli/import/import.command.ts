@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { statSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { loadCliEnv } from "../../config.js";
@@ -7,8 +8,8 @@ import { DEFAULT_URL, parseBaseUrl } from "../http.js";
 import { Journal, JournalMismatch, lockJournal } from "./import.journal.js";
 import { type FileFormat, formatOf, type LineError, readSource } from "./import.parse.js";
 import { duration, fmt, Progress } from "./import.progress.js";
-import { formatFailure, ImportRunner } from "./import.runner.js";
-import { type Batch, BatchPlanner, KeyValidator, makeBatch } from "./import.validate.js";
+import { formatFailure, ImportRunner, SourceChanged } from "./import.runner.js";
+import { type Batch, BatchPlanner, batchDigest, KeyValidator, makeBatch, type ValidKey } from "./import.validate.js";
 
 export const EXIT = { ok: 0, failed: 1, usage: 2, interrupted: 3 } as const;
 
@@ -37,7 +38,8 @@ Options:
   -h, --help               Show this help.
 
 Exit codes: 0 every key imported (or already imported by an earlier run), 1 some batches were refused,
-2 usage or validation error (nothing sent), 3 interrupted or server unavailable: re-run the same command to resume.
+2 usage or validation error (nothing sent), or FILE changed during the import (no line that was not validated is
+sent), 3 interrupted or server unavailable: re-run the same command to resume.
 `;
 
 const OPTIONS = {
@@ -120,6 +122,13 @@ async function runImport(values: ImportValues, positionals: string[]): Promise<n
   if (!values["dry-run"] && !rootKey) {
     throw new UsageError("a root key is required: set KEYHAVEN_ROOT_KEY or pass --root-key");
   }
+  if (rootKey && !isHeaderSafe(rootKey)) {
+    // Never printed: it is a secret, and a pasted value with a line break may hold more than the key.
+    throw new UsageError(
+      "the root key contains a line break, a control character or a character outside Latin-1, so it cannot be " +
+        "sent in an HTTP header; check KEYHAVEN_ROOT_KEY or --root-key (the value is not shown)",
+    );
+  }
 
   // Phase 1: every line, before anything is sent. The file is streamed (memory stays flat but for one hash per key,
   // to find duplicates); only the batch sizes are kept, and the file is read again to send it.
@@ -127,6 +136,8 @@ async function runImport(values: ImportValues, positionals: string[]): Promise<n
   const validator = new KeyValidator(apiId, true);
   const planner = new BatchPlanner(batchSize);
   const batchSizes: number[] = [];
+  // Each planned batch's digest (64 characters per batch): phase 2 sends a batch only if it is the same one.
+  const digests: string[] = [];
   const errors: LineError[] = [];
   let keyCount = 0;
   try {
@@ -146,13 +157,19 @@ async function runImport(values: ImportValues, positionals: string[]): Promise<n
       }
       keyCount += 1;
       const closed = planner.add(checked);
-      if (closed) batchSizes.push(closed.length);
+      if (closed) {
+        batchSizes.push(closed.length);
+        digests.push(batchDigest(closed));
+      }
     }
   } catch (err) {
     throw new UsageError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
   }
   const last = planner.finish();
-  if (last) batchSizes.push(last.length);
+  if (last) {
+    batchSizes.push(last.length);
+    digests.push(batchDigest(last));
+  }
 
   if (errors.length > 0) {
     errors.sort((a, b) => a.line - b.line);
@@ -176,17 +193,18 @@ async function runImport(values: ImportValues, positionals: string[]): Promise<n
 
   // Phase 2: the batches, with the journal.
   const journalPath = values.journal ?? `${file}.keyhaven-journal`;
-  const unlock = lockJournal(journalPath);
+  checkJournalPath(journalPath);
+  const unlock = journalCall(journalPath, () => lockJournal(journalPath));
   let journal: Journal | undefined;
   try {
-    journal = Journal.open(journalPath, {
+    journal = journalCall(journalPath, () => Journal.open(journalPath, {
       file: path.resolve(file),
       fileSha256: sha256,
       apiId,
       batchSize,
       batches: batchSizes.length,
       keys: keyCount,
-    });
+    }));
     let doneEarlier = 0;
     for (const [index, state] of journal.states) if (state.state === "done") doneEarlier += batchSizes[index] ?? 0;
     const quiet = values.quiet === true;
@@ -215,7 +233,7 @@ async function runImport(values: ImportValues, positionals: string[]): Promise<n
     const startedAt = Date.now();
     let outcome;
     try {
-      const batches = readBatches({ file, format, apiId, batchSize, sha256, batches: batchSizes.length });
+      const batches = readBatches({ file, format, apiId, batchSize, sha256, digests });
       outcome = await runner.run(batches, keyCount, doneEarlier);
     } finally {
       process.off("SIGINT", onSignal);
@@ -238,6 +256,13 @@ async function runImport(values: ImportValues, positionals: string[]): Promise<n
     console.log(summary.join("\n"));
 
     const resume = resumeCommand(file, apiId, values);
+    if (outcome.stop?.reason === "changed") {
+      console.error(
+        `stopped: ${outcome.stop.message}; nothing that was not validated was sent. ` +
+          "Restore the file and re-run the same command to resume, or import the new version with a new --journal.",
+      );
+      return EXIT.usage;
+    }
     if (outcome.stop?.reason === "interrupted" || outcome.stop?.reason === "unavailable") {
       console.error(`stopped: ${outcome.stop.message}\nresume with: ${resume}`);
       return EXIT.interrupted;
@@ -264,23 +289,68 @@ async function* readBatches(plan: {
   apiId: string;
   batchSize: number;
   sha256: string;
-  batches: number;
+  /** The digest of every batch phase 1 planned, in order. */
+  digests: string[];
 }): AsyncGenerator<Batch> {
-  const changed = () => new Error(`${plan.file} changed while it was being imported`);
+  const changed = () => new SourceChanged(`${plan.file} changed while it was being imported`);
   const validator = new KeyValidator(plan.apiId, false);
   const planner = new BatchPlanner(plan.batchSize);
   const sha256 = createHash("sha256");
   let index = 0;
+  // A batch leaves only if phase 1 planned that very batch (same lines, same keys): a line edited or appended
+  // since is never sent, even before the whole-file check at the end can run.
+  const checked = (keys: ValidKey[]): Batch => {
+    const digest = batchDigest(keys);
+    if (index >= plan.digests.length || digest !== plan.digests[index]) throw changed();
+    return makeBatch(index++, keys, digest);
+  };
   for await (const item of readSource(plan.file, plan.format, sha256)) {
     if (item.kind !== "record") throw changed();
-    const checked = validator.check(item.line, item.value);
-    if (Array.isArray(checked)) throw changed();
-    const closed = planner.add(checked);
-    if (closed) yield makeBatch(index++, closed);
+    const valid = validator.check(item.line, item.value);
+    if (Array.isArray(valid)) throw changed();
+    const closed = planner.add(valid);
+    if (closed) yield checked(closed);
   }
   const last = planner.finish();
-  if (last) yield makeBatch(index++, last);
-  if (index !== plan.batches || sha256.digest("hex") !== plan.sha256) throw changed();
+  if (last) yield checked(last);
+  if (index !== plan.digests.length || sha256.digest("hex") !== plan.sha256) throw changed();
+}
+
+/** Whether `value` can be sent as (part of) an HTTP header value: no control characters, Latin-1 only. */
+function isHeaderSafe(value: string): boolean {
+  return !/[\u0000-\u0008\u000a-\u001f\u007f]|[^\u0000-\u00ff]/.test(value);
+}
+
+/** The journal must be a regular file, or a new one in an existing directory: checked before anything is sent. */
+function checkJournalPath(journalPath: string): void {
+  let stats;
+  try {
+    stats = statSync(journalPath);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== "ENOENT") throw new UsageError(`journal ${journalPath}: cannot use it (${code ?? (err as Error).message})`);
+    const dir = path.dirname(path.resolve(journalPath));
+    let isDir = false;
+    try {
+      isDir = statSync(dir).isDirectory();
+    } catch {
+      // reported below
+    }
+    if (!isDir) throw new UsageError(`journal ${journalPath}: the directory ${dir} does not exist; create it or pass another --journal`);
+    return;
+  }
+  if (!stats.isFile()) throw new UsageError(`journal ${journalPath}: not a regular file (a directory?); pass a file path to --journal`);
+}
+
+/** A file-system error on the journal (permissions, a full disk…) is a usage error naming it, not a crash. */
+function journalCall<T>(journalPath: string, open: () => T): T {
+  try {
+    return open();
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (err instanceof JournalMismatch || typeof code !== "string") throw err;
+    throw new UsageError(`journal ${journalPath}: cannot use it (${code})`);
+  }
 }
 
 /** The command line that resumes this import: every option that matters, never a secret. */

@@ -1,4 +1,4 @@
-import { closeSync, existsSync, fsyncSync, openSync, readFileSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, truncateSync, unlinkSync, writeSync } from "node:fs";
 
 /**
  * The resume journal: an append-only JSON-lines file. The first line binds it to one import (the file's SHA-256,
@@ -43,7 +43,8 @@ export class Journal {
     const states = new Map<number, BatchState>();
     let resumed = false;
     if (existsSync(path)) {
-      const text = readFileSync(path, "utf8");
+      const bytes = readFileSync(path);
+      const text = bytes.toString("utf8");
       const lines = text.split("\n").filter((l) => l.trim() !== "");
       if (lines.length > 0) {
         let existing: JournalHeader;
@@ -79,6 +80,9 @@ export class Journal {
           }
           states.set(event.batch, { state: event.state, digest: event.digest, event });
         });
+        // A last line cut short (no final newline) is dropped, so that the next event starts on a line of its own.
+        const end = bytes.lastIndexOf(10) + 1;
+        if (end < bytes.length) truncateSync(path, end);
       }
     }
     const fd = openSync(path, "a", 0o600);

@@ -2,7 +2,7 @@ import { createHash, type Hash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { StringDecoder } from "node:string_decoder";
+import { isUtf8 } from "node:buffer";
 import { CsvError, parse as parseCsv } from "csv-parse";
 
 /** What reading the import file yields, in file order: a record to validate, a bad line, or a fatal file error. */
@@ -32,33 +32,52 @@ export function readSource(path: string, format: FileFormat, sha256?: Hash): Asy
 
 /** One JSON object per line; blank lines are skipped but counted, so line numbers match an editor's. */
 async function* readJsonl(chunks: AsyncIterable<Buffer>, sha256?: Hash): AsyncGenerator<SourceItem> {
-  const decoder = new StringDecoder("utf8");
-  let pending = "";
+  // Lines are cut on the bytes (0x0A never occurs inside a UTF-8 sequence), then each is decoded strictly: a line
+  // that is not UTF-8 is reported, never imported with its bytes replaced.
+  let pending: Buffer[] = [];
   let line = 0;
-  const item = (raw: string): SourceItem | undefined => {
+  const item = (bytes: Buffer): SourceItem | undefined => {
     line += 1;
-    let text = raw.endsWith("\r") ? raw.slice(0, -1) : raw;
+    if (!isUtf8(bytes)) return { kind: "error", line, message: "not valid UTF-8 (the file must be UTF-8 encoded)" };
+    let text = bytes.toString("utf8");
+    if (text.endsWith("\r")) text = text.slice(0, -1);
     if (line === 1 && text.charCodeAt(0) === 0xfeff) text = text.slice(1);
     if (text.trim() === "") return undefined;
     try {
       return { kind: "record", line, value: JSON.parse(text) };
     } catch (err) {
-      return { kind: "error", line, message: `not valid JSON: ${(err as Error).message}` };
+      return { kind: "error", line, message: `not valid JSON: ${jsonErrorText(err)}` };
     }
   };
   for await (const chunk of chunks) {
     sha256?.update(chunk);
-    const text = pending + decoder.write(chunk);
     let from = 0;
-    for (let nl = text.indexOf("\n"); nl !== -1; nl = text.indexOf("\n", from)) {
-      const next = item(text.slice(from, nl));
+    for (let nl = chunk.indexOf(10); nl !== -1; nl = chunk.indexOf(10, from)) {
+      const piece = chunk.subarray(from, nl);
+      const next = item(pending.length === 0 ? piece : Buffer.concat([...pending, piece]));
+      pending = [];
       if (next) yield next;
       from = nl + 1;
     }
-    pending = text.slice(from);
+    if (from < chunk.length) pending.push(chunk.subarray(from));
   }
-  const last = item(pending + decoder.end());
+  const last = item(Buffer.concat(pending));
   if (last) yield last;
+}
+
+/**
+ * A JSON.parse error without the input: V8's messages quote the text around the error (`"sk_live_…" is not valid
+ * JSON`), which can be a plaintext key. Only the kind of error and its position are kept.
+ */
+export function jsonErrorText(err: unknown): string {
+  const message = err instanceof Error ? err.message : "";
+  if (/^Unexpected end of JSON input/.test(message)) return "the text ends too early";
+  const at = /\bJSON at position (\d+)/.exec(message);
+  const where = at ? ` at column ${Number(at[1]) + 1}` : "";
+  const what = at ? message.slice(0, at.index + 4).replace(/ in JSON$/, "") : message;
+  // Messages like "Unterminated string" or "Expected ',' or '}' after property value" quote no input.
+  const safe = at && !/^Unexpected token/.test(what) && /^[A-Za-z -]*$/.test(what.replaceAll(/'[{}[\],:]'/g, ""));
+  return `${safe ? what : "unexpected character"}${where}`;
 }
 
 type CellType = "string" | "integer" | "boolean" | "json";
@@ -105,11 +124,26 @@ async function* readCsv(chunks: AsyncIterable<Buffer>, sha256?: Hash): AsyncGene
   const errors: SourceItem[] = [];
   let header: string[] | undefined;
   let headerError: string | undefined;
+  // csv-parse would decode bytes that are not UTF-8 as U+FFFD: each line is checked before it reaches it.
+  let carry: Buffer[] = [];
+  let lineNo = 1;
   const tap = new Transform({
     transform(chunk: Buffer, _encoding, done) {
       sha256?.update(chunk);
+      let from = 0;
+      for (let nl = chunk.indexOf(10); nl !== -1; nl = chunk.indexOf(10, from)) {
+        const piece = chunk.subarray(from, nl);
+        if (!isUtf8(carry.length === 0 ? piece : Buffer.concat([...carry, piece]))) return done(new NotUtf8(lineNo));
+        carry = [];
+        lineNo += 1;
+        from = nl + 1;
+      }
+      if (from < chunk.length) carry.push(chunk.subarray(from));
       lines.push(chunk);
       done(null, chunk);
+    },
+    flush(done) {
+      done(carry.length > 0 && !isUtf8(Buffer.concat(carry)) ? new NotUtf8(lineNo) : null);
     },
   });
   const parser = parseCsv({
@@ -123,9 +157,17 @@ async function* readCsv(chunks: AsyncIterable<Buffer>, sha256?: Hash): AsyncGene
     skip_records_with_error: true,
     on_skip: (err) => {
       if (!err) return undefined;
-      const fields = Array.isArray(err.record) ? (err.record as unknown[]) : [];
-      const line = typeof err.bytes === "number" ? lines.lineOf(err.bytes, fields) : Number(err.lines);
-      errors.push({ kind: "error", line, message: `not valid CSV: ${err.message}` });
+      let line: number;
+      if (err.code === "INVALID_OPENING_QUOTE" && typeof err.bytes === "number") {
+        // Here `bytes` is where the record's current field starts (just past the record before it, or a
+        // delimiter): the record starts on that byte's line, less the line breaks in its fields so far.
+        const sofar = (parser as unknown as { state?: { record?: unknown } }).state?.record;
+        line = lines.lineOf(err.bytes + 1, Array.isArray(sofar) ? (sofar as unknown[]) : []);
+      } else {
+        const fields = Array.isArray(err.record) ? (err.record as unknown[]) : [];
+        line = typeof err.bytes === "number" ? lines.lineOf(err.bytes, fields) : Number(err.lines);
+      }
+      errors.push({ kind: "error", line, message: `not valid CSV: ${csvErrorText(err)}` });
       return undefined;
     },
     // Called as each record is parsed, in order: the line is known while its bytes are still held.
@@ -140,8 +182,12 @@ async function* readCsv(chunks: AsyncIterable<Buffer>, sha256?: Hash): AsyncGene
       yield* convertRecord(parsed.record, parsed.line);
     }
   } catch (err) {
+    if (err instanceof NotUtf8) {
+      yield { kind: "file", message: err.message };
+      return;
+    }
     if (!(err instanceof CsvError)) throw err;
-    yield { kind: "file", message: `not valid CSV: ${err.message}` };
+    yield { kind: "file", message: `not valid CSV: ${csvErrorText(err)}` };
     return;
   }
   if (headerError !== undefined) {
@@ -150,12 +196,41 @@ async function* readCsv(chunks: AsyncIterable<Buffer>, sha256?: Hash): AsyncGene
     return;
   }
   const failed = await piping;
+  if (failed instanceof NotUtf8) {
+    yield { kind: "file", message: failed.message };
+    return;
+  }
   if (failed instanceof CsvError) {
-    yield { kind: "file", message: `not valid CSV: ${failed.message}` };
+    yield { kind: "file", message: `not valid CSV: ${csvErrorText(failed)}` };
     return;
   }
   if (failed) throw failed;
   yield* errors.splice(0);
+}
+
+class NotUtf8 extends Error {
+  constructor(line: number) {
+    super(`line ${line} is not valid UTF-8 (the file must be UTF-8 encoded)`);
+  }
+}
+
+/**
+ * csv-parse's message without the cell text it quotes (`value is "sk_live_…"`, `got "x"`), which can be a
+ * plaintext key, and without its own line count (it drifts; the line reported is ours).
+ */
+export function csvErrorText(err: CsvError): string {
+  switch (err.code) {
+    case "INVALID_OPENING_QUOTE":
+      return `a quote inside an unquoted field${typeof (err as { column?: unknown }).column === "string" ? ` (${JSON.stringify((err as { column?: unknown }).column)})` : ""}; quote the whole field and double each quote in it ("")`;
+    case "CSV_INVALID_CLOSING_QUOTE":
+      return "characters after the closing quote of a quoted field";
+    default:
+      return err.message
+        .replace(/,? value is "(?:[^"\\]|\\.)*"/g, "")
+        .replace(/,? got "(?:[^"\\]|\\.)*"/g, "")
+        .replace(/ (?:at|on) line \d+/g, "")
+        .trim();
+  }
 }
 
 /** Unknown or repeated columns make the whole file unusable. */
@@ -207,7 +282,7 @@ function convertCell(type: CellType, cell: string): { value: unknown } | { error
       try {
         return { value: JSON.parse(cell) };
       } catch (err) {
-        return { error: `not valid JSON: ${(err as Error).message}` };
+        return { error: `not valid JSON: ${jsonErrorText(err)}` };
       }
   }
 }

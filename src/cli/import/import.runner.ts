@@ -27,8 +27,14 @@ export type RunOutcome = {
   failedKeys: number;
   /** Keys of batches not finished because the run stopped (interrupt or transient failures). */
   notImported: number;
-  stop: { reason: "interrupted" | "unavailable" | "failed"; message: string } | undefined;
+  stop: { reason: StopReason; message: string } | undefined;
 };
+
+/** `changed`: the file no longer matches what was validated; nothing of it past that point was sent. */
+export type StopReason = "interrupted" | "unavailable" | "failed" | "changed";
+
+/** Thrown by the batch source when the file differs from what phase 1 validated. */
+export class SourceChanged extends Error {}
 
 const DUPLICATE = /^the key at index (\d+) already exists/;
 /** Refusals about the credentials or the API rather than a batch: every other batch would get the same answer. */
@@ -59,7 +65,7 @@ export class ImportRunner {
   ) {}
 
   /** The first Ctrl-C: start no new batch, cut backoff waits short, let the requests in flight finish. */
-  requestStop(reason: "interrupted" | "unavailable" | "failed", message: string): void {
+  requestStop(reason: StopReason, message: string): void {
     if (this.stop) return;
     this.stop = { reason, message };
     this.wake.abort();
@@ -80,7 +86,7 @@ export class ImportRunner {
         try {
           next = await source.next();
         } catch (err) {
-          this.requestStop("failed", (err as Error).message);
+          this.requestStop(err instanceof SourceChanged ? "changed" : "failed", (err as Error).message);
           return;
         }
         if (next.done) return;

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { hashKey } from "../../crypto/hash.js";
 import { type ImportKey, importKeySchema, MAX_KEYS_PER_IMPORT } from "../../modules/migrations/migrations.schemas.js";
+import { unstorableJsonProblem } from "../../http/json-body.js";
 import type { LineError } from "./import.parse.js";
 
 export type ValidKey = { line: number; key: ImportKey };
@@ -34,6 +35,15 @@ export class KeyValidator {
       });
     }
     const key = parsed.data;
+    // What the server's body parser refuses (NUL, unpaired surrogates, deep nesting), checked on this key as the
+    // body of a one-key request; and a key too large for any batch.
+    const body = `[${JSON.stringify(key)}]`;
+    const unstorable = unstorableJsonProblem(body);
+    if (unstorable !== undefined) return [{ line, message: unstorable }];
+    const size = Buffer.byteLength(body);
+    if (size > MAX_BATCH_BYTES) {
+      return [{ line, message: `the key is ${size} bytes as JSON; a request holds at most ${MAX_BATCH_BYTES} bytes` }];
+    }
     if (this.duplicates) {
       const hash = key.plaintext !== undefined ? hashKey(key.plaintext) : key.hash!.value;
       const earlier = this.lineByHash.get(hash);
@@ -90,14 +100,19 @@ export class BatchPlanner {
   }
 }
 
-export function makeBatch(index: number, keys: ValidKey[]): Batch {
+export function makeBatch(index: number, keys: ValidKey[], digest = batchDigest(keys)): Batch {
+  return { index, keys, body: JSON.stringify(keys.map((k) => k.key)), digest };
+}
+
+/** SHA-256 of the batch's lines and keys, plaintexts replaced by their SHA-256 (see `Batch.digest`). */
+export function batchDigest(keys: ValidKey[]): string {
   const digest = createHash("sha256");
   for (const { line, key } of keys) {
     const { plaintext, ...rest } = key;
     digest.update(JSON.stringify([line, rest, plaintext === undefined ? null : hashKey(plaintext)]));
     digest.update("\n");
   }
-  return { index, keys, body: JSON.stringify(keys.map((k) => k.key)), digest: digest.digest("hex") };
+  return digest.digest("hex");
 }
 
 /** "line 12", "lines 12–111". */

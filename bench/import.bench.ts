@@ -70,6 +70,9 @@ import {
   startKeyhaven,
   summarizeLatencies,
   writeResults,
+  formatCount,
+  formatMs,
+  formatShare,
 } from "./lib.js";
 
 const BATCH_SIZE = 100;
@@ -440,15 +443,15 @@ async function runHttp(
 // Report
 
 function formatTable(results: ScenarioResult[], settings: Settings): string {
-  const n = (v: number) => (Number.isFinite(v) ? Math.round(v).toLocaleString("en-US") : "—");
-  const ms = (v: number) => (Number.isFinite(v) ? v.toFixed(1) : "—");
+  const n = formatCount;
+  const ms = (v: number) => formatMs(v, 1);
   const header = ["store", "variant", "conc", "keys/s", "÷ceiling", "p50 ms", "p99 ms", "keys", "fails", `keys/s per ${sliceSecondsOf(settings)} s slice`];
   const rows = results.map((r) => [
     r.store,
     r.variant,
     String(r.concurrency),
     n(r.keysPerSecond),
-    r.ratioToCeiling === undefined ? "—" : `${(r.ratioToCeiling * 100).toFixed(1)}%`,
+    formatShare(r.ratioToCeiling),
     ms(r.latencyMs.p50),
     ms(r.latencyMs.p99),
     n(r.keys) + (r.rowsInStore === r.keys ? "" : ` (rows: ${n(r.rowsInStore)}!)`),

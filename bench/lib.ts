@@ -508,3 +508,18 @@ export function readRedisSetting(raw: string | undefined, whenUnset: "on" | "off
   if (/^rediss?:\/\//.test(raw!.trim())) return raw!.trim();
   throw new Error(`BENCH_REDIS must be a redis:// URL, 1/true/on or 0/false/off, got "${raw}"`);
 }
+
+/** A count for a report table: rounded, with thousands separators; "—" when not measured. */
+export function formatCount(v: number): string {
+  return Number.isFinite(v) ? Math.round(v).toLocaleString("en-US") : "—";
+}
+
+/** Milliseconds for a report table, with `digits` decimals; "—" when not measured. */
+export function formatMs(v: number, digits = 2): string {
+  return Number.isFinite(v) ? v.toFixed(digits) : "—";
+}
+
+/** A share (0..1) as a percentage with one decimal, "—" when there is none. */
+export function formatShare(share: number | undefined): string {
+  return share === undefined ? "—" : `${(share * 100).toFixed(1)}%`;
+}

@@ -66,6 +66,9 @@ import {
   startKeyhaven,
   summarizeLatencies,
   writeResults,
+  formatCount,
+  formatMs,
+  formatShare,
 } from "./lib.js";
 
 const LIMIT_ROUTE = "/v1/ratelimits.limit";
@@ -260,15 +263,15 @@ async function runKeyhaven(target: Target, settings: Settings, admin: Admin, rep
 }
 
 function table(results: ScenarioResult[]): string {
-  const n = (v: number) => (Number.isFinite(v) ? Math.round(v).toLocaleString("en-US") : "—");
-  const ms = (v: number) => (Number.isFinite(v) ? v.toFixed(2) : "—");
+  const n = formatCount;
+  const ms = formatMs;
   const header = ["target", "namespace", "conn", "decisions/s", "% ceiling", "p50 ms", "p99 ms", "non-2xx", "errors"];
   const rows = results.map((r) => [
     r.target,
     r.namespace,
     String(r.connections),
     n(r.decisionsPerSecond),
-    r.shareOfCeiling === undefined ? "—" : `${(r.shareOfCeiling * 100).toFixed(1)}%`,
+    formatShare(r.shareOfCeiling),
     ms(r.latencyMs.p50),
     ms(r.latencyMs.p99),
     n(r.non2xx),

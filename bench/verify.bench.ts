@@ -79,6 +79,9 @@ import {
   startKeyhaven,
   summarizeLatencies,
   writeResults,
+  formatCount,
+  formatMs,
+  formatShare,
 } from "./lib.js";
 
 const VERIFY_ROUTE = "/v1/keys.verifyKey";
@@ -363,15 +366,15 @@ async function runKeyhaven(target: Target, settings: Settings, admin: Admin | un
 // Report
 
 function table(results: ScenarioResult[]): string {
-  const n = (v: number) => (Number.isFinite(v) ? Math.round(v).toLocaleString("en-US") : "—");
-  const ms = (v: number) => (Number.isFinite(v) ? v.toFixed(2) : "—");
+  const n = formatCount;
+  const ms = formatMs;
   const header = ["store", "keys", "conn", "req/s", "% ceiling", "p50 ms", "p99 ms", "non-2xx", "errors"];
   const rows = results.map((r) => [
     r.store,
     r.keyKind,
     String(r.connections),
     n(r.requestsPerSecond),
-    r.shareOfCeiling === undefined ? "—" : `${(r.shareOfCeiling * 100).toFixed(1)}%`,
+    formatShare(r.shareOfCeiling),
     ms(r.latencyMs.p50),
     ms(r.latencyMs.p99),
     n(r.non2xx),

@@ -17,10 +17,9 @@ beforeAll(async () => {
   h = await createHarness();
   t = await h.tenant();
   apiId = (await h.post("/v1/apis.createApi", { name: "race" }, t.rootKey)).body.apiId;
-  urls.push(await h.app.listen({ port: 0, host: "127.0.0.1" }));
-  const replica = await h.replica();
-  urls.push(await replica.app.listen({ port: 0, host: "127.0.0.1" }));
-  closers.push(() => replica.close());
+  const both = await h.listenWithReplica();
+  urls.push(...both.urls);
+  closers.push(both.closeReplica);
 });
 afterAll(async () => {
   for (const close of closers) await close();

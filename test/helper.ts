@@ -49,6 +49,8 @@ export type Harness = {
    * its own Redis client on the same counters. On PGlite (one embedded instance) it shares this app's store.
    */
   replica(): Promise<{ app: FastifyInstance; close(): Promise<void> }>;
+  /** This app and a replica() listening on loopback ports: their base URLs, and a close for the replica. */
+  listenWithReplica(): Promise<{ urls: [string, string]; closeReplica(): Promise<void> }>;
   close(): Promise<void>;
 };
 
@@ -168,6 +170,14 @@ export async function createHarness(
           if (replicaStore !== store) await replicaStore.close();
         },
       };
+    },
+    async listenWithReplica() {
+      const replica = await harness.replica();
+      const urls: [string, string] = [
+        await app.listen({ port: 0, host: "127.0.0.1" }),
+        await replica.app.listen({ port: 0, host: "127.0.0.1" }),
+      ];
+      return { urls, closeReplica: replica.close };
     },
     async close() {
       await app.close();

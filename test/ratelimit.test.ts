@@ -159,9 +159,7 @@ describe("across two replicas over real sockets", () => {
   let urls: string[];
   let closeReplica: () => Promise<void>;
   beforeAll(async () => {
-    const replica = await h.replica();
-    closeReplica = replica.close;
-    urls = [await h.app.listen({ port: 0, host: "127.0.0.1" }), await replica.app.listen({ port: 0, host: "127.0.0.1" })];
+    ({ urls, closeReplica } = await h.listenWithReplica());
   });
   afterAll(() => closeReplica());
 

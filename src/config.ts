@@ -47,6 +47,13 @@ const envSchema = z.object({
   ),
   LOG_LEVEL: z.enum(logLevels).default("info"),
   KEYHAVEN_ANALYTICS: z.enum(["on", "off"], { error: 'must be "on" or "off"' }).default("on"),
+  KEYHAVEN_ANALYTICS_RETENTION_DAYS: z.coerce
+    .number({ error: "must be a whole number of days" })
+    .int("must be a whole number of days")
+    .min(1, "must be at least 1")
+    .max(36_500, "must be at most 36500")
+    .default(90),
+  KEYHAVEN_VERIFY_REQUIRE_SCOPE: z.enum(["on", "off"], { error: 'must be "on" or "off"' }).default("off"),
 });
 
 function isOrigin(v: string): boolean {
@@ -75,6 +82,13 @@ export type Config = Readonly<{
   logLevel: (typeof logLevels)[number];
   /** Whether verifications are counted for keys.getVerifications and analytics.getVerifications. */
   analytics: boolean;
+  /** Verification counts of hours older than this many days are deleted in the background. */
+  analyticsRetentionDays: number;
+  /**
+   * keys.verifyKey needs `apiId` or a valid root key (which scopes it to that root key's workspace); off: neither
+   * is needed, as in v1.
+   */
+  verifyRequireScope: boolean;
 }>;
 
 export class ConfigError extends Error {}
@@ -103,6 +117,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicUrl: e.KEYHAVEN_PUBLIC_URL?.replace(/\/+$/, ""),
     logLevel: e.LOG_LEVEL,
     analytics: e.KEYHAVEN_ANALYTICS === "on",
+    analyticsRetentionDays: e.KEYHAVEN_ANALYTICS_RETENTION_DAYS,
+    verifyRequireScope: e.KEYHAVEN_VERIFY_REQUIRE_SCOPE === "on",
   });
 }
 

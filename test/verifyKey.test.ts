@@ -32,6 +32,7 @@ describe("keys.verifyKey on imported keys", () => {
       valid: true,
       code: "VALID",
       keyId,
+      apiId,
       name: "plain",
       meta: { a: 1 },
       enabled: true,
@@ -69,12 +70,11 @@ describe("keys.verifyKey on imported keys", () => {
     expect((await verify({ key: future })).body).toMatchObject({ valid: true, code: "VALID" });
   });
 
-  it("answers FORBIDDEN for another apiId, without revealing where the key lives", async () => {
+  it("answers FORBIDDEN for another apiId, naming the key's own API (as every answer that names the key does)", async () => {
     const key = secret();
     await importOne({ plaintext: key });
     const res = await verify({ key, apiId: "api_someone_else" });
-    expect(res.body).toMatchObject({ valid: false, code: "FORBIDDEN" });
-    expect(JSON.stringify(res.body)).not.toContain(apiId);
+    expect(res.body).toMatchObject({ valid: false, code: "FORBIDDEN", apiId });
   });
 
   it("reports roles, permissions and the identity of an imported key", async () => {
@@ -123,5 +123,110 @@ describe("keys.verifyKey on imported keys", () => {
   it("refuses a request without a key with 400", async () => {
     expectError(await verify({}), 400, "BAD_REQUEST", /^key: /);
     expectError(await verify({ key: "" }), 400, "BAD_REQUEST", /^key: Too small/);
+  });
+});
+
+describe("keys.verifyKey scope", () => {
+  let other: Tenant;
+  beforeAll(async () => {
+    other = await h.tenant();
+  });
+  const verifyWith = (authorization: string | undefined, body: Record<string, unknown>) =>
+    h.post("/v1/keys.verifyKey", body, undefined, authorization === undefined ? {} : { authorization });
+  const remainingOf = async (keyId: string) =>
+    (await h.sql<{ r: number }>(`select remaining_requests as r from keys where id = '${keyId}'`))[0]!.r;
+  const countsOf = async (keyId: string) =>
+    Number((await h.sql<{ n: string }>(`select count(*) as n from verification_counts where key_id = '${keyId}'`))[0]!.n);
+
+  it("names the key's API in every answer that names the key", async () => {
+    const key = secret();
+    const keyId = await importOne({ plaintext: key, enabled: false });
+    expect((await verify({ key })).body).toMatchObject({ code: "DISABLED", keyId, apiId });
+  });
+
+  it("answers a key of another workspace exactly as an unknown one to a valid root key, and spends nothing", async () => {
+    const key = secret();
+    const keyId = await importOne({ plaintext: key, remaining: 5 });
+    // A root key with no permission at all still scopes: scoping grants nothing, it only narrows.
+    const weakOther = await h.rootKey(other.workspaceId, []);
+    for (const rootKey of [other.rootKey, weakOther]) {
+      const res = await verifyWith(`Bearer ${rootKey}`, { key, remaining: { cost: 1 } });
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({ valid: false, code: "NOT_FOUND", requestId: res.headers["unkey-request-id"] });
+      // With the other workspace's apiId too: NOT_FOUND, not FORBIDDEN.
+      expect((await verifyWith(`bearer  ${rootKey} `, { key, apiId })).body).toMatchObject({ valid: false, code: "NOT_FOUND" });
+    }
+    expect(await remainingOf(keyId)).toBe(5);
+    await h.jobs.analytics.flush();
+    expect(await countsOf(keyId)).toBe(0);
+    const weakOwner = await h.rootKey(t.workspaceId, []);
+    expect((await verifyWith(`Bearer ${weakOwner}`, { key })).body).toMatchObject({ valid: true, keyId, apiId, remaining: 4 });
+  });
+
+  it("ignores an Authorization header that is not a valid root key, as v1 does", async () => {
+    const key = secret();
+    const keyId = await importOne({ plaintext: key });
+    const disabled = await h.tenant();
+    await h.disableWorkspace(disabled.workspaceId);
+    const foreignApiKey = secret();
+    await h.post("/v1/migrations.createKeys", [{ apiId: await h.createApi(other), plaintext: foreignApiKey }], other.rootKey);
+    const headers = [
+      undefined,
+      "",
+      "Bearer public",
+      "Bearer ",
+      "Basic dXNlcjpwYXNzd29yZA==",
+      "Bearer khroot_this_is_not_a_root_key_at_all",
+      `Bearer ${foreignApiKey}`,
+      `Bearer ${disabled.rootKey}`,
+    ];
+    for (const authorization of headers) {
+      // Twice: the second answer may come from what the first one remembered.
+      for (let i = 0; i < 2; i++) {
+        const res = await verifyWith(authorization, { key });
+        expect(res.body, String(authorization)).toMatchObject({ valid: true, code: "VALID", keyId });
+      }
+    }
+  });
+
+  it("stops scoping with a root key at once when it is deleted", async () => {
+    const key = secret();
+    await importOne({ plaintext: key });
+    const rootKey = await h.rootKey(other.workspaceId, []);
+    expect((await verifyWith(`Bearer ${rootKey}`, { key })).body).toMatchObject({ code: "NOT_FOUND" });
+    await h.sql(`delete from root_keys where hash = '${hashKey(rootKey)}'`);
+    expect((await verifyWith(`Bearer ${rootKey}`, { key })).body).toMatchObject({ code: "VALID" });
+  });
+});
+
+describe("keys.verifyKey with KEYHAVEN_VERIFY_REQUIRE_SCOPE=on", () => {
+  let strict: Harness;
+  let owner: Tenant;
+  let api: string;
+  beforeAll(async () => {
+    strict = await createHarness({ KEYHAVEN_VERIFY_REQUIRE_SCOPE: "on" });
+    owner = await strict.tenant();
+    api = await strict.createApi(owner);
+  });
+  afterAll(() => strict.close());
+  const verifyWith = (authorization: string | undefined, body: Record<string, unknown>) =>
+    strict.post("/v1/keys.verifyKey", body, undefined, authorization === undefined ? {} : { authorization });
+
+  it("refuses a verification with neither apiId nor a valid root key (400), spending nothing", async () => {
+    const { key, keyId } = await strict.importKey(owner, api, { remaining: 3 });
+    for (const authorization of [undefined, "Bearer public", "Bearer khroot_this_is_not_a_root_key_at_all"]) {
+      expectError(await verifyWith(authorization, { key }), 400, "BAD_REQUEST", /^apiId is required: /);
+      expectError(await verifyWith(authorization, { key: secret() }), 400, "BAD_REQUEST", /^apiId is required: /);
+    }
+    const [row] = await strict.sql<{ r: number }>(`select remaining_requests as r from keys where id = '${keyId}'`);
+    expect(row!.r).toBe(3);
+  });
+
+  it("verifies with apiId, or with a valid root key of the key's workspace", async () => {
+    const { key, keyId } = await strict.importKey(owner, api);
+    expect((await verifyWith(undefined, { key, apiId: api })).body).toMatchObject({ valid: true, keyId, apiId: api });
+    expect((await verifyWith(`Bearer ${owner.rootKey}`, { key })).body).toMatchObject({ valid: true, keyId, apiId: api });
+    const stranger = await strict.tenant();
+    expect((await verifyWith(`Bearer ${stranger.rootKey}`, { key })).body).toMatchObject({ valid: false, code: "NOT_FOUND" });
   });
 });

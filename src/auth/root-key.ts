@@ -59,7 +59,7 @@ export async function authenticateRootKey(
   const token = bearerToken(authorization);
   if (token === "") throw new ApiError("UNAUTHORIZED", "key required");
   const hash = hashKey(token);
-  const found = await rootKeyCache(db).get(hash, epoch ?? (await epochReader(db).current()));
+  const found = await findRootKey(db, hash, epoch);
   if (!found) {
     // Only on the failure path: tell a customer's API key used as a root key apart from an unknown one.
     const [apiKey] = await db
@@ -71,6 +71,50 @@ export async function authenticateRootKey(
   }
   if (!found.workspaceEnabled) throw new ApiError("FORBIDDEN", "workspace is disabled");
   return found.auth;
+}
+
+function findRootKey(db: Db, hash: string, epoch: bigint | undefined): Promise<CachedRootKey | undefined> {
+  return epoch !== undefined
+    ? rootKeyCache(db).get(hash, epoch)
+    : epochReader(db).current().then((current) => rootKeyCache(db).get(hash, current));
+}
+
+/** Every root key is at least this long: generated ones are much longer, KEYHAVEN_ROOT_KEY needs 16 characters. */
+const MIN_ROOT_KEY_LENGTH = 16;
+/** How long a token found to be no root key is remembered by optionalRootKey (see there), and how many. */
+export const UNKNOWN_ROOT_KEY_TTL_MS = 60_000;
+const UNKNOWN_ROOT_KEY_ENTRIES = 10_000;
+
+/** Hashes of tokens that were no root key, with when that answer expires; oldest first. */
+const unknownRootKeys = perDb(() => new Map<string, number>());
+
+/**
+ * The root key of an `Authorization: Bearer` header when it is one of an enabled workspace, else undefined: for a
+ * route where the header is optional (keys.verifyKey ignores anything else, as v1 does). Never throws for what the
+ * header holds. A header that cannot be a root key (absent, shorter than any root key, such as the SDK's
+ * `Bearer public`) costs nothing; a token found to be no root key is remembered for a minute, so a client that
+ * always sends the same foreign token costs no query per request. That is exact for generated root keys (nobody
+ * can send one before it exists); a secret chosen by the operator that was sent before it became a root key is
+ * recognised at most a minute late.
+ */
+export async function optionalRootKey(db: Db, authorization: string | undefined, now: number): Promise<RootKeyAuth | undefined> {
+  if (authorization === undefined) return undefined;
+  const token = bearerToken(authorization);
+  if (token.length < MIN_ROOT_KEY_LENGTH) return undefined;
+  const hash = hashKey(token);
+  const unknown = unknownRootKeys(db);
+  const until = unknown.get(hash);
+  if (until !== undefined) {
+    if (until > now) return undefined;
+    unknown.delete(hash);
+  }
+  const found = await findRootKey(db, hash, undefined);
+  if (found === undefined) {
+    unknown.set(hash, now + UNKNOWN_ROOT_KEY_TTL_MS);
+    if (unknown.size > UNKNOWN_ROOT_KEY_ENTRIES) unknown.delete(unknown.keys().next().value!);
+    return undefined;
+  }
+  return found.workspaceEnabled ? found.auth : undefined;
 }
 
 export function hasPermission(auth: RootKeyAuth, query: PermissionQuery): boolean {

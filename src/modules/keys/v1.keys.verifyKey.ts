@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { optionalRootKey } from "../../auth/root-key.js";
 import { defineRpc } from "../../rpc.js";
 import { MAX_INT32 } from "./keys.schemas.js";
 import { verificationCodes, verifyKey as verify } from "./verification.js";
@@ -8,6 +9,7 @@ const output = z.object({
   valid: z.boolean(),
   code: z.enum(verificationCodes),
   keyId: z.string().optional(),
+  apiId: z.string().optional(),
   name: z.string().optional(),
   ownerId: z.string().optional(),
   meta: z.record(z.string(), z.unknown()).optional(),
@@ -28,7 +30,7 @@ export const verifyKey = defineRpc({
   path: "/v1/keys.verifyKey",
   auth: "none",
   summary:
-    "Verifies a key. Needs no root key (the Authorization header is ignored) and answers 200 for every outcome of the key itself.",
+    "Verifies a key and answers 200 for every outcome of the key itself. Needs no root key; with a valid root key (`Authorization: Bearer`) the verification is scoped to its workspace (a key of another workspace is NOT_FOUND), any other Authorization header is ignored. KEYHAVEN_VERIFY_REQUIRE_SCOPE=on makes `apiId` or a valid root key mandatory (else 400).",
   input: z.object({
     key: z.string().min(1).max(1024),
     apiId: z.string().optional(),
@@ -50,10 +52,12 @@ export const verifyKey = defineRpc({
       .optional(),
   }),
   output,
-  handler: async (input, { deps, req }) => {
+  handler: async (input, { deps, req, authorization }) => {
     const { subject, ...result } = await verify(deps, {
       key: input.key,
       apiId: input.apiId,
+      scope: () => optionalRootKey(deps.db, authorization, Date.now()),
+      requireScope: deps.config.verifyRequireScope,
       permissions: input.authorization?.permissions,
       remainingCost: input.remaining?.cost ?? 1,
       ratelimits: input.ratelimits,

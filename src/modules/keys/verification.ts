@@ -24,6 +24,13 @@ export type VerificationCode = (typeof verificationCodes)[number];
 export type VerifyRequest = {
   key: string;
   apiId?: string | undefined;
+  /**
+   * The workspace of the root key the request carried, when it carried a valid one (resolved alongside the key's
+   * lookup): a key of any other workspace is NOT_FOUND, as Unkey v2 answers.
+   */
+  scope?: () => Promise<{ workspaceId: string } | undefined>;
+  /** Refuse (400) a verification with neither `apiId` nor a valid root key (KEYHAVEN_VERIFY_REQUIRE_SCOPE). */
+  requireScope?: boolean;
   permissions?: unknown;
   remainingCost: number;
   ratelimits?: { name: string; cost?: number | undefined; limit?: number | undefined; duration?: number | undefined }[] | undefined;
@@ -33,6 +40,8 @@ export type Verification = {
   valid: boolean;
   code: VerificationCode;
   keyId?: string;
+  /** The key's API: present whenever keyId is (a keyhaven addition, which v1 clients ignore). */
+  apiId?: string;
   name?: string;
   ownerId?: string;
   meta?: Record<string, unknown>;
@@ -50,15 +59,21 @@ export type Verification = {
 export type VerificationOutcome = Verification & { subject?: { workspaceId: string; apiId: string } };
 
 /**
- * keys.verifyKey, checked in v1's order (contract 4.2): NOT_FOUND, disabled workspace (403 envelope), DISABLED,
+ * keys.verifyKey, checked in v1's order (contract 4.2): NOT_FOUND (also a key outside the request's scope), disabled workspace (403 envelope), DISABLED,
  * FORBIDDEN (other API), EXPIRED, INSUFFICIENT_PERMISSIONS, RATE_LIMITED, USAGE_EXCEEDED, VALID. The key comes
  * from the verification cache, which never answers with data older than the verification (a change to a key is
  * seen by the very next verification on every replica); remaining uses are always spent in the database.
  */
 export async function verifyKey(deps: Deps, req: VerifyRequest): Promise<VerificationOutcome> {
   const query = parsePermissionQuery(req.permissions);
-  const key = await verificationCache(deps.db).lookup(hashKey(req.key));
-  if (!key) return { valid: false, code: "NOT_FOUND" };
+  const [key, scope] = await Promise.all([verificationCache(deps.db).lookup(hashKey(req.key)), req.scope?.()]);
+  if (req.requireScope && req.apiId === undefined && scope === undefined) {
+    throw new ApiError(
+      "BAD_REQUEST",
+      "apiId is required: this server verifies a key only within an API (apiId) or the workspace of a valid root key (Authorization: Bearer <root key>)",
+    );
+  }
+  if (!key || (scope !== undefined && key.workspaceId !== scope.workspaceId)) return { valid: false, code: "NOT_FOUND" };
   if (!key.workspaceEnabled) throw new ApiError("FORBIDDEN", "workspace is disabled");
 
   const body: VerificationOutcome = { ...describeKey(key), subject: { workspaceId: key.workspaceId, apiId: key.apiId } };
@@ -104,6 +119,7 @@ function describeKey(key: FoundKey): Verification {
     valid: false,
     code: "VALID",
     keyId: key.id,
+    apiId: key.apiId,
     ...(key.name !== null && { name: key.name }),
     ...(ownerId !== null && { ownerId }),
     ...(key.meta !== null && { meta: key.meta as Record<string, unknown> }),

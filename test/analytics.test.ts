@@ -295,6 +295,7 @@ describeRootKeyAuth(() => h, {
   },
   insufficientPermissions: ["api.*.read_api", "api.other.read_key"],
   countRows: countAll,
+  missingRequest: (valid) => ({ query: { ...valid.query, keyId: "key_missing0000000000" } }),
   async expectForOtherWorkspace(res) {
     expectError(res, 404, "NOT_FOUND", "No keys were found to match your query");
   },

@@ -16,7 +16,19 @@ export type AuthCase = {
   countRows(h: Harness): Promise<number>;
   /** The status of the owner's accepted request: 200 unless the route says otherwise (enqueueKeys: 202). */
   successStatus?: number;
+  /**
+   * For a route that names one thing by id: the valid request naming one that does not exist. The suite then checks
+   * that a wrong root key cannot tell the two apart (no existence oracle).
+   */
+  missingRequest?(valid: RouteRequest): RouteRequest;
 };
+
+/** An answer with the ids in its message blanked, to compare answers about different ids. */
+const shapeOf = (res: Response) => ({
+  status: res.status,
+  code: res.body?.error?.code,
+  message: String(res.body?.error?.message).replace(/\b[a-z]+_\w+/g, "<id>"),
+});
 
 const send = (h: Harness, c: AuthCase, req: RouteRequest, rootKey?: string) =>
   c.method === "GET" ? h.get(c.path, req.query ?? {}, rootKey) : h.post(c.path, req.body ?? {}, rootKey);
@@ -70,6 +82,26 @@ export function describeRootKeyAuth(getHarness: () => Harness, c: AuthCase) {
       const req = await c.validRequest(h, owner);
       await c.expectForOtherWorkspace(await send(h, c, req, other.rootKey), h, owner, other);
     });
+
+    if (c.missingRequest) {
+      const missingRequest = c.missingRequest;
+      it("answers a wrong root key the same whether or not the id exists", async () => {
+        const h = getHarness();
+        const owner = await h.tenant();
+        const other = await h.tenant();
+        const disabled = await h.tenant();
+        await h.disableWorkspace(disabled.workspaceId);
+        const existing = await c.validRequest(h, owner);
+        const missing = missingRequest(existing);
+        const before = await c.countRows(h);
+        for (const rootKey of [undefined, "khroot_not_a_real_key_at_all", disabled.rootKey, other.rootKey]) {
+          const [a, b] = [await send(h, c, existing, rootKey), await send(h, c, missing, rootKey)];
+          expect(a.status, JSON.stringify(a.body)).toBeGreaterThanOrEqual(400);
+          expect(shapeOf(b), String(rootKey)).toEqual(shapeOf(a));
+        }
+        expect(await c.countRows(h)).toBe(before);
+      });
+    }
 
     it("accepts the owner's key", async () => {
       const h = getHarness();

@@ -280,15 +280,12 @@ describe("decrypting keys", () => {
   });
 });
 
-describe("keys.getKey looks the key up before authenticating", () => {
-  it("answers 404 for an unknown key, even without a root key", async () => {
-    expectError(await getKey({ keyId: "key_does_not_exist" }, null), 404, "NOT_FOUND", "key key_does_not_exist not found");
-    expectError(await getKey({ keyId: "key_does_not_exist" }), 404, "NOT_FOUND", "key key_does_not_exist not found");
-  });
-
-  it("asks for a root key once the key exists", async () => {
+describe("keys.getKey authenticates before looking the key up", () => {
+  it("asks for a root key whether or not the key exists; with one, an unknown key is 404", async () => {
     const keyId = await importOne(byHash(apiId));
     expectError(await getKey({ keyId }, null), 403, "UNAUTHORIZED", "key required");
+    expectError(await getKey({ keyId: "key_does_not_exist" }, null), 403, "UNAUTHORIZED", "key required");
+    expectError(await getKey({ keyId: "key_does_not_exist" }), 404, "NOT_FOUND", "key key_does_not_exist not found");
   });
 
   it("answers a soft-deleted key as unknown", async () => {
@@ -517,6 +514,7 @@ describeRootKeyAuth(() => h, {
   },
   insufficientPermissions: ["api.*.read_api", "api.*.decrypt_key", "api.other.read_key"],
   countRows: countKeys,
+  missingRequest: (valid) => ({ query: { ...valid.query, keyId: "key_missing0000000000" } }),
   async expectForOtherWorkspace(res) {
     expectError(res, 404, "NOT_FOUND", /^key key_\w+ not found$/);
   },

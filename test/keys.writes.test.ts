@@ -543,8 +543,9 @@ describe("keys.deleteKey", () => {
     expectError(await h.post("/v1/migrations.createKeys", [{ apiId, plaintext: key }], t.rootKey), 409, "CONFLICT");
   });
 
-  it("looks the key up before authentication: an unknown key is 404 even without a root key", async () => {
-    expectError(await deleteKey({ keyId: "key_missing" }, undefined), 404, "NOT_FOUND", "key key_missing not found");
+  it("authenticates before looking the key up: without a root key an unknown key is 403, as an existing one", async () => {
+    expectError(await deleteKey({ keyId: "key_missing" }, ""), 403, "UNAUTHORIZED", "key required");
+    expectError(await deleteKey({ keyId: "key_missing" }), 404, "NOT_FOUND", "key key_missing not found");
   });
 
   it("answers another workspace's key exactly as a missing one, and leaves it alone", async () => {
@@ -695,13 +696,9 @@ describe("keys.updateRemaining", () => {
     expect(await remainingOf(keyId)).toBe(1000 + 20 * 5 - 20 * 3);
   });
 
-  it("looks the key up before authentication, and answers deleted and other workspaces' keys as missing", async () => {
-    expectError(
-      await update({ keyId: "key_missing", op: "set", value: 1 }, undefined),
-      404,
-      "NOT_FOUND",
-      "key key_missing not found",
-    );
+  it("authenticates before looking the key up, and answers deleted and other workspaces' keys as missing", async () => {
+    expectError(await update({ keyId: "key_missing", op: "set", value: 1 }, ""), 403, "UNAUTHORIZED", "key required");
+    expectError(await update({ keyId: "key_missing", op: "set", value: 1 }), 404, "NOT_FOUND", "key key_missing not found");
     const other = await h.tenant();
     const { keyId } = await createKey({ remaining: 5 });
     expectError(await update({ keyId, op: "set", value: 1 }, other.rootKey), 404, "NOT_FOUND", `key ${keyId} not found`);
@@ -857,6 +854,7 @@ describeRootKeyAuth(() => h, {
   validRequest: async (h, owner) => ({ body: { keyId: await createKeyIn(h, owner.rootKey) } }),
   insufficientPermissions: ["api.*.update_key", "api.*.delete_api", "api.other.delete_key"],
   countRows: liveKeys,
+  missingRequest: (valid) => ({ body: { ...(valid.body as object), keyId: "key_missing0000000000" } }),
   async expectForOtherWorkspace(res) {
     expectError(res, 404, "NOT_FOUND", /^key key_\w+ not found$/);
   },
@@ -869,6 +867,7 @@ describeRootKeyAuth(() => h, {
     body: { keyId: await createKeyIn(h, owner.rootKey, { remaining: 10 }), op: "increment", value: 1 },
   }),
   insufficientPermissions: ["api.*.read_key", "api.*.create_key", "api.other.update_key"],
+  missingRequest: (valid) => ({ body: { ...(valid.body as object), keyId: "key_missing0000000000" } }),
   countRows: async (h) =>
     Number((await h.sql<{ n: string }>(`select coalesce(sum(remaining_requests), 0) as n from keys`))[0]!.n),
   async expectForOtherWorkspace(res) {

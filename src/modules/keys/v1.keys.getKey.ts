@@ -16,7 +16,7 @@ export const getKey = defineRpc({
   method: "GET",
   path: "/v1/keys.getKey",
   summary:
-    "Reads a key by id. The key is looked up before authentication, as in v1; a key of another workspace is answered as if it did not exist. `decrypt=true` adds the plaintext of a key stored encrypted.",
+    "Reads a key by id. A key of another workspace is answered as if it did not exist. `decrypt=true` adds the plaintext of a key stored encrypted.",
   input: z.object({
     keyId: queryText.min(1),
     decrypt: queryBoolean.optional(),
@@ -25,10 +25,10 @@ export const getKey = defineRpc({
   handler: async (input, { deps, authorization }) => {
     const { db, keyring } = deps;
     const notFound = () => new ApiError("NOT_FOUND", `key ${input.keyId} not found`);
-    const row = await findKeyObjectRow(db, { id: input.keyId }, "direct-names");
-    if (!row) throw notFound();
+    // Authenticated before the lookup (v1 looked first): a wrong root key must not learn whether the id exists.
     const auth = await authenticateRootKey(db, authorization);
-    if (row.workspaceId !== auth.workspaceId) throw notFound();
+    const row = await findKeyObjectRow(db, { id: input.keyId }, "direct-names");
+    if (!row || row.workspaceId !== auth.workspaceId) throw notFound();
     requirePermission(auth, apiPermission(row.apiId, "read_key"));
     if (!input.decrypt) return toKeyObject(row);
     requireDecryptPermission(auth, row.apiId);

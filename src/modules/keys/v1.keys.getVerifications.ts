@@ -35,26 +35,21 @@ export const getVerifications = defineRpc({
     if (start > end) throw new ApiError("BAD_REQUEST", "start must not be after end");
     const noKeys = () => new ApiError("NOT_FOUND", "No keys were found to match your query");
 
+    // Authenticated before the lookup (v1 looked a keyId up first), so a wrong root key learns nothing about it; a
+    // key of another workspace is answered as a missing one.
+    const auth = await authenticateRootKey(db, authorization);
     let keys: { id: string; apiId: string }[];
-    let workspaceId: string;
     if (input.keyId !== undefined) {
-      // Looked up before authentication, as in v1; a key of another workspace is answered as a missing one.
       const key = await findKeyScope(db, input.keyId);
-      if (!key) throw noKeys();
-      const auth = await authenticateRootKey(db, authorization);
-      if (key.workspaceId !== auth.workspaceId) throw noKeys();
-      requirePermission(auth, readKeyPermission([key.apiId]));
+      if (!key || key.workspaceId !== auth.workspaceId) throw noKeys();
       keys = [{ id: input.keyId, apiId: key.apiId }];
-      workspaceId = auth.workspaceId;
     } else {
-      const auth = await authenticateRootKey(db, authorization);
       keys = await findKeysOfOwner(db, auth.workspaceId, input.ownerId!);
       if (keys.length === 0) throw noKeys();
-      requirePermission(auth, readKeyPermission([...new Set(keys.map((k) => k.apiId))]));
-      workspaceId = auth.workspaceId;
     }
+    requirePermission(auth, readKeyPermission([...new Set(keys.map((k) => k.apiId))]));
     const from = start - (start % HOUR_MS);
-    const verifications = await dailyKeyVerifications(db, workspaceId, keys.map((k) => k.id), from, end);
+    const verifications = await dailyKeyVerifications(db, auth.workspaceId, keys.map((k) => k.id), from, end);
     return { verifications };
   },
 });

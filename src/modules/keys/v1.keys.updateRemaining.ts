@@ -23,11 +23,11 @@ export const updateRemaining = defineRpc({
     const { db } = deps;
     const { op, value } = input;
     const notFound = new ApiError("NOT_FOUND", `key ${input.keyId} not found`);
-    // As in v1 the key is looked up before authentication; another workspace's key is answered as missing.
-    const key = await findLiveKeyForWrite(db, input.keyId);
-    if (!key) throw notFound;
+    // Authenticated before the lookup (v1 looked first), so a wrong root key learns nothing about the id; another
+    // workspace's key is answered as a missing one.
     const auth = await authenticateRootKey(db, authorization);
-    if (key.workspaceId !== auth.workspaceId) throw notFound;
+    const key = await findLiveKeyForWrite(db, input.keyId);
+    if (!key || key.workspaceId !== auth.workspaceId) throw notFound;
     requirePermission(auth, apiPermission(key.apiId, "update_key"));
 
     const unlimited = () =>

@@ -152,6 +152,26 @@ describe("identities.getIdentity", () => {
     const key = await h.rootKey(t.workspaceId, [`identity.${otherId}.read_identity`]);
     expectError(await h.get("/v1/identities.getIdentity", { identityId: id }, key), 403, "INSUFFICIENT_PERMISSIONS");
   });
+
+  it("tells a root key without the permission neither the id behind an externalId nor whether it exists", async () => {
+    const { id, externalId } = await newIdentity(t);
+    const { id: otherId } = await newIdentity(t);
+    for (const perms of [[], ["identity.*.create_identity"], [`identity.${otherId}.read_identity`]]) {
+      const key = await h.rootKey(t.workspaceId, perms);
+      const existing = await h.get("/v1/identities.getIdentity", { externalId }, key);
+      expectError(existing, 403, "INSUFFICIENT_PERMISSIONS", /read_identity on the identity with externalId /);
+      expect(existing.body.error.message).not.toContain(id);
+      const missing = await h.get("/v1/identities.getIdentity", { externalId: `${externalId}-missing` }, key);
+      expect(missing.body.error.message.replace(`${externalId}-missing`, externalId)).toBe(existing.body.error.message);
+      // By id, the permission is checked before the lookup: a missing id and an existing one answer alike.
+      const byId = await h.get("/v1/identities.getIdentity", { identityId: id }, key);
+      const byMissingId = await h.get("/v1/identities.getIdentity", { identityId: "id_missing0000000" }, key);
+      expectError(byId, 403, "INSUFFICIENT_PERMISSIONS");
+      expectError(byMissingId, 403, "INSUFFICIENT_PERMISSIONS");
+    }
+    const own = await h.rootKey(t.workspaceId, [`identity.${id}.read_identity`]);
+    expect((await h.get("/v1/identities.getIdentity", { externalId }, own)).body).toMatchObject({ id, externalId });
+  });
 });
 
 describe("identities.listIdentities", () => {

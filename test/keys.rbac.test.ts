@@ -375,6 +375,27 @@ describe("keys.addRoles / removeRoles / setRoles", () => {
     expect(await keyRoles(keyId)).toEqual(sorted([role1, role2]));
   });
 
+  it("set refuses a root key with neither add nor remove permission before looking at the key, even for its current set", async () => {
+    const r1 = unique("current");
+    await createRole(r1);
+    const slug = unique("current.perm");
+    await createPermission(slug, slug);
+    const { keyId } = await importKey({ roles: [r1], permissions: [slug] });
+    const nothing = await h.rootKey(t.workspaceId, []);
+    const unrelated = await h.rootKey(t.workspaceId, ["api.*.read_key", "rbac.*.create_role", "rbac.*.create_permission"]);
+    for (const rootKey of [nothing, unrelated]) {
+      for (const id of [keyId, "key_missing0000000000"]) {
+        const roles = await call("setRoles", { keyId: id, roles: [{ name: r1 }] }, rootKey);
+        expectError(roles, 403, "INSUFFICIENT_PERMISSIONS", /^Missing permissions: need one of \["\*", "rbac\.\*\.add_role_to_key", "rbac\.\*\.remove_role_from_key"\]/);
+        const perms = await call("setPermissions", { keyId: id, permissions: [{ slug }] }, rootKey);
+        expectError(perms, 403, "INSUFFICIENT_PERMISSIONS", /add_permission_to_key", "rbac\.\*\.remove_permission_from_key"\]/);
+      }
+    }
+    // Either permission is enough to be told the set is unchanged.
+    const addOnly = await h.rootKey(t.workspaceId, ["rbac.*.add_role_to_key"]);
+    expect((await call("setRoles", { keyId, roles: [{ name: r1 }] }, addOnly)).status).toBe(200);
+  });
+
   it("setRoles replaces the key's roles, creating with create, and checks remove / add / create separately", async () => {
     const [r1, r2] = [unique("old"), unique("new")];
     const role1 = await createRole(r1);

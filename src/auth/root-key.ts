@@ -3,7 +3,7 @@ import { type Db, perDb } from "../db/client.js";
 import { EpochCache, epochReader } from "../db/epoch.js";
 import { keys, rootKeys, workspaces } from "../db/schema.js";
 import { hashKey } from "../crypto/hash.js";
-import { ApiError } from "../errors.js";
+import { ApiError, type ErrorCode } from "../errors.js";
 import { bearerToken } from "./bearer.js";
 import { describeQuery, type PermissionQuery, satisfies } from "./permissions.js";
 
@@ -122,10 +122,10 @@ export function hasPermission(auth: RootKeyAuth, query: PermissionQuery): boolea
 }
 
 export function requirePermission(auth: RootKeyAuth, query: PermissionQuery): void {
-  if (!satisfies(query, auth.permissions)) {
-    throw new ApiError(
-      "INSUFFICIENT_PERMISSIONS",
-      `Missing permissions: need ${describeQuery(query)}, have [${[...auth.permissions].map((p) => JSON.stringify(p)).join(", ")}]`,
-    );
-  }
+  if (!satisfies(query, auth.permissions)) throw missingPermissions(auth, describeQuery(query));
+}
+
+/** The 403 of a root key that lacks what `need` describes; it names what the key holds, never anything looked up. */
+export function missingPermissions(auth: RootKeyAuth, need: string, code: ErrorCode = "INSUFFICIENT_PERMISSIONS"): ApiError {
+  return new ApiError(code, `Missing permissions: need ${need}, have [${[...auth.permissions].map((p) => JSON.stringify(p)).join(", ")}]`);
 }

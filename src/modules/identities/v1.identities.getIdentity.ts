@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { describeQuery, type PermissionQuery } from "../../auth/permissions.js";
+import { authenticateRootKey, hasPermission, missingPermissions, requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
@@ -18,13 +19,24 @@ export const getIdentity = defineRpc({
       throw new ApiError("BAD_REQUEST", "Provide either identityId or externalId");
     }
     const auth = await authenticateRootKey(deps.db, authorization);
+    const anyIdentity: PermissionQuery = { or: ["*", "identity.*.read_identity"] };
+    // By id the permission is known before the lookup. By externalId it is too for `*` and identity.*; a root key
+    // with read_identity on some identities only learns neither the id behind the externalId nor whether it exists.
+    if (input.identityId !== undefined) {
+      requirePermission(auth, { or: [...anyIdentity.or, `identity.${input.identityId}.read_identity`] });
+    }
     const row = await findIdentity(
       deps.db,
       auth.workspaceId,
       input.identityId !== undefined ? { identityId: input.identityId } : { externalId: input.externalId! },
     );
-    const idForPermission = row?.id ?? input.identityId ?? "*";
-    requirePermission(auth, { or: ["*", "identity.*.read_identity", `identity.${idForPermission}.read_identity`] });
+    const byExternalId = row && input.identityId === undefined ? [`identity.${row.id}.read_identity`] : [];
+    if (input.identityId === undefined && !hasPermission(auth, { or: [...anyIdentity.or, ...byExternalId] })) {
+      throw missingPermissions(
+        auth,
+        `${describeQuery(anyIdentity)} or read_identity on the identity with externalId ${JSON.stringify(input.externalId)}`,
+      );
+    }
     if (!row) throw new ApiError("NOT_FOUND", `identity ${input.identityId ?? input.externalId} not found`);
     const rls = (await identityRatelimits(deps.db, [row.id])).get(row.id) ?? [];
     return { id: row.id, externalId: row.externalId, meta: (row.meta as Record<string, unknown> | null) ?? {}, ratelimits: rls };

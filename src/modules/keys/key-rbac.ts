@@ -1,7 +1,13 @@
 import { z } from "zod";
 import { findPermissionsByIdOrSlug } from "../permissions/permissions.repository.js";
 import { describeQuery, type PermissionQuery } from "../../auth/permissions.js";
-import { authenticateRootKey, hasPermission, type RootKeyAuth, requirePermission } from "../../auth/root-key.js";
+import {
+  authenticateRootKey,
+  hasPermission,
+  missingPermissions,
+  type RootKeyAuth,
+  requirePermission,
+} from "../../auth/root-key.js";
 import type { Db } from "../../db/client.js";
 import { ApiError, type ErrorCode } from "../../errors.js";
 import type { RpcContext } from "../../rpc.js";
@@ -112,10 +118,7 @@ export const connectedSchema = z.array(z.object({ id: z.string(), name: z.string
 const anyOf = (permission: string): PermissionQuery => ({ or: ["*", permission] });
 
 function deny(code: ErrorCode, auth: RootKeyAuth, query: PermissionQuery): never {
-  throw new ApiError(
-    code,
-    `Missing permissions: need ${describeQuery(query)}, have [${[...auth.permissions].map((p) => JSON.stringify(p)).join(", ")}]`,
-  );
+  throw missingPermissions(auth, describeQuery(query), code);
 }
 
 /**
@@ -206,7 +209,9 @@ export async function removeFromKey(
 
 /**
  * set: the key's set becomes exactly the requested one. Disconnecting needs remove_x_from_key (403 UNAUTHORIZED),
- * creating needs create_x and connecting needs add_x_to_key (403 INSUFFICIENT_PERMISSIONS), as v1 answered.
+ * creating needs create_x and connecting needs add_x_to_key (403 INSUFFICIENT_PERMISSIONS), as v1 answered. A root
+ * key with neither add_x_to_key nor remove_x_from_key is refused before anything is looked up, so it cannot learn a
+ * key's current set (or whether the key exists) by sending the set it guesses.
  */
 export async function setOnKey(
   k: RbacKind,
@@ -214,6 +219,7 @@ export async function setOnKey(
   { deps, authorization }: RpcContext,
 ): Promise<Connected[]> {
   const auth = await authenticateRootKey(deps.db, authorization);
+  requirePermission(auth, { or: ["*", k.permissions.add, k.permissions.remove] });
   return deps.db.transaction(async (tx) => {
     const key = await lockKey(tx, auth, input.keyId);
     return replaceOnKey(tx, auth, k, key, input.wanted, Date.now(), (name) => `${k.kind} ${name} not found and not allowed to create`);

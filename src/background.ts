@@ -5,14 +5,17 @@ import { MigrationWorker } from "./modules/migrations/migration-worker.js";
 
 export type BackgroundJobs = { analytics: VerificationAnalytics; migrationWorker: MigrationWorker };
 
-type Logger = { info(obj: unknown, msg?: string): void; error(obj: unknown, msg?: string): void };
+type Logger = { info(obj: unknown, msg?: string): void; warn(obj: unknown, msg?: string): void; error(obj: unknown, msg?: string): void };
 
 /** The process's background jobs, created before buildApp because handlers use them (through Deps). */
 export function createBackgroundJobs(db: Db, config: Config): BackgroundJobs {
-  return { analytics: new VerificationAnalytics(db, config.analytics), migrationWorker: new MigrationWorker(db) };
+  return {
+    analytics: new VerificationAnalytics(db, config.analytics, { retentionDays: config.analyticsRetentionDays }),
+    migrationWorker: new MigrationWorker(db),
+  };
 }
 
-/** Starts the analytics flusher and, unless `migrationWorker: false`, the migration worker. */
+/** Starts the analytics flusher and retention cleanup and, unless `migrationWorker: false`, the migration worker. */
 export function startBackgroundJobs(jobs: BackgroundJobs, log: Logger, options: { migrationWorker?: boolean } = {}): void {
   jobs.analytics.start(log);
   if (options.migrationWorker !== false) jobs.migrationWorker.start(log);

@@ -1,5 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createServer } from "node:net";
 import { stopBackgroundJobs } from "../src/background.js";
+import { openPostgres } from "../src/db/client.js";
+import {
+  MAX_TAG_SETS_PER_KEY_HOUR,
+  OVERFLOW_TAGS,
+  VerificationAnalytics,
+} from "../src/modules/analytics/verification-analytics.js";
 import { describeRootKeyAuth } from "./auth-suite.js";
 import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
 
@@ -281,6 +288,98 @@ describe("analytics.getVerifications", () => {
   it("accepts read_api on the API and refuses other permissions", async () => {
     expect((await analytics({ apiId: api, start: start() }, await h.rootKey(t.workspaceId, [`api.${api}.read_api`]))).status).toBe(200);
     expectError(await analytics({ apiId: api, start: start() }, await h.rootKey(t.workspaceId, [`api.${api}.read_key`])), 403, "INSUFFICIENT_PERMISSIONS");
+  });
+});
+
+describe("verification analytics: bounds", () => {
+  it("counts at most MAX_TAG_SETS_PER_KEY_HOUR distinct tag sets per key and hour, the rest under one overflow set", async () => {
+    const { key, keyId } = await h.importKey(t, apiId);
+    const { key: disabledKey, keyId: disabledId } = await h.importKey(t, apiId, { enabled: false });
+    const sent = MAX_TAG_SETS_PER_KEY_HOUR + 50;
+    for (let i = 0; i < sent - 10; i++) {
+      await verify(key, { tags: [`t${i}`] });
+      await verify(disabledKey, { tags: [`t${i}`] });
+    }
+    await h.jobs.analytics.flush();
+    // The bound holds across writes: later verifications of the same hour still overflow.
+    for (let i = sent - 10; i < sent; i++) await verify(key, { tags: [`t${i}`] });
+    await verify(key, { tags: ["t0"] });
+    await verify(key);
+    await h.jobs.analytics.flush();
+    const rows = await countsOf(`key_id = '${keyId}'`);
+    // Verifications in this test may straddle an hour boundary; per hour the bound holds.
+    expect(rows.length).toBeLessThanOrEqual(2 * (MAX_TAG_SETS_PER_KEY_HOUR + 2));
+    expect(await total(`key_id = '${keyId}'`)).toBe(sent + 2);
+    const hours = await h.sql<{ hour_m: string; sets: number }>(
+      `select hour_m, count(*)::int as sets from verification_counts where key_id = '${keyId}' and tags <> '{}' group by hour_m`,
+    );
+    for (const hour of hours) expect(hour.sets).toBeLessThanOrEqual(MAX_TAG_SETS_PER_KEY_HOUR + 1);
+    const overflow = rows.filter((r) => JSON.stringify(r.tags) === JSON.stringify(OVERFLOW_TAGS));
+    expect(overflow.reduce((n, r) => n + r.n, 0)).toBeGreaterThanOrEqual(sent - hours.length * MAX_TAG_SETS_PER_KEY_HOUR);
+    const disabledHours = await h.sql<{ sets: number }>(
+      `select count(*)::int as sets from verification_counts where key_id = '${disabledId}' group by hour_m`,
+    );
+    for (const hour of disabledHours) expect(hour.sets).toBeLessThanOrEqual(MAX_TAG_SETS_PER_KEY_HOUR + 1);
+    expect(await total(`key_id = '${disabledId}'`)).toBe(sent - 10);
+  });
+
+  it("deletes counts older than KEYHAVEN_ANALYTICS_RETENTION_DAYS in the background, on an injected clock", async () => {
+    expect(h.jobs.analytics.retentionDays).toBe(90);
+    const { keyId } = await h.importKey(t, apiId);
+    const now = Date.now();
+    const hourOf = (ms: number) => ms - (ms % HOUR);
+    const insert = (hourM: number) =>
+      h.sql(`insert into verification_counts (key_id, hour_m, outcome, tags, workspace_id, api_id, count)
+             values ('${keyId}', ${hourM}, 'VALID', '{}', '${t.workspaceId}', '${apiId}', 1)`);
+    const [old, recent] = [hourOf(now - 3 * DAY), hourOf(now - 12 * HOUR)];
+    await insert(old);
+    await insert(recent);
+    // The app's own job (90 days) keeps both.
+    expect(await h.jobs.analytics.deleteExpired()).toBe(0);
+    // A job with a 1-day retention, a clock 1 minute ahead and a 20 ms interval: it runs at start and then again.
+    let clock = now + 60_000;
+    const logged: unknown[] = [];
+    const job = new VerificationAnalytics(h.db, false, { retentionDays: 1, cleanupIntervalMs: 20, now: () => clock });
+    job.start({ info: (obj) => logged.push(obj), warn: () => {}, error: () => {} });
+    try {
+      await expect.poll(() => total(`key_id = '${keyId}'`)).toBe(1);
+      expect((await countsOf(`key_id = '${keyId}'`)).length).toBe(1);
+      expect(logged).toContainEqual({ deleted: 1, retentionDays: 1 });
+      // Two days later by its clock, the recent hour has expired too.
+      clock = now + 2 * DAY;
+      await expect.poll(() => total(`key_id = '${keyId}'`)).toBe(0);
+    } finally {
+      await job.stop();
+    }
+  });
+
+  it("holds at most maxPendingRows distinct counts in memory while the database is unreachable, logging it once", async () => {
+    // A port nothing listens on: every write fails at once, as with a database that is down.
+    const port = await new Promise<number>((resolve) => {
+      const server = createServer().listen(0, "127.0.0.1", () => {
+        const { port } = server.address() as { port: number };
+        server.close(() => resolve(port));
+      });
+    });
+    const down = openPostgres(`postgres://postgres@127.0.0.1:${port}/none`, 1);
+    const warnings: unknown[] = [];
+    const job = new VerificationAnalytics(down.db, true, { retentionDays: 90, maxPendingRows: 10 });
+    job.start({ info: () => {}, warn: (obj) => warnings.push(obj), error: () => {} });
+    try {
+      const at = Date.now();
+      const subject = (i: number) => ({ keyId: `key_${i}`, workspaceId: "ws", apiId: "api", identityId: undefined });
+      for (let i = 0; i < 25; i++) job.record(subject(i), "VALID", undefined, at);
+      expect(job.unwritten).toBe(10);
+      await expect(job.flush()).rejects.toThrow();
+      // Kept for the next try, within the bound; known counts still count, new ones are dropped.
+      for (let i = 0; i < 25; i++) job.record(subject(i), "VALID", undefined, at);
+      await expect(job.flush()).rejects.toThrow();
+      expect(job.unwritten).toBe(20);
+      expect(warnings).toEqual([{ maxPendingRows: 10 }]);
+    } finally {
+      await job.stop().catch(() => {});
+      await down.close();
+    }
   });
 });
 

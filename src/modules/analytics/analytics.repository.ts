@@ -27,6 +27,27 @@ export async function upsertVerificationCounts(db: Db, rows: VerificationCountRo
 
 export const DAY_MS = 86_400_000;
 
+/** Rows deleted per statement by the retention cleanup, so that no statement holds many locks for long. */
+const DELETE_BATCH = 10_000;
+
+/** Deletes the counts of hours that started before `cutoff` (unix ms), in batches; returns how many rows went. */
+export async function deleteVerificationCountsBefore(db: Db, cutoff: number): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const [row] = rowsOf<{ n: unknown }>(
+      await db.execute(sql`
+        with gone as (
+          delete from verification_counts where ctid in (
+            select ctid from verification_counts where hour_m < ${cutoff}::bigint limit ${DELETE_BATCH})
+          returning 1)
+        select count(*)::int8 as n from gone`),
+    );
+    const n = Number(row?.n ?? 0);
+    total += n;
+    if (n < DELETE_BATCH) return total;
+  }
+}
+
 /** A text[] parameter that travels as one JSON string, the same on postgres.js and PGlite. */
 function textArray(values: string[]): SQL {
   return sql`array(select json_array_elements_text(${JSON.stringify(values)}::json))`;

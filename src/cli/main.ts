@@ -2,7 +2,7 @@ import { parseArgs } from "node:util";
 import { bootstrap } from "../bootstrap.js";
 import { ConfigError, loadConfig } from "../config.js";
 import { migrateAndRun } from "../db/client.js";
-import { openStore, startServer } from "../main.js";
+import { generatedRootKeyNotice, openStore, startServer } from "../main.js";
 import { adminCommand } from "./admin.command.js";
 import { importCommand } from "./import/import.command.js";
 
@@ -50,8 +50,12 @@ async function migrate(): Promise<void> {
   const config = loadConfig();
   const store = await openStore(config);
   try {
-    await migrateAndRun(store, config.databaseUrl, () => bootstrap(store.db, config));
+    const boot = await migrateAndRun(store, config.databaseUrl, () => bootstrap(store.db, config));
     console.log(`migrations applied to ${store.description}`);
+    // The store was created here: its root key is shown here, once, since `serve` will not generate another.
+    if (boot.generatedRootKey) {
+      console.log(generatedRootKeyNotice(boot.generatedRootKey, config.publicUrl ?? `http://${config.host}:${config.port}`).join("\n"));
+    }
   } finally {
     await store.close();
   }

@@ -15,9 +15,14 @@ export async function openStore(config: Config): Promise<Store> {
 export type Server = { app: FastifyInstance; store: Store; url: string; close(): Promise<void> };
 
 /** config → store → migrate and bootstrap → buildApp → listen. Prints how to authenticate on stdout. */
-export async function startServer(config: Config, out: (line: string) => void = console.log): Promise<Server> {
+export async function startServer(
+  config: Config,
+  out: (line: string) => void = console.log,
+  warn: (line: string) => void = (line) => console.error(`keyhaven: warning: ${line}`),
+): Promise<Server> {
   // The master key first: a broken key file must stop the start before anything is migrated or written.
   const master = resolveMasterKey(config);
+  for (const warning of master.warnings) warn(warning);
   const store = await openStore(config);
   try {
     const boot = await migrateAndRun(store, config.databaseUrl, () => bootstrap(store.db, config));

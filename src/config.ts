@@ -110,9 +110,16 @@ export type Config = Readonly<{
 export class ConfigError extends Error {}
 
 /** The only reader of the environment: parses it once, and names the variable that is wrong. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+export function loadConfig(
+  env: NodeJS.ProcessEnv = process.env,
+  /** `ignoreEncryptionKey`: neither KEYHAVEN_ENCRYPTION_KEY nor its file is read (for forgetting a lost key). */
+  { ignoreEncryptionKey = false }: { ignoreEncryptionKey?: boolean } = {},
+): Config {
+  const ignored = new Set(ignoreEncryptionKey ? ["KEYHAVEN_ENCRYPTION_KEY", "KEYHAVEN_ENCRYPTION_KEY_FILE"] : []);
   // An empty (or blank) variable means unset, so its default applies: `PORT=` must not mean port 0.
-  const set = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v.trim() !== ""));
+  const set = Object.fromEntries(
+    Object.entries(env).filter(([name, v]) => v !== undefined && v.trim() !== "" && !ignored.has(name)),
+  );
   const parsed = envSchema.safeParse(set);
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);

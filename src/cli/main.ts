@@ -22,6 +22,9 @@ Commands:
                root-key create --workspace <id> --permission <p>... [--name <n>] | root-key delete <keyId>
   rotate-encryption-key --new-key-file <path>
              Re-wrap the stored data keys under a new KEYHAVEN_ENCRYPTION_KEY (README "Running in production").
+  reset-encryption-key --delete-stored-plaintexts
+             The encryption key is lost: delete the stored plaintexts and data keys sealed under it, so keyhaven
+             starts with a new key. Verification keeps working. See its --help first.
   help       Show this help.
 
 \`keyhaven import --help\` and \`keyhaven admin --help\` describe every option and exit code.
@@ -69,6 +72,11 @@ export async function run(argv: string[]): Promise<void> {
   }
   if (argv[0] === "admin") {
     process.exitCode = await adminCommand(argv.slice(1));
+    return;
+  }
+  if (argv[0] === "reset-encryption-key") {
+    const { resetEncryptionKeyCommand } = await import("./reset-encryption-key.command.js");
+    process.exitCode = await resetEncryptionKeyCommand(argv.slice(1));
     return;
   }
   if (argv[0] === "rotate-encryption-key") {

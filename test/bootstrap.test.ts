@@ -276,7 +276,7 @@ describe("resolveMasterKey", () => {
     expect(resolveMasterKey(loadConfig({ KEYHAVEN_DATA_DIR: dataDir })).warnings).toEqual([
       expect.stringContaining(`${keyFile()} can be read by other users (mode 0640)`),
     ]);
-  });
+  }, 120_000); // a whole start of an embedded store, on a machine that may be loaded
 
   it("uses KEYHAVEN_ENCRYPTION_KEY_FILE in either mode, naming the file as the source, and writes no key file", () => {
     const key = randomBytes(32);

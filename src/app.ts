@@ -1,3 +1,4 @@
+import type { AddressInfo } from "node:net";
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyRequest } from "fastify";
 import {
   hasZodFastifySchemaValidationErrors,
@@ -5,6 +6,7 @@ import {
   serializerCompiler,
   validatorCompiler,
 } from "fastify-type-provider-zod";
+import type { Config } from "./config.js";
 import type { Deps } from "./deps.js";
 import { ApiError, type ErrorCode, errorEnvelope } from "./errors.js";
 import { registerErrorReference } from "./http/error-reference.js";
@@ -49,7 +51,7 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
       const requestId = newId("req");
       const status = (err as { code?: string }).code === "HPE_HEADER_OVERFLOW" ? 431 : 400;
       const body = JSON.stringify(
-        errorEnvelope("BAD_REQUEST", "the request is not valid HTTP", requestId, deps.config.publicUrl ?? ""),
+        errorEnvelope("BAD_REQUEST", "the request is not valid HTTP", requestId, origin()),
       );
       socket.end(
         `HTTP/1.1 ${status} ${status === 431 ? "Request Header Fields Too Large" : "Bad Request"}\r\n` +
@@ -58,6 +60,10 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
       );
     },
   });
+
+  // The origin of error.docs links. Never the Host header: any client could make the link point at a site of its
+  // choosing. Without KEYHAVEN_PUBLIC_URL it is the address this server listens on (the configured one until then).
+  const origin = () => deps.config.publicUrl ?? listeningOrigin(app.server.address(), deps.config);
 
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -91,9 +97,8 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
     }
   });
 
-  const origin = (req: FastifyRequest) => deps.config.publicUrl ?? `${req.protocol}://${req.host}`;
   const sendError = (req: FastifyRequest, code: ErrorCode, message: string) =>
-    errorEnvelope(code, message, req.id, origin(req));
+    errorEnvelope(code, message, req.id, origin());
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
     if (err instanceof ApiError) {
@@ -139,4 +144,10 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
   registerErrorReference(app);
   await app.ready();
   return app;
+}
+
+/** `http://<address>:<port>` of a listening socket, or of HOST and PORT before listen (and for app.inject). */
+export function listeningOrigin(address: string | AddressInfo | null, config: Pick<Config, "host" | "port">): string {
+  const { host, port } = address !== null && typeof address === "object" ? { host: address.address, port: address.port } : config;
+  return `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
 }

@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { z } from "zod";
 
 const logLevels = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
@@ -10,9 +11,35 @@ const optionalNonEmpty = z
 // Buffer.from(…, "base64") skips characters outside the alphabet, so a mistyped key would decode to other bytes.
 const BASE64 = /^[A-Za-z0-9+/_-]+={0,2}$/;
 
+const ENCRYPTION_KEY_RULE = "must be 32 bytes encoded as base64 (generate one with: openssl rand -base64 32)";
+
+/** The one rule for an encryption key (variable, key file or new key): 32 bytes as base64, surrounding blanks ignored. */
+export function decodeEncryptionKey(text: string): Buffer | undefined {
+  const v = text.trim();
+  if (!BASE64.test(v)) return undefined;
+  const key = Buffer.from(v, "base64");
+  return key.length === 32 ? key : undefined;
+}
+
+/**
+ * Reads an encryption key from a file (a mounted secret, the embedded store's key file, a new key to rotate to).
+ * Errors name the file, never its content.
+ */
+export function readEncryptionKeyFile(file: string): Buffer {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new ConfigError(`${file}: cannot read it (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+  const key = decodeEncryptionKey(text);
+  if (!key) throw new ConfigError(`${file}: ${ENCRYPTION_KEY_RULE}`);
+  return key;
+}
+
 const encryptionKeySchema = optionalNonEmpty.refine(
-  (v) => v === undefined || (BASE64.test(v.trim()) && Buffer.from(v.trim(), "base64").length === 32),
-  "must be 32 bytes encoded as base64 (generate one with: openssl rand -base64 32)",
+  (v) => v === undefined || decodeEncryptionKey(v) !== undefined,
+  ENCRYPTION_KEY_RULE,
 );
 
 const envSchema = z.object({
@@ -41,6 +68,7 @@ const envSchema = z.object({
     "must be at least 16 characters long",
   ),
   KEYHAVEN_ENCRYPTION_KEY: encryptionKeySchema,
+  KEYHAVEN_ENCRYPTION_KEY_FILE: optionalNonEmpty,
   KEYHAVEN_PUBLIC_URL: optionalNonEmpty.refine(
     (v) => v === undefined || isOrigin(v.replace(/\/+$/, "")),
     "must be an origin such as https://keys.example.com",
@@ -78,6 +106,8 @@ export type Config = Readonly<{
   /** When set, GET /metrics needs `Authorization: Bearer <token>`; unset, /metrics is open. */
   metricsToken: string | undefined;
   encryptionKey: Buffer | undefined;
+  /** KEYHAVEN_ENCRYPTION_KEY_FILE: the file `encryptionKey` was read from, if it came from one. */
+  encryptionKeyFile: string | undefined;
   publicUrl: string | undefined;
   logLevel: (typeof logLevels)[number];
   /** Whether verifications are counted for keys.getVerifications and analytics.getVerifications. */
@@ -94,15 +124,34 @@ export type Config = Readonly<{
 export class ConfigError extends Error {}
 
 /** The only reader of the environment: parses it once, and names the variable that is wrong. */
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+export function loadConfig(
+  env: NodeJS.ProcessEnv = process.env,
+  /** `ignoreEncryptionKey`: neither KEYHAVEN_ENCRYPTION_KEY nor its file is read (for forgetting a lost key). */
+  { ignoreEncryptionKey = false }: { ignoreEncryptionKey?: boolean } = {},
+): Config {
+  const ignored = new Set(ignoreEncryptionKey ? ["KEYHAVEN_ENCRYPTION_KEY", "KEYHAVEN_ENCRYPTION_KEY_FILE"] : []);
   // An empty (or blank) variable means unset, so its default applies: `PORT=` must not mean port 0.
-  const set = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v.trim() !== ""));
+  const set = Object.fromEntries(
+    Object.entries(env).filter(([name, v]) => v !== undefined && v.trim() !== "" && !ignored.has(name)),
+  );
   const parsed = envSchema.safeParse(set);
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
     throw new ConfigError(`invalid environment:\n${lines.join("\n")}`);
   }
   const e = parsed.data;
+  const invalid = (name: string, message: string) => new ConfigError(`invalid environment:\n  ${name}: ${message}`);
+  if (e.KEYHAVEN_ENCRYPTION_KEY !== undefined && e.KEYHAVEN_ENCRYPTION_KEY_FILE !== undefined) {
+    throw invalid("KEYHAVEN_ENCRYPTION_KEY, KEYHAVEN_ENCRYPTION_KEY_FILE", "both are set; set only one of them");
+  }
+  let encryptionKey = e.KEYHAVEN_ENCRYPTION_KEY === undefined ? undefined : decodeEncryptionKey(e.KEYHAVEN_ENCRYPTION_KEY);
+  if (e.KEYHAVEN_ENCRYPTION_KEY_FILE !== undefined) {
+    try {
+      encryptionKey = readEncryptionKeyFile(e.KEYHAVEN_ENCRYPTION_KEY_FILE);
+    } catch (err) {
+      throw invalid("KEYHAVEN_ENCRYPTION_KEY_FILE", (err as Error).message);
+    }
+  }
   return Object.freeze({
     port: e.PORT,
     host: e.HOST,
@@ -113,7 +162,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rootKey: e.KEYHAVEN_ROOT_KEY,
     adminToken: e.KEYHAVEN_ADMIN_TOKEN,
     metricsToken: e.KEYHAVEN_METRICS_TOKEN,
-    encryptionKey: e.KEYHAVEN_ENCRYPTION_KEY ? Buffer.from(e.KEYHAVEN_ENCRYPTION_KEY.trim(), "base64") : undefined,
+    encryptionKey,
+    encryptionKeyFile: e.KEYHAVEN_ENCRYPTION_KEY_FILE,
     publicUrl: e.KEYHAVEN_PUBLIC_URL?.replace(/\/+$/, ""),
     logLevel: e.LOG_LEVEL,
     analytics: e.KEYHAVEN_ANALYTICS === "on",

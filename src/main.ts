@@ -15,9 +15,14 @@ export async function openStore(config: Config): Promise<Store> {
 export type Server = { app: FastifyInstance; store: Store; url: string; close(): Promise<void> };
 
 /** config → store → migrate and bootstrap → buildApp → listen. Prints how to authenticate on stdout. */
-export async function startServer(config: Config, out: (line: string) => void = console.log): Promise<Server> {
+export async function startServer(
+  config: Config,
+  out: (line: string) => void = console.log,
+  warn: (line: string) => void = (line) => console.error(`keyhaven: warning: ${line}`),
+): Promise<Server> {
   // The master key first: a broken key file must stop the start before anything is migrated or written.
   const master = resolveMasterKey(config);
+  for (const warning of master.warnings) warn(warning);
   const store = await openStore(config);
   try {
     const boot = await migrateAndRun(store, config.databaseUrl, () => bootstrap(store.db, config));
@@ -69,21 +74,13 @@ function startupBanner(
     `  workspace:      ${boot.workspaceId}${boot.createdWorkspace ? " (created now)" : ""}`,
   ];
   if (boot.generatedRootKey) {
-    lines.push(
-      "",
-      "  A root key was generated for the default workspace. It is shown only this once; keep it safe:",
-      "",
-      `      ${boot.generatedRootKey}`,
-      "",
-      "  Use it as a bearer token, for example:",
-      `      curl -X POST ${url}/v1/apis.createApi -H "Authorization: Bearer ${boot.generatedRootKey}" \\`,
-      `           -H "Content-Type: application/json" -d '{"name":"my-api"}'`,
-    );
+    lines.push(...generatedRootKeyNotice(boot.generatedRootKey, url));
   } else if (config.rootKey) {
     lines.push("  root key:       KEYHAVEN_ROOT_KEY (permission *) — send it as: Authorization: Bearer <root key>");
   } else {
     lines.push(
-      "  root key:       use a root key of this store (printed when it was first started, or created by an operator).",
+      "  root key:       use a root key of this store (printed once when the store was created, by `keyhaven migrate`",
+      "                  or the first `keyhaven serve`; or one an operator created).",
       "                  None at hand? Restart with KEYHAVEN_ROOT_KEY=<a secret of 16+ characters>: it becomes one.",
     );
   }
@@ -92,4 +89,21 @@ function startupBanner(
     "",
   );
   return lines.join("\n");
+}
+
+/**
+ * The lines that show a root key generated for a new store: the key itself exactly once (logs keep whatever is
+ * printed, so it is not repeated in the example), and how to use it.
+ */
+export function generatedRootKeyNotice(key: string, url: string): string[] {
+  return [
+    "",
+    "  A root key was generated for the default workspace. It is shown only this once; keep it safe:",
+    "",
+    `      ${key}`,
+    "",
+    "  Use it as a bearer token, for example (with the key above in $ROOT_KEY):",
+    `      curl -X POST ${url}/v1/apis.createApi -H "Authorization: Bearer $ROOT_KEY" \\`,
+    `           -H "Content-Type: application/json" -d '{"name":"my-api"}'`,
+  ];
 }

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { sql } from "drizzle-orm";
@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
 import { bootstrap } from "../src/bootstrap.js";
 import { loadConfig } from "../src/config.js";
+import { startServer } from "../src/main.js";
 import { hashKey } from "../src/crypto/hash.js";
 import { Keyring } from "../src/crypto/keyring.js";
 import { MemoryRateLimiter } from "../src/ratelimit/memory.ratelimiter.js";
@@ -251,5 +252,45 @@ describe("resolveMasterKey", () => {
     const b = resolveMasterKey(loadConfig({ KEYHAVEN_DATA_DIR: "memory://" }));
     expect(a.key).toHaveLength(32);
     expect(a.key!.equals(b.key!)).toBe(false);
+  });
+
+  it("warns, at start, about a key file that group or others can read, and not about a 0600 one", async () => {
+    const exposed = path.join(dataDir, "exposed.key");
+    writeFileSync(exposed, `${randomBytes(32).toString("base64")}\n`);
+    chmodSync(exposed, 0o644);
+    const warnings: string[] = [];
+    const server = await startServer(
+      loadConfig({ KEYHAVEN_DATA_DIR: "memory://", KEYHAVEN_ENCRYPTION_KEY_FILE: exposed, PORT: "0", LOG_LEVEL: "silent" }),
+      () => {},
+      (line) => warnings.push(line),
+    );
+    await server.close();
+    expect(warnings).toEqual([
+      `the encryption key file ${exposed} can be read by other users (mode 0644); restrict it with: chmod 600 ${exposed}`,
+    ]);
+
+    // The embedded store's own key file, too.
+    resolveMasterKey(loadConfig({ KEYHAVEN_DATA_DIR: dataDir }));
+    expect(resolveMasterKey(loadConfig({ KEYHAVEN_DATA_DIR: dataDir })).warnings).toEqual([]);
+    chmodSync(keyFile(), 0o640);
+    expect(resolveMasterKey(loadConfig({ KEYHAVEN_DATA_DIR: dataDir })).warnings).toEqual([
+      expect.stringContaining(`${keyFile()} can be read by other users (mode 0640)`),
+    ]);
+  }, 120_000); // a whole start of an embedded store, on a machine that may be loaded
+
+  it("uses KEYHAVEN_ENCRYPTION_KEY_FILE in either mode, naming the file as the source, and writes no key file", () => {
+    const key = randomBytes(32);
+    const secretFile = path.join(dataDir, "secret.key");
+    writeFileSync(secretFile, `${key.toString("base64")}\n`, { mode: 0o600 });
+    const embedded = resolveMasterKey(loadConfig({ KEYHAVEN_DATA_DIR: dataDir, KEYHAVEN_ENCRYPTION_KEY_FILE: secretFile }));
+    const postgres = resolveMasterKey(
+      loadConfig({ KEYHAVEN_ENCRYPTION_KEY_FILE: secretFile, DATABASE_URL: "postgres://postgres@127.0.0.1:5432/x" }),
+    );
+    for (const master of [embedded, postgres]) {
+      expect(master.key!.equals(key)).toBe(true);
+      expect(master.source).toBe(`KEYHAVEN_ENCRYPTION_KEY_FILE (${secretFile})`);
+      expect(master.warnings).toEqual([]);
+    }
+    expect(existsSync(keyFile())).toBe(false);
   });
 });

@@ -184,6 +184,31 @@ describe("keyhaven import: edge cases", () => {
     expect(server.created.size).toBe(30);
   }, TIMEOUT);
 
+  it("keys the server already has: refused with a hint to --skip-existing and a new journal; with it, skipped and counted", async () => {
+    const server = await fakeCreateKeys();
+    const keys = Array.from({ length: 6 }, (_, i) => `sk_exists_${i}`);
+    for (const k of [keys[1]!, keys[4]!]) server.created.add(hashOf(k));
+    const file = write("existing.jsonl", jsonl(keys.map((plaintext) => ({ plaintext }))));
+
+    const refused = importer(file, server.url, ["--journal", path.join(workDir, "existing.1.journal"), "--quiet"]);
+    expect((await refused.exited).code).toBe(1);
+    expect(refused.stderr()).toContain("re-run with --skip-existing");
+    expect(refused.stderr()).toContain("start a new journal");
+    expect(refused.stderr()).not.toMatch(/after fixing the cause/);
+    expect(server.created.size).toBe(2);
+
+    const requestsBefore = server.requests.length;
+    const skipping = importer(file, server.url, ["--journal", path.join(workDir, "existing.1.journal"), "--quiet", "--skip-existing"]);
+    const exit = await skipping.exited;
+    await server.close();
+    expect(exit, skipping.stderr()).toEqual({ code: 0, signal: null });
+    expect(skipping.stdout()).toMatch(/^imported: 4$/m);
+    expect(skipping.stdout()).toMatch(/^skipped:  2 \(0 imported by an earlier run, 2 already on the server\)$/m);
+    expect([...server.created].sort()).toEqual(keys.map(hashOf).sort());
+    // Each existing key was sent once more (refused, all or nothing) and then set aside: 3 requests for one batch.
+    expect(server.requests.length - requestsBefore).toBe(3);
+  }, TIMEOUT);
+
   describe("validation agrees with the server, before anything is sent", () => {
     it("refuses what createKeys refuses: NUL, a lone surrogate, JSON nested over 64 levels, a key over the batch byte limit", async () => {
       let deep: Record<string, unknown> = {};
@@ -236,6 +261,24 @@ describe("keyhaven import: edge cases", () => {
       expect(await b.exited).toEqual({ code: 2, signal: null });
       expect(reportedLines(b.stderr())).toEqual([3]);
       expect(b.stderr()).not.toContain("CSVSECRET");
+    }, TIMEOUT);
+
+    it("a headerless CSV, a shifted row or a wrong apiId is reported by line and column, never by its cells", async () => {
+      const secrets = ["sk_live_HEADERKEY1", "sk_live_HEADERKEY2", "sk_live_SHIFTED1", "sk_live_SHIFTED2", "sk_live_APIID"];
+      // No header: the first key's cells would be taken for column names.
+      const headerless = write("headerless.csv", `${secrets[0]},${secrets[1]}\nsk_live_other,3\n`);
+      // A row shifted by one cell: plaintexts land in the integer and boolean columns.
+      const shifted = write("shifted.csv", `plaintext,remaining,enabled\nsk_ok,5,true\n,${secrets[2]},${secrets[3]}\n`);
+      const wrongApi = write("wrong-api.jsonl", jsonl([{ plaintext: "sk_fine_1" }, { apiId: secrets[4], plaintext: "sk_fine_2" }]));
+      const [a, b, c] = [dryRun(headerless), dryRun(shifted), dryRun(wrongApi)];
+      for (const cli of [a, b, c]) expect(await cli.exited).toEqual({ code: 2, signal: null });
+
+      expect(a.stderr()).toContain("columns 1, 2 of it are not a column name");
+      expect(b.stderr()).toMatch(/^  line 3: remaining: not an integer/m);
+      expect(b.stderr()).toMatch(/^  line 3: enabled: not true or false/m);
+      expect(c.stderr()).toMatch(/^  line 2: apiId differs from --api api_edge$/m);
+      const output = [a, b, c].map((cli) => cli.stdout() + cli.stderr()).join("\n");
+      for (const secret of secrets) expect(output).not.toContain(secret);
     }, TIMEOUT);
 
     it("a root key that cannot be sent (a line break inside) is a usage error, and is never printed", async () => {

@@ -230,7 +230,7 @@ describe("keyhaven import and keyhaven admin against a running server", () => {
       expect(err).toMatch(/^  line 4: provide either `hash` or `plaintext`$/m);
       expect(err).toMatch(/^  line 6: remaining: Too small: expected number to be >=1$/m);
       expect(err).toMatch(/^  line 7: must be a JSON object \(one key per line\)$/m);
-      expect(err).toContain(`  line 8: apiId "${otherApi}" differs from --api ${apiId}`);
+      expect(err).toContain(`  line 8: apiId differs from --api ${apiId}`);
       expect(err).toMatch(/^  line 9: the same key as line 1$/m);
       expect(err).toMatch(/^  line 10: hash\.variant: /m);
       expect(err).toMatch(/^  line 11: refill: remaining must be set if you are using refill\.$/m);
@@ -319,16 +319,17 @@ describe("keyhaven import and keyhaven admin against a running server", () => {
       const cli = importer(file, apiId);
       expect(await cli.exited).toEqual({ code: 2, signal: null });
       expect(cli.stderr()).toContain("4 bad lines; nothing was sent.");
-      expect(cli.stderr()).toContain('line 2: remaining: not an integer: "abc"');
+      expect(cli.stderr()).toMatch(/line 2: remaining: not an integer \(the cell is not shown/);
       expect(cli.stderr()).toMatch(/line 5: meta: not valid JSON: /);
-      expect(cli.stderr()).toContain('line 6: enabled: not true or false: "maybe"');
+      expect(cli.stderr()).toMatch(/line 6: enabled: not true or false \(the cell is not shown/);
       expect(cli.stderr()).toMatch(/line 8: not valid CSV: .*columns length is 4, got 5/);
       expect([...cli.stderr().matchAll(/^  line (\d+):/gm)].map((m) => Number(m[1]))).toEqual([2, 5, 6, 8]);
 
       const unknown = write("unknown.csv", "plaintext,colour\nsk_u,red\n");
       const cli2 = importer(unknown, apiId);
       expect(await cli2.exited).toEqual({ code: 2, signal: null });
-      expect(cli2.stderr()).toContain('unknown CSV column "colour"');
+      expect(cli2.stderr()).toContain("column 2 of it is not a column name");
+      expect(cli2.stderr()).not.toContain("colour");
       expect(await keysIn(apiId)).toBe(0);
     }, TIMEOUT);
   });

@@ -1,5 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { describe, expect, it } from "vitest";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../src/config.js";
 
 const validKey = randomBytes(32).toString("base64");
@@ -118,5 +121,47 @@ describe("loadConfig", () => {
       (config as { port: number }).port = 1;
     }).toThrow(TypeError);
     expect(config.port).toBe(8080);
+  });
+
+  describe("KEYHAVEN_ENCRYPTION_KEY_FILE", () => {
+    let dir: string;
+    beforeAll(() => {
+      dir = mkdtempSync(path.join(os.tmpdir(), "keyhaven-config-"));
+    });
+    afterAll(() => rmSync(dir, { recursive: true, force: true }));
+    const file = (name: string, content: string) => {
+      const p = path.join(dir, name);
+      writeFileSync(p, content, { mode: 0o600 });
+      return p;
+    };
+
+    it("reads the key from the file, ignoring surrounding blanks (a trailing newline)", () => {
+      const keyFile = file("ok.key", `  ${validKey}\n\n`);
+      const config = loadConfig({ KEYHAVEN_ENCRYPTION_KEY_FILE: keyFile });
+      expect(config.encryptionKey?.equals(Buffer.from(validKey, "base64"))).toBe(true);
+      expect(config.encryptionKeyFile).toBe(keyFile);
+    });
+
+    it("refuses a file that is not a key by the variable's rule, naming the variable and the file, never the content", () => {
+      const secretish = randomBytes(32).toString("hex");
+      const keyFile = file("hex.key", `${secretish}\n`);
+      const err = configError({ KEYHAVEN_ENCRYPTION_KEY_FILE: keyFile });
+      expect(err.message).toContain(`KEYHAVEN_ENCRYPTION_KEY_FILE: ${keyFile}: must be 32 bytes encoded as base64`);
+      expect(err.message).not.toContain(secretish);
+    });
+
+    it("refuses a missing file, naming it", () => {
+      const missing = path.join(dir, "missing.key");
+      expect(configError({ KEYHAVEN_ENCRYPTION_KEY_FILE: missing }).message).toContain(
+        `KEYHAVEN_ENCRYPTION_KEY_FILE: ${missing}: cannot read it (ENOENT)`,
+      );
+    });
+
+    it("refuses KEYHAVEN_ENCRYPTION_KEY and KEYHAVEN_ENCRYPTION_KEY_FILE together, naming both", () => {
+      const keyFile = file("both.key", validKey);
+      const err = configError({ KEYHAVEN_ENCRYPTION_KEY: validKey, KEYHAVEN_ENCRYPTION_KEY_FILE: keyFile });
+      expect(err.message).toContain("KEYHAVEN_ENCRYPTION_KEY, KEYHAVEN_ENCRYPTION_KEY_FILE: both are set; set only one of them");
+      expect(err.message).not.toContain(validKey);
+    });
   });
 });

@@ -1,3 +1,4 @@
+import http from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BODY_LIMIT_BYTES } from "../src/app.js";
 import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
@@ -53,9 +54,43 @@ describe("the call convention", () => {
     expectError(await h.post("/v1/apis.getApi", { apiId: "x" }, t.rootKey), 405, "METHOD_NOT_ALLOWED");
   });
 
-  it("points error.docs at this server's error reference, ending in the code", async () => {
-    const res = await h.post("/v1/apis.createApi", { name: "ok-name" });
-    expect(res.body.error.docs).toBe("http://localhost:80/docs/errors/UNAUTHORIZED");
+  it("points error.docs at this server's error reference, ending in the code, whatever the Host header says", async () => {
+    const res = await h.post("/v1/apis.createApi", { name: "ok-name" }, undefined, { host: "attacker.example" });
+    // Not listening (app.inject): the configured HOST and PORT.
+    expect(res.body.error.docs).toBe(`http://${h.config.host}:${h.config.port}/docs/errors/UNAUTHORIZED`);
+  });
+
+  it("builds error.docs from the address it listens on, never from the Host header", async () => {
+    const own = await createHarness();
+    try {
+      const url = await own.app.listen({ port: 0, host: "127.0.0.1" });
+      const body = await new Promise<string>((resolve, reject) => {
+        const req = http.request(`${url}/v1/apis.createApi`, {
+          method: "POST",
+          headers: { host: "attacker.example:8443", "content-type": "application/json" },
+        });
+        req.on("response", (res) => {
+          let text = "";
+          res.setEncoding("utf8").on("data", (d: string) => (text += d)).on("end", () => resolve(text));
+        });
+        req.on("error", reject);
+        req.end(JSON.stringify({ name: "ok-name" }));
+      });
+      expect(JSON.parse(body).error.docs).toBe(`${url}/docs/errors/UNAUTHORIZED`);
+      expect(body).not.toContain("attacker");
+    } finally {
+      await own.close();
+    }
+  });
+
+  it("uses KEYHAVEN_PUBLIC_URL for error.docs when it is set", async () => {
+    const own = await createHarness({ KEYHAVEN_PUBLIC_URL: "https://keys.example.com/" });
+    try {
+      const res = await own.post("/v1/apis.createApi", { name: "ok-name" }, undefined, { host: "attacker.example" });
+      expect(res.body.error.docs).toBe("https://keys.example.com/docs/errors/UNAUTHORIZED");
+    } finally {
+      await own.close();
+    }
   });
 });
 

@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -185,6 +185,54 @@ describe("keyhaven rotate-encryption-key", () => {
       await reopened.close();
     }
   }, 60_000);
+
+  /** A migrated embedded store in a new data directory whose key file holds `current` with `mode`. */
+  async function embeddedStore(name: string, current: Buffer, mode: number) {
+    const dataDir = path.join(dir, name);
+    const store = await openPglite(dataDir);
+    await migrateAndRun(store, undefined, async () => {});
+    await store.close();
+    const keyFile = path.join(dataDir, "encryption.key");
+    writeFileSync(keyFile, `${current.toString("base64")}\n`);
+    chmodSync(keyFile, mode);
+    return { dataDir, keyFile };
+  }
+
+  it("writes the new key file with mode 0600 and never through a symlink (a stale 0644 .new, a planted .new link)", async () => {
+    const current = randomBytes(32);
+    const next = randomBytes(32);
+    const newKeyFile = path.join(dir, "next.key");
+    writeFileSync(newKeyFile, `${next.toString("base64")}\n`, { mode: 0o600 });
+
+    // A `.new` left behind with mode 0644: the old code wrote into it, keeping 0644.
+    const stale = await embeddedStore("stale-new", current, 0o644);
+    writeFileSync(`${stale.keyFile}.new`, "left over\n");
+    chmodSync(`${stale.keyFile}.new`, 0o644);
+    // A `.new` that is a symlink to another file, and a key file that is itself a symlink.
+    const linked = await embeddedStore("linked", current, 0o600);
+    const victim = path.join(dir, "victim.txt");
+    writeFileSync(victim, "not yours\n");
+    symlinkSync(victim, `${linked.keyFile}.new`);
+    const elsewhere = path.join(dir, "elsewhere.key");
+    writeFileSync(elsewhere, readFileSync(linked.keyFile), { mode: 0o600 });
+    rmSync(linked.keyFile);
+    symlinkSync(elsewhere, linked.keyFile);
+
+    const [a, b] = await Promise.all([
+      run(["--new-key-file", newKeyFile], { KEYHAVEN_DATA_DIR: stale.dataDir }),
+      run(["--new-key-file", newKeyFile], { KEYHAVEN_DATA_DIR: linked.dataDir }),
+    ]);
+    expect([a.code, a.err], a.out).toEqual([0, ""]);
+    expect([b.code, b.err], b.out).toEqual([0, ""]);
+    for (const keyFile of [stale.keyFile, linked.keyFile]) {
+      expect(lstatSync(keyFile).isFile()).toBe(true);
+      expect(statSync(keyFile).mode & 0o777).toBe(0o600);
+      expect(readFileSync(keyFile, "utf8").trim()).toBe(next.toString("base64"));
+      expect(existsSync(`${keyFile}.new`)).toBe(false);
+    }
+    expect(readFileSync(victim, "utf8")).toBe("not yours\n");
+    expect(readFileSync(elsewhere, "utf8").trim()).toBe(current.toString("base64"));
+  }, 120_000);
 
   it("refuses a bad new key file and a missing option, changing nothing", async () => {
     const bad = path.join(dir, "bad.key");

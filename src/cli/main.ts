@@ -2,7 +2,7 @@ import { parseArgs } from "node:util";
 import { bootstrap } from "../bootstrap.js";
 import { ConfigError, loadConfig } from "../config.js";
 import { migrateAndRun } from "../db/client.js";
-import { openStore, startServer } from "../main.js";
+import { generatedRootKeyNotice, openStore, startServer } from "../main.js";
 import { adminCommand } from "./admin.command.js";
 import { importCommand } from "./import/import.command.js";
 
@@ -22,6 +22,9 @@ Commands:
                root-key create --workspace <id> --permission <p>... [--name <n>] | root-key delete <keyId>
   rotate-encryption-key --new-key-file <path>
              Re-wrap the stored data keys under a new KEYHAVEN_ENCRYPTION_KEY (README "Running in production").
+  reset-encryption-key --delete-stored-plaintexts
+             The encryption key is lost: delete the stored plaintexts and data keys sealed under it, so keyhaven
+             starts with a new key. Verification keeps working. See its --help first.
   help       Show this help.
 
 \`keyhaven import --help\` and \`keyhaven admin --help\` describe every option and exit code.
@@ -50,8 +53,12 @@ async function migrate(): Promise<void> {
   const config = loadConfig();
   const store = await openStore(config);
   try {
-    await migrateAndRun(store, config.databaseUrl, () => bootstrap(store.db, config));
+    const boot = await migrateAndRun(store, config.databaseUrl, () => bootstrap(store.db, config));
     console.log(`migrations applied to ${store.description}`);
+    // The store was created here: its root key is shown here, once, since `serve` will not generate another.
+    if (boot.generatedRootKey) {
+      console.log(generatedRootKeyNotice(boot.generatedRootKey, config.publicUrl ?? `http://${config.host}:${config.port}`).join("\n"));
+    }
   } finally {
     await store.close();
   }
@@ -65,6 +72,11 @@ export async function run(argv: string[]): Promise<void> {
   }
   if (argv[0] === "admin") {
     process.exitCode = await adminCommand(argv.slice(1));
+    return;
+  }
+  if (argv[0] === "reset-encryption-key") {
+    const { resetEncryptionKeyCommand } = await import("./reset-encryption-key.command.js");
+    process.exitCode = await resetEncryptionKeyCommand(argv.slice(1));
     return;
   }
   if (argv[0] === "rotate-encryption-key") {

@@ -1,7 +1,8 @@
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { ConfigError, loadConfig } from "../config.js";
+import { loadConfig, readEncryptionKeyFile } from "../config.js";
+import { embeddedKeyFile, writeKeyFile } from "../crypto/master-key.js";
 import { fingerprint } from "../crypto/vault.js";
 import { RotationError, rotateMasterKey } from "../crypto/rotate-master-key.js";
 import { openStore } from "../main.js";
@@ -11,11 +12,13 @@ export const ROTATE_HELP = `Usage: keyhaven rotate-encryption-key --new-key-file
 Re-wraps every workspace's data keys from the current encryption key to a new one, in one transaction (all or
 nothing). Stored plaintext keys are not re-encrypted: they are sealed with the data keys, which stay the same.
 
-  current key   KEYHAVEN_ENCRYPTION_KEY, or the embedded store's <KEYHAVEN_DATA_DIR>/encryption.key
+  current key   KEYHAVEN_ENCRYPTION_KEY or KEYHAVEN_ENCRYPTION_KEY_FILE, or the embedded store's
+                <KEYHAVEN_DATA_DIR>/encryption.key
   new key       read from <path>: 32 bytes as base64 (make one with: openssl rand -base64 32 > new.key)
 
 Embedded store (no DATABASE_URL): stop the server first; the new key is written into
-<KEYHAVEN_DATA_DIR>/encryption.key once the database is updated.
+<KEYHAVEN_DATA_DIR>/encryption.key (mode 0600, replacing the file, never writing through a symlink) once the
+database is updated.
 With DATABASE_URL: afterwards restart every replica with KEYHAVEN_ENCRYPTION_KEY set to the new key, then run
 this command once more (same environment, same file): it re-wraps any data key that a replica still on the old
 key created in between, and reports 0 otherwise. Running it again is always safe.
@@ -52,29 +55,22 @@ export async function rotateEncryptionKeyCommand(argv: string[]): Promise<number
     console.error(`keyhaven rotate-encryption-key: ${(err as Error).message}`);
     return 2;
   }
-  let newKey: Buffer | undefined;
+  let newKey: Buffer;
+  let oldKey: Buffer | undefined;
+  const keyFile = config.encryptionKey ? undefined : embeddedKeyFile(config);
   try {
-    // The new key obeys the same rule as KEYHAVEN_ENCRYPTION_KEY, so it is checked by the same parser.
-    newKey = loadConfig({ KEYHAVEN_ENCRYPTION_KEY: readFileSync(file, "utf8") }).encryptionKey;
+    // The new key obeys the same rule as KEYHAVEN_ENCRYPTION_KEY, checked by the same function.
+    newKey = readEncryptionKeyFile(file);
+    oldKey = config.encryptionKey ?? (keyFile && existsSync(keyFile) ? readEncryptionKeyFile(keyFile) : undefined);
   } catch (err) {
-    const reason = err instanceof ConfigError ? err.message.replace(/^[^]*KEYHAVEN_ENCRYPTION_KEY: /, "") : (err as Error).message;
-    console.error(`keyhaven rotate-encryption-key: ${file}: ${reason}`);
+    console.error(`keyhaven rotate-encryption-key: ${(err as Error).message}`);
     return 2;
   }
-  if (!newKey) {
-    console.error(`keyhaven rotate-encryption-key: ${file} is empty`);
-    return 2;
-  }
-
-  const embeddedKeyFile = config.databaseUrl ? undefined : path.join(config.dataDir, "encryption.key");
-  let oldKey = config.encryptionKey;
-  if (!oldKey && embeddedKeyFile && !config.dataDir.startsWith("memory://") && existsSync(embeddedKeyFile)) {
-    oldKey = Buffer.from(readFileSync(embeddedKeyFile, "utf8").trim(), "base64");
-  }
-  if (!oldKey || oldKey.length !== 32) {
+  if (!oldKey) {
     console.error(
-      "keyhaven rotate-encryption-key: no current encryption key: set KEYHAVEN_ENCRYPTION_KEY to the key the data is encrypted with" +
-        (embeddedKeyFile ? ` (or keep it in ${embeddedKeyFile})` : ""),
+      "keyhaven rotate-encryption-key: no current encryption key: set KEYHAVEN_ENCRYPTION_KEY (or KEYHAVEN_ENCRYPTION_KEY_FILE) " +
+        "to the key the data is encrypted with" +
+        (keyFile ? ` (or keep it in ${keyFile})` : ""),
     );
     return 2;
   }
@@ -86,14 +82,21 @@ export async function rotateEncryptionKeyCommand(argv: string[]): Promise<number
       `re-wrapped ${result.rewrapped} data key(s) under the new encryption key (fingerprint ${fingerprint(newKey)})` +
         (result.alreadyRotated ? `; ${result.alreadyRotated} already were` : ""),
     );
-    if (embeddedKeyFile && !config.encryptionKey) {
-      // Written beside, then renamed: the key file is never half-written.
-      writeFileSync(`${embeddedKeyFile}.new`, `${newKey.toString("base64")}\n`, { mode: 0o600 });
-      renameSync(`${embeddedKeyFile}.new`, embeddedKeyFile);
-      console.log(`${path.resolve(embeddedKeyFile)} now holds the new key; back it up with the data directory.`);
+    if (keyFile) {
+      try {
+        writeKeyFile(keyFile, newKey, { replace: true });
+      } catch (err) {
+        console.error(
+          `keyhaven rotate-encryption-key: the data keys are now under the new key, but ${keyFile} could not be ` +
+            `replaced (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}): copy ${file} there, with mode 0600, before starting keyhaven`,
+        );
+        return 1;
+      }
+      console.log(`${path.resolve(keyFile)} now holds the new key (mode 0600); back it up with the data directory.`);
     } else {
       console.log(
-        "Now restart every replica with KEYHAVEN_ENCRYPTION_KEY set to the new key, then run this command once more.\n" +
+        "Now restart every replica with the new key (in KEYHAVEN_ENCRYPTION_KEY, or the file KEYHAVEN_ENCRYPTION_KEY_FILE names), " +
+          "then run this command once more.\n" +
           "Keep the old key as long as backups taken before this rotation are kept: they need it.",
       );
     }

@@ -8,7 +8,7 @@ import { DEFAULT_URL, parseBaseUrl } from "../http.js";
 import { Journal, JournalMismatch, lockJournal } from "./import.journal.js";
 import { type FileFormat, formatOf, type LineError, readSource } from "./import.parse.js";
 import { duration, fmt, Progress } from "./import.progress.js";
-import { formatFailure, ImportRunner, SourceChanged } from "./import.runner.js";
+import { type BatchFailure, formatFailure, ImportRunner, SourceChanged } from "./import.runner.js";
 import { type Batch, BatchPlanner, batchDigest, KeyValidator, makeBatch, type ValidKey } from "./import.validate.js";
 
 export const EXIT = { ok: 0, failed: 1, usage: 2, interrupted: 3 } as const;
@@ -27,6 +27,8 @@ Options:
   --format <jsonl|csv>     File format. Default: csv for a name ending in .csv, else jsonl.
   --dry-run                Validate the file and show the batches, then stop: nothing is sent.
   --continue-on-error      Go on with the other batches after a batch is refused (a duplicate, a missing role…).
+  --skip-existing          A key the server already has (409) is skipped and counted as "already on the server"
+                           instead of refusing its batch; the batch's other keys are sent again without it.
   --journal <path>         Resume journal. Default: FILE.keyhaven-journal. Re-running the same command resumes.
   --batch-size <n>         Keys per request, 1–${MAX_KEYS_PER_IMPORT}. Default: ${MAX_KEYS_PER_IMPORT}.
   --concurrency <n>        Requests in flight at once, 1–16. Default: 1.
@@ -49,6 +51,7 @@ const OPTIONS = {
   format: { type: "string" },
   "dry-run": { type: "boolean" },
   "continue-on-error": { type: "boolean" },
+  "skip-existing": { type: "boolean" },
   journal: { type: "string" },
   "batch-size": { type: "string" },
   concurrency: { type: "string" },
@@ -210,7 +213,7 @@ async function runImport(values: ImportValues, positionals: string[]): Promise<n
     const quiet = values.quiet === true;
     const progress = new Progress(keyCount, process.stderr, { tty: process.stderr.isTTY === true, every, enabled: !quiet });
     const runner = new ImportRunner(
-      { baseUrl, rootKey: rootKey!, attempts, timeoutMs: timeoutSeconds * 1000, concurrency, continueOnError: values["continue-on-error"] === true, backoffMs: 250 },
+      { baseUrl, rootKey: rootKey!, attempts, timeoutMs: timeoutSeconds * 1000, concurrency, continueOnError: values["continue-on-error"] === true, skipExisting: values["skip-existing"] === true, backoffMs: 250 },
       journal,
       progress,
     );
@@ -269,7 +272,7 @@ async function runImport(values: ImportValues, positionals: string[]): Promise<n
     }
     if (outcome.failures.length > 0 || outcome.stop) {
       if (outcome.stop) console.error(`stopped: ${outcome.stop.message}`);
-      console.error(`after fixing the cause, re-run to retry the refused batches: ${resume}`);
+      console.error(refusalHint(outcome.failures, resume, values["skip-existing"] === true));
       return EXIT.failed;
     }
     return EXIT.ok;
@@ -353,6 +356,22 @@ function journalCall<T>(journalPath: string, open: () => T): T {
   }
 }
 
+/**
+ * What to do about refused batches. The journal belongs to the file as it was validated, so editing the file and
+ * re-running the same command is refused: keys that already exist are skipped with --skip-existing instead, and an
+ * edited file is imported with a new journal.
+ */
+function refusalHint(failures: BatchFailure[], resume: string, skipping: boolean): string {
+  const conflicts = !skipping && failures.some((f) => f.code === "CONFLICT");
+  return [
+    conflicts
+      ? `keys the server already has: re-run with --skip-existing to skip them (counted, never created twice): ${resume} --skip-existing`
+      : `once the cause is fixed on the server (a missing role or permission…), re-run to retry the refused batches: ${resume}`,
+    "do not edit the file for a re-run (its journal refuses a changed file); to import an edited copy, start a new " +
+      `journal: add --journal <new path>${conflicts ? " and --skip-existing (so keys imported before are skipped)" : ""}`,
+  ].join("\n");
+}
+
 /** The command line that resumes this import: every option that matters, never a secret. */
 function resumeCommand(file: string, apiId: string, values: Record<string, unknown>): string {
   const parts = ["keyhaven", "import", quote(file), "--api", quote(apiId)];
@@ -360,6 +379,7 @@ function resumeCommand(file: string, apiId: string, values: Record<string, unkno
     if (typeof values[name] === "string") parts.push(`--${name}`, quote(values[name] as string));
   }
   if (values["continue-on-error"]) parts.push("--continue-on-error");
+  if (values["skip-existing"]) parts.push("--skip-existing");
   return parts.join(" ");
 }
 

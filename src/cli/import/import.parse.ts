@@ -220,8 +220,12 @@ class NotUtf8 extends Error {
  */
 export function csvErrorText(err: CsvError): string {
   switch (err.code) {
-    case "INVALID_OPENING_QUOTE":
-      return `a quote inside an unquoted field${typeof (err as { column?: unknown }).column === "string" ? ` (${JSON.stringify((err as { column?: unknown }).column)})` : ""}; quote the whole field and double each quote in it ("")`;
+    case "INVALID_OPENING_QUOTE": {
+      // The column's name only when it is one of ours: a header cell of a file without a header is data.
+      const column = (err as { column?: unknown }).column;
+      const named = typeof column === "string" && Object.hasOwn(CSV_COLUMNS, column) ? ` (${JSON.stringify(column)})` : "";
+      return `a quote inside an unquoted field${named}; quote the whole field and double each quote in it ("")`;
+    }
     case "CSV_INVALID_CLOSING_QUOTE":
       return "characters after the closing quote of a quoted field";
     default:
@@ -233,18 +237,23 @@ export function csvErrorText(err: CsvError): string {
   }
 }
 
-/** Unknown or repeated columns make the whole file unusable. */
+/**
+ * Unknown or repeated columns make the whole file unusable. An unknown column is named by its position only: in a
+ * file without a header line, the "header" is the first key's cells, which can be a plaintext key.
+ */
 function checkHeader(header: string[]): string | undefined {
   const problems: string[] = [];
-  const unknown = header.filter((name) => !Object.hasOwn(CSV_COLUMNS, name));
+  const unknown = header.flatMap((name, i) => (Object.hasOwn(CSV_COLUMNS, name) ? [] : [i + 1]));
   if (unknown.length > 0) {
     problems.push(
-      `unknown CSV column${unknown.length > 1 ? "s" : ""} ${unknown.map((n) => JSON.stringify(n)).join(", ")}; ` +
+      `the first line must name the columns, but column${unknown.length > 1 ? "s" : ""} ${unknown.join(", ")} of it ` +
+        `${unknown.length > 1 ? "are" : "is"} not a column name (the text is not shown: it may be a key); ` +
         `the columns are: ${Object.keys(CSV_COLUMNS).join(", ")}`,
     );
   }
-  const duplicates = header.filter((name, i) => header.indexOf(name) !== i);
-  if (duplicates.length > 0) problems.push(`CSV column ${JSON.stringify(duplicates[0])} appears twice`);
+  // Only known names can repeat here (an unknown one is reported above), so naming it shows no data.
+  const duplicate = header.find((name, i) => Object.hasOwn(CSV_COLUMNS, name) && header.indexOf(name) !== i);
+  if (duplicate !== undefined) problems.push(`CSV column ${JSON.stringify(duplicate)} appears twice`);
   return problems.length > 0 ? problems.join("; ") : undefined;
 }
 
@@ -271,12 +280,12 @@ function convertCell(type: CellType, cell: string): { value: unknown } | { error
     case "string":
       return { value: cell };
     case "integer":
-      return /^\s*-?\d+\s*$/.test(cell) ? { value: Number(cell) } : { error: `not an integer: ${JSON.stringify(cell)}` };
+      return /^\s*-?\d+\s*$/.test(cell) ? { value: Number(cell) } : { error: "not an integer (the cell is not shown: it may be a key)" };
     case "boolean": {
       const v = cell.trim().toLowerCase();
       if (v === "true") return { value: true };
       if (v === "false") return { value: false };
-      return { error: `not true or false: ${JSON.stringify(cell)}` };
+      return { error: "not true or false (the cell is not shown: it may be a key)" };
     }
     case "json":
       try {

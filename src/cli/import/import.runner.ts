@@ -11,6 +11,8 @@ export type RunnerOptions = {
   timeoutMs: number;
   concurrency: number;
   continueOnError: boolean;
+  /** --skip-existing: a key the server reports as already existing is set aside as present, not a refusal. */
+  skipExisting: boolean;
   /** First backoff delay; doubles per attempt up to 10 s, with full jitter. */
   backoffMs: number;
 };
@@ -160,7 +162,8 @@ export class ImportRunner {
       // createKeys is all or nothing. When an earlier attempt may have landed, a key it reports as existing is
       // set aside as already present and the rest is sent again, until the server takes the rest or every key
       // turned out to exist: a batch that had landed is found entirely present, and nothing is created twice.
-      const duplicate = inDoubt && res.status === 409 ? DUPLICATE.exec(res.message) : null;
+      // With --skip-existing the same resolution applies to every batch: an existing key is skipped, never created.
+      const duplicate = (inDoubt || this.options.skipExisting) && res.status === 409 ? DUPLICATE.exec(res.message) : null;
       if (duplicate) {
         const index = Number(duplicate[1]);
         if (index < remaining.length) {

@@ -25,7 +25,8 @@ export class KeyValidator {
     }
     const given = (value as { apiId?: unknown }).apiId;
     if (given !== undefined && given !== this.apiId) {
-      return [{ line, message: `apiId ${JSON.stringify(given)} differs from --api ${this.apiId}` }];
+      // The value is not shown: in a shifted CSV row or a mistyped line, it may be a key.
+      return [{ line, message: `apiId differs from --api ${this.apiId}` }];
     }
     const parsed = importKeySchema.safeParse({ ...value, apiId: this.apiId });
     if (!parsed.success) {

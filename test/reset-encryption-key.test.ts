@@ -1,0 +1,128 @@
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildApp } from "../src/app.js";
+import { loadConfig } from "../src/config.js";
+import { assertMasterKeyMatches, Keyring } from "../src/crypto/keyring.js";
+import { resetMasterKey } from "../src/crypto/reset-master-key.js";
+import { migrateAndRun, openPglite } from "../src/db/client.js";
+import { createHarness, type Harness, type Tenant } from "./helper.js";
+import { PROJECT_ROOT } from "./cli-process.js";
+
+const count = async (h: Harness, query: string) => Number((await h.sql<{ n: string }>(`select count(*) as n from ${query}`))[0]!.n);
+
+describe("resetMasterKey: the way out when the encryption key is lost", () => {
+  let h: Harness;
+  let t: Tenant;
+  let apiId: string;
+  beforeAll(async () => {
+    // No worker: an enqueued batch stays pending, as it would while every replica is stopped.
+    h = await createHarness({}, { migrationWorker: false });
+    t = await h.tenant();
+    apiId = await h.createApi(t);
+  });
+  afterAll(() => h.close());
+
+  it("deletes stored plaintexts and data keys, keeps verification, and lets a new key start and store plaintexts", async () => {
+    const imported = [await h.importKey(t, apiId), await h.importKey(t, apiId)];
+    const queued = `sk_${randomBytes(16).toString("hex")}`;
+    const enqueue = await h.post("/v1/migrations.enqueueKeys", { migrationId: "mig_reset", apiId, keys: [{ plaintext: queued }] }, t.rootKey);
+    expect(enqueue.status, JSON.stringify(enqueue.body)).toBe(202);
+    expect(await count(h, "encrypted_keys")).toBe(2);
+
+    expect(await resetMasterKey(h.db)).toEqual({ plaintexts: 2, dataKeys: 1, queuedPlaintexts: 1 });
+
+    expect(await count(h, "encrypted_keys")).toBe(0);
+    expect(await count(h, "encryption_keys")).toBe(0);
+    expect(JSON.stringify(await h.sql("select keys from migration_batches"))).not.toMatch(/"encrypted":"/);
+    for (const { key } of imported) {
+      const res = await h.post("/v1/keys.verifyKey", { key, apiId });
+      expect(res.body.valid, JSON.stringify(res.body)).toBe(true);
+    }
+
+    // Any new key is accepted now; with it, plaintexts are stored again and old keys simply have none.
+    const newMaster = randomBytes(32);
+    await expect(assertMasterKeyMatches(h.db, newMaster)).resolves.toBeUndefined();
+    const config = loadConfig({ ...(h.databaseUrl && { DATABASE_URL: h.databaseUrl }), KEYHAVEN_ENCRYPTION_KEY: newMaster.toString("base64") });
+    const app = await buildApp({ deps: { config, store: h.store, db: h.db, keyring: new Keyring(newMaster), ratelimiter: h.ratelimiter } });
+    try {
+      const fresh = `sk_${randomBytes(16).toString("hex")}`;
+      const created = await app.inject({
+        method: "POST",
+        url: "/v1/migrations.createKeys",
+        headers: { authorization: `Bearer ${t.rootKey}`, "content-type": "application/json" },
+        payload: [{ apiId, plaintext: fresh }],
+      });
+      expect(created.statusCode, created.body).toBe(200);
+      const list = await app.inject({
+        method: "GET",
+        url: `/v1/apis.listKeys?apiId=${apiId}&decrypt=true`,
+        headers: { authorization: `Bearer ${t.rootKey}` },
+      });
+      expect(list.statusCode, list.body).toBe(200);
+      const plaintexts = (list.json() as { keys: { plaintext?: string }[] }).keys.map((k) => k.plaintext).filter(Boolean);
+      expect(plaintexts).toEqual([fresh]);
+    } finally {
+      await app.close();
+    }
+
+    // The enqueued key is still imported (as by hash) once a worker runs, and verifies.
+    const replica = await h.replica();
+    try {
+      await expect.poll(() => count(h, "migration_batches where status = 'pending'"), { timeout: 20_000 }).toBe(0);
+    } finally {
+      await replica.close();
+    }
+    expect((await h.sql<{ status: string }>("select status from migration_batches"))[0]!.status).toBe("done");
+    expect((await h.post("/v1/keys.verifyKey", { key: queued, apiId })).body.valid).toBe(true);
+  });
+});
+
+describe("keyhaven reset-encryption-key", () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(path.join(os.tmpdir(), "keyhaven-reset-"));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  const run = (args: string[], env: Record<string, string>) =>
+    new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+      const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "reset-encryption-key", ...args], {
+        cwd: PROJECT_ROOT,
+        env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? os.tmpdir(), ...env },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let out = "";
+      let err = "";
+      child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
+      child.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
+      child.on("exit", (code) => resolve({ code, out, err }));
+    });
+
+  it("changes nothing without the confirmation flag; with it, forgets the lost key file's data and writes a new 0600 key", async () => {
+    const dataDir = path.join(dir, "data");
+    const store = await openPglite(dataDir);
+    await migrateAndRun(store, undefined, async () => {});
+    await store.close();
+    const keyFile = path.join(dataDir, "encryption.key");
+    const lostKeyFile = path.join(dir, "gone.key"); // named by KEYHAVEN_ENCRYPTION_KEY_FILE, but lost
+    writeFileSync(keyFile, "damaged\n", { mode: 0o600 });
+    const env = { KEYHAVEN_DATA_DIR: dataDir, KEYHAVEN_ENCRYPTION_KEY_FILE: lostKeyFile };
+
+    const refused = await run([], env);
+    expect(refused.code).toBe(2);
+    expect(refused.err).toContain("pass --delete-stored-plaintexts to confirm");
+    expect(readFileSync(keyFile, "utf8")).toBe("damaged\n");
+
+    const done = await run(["--delete-stored-plaintexts"], env);
+    expect([done.code, done.err]).toEqual([0, ""]);
+    expect(done.out).toContain("deleted 0 stored plaintext(s) and 0 data key(s)");
+    expect(statSync(keyFile).mode & 0o777).toBe(0o600);
+    expect(Buffer.from(readFileSync(keyFile, "utf8").trim(), "base64")).toHaveLength(32);
+    expect(done.out).not.toContain(readFileSync(keyFile, "utf8").trim());
+    expect(existsSync(lostKeyFile)).toBe(false);
+  }, 120_000);
+});

@@ -15,6 +15,9 @@ const encryptionKeySchema = optionalNonEmpty.refine(
   "must be 32 bytes encoded as base64 (generate one with: openssl rand -base64 32)",
 );
 
+// Client timeouts: at least 100 ms (a smaller one would cut off ordinary clients), at most 10 minutes.
+const milliseconds = z.coerce.number().int().min(100).max(600_000);
+
 const envSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   HOST: z.string().min(1).default("127.0.0.1"),
@@ -47,6 +50,10 @@ const envSchema = z.object({
   ),
   LOG_LEVEL: z.enum(logLevels).default("info"),
   KEYHAVEN_ANALYTICS: z.enum(["on", "off"], { error: 'must be "on" or "off"' }).default("on"),
+  KEYHAVEN_HEADERS_TIMEOUT_MS: milliseconds.default(10_000),
+  KEYHAVEN_REQUEST_TIMEOUT_MS: milliseconds.default(30_000),
+  KEYHAVEN_KEEP_ALIVE_TIMEOUT_MS: milliseconds.default(30_000),
+  KEYHAVEN_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
 });
 
 function isOrigin(v: string): boolean {
@@ -75,6 +82,17 @@ export type Config = Readonly<{
   logLevel: (typeof logLevels)[number];
   /** Whether verifications are counted for keys.getVerifications and analytics.getVerifications. */
   analytics: boolean;
+  /** What the HTTP server allows a client: see README "Running in production" (Slow clients). */
+  http: Readonly<{
+    /** From a connection's (or request's) first byte to the end of its headers; else 408. */
+    headersTimeoutMs: number;
+    /** From a request's first byte to the end of its body; else 408. Not the time the answer takes. */
+    requestTimeoutMs: number;
+    /** How long a keep-alive connection may sit idle between requests before it is closed. */
+    keepAliveTimeoutMs: number;
+    /** Open connections at most; more are closed at once. */
+    maxConnections: number;
+  }>;
 }>;
 
 export class ConfigError extends Error {}
@@ -89,6 +107,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid environment:\n${lines.join("\n")}`);
   }
   const e = parsed.data;
+  if (e.KEYHAVEN_HEADERS_TIMEOUT_MS > e.KEYHAVEN_REQUEST_TIMEOUT_MS) {
+    throw new ConfigError(
+      "invalid environment:\n  KEYHAVEN_HEADERS_TIMEOUT_MS: must not exceed KEYHAVEN_REQUEST_TIMEOUT_MS (the headers are part of the request)",
+    );
+  }
   return Object.freeze({
     port: e.PORT,
     host: e.HOST,
@@ -103,6 +126,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     publicUrl: e.KEYHAVEN_PUBLIC_URL?.replace(/\/+$/, ""),
     logLevel: e.LOG_LEVEL,
     analytics: e.KEYHAVEN_ANALYTICS === "on",
+    http: Object.freeze({
+      headersTimeoutMs: e.KEYHAVEN_HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: e.KEYHAVEN_REQUEST_TIMEOUT_MS,
+      keepAliveTimeoutMs: e.KEYHAVEN_KEEP_ALIVE_TIMEOUT_MS,
+      maxConnections: e.KEYHAVEN_MAX_CONNECTIONS,
+    }),
   });
 }
 

@@ -16,10 +16,11 @@ export type Server = { app: FastifyInstance; store: Store; url: string; close():
 
 /** config → store → migrate and bootstrap → buildApp → listen. Prints how to authenticate on stdout. */
 export async function startServer(config: Config, out: (line: string) => void = console.log): Promise<Server> {
-  // The master key first: a broken key file must stop the start before anything is migrated or written.
-  const master = resolveMasterKey(config);
+  // The store first: opening the embedded one locks its data directory, where the key file may be generated.
   const store = await openStore(config);
   try {
+    // Then the master key: a broken key file must stop the start before anything is migrated or written.
+    const master = resolveMasterKey(config);
     const boot = await migrateAndRun(store, config.databaseUrl, () => bootstrap(store.db, config));
     await assertMasterKeyMatches(store.db, master.key);
     const ratelimiter = await openRateLimiter(config.redisUrl);

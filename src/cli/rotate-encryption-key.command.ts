@@ -14,7 +14,8 @@ nothing). Stored plaintext keys are not re-encrypted: they are sealed with the d
   current key   KEYHAVEN_ENCRYPTION_KEY, or the embedded store's <KEYHAVEN_DATA_DIR>/encryption.key
   new key       read from <path>: 32 bytes as base64 (make one with: openssl rand -base64 32 > new.key)
 
-Embedded store (no DATABASE_URL): stop the server first; the new key is written into
+Embedded store (no DATABASE_URL): stop the server first (while it runs, its data directory is locked and this
+command exits 1 naming it); the new key is written into
 <KEYHAVEN_DATA_DIR>/encryption.key once the database is updated.
 With DATABASE_URL: afterwards restart every replica with KEYHAVEN_ENCRYPTION_KEY set to the new key, then run
 this command once more (same environment, same file): it re-wraps any data key that a replica still on the old

@@ -1,4 +1,5 @@
 import type { AddressInfo } from "node:net";
+import { STATUS_CODES } from "node:http";
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyRequest } from "fastify";
 import {
   hasZodFastifySchemaValidationErrors,
@@ -19,6 +20,34 @@ import { registerRpc } from "./rpc.js";
 import { rpcs } from "./routes.js";
 
 export const BODY_LIMIT_BYTES = 1024 * 1024;
+
+/** The timeouts of config.http, as Fastify and Node's HTTP server take them. */
+function httpServerOptions(config: Config) {
+  const { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs } = config.http;
+  return {
+    requestTimeout: requestTimeoutMs,
+    keepAliveTimeout: keepAliveTimeoutMs,
+    // No socket inactivity timeout: it would also cut a slow handler's answer. The three above bound the client.
+    connectionTimeout: 0,
+    http: {
+      headersTimeout: headersTimeoutMs,
+      // Node enforces the header and request timeouts by checking every connection at this interval (30 s by
+      // default, which would let a 10 s timeout run to 40 s): a tenth of the shorter one, 25 ms to 1 s.
+      connectionsCheckingInterval: Math.min(1000, Math.max(25, Math.floor(Math.min(headersTimeoutMs, requestTimeoutMs) / 10))),
+    },
+  };
+}
+
+/** What a client error from Node's HTTP server is answered with. */
+function clientErrorAnswer(err: NodeJS.ErrnoException): { status: number; code: ErrorCode; message: string } {
+  if (err.code === "ERR_HTTP_REQUEST_TIMEOUT") {
+    return { status: 408, code: "REQUEST_TIMEOUT", message: "the request was not received in time; send it again, whole" };
+  }
+  if (err.code === "HPE_HEADER_OVERFLOW") {
+    return { status: 431, code: "BAD_REQUEST", message: "the request is not valid HTTP" };
+  }
+  return { status: 400, code: "BAD_REQUEST", message: "the request is not valid HTTP" };
+}
 
 export type BuildAppOptions = {
   deps: Deps;
@@ -42,24 +71,29 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
     bodyLimit: BODY_LIMIT_BYTES,
     genReqId: () => newId("req"),
     requestIdHeader: false,
-    return503OnClosing: true,
+    // Our onRequest hook answers requests that arrive while closing, in the envelope with a request id.
+    return503OnClosing: false,
     forceCloseConnections: "idle",
     routerOptions: { ignoreTrailingSlash: false },
-    // Requests Node's HTTP parser rejects (bad header bytes, ...) never reach a route; answer them in the envelope too.
+    ...httpServerOptions(deps.config),
+    // Node reports requests its HTTP parser rejects (bad header bytes, ...) and clients too slow to send theirs
+    // here, before any route: answered in the envelope too, wherever HTTP still allows an answer.
     clientErrorHandler: (err, socket) => {
-      if (!socket.writable) return socket.destroy(err);
+      const response = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+      // A reset connection, or an answer already begun on it: writing now would corrupt what the client reads.
+      if (!socket.writable || response?.headersSent) return socket.destroy(err);
+      const { status, code, message } = clientErrorAnswer(err as NodeJS.ErrnoException);
       const requestId = newId("req");
-      const status = (err as { code?: string }).code === "HPE_HEADER_OVERFLOW" ? 431 : 400;
-      const body = JSON.stringify(
-        errorEnvelope("BAD_REQUEST", "the request is not valid HTTP", requestId, origin()),
-      );
+      const body = JSON.stringify(errorEnvelope(code, message, requestId, origin()));
       socket.end(
-        `HTTP/1.1 ${status} ${status === 431 ? "Request Header Fields Too Large" : "Bad Request"}\r\n` +
+        `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +
           `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
           `Unkey-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
       );
     },
   });
+  // Beyond this, Node closes a new connection at once: memory and file descriptors stay bounded.
+  app.server.maxConnections = deps.config.http.maxConnections;
 
   // The origin of error.docs links. Never the Host header: any client could make the link point at a site of its
   // choosing. Without KEYHAVEN_PUBLIC_URL it is the address this server listens on (the configured one until then).
@@ -83,8 +117,14 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
     );
   });
 
+  let closing = false;
+  app.addHook("preClose", async () => {
+    closing = true;
+  });
   app.addHook("onRequest", async (req, reply) => {
     reply.header("Unkey-Request-Id", req.id);
+    // Fastify has already set `Connection: close`: the client retries on another connection (another replica).
+    if (closing) throw new ApiError("SERVICE_UNAVAILABLE", "the server is shutting down; send the request again");
   });
   // The body parser refuses these in JSON; query strings get the same rule, for every GET route at once.
   app.addHook("preValidation", async (req) => {

@@ -42,6 +42,9 @@ const encryptionKeySchema = optionalNonEmpty.refine(
   ENCRYPTION_KEY_RULE,
 );
 
+// Client timeouts: at least 100 ms (a smaller one would cut off ordinary clients), at most 10 minutes.
+const milliseconds = z.coerce.number().int().min(100).max(600_000);
+
 const envSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   HOST: z.string().min(1).default("127.0.0.1"),
@@ -82,6 +85,10 @@ const envSchema = z.object({
     .max(36_500, "must be at most 36500")
     .default(90),
   KEYHAVEN_VERIFY_REQUIRE_SCOPE: z.enum(["on", "off"], { error: 'must be "on" or "off"' }).default("off"),
+  KEYHAVEN_HEADERS_TIMEOUT_MS: milliseconds.default(10_000),
+  KEYHAVEN_REQUEST_TIMEOUT_MS: milliseconds.default(30_000),
+  KEYHAVEN_KEEP_ALIVE_TIMEOUT_MS: milliseconds.default(30_000),
+  KEYHAVEN_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
 });
 
 function isOrigin(v: string): boolean {
@@ -119,6 +126,17 @@ export type Config = Readonly<{
    * is needed, as in v1.
    */
   verifyRequireScope: boolean;
+  /** What the HTTP server allows a client: see README "Running in production" (Slow clients). */
+  http: Readonly<{
+    /** From a connection's (or request's) first byte to the end of its headers; else 408. */
+    headersTimeoutMs: number;
+    /** From a request's first byte to the end of its body; else 408. Not the time the answer takes. */
+    requestTimeoutMs: number;
+    /** How long a keep-alive connection may sit idle between requests before it is closed. */
+    keepAliveTimeoutMs: number;
+    /** Open connections at most; more are closed at once. */
+    maxConnections: number;
+  }>;
 }>;
 
 export class ConfigError extends Error {}
@@ -152,6 +170,11 @@ export function loadConfig(
       throw invalid("KEYHAVEN_ENCRYPTION_KEY_FILE", (err as Error).message);
     }
   }
+  if (e.KEYHAVEN_HEADERS_TIMEOUT_MS > e.KEYHAVEN_REQUEST_TIMEOUT_MS) {
+    throw new ConfigError(
+      "invalid environment:\n  KEYHAVEN_HEADERS_TIMEOUT_MS: must not exceed KEYHAVEN_REQUEST_TIMEOUT_MS (the headers are part of the request)",
+    );
+  }
   return Object.freeze({
     port: e.PORT,
     host: e.HOST,
@@ -169,6 +192,12 @@ export function loadConfig(
     analytics: e.KEYHAVEN_ANALYTICS === "on",
     analyticsRetentionDays: e.KEYHAVEN_ANALYTICS_RETENTION_DAYS,
     verifyRequireScope: e.KEYHAVEN_VERIFY_REQUIRE_SCOPE === "on",
+    http: Object.freeze({
+      headersTimeoutMs: e.KEYHAVEN_HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: e.KEYHAVEN_REQUEST_TIMEOUT_MS,
+      keepAliveTimeoutMs: e.KEYHAVEN_KEEP_ALIVE_TIMEOUT_MS,
+      maxConnections: e.KEYHAVEN_MAX_CONNECTIONS,
+    }),
   });
 }
 

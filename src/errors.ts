@@ -12,6 +12,7 @@ export const errorCodes = [
   "PRECONDITION_FAILED",
   "DELETE_PROTECTED",
   "PAYLOAD_TOO_LARGE",
+  "REQUEST_TIMEOUT",
   "RATE_LIMITED",
   "INTERNAL_SERVER_ERROR",
   "SERVICE_UNAVAILABLE",
@@ -34,9 +35,11 @@ export const codeToStatus: Record<ErrorCode, number> = {
   PRECONDITION_FAILED: 412,
   DELETE_PROTECTED: 412,
   PAYLOAD_TOO_LARGE: 413,
+  // keyhaven addition: a client that did not finish sending its request in time (KEYHAVEN_*_TIMEOUT_MS).
+  REQUEST_TIMEOUT: 408,
   RATE_LIMITED: 429,
   INTERNAL_SERVER_ERROR: 500,
-  // keyhaven addition: only GET /v1/readiness answers it, naming what is unreachable.
+  // keyhaven addition: GET /v1/readiness answers it, naming what is unreachable; any route while shutting down.
   SERVICE_UNAVAILABLE: 503,
 };
 

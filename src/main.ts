@@ -20,11 +20,12 @@ export async function startServer(
   out: (line: string) => void = console.log,
   warn: (line: string) => void = (line) => console.error(`keyhaven: warning: ${line}`),
 ): Promise<Server> {
-  // The master key first: a broken key file must stop the start before anything is migrated or written.
-  const master = resolveMasterKey(config);
-  for (const warning of master.warnings) warn(warning);
+  // The store first: opening the embedded one locks its data directory, where the key file may be generated.
   const store = await openStore(config);
   try {
+    // Then the master key: a broken key file must stop the start before anything is migrated or written.
+    const master = resolveMasterKey(config);
+    for (const warning of master.warnings) warn(warning);
     const boot = await migrateAndRun(store, config.databaseUrl, () => bootstrap(store.db, config));
     await assertMasterKeyMatches(store.db, master.key);
     const ratelimiter = await openRateLimiter(config.redisUrl);

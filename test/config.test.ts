@@ -78,6 +78,28 @@ describe("loadConfig", () => {
     expect(err.message).toContain(`${name}:`);
   });
 
+  it("bounds slow clients by default: headers 10 s, whole request 30 s, idle keep-alive 30 s, 10,000 connections", () => {
+    expect(loadConfig({}).http).toEqual({ headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 30_000, maxConnections: 10_000 });
+    expect(
+      loadConfig({
+        KEYHAVEN_HEADERS_TIMEOUT_MS: "2000",
+        KEYHAVEN_REQUEST_TIMEOUT_MS: "5000",
+        KEYHAVEN_KEEP_ALIVE_TIMEOUT_MS: "65000",
+        KEYHAVEN_MAX_CONNECTIONS: "50",
+      }).http,
+    ).toEqual({ headersTimeoutMs: 2000, requestTimeoutMs: 5000, keepAliveTimeoutMs: 65_000, maxConnections: 50 });
+  });
+
+  it("refuses client timeouts that are not bounded, or headers allowed longer than the whole request", () => {
+    for (const value of ["0", "99", "600001", "1.5", "ten"]) {
+      expect(configError({ KEYHAVEN_REQUEST_TIMEOUT_MS: value }).message).toMatch(/KEYHAVEN_REQUEST_TIMEOUT_MS: /);
+    }
+    expect(configError({ KEYHAVEN_MAX_CONNECTIONS: "0" }).message).toMatch(/KEYHAVEN_MAX_CONNECTIONS: /);
+    expect(configError({ KEYHAVEN_HEADERS_TIMEOUT_MS: "20000", KEYHAVEN_REQUEST_TIMEOUT_MS: "10000" }).message).toBe(
+      "invalid environment:\n  KEYHAVEN_HEADERS_TIMEOUT_MS: must not exceed KEYHAVEN_REQUEST_TIMEOUT_MS (the headers are part of the request)",
+    );
+  });
+
   it("names every bad variable at once", () => {
     const err = configError({ PORT: "abc", LOG_LEVEL: "loud", KEYHAVEN_ADMIN_TOKEN: "short" });
     expect(err.message).toContain("PORT:");

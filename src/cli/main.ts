@@ -49,7 +49,17 @@ async function serve(): Promise<void> {
   process.on("SIGTERM", () => shutdown("SIGTERM"));
 }
 
+/**
+ * A one-shot command stopped by SIGINT or SIGTERM leaves through process.exit, whose exit handlers release the
+ * embedded store's data directory lock (the default action of a signal runs none).
+ */
+function exitOnStopSignals(): void {
+  process.once("SIGINT", () => process.exit(130));
+  process.once("SIGTERM", () => process.exit(143));
+}
+
 async function migrate(): Promise<void> {
+  exitOnStopSignals();
   const config = loadConfig();
   const store = await openStore(config);
   try {
@@ -80,6 +90,7 @@ export async function run(argv: string[]): Promise<void> {
     return;
   }
   if (argv[0] === "rotate-encryption-key") {
+    exitOnStopSignals();
     const { rotateEncryptionKeyCommand } = await import("./rotate-encryption-key.command.js");
     process.exitCode = await rotateEncryptionKeyCommand(argv.slice(1));
     return;

@@ -16,9 +16,9 @@ nothing). Stored plaintext keys are not re-encrypted: they are sealed with the d
                 <KEYHAVEN_DATA_DIR>/encryption.key
   new key       read from <path>: 32 bytes as base64 (make one with: openssl rand -base64 32 > new.key)
 
-Embedded store (no DATABASE_URL): stop the server first; the new key is written into
-<KEYHAVEN_DATA_DIR>/encryption.key (mode 0600, replacing the file, never writing through a symlink) once the
-database is updated.
+Embedded store (no DATABASE_URL): stop the server first (while it runs, its data directory is locked and this
+command exits 1 naming it); the new key is written into <KEYHAVEN_DATA_DIR>/encryption.key (mode 0600, replacing
+the file, never writing through a symlink) once the database is updated.
 With DATABASE_URL: afterwards restart every replica with KEYHAVEN_ENCRYPTION_KEY set to the new key, then run
 this command once more (same environment, same file): it re-wraps any data key that a replica still on the old
 key created in between, and reports 0 otherwise. Running it again is always safe.

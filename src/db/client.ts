@@ -1,4 +1,3 @@
-import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { PGlite } from "@electric-sql/pglite";
@@ -9,6 +8,7 @@ import { migrate as migratePglite } from "drizzle-orm/pglite/migrator";
 import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import { migrate as migratePostgres } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
+import { lockDataDir } from "./data-dir.js";
 import * as schema from "./schema.js";
 
 export type Schema = typeof schema;
@@ -44,17 +44,36 @@ export function openPostgres(url: string, poolSize: number): Store {
   };
 }
 
-export async function openPglite(dataDir: string): Promise<Store> {
+/**
+ * The embedded store. On disk it first takes the data directory's lock (data-dir.ts): PGlite is one process's
+ * database, and a second process on the same files would serve writes the first never sees, then lose them.
+ */
+export async function openPglite(
+  dataDir: string,
+  warn: (message: string) => void = (message) => console.error(`keyhaven: ${message}`),
+): Promise<Store> {
   const inMemory = dataDir.startsWith("memory://");
-  if (!inMemory) mkdirSync(dataDir, { recursive: true });
-  const client = inMemory ? new PGlite(dataDir) : new PGlite(path.join(dataDir, "pgdata"));
-  await client.waitReady;
+  const lock = inMemory ? undefined : lockDataDir(dataDir, warn);
+  let client: PGlite;
+  try {
+    client = inMemory ? new PGlite(dataDir) : new PGlite(path.join(dataDir, "pgdata"));
+    await client.waitReady;
+  } catch (err) {
+    lock?.release();
+    throw err;
+  }
   const db = drizzlePglite({ client, schema }) as unknown as Db;
   return {
     kind: "pglite",
     db,
     description: inMemory ? "embedded PGlite in memory (nothing is kept)" : `embedded PGlite in ${path.resolve(dataDir)}`,
-    close: () => client.close(),
+    close: async () => {
+      try {
+        await client.close();
+      } finally {
+        lock?.release();
+      }
+    },
   };
 }
 

@@ -46,14 +46,18 @@ export const errorReference: Record<ErrorCode, { cause: string; fix: string }> =
     cause: "The request body is larger than 1 MiB (a keyhaven addition; v1 had no such code).",
     fix: "Send smaller requests; imports take at most 100 keys per call anyway.",
   },
+  REQUEST_TIMEOUT: {
+    cause: "The client did not send the whole request in time: its headers within KEYHAVEN_HEADERS_TIMEOUT_MS, or its headers and body within KEYHAVEN_REQUEST_TIMEOUT_MS (a keyhaven addition; v1 had no such code). The connection is closed and nothing of the request was done.",
+    fix: "Send the request again, at once and whole; check for a stalled proxy or network between the client and keyhaven.",
+  },
   RATE_LIMITED: { cause: "The root key was rate limited.", fix: "Retry after the window resets." },
   INTERNAL_SERVER_ERROR: {
     cause: "An unexpected error inside keyhaven. Nothing of the request was committed unless it completed.",
     fix: "Retry; if it persists, report it with the request id (also in the Unkey-Request-Id header and the server log).",
   },
   SERVICE_UNAVAILABLE: {
-    cause: "Answered by `GET /v1/readiness` (a keyhaven addition) while PostgreSQL or Redis does not answer; the message names which. The replica keeps trying and reports ready again by itself once they are back.",
-    fix: "Check that the database (DATABASE_URL) and Redis (REDIS_URL) are running and reachable from this replica.",
+    cause: "Answered by `GET /v1/readiness` (a keyhaven addition) while PostgreSQL or Redis does not answer; the message names which. The replica keeps trying and reports ready again by itself once they are back. Any route answers it for a request that arrives while the replica is shutting down; nothing of that request was done.",
+    fix: "Check that the database (DATABASE_URL) and Redis (REDIS_URL) are running and reachable from this replica. During a shutdown, send the request again: another replica (or this one, restarted) answers it.",
   },
 };
 

@@ -42,10 +42,11 @@ const statusTitles: Record<number, string> = {
   405: "Method not allowed.",
   409: "Conflict: the request would create something that already exists.",
   412: "Precondition failed: something the request relies on is missing, or the API is delete-protected.",
+  408: "The client did not send the whole request within the server's header or request timeout.",
   413: "The request body is larger than 1 MiB.",
   429: "The root key was rate limited.",
   500: "Unexpected error inside keyhaven; nothing of the request was committed unless it completed.",
-  503: "Not ready: PostgreSQL or Redis did not answer.",
+  503: "Not ready: PostgreSQL or Redis did not answer; or the replica is shutting down.",
 };
 
 export const errorComponentName = (status: number) => `Error${status}`;

@@ -22,7 +22,7 @@ export async function startServer(config: Config, out: (line: string) => void = 
   try {
     const boot = await migrateAndRun(store, config.databaseUrl, () => bootstrap(store.db, config));
     await assertMasterKeyMatches(store.db, master.key);
-    const ratelimiter = await openRateLimiter(config.redisUrl);
+    const ratelimiter = await openRateLimiter(config);
     const jobs = createBackgroundJobs(store.db, config);
     const app = await buildApp({
       deps: { config, store, db: store.db, keyring: new Keyring(master.key), ratelimiter, ...jobs },

@@ -60,8 +60,8 @@ export async function createHarness(
   options: {
     /** false: enqueued migration batches wait (for a replica's worker). */
     migrationWorker?: boolean;
-    /** Counters in this Redis (e.g. one the test started) rather than TEST_REDIS_URL's or in memory. */
-    redisUrl?: string;
+    /** Counters in this Redis (e.g. one the test started), or `null`: in memory, even with TEST_REDIS_URL. */
+    redisUrl?: string | null;
   } = {},
 ): Promise<Harness> {
   const templateUrl = inject("templateDatabaseUrl");
@@ -92,7 +92,7 @@ export async function createHarness(
   });
   const keyring = new Keyring(config.encryptionKey);
   // With TEST_REDIS_URL, counters live in the real Redis, under a prefix of this harness's own.
-  const redisUrl = options.redisUrl ?? process.env.TEST_REDIS_URL;
+  const redisUrl = options.redisUrl === undefined ? process.env.TEST_REDIS_URL : (options.redisUrl ?? undefined);
   const redisPrefix = `keyhaven-test:${randomBytes(6).toString("hex")}:`;
   const quota = config.ratelimitCountersPerWorkspace;
   const ratelimiter: RateLimiter = redisUrl

@@ -31,7 +31,7 @@ describe.each(setups)("rate-limit counters $label", ({ redisArgs }) => {
   let attacker: Tenant;
   beforeAll(async () => {
     if (redisArgs) redis = await startRedisServer(redisArgs);
-    h = await createHarness({ KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE: String(QUOTA) }, { redisUrl: redis?.url });
+    h = await createHarness({ KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE: String(QUOTA) }, { redisUrl: redis?.url ?? null });
     victim = await h.tenant();
     attacker = await h.tenant();
   }, 60_000);

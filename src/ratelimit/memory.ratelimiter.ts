@@ -100,7 +100,7 @@ export class MemoryRateLimiter implements RateLimiter {
    * Charges every check. Memory is bounded per workspace whatever callers send (verifyKey accepts ad-hoc limits
    * from anyone holding a key): a workspace that would exceed its quota with the counters this call creates first
    * drops its expired counters, then evicts its soonest-expiring (then oldest) ones, which count from zero again.
-   * Another workspace's counters are never touched, nor a counter this call charges.
+   * Another workspace's counters are never touched; a counter this call charges that has to go is created again.
    */
   private charge(checks: LimitCheck[], ids: string[], now: number) {
     const charged = checks.flatMap((c, i) => (c.cost > 0 ? [{ ...c, id: ids[i]! }] : []));

@@ -33,7 +33,7 @@ if ok then
   local time = redis.call('TIME')
   local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   -- Which charged counters are new to their index, and what each index must make room for. A counter this call
-  -- charges is never evicted to make room for another of this call: if one is, it becomes new itself.
+  -- charges that has to go to make room is created again, so it needs room too.
   local charged, fresh, room = {}, {}, {}
   for i = 1, n do
     if tonumber(ARGV[4 + (i - 1) * 4]) > 0 then

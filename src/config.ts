@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { z } from "zod";
+import { DEFAULT_COUNTERS_PER_WORKSPACE } from "./ratelimit/ratelimiter.js";
 
 const logLevels = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 
@@ -57,6 +58,13 @@ const envSchema = z.object({
     (v) => v === undefined || /^rediss?:\/\//.test(v),
     "must be a redis:// or rediss:// URL",
   ),
+  // At least 100: one verification may need a few dozen new counters, and must not evict its own.
+  KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE: z.coerce
+    .number()
+    .int()
+    .min(100)
+    .max(10_000_000)
+    .default(DEFAULT_COUNTERS_PER_WORKSPACE),
   KEYHAVEN_DATA_DIR: z.string().min(1).default("./.keyhaven"),
   KEYHAVEN_ROOT_KEY: optionalNonEmpty.refine(
     (v) => v === undefined || v.length >= 16,
@@ -107,6 +115,8 @@ export type Config = Readonly<{
   databaseUrl: string | undefined;
   databasePoolSize: number;
   redisUrl: string | undefined;
+  /** Live rate-limit counters one workspace may hold (in memory or in Redis); at the quota its own counters go. */
+  ratelimitCountersPerWorkspace: number;
   dataDir: string;
   rootKey: string | undefined;
   adminToken: string | undefined;
@@ -181,6 +191,7 @@ export function loadConfig(
     databaseUrl: e.DATABASE_URL,
     databasePoolSize: e.DATABASE_POOL_SIZE,
     redisUrl: e.REDIS_URL,
+    ratelimitCountersPerWorkspace: e.KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE,
     dataDir: e.KEYHAVEN_DATA_DIR,
     rootKey: e.KEYHAVEN_ROOT_KEY,
     adminToken: e.KEYHAVEN_ADMIN_TOKEN,

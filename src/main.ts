@@ -28,7 +28,7 @@ export async function startServer(
     for (const warning of master.warnings) warn(warning);
     const boot = await migrateAndRun(store, config.databaseUrl, () => bootstrap(store.db, config));
     await assertMasterKeyMatches(store.db, master.key);
-    const ratelimiter = await openRateLimiter(config.redisUrl);
+    const ratelimiter = await openRateLimiter(config);
     const jobs = createBackgroundJobs(store.db, config);
     const app = await buildApp({
       deps: { config, store, db: store.db, keyring: new Keyring(master.key), ratelimiter, ...jobs },

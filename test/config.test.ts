@@ -29,6 +29,7 @@ describe("loadConfig", () => {
     expect(config.adminToken).toBeUndefined();
     expect(config.encryptionKey).toBeUndefined();
     expect(config.publicUrl).toBeUndefined();
+    expect(config.ratelimitCountersPerWorkspace).toBe(100_000);
   });
 
   it("reads every variable it knows", () => {
@@ -37,6 +38,7 @@ describe("loadConfig", () => {
       HOST: "0.0.0.0",
       DATABASE_URL: "postgresql://user:pw@db:5432/keys",
       DATABASE_POOL_SIZE: "10",
+      KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE: "250000",
       KEYHAVEN_DATA_DIR: "/var/lib/keyhaven",
       KEYHAVEN_ROOT_KEY: "a-root-key-of-enough-length",
       KEYHAVEN_ADMIN_TOKEN: "an-admin-token-of-enough-length",
@@ -49,6 +51,7 @@ describe("loadConfig", () => {
       host: "0.0.0.0",
       databaseUrl: "postgresql://user:pw@db:5432/keys",
       databasePoolSize: 10,
+      ratelimitCountersPerWorkspace: 250_000,
       dataDir: "/var/lib/keyhaven",
       rootKey: "a-root-key-of-enough-length",
       adminToken: "an-admin-token-of-enough-length",
@@ -70,6 +73,8 @@ describe("loadConfig", () => {
     ["KEYHAVEN_ROOT_KEY", "is shorter than 16 characters", "too-short"],
     ["KEYHAVEN_ADMIN_TOKEN", "is shorter than 16 characters", "too-short"],
     ["LOG_LEVEL", "is not a pino level", "loud"],
+    ["KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE", "is below 100", "99"],
+    ["KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE", "is above 10,000,000", "10000001"],
     ["KEYHAVEN_PUBLIC_URL", "has a path", "https://keys.example.com/api"],
     ["KEYHAVEN_PUBLIC_URL", "has a query", "https://keys.example.com?x=1"],
     ["KEYHAVEN_PUBLIC_URL", "has no scheme", "keys.example.com"],
@@ -113,6 +118,7 @@ describe("loadConfig", () => {
       HOST: "",
       DATABASE_URL: "",
       DATABASE_POOL_SIZE: "",
+      KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE: "",
       KEYHAVEN_DATA_DIR: "",
       KEYHAVEN_ROOT_KEY: "",
       KEYHAVEN_ADMIN_TOKEN: "",

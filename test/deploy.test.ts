@@ -34,6 +34,12 @@ describe("docker-compose.yml", () => {
     expect(healthTest(services.redis!)).toContain("ping");
   });
 
+  it("runs Redis without eviction and with a maxmemory, as rate-limit isolation needs (README)", () => {
+    const command = services.redis!.command!.join(" ");
+    expect(command).toContain("--maxmemory-policy noeviction");
+    expect(command).toMatch(/--maxmemory \d+[kmg]b/);
+  });
+
   it("runs two keyhaven replicas built from this Dockerfile, on that PostgreSQL and that Redis", () => {
     expect(replicas.map(([name]) => name).sort()).toEqual(["keyhaven-1", "keyhaven-2"]);
     const pgEnv = services.postgres!.environment!;

@@ -57,7 +57,12 @@ export type Harness = {
 /** Builds the real app on a fresh, migrated database of its own (PGlite, or a copy of the PostgreSQL template). */
 export async function createHarness(
   env: Record<string, string> = {},
-  options: { /** false: enqueued migration batches wait (for a replica's worker). */ migrationWorker?: boolean } = {},
+  options: {
+    /** false: enqueued migration batches wait (for a replica's worker). */
+    migrationWorker?: boolean;
+    /** Counters in this Redis (e.g. one the test started), or `null`: in memory, even with TEST_REDIS_URL. */
+    redisUrl?: string | null;
+  } = {},
 ): Promise<Harness> {
   const templateUrl = inject("templateDatabaseUrl");
   let store: Store;
@@ -87,9 +92,12 @@ export async function createHarness(
   });
   const keyring = new Keyring(config.encryptionKey);
   // With TEST_REDIS_URL, counters live in the real Redis, under a prefix of this harness's own.
-  const redisUrl = process.env.TEST_REDIS_URL;
+  const redisUrl = options.redisUrl === undefined ? process.env.TEST_REDIS_URL : (options.redisUrl ?? undefined);
   const redisPrefix = `keyhaven-test:${randomBytes(6).toString("hex")}:`;
-  const ratelimiter: RateLimiter = redisUrl ? new RedisRateLimiter(redisUrl, redisPrefix) : new MemoryRateLimiter();
+  const quota = config.ratelimitCountersPerWorkspace;
+  const ratelimiter: RateLimiter = redisUrl
+    ? new RedisRateLimiter(redisUrl, redisPrefix, quota)
+    : new MemoryRateLimiter(undefined, quota);
   const jobs = createBackgroundJobs(store.db, config);
   const app = await buildApp({ deps: { config, store, db: store.db, keyring, ratelimiter, ...jobs } });
   startBackgroundJobs(jobs, app.log, options);
@@ -155,7 +163,7 @@ export async function createHarness(
     },
     async replica() {
       const replicaStore = databaseUrl ? openPostgres(databaseUrl, 4) : store;
-      const replicaLimiter = redisUrl ? new RedisRateLimiter(redisUrl, redisPrefix) : ratelimiter;
+      const replicaLimiter = redisUrl ? new RedisRateLimiter(redisUrl, redisPrefix, quota) : ratelimiter;
       const replicaJobs = createBackgroundJobs(replicaStore.db, config);
       const replicaApp = await buildApp({
         deps: { config, store: replicaStore, db: replicaStore.db, keyring: new Keyring(config.encryptionKey), ratelimiter: replicaLimiter, ...replicaJobs },

@@ -5,9 +5,13 @@ import type { LimitCheck, RateLimiter } from "../src/ratelimit/ratelimiter.js";
 import { RedisRateLimiter } from "../src/ratelimit/redis.ratelimiter.js";
 import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
 
-const backends: [string, () => RateLimiter][] = [["memory", () => new MemoryRateLimiter()]];
+const QUOTA = 100;
+const backends: [string, () => RateLimiter][] = [["memory", () => new MemoryRateLimiter(60_000, QUOTA)]];
 if (process.env.TEST_REDIS_URL) {
-  backends.push(["redis", () => new RedisRateLimiter(process.env.TEST_REDIS_URL!, `keyhaven-test:${randomBytes(6).toString("hex")}:`)]);
+  backends.push([
+    "redis",
+    () => new RedisRateLimiter(process.env.TEST_REDIS_URL!, `keyhaven-test:${randomBytes(6).toString("hex")}:`, QUOTA),
+  ]);
 }
 
 describe.each(backends)("the %s rate limiter", (_, make) => {
@@ -18,6 +22,7 @@ describe.each(backends)("the %s rate limiter", (_, make) => {
   afterAll(() => limiter.close());
 
   const check = (over: Partial<LimitCheck> = {}): LimitCheck => ({
+    workspaceId: "ws_a",
     name: "default",
     identifier: `id-${randomBytes(4).toString("hex")}`,
     limit: 3,
@@ -55,23 +60,40 @@ describe.each(backends)("the %s rate limiter", (_, make) => {
     expect((await limiter.check([{ ...c, cost: 7 }], now))[0]).toMatchObject({ passed: false, remaining: 6 });
     expect((await limiter.check([check({ limit: 0 })], now))[0]!.passed).toBe(false);
   });
+
+  it("at a workspace's quota evicts only that workspace's own counters, soonest-expiring first", async () => {
+    const victim = check({ name: "login", limit: 3, duration: 600_000 });
+    for (let i = 0; i < 3; i++) expect((await limiter.check([victim], now))[0]!.passed).toBe(true);
+    // Another workspace creates three times its quota of counters, the first one with the shortest window.
+    const flood = (i: number) => check({ workspaceId: "ws_b", identifier: "key_b", name: `flood-${i}`, limit: 5, duration: i === 0 ? 120_000 : 3_600_000 });
+    for (let i = 0; i < 3 * QUOTA; i += 20) {
+      await limiter.check(Array.from({ length: 20 }, (_, j) => flood(i + j)), now);
+    }
+    expect((await limiter.check([victim], now))[0]).toMatchObject({ passed: false, remaining: 0 });
+    // Within ws_b, each new counter evicted the soonest-expiring: flood-0 first, the newest ones stay.
+    const left = async (i: number) => (await limiter.check([{ ...flood(i), cost: 0 }], now))[0]!.remaining;
+    expect(await left(0)).toBe(5);
+    expect(await left(3 * QUOTA - 1)).toBe(4);
+  });
 });
 
 describe("the memory rate limiter's bound", () => {
-  it("keeps at most its cap of counters, dropping expired ones first, then the oldest", async () => {
+  it("keeps at most its quota of counters per workspace: expired ones go first, then the soonest-expiring", async () => {
     const limiter = new MemoryRateLimiter(60_000, 100);
     try {
-      const now = 1_800_000_000_000;
-      const one = (identifier: string, duration: number) => ({ name: "adhoc", identifier, limit: 5, duration, cost: 1 });
-      // 50 counters of a 1 s window, then 100 of a window that ends in about 285,000 years (as verifyKey allows).
+      const now = 0; // every window of the long counters below starts here, so the shortest one ends first
+      const one = (identifier: string, duration: number) => ({ workspaceId: "ws_a", name: "adhoc", identifier, limit: 5, duration, cost: 1 });
+      const remaining = async (c: LimitCheck, at: number) => (await limiter.check([{ ...c, cost: 0 }], at))[0]!.remaining;
+      // 50 counters of a 1 s window, then 100 of windows from 1 to 100 hours long, ending at different times.
       for (let i = 0; i < 50; i++) await limiter.check([one(`short-${i}`, 1000)], now);
-      for (let i = 0; i < 100; i++) await limiter.check([one(`long-${i}`, Number.MAX_SAFE_INTEGER)], now + 5000);
-      expect(limiter.size).toBe(100);
-      // The 50 expired ones went first; then the oldest long one made room for the newest.
-      expect((await limiter.check([{ ...one("long-99", Number.MAX_SAFE_INTEGER), cost: 0 }], now + 5000))[0]!.remaining).toBe(4);
-      await limiter.check([one("long-100", Number.MAX_SAFE_INTEGER)], now + 5000);
-      expect(limiter.size).toBe(100);
-      expect((await limiter.check([{ ...one("long-0", Number.MAX_SAFE_INTEGER), cost: 0 }], now + 5000))[0]!.remaining).toBe(5);
+      const long = (i: number) => one(`long-${i}`, 3_600_000 * (i + 1));
+      for (let i = 0; i < 100; i++) await limiter.check([long(i)], now + 5000);
+      expect(limiter.size("ws_a")).toBe(100);
+      // The 50 expired ones went first; then the soonest-expiring long one made room for the newest.
+      expect(await remaining(long(99), now + 5000)).toBe(4);
+      await limiter.check([long(100)], now + 5000);
+      expect(limiter.size()).toBe(100);
+      for (let i = 0; i < 100; i++) expect(await remaining(long(i), now + 5000)).toBe(i === 0 ? 5 : 4);
     } finally {
       await limiter.close();
     }

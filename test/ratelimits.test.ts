@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MAX_WINDOW_MS } from "../src/ratelimit/ratelimiter.js";
 import { describeRootKeyAuth } from "./auth-suite.js";
 import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
 
@@ -74,9 +75,11 @@ describe("POST /v1/ratelimits.limit", () => {
     expect((await call(1)).body).toMatchObject({ success: false, remaining: 0 });
   });
 
-  it("accepts the largest limit, cost and window", async () => {
-    const body = { identifier: uniq("user"), limit: 2 ** 31 - 1, duration: Number.MAX_SAFE_INTEGER, cost: 2 ** 31 - 1 };
-    expect((await limitCall(body)).body).toEqual({ success: true, limit: 2 ** 31 - 1, remaining: 0, reset: Number.MAX_SAFE_INTEGER });
+  it("accepts the largest limit, cost and window (30 days)", async () => {
+    const body = { identifier: uniq("user"), limit: 2 ** 31 - 1, duration: MAX_WINDOW_MS, cost: 2 ** 31 - 1 };
+    const res = await limitCall(body);
+    expect(res.body).toMatchObject({ success: true, limit: 2 ** 31 - 1, remaining: 0 });
+    expect(res.body.reset % MAX_WINDOW_MS).toBe(0);
     expect((await limitCall({ ...body, cost: 1 })).body).toMatchObject({ success: false, remaining: 0 });
   });
 
@@ -112,7 +115,7 @@ describe("POST /v1/ratelimits.limit", () => {
     const apiId = await h.createApi(t);
     const { keyId } = await h.importKey(t, apiId, { ratelimit: { limit: 1, refillRate: 1, refillInterval: HOUR } });
     expect((await limitCall({ namespace: "default", identifier: keyId, limit: 1, duration: HOUR })).body.success).toBe(true);
-    const [keyCounter] = await h.ratelimiter.check([{ name: "default", identifier: keyId, limit: 1, duration: HOUR, cost: 0 }]);
+    const [keyCounter] = await h.ratelimiter.check([{ workspaceId: t.workspaceId, name: "default", identifier: keyId, limit: 1, duration: HOUR, cost: 0 }]);
     expect(keyCounter).toMatchObject({ passed: true, remaining: 1 });
   });
 
@@ -199,6 +202,7 @@ describe("POST /v1/ratelimits.limit", () => {
     [{ limit: 1.5 }, /^limit: /],
     [{ limit: 2 ** 31 }, /^limit: /],
     [{ duration: 999 }, /^duration: /],
+    [{ duration: MAX_WINDOW_MS + 1 }, "duration: must be at most 2592000000 ms (30 days)"],
     [{ duration: "60000" }, /^duration: /],
     [{ cost: -1 }, /^cost: /],
     [{ namespace: "" }, /^namespace: /],
@@ -267,6 +271,7 @@ describe("POST /v1/ratelimits.setOverride", () => {
     [{ limit: -1 }, /^limit: /],
     [{ limit: 2 ** 31 }, /^limit: /],
     [{ duration: 999 }, /^duration: /],
+    [{ duration: MAX_WINDOW_MS + 1 }, "duration: must be at most 2592000000 ms (30 days)"],
     [{ namespaceId: "" }, /^namespaceId: /],
     [{ async: 1 }, /^async: /],
   ])("refuses %j with 400 and writes nothing", async (patch, message) => {

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
+import { MAX_WINDOW_MS } from "../src/ratelimit/ratelimiter.js";
 import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
 
 let h: Harness;
@@ -123,6 +124,25 @@ describe("keys.verifyKey on imported keys", () => {
   it("refuses a request without a key with 400", async () => {
     expectError(await verify({}), 400, "BAD_REQUEST", /^key: /);
     expectError(await verify({ key: "" }), 400, "BAD_REQUEST", /^key: Too small/);
+  });
+
+  it("refuses more than 20 rate limits, or an ad-hoc window over 30 days, with 400 and charges nothing", async () => {
+    const key = secret();
+    await importOne({ plaintext: key });
+    const adhoc = (n: number, duration = 60_000) => Array.from({ length: n }, (_, i) => ({ name: `l${i}`, limit: 1, duration }));
+    expectError(await verify({ key, ratelimits: adhoc(21) }), 400, "BAD_REQUEST", "ratelimits: at most 20 rate limits per request");
+    expectError(
+      await verify({ key, ratelimits: adhoc(1, MAX_WINDOW_MS + 1) }),
+      400,
+      "BAD_REQUEST",
+      "ratelimits.0.duration: must be at most 2592000000 ms (30 days)",
+    );
+    // Nothing was charged: 20 of the same limits pass once, then refuse; so does the longest window.
+    expect((await verify({ key, ratelimits: adhoc(20) })).body).toMatchObject({ valid: true, ratelimit: { remaining: 0 } });
+    expect((await verify({ key, ratelimits: adhoc(20) })).body.code).toBe("RATE_LIMITED");
+    const longest = [{ name: "longest", limit: 1, duration: MAX_WINDOW_MS }];
+    expect((await verify({ key, ratelimits: longest })).body.valid).toBe(true);
+    expect((await verify({ key, ratelimits: longest })).body.code).toBe("RATE_LIMITED");
   });
 });
 

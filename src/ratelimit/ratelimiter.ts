@@ -1,5 +1,13 @@
-/** One limit to check: `cost` units against `limit` per fixed window of `duration` ms, counted under `identifier`. */
+import { createHash } from "node:crypto";
+
+/**
+ * One limit to check: `cost` units against `limit` per fixed window of `duration` ms, counted under `identifier`
+ * in the counters of `workspaceId`. Every counter belongs to one workspace, and each workspace holds at most its
+ * quota of live counters (`countersPerWorkspace`): making room evicts only that workspace's own counters, so no
+ * workspace's traffic can reset, evict or fail another's.
+ */
 export type LimitCheck = {
+  workspaceId: string;
   name: string;
   identifier: string;
   limit: number;
@@ -24,13 +32,26 @@ export interface RateLimiter {
   isConnected?(): boolean;
 }
 
+/** Live counters a workspace may hold when KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE is not set. */
+export const DEFAULT_COUNTERS_PER_WORKSPACE = 100_000;
+
+/** The longest window a request may ask for (ad-hoc limits in verifyKey, ratelimits.limit): 30 days, as upstream v2. */
+export const MAX_WINDOW_MS = 2_592_000_000;
+
 export function windowOf(duration: number, now: number) {
   const window = Math.floor(now / duration);
   return { window, reset: (window + 1) * duration };
 }
 
-export function counterKey(c: LimitCheck, window: number): string {
-  return `${c.identifier}\u0000${c.name}\u0000${c.duration}\u0000${window}`;
+/**
+ * A counter's id within its workspace: a digest (128 bits) of what it counts, so that a counter costs the same
+ * memory however long the names and identifiers it was asked under (up to 512 characters each).
+ */
+export function counterId(c: LimitCheck, window: number): string {
+  return createHash("sha256")
+    .update(`${c.identifier}\u0000${c.name}\u0000${c.duration}\u0000${window}`)
+    .digest("base64url")
+    .slice(0, 22);
 }
 
 /** Decides pass or fail for every check from the counts before it, the same way in every backend. */
@@ -50,11 +71,14 @@ export function decide(checks: LimitCheck[], currents: number[], now: number) {
   return { all, outcomes };
 }
 
-export async function openRateLimiter(redisUrl: string | undefined): Promise<RateLimiter> {
-  if (!redisUrl) {
+export async function openRateLimiter(config: {
+  redisUrl: string | undefined;
+  ratelimitCountersPerWorkspace: number;
+}): Promise<RateLimiter> {
+  if (!config.redisUrl) {
     const { MemoryRateLimiter } = await import("./memory.ratelimiter.js");
-    return new MemoryRateLimiter();
+    return new MemoryRateLimiter(undefined, config.ratelimitCountersPerWorkspace);
   }
   const { RedisRateLimiter } = await import("./redis.ratelimiter.js");
-  return new RedisRateLimiter(redisUrl);
+  return new RedisRateLimiter(config.redisUrl, undefined, config.ratelimitCountersPerWorkspace);
 }

@@ -1,8 +1,17 @@
 import { z } from "zod";
 import { optionalRootKey } from "../../auth/root-key.js";
+import { MAX_WINDOW_MS } from "../../ratelimit/ratelimiter.js";
 import { defineRpc } from "../../rpc.js";
+import { maxWindowMessage } from "../ratelimits/ratelimits.schemas.js";
 import { MAX_INT32 } from "./keys.schemas.js";
 import { verificationCodes, verifyKey as verify } from "./verification.js";
+
+/**
+ * Rate limits one verification may name. v1 and v2 state no bound; clients name a handful (v2 keys and identities
+ * hold at most 50 configured limits each). With the 30-day cap on ad-hoc windows, this bounds the work and the new
+ * counters one request can cause.
+ */
+export const MAX_RATELIMITS_PER_REQUEST = 20;
 
 const output = z.object({
   requestId: z.string(),
@@ -45,10 +54,10 @@ export const verifyKey = defineRpc({
           name: z.string().min(1).max(256),
           cost: z.int().min(0).max(MAX_INT32).optional(),
           limit: z.int().min(0).max(MAX_INT32).optional(),
-          duration: z.int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
+          duration: z.int().min(1).max(MAX_WINDOW_MS, { error: maxWindowMessage }).optional(),
         }),
       )
-      .max(100)
+      .max(MAX_RATELIMITS_PER_REQUEST, { error: `at most ${MAX_RATELIMITS_PER_REQUEST} rate limits per request` })
       .optional(),
   }),
   output,

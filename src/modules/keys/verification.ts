@@ -141,24 +141,26 @@ function describeKey(key: FoundKey): Verification {
 /**
  * The limits this verification is charged against: the identity's limits overlaid by the key's (the key's wins
  * on a name), every auto-applied one at cost 1, then each requested one, ad hoc (with limit and duration) or by
- * name. Counters of identity limits are keyed by the identity, so all its keys share them.
+ * name. Counters of identity limits are keyed by the identity, so all its keys share them; every counter belongs
+ * to the key's workspace.
  */
 function limitChecks(key: FoundKey, requested: NonNullable<VerifyRequest["ratelimits"]>): LimitCheck[] {
   const configured = new Map<string, StoredRatelimit>();
   for (const rl of key.ratelimits) if (rl.owner === "identity") configured.set(rl.name, rl);
   for (const rl of key.ratelimits) if (rl.owner === "key") configured.set(rl.name, rl);
+  const workspaceId = key.workspaceId;
   const identifierOf = (owner: "key" | "identity") => (owner === "identity" && key.identityId ? key.identityId : key.id);
 
   const checks = new Map<string, LimitCheck>();
   for (const rl of configured.values()) {
     if (rl.autoApply) {
-      checks.set(rl.name, { name: rl.name, identifier: identifierOf(rl.owner), limit: rl.limit, duration: Number(rl.duration), cost: 1 });
+      checks.set(rl.name, { workspaceId, name: rl.name, identifier: identifierOf(rl.owner), limit: rl.limit, duration: Number(rl.duration), cost: 1 });
     }
   }
   for (const r of requested) {
     const cost = r.cost ?? 1;
     if (r.limit !== undefined && r.duration !== undefined) {
-      checks.set(r.name, { name: r.name, identifier: key.identityId ?? key.id, limit: r.limit, duration: r.duration, cost });
+      checks.set(r.name, { workspaceId, name: r.name, identifier: key.identityId ?? key.id, limit: r.limit, duration: r.duration, cost });
       continue;
     }
     const rl = configured.get(r.name);
@@ -170,7 +172,7 @@ function limitChecks(key: FoundKey, requested: NonNullable<VerifyRequest["rateli
           : `ratelimit "${r.name}" was requested but does not exist for key "${key.id}" and there is no identity connected`,
       );
     }
-    checks.set(r.name, { name: rl.name, identifier: identifierOf(rl.owner), limit: rl.limit, duration: Number(rl.duration), cost });
+    checks.set(r.name, { workspaceId, name: rl.name, identifier: identifierOf(rl.owner), limit: rl.limit, duration: Number(rl.duration), cost });
   }
   return [...checks.values()];
 }

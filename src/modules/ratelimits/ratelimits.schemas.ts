@@ -1,13 +1,17 @@
 import { z } from "zod";
 import { ApiError } from "../../errors.js";
 import { MAX_INT32 } from "../keys/keys.schemas.js";
+import { MAX_WINDOW_MS } from "../../ratelimit/ratelimiter.js";
 import type { NamespaceSelector } from "./ratelimits.repository.js";
 
 /** Namespace names and identifiers: up to 512 characters, the width upstream stored them in. */
 export const MAX_NAME = 512;
 
-/** A window in milliseconds: at least one second, as for key rate limits. */
-export const durationSchema = z.int().min(1000).max(Number.MAX_SAFE_INTEGER);
+/** The message for a window longer than the limiter keeps counters (see MAX_WINDOW_MS). */
+export const maxWindowMessage = `must be at most ${MAX_WINDOW_MS} ms (30 days)`;
+
+/** A window in milliseconds: at least one second, as for key rate limits, and at most 30 days, as upstream v2. */
+export const durationSchema = z.int().min(1000).max(MAX_WINDOW_MS, { error: maxWindowMessage });
 
 export const limitSchema = (min: number) => z.int().min(min).max(MAX_INT32);
 

@@ -62,7 +62,7 @@ export const limit = defineRpc({
     }
     const applied = found?.override ?? { limit: input.limit, duration: input.duration };
     const [outcome] = await deps.ratelimiter.check([
-      { name: COUNTER_NAME, identifier: `${namespaceId}\u0000${input.identifier}`, ...applied, cost: input.cost },
+      { workspaceId: auth.workspaceId, name: COUNTER_NAME, identifier: `${namespaceId}\u0000${input.identifier}`, ...applied, cost: input.cost },
     ]);
     return { success: outcome!.passed, limit: applied.limit, remaining: outcome!.remaining, reset: outcome!.reset };
   },

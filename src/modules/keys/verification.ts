@@ -67,8 +67,10 @@ export type VerificationOutcome = Verification & { subject?: { workspaceId: stri
 export async function verifyKey(deps: Deps, req: VerifyRequest): Promise<VerificationOutcome> {
   const query = parsePermissionQuery(req.permissions);
   const { key, epoch } = await verificationCache(deps.db).lookupWithEpoch(hashKey(req.key));
-  // At the epoch the key was confirmed at: a root key in memory then costs no query.
-  const scope = await req.scope?.(epoch);
+  // At the epoch the key was confirmed at: a root key in memory then costs no query. An unknown key is NOT_FOUND
+  // whatever the scope, so it is not resolved then (unless it decides between NOT_FOUND and the 400 below).
+  const scopeMatters = key !== undefined || (req.requireScope === true && req.apiId === undefined);
+  const scope = scopeMatters ? await req.scope?.(epoch) : undefined;
   if (req.requireScope && req.apiId === undefined && scope === undefined) {
     throw new ApiError(
       "BAD_REQUEST",

@@ -134,6 +134,18 @@ describe("loadConfig", () => {
     expect(config.encryptionKey).toBeUndefined();
   });
 
+  it("reads KEYHAVEN_VERIFY_REQUIRE_SCOPE (off by default) and KEYHAVEN_ANALYTICS_RETENTION_DAYS (90 by default)", () => {
+    expect(loadConfig({})).toMatchObject({ verifyRequireScope: false, analyticsRetentionDays: 90 });
+    expect(loadConfig({ KEYHAVEN_VERIFY_REQUIRE_SCOPE: "on", KEYHAVEN_ANALYTICS_RETENTION_DAYS: "7" })).toMatchObject({
+      verifyRequireScope: true,
+      analyticsRetentionDays: 7,
+    });
+    expect(configError({ KEYHAVEN_VERIFY_REQUIRE_SCOPE: "yes" }).message).toContain('KEYHAVEN_VERIFY_REQUIRE_SCOPE: must be "on" or "off"');
+    for (const days of ["0", "1.5", "ninety", "36501"]) {
+      expect(configError({ KEYHAVEN_ANALYTICS_RETENTION_DAYS: days }).message).toMatch(/KEYHAVEN_ANALYTICS_RETENTION_DAYS: must be/);
+    }
+  });
+
   it("treats a blank PORT as unset rather than as port 0", () => {
     expect(loadConfig({ PORT: " " }).port).toBe(8080);
   });

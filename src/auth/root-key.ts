@@ -97,7 +97,12 @@ const unknownRootKeys = perDb(() => new Map<string, number>());
  * can send one before it exists); a secret chosen by the operator that was sent before it became a root key is
  * recognised at most a minute late.
  */
-export async function optionalRootKey(db: Db, authorization: string | undefined, now: number): Promise<RootKeyAuth | undefined> {
+export async function optionalRootKey(
+  db: Db,
+  authorization: string | undefined,
+  now: number,
+  epoch?: bigint,
+): Promise<RootKeyAuth | undefined> {
   if (authorization === undefined) return undefined;
   const token = bearerToken(authorization);
   if (token.length < MIN_ROOT_KEY_LENGTH) return undefined;
@@ -108,7 +113,7 @@ export async function optionalRootKey(db: Db, authorization: string | undefined,
     if (until > now) return undefined;
     unknown.delete(hash);
   }
-  const found = await findRootKey(db, hash, undefined);
+  const found = await findRootKey(db, hash, epoch);
   if (found === undefined) {
     unknown.set(hash, now + UNKNOWN_ROOT_KEY_TTL_MS);
     if (unknown.size > UNKNOWN_ROOT_KEY_ENTRIES) unknown.delete(unknown.keys().next().value!);

@@ -65,7 +65,7 @@ export const verifyKey = defineRpc({
     const { subject, ...result } = await verify(deps, {
       key: input.key,
       apiId: input.apiId,
-      scope: () => optionalRootKey(deps.db, authorization, Date.now()),
+      scope: (epoch) => optionalRootKey(deps.db, authorization, Date.now(), epoch),
       requireScope: deps.config.verifyRequireScope,
       permissions: input.authorization?.permissions,
       remainingCost: input.remaining?.cost ?? 1,

@@ -6,9 +6,16 @@ import { lookupKeysForVerification, type KeyForVerification } from "./keys.repos
 /** Keys kept in memory per process; beyond this the oldest entries are dropped first. */
 export const VERIFICATION_CACHE_ENTRIES = 50_000;
 
+/**
+ * The key (undefined when there is none) and the epoch it was confirmed at: read by a statement that started after
+ * the lookup was asked for, so other caches may use it for the same request. Absent when no such statement ran (an
+ * unknown key answered by the lookup of other keys' misses).
+ */
+export type Lookup = { key: KeyForVerification | undefined; epoch: bigint | undefined };
+
 type Waiter = {
   hash: string;
-  resolve: (key: KeyForVerification | undefined) => void;
+  resolve: (found: Lookup) => void;
   reject: (err: unknown) => void;
 };
 
@@ -42,7 +49,11 @@ export class VerificationCache {
     );
   }
 
-  lookup(hash: string): Promise<KeyForVerification | undefined> {
+  async lookup(hash: string): Promise<KeyForVerification | undefined> {
+    return (await this.lookupWithEpoch(hash)).key;
+  }
+
+  lookupWithEpoch(hash: string): Promise<Lookup> {
     return new Promise((resolve, reject) => this.queue.add({ hash, resolve, reject }));
   }
 
@@ -76,8 +87,8 @@ export class VerificationCache {
 
     for (const w of batch) {
       const cached = this.entries.get(w.hash);
-      if (cached) w.resolve(cached);
-      else if (missed.has(w.hash)) w.resolve(undefined);
+      if (cached) w.resolve({ key: cached, epoch });
+      else if (missed.has(w.hash)) w.resolve({ key: undefined, epoch });
       // It was in memory, but the epoch moved: asked again by the next statement, which starts after this one.
       else this.queue.add(w);
     }

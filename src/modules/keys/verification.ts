@@ -28,7 +28,7 @@ export type VerifyRequest = {
    * The workspace of the root key the request carried, when it carried a valid one (resolved alongside the key's
    * lookup): a key of any other workspace is NOT_FOUND, as Unkey v2 answers.
    */
-  scope?: () => Promise<{ workspaceId: string } | undefined>;
+  scope?: (epoch: bigint | undefined) => Promise<{ workspaceId: string } | undefined>;
   /** Refuse (400) a verification with neither `apiId` nor a valid root key (KEYHAVEN_VERIFY_REQUIRE_SCOPE). */
   requireScope?: boolean;
   permissions?: unknown;
@@ -66,7 +66,11 @@ export type VerificationOutcome = Verification & { subject?: { workspaceId: stri
  */
 export async function verifyKey(deps: Deps, req: VerifyRequest): Promise<VerificationOutcome> {
   const query = parsePermissionQuery(req.permissions);
-  const [key, scope] = await Promise.all([verificationCache(deps.db).lookup(hashKey(req.key)), req.scope?.()]);
+  const { key, epoch } = await verificationCache(deps.db).lookupWithEpoch(hashKey(req.key));
+  // At the epoch the key was confirmed at: a root key in memory then costs no query. An unknown key is NOT_FOUND
+  // whatever the scope, so it is not resolved then (unless it decides between NOT_FOUND and the 400 below).
+  const scopeMatters = key !== undefined || (req.requireScope === true && req.apiId === undefined);
+  const scope = scopeMatters ? await req.scope?.(epoch) : undefined;
   if (req.requireScope && req.apiId === undefined && scope === undefined) {
     throw new ApiError(
       "BAD_REQUEST",

@@ -33,6 +33,9 @@ describe("resetMasterKey: the way out when the encryption key is lost", () => {
     expect(enqueue.status, JSON.stringify(enqueue.body)).toBe(202);
     expect(await count(h, "encrypted_keys")).toBe(2);
 
+    // Before: another key is refused, and the refusal points to the way out.
+    await expect(assertMasterKeyMatches(h.db, randomBytes(32))).rejects.toThrow(/keyhaven reset-encryption-key --help/);
+
     expect(await resetMasterKey(h.db)).toEqual({ plaintexts: 2, dataKeys: 1, queuedPlaintexts: 1 });
 
     expect(await count(h, "encrypted_keys")).toBe(0);

@@ -126,6 +126,7 @@ export async function assertMasterKeyMatches(db: Db, masterKey: Buffer | undefin
   throw new ConfigError(
     `KEYHAVEN_ENCRYPTION_KEY (fingerprint ${mine}) is not the key that wrapped this store's data keys ` +
       `(fingerprint ${stored.map((row) => row.fingerprint).join(", ")}): start with that key, ` +
-      "or re-wrap the data keys under the new one with `keyhaven rotate-encryption-key`",
+      "or re-wrap the data keys under the new one with `keyhaven rotate-encryption-key`; " +
+      "if that key is lost, see `keyhaven reset-encryption-key --help` (the stored plaintexts are lost, verification keeps working)",
   );
 }

@@ -337,6 +337,21 @@ describe("migrations.getMigration (keyhaven extension)", () => {
     const reader = await h.rootKey(t.workspaceId, [`api.${apiId}.read_api`]);
     expect((await getMigration(migrationId, reader)).status).toBe(200);
   });
+
+  it("never names the migration's APIs to a root key that may not read them, and answers without read_api before looking", async () => {
+    const migrationId = newMigrationId();
+    expect((await enqueue({ migrationId, apiId, keys: [byHash()] })).status).toBe(202);
+    const other = await h.rootKey(t.workspaceId, ["api.other.read_api"]);
+    const refused = await getMigration(migrationId, other);
+    expectError(refused, 403, "INSUFFICIENT_PERMISSIONS", /for every API of the migration/);
+    expect(JSON.stringify(refused.body)).not.toContain(apiId);
+    // Without any read_api, a migration that exists and one that does not are answered alike.
+    const none = await h.rootKey(t.workspaceId, ["api.*.create_key"]);
+    const existing = await getMigration(migrationId, none);
+    expectError(existing, 403, "INSUFFICIENT_PERMISSIONS");
+    expect(JSON.stringify(existing.body)).not.toContain(apiId);
+    expectError(await getMigration("never-enqueued", none), 403, "INSUFFICIENT_PERMISSIONS", existing.body.error.message);
+  });
 });
 
 describeRootKeyAuth(() => h, {

@@ -1,4 +1,5 @@
 import { type SQL, sql } from "drizzle-orm";
+import { textArray } from "../../db/bulk.js";
 import { type Db, rowsOf } from "../../db/client.js";
 
 /** A count as the flusher writes it (snake_case, for `json_to_recordset`). */
@@ -26,11 +27,6 @@ export async function upsertVerificationCounts(db: Db, rows: VerificationCountRo
 }
 
 export const DAY_MS = 86_400_000;
-
-/** A text[] parameter that travels as one JSON string, the same on postgres.js and PGlite. */
-function textArray(values: string[]): SQL {
-  return sql`array(select json_array_elements_text(${JSON.stringify(values)}::json))`;
-}
 
 /** keys.getVerifications: per UTC day, the VALID, RATE_LIMITED and USAGE_EXCEEDED counts of these keys. */
 export async function dailyKeyVerifications(

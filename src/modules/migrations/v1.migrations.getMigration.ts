@@ -1,6 +1,5 @@
 import { z } from "zod";
-import type { PermissionQuery } from "../../auth/permissions.js";
-import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { authenticateRootKey, hasPermission, type RootKeyAuth } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
@@ -32,11 +31,25 @@ export const getMigration = defineRpc({
   handler: async ({ migrationId }, { deps, authorization }) => {
     const { db } = deps;
     const auth = await authenticateRootKey(db, authorization);
+    // Decided before the lookup where the root key's permissions alone decide, and never naming the migration's
+    // APIs: a key without read_api on all of them must not learn which they are.
+    const everyApi = hasPermission(auth, { or: ["*", "api.*.read_api"] });
+    const someApi = everyApi || [...auth.permissions].some((p) => /^api\.[^.]+\.read_api$/.test(p));
+    if (!someApi) throw insufficientToRead(auth);
     const summary = await summarizeMigration(db, auth.workspaceId, migrationId);
     if (!summary) throw new ApiError("NOT_FOUND", `migration ${migrationId} not found`);
-    const readEveryApi: PermissionQuery = { and: summary.apiIds.map((id) => `api.${id}.read_api`) };
-    requirePermission(auth, { or: ["*", "api.*.read_api", readEveryApi] });
+    if (!everyApi && !summary.apiIds.every((id) => auth.permissions.has(`api.${id}.read_api`))) {
+      throw insufficientToRead(auth);
+    }
     const errors = await listMigrationErrors(db, auth.workspaceId, migrationId, MAX_LISTED_ERRORS);
     return { migrationId, batches: summary.batches, keys: summary.keys, errors };
   },
 });
+
+function insufficientToRead(auth: RootKeyAuth): ApiError {
+  const held = [...auth.permissions].map((p) => JSON.stringify(p)).join(", ");
+  return new ApiError(
+    "INSUFFICIENT_PERMISSIONS",
+    `Missing permissions: need one of ["*", "api.*.read_api"], or "api.<apiId>.read_api" for every API of the migration, have [${held}]`,
+  );
+}

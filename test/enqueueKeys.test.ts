@@ -80,7 +80,7 @@ describe("migrations.enqueueKeys stores the batch, then the worker imports it", 
     expect(stored).not.toContain(plaintext.slice(8));
 
     await waitFor(processed(migrationId));
-    expect(await batchesOf(migrationId)).toMatchObject([{ status: "done", imported: 2, failed: 0 }]);
+    expect(await batchesOf(migrationId)).toMatchObject([{ status: "done", imported: 2, failed: 0, keys: null }]);
 
     const rows = await h.sql<any>(`select * from keys where hash in ('${hashKey(plaintext)}', '${hash}') order by name nulls last`);
     expect(rows).toHaveLength(2);
@@ -115,6 +115,7 @@ describe("migrations.enqueueKeys stores the batch, then the worker imports it", 
       migrationId,
       batches: { pending: 0, done: 1, failed: 0 },
       keys: { enqueued: 2, imported: 2, failed: 0 },
+      retrying: [],
       errors: [],
     });
   });

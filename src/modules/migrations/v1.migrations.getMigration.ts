@@ -3,21 +3,32 @@ import { authenticateRootKey, hasPermission, type RootKeyAuth } from "../../auth
 import { ApiError } from "../../errors.js";
 import { queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
-import { listMigrationErrors, summarizeMigration } from "./migrations.repository.js";
+import { listMigrationErrors, listRetryingBatches, summarizeMigration } from "./migrations.repository.js";
 
 /** At most this many errors are listed; `keys.failed` counts them all. */
 export const MAX_LISTED_ERRORS = 1000;
+/** At most this many batches waiting to be tried again are listed; `batches.pending` counts them all. */
+export const MAX_LISTED_RETRYING = 100;
 
 export const getMigration = defineRpc({
   method: "GET",
   path: "/v1/migrations.getMigration",
   summary:
-    "keyhaven extension: the progress of the batches enqueued with migrations.enqueueKeys under a migrationId, and why keys were not imported (never the key itself).",
+    "keyhaven extension: the progress of the batches enqueued with migrations.enqueueKeys under a migrationId: pending batches whose last attempt failed transiently (retried with backoff), and why keys were not imported (never the key itself).",
   input: z.object({ migrationId: queryText.min(1).max(256) }),
   output: z.object({
     migrationId: z.string(),
     batches: z.object({ pending: z.number(), done: z.number(), failed: z.number() }),
     keys: z.object({ enqueued: z.number(), imported: z.number(), failed: z.number() }),
+    retrying: z.array(
+      z.object({
+        batchId: z.number(),
+        enqueuedAt: z.number(),
+        attempts: z.number(),
+        lastError: z.string().nullable(),
+        nextAttemptAt: z.number().nullable(),
+      }),
+    ),
     errors: z.array(
       z.object({
         batchId: z.number(),
@@ -41,8 +52,9 @@ export const getMigration = defineRpc({
     if (!everyApi && !summary.apiIds.every((id) => auth.permissions.has(`api.${id}.read_api`))) {
       throw insufficientToRead(auth);
     }
+    const retrying = await listRetryingBatches(db, auth.workspaceId, migrationId, MAX_LISTED_RETRYING);
     const errors = await listMigrationErrors(db, auth.workspaceId, migrationId, MAX_LISTED_ERRORS);
-    return { migrationId, batches: summary.batches, keys: summary.keys, errors };
+    return { migrationId, batches: summary.batches, keys: summary.keys, retrying, errors };
   },
 });
 

@@ -1,7 +1,10 @@
 import { randomBytes } from "node:crypto";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DrizzleQueryError } from "drizzle-orm/errors";
 import { hashKey } from "../src/crypto/hash.js";
+import { isTransientFailure } from "../src/db/client.js";
+import { describeUnexpected } from "../src/log.js";
 import { MigrationWorker, migrationRetryDelayMs } from "../src/modules/migrations/migration-worker.js";
 import { ADMIN_TOKEN, createHarness, expectError, type Harness, type Tenant } from "./helper.js";
 
@@ -130,6 +133,17 @@ describe("the migration worker retries transient failures for as long as it take
       await fault(false);
       await h.sql("update migration_batches set status = 'done', keys = null where status = 'pending'");
     }
+  });
+
+  it("classifies a driver's connection errors as transient, and describes them without calling them SQLSTATEs", () => {
+    const failed = (code: string) => new DrizzleQueryError("select 1", [], Object.assign(new Error("failed"), { code }));
+    for (const code of ["ECONNREFUSED", "ECONNRESET", "CONNECTION_CLOSED", "CONNECT_TIMEOUT", "08001", "57P01"]) {
+      expect(isTransientFailure(failed(code)), code).toBe(true);
+    }
+    for (const code of ["23505", "P0001", "22P02", "42P01"]) expect(isTransientFailure(failed(code)), code).toBe(false);
+    expect(isTransientFailure(new TypeError("a bug"))).toBe(false);
+    expect(describeUnexpected(failed("ECONNREFUSED"))).toBe("unexpected database error (ECONNREFUSED)");
+    expect(describeUnexpected(failed("55P03"))).toBe("unexpected database error (SQLSTATE 55P03)");
   });
 
   it("backs off exponentially from about 1 s to at most 5 min, with jitter", () => {

@@ -5,7 +5,11 @@ import { MigrationWorker } from "./modules/migrations/migration-worker.js";
 
 export type BackgroundJobs = { analytics: VerificationAnalytics; migrationWorker: MigrationWorker };
 
-type Logger = { info(obj: unknown, msg?: string): void; warn(obj: unknown, msg?: string): void; error(obj: unknown, msg?: string): void };
+type Logger = {
+  info(obj: unknown, msg?: string): void;
+  warn(obj: unknown, msg?: string): void;
+  error(obj: unknown, msg?: string): void;
+};
 
 /** The process's background jobs, created before buildApp because handlers use them (through Deps). */
 export function createBackgroundJobs(db: Db, config: Config): BackgroundJobs {

@@ -37,7 +37,10 @@ export function serializeError(err: unknown) {
 export function describeUnexpected(err: unknown): string {
   if (err instanceof DrizzleQueryError) {
     const code = (err.cause as { code?: unknown } | undefined)?.code;
-    return `unexpected database error${typeof code === "string" ? ` (SQLSTATE ${code})` : ""}`;
+    if (typeof code !== "string") return "unexpected database error";
+    // Node's and postgres.js's connection errors (ECONNREFUSED, CONNECTION_CLOSED…) are not SQLSTATEs.
+    const sqlstate = /^[0-9A-Z]{5}$/.test(code) && code !== "EPIPE";
+    return `unexpected database error (${sqlstate ? `SQLSTATE ${code}` : code.replace(/[^A-Z0-9_]/g, "")})`;
   }
   return "unexpected error";
 }

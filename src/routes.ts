@@ -21,6 +21,7 @@ import { readiness } from "./modules/liveness/v1.readiness.js";
 import { createKeys } from "./modules/migrations/v1.migrations.createKeys.js";
 import { enqueueKeys } from "./modules/migrations/v1.migrations.enqueueKeys.js";
 import { getMigration } from "./modules/migrations/v1.migrations.getMigration.js";
+import { retryMigration } from "./modules/migrations/v1.migrations.retryMigration.js";
 import { getVerifications as getKeyVerifications } from "./modules/keys/v1.keys.getVerifications.js";
 import { getVerifications as getAnalyticsVerifications } from "./modules/analytics/v1.analytics.getVerifications.js";
 import { createPermission } from "./modules/permissions/v1.permissions.createPermission.js";
@@ -110,4 +111,5 @@ export const rpcs: Rpc[] = [
   updateWorkspace,
   createRootKey,
   deleteRootKey,
+  retryMigration,
 ] as Rpc[];

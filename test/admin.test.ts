@@ -196,6 +196,7 @@ describe("operator routes with KEYHAVEN_ADMIN_TOKEN configured", () => {
       { path: "/v1/workspaces.updateWorkspace", body: (workspaceId) => ({ workspaceId, enabled: false }) },
       { path: "/v1/rootKeys.createRootKey", body: (workspaceId) => ({ workspaceId, permissions: ["*"] }) },
       { path: "/v1/rootKeys.deleteRootKey", body: (_w, keyId) => ({ keyId }) },
+      { path: "/v1/migrations.retryMigration", body: (workspaceId) => ({ workspaceId, migrationId: "m" }) },
     ];
 
     const snapshot = async () =>
@@ -253,6 +254,7 @@ describe("operator routes without KEYHAVEN_ADMIN_TOKEN", () => {
       ["/v1/workspaces.updateWorkspace", { workspaceId: t.workspaceId, enabled: false }],
       ["/v1/rootKeys.createRootKey", { workspaceId: t.workspaceId, permissions: ["*"] }],
       ["/v1/rootKeys.deleteRootKey", { keyId: t.rootKeyId }],
+      ["/v1/migrations.retryMigration", { workspaceId: t.workspaceId, migrationId: "m" }],
     ];
     for (const [path, body] of calls) {
       for (const token of [undefined, "", ADMIN_TOKEN, t.rootKey]) {

@@ -174,7 +174,7 @@ describe("keyhaven import and keyhaven admin against a running server", () => {
       const adminHelp = keyhaven(["admin", "--help"]);
       expect(await adminHelp.exited).toEqual({ code: 0, signal: null });
       for (const text of [
-        "workspace create", "workspace disable", "workspace enable", "root-key create", "root-key delete",
+        "workspace create", "workspace disable", "workspace enable", "root-key create", "root-key delete", "migration retry",
         "--admin-token", "--url", "--json", "--permission", "--workspace", "--name", "KEYHAVEN_ADMIN_TOKEN", "Exit codes",
       ]) {
         expect(adminHelp.stdout()).toContain(text);
@@ -577,11 +577,16 @@ describe("keyhaven import and keyhaven admin against a running server", () => {
       const missing = admin(["workspace", "disable", "ws_does_not_exist"]);
       expect(await missing.exited).toEqual({ code: 1, signal: null });
       expect(missing.stderr()).toMatch(/404 NOT_FOUND/);
+      const noMigration = admin(["migration", "retry", "--workspace", "ws_does_not_exist", "mig_none"]);
+      expect(await noMigration.exited).toEqual({ code: 1, signal: null });
+      expect(noMigration.stderr()).toContain("404 NOT_FOUND: migration mig_none not found");
 
       const usage: [string[], RegExp][] = [
         [["workspace", "create"], /needs --name/],
         [["root-key", "create", "--workspace", "ws_x"], /at least one --permission/],
         [["root-key", "delete"], /takes one argument: <keyId>/],
+        [["migration", "retry", "mig_x"], /migration retry needs --workspace/],
+        [["migration", "retry", "--workspace", "ws_x"], /takes one argument: <migrationId>/],
         [["frobnicate", "it"], /unknown admin command: frobnicate it/],
       ];
       for (const [args, message] of usage) {

@@ -472,21 +472,50 @@ describe("migrations.createKeys permissions of the root key", () => {
     expect(await snapshot()).toEqual(before);
   });
 
-  it("accepts api.*.create_key for any API of the workspace", async () => {
+  it("accepts api.*.create_key for any API of the workspace, and wants encrypt_key too for a plaintext", async () => {
     const wide = await h.rootKey(t.workspaceId, ["api.*.create_key"]);
     expect((await importKeys(byHash(apiId, 1), wide)).status).toBe(200);
-    expect((await importKeys([{ apiId, plaintext: `p_${randomHash()}` }], wide)).status).toBe(200);
+    const before = await snapshot();
+    expectError(
+      await importKeys([...byHash(apiId, 1), { apiId, plaintext: `p_${randomHash()}` }], wide),
+      403,
+      "INSUFFICIENT_PERMISSIONS",
+      `the key at index 1 needs "*", or one of "api.*.create_key" or "api.${apiId}.create_key" and one of "api.*.encrypt_key" or "api.${apiId}.encrypt_key" (it has a plaintext, stored encrypted)`,
+    );
+    expect(await snapshot()).toEqual(before);
+    const both = await h.rootKey(t.workspaceId, ["api.*.create_key", `api.${apiId}.encrypt_key`]);
+    expect((await importKeys([{ apiId, plaintext: `p_${randomHash()}` }], both)).status).toBe(200);
   });
 
-  it("accepts encrypt_key for plaintext keys but not for hashes (v1's rule)", async () => {
-    const encryptOnly = await h.rootKey(t.workspaceId, [`api.${apiId}.encrypt_key`]);
-    expect((await importKeys([{ apiId, plaintext: `p_${randomHash()}` }], encryptOnly)).status).toBe(200);
+  it("never creates a key for a root key holding only encrypt_key, plaintext or not (v1 did for plaintext)", async () => {
+    const encryptOnly = await h.rootKey(t.workspaceId, [`api.${apiId}.encrypt_key`, "api.*.encrypt_key"]);
+    const before = await snapshot();
+    expectError(await importKeys([{ apiId, plaintext: `p_${randomHash()}` }], encryptOnly), 403, "INSUFFICIENT_PERMISSIONS");
     expectError(await importKeys(byHash(apiId, 1), encryptOnly), 403, "INSUFFICIENT_PERMISSIONS");
+    expect(await snapshot()).toEqual(before);
   });
 
-  it("reports missing roles before missing permissions of the root key, as v1 does", async () => {
+  it("checks the root key's permissions before the roles and permissions it names, which it cannot probe", async () => {
+    await createRole("existing.role.probe");
     const weak = await h.rootKey(t.workspaceId, ["api.*.read_key"]);
-    expectError(await importKeys([{ ...byHash(apiId, 1)[0], roles: ["missing.role.x"] }], weak), 412, "PRECONDITION_FAILED");
+    for (const roles of [["missing.role.x"], ["existing.role.probe"]]) {
+      expectError(await importKeys([{ ...byHash(apiId, 1)[0], roles }], weak), 403, "INSUFFICIENT_PERMISSIONS", /^the key at index 0 needs /);
+    }
+    expectError(await importKeys([{ ...byHash(apiId, 1)[0], permissions: ["missing.perm.x"] }], weak), 403, "INSUFFICIENT_PERMISSIONS");
+  });
+});
+
+describe("migrations.createKeys with many role and permission names", () => {
+  it("answers 100 keys naming 1,000 distinct missing roles each with 412, not a 500 (one parameter for all names)", async () => {
+    const names = (key: number, kind: string) => Array.from({ length: 1000 }, (_, i) => `${kind}${(key * 1000 + i).toString(36)}`);
+    const before = await snapshot();
+    const roles = byHash(apiId, 100).map((k, i) => ({ ...k, roles: names(i, "r") }));
+    const res = await importKeys(roles);
+    expectError(res, 412, "PRECONDITION_FAILED", /^Roles \["r0","r1",.*"r\w+"\] are missing, please create them first$/);
+    expect(JSON.parse(res.body.error.message.slice("Roles ".length, -" are missing, please create them first".length))).toHaveLength(100_000);
+    const permissions = byHash(apiId, 100).map((k, i) => ({ ...k, permissions: names(i, "p") }));
+    expectError(await importKeys(permissions), 412, "PRECONDITION_FAILED", /^Permissions \["p0",/);
+    expect(await snapshot()).toEqual(before);
   });
 });
 

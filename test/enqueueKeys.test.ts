@@ -80,7 +80,7 @@ describe("migrations.enqueueKeys stores the batch, then the worker imports it", 
     expect(stored).not.toContain(plaintext.slice(8));
 
     await waitFor(processed(migrationId));
-    expect(await batchesOf(migrationId)).toMatchObject([{ status: "done", imported: 2, failed: 0 }]);
+    expect(await batchesOf(migrationId)).toMatchObject([{ status: "done", imported: 2, failed: 0, keys: null }]);
 
     const rows = await h.sql<any>(`select * from keys where hash in ('${hashKey(plaintext)}', '${hash}') order by name nulls last`);
     expect(rows).toHaveLength(2);
@@ -115,6 +115,7 @@ describe("migrations.enqueueKeys stores the batch, then the worker imports it", 
       migrationId,
       batches: { pending: 0, done: 1, failed: 0 },
       keys: { enqueued: 2, imported: 2, failed: 0 },
+      retrying: [],
       errors: [],
     });
   });
@@ -336,6 +337,21 @@ describe("migrations.getMigration (keyhaven extension)", () => {
     expectError(await getMigration(migrationId, other), 403, "INSUFFICIENT_PERMISSIONS");
     const reader = await h.rootKey(t.workspaceId, [`api.${apiId}.read_api`]);
     expect((await getMigration(migrationId, reader)).status).toBe(200);
+  });
+
+  it("never names the migration's APIs to a root key that may not read them, and answers without read_api before looking", async () => {
+    const migrationId = newMigrationId();
+    expect((await enqueue({ migrationId, apiId, keys: [byHash()] })).status).toBe(202);
+    const other = await h.rootKey(t.workspaceId, ["api.other.read_api"]);
+    const refused = await getMigration(migrationId, other);
+    expectError(refused, 403, "INSUFFICIENT_PERMISSIONS", /for every API of the migration/);
+    expect(JSON.stringify(refused.body)).not.toContain(apiId);
+    // Without any read_api, a migration that exists and one that does not are answered alike.
+    const none = await h.rootKey(t.workspaceId, ["api.*.create_key"]);
+    const existing = await getMigration(migrationId, none);
+    expectError(existing, 403, "INSUFFICIENT_PERMISSIONS");
+    expect(JSON.stringify(existing.body)).not.toContain(apiId);
+    expectError(await getMigration("never-enqueued", none), 403, "INSUFFICIENT_PERMISSIONS", existing.body.error.message);
   });
 });
 

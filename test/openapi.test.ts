@@ -17,7 +17,7 @@ beforeAll(async () => {
 afterAll(() => h.close());
 
 const operationOf = (path: string, method: string) => doc.paths[path]?.[method.toLowerCase()];
-const operatorPaths = ["/v1/workspaces.createWorkspace", "/v1/workspaces.updateWorkspace", "/v1/rootKeys.createRootKey", "/v1/rootKeys.deleteRootKey"];
+const operatorPaths = ["/v1/workspaces.createWorkspace", "/v1/workspaces.updateWorkspace", "/v1/rootKeys.createRootKey", "/v1/rootKeys.deleteRootKey", "/v1/migrations.retryMigration"];
 const openPaths = ["/v1/liveness", "/v1/readiness", "/v1/keys.verifyKey"];
 
 /** The JSON schema zod itself gives for a route's input (@fastify/swagger writes `const: x` as `enum: [x]`). */

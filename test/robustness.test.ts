@@ -470,6 +470,10 @@ const SPECS: Record<string, () => Base[]> = {
     { label: "missing root key", input: { keyId: MISSING.keyId }, auth: "admin" },
     { label: "wrong admin token", input: { keyId: "__B_ROOTKEY__" }, auth: "badAdmin" },
   ],
+  "POST /v1/migrations.retryMigration": () => [
+    { label: "missing migration", input: { workspaceId: "__B_WS__", migrationId: "never-enqueued" }, auth: "admin" },
+    { label: "wrong admin token", input: { workspaceId: "__B_WS__", migrationId: "m" }, auth: "badAdmin" },
+  ],
 };
 
 /** Replaces the placeholders for workspace A's and B's values (known only after the fixtures exist). */

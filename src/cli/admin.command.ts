@@ -4,7 +4,7 @@ import { DEFAULT_URL, parseBaseUrl, postJson } from "./http.js";
 
 export const ADMIN_HELP = `Usage: keyhaven admin <command> [options]
 
-Manages workspaces and root keys through the operator routes of a running server (see README "Operator routes").
+Manages workspaces, root keys and failed migrations through the operator routes of a running server (see README "Operator routes").
 
 Commands:
   workspace create --name <name>       Create a workspace; prints its id.
@@ -14,6 +14,9 @@ Commands:
                                        Create a root key (e.g. --permission '*'); prints its id and the key,
                                        which is shown only this once.
   root-key delete <keyId>              Delete a root key: it is refused from its next call on.
+  migration retry --workspace <workspaceId> <migrationId>
+                                       Queue again the batches of an enqueueKeys migration that failed as a
+                                       whole (an error retrying could not fix); prints how many.
 
 Options:
   --admin-token <token>    Operator token. Default: the KEYHAVEN_ADMIN_TOKEN environment variable (preferred: a
@@ -133,6 +136,15 @@ function buildRequest(positionals: string[], values: { name?: string; workspace?
       const keyId = one("keyId");
       return { path: "/v1/rootKeys.deleteRootKey", body: { keyId }, print: () => `root key ${keyId} deleted` };
     }
+  }
+  if (resource === "migration" && action === "retry") {
+    const migrationId = one("migrationId");
+    if (!values.workspace?.trim()) throw new UsageError("migration retry needs --workspace <workspaceId>");
+    return {
+      path: "/v1/migrations.retryMigration",
+      body: { workspaceId: values.workspace.trim(), migrationId },
+      print: (a) => `${String(a.batches)} failed batch(es) of migration ${migrationId} queued again`,
+    };
   }
   throw new UsageError(`unknown admin command: ${positionals.slice(0, 2).join(" ")} (see keyhaven admin --help)`);
 }

@@ -27,3 +27,11 @@ export async function insertRecordset<Row extends object, Out = unknown>(
   );
   return rowsOf<Out>(result);
 }
+
+/**
+ * A text[] parameter that travels as one JSON string, the same on postgres.js and PGlite: `= any(textArray(xs))`
+ * binds one parameter however many values there are (`inArray` binds one each, and fails past 65,535).
+ */
+export function textArray(values: string[]): SQL {
+  return sql`array(select json_array_elements_text(${JSON.stringify(values)}::json))`;
+}

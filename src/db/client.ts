@@ -124,6 +124,39 @@ export function isUniqueViolation(err: unknown): boolean {
   return false;
 }
 
+// Connection failures as Node (sockets, DNS) and postgres.js report them, before any SQLSTATE.
+const TRANSIENT_CONNECTION_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "ETIMEDOUT",
+  "EPIPE",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EAI_AGAIN",
+  "CONNECTION_CLOSED",
+  "CONNECTION_ENDED",
+  "CONNECTION_DESTROYED",
+  "CONNECT_TIMEOUT",
+]);
+
+/**
+ * Whether the statement failed for a reason that trying again later can fix: the connection (SQLSTATE class 08, or
+ * a socket error), a serialization failure or deadlock (40001, 40P01), a lock or statement timeout (55P03, 57014),
+ * lack of resources (class 53) or the server shutting down (57P01–57P05). Anything else (a constraint, a bug, bad
+ * data) fails the same way every time. The one place that decides it.
+ */
+export function isTransientFailure(err: unknown): boolean {
+  for (let e: unknown = err; e && typeof e === "object"; e = (e as { cause?: unknown }).cause) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code !== "string") continue;
+    if (TRANSIENT_CONNECTION_CODES.has(code)) return true;
+    if (/^(08|53)/.test(code) || /^57P0[1-5]$/.test(code)) return true;
+    if (["40001", "40P01", "55P03", "57014"].includes(code)) return true;
+  }
+  return false;
+}
+
 /**
  * One `T` per database handle, made on first use: prepared statements and in-memory caches live as long as the
  * handle (one per process in production, one per app instance in tests) and are never shared between handles.

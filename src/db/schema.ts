@@ -337,14 +337,20 @@ export const migrationBatches = pgTable(
       .references(() => workspaces.id, { onDelete: "cascade" }),
     migrationId: text("migration_id").notNull(),
     apiId: text("api_id").notNull(),
-    keys: jsonb("keys").notNull(),
+    // The keys' settings and sealed secrets (hash, ciphertext). Null once the batch is done, or failed in a way a
+    // retry cannot fix: the queue must not keep, beyond the import, what could restore a key deleted since.
+    keys: jsonb("keys"),
     keyCount: integer("key_count").notNull(),
     // pending, then done (every key imported) or failed (some or all not imported: see migration_errors).
     status: text("status").notNull().default("pending"),
     imported: integer("imported").notNull().default(0),
     failed: integer("failed").notNull().default(0),
-    // Attempts that ended in an unexpected error; the batch is given up after a few.
+    // Attempts that ended in a transient failure (connection, timeout, lock, serialization); retried with backoff.
     attempts: integer("attempts").notNull().default(0),
+    // A pending batch is not claimed before this time (unix ms); null: at once.
+    nextAttemptAtM: ms("next_attempt_at_m"),
+    // What the last failed attempt ended with (an SQLSTATE or a kind of failure, never a value).
+    lastError: text("last_error"),
     createdAtM: ms("created_at_m").notNull(),
     processedAtM: ms("processed_at_m"),
   },

@@ -1,4 +1,5 @@
 import { type SQL, sql } from "drizzle-orm";
+import { textArray } from "../../db/bulk.js";
 import { type Db, rowsOf } from "../../db/client.js";
 
 /** A count as the flusher writes it (snake_case, for `json_to_recordset`). */
@@ -46,11 +47,6 @@ export async function deleteVerificationCountsBefore(db: Db, cutoff: number): Pr
     total += n;
     if (n < DELETE_BATCH) return total;
   }
-}
-
-/** A text[] parameter that travels as one JSON string, the same on postgres.js and PGlite. */
-function textArray(values: string[]): SQL {
-  return sql`array(select json_array_elements_text(${JSON.stringify(values)}::json))`;
 }
 
 /** keys.getVerifications: per UTC day, the VALID, RATE_LIMITED and USAGE_EXCEEDED counts of these keys. */

@@ -1,11 +1,18 @@
-import { and, asc, eq, inArray, sql } from "drizzle-orm";
+import { and, asc, eq, gt, inArray, isNotNull, isNull, lte, or, sql } from "drizzle-orm";
 import type { DataKey } from "../../crypto/keyring.js";
 import type { Db } from "../../db/client.js";
-import { insertRecordset } from "../../db/bulk.js";
+import { insertRecordset, textArray } from "../../db/bulk.js";
 import { encryptionKeys, keys, migrationBatches, migrationErrors } from "../../db/schema.js";
 import { ApiError } from "../../errors.js";
 import type { ImportPlan, SealedKey } from "./import.plan.js";
 import type { EnqueueKey } from "./migrations.schemas.js";
+
+/** A key of the import exists already (by hash, in any workspace): nothing of the import was written. */
+export class ImportConflictError extends ApiError {
+  constructor(readonly index: number) {
+    super("CONFLICT", `the key at index ${index} already exists; no key of this request was created`);
+  }
+}
 
 const KEY_COLUMNS = {
   id: "text",
@@ -70,7 +77,7 @@ export async function insertImport(db: Db, plan: ImportPlan): Promise<string[]> 
     if (inserted.length !== plan.keys.length) {
       const ids = new Set(inserted.map((r) => r.id));
       const index = plan.keys.findIndex((k) => !ids.has(k.id));
-      throw new ApiError("CONFLICT", `the key at index ${index} already exists; no key of this request was created`);
+      throw new ImportConflictError(index);
     }
 
     await insertRecordset(
@@ -115,7 +122,16 @@ export async function insertImport(db: Db, plan: ImportPlan): Promise<string[]> 
 /** A key as it waits in `migration_batches.keys`: its settings without plaintext or hash, and its sealed secret. */
 export type QueuedKey = Omit<EnqueueKey, "plaintext" | "hash"> & { sealed: SealedKey };
 
-export type PendingBatch = { id: number; workspaceId: string; migrationId: string; apiId: string; keys: QueuedKey[] };
+export type PendingBatch = {
+  id: number;
+  workspaceId: string;
+  migrationId: string;
+  apiId: string;
+  keys: QueuedKey[];
+  keyCount: number;
+  /** Attempts so far that ended in a transient failure. */
+  attempts: number;
+};
 
 /** Stores a batch for the worker, with the workspace's new data key if its ciphertexts are the first under it. */
 export async function insertMigrationBatch(
@@ -140,11 +156,11 @@ export async function insertMigrationBatch(
 }
 
 /**
- * The oldest pending batch, locked until the caller's transaction ends; batches locked by another worker (another
- * replica) are skipped, so no batch is ever processed twice. If the process dies, the lock goes with its
- * connection and the batch is pending again.
+ * The oldest pending batch due at `now` (not waiting for its next attempt), locked until the caller's transaction
+ * ends; batches locked by another worker (another replica) are skipped, so no batch is ever processed twice. If
+ * the process dies, the lock goes with its connection and the batch is pending again.
  */
-export async function claimPendingBatch(tx: Db): Promise<PendingBatch | undefined> {
+export async function claimPendingBatch(tx: Db, now: number): Promise<PendingBatch | undefined> {
   const [row] = await tx
     .select({
       id: migrationBatches.id,
@@ -152,25 +168,35 @@ export async function claimPendingBatch(tx: Db): Promise<PendingBatch | undefine
       migrationId: migrationBatches.migrationId,
       apiId: migrationBatches.apiId,
       keys: migrationBatches.keys,
+      keyCount: migrationBatches.keyCount,
+      attempts: migrationBatches.attempts,
     })
     .from(migrationBatches)
-    .where(eq(migrationBatches.status, "pending"))
+    .where(
+      and(
+        eq(migrationBatches.status, "pending"),
+        or(isNull(migrationBatches.nextAttemptAtM), lte(migrationBatches.nextAttemptAtM, now)),
+      ),
+    )
     .orderBy(asc(migrationBatches.id))
     .limit(1)
     .for("update", { skipLocked: true });
-  return row && { ...row, keys: row.keys as QueuedKey[] };
+  return row && { ...row, keys: (row.keys ?? []) as QueuedKey[] };
 }
 
 /** Hashes among `hashes` that a key (in any workspace, deleted ones included) already has. */
 export async function findExistingHashes(db: Db, hashes: string[]): Promise<Set<string>> {
   if (hashes.length === 0) return new Set();
-  const rows = await db.select({ hash: keys.hash }).from(keys).where(inArray(keys.hash, hashes));
+  const rows = await db.select({ hash: keys.hash }).from(keys).where(sql`${keys.hash} = any(${textArray(hashes)})`);
   return new Set(rows.map((r) => r.hash));
 }
 
 export type BatchError = { keyIndex: number | null; code: string; message: string };
 
-/** Marks a processed batch done (every key imported) or failed, with the reason for each key not imported. */
+/**
+ * Marks a processed batch done (every key imported) or failed, with the reason for each key not imported, and
+ * drops its sealed keys: what was imported lives in `keys` now, and what was not cannot be by retrying.
+ */
 export async function finishMigrationBatch(
   db: Db,
   batch: PendingBatch,
@@ -193,41 +219,71 @@ export async function finishMigrationBatch(
   }
   await db
     .update(migrationBatches)
-    .set({ status: failed === 0 ? "done" : "failed", imported: result.imported, failed, processedAtM: now })
+    .set({
+      status: failed === 0 ? "done" : "failed",
+      imported: result.imported,
+      failed,
+      processedAtM: now,
+      keys: null,
+      nextAttemptAtM: null,
+    })
     .where(eq(migrationBatches.id, batch.id));
 }
 
+/** A transient failure: the batch stays pending, not claimed again before `nextAttemptAtM`. */
+export async function deferMigrationBatch(
+  db: Db,
+  batch: PendingBatch,
+  failure: { message: string; nextAttemptAtM: number },
+): Promise<void> {
+  await db
+    .update(migrationBatches)
+    .set({ attempts: batch.attempts + 1, lastError: failure.message, nextAttemptAtM: failure.nextAttemptAtM })
+    .where(and(eq(migrationBatches.id, batch.id), eq(migrationBatches.status, "pending")));
+}
+
 /**
- * Counts an attempt that ended in an unexpected error; after `maxAttempts` the batch is given up (failed, with
- * the error recorded), so one bad batch cannot hold the queue forever.
+ * A failure that retrying cannot fix ended the batch's import, so none of its keys was imported: the batch is
+ * failed as a whole, with the reason. Its sealed keys are kept, for the operator to retry it once the cause is
+ * fixed (retryFailedBatches); none of them exists as a key.
  */
-export async function recordBatchAttempt(db: Db, batchId: number, message: string, maxAttempts: number): Promise<void> {
+export async function failMigrationBatch(db: Db, batch: PendingBatch, message: string, now: number): Promise<void> {
   await db.transaction(async (tx) => {
     const [row] = await tx
       .update(migrationBatches)
-      .set({ attempts: sql`${migrationBatches.attempts} + 1` })
-      .where(and(eq(migrationBatches.id, batchId), eq(migrationBatches.status, "pending")))
-      .returning({
-        attempts: migrationBatches.attempts,
-        workspaceId: migrationBatches.workspaceId,
-        migrationId: migrationBatches.migrationId,
-        keyCount: migrationBatches.keyCount,
-      });
-    if (!row || row.attempts < maxAttempts) return;
-    const now = Date.now();
-    await tx
-      .update(migrationBatches)
-      .set({ status: "failed", failed: row.keyCount, processedAtM: now })
-      .where(eq(migrationBatches.id, batchId));
+      .set({ status: "failed", imported: 0, failed: batch.keyCount, processedAtM: now, lastError: message, nextAttemptAtM: null })
+      .where(and(eq(migrationBatches.id, batch.id), eq(migrationBatches.status, "pending")))
+      .returning({ id: migrationBatches.id });
+    if (!row) return;
     await tx.insert(migrationErrors).values({
-      batchId,
-      workspaceId: row.workspaceId,
-      migrationId: row.migrationId,
+      batchId: batch.id,
+      workspaceId: batch.workspaceId,
+      migrationId: batch.migrationId,
       keyIndex: null,
       code: "INTERNAL_SERVER_ERROR",
-      message: `the batch failed ${row.attempts} times and was given up: ${message}`,
+      message: `the batch could not be imported: ${message}`,
       createdAtM: now,
     });
+  });
+}
+
+/**
+ * Puts the migration's failed batches that still hold their keys (failed as a whole) back in the queue, as if
+ * just enqueued, and forgets their errors. Returns how many; undefined when the workspace has no such migration.
+ */
+export async function retryFailedBatches(db: Db, workspaceId: string, migrationId: string): Promise<number | undefined> {
+  return db.transaction(async (tx) => {
+    const ofMigration = and(eq(migrationBatches.workspaceId, workspaceId), eq(migrationBatches.migrationId, migrationId));
+    const [any] = await tx.select({ id: migrationBatches.id }).from(migrationBatches).where(ofMigration).limit(1);
+    if (!any) return undefined;
+    const retried = await tx
+      .update(migrationBatches)
+      .set({ status: "pending", imported: 0, failed: 0, attempts: 0, lastError: null, nextAttemptAtM: null, processedAtM: null })
+      .where(and(ofMigration, eq(migrationBatches.status, "failed"), isNotNull(migrationBatches.keys)))
+      .returning({ id: migrationBatches.id });
+    const ids = retried.map((r) => r.id);
+    if (ids.length > 0) await tx.delete(migrationErrors).where(inArray(migrationErrors.batchId, ids));
+    return ids.length;
   });
 }
 
@@ -269,6 +325,29 @@ export async function summarizeMigration(
     summary.keys.failed += Number(r.failed);
   }
   return summary;
+}
+
+/** The migration's pending batches whose last attempt failed (transiently): they will be tried again. */
+export async function listRetryingBatches(db: Db, workspaceId: string, migrationId: string, limit: number) {
+  return db
+    .select({
+      batchId: migrationBatches.id,
+      enqueuedAt: migrationBatches.createdAtM,
+      attempts: migrationBatches.attempts,
+      lastError: migrationBatches.lastError,
+      nextAttemptAt: migrationBatches.nextAttemptAtM,
+    })
+    .from(migrationBatches)
+    .where(
+      and(
+        eq(migrationBatches.workspaceId, workspaceId),
+        eq(migrationBatches.migrationId, migrationId),
+        eq(migrationBatches.status, "pending"),
+        gt(migrationBatches.attempts, 0),
+      ),
+    )
+    .orderBy(asc(migrationBatches.id))
+    .limit(limit);
 }
 
 /** The first `limit` errors of a migration, in the order the batches were enqueued and the keys were in them. */

@@ -1,12 +1,12 @@
 import { z } from "zod";
-import { apiPermission } from "../../auth/permissions.js";
 import { authenticateRootKey, hasPermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
 import { findLiveApiIds } from "../apis/apis.repository.js";
 import { resolveImportNames } from "./import.names.js";
+import { describeImportPermission, importPermission } from "./import.permissions.js";
 import { planImport } from "./import.plan.js";
-import { createKeysInputSchema, type ImportKey } from "./migrations.schemas.js";
+import { createKeysInputSchema } from "./migrations.schemas.js";
 import { insertImport } from "./migrations.repository.js";
 
 export const createKeys = defineRpc({
@@ -22,18 +22,21 @@ export const createKeys = defineRpc({
     if (items.length === 0) return { keyIds: [] };
     const workspaceId = auth.workspaceId;
 
-    const { roleIds, permissionIds } = await resolveImportNames(db, workspaceId, items);
-
-    const liveApiIds = await findLiveApiIds(db, workspaceId, unique(items.map((k) => k.apiId)));
+    // The root key's permissions first: a key that may not import learns nothing about the workspace's roles,
+    // permissions or APIs.
     items.forEach((item, index) => {
-      if (!hasPermission(auth, importPermission(item))) {
+      const withPlaintext = item.plaintext !== undefined;
+      if (!hasPermission(auth, importPermission(item.apiId, withPlaintext))) {
         throw new ApiError(
           "INSUFFICIENT_PERMISSIONS",
-          `the key at index ${index} needs one of the permissions "*", "api.*.create_key" or "api.${item.apiId}.create_key"`,
+          `the key at index ${index} needs ${describeImportPermission(item.apiId, withPlaintext)}`,
         );
       }
-      if (!liveApiIds.has(item.apiId)) throw new ApiError("NOT_FOUND", `api ${item.apiId} not found`);
     });
+    const liveApiIds = await findLiveApiIds(db, workspaceId, unique(items.map((k) => k.apiId)));
+    const missingApi = items.find((item) => !liveApiIds.has(item.apiId));
+    if (missingApi) throw new ApiError("NOT_FOUND", `api ${missingApi.apiId} not found`);
+    const { roleIds, permissionIds } = await resolveImportNames(db, workspaceId, items);
 
     const dataKey = items.some((k) => k.plaintext !== undefined) ? await keyring.dataKeyFor(db, workspaceId) : undefined;
     const plan = planImport(items, { workspaceId, roleIds, permissionIds, keyring, dataKey, now: Date.now() });
@@ -42,13 +45,6 @@ export const createKeys = defineRpc({
     return { keyIds };
   },
 });
-
-/** v1's per-key check: creating keys in the API, or (for plaintext) encrypting them, either one suffices. */
-function importPermission(item: ImportKey) {
-  return item.plaintext === undefined
-    ? apiPermission(item.apiId, "create_key")
-    : apiPermission(item.apiId, "create_key", "encrypt_key");
-}
 
 function unique<T>(values: T[]): T[] {
   return [...new Set(values)];

@@ -1,13 +1,13 @@
 import { z } from "zod";
-import type { PermissionQuery } from "../../auth/permissions.js";
 import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
 import { findApi } from "../apis/apis.repository.js";
 import { resolveImportNames } from "./import.names.js";
+import { importPermission } from "./import.permissions.js";
 import { sealKeys } from "./import.plan.js";
 import { insertMigrationBatch, type QueuedKey } from "./migrations.repository.js";
-import { type EnqueueKey, enqueueKeysInputSchema } from "./migrations.schemas.js";
+import { enqueueKeysInputSchema } from "./migrations.schemas.js";
 
 export const enqueueKeys = defineRpc({
   method: "POST",
@@ -20,7 +20,7 @@ export const enqueueKeys = defineRpc({
   handler: async ({ migrationId, apiId, keys }, { deps, authorization }) => {
     const { db, keyring } = deps;
     const auth = await authenticateRootKey(db, authorization);
-    requirePermission(auth, enqueuePermission(apiId, keys));
+    requirePermission(auth, importPermission(apiId, keys.some((k) => k.plaintext !== undefined)));
     if (!(await findApi(db, auth.workspaceId, apiId))) throw new ApiError("NOT_FOUND", `api ${apiId} not found`);
     if (keys.length === 0) return {};
     await resolveImportNames(db, auth.workspaceId, keys);
@@ -37,10 +37,3 @@ export const enqueueKeys = defineRpc({
     return {};
   },
 });
-
-/** v1's check for enqueueKeys (contract 2, row 27): create_key, and encrypt_key too when a plaintext is sent. */
-function enqueuePermission(apiId: string, keys: EnqueueKey[]): PermissionQuery {
-  const createKey: PermissionQuery = { or: ["api.*.create_key", `api.${apiId}.create_key`] };
-  const encryptKey: PermissionQuery = { or: ["api.*.encrypt_key", `api.${apiId}.encrypt_key`] };
-  return { or: ["*", { and: keys.some((k) => k.plaintext !== undefined) ? [createKey, encryptKey] : [createKey] }] };
-}

@@ -1,4 +1,5 @@
-import { and, eq, inArray, or } from "drizzle-orm";
+import { and, eq, inArray, or, sql } from "drizzle-orm";
+import { textArray } from "../../db/bulk.js";
 import type { Db } from "../../db/client.js";
 import { permissions, roles, rolesPermissions } from "../../db/schema.js";
 import { ApiError } from "../../errors.js";
@@ -28,7 +29,7 @@ export async function findRoleIdsByName(db: Db, workspaceId: string, names: stri
   const rows = await db
     .select({ id: roles.id, name: roles.name })
     .from(roles)
-    .where(and(eq(roles.workspaceId, workspaceId), inArray(roles.name, names)));
+    .where(and(eq(roles.workspaceId, workspaceId), sql`${roles.name} = any(${textArray(names)})`));
   return new Map(rows.map((r) => [r.name, r.id]));
 }
 
@@ -45,7 +46,7 @@ export async function findPermissionIdsByName(
   const rows = await db
     .select({ id: permissions.id, name: permissions.name, slug: permissions.slug, createdAtM: permissions.createdAtM })
     .from(permissions)
-    .where(and(eq(permissions.workspaceId, workspaceId), inArray(permissions.name, names)))
+    .where(and(eq(permissions.workspaceId, workspaceId), sql`${permissions.name} = any(${textArray(names)})`))
     .orderBy(permissions.createdAtM, permissions.id);
   const byName = new Map<string, string>();
   for (const r of rows) {

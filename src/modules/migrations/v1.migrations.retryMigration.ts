@@ -1,0 +1,22 @@
+import { z } from "zod";
+import { authenticateAdmin } from "../../auth/admin-token.js";
+import { ApiError } from "../../errors.js";
+import { defineRpc } from "../../rpc.js";
+import { retryFailedBatches } from "./migrations.repository.js";
+
+export const retryMigration = defineRpc({
+  method: "POST",
+  path: "/v1/migrations.retryMigration",
+  auth: "admin",
+  summary:
+    "Operator route (keyhaven extension): puts a migration's batches that failed as a whole (an unexpected error, none of their keys imported) back in the queue of migrations.enqueueKeys, once the cause is fixed. Answers how many.",
+  input: z.object({ workspaceId: z.string().min(1).max(256), migrationId: z.string().min(1).max(256) }),
+  output: z.object({ batches: z.number() }),
+  handler: async ({ workspaceId, migrationId }, { deps, authorization }) => {
+    authenticateAdmin(deps.config, authorization);
+    const batches = await retryFailedBatches(deps.db, workspaceId, migrationId);
+    if (batches === undefined) throw new ApiError("NOT_FOUND", `migration ${migrationId} not found`);
+    if (batches > 0) deps.migrationWorker?.wake();
+    return { batches };
+  },
+});

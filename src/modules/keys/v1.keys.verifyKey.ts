@@ -1,6 +1,7 @@
 import { z } from "zod";
+import { MAX_ID_LENGTH } from "../../http/input-bounds.js";
 import { defineRpc } from "../../rpc.js";
-import { MAX_INT32 } from "./keys.schemas.js";
+import { MAX_INT32, metaSchema } from "./keys.schemas.js";
 import { verificationCodes, verifyKey as verify } from "./verification.js";
 
 const output = z.object({
@@ -10,7 +11,7 @@ const output = z.object({
   keyId: z.string().optional(),
   name: z.string().optional(),
   ownerId: z.string().optional(),
-  meta: z.record(z.string(), z.unknown()).optional(),
+  meta: metaSchema.optional(),
   expires: z.number().optional(),
   remaining: z.number().optional(),
   ratelimit: z.object({ limit: z.number().optional(), remaining: z.number(), reset: z.number() }).optional(),
@@ -19,7 +20,7 @@ const output = z.object({
   roles: z.array(z.string()).optional(),
   environment: z.string().optional(),
   identity: z
-    .object({ id: z.string(), externalId: z.string(), meta: z.record(z.string(), z.unknown()) })
+    .object({ id: z.string(), externalId: z.string(), meta: metaSchema })
     .optional(),
 });
 
@@ -31,7 +32,8 @@ export const verifyKey = defineRpc({
     "Verifies a key. Needs no root key (the Authorization header is ignored) and answers 200 for every outcome of the key itself.",
   input: z.object({
     key: z.string().min(1).max(1024),
-    apiId: z.string().optional(),
+    // "" is accepted (it names no API, so the answer is FORBIDDEN), as in v1.
+    apiId: z.string().max(MAX_ID_LENGTH).optional(),
     tags: z.array(z.string().min(1).max(128)).max(10).optional(),
     authorization: z.object({ permissions: z.unknown().optional() }).optional(),
     remaining: z.object({ cost: z.int().min(0).max(MAX_INT32).default(1) }).optional(),

@@ -34,7 +34,7 @@ export const keyRatelimitSchema = z
 
 /**
  * `meta`: any JSON object. Checked without visiting its properties, which JSON parsing already made JSON: a record
- * schema validates every property name, and took about a second for the 100,000 of a body of 1 MiB.
+ * schema validates and copies every property, hundreds of milliseconds for the 100,000 of a body of 1 MiB.
  */
 export const metaSchema = z
   .custom<Record<string, unknown>>((v) => typeof v === "object" && v !== null && !Array.isArray(v), {

@@ -16,10 +16,9 @@ import { registerMetrics } from "./http/metrics.js";
 import { registerOpenApi } from "./http/openapi.js";
 import { newId } from "./ids.js";
 import { serializeError } from "./log.js";
-import { registerRpc } from "./rpc.js";
+import { BULK_BODY_LIMIT, registerRpc } from "./rpc.js";
 import { rpcs } from "./routes.js";
 
-export const BODY_LIMIT_BYTES = 1024 * 1024;
 
 /** The timeouts of config.http, as Fastify and Node's HTTP server take them. */
 function httpServerOptions(config: Config) {
@@ -68,7 +67,8 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
             // A failed query's error carries its parameters (key hashes, ciphertexts): logged without them.
             serializers: { err: serializeError },
           },
-    bodyLimit: BODY_LIMIT_BYTES,
+    // Each route sets its own (rpc.ts); this bounds the routes that are not RPCs.
+    bodyLimit: BULK_BODY_LIMIT,
     genReqId: () => newId("req"),
     requestIdHeader: false,
     // Our onRequest hook answers requests that arrive while closing, in the envelope with a request id.
@@ -152,7 +152,7 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
     if (err.statusCode === 413) {
       return reply
         .code(413)
-        .send(sendError(req, "PAYLOAD_TOO_LARGE", `Request body is larger than ${BODY_LIMIT_BYTES} bytes`));
+        .send(sendError(req, "PAYLOAD_TOO_LARGE", `Request body is larger than ${req.routeOptions.bodyLimit ?? BULK_BODY_LIMIT} bytes`));
     }
     if (!isResponseSerializationError(err) && err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
       // Fastify's own client errors (bad content length, unsupported media type, ...).

@@ -1,6 +1,6 @@
 import http from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BODY_LIMIT_BYTES } from "../src/app.js";
+import { BULK_BODY_LIMIT, DEFAULT_BODY_LIMIT } from "../src/rpc.js";
 import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
 
 let h: Harness;
@@ -128,12 +128,26 @@ describe("bad bodies are clean 4xx errors that change nothing", () => {
     expectError({ status: res.statusCode, body: JSON.parse(res.body), headers: res.headers }, 400, "BAD_REQUEST", /^: /);
   });
 
-  it("refuses a body over 1 MiB with 413 in the envelope", async () => {
+  it("refuses a body over the route's limit with 413 in the envelope, naming that limit", async () => {
     const before = await countApis();
-    const big = JSON.stringify({ name: "x".repeat(BODY_LIMIT_BYTES) });
+    const big = JSON.stringify({ name: "x".repeat(DEFAULT_BODY_LIMIT) });
     const res = await rawPost("/v1/apis.createApi", big, { "content-type": "application/json" });
-    expectError(res, 413, "PAYLOAD_TOO_LARGE");
+    expectError(res, 413, "PAYLOAD_TOO_LARGE", `Request body is larger than ${DEFAULT_BODY_LIMIT} bytes`);
     expect(await countApis()).toBe(before);
+  });
+
+  it("reads bodies up to 1 MiB on the bulk routes only", async () => {
+    const body = JSON.stringify([{ apiId: "api_missing", plaintext: "sk_0123456789", meta: { pad: "x".repeat(DEFAULT_BODY_LIMIT) } }]);
+    // Past the default limit, the import route still reads the body (and finds the API missing)...
+    expect((await rawPost("/v1/migrations.createKeys", body, { "content-type": "application/json" })).status).not.toBe(413);
+    // ...up to its own limit.
+    const huge = JSON.stringify([{ apiId: "api_missing", meta: { pad: "x".repeat(BULK_BODY_LIMIT) } }]);
+    expectError(
+      await rawPost("/v1/migrations.createKeys", huge, { "content-type": "application/json" }),
+      413,
+      "PAYLOAD_TOO_LARGE",
+      `Request body is larger than ${BULK_BODY_LIMIT} bytes`,
+    );
   });
 
   it("refuses JSON nested deeper than 64 levels", async () => {
@@ -144,6 +158,18 @@ describe("bad bodies are clean 4xx errors that change nothing", () => {
       "BAD_REQUEST",
       "JSON is nested deeper than 64 levels",
     );
+  });
+
+  it("refuses a body of more than 50,000 objects and arrays before parsing it, and takes 50,000", async () => {
+    const body = (n: number) => `[{"apiId":"api_missing","plaintext":"sk_0123456789","meta":{"a":[${Array(n - 4).fill("[]").join(",")}]}}]`;
+    expectError(
+      await rawPost("/v1/migrations.createKeys", body(50_001), { "content-type": "application/json" }),
+      400,
+      "BAD_REQUEST",
+      "JSON holds more than 50000 objects and arrays",
+    );
+    const fits = await rawPost("/v1/migrations.createKeys", body(50_000), { "content-type": "application/json" });
+    expect(fits.body.error.message).not.toMatch(/JSON holds/);
   });
 
   it.each([

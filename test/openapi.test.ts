@@ -20,9 +20,9 @@ const operationOf = (path: string, method: string) => doc.paths[path]?.[method.t
 const operatorPaths = ["/v1/workspaces.createWorkspace", "/v1/workspaces.updateWorkspace", "/v1/rootKeys.createRootKey", "/v1/rootKeys.deleteRootKey", "/v1/migrations.retryMigration"];
 const openPaths = ["/v1/liveness", "/v1/readiness", "/v1/keys.verifyKey"];
 
-/** The JSON schema zod itself gives for a route's input (@fastify/swagger writes `const: x` as `enum: [x]`). */
+/** The JSON schema zod itself gives for a route's input, as the provider makes it (unrepresentable `meta` checks become their `.meta()`; @fastify/swagger writes `const: x` as `enum: [x]`). */
 function inputJsonSchema(schema: z.ZodType): any {
-  const { $schema: _, ...json } = z.toJSONSchema(schema, { target: "draft-2020-12", io: "input" }) as any;
+  const { $schema: _, ...json } = z.toJSONSchema(schema, { target: "draft-2020-12", io: "input", unrepresentable: "any" }) as any;
   const constToEnum = (v: any): any => {
     if (Array.isArray(v)) return v.map(constToEnum);
     if (v === null || typeof v !== "object") return v;

@@ -218,7 +218,7 @@ describe("POST /v1/ratelimits.limit", () => {
     expect(await countRows()).toBe(before);
   });
 
-  it("refuses a body over 1 MiB with 413 and writes nothing", async () => {
+  it("refuses a body over its limit with 413 and writes nothing", async () => {
     const before = await countRows();
     const res = await limitCall({ namespace: uniq("ns"), identifier: "u", limit: 1, duration: 60_000, meta: { pad: "x".repeat(1_100_000) } });
     expectError(res, 413, "PAYLOAD_TOO_LARGE");

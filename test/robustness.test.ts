@@ -13,6 +13,7 @@ import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { codeToStatus, errorCodes } from "../src/errors.js";
 import { ADMIN_TOKEN, createHarness, type Harness, type Tenant } from "./helper.js";
+import { tableSnapshot } from "./table-snapshot.js";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Deterministic pseudo-randomness (mulberry32), for the few places that pick among values.
@@ -143,20 +144,6 @@ async function settle() {
   }
   // Let the analytics flusher write what fixture set-up counted (about once a second).
   await new Promise((r) => setTimeout(r, 1200));
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// What the database holds: per table of the public schema, its row count and a hash of its contents.
-// verification_counts: written by the analytics flusher. keyhaven_epoch is included: a refused request must not
-// move it (that would empty every replica's caches), so its triggers are row-level (migration root_key_epoch).
-const EXCLUDED_TABLES = new Set(["verification_counts"]);
-let tables: string[] = [];
-async function snapshot(): Promise<Record<string, string>> {
-  const parts = tables.map(
-    (t) => `select '${t}' as t, count(*)::text as n, md5(coalesce(string_agg(x::text, '|' order by x::text), '')) as d from "${t}" x`,
-  );
-  const rows = await h.sql<{ t: string; n: string; d: string }>(parts.join(" union all "));
-  return Object.fromEntries(rows.map((r) => [r.t, `${r.n} rows, ${r.d}`]));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -759,8 +746,6 @@ describe("robustness: malformed input never gives a 5xx, always the error envelo
     A = await makeFixture("a");
     B = await makeFixture("b");
     await settle();
-    const rows = await h.sql<{ tablename: string }>(`select tablename from pg_tables where schemaname = 'public' order by tablename`);
-    tables = rows.map((r) => r.tablename).filter((t) => !EXCLUDED_TABLES.has(t));
   }, 60_000);
 
   afterAll(() => {
@@ -779,7 +764,7 @@ describe("robustness: malformed input never gives a 5xx, always the error envelo
       const reqs = buildRequests(op);
       counts[key] = reqs.length;
       const failures: string[] = [];
-      const before = await snapshot();
+      const before = await tableSnapshot(h);
       for (const r of reqs) {
         let res;
         try {
@@ -792,7 +777,7 @@ describe("robustness: malformed input never gives a 5xx, always the error envelo
         const why = violation(res);
         if (why) failures.push(`${describeRequest(r)}\n    -> ${why}: ${res.statusCode} ${res.body.slice(0, 500)}`);
       }
-      const after = await snapshot();
+      const after = await tableSnapshot(h);
       const changed = Object.keys({ ...before, ...after }).filter((t) => before[t] !== after[t]).map((t) => `${t}: ${before[t]} -> ${after[t]}`);
       expect(failures, failures.join("\n")).toEqual([]);
       expect(changed, `tables changed by the barrage of ${key}`).toEqual([]);

@@ -96,6 +96,39 @@ describe("keys.verifyKey on imported keys", () => {
     expectError(await verify({ key, authorization: { permissions: { xor: [] } } }), 400, "BAD_REQUEST", "permission query is invalid");
   });
 
+  it("takes permission queries of up to 100 nodes nested up to 10 levels, and refuses larger ones precisely", async () => {
+    await h.post("/v1/permissions.createPermission", { name: "p.99" }, t.rootKey);
+    const key = secret();
+    await importOne({ plaintext: key, permissions: ["p.99"] });
+    const or99 = { or: Array.from({ length: 99 }, (_, i) => `p.${i + 1}`) };
+    expect((await verify({ key, authorization: { permissions: or99 } })).body).toMatchObject({ valid: true });
+    const nested = (depth: number): unknown => (depth === 0 ? "p.99" : { and: [nested(depth - 1)] });
+    expect((await verify({ key, authorization: { permissions: nested(10) } })).body).toMatchObject({ valid: true });
+
+    const tooMany = { or: [...or99.or, "p.100"] };
+    expectError(
+      await verify({ key, authorization: { permissions: tooMany } }),
+      400,
+      "BAD_REQUEST",
+      "permission query is invalid: it holds more than 100 permissions and operators",
+    );
+    expectError(
+      await verify({ key, authorization: { permissions: nested(11) } }),
+      400,
+      "BAD_REQUEST",
+      'permission query is invalid: "and" and "or" nest deeper than 10 levels',
+    );
+    expectError(
+      await verify({ key, authorization: { permissions: "p".repeat(513) } }),
+      400,
+      "BAD_REQUEST",
+      "permission query is invalid: a permission is longer than 512 characters",
+    );
+    for (const bad of ["", { or: [] }, { or: ["a"], and: ["b"] }, ["a"], null, 1, { or: ["a", {}] }]) {
+      expectError(await verify({ key, authorization: { permissions: bad } }), 400, "BAD_REQUEST", "permission query is invalid");
+    }
+  });
+
   it("counts down remaining uses and stops at zero", async () => {
     const key = secret();
     await importOne({ plaintext: key, remaining: 2 });

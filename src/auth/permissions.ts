@@ -1,15 +1,63 @@
-import { z } from "zod";
-
 /** A permission query: a permission string, or `{and: [...]}` / `{or: [...]}` of queries, nested. */
 export type PermissionQuery = string | { and: PermissionQuery[] } | { or: PermissionQuery[] };
 
-export const permissionQuerySchema: z.ZodType<PermissionQuery> = z.lazy(() =>
-  z.union([
-    z.string().min(1),
-    z.strictObject({ and: z.array(permissionQuerySchema).min(1) }),
-    z.strictObject({ or: z.array(permissionQuerySchema).min(1) }),
-  ]),
-);
+/** Permissions, `and`s and `or`s a query may hold in all: far above any real check, and cheap to evaluate. */
+export const MAX_QUERY_NODES = 100;
+/** How deeply `and`/`or` may nest (a bare permission is depth 0). */
+export const MAX_QUERY_DEPTH = 10;
+/** As long as a permission a key can hold. */
+export const MAX_QUERY_PERMISSION_LENGTH = 512;
+
+/** Why a permission query was refused: `message` is what the client is told. */
+export class PermissionQueryError extends Error {}
+
+/** v1's message for a query of the wrong shape; the limits v1 did not have say which one was passed. */
+const INVALID = "permission query is invalid";
+
+/**
+ * Parses a permission query by hand, refusing it at the first problem: a recursive schema union would try every
+ * branch of every node and collect every error, which took seconds for a body of a few kilobytes. The walk stops
+ * as soon as the query holds more than MAX_QUERY_NODES nodes or nests deeper than MAX_QUERY_DEPTH, so its cost is
+ * bounded whatever the size of the input.
+ */
+export function parsePermissionQuery(raw: unknown): PermissionQuery {
+  let nodes = 0;
+  const walk = (value: unknown, depth: number): PermissionQuery => {
+    if (++nodes > MAX_QUERY_NODES) {
+      throw new PermissionQueryError(`${INVALID}: it holds more than ${MAX_QUERY_NODES} permissions and operators`);
+    }
+    if (typeof value === "string") {
+      if (value.length === 0) throw new PermissionQueryError(INVALID);
+      if (value.length > MAX_QUERY_PERMISSION_LENGTH) {
+        throw new PermissionQueryError(`${INVALID}: a permission is longer than ${MAX_QUERY_PERMISSION_LENGTH} characters`);
+      }
+      return value;
+    }
+    if (typeof value !== "object" || value === null || Array.isArray(value)) throw new PermissionQueryError(INVALID);
+    const op = soleProperty(value);
+    if (op !== "and" && op !== "or") throw new PermissionQueryError(INVALID);
+    const operands = (value as Record<string, unknown>)[op];
+    if (!Array.isArray(operands) || operands.length === 0) throw new PermissionQueryError(INVALID);
+    if (depth >= MAX_QUERY_DEPTH) {
+      throw new PermissionQueryError(`${INVALID}: "and" and "or" nest deeper than ${MAX_QUERY_DEPTH} levels`);
+    }
+    const parsed: PermissionQuery[] = [];
+    for (const operand of operands) parsed.push(walk(operand, depth + 1));
+    return op === "and" ? { and: parsed } : { or: parsed };
+  };
+  return walk(raw, 0);
+}
+
+/** The name of an object's only own property; undefined when it has none or several (without listing them all). */
+function soleProperty(value: object): string | undefined {
+  let name: string | undefined;
+  for (const key in value) {
+    if (!Object.hasOwn(value, key)) continue;
+    if (name !== undefined) return undefined;
+    name = key;
+  }
+  return name;
+}
 
 /** Literal matching, as v1 does: `*` and `api.*.create_key` are names that must be held, never globs. */
 export function satisfies(query: PermissionQuery, held: ReadonlySet<string>): boolean {

@@ -43,7 +43,10 @@ export const errorReference: Record<ErrorCode, { cause: string; fix: string }> =
     fix: "Turn delete protection off for the API before deleting it.",
   },
   PAYLOAD_TOO_LARGE: {
-    cause: "The request body is larger than 1 MiB (a keyhaven addition; v1 had no such code).",
+    cause:
+      "The request body is larger than the route reads (a keyhaven addition; v1 had no such code): 1 MiB for the " +
+      "import routes, 256 KiB for those that take meta or lists of roles and permissions, 64 KiB for the others. " +
+      "The message and the route's entry in /openapi.json give its limit in bytes.",
     fix: "Send smaller requests; imports take at most 100 keys per call anyway.",
   },
   REQUEST_TIMEOUT: {

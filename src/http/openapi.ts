@@ -6,7 +6,7 @@ import { createJsonSchemaTransform } from "fastify-type-provider-zod";
 import { z } from "zod";
 import type { Config } from "../config.js";
 import { codeToStatus, type ErrorCode, type ErrorEnvelope, errorCodes } from "../errors.js";
-import type { Rpc } from "../rpc.js";
+import { bodyLimitOf, type Rpc } from "../rpc.js";
 
 const packageVersion = (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
 
@@ -43,7 +43,6 @@ const statusTitles: Record<number, string> = {
   409: "Conflict: the request would create something that already exists.",
   412: "Precondition failed: something the request relies on is missing, or the API is delete-protected.",
   408: "The client did not send the whole request within the server's header or request timeout.",
-  413: "The request body is larger than 1 MiB.",
   429: "The root key was rate limited.",
   500: "Unexpected error inside keyhaven; nothing of the request was committed unless it completed.",
   503: "Not ready: PostgreSQL or Redis did not answer; or the replica is shutting down.",
@@ -74,11 +73,13 @@ export function errorStatusesOf(rpc: Rpc): number[] {
   return statuses.sort((a, b) => a - b);
 }
 
-function errorResponse(status: number) {
+function errorResponse(status: number, rpc: Rpc) {
   const codes = codesByStatus.get(status) ?? [];
   const links = codes.map((c) => `[${c}](/docs/errors/${c})`).join(", ");
+  const title =
+    status === 413 ? `The request body is larger than ${bodyLimitOf(rpc)} bytes, this route's limit.` : statusTitles[status];
   return {
-    description: `${statusTitles[status] ?? `HTTP ${status}`} Codes: ${links}.`,
+    description: `${title ?? `HTTP ${status}`} Codes: ${links}.`,
     content: { "application/json": { schema: { $ref: `#/components/schemas/${errorComponentName(status)}` } } },
   };
 }
@@ -154,7 +155,7 @@ export async function registerOpenApi(app: FastifyInstance, config: Config, rpcs
       const transformed = zodTransform(input);
       const schema = transformed.schema as Record<string, unknown> & { response?: Record<string, unknown> };
       const response: Record<string, unknown> = { ...schema.response };
-      for (const status of errorStatusesOf(rpc)) response[status] = errorResponse(status);
+      for (const status of errorStatusesOf(rpc)) response[status] = errorResponse(status, rpc);
       return {
         url: transformed.url,
         schema: {

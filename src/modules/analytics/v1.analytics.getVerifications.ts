@@ -2,6 +2,7 @@ import { z } from "zod";
 import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { queryInt, queryText } from "../../http/query.js";
+import { idInput } from "../../http/input-bounds.js";
 import { defineRpc } from "../../rpc.js";
 import { findApi } from "../apis/apis.repository.js";
 import {
@@ -49,7 +50,7 @@ export const getVerifications = defineRpc({
   input: z.object({
     apiId: queryText.min(1),
     externalId: queryText.min(1).optional(),
-    keyId: queryList(z.string().min(1), true).optional(),
+    keyId: queryList(idInput, true).optional(),
     tag: queryList(z.string().min(1).max(128), false).optional(),
     start: queryInt(0, Number.MAX_SAFE_INTEGER),
     end: queryInt(0, Number.MAX_SAFE_INTEGER).optional(),

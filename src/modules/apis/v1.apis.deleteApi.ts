@@ -3,13 +3,14 @@ import { apiPermission } from "../../auth/permissions.js";
 import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
+import { idInput } from "../../http/input-bounds.js";
 import { softDeleteApiWithKeys } from "./apis.repository.js";
 
 export const deleteApi = defineRpc({
   method: "POST",
   path: "/v1/apis.deleteApi",
   summary: "Deletes an API and all its keys, which stop verifying at once; refused for an API protected from deletions.",
-  input: z.object({ apiId: z.string().min(1) }),
+  input: z.object({ apiId: idInput }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {
     const auth = await authenticateRootKey(deps.db, authorization);

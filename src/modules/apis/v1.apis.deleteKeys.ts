@@ -3,6 +3,7 @@ import { apiPermission } from "../../auth/permissions.js";
 import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
+import { idInput } from "../../http/input-bounds.js";
 import { deleteLiveKeysOfApi } from "./apis.repository.js";
 
 export const deleteKeys = defineRpc({
@@ -10,7 +11,7 @@ export const deleteKeys = defineRpc({
   path: "/v1/apis.deleteKeys",
   summary:
     "Deletes every key of an API (the API stays); with `permanent: true` the rows are removed. Answers how many keys were deleted.",
-  input: z.object({ apiId: z.string().min(1), permanent: z.boolean().default(false) }),
+  input: z.object({ apiId: idInput, permanent: z.boolean().default(false) }),
   output: z.object({ deletedKeys: z.int() }),
   handler: async (input, { deps, authorization }) => {
     const auth = await authenticateRootKey(deps.db, authorization);

@@ -3,13 +3,14 @@ import { apiPermission } from "../../auth/permissions.js";
 import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
+import { idInput } from "../../http/input-bounds.js";
 import { findApi } from "./apis.repository.js";
 
 export const getApi = defineRpc({
   method: "GET",
   path: "/v1/apis.getApi",
   summary: "Reads an API by id.",
-  input: z.object({ apiId: z.string().min(1) }),
+  input: z.object({ apiId: idInput }),
   output: z.object({ id: z.string(), workspaceId: z.string(), name: z.string() }),
   handler: async (input, { deps, authorization }) => {
     const auth = await authenticateRootKey(deps.db, authorization);

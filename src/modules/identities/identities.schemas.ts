@@ -9,12 +9,16 @@ export const ratelimitInput = z.object({
   duration: z.int().min(1000).max(Number.MAX_SAFE_INTEGER),
 });
 
+/** An identity's named rate limits: v1 set no bound; a hundred is far more than any client defines. */
+export const MAX_IDENTITY_RATELIMITS = 100;
+export const ratelimitsInput = z.array(ratelimitInput).max(MAX_IDENTITY_RATELIMITS);
+
 /** An identity's externalId: at least 3 characters (v1), at most 256 (as on keys). */
 export const externalIdInput = z.string().min(3).max(256);
 
 export const ratelimitOutput = z.object({ name: z.string(), limit: z.number(), duration: z.number() });
 
-export const meta = z.record(z.string(), z.unknown());
+export { metaSchema as meta } from "../keys/keys.schemas.js";
 
 /** v1 refuses meta whose JSON encoding is longer than 64 000 characters. */
 export function assertMetaSize(value: Record<string, unknown> | undefined): void {

@@ -2,15 +2,16 @@ import { z } from "zod";
 import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
 import { isUniqueViolation } from "../../db/client.js";
 import { ApiError } from "../../errors.js";
-import { defineRpc } from "../../rpc.js";
+import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
 import { insertIdentity } from "./identities.repository.js";
-import { assertMetaSize, externalIdInput, meta, ratelimitInput } from "./identities.schemas.js";
+import { assertMetaSize, externalIdInput, meta, ratelimitsInput } from "./identities.schemas.js";
 
 export const createIdentity = defineRpc({
   method: "POST",
   path: "/v1/identities.createIdentity",
+  bodyLimit: LARGE_BODY_LIMIT,
   summary: "Creates an identity (externalId unique in the workspace) with optional meta and named rate limits.",
-  input: z.object({ externalId: externalIdInput, meta: meta.optional(), ratelimits: z.array(ratelimitInput).optional() }),
+  input: z.object({ externalId: externalIdInput, meta: meta.optional(), ratelimits: ratelimitsInput.optional() }),
   output: z.object({ identityId: z.string() }),
   handler: async (input, { deps, authorization }) => {
     const auth = await authenticateRootKey(deps.db, authorization);

@@ -2,13 +2,14 @@ import { z } from "zod";
 import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
+import { idInput } from "../../http/input-bounds.js";
 import { deleteIdentity as removeIdentity } from "./identities.repository.js";
 
 export const deleteIdentity = defineRpc({
   method: "POST",
   path: "/v1/identities.deleteIdentity",
   summary: "Hard-deletes an identity and its rate limits; its keys keep working without an identity.",
-  input: z.object({ identityId: z.string().min(1) }),
+  input: z.object({ identityId: idInput }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {
     const auth = await authenticateRootKey(deps.db, authorization);

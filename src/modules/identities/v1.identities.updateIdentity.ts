@@ -1,20 +1,22 @@
 import { z } from "zod";
 import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
-import { defineRpc } from "../../rpc.js";
+import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
+import { idInput } from "../../http/input-bounds.js";
 import { findIdentity, identityRatelimits, updateIdentity as writeIdentity } from "./identities.repository.js";
-import { assertMetaSize, meta, ratelimitInput, ratelimitOutput } from "./identities.schemas.js";
+import { assertMetaSize, meta, ratelimitOutput, ratelimitsInput } from "./identities.schemas.js";
 
 export const updateIdentity = defineRpc({
   method: "POST",
   path: "/v1/identities.updateIdentity",
+  bodyLimit: LARGE_BODY_LIMIT,
   summary: "Updates an identity's meta and reconciles its rate limits by name (update, insert, delete) in one transaction.",
   input: z.object({
-    identityId: z.string().min(1).optional(),
-    externalId: z.string().min(1).optional(),
-    environment: z.string().min(1).default("default"),
+    identityId: idInput.optional(),
+    externalId: z.string().min(1).max(256).optional(),
+    environment: z.string().min(1).max(256).default("default"),
     meta: meta.optional(),
-    ratelimits: z.array(ratelimitInput).optional(),
+    ratelimits: ratelimitsInput.optional(),
   }),
   output: z.object({ id: z.string(), externalId: z.string(), meta, ratelimits: z.array(ratelimitOutput) }),
   handler: async (input, { deps, authorization }) => {

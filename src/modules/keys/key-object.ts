@@ -7,9 +7,9 @@ import type { Db } from "../../db/client.js";
 import { apis, encryptedKeys, identities, keys, ratelimits } from "../../db/schema.js";
 import { ApiError } from "../../errors.js";
 import { keyDirectPermissionNames, keyEffectivePermissionSlugs, keyRoleNames } from "./key-columns.js";
+import { metaSchema } from "./keys.schemas.js";
 import { effectiveRemaining, refillDue } from "./refill.js";
 
-const metaSchema = z.record(z.string(), z.unknown());
 
 /** v1's key object (contract 2.1), shared by keys.getKey and apis.listKeys. Absent values are omitted, never null. */
 export const keyObjectSchema = z.object({

@@ -1,12 +1,14 @@
 import { z } from "zod";
-import { defineRpc } from "../../rpc.js";
+import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
+import { idInput } from "../../http/input-bounds.js";
 import { connectionSchema, entries, permissionKind, addToKey, connectedSchema } from "./key-rbac.js";
 
 export const addPermissions = defineRpc({
   method: "POST",
   path: "/v1/keys.addPermissions",
+  bodyLimit: LARGE_BODY_LIMIT,
   summary: "Connects permissions (by id, or by slug in `name`, created with `create`) to a key; answers all of them.",
-  input: z.object({ keyId: z.string().min(1), permissions: entries(connectionSchema) }),
+  input: z.object({ keyId: idInput, permissions: entries(connectionSchema) }),
   output: connectedSchema,
   handler: (input, ctx) => addToKey(permissionKind, { keyId: input.keyId, wanted: input.permissions }, ctx),
 });

@@ -1,12 +1,14 @@
 import { z } from "zod";
-import { defineRpc } from "../../rpc.js";
+import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
+import { idInput } from "../../http/input-bounds.js";
 import { connectionSchema, entries, roleKind, addToKey, connectedSchema } from "./key-rbac.js";
 
 export const addRoles = defineRpc({
   method: "POST",
   path: "/v1/keys.addRoles",
+  bodyLimit: LARGE_BODY_LIMIT,
   summary: "Connects roles (by id or name, created with `create`) to a key; answers all of them.",
-  input: z.object({ keyId: z.string().min(1), roles: entries(connectionSchema) }),
+  input: z.object({ keyId: idInput, roles: entries(connectionSchema) }),
   output: connectedSchema,
   handler: (input, ctx) => addToKey(roleKind, { keyId: input.keyId, wanted: input.roles }, ctx),
 });

@@ -5,9 +5,9 @@ import { hashKey } from "../../crypto/hash.js";
 import { generateKey } from "../../crypto/key-gen.js";
 import { ApiError } from "../../errors.js";
 import { newId } from "../../ids.js";
-import { defineRpc } from "../../rpc.js";
+import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
 import { findApi } from "../apis/apis.repository.js";
-import { expiresSchema, keyRatelimitSchema, MAX_INT32, refillSchema } from "./keys.schemas.js";
+import { expiresSchema, keyRatelimitSchema, MAX_INT32, metaSchema, refillSchema } from "./keys.schemas.js";
 import { findExistingPermissionSlugs, findExistingRoleNames, insertNewKey, type NewKey } from "./keys.repository.js";
 
 export const createKeyInput = z
@@ -19,7 +19,7 @@ export const createKeyInput = z
     byteLength: z.int().min(16).max(255).optional(),
     ownerId: z.string().max(256).optional(),
     externalId: z.string().min(1).max(256).optional(),
-    meta: z.record(z.string(), z.unknown()).optional(),
+    meta: metaSchema.optional(),
     roles: z.array(z.string().min(1).max(512)).max(1000).optional(),
     permissions: z.array(z.string().min(1).max(512)).max(1000).optional(),
     expires: expiresSchema.optional(),
@@ -37,6 +37,7 @@ export type CreateKeyInput = z.output<typeof createKeyInput>;
 export const createKey = defineRpc({
   method: "POST",
   path: "/v1/keys.createKey",
+  bodyLimit: LARGE_BODY_LIMIT,
   summary:
     "Creates a key in an API and returns it; the key is shown only here. Everything (roles, permissions, identity, rate limit, encrypted copy) is written in one transaction.",
   input: createKeyInput,

@@ -3,6 +3,7 @@ import { apiPermission } from "../../auth/permissions.js";
 import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
+import { idInput } from "../../http/input-bounds.js";
 import { findLiveKeyForWrite, hardDeleteKey, softDeleteKey } from "./keys.repository.js";
 
 export const deleteKey = defineRpc({
@@ -10,7 +11,7 @@ export const deleteKey = defineRpc({
   path: "/v1/keys.deleteKey",
   summary:
     "Deletes a key: it stops verifying at once. With `permanent: true` the row is removed, so the same key can be imported again.",
-  input: z.object({ keyId: z.string().min(1), permanent: z.boolean().default(false) }),
+  input: z.object({ keyId: idInput, permanent: z.boolean().default(false) }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {
     const { db } = deps;

@@ -1,12 +1,14 @@
 import { z } from "zod";
-import { defineRpc } from "../../rpc.js";
+import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
+import { idInput } from "../../http/input-bounds.js";
 import { disconnectionSchema, entries, roleKind, removeFromKey } from "./key-rbac.js";
 
 export const removeRoles = defineRpc({
   method: "POST",
   path: "/v1/keys.removeRoles",
+  bodyLimit: LARGE_BODY_LIMIT,
   summary: "Disconnects roles (by id or name) from a key; every entry is honoured.",
-  input: z.object({ keyId: z.string().min(1), roles: entries(disconnectionSchema) }),
+  input: z.object({ keyId: idInput, roles: entries(disconnectionSchema) }),
   output: z.object({}),
   handler: (input, ctx) => removeFromKey(roleKind, { keyId: input.keyId, wanted: input.roles }, ctx),
 });

@@ -1,12 +1,14 @@
 import { z } from "zod";
-import { defineRpc } from "../../rpc.js";
+import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
+import { idInput } from "../../http/input-bounds.js";
 import { permissionSlugSchema, entries, permissionKind, setOnKey, connectedSchema } from "./key-rbac.js";
 
 export const setPermissions = defineRpc({
   method: "POST",
   path: "/v1/keys.setPermissions",
+  bodyLimit: LARGE_BODY_LIMIT,
   summary: "Makes the key's direct permissions exactly the given ones (by id, or by slug, created with `create`).",
-  input: z.object({ keyId: z.string().min(1), permissions: entries(permissionSlugSchema) }),
+  input: z.object({ keyId: idInput, permissions: entries(permissionSlugSchema) }),
   output: connectedSchema,
   handler: (input, ctx) => setOnKey(permissionKind, { keyId: input.keyId, wanted: input.permissions }, ctx),
 });

@@ -1,12 +1,14 @@
 import { z } from "zod";
-import { defineRpc } from "../../rpc.js";
+import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
+import { idInput } from "../../http/input-bounds.js";
 import { connectionSchema, entries, roleKind, setOnKey, connectedSchema } from "./key-rbac.js";
 
 export const setRoles = defineRpc({
   method: "POST",
   path: "/v1/keys.setRoles",
+  bodyLimit: LARGE_BODY_LIMIT,
   summary: "Makes the key's roles exactly the given ones (by id or name, created with `create`).",
-  input: z.object({ keyId: z.string().min(1), roles: entries(connectionSchema) }),
+  input: z.object({ keyId: idInput, roles: entries(connectionSchema) }),
   output: connectedSchema,
   handler: (input, ctx) => setOnKey(roleKind, { keyId: input.keyId, wanted: input.roles }, ctx),
 });

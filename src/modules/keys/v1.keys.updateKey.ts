@@ -3,9 +3,10 @@ import { apiPermission } from "../../auth/permissions.js";
 import { authenticateRootKey, type RootKeyAuth, requirePermission } from "../../auth/root-key.js";
 import type { Db } from "../../db/client.js";
 import { ApiError } from "../../errors.js";
-import { defineRpc } from "../../rpc.js";
+import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
+import { idInput } from "../../http/input-bounds.js";
 import { connectionSchema, permissionKind, replaceOnKey, roleKind } from "./key-rbac.js";
-import { expiresSchema, keyRatelimitSchema, MAX_INT32, refillSchema } from "./keys.schemas.js";
+import { expiresSchema, keyRatelimitSchema, MAX_INT32, metaSchema, refillSchema } from "./keys.schemas.js";
 import {
   deleteKeyDefaultRatelimit,
   type KeyChanges,
@@ -17,11 +18,11 @@ import {
 
 
 export const updateKeyInput = z.object({
-  keyId: z.string().min(1),
+  keyId: idInput,
   name: z.string().max(1024).nullable().optional(),
   ownerId: z.string().min(1).max(256).nullable().optional(),
   externalId: z.string().min(1).max(256).nullable().optional(),
-  meta: z.record(z.string(), z.unknown()).nullable().optional(),
+  meta: metaSchema.nullable().optional(),
   expires: expiresSchema.nullable().optional(),
   ratelimit: keyRatelimitSchema.nullable().optional(),
   remaining: z.int().min(1).max(MAX_INT32).nullable().optional(),
@@ -37,6 +38,7 @@ export type UpdateKeyInput = z.output<typeof updateKeyInput>;
 export const updateKey = defineRpc({
   method: "POST",
   path: "/v1/keys.updateKey",
+  bodyLimit: LARGE_BODY_LIMIT,
   summary:
     "Updates a key: only the fields present are changed, null clears one; roles and permissions replace the key's sets. All or nothing.",
   input: updateKeyInput,

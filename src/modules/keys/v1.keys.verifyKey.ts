@@ -1,9 +1,10 @@
 import { z } from "zod";
 import { optionalRootKey } from "../../auth/root-key.js";
+import { MAX_ID_LENGTH } from "../../http/input-bounds.js";
 import { MAX_WINDOW_MS } from "../../ratelimit/ratelimiter.js";
 import { defineRpc } from "../../rpc.js";
 import { maxWindowMessage } from "../ratelimits/ratelimits.schemas.js";
-import { MAX_INT32 } from "./keys.schemas.js";
+import { MAX_INT32, metaSchema } from "./keys.schemas.js";
 import { verificationCodes, verifyKey as verify } from "./verification.js";
 
 /**
@@ -21,7 +22,7 @@ const output = z.object({
   apiId: z.string().optional(),
   name: z.string().optional(),
   ownerId: z.string().optional(),
-  meta: z.record(z.string(), z.unknown()).optional(),
+  meta: metaSchema.optional(),
   expires: z.number().optional(),
   remaining: z.number().optional(),
   ratelimit: z.object({ limit: z.number().optional(), remaining: z.number(), reset: z.number() }).optional(),
@@ -30,7 +31,7 @@ const output = z.object({
   roles: z.array(z.string()).optional(),
   environment: z.string().optional(),
   identity: z
-    .object({ id: z.string(), externalId: z.string(), meta: z.record(z.string(), z.unknown()) })
+    .object({ id: z.string(), externalId: z.string(), meta: metaSchema })
     .optional(),
 });
 
@@ -42,7 +43,8 @@ export const verifyKey = defineRpc({
     "Verifies a key and answers 200 for every outcome of the key itself. Needs no root key; with a valid root key (`Authorization: Bearer`) the verification is scoped to its workspace (a key of another workspace is NOT_FOUND), any other Authorization header is ignored. KEYHAVEN_VERIFY_REQUIRE_SCOPE=on makes `apiId` or a valid root key mandatory (else 400).",
   input: z.object({
     key: z.string().min(1).max(1024),
-    apiId: z.string().optional(),
+    // "" is accepted (it names no API, so the answer is FORBIDDEN), as in v1.
+    apiId: z.string().max(MAX_ID_LENGTH).optional(),
     tags: z.array(z.string().min(1).max(128)).max(10).optional(),
     authorization: z.object({ permissions: z.unknown().optional() }).optional(),
     remaining: z.object({ cost: z.int().min(0).max(MAX_INT32).default(1) }).optional(),

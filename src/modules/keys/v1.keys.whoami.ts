@@ -5,6 +5,7 @@ import { hashKey } from "../../crypto/hash.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
 import { findKeyObjectRow, isRecord } from "./key-object.js";
+import { metaSchema } from "./keys.schemas.js";
 
 export const whoami = defineRpc({
   method: "POST",
@@ -17,7 +18,7 @@ export const whoami = defineRpc({
     name: z.string().optional(),
     remaining: z.number().optional(),
     identity: z.object({ id: z.string(), externalId: z.string() }).optional(),
-    meta: z.record(z.string(), z.unknown()).optional(),
+    meta: metaSchema.optional(),
     createdAt: z.number(),
     enabled: z.boolean(),
     environment: z.string().optional(),

@@ -1,5 +1,5 @@
 
-import { type PermissionQuery, permissionQuerySchema, satisfies } from "../../auth/permissions.js";
+import { type PermissionQuery, parsePermissionQuery, PermissionQueryError, satisfies } from "../../auth/permissions.js";
 import { hashKey } from "../../crypto/hash.js";
 import type { Deps } from "../../deps.js";
 import { ApiError } from "../../errors.js";
@@ -65,7 +65,7 @@ export type VerificationOutcome = Verification & { subject?: { workspaceId: stri
  * seen by the very next verification on every replica); remaining uses are always spent in the database.
  */
 export async function verifyKey(deps: Deps, req: VerifyRequest): Promise<VerificationOutcome> {
-  const query = parsePermissionQuery(req.permissions);
+  const query = permissionQueryOf(req.permissions);
   const { key, epoch } = await verificationCache(deps.db).lookupWithEpoch(hashKey(req.key));
   // At the epoch the key was confirmed at: a root key in memory then costs no query. An unknown key is NOT_FOUND
   // whatever the scope, so it is not resolved then (unless it decides between NOT_FOUND and the 400 below).
@@ -110,11 +110,14 @@ export async function verifyKey(deps: Deps, req: VerifyRequest): Promise<Verific
   return { ...body, ...withLimit, valid: true, code: "VALID" };
 }
 
-function parsePermissionQuery(raw: unknown): PermissionQuery | undefined {
+function permissionQueryOf(raw: unknown): PermissionQuery | undefined {
   if (raw === undefined) return undefined;
-  const parsed = permissionQuerySchema.safeParse(raw);
-  if (!parsed.success) throw new ApiError("BAD_REQUEST", "permission query is invalid");
-  return parsed.data;
+  try {
+    return parsePermissionQuery(raw);
+  } catch (err) {
+    if (err instanceof PermissionQueryError) throw new ApiError("BAD_REQUEST", err.message);
+    throw err;
+  }
 }
 
 function describeKey(key: FoundKey): Verification {

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { expiresSchema, MAX_INT32, refillSchema } from "../keys/keys.schemas.js";
+import { expiresSchema, MAX_INT32, metaSchema, refillSchema } from "../keys/keys.schemas.js";
 
 export const MAX_KEYS_PER_IMPORT = 100;
 
@@ -16,7 +16,7 @@ const sharedKeyFields = {
     .optional(),
   start: z.string().max(64).optional(),
   ownerId: z.string().max(256).optional(),
-  meta: z.record(z.string(), z.unknown()).optional(),
+  meta: metaSchema.optional(),
   roles: z.array(z.string().min(1).max(512)).max(1000).optional(),
   permissions: z.array(z.string().min(1).max(512)).max(1000).optional(),
   expires: expiresSchema.optional(),

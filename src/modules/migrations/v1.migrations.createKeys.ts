@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { authenticateRootKey, hasPermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
-import { defineRpc } from "../../rpc.js";
+import { BULK_BODY_LIMIT, defineRpc } from "../../rpc.js";
 import { findLiveApiIds } from "../apis/apis.repository.js";
 import { resolveImportNames } from "./import.names.js";
 import { describeImportPermission, importPermission } from "./import.permissions.js";
@@ -12,6 +12,7 @@ import { insertImport } from "./migrations.repository.js";
 export const createKeys = defineRpc({
   method: "POST",
   path: "/v1/migrations.createKeys",
+  bodyLimit: BULK_BODY_LIMIT,
   summary:
     "Imports up to 100 existing keys, by SHA-256 hash or by plaintext, all or nothing. The body is a JSON array; keyIds come back in request order.",
   input: createKeysInputSchema,

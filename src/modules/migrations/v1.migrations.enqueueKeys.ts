@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
-import { defineRpc } from "../../rpc.js";
+import { BULK_BODY_LIMIT, defineRpc } from "../../rpc.js";
 import { findApi } from "../apis/apis.repository.js";
 import { resolveImportNames } from "./import.names.js";
 import { importPermission } from "./import.permissions.js";
@@ -12,6 +12,7 @@ import { enqueueKeysInputSchema } from "./migrations.schemas.js";
 export const enqueueKeys = defineRpc({
   method: "POST",
   path: "/v1/migrations.enqueueKeys",
+  bodyLimit: BULK_BODY_LIMIT,
   summary:
     "Queues up to 100 existing keys for import by the background worker and answers 202 once the batch is stored (plaintexts already encrypted). Results: migrations.getMigration.",
   input: enqueueKeysInputSchema,

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { idInput } from "../../http/input-bounds.js";
 
 /** Permission names and slugs: 3 to 256 characters of letters, digits and `_ . : -`. */
 export const identifier = z
@@ -32,7 +33,7 @@ export function toRoleOutput(r: { id: string; name: string; description: string 
 export const permissionRefs = z
   .array(
     z
-      .object({ id: z.string().min(1).optional(), slug: z.string().min(1).optional() })
+      .object({ id: idInput.optional(), slug: z.string().min(1).max(256).optional() })
       .refine((p) => p.id !== undefined || p.slug !== undefined, "provide either id or slug"),
   )
   .min(1)

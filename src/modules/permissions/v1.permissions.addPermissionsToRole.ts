@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
-import { defineRpc } from "../../rpc.js";
+import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
+import { idInput } from "../../http/input-bounds.js";
 import { changeRolePermissions } from "./permissions.repository.js";
 import { permissionRefs } from "./permissions.schemas.js";
 
@@ -8,8 +9,9 @@ import { permissionRefs } from "./permissions.schemas.js";
 export const addPermissionsToRole = defineRpc({
   method: "POST",
   path: "/v1/permissions.addPermissionsToRole",
+  bodyLimit: LARGE_BODY_LIMIT,
   summary: "Connects permissions (by id or slug) to a role; keys with the role hold them at their next verification.",
-  input: z.object({ roleId: z.string().min(1), permissions: permissionRefs }),
+  input: z.object({ roleId: idInput, permissions: permissionRefs }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {
     const auth = await authenticateRootKey(deps.db, authorization);

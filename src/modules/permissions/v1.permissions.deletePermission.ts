@@ -2,13 +2,14 @@ import { z } from "zod";
 import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
+import { idInput } from "../../http/input-bounds.js";
 import { deletePermission as deletePermissionRow } from "./permissions.repository.js";
 
 export const deletePermission = defineRpc({
   method: "POST",
   path: "/v1/permissions.deletePermission",
   summary: "Deletes a permission for good, with its links to keys and roles; keys lose it at their next verification.",
-  input: z.object({ permissionId: z.string().min(1) }),
+  input: z.object({ permissionId: idInput }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {
     const auth = await authenticateRootKey(deps.db, authorization);

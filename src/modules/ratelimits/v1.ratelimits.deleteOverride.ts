@@ -2,6 +2,7 @@ import { z } from "zod";
 import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
+import { idInput } from "../../http/input-bounds.js";
 import { findNamespace, softDeleteOverride } from "./ratelimits.repository.js";
 import { assertNamespaceGiven, MAX_NAME, namespaceLabel } from "./ratelimits.schemas.js";
 
@@ -10,7 +11,7 @@ export const deleteOverride = defineRpc({
   path: "/v1/ratelimits.deleteOverride",
   summary: "Deletes the override of an identifier (matched literally) in a namespace; the next limit call no longer sees it.",
   input: z.object({
-    namespaceId: z.string().min(1).optional(),
+    namespaceId: idInput.optional(),
     namespaceName: z.string().min(1).max(MAX_NAME).optional(),
     identifier: z.string().min(1).max(MAX_NAME),
   }),

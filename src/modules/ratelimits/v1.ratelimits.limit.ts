@@ -4,6 +4,7 @@ import { epochReader } from "../../db/epoch.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
 import { ensureNamespace, findNamespaceForLimit } from "./ratelimits.repository.js";
+import { metaSchema } from "../keys/keys.schemas.js";
 import { durationSchema, limitSchema, MAX_NAME } from "./ratelimits.schemas.js";
 
 /**
@@ -11,6 +12,8 @@ import { durationSchema, limitSchema, MAX_NAME } from "./ratelimits.schemas.js";
  * a counter with a key's or an identity's limits (counted under `key_…` / `id_…`), nor with another namespace.
  */
 const COUNTER_NAME = "ratelimits.limit";
+/** v1 set no bound on the (ignored) resources; a hundred is far more than an audit entry names. */
+const MAX_RESOURCES = 100;
 
 export const limit = defineRpc({
   method: "POST",
@@ -26,16 +29,17 @@ export const limit = defineRpc({
     // Accepted for v1 clients. Every answer is exact, so async changes nothing here (see the README).
     async: z.boolean().default(false),
     // v1 used these only for its analytics and audit logs; keyhaven has neither and ignores them.
-    meta: z.record(z.string(), z.unknown()).optional(),
+    meta: metaSchema.optional(),
     resources: z
       .array(
         z.object({
-          type: z.string(),
-          id: z.string(),
-          name: z.string().optional(),
-          meta: z.record(z.string(), z.unknown()).optional(),
+          type: z.string().max(MAX_NAME),
+          id: z.string().max(MAX_NAME),
+          name: z.string().max(MAX_NAME).optional(),
+          meta: metaSchema.optional(),
         }),
       )
+      .max(MAX_RESOURCES)
       .optional(),
   }),
   output: z.object({ success: z.boolean(), limit: z.number(), remaining: z.number(), reset: z.number() }),

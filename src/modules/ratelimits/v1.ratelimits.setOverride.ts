@@ -2,6 +2,7 @@ import { z } from "zod";
 import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
+import { idInput } from "../../http/input-bounds.js";
 import { findNamespace, upsertOverride } from "./ratelimits.repository.js";
 import { assertNamespaceGiven, durationSchema, limitSchema, MAX_NAME, namespaceLabel } from "./ratelimits.schemas.js";
 
@@ -11,7 +12,7 @@ export const setOverride = defineRpc({
   summary:
     "Sets the limit of an identifier (or of every identifier a `*` pattern matches) in a namespace, creating or replacing its override.",
   input: z.object({
-    namespaceId: z.string().min(1).optional(),
+    namespaceId: idInput.optional(),
     namespaceName: z.string().min(1).max(MAX_NAME).optional(),
     identifier: z.string().min(3).max(MAX_NAME),
     limit: limitSchema(0),

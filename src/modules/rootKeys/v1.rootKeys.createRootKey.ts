@@ -1,18 +1,20 @@
 import { z } from "zod";
 import { authenticateAdmin } from "../../auth/admin-token.js";
 import { ApiError } from "../../errors.js";
-import { defineRpc } from "../../rpc.js";
+import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
+import { idInput } from "../../http/input-bounds.js";
 import { workspaceExists } from "../workspaces/workspaces.repository.js";
 import { insertRootKey } from "./rootKeys.repository.js";
 
 export const createRootKey = defineRpc({
   method: "POST",
   path: "/v1/rootKeys.createRootKey",
+  bodyLimit: LARGE_BODY_LIMIT,
   auth: "admin",
   summary:
     "Operator route (keyhaven extension): creates a root key for a workspace. The key is shown once; only its hash is stored.",
   input: z.object({
-    workspaceId: z.string().min(1),
+    workspaceId: idInput,
     name: z.string().max(256).optional(),
     permissions: z.array(z.string().min(1).max(512)).min(1).max(1000),
   }),

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { authenticateAdmin } from "../../auth/admin-token.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
+import { idInput } from "../../http/input-bounds.js";
 import { deleteRootKeyById } from "./rootKeys.repository.js";
 
 export const deleteRootKey = defineRpc({
@@ -9,7 +10,7 @@ export const deleteRootKey = defineRpc({
   path: "/v1/rootKeys.deleteRootKey",
   auth: "admin",
   summary: "Operator route (keyhaven extension): deletes a root key; the next call made with it is refused.",
-  input: z.object({ keyId: z.string().min(1) }),
+  input: z.object({ keyId: idInput }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {
     authenticateAdmin(deps.config, authorization);

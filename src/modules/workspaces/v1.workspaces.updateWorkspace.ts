@@ -2,6 +2,7 @@ import { z } from "zod";
 import { authenticateAdmin } from "../../auth/admin-token.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
+import { idInput } from "../../http/input-bounds.js";
 import { setWorkspaceEnabled } from "./workspaces.repository.js";
 
 export const updateWorkspace = defineRpc({
@@ -10,7 +11,7 @@ export const updateWorkspace = defineRpc({
   auth: "admin",
   summary:
     "Operator route (keyhaven extension): enables or disables a workspace. A disabled workspace answers every root-key call with 403 FORBIDDEN.",
-  input: z.object({ workspaceId: z.string().min(1), enabled: z.boolean() }),
+  input: z.object({ workspaceId: idInput, enabled: z.boolean() }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {
     authenticateAdmin(deps.config, authorization);

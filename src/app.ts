@@ -5,6 +5,7 @@ import {
   serializerCompiler,
   validatorCompiler,
 } from "fastify-type-provider-zod";
+import { findDependencyFailure } from "./dependency.js";
 import type { Deps } from "./deps.js";
 import { ApiError, type ErrorCode, errorEnvelope } from "./errors.js";
 import { registerErrorReference } from "./http/error-reference.js";
@@ -80,6 +81,16 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
   app.addHook("onRequest", async (req, reply) => {
     reply.header("Unkey-Request-Id", req.id);
   });
+  // On close, idle keep-alive connections are closed at once, but one busy then would stay open until its keep-alive
+  // timeout (72 s) once its answer is sent, holding the shutdown: answers sent while closing end their connection.
+  let closing = false;
+  app.addHook("preClose", async () => {
+    closing = true;
+  });
+  app.addHook("onSend", (_req, reply, payload, done) => {
+    if (closing) reply.header("Connection", "close");
+    done(null, payload);
+  });
   // The body parser refuses these in JSON; query strings get the same rule, for every GET route at once.
   app.addHook("preValidation", async (req) => {
     for (const [name, value] of Object.entries((req.query ?? {}) as Record<string, unknown>)) {
@@ -114,6 +125,11 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
       const code: ErrorCode = err.statusCode === 404 ? "NOT_FOUND" : err.statusCode === 405 ? "METHOD_NOT_ALLOWED" : "BAD_REQUEST";
       return reply.code(err.statusCode === 404 || err.statusCode === 405 ? err.statusCode : 400).send(sendError(req, code, err.message));
     }
+    // PostgreSQL or Redis could not serve: logged once per change of state by the store or the limiter.
+    const unavailable = findDependencyFailure(err);
+    if (unavailable) {
+      return reply.code(503).send(sendError(req, "SERVICE_UNAVAILABLE", unavailable.publicMessage));
+    }
     req.log.error({ err }, "unhandled error");
     return reply.code(500).send(sendError(req, "INTERNAL_SERVER_ERROR", "internal server error"));
   });
@@ -132,6 +148,9 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
   });
 
   // Both watch routes as they are added (metrics instruments each, swagger documents each): before the routes.
+  // Changes of state of PostgreSQL and Redis ("unreachable", "reachable again") go to this app's log.
+  deps.store.state.useLogger(app.log);
+  deps.ratelimiter.state?.useLogger(app.log);
   const metrics = registerMetrics(app, deps);
   await registerOpenApi(app, deps.config, rpcs);
   const appDeps: Deps = { ...deps, metrics };

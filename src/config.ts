@@ -15,6 +15,11 @@ const encryptionKeySchema = optionalNonEmpty.refine(
   "must be 32 bytes encoded as base64 (generate one with: openssl rand -base64 32)",
 );
 
+/** A deadline in milliseconds: at least 50, at most 10 minutes. */
+function milliseconds(fallback: number) {
+  return z.coerce.number().int().min(50).max(600_000).default(fallback);
+}
+
 const envSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   HOST: z.string().min(1).default("127.0.0.1"),
@@ -23,10 +28,15 @@ const envSchema = z.object({
     "must be a postgres:// or postgresql:// URL",
   ),
   DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(4),
+  DATABASE_CONNECT_TIMEOUT_MS: milliseconds(3000),
+  DATABASE_STATEMENT_TIMEOUT_MS: milliseconds(5000),
   REDIS_URL: optionalNonEmpty.refine(
     (v) => v === undefined || /^rediss?:\/\//.test(v),
     "must be a redis:// or rediss:// URL",
   ),
+  REDIS_CONNECT_TIMEOUT_MS: milliseconds(500),
+  REDIS_COMMAND_TIMEOUT_MS: milliseconds(500),
+  KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE: z.enum(["open", "closed"], { error: 'must be "open" or "closed"' }).default("open"),
   KEYHAVEN_DATA_DIR: z.string().min(1).default("./.keyhaven"),
   KEYHAVEN_ROOT_KEY: optionalNonEmpty.refine(
     (v) => v === undefined || v.length >= 16,
@@ -64,7 +74,15 @@ export type Config = Readonly<{
   host: string;
   databaseUrl: string | undefined;
   databasePoolSize: number;
+  /** Deadline on opening a PostgreSQL connection (handshake included). */
+  databaseConnectTimeoutMs: number;
+  /** PostgreSQL's statement_timeout; the client gives up 500 ms later (a frozen server or network). */
+  databaseStatementTimeoutMs: number;
   redisUrl: string | undefined;
+  redisConnectTimeoutMs: number;
+  redisCommandTimeoutMs: number;
+  /** When Redis cannot answer: "open" verifies without the Redis-backed limits (and says so), "closed" answers 503. */
+  ratelimitOnRedisFailure: "open" | "closed";
   dataDir: string;
   rootKey: string | undefined;
   adminToken: string | undefined;
@@ -94,7 +112,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     host: e.HOST,
     databaseUrl: e.DATABASE_URL,
     databasePoolSize: e.DATABASE_POOL_SIZE,
+    databaseConnectTimeoutMs: e.DATABASE_CONNECT_TIMEOUT_MS,
+    databaseStatementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,
     redisUrl: e.REDIS_URL,
+    redisConnectTimeoutMs: e.REDIS_CONNECT_TIMEOUT_MS,
+    redisCommandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,
+    ratelimitOnRedisFailure: e.KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE,
     dataDir: e.KEYHAVEN_DATA_DIR,
     rootKey: e.KEYHAVEN_ROOT_KEY,
     adminToken: e.KEYHAVEN_ADMIN_TOKEN,

@@ -36,7 +36,7 @@ export const codeToStatus: Record<ErrorCode, number> = {
   PAYLOAD_TOO_LARGE: 413,
   RATE_LIMITED: 429,
   INTERNAL_SERVER_ERROR: 500,
-  // keyhaven addition: only GET /v1/readiness answers it, naming what is unreachable.
+  // keyhaven addition: GET /v1/readiness, and any route while PostgreSQL (or Redis) cannot serve, naming which.
   SERVICE_UNAVAILABLE: 503,
 };
 

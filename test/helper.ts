@@ -57,7 +57,16 @@ export type Harness = {
 /** Builds the real app on a fresh, migrated database of its own (PGlite, or a copy of the PostgreSQL template). */
 export async function createHarness(
   env: Record<string, string> = {},
-  options: { /** false: enqueued migration batches wait (for a replica's worker). */ migrationWorker?: boolean } = {},
+  options: {
+    /** false: enqueued migration batches wait (for a replica's worker). */
+    migrationWorker?: boolean;
+    /** PostgreSQL only: the URL the app connects to, given the test database's (e.g. through a fault proxy). */
+    postgresVia?: (databaseUrl: string) => string;
+    /** The app's rate limits in this Redis (e.g. through a fault proxy) rather than TEST_REDIS_URL's. */
+    redisUrl?: string;
+    /** Fastify's logger option for the app (default: no logs). */
+    logger?: Record<string, unknown>;
+  } = {},
 ): Promise<Harness> {
   const templateUrl = inject("templateDatabaseUrl");
   let store: Store;
@@ -69,7 +78,7 @@ export async function createHarness(
     const admin = postgres(templateUrl.replace(`/${template}`, "/postgres"), { max: 1, onnotice: () => {} });
     await admin.unsafe(`create database ${name} template ${template}`);
     databaseUrl = templateUrl.replace(`/${template}`, `/${name}`);
-    store = openPostgres(databaseUrl, 4);
+    store = openPostgres(options.postgresVia?.(databaseUrl) ?? databaseUrl, 4, postgresTimeouts(env));
     dropDatabase = async () => {
       await admin.unsafe(`drop database if exists ${name} with (force)`);
       await admin.end();
@@ -87,11 +96,12 @@ export async function createHarness(
   });
   const keyring = new Keyring(config.encryptionKey);
   // With TEST_REDIS_URL, counters live in the real Redis, under a prefix of this harness's own.
-  const redisUrl = process.env.TEST_REDIS_URL;
+  const redisUrl = options.redisUrl ?? process.env.TEST_REDIS_URL;
   const redisPrefix = `keyhaven-test:${randomBytes(6).toString("hex")}:`;
-  const ratelimiter: RateLimiter = redisUrl ? new RedisRateLimiter(redisUrl, redisPrefix) : new MemoryRateLimiter();
+  const redisTimeouts = { connectTimeoutMs: config.redisConnectTimeoutMs, commandTimeoutMs: config.redisCommandTimeoutMs };
+  const ratelimiter: RateLimiter = redisUrl ? new RedisRateLimiter(redisUrl, redisPrefix, redisTimeouts) : new MemoryRateLimiter();
   const jobs = createBackgroundJobs(store.db, config);
-  const app = await buildApp({ deps: { config, store, db: store.db, keyring, ratelimiter, ...jobs } });
+  const app = await buildApp({ deps: { config, store, db: store.db, keyring, ratelimiter, ...jobs }, logger: options.logger ?? false });
   startBackgroundJobs(jobs, app.log, options);
 
   const toResponse = (res: { statusCode: number; body: string; headers: Record<string, unknown> }): Response => {
@@ -154,8 +164,8 @@ export async function createHarness(
       return rowsOf<T>(await store.db.execute(sql.raw(query)));
     },
     async replica() {
-      const replicaStore = databaseUrl ? openPostgres(databaseUrl, 4) : store;
-      const replicaLimiter = redisUrl ? new RedisRateLimiter(redisUrl, redisPrefix) : ratelimiter;
+      const replicaStore = databaseUrl ? openPostgres(databaseUrl, 4, postgresTimeouts(env)) : store;
+      const replicaLimiter = redisUrl ? new RedisRateLimiter(redisUrl, redisPrefix, redisTimeouts) : ratelimiter;
       const replicaJobs = createBackgroundJobs(replicaStore.db, config);
       const replicaApp = await buildApp({
         deps: { config, store: replicaStore, db: replicaStore.db, keyring: new Keyring(config.encryptionKey), ratelimiter: replicaLimiter, ...replicaJobs },
@@ -188,6 +198,12 @@ export async function createHarness(
     },
   };
   return harness;
+}
+
+/** The store's deadlines as the app's config would set them from `env`. */
+function postgresTimeouts(env: Record<string, string>) {
+  const config = loadConfig(env);
+  return { connectTimeoutMs: config.databaseConnectTimeoutMs, statementTimeoutMs: config.databaseStatementTimeoutMs };
 }
 
 /** A v1-style error body with this code (and, when given, a message matching `message`). */

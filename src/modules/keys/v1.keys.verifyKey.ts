@@ -21,6 +21,8 @@ const output = z.object({
   identity: z
     .object({ id: z.string(), externalId: z.string(), meta: z.record(z.string(), z.unknown()) })
     .optional(),
+  // keyhaven extension, only when true: Redis did not answer and KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE=open.
+  ratelimitSkipped: z.literal(true).optional(),
 });
 
 export const verifyKey = defineRpc({

@@ -1,4 +1,5 @@
 import type { Db } from "../../db/client.js";
+import { findDependencyFailure } from "../../dependency.js";
 import { ApiError } from "../../errors.js";
 import { describeUnexpected } from "../../log.js";
 import { findLiveApiIds } from "../apis/apis.repository.js";
@@ -70,7 +71,8 @@ export class MigrationWorker {
       try {
         worked = await this.processNext();
       } catch (err) {
-        this.log.error({ err }, "importing an enqueued migration batch failed; it stays pending");
+        // An outage is logged once per change of state by the store (dependency.ts), not at every poll.
+        if (!findDependencyFailure(err)) this.log.error({ err }, "importing an enqueued migration batch failed; it stays pending");
       }
       if (!worked && !this.stopping) await this.idle();
     }

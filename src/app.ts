@@ -8,6 +8,7 @@ import {
   validatorCompiler,
 } from "fastify-type-provider-zod";
 import type { Config } from "./config.js";
+import { findDependencyFailure } from "./dependency.js";
 import type { Deps } from "./deps.js";
 import { ApiError, type ErrorCode, errorEnvelope } from "./errors.js";
 import { registerErrorReference } from "./http/error-reference.js";
@@ -126,6 +127,12 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
     // Fastify has already set `Connection: close`: the client retries on another connection (another replica).
     if (closing) throw new ApiError("SERVICE_UNAVAILABLE", "the server is shutting down; send the request again");
   });
+  // On close, idle keep-alive connections are closed at once, but one busy then would stay open until its keep-alive
+  // timeout once its answer is sent, holding the shutdown: answers sent while closing end their connection.
+  app.addHook("onSend", (_req, reply, payload, done) => {
+    if (closing) reply.header("Connection", "close");
+    done(null, payload);
+  });
   // The body parser refuses these in JSON; query strings get the same rule, for every GET route at once.
   app.addHook("preValidation", async (req) => {
     for (const [name, value] of Object.entries((req.query ?? {}) as Record<string, unknown>)) {
@@ -159,6 +166,11 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
       const code: ErrorCode = err.statusCode === 404 ? "NOT_FOUND" : err.statusCode === 405 ? "METHOD_NOT_ALLOWED" : "BAD_REQUEST";
       return reply.code(err.statusCode === 404 || err.statusCode === 405 ? err.statusCode : 400).send(sendError(req, code, err.message));
     }
+    // PostgreSQL or Redis could not serve: logged once per change of state by the store or the limiter.
+    const unavailable = findDependencyFailure(err);
+    if (unavailable) {
+      return reply.code(503).send(sendError(req, "SERVICE_UNAVAILABLE", unavailable.publicMessage));
+    }
     req.log.error({ err }, "unhandled error");
     return reply.code(500).send(sendError(req, "INTERNAL_SERVER_ERROR", "internal server error"));
   });
@@ -177,6 +189,9 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
   });
 
   // Both watch routes as they are added (metrics instruments each, swagger documents each): before the routes.
+  // Changes of state of PostgreSQL and Redis ("unreachable", "reachable again") go to this app's log.
+  deps.store.state.useLogger(app.log);
+  deps.ratelimiter.state?.useLogger(app.log);
   const metrics = registerMetrics(app, deps);
   await registerOpenApi(app, deps.config, rpcs);
   const appDeps: Deps = { ...deps, metrics };

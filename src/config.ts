@@ -43,8 +43,10 @@ const encryptionKeySchema = optionalNonEmpty.refine(
   ENCRYPTION_KEY_RULE,
 );
 
-// Client timeouts: at least 100 ms (a smaller one would cut off ordinary clients), at most 10 minutes.
-const milliseconds = z.coerce.number().int().min(100).max(600_000);
+/** A deadline in milliseconds: at least `min`, at most 10 minutes. */
+function milliseconds(fallback: number, min = 50) {
+  return z.coerce.number().int().min(min).max(600_000).default(fallback);
+}
 
 const envSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
@@ -54,6 +56,8 @@ const envSchema = z.object({
     "must be a postgres:// or postgresql:// URL",
   ),
   DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(4),
+  DATABASE_CONNECT_TIMEOUT_MS: milliseconds(3000),
+  DATABASE_STATEMENT_TIMEOUT_MS: milliseconds(5000),
   REDIS_URL: optionalNonEmpty.refine(
     (v) => v === undefined || /^rediss?:\/\//.test(v),
     "must be a redis:// or rediss:// URL",
@@ -65,6 +69,9 @@ const envSchema = z.object({
     .min(100)
     .max(10_000_000)
     .default(DEFAULT_COUNTERS_PER_WORKSPACE),
+  REDIS_CONNECT_TIMEOUT_MS: milliseconds(500),
+  REDIS_COMMAND_TIMEOUT_MS: milliseconds(500),
+  KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE: z.enum(["open", "closed"], { error: 'must be "open" or "closed"' }).default("open"),
   KEYHAVEN_DATA_DIR: z.string().min(1).default("./.keyhaven"),
   KEYHAVEN_ROOT_KEY: optionalNonEmpty.refine(
     (v) => v === undefined || v.length >= 16,
@@ -93,9 +100,10 @@ const envSchema = z.object({
     .max(36_500, "must be at most 36500")
     .default(90),
   KEYHAVEN_VERIFY_REQUIRE_SCOPE: z.enum(["on", "off"], { error: 'must be "on" or "off"' }).default("off"),
-  KEYHAVEN_HEADERS_TIMEOUT_MS: milliseconds.default(10_000),
-  KEYHAVEN_REQUEST_TIMEOUT_MS: milliseconds.default(30_000),
-  KEYHAVEN_KEEP_ALIVE_TIMEOUT_MS: milliseconds.default(30_000),
+  // Client timeouts: at least 100 ms (a smaller one would cut off ordinary clients).
+  KEYHAVEN_HEADERS_TIMEOUT_MS: milliseconds(10_000, 100),
+  KEYHAVEN_REQUEST_TIMEOUT_MS: milliseconds(30_000, 100),
+  KEYHAVEN_KEEP_ALIVE_TIMEOUT_MS: milliseconds(30_000, 100),
   KEYHAVEN_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
 });
 
@@ -114,9 +122,17 @@ export type Config = Readonly<{
   host: string;
   databaseUrl: string | undefined;
   databasePoolSize: number;
+  /** Deadline on opening a PostgreSQL connection (handshake included). */
+  databaseConnectTimeoutMs: number;
+  /** PostgreSQL's statement_timeout; the client gives up 500 ms later (a frozen server or network). */
+  databaseStatementTimeoutMs: number;
   redisUrl: string | undefined;
   /** Live rate-limit counters one workspace may hold (in memory or in Redis); at the quota its own counters go. */
   ratelimitCountersPerWorkspace: number;
+  redisConnectTimeoutMs: number;
+  redisCommandTimeoutMs: number;
+  /** When Redis cannot answer: "open" verifies without the Redis-backed limits (and says so), "closed" answers 503. */
+  ratelimitOnRedisFailure: "open" | "closed";
   dataDir: string;
   rootKey: string | undefined;
   adminToken: string | undefined;
@@ -190,8 +206,13 @@ export function loadConfig(
     host: e.HOST,
     databaseUrl: e.DATABASE_URL,
     databasePoolSize: e.DATABASE_POOL_SIZE,
+    databaseConnectTimeoutMs: e.DATABASE_CONNECT_TIMEOUT_MS,
+    databaseStatementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,
     redisUrl: e.REDIS_URL,
     ratelimitCountersPerWorkspace: e.KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE,
+    redisConnectTimeoutMs: e.REDIS_CONNECT_TIMEOUT_MS,
+    redisCommandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,
+    ratelimitOnRedisFailure: e.KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE,
     dataDir: e.KEYHAVEN_DATA_DIR,
     rootKey: e.KEYHAVEN_ROOT_KEY,
     adminToken: e.KEYHAVEN_ADMIN_TOKEN,

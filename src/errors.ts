@@ -39,7 +39,8 @@ export const codeToStatus: Record<ErrorCode, number> = {
   REQUEST_TIMEOUT: 408,
   RATE_LIMITED: 429,
   INTERNAL_SERVER_ERROR: 500,
-  // keyhaven addition: GET /v1/readiness answers it, naming what is unreachable; any route while shutting down.
+  // keyhaven addition: GET /v1/readiness, any route while PostgreSQL (or Redis) cannot serve (naming which), and
+  // any route for a request that arrives while the replica is shutting down.
   SERVICE_UNAVAILABLE: 503,
 };
 

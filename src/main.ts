@@ -6,10 +6,15 @@ import type { Config } from "./config.js";
 import { assertMasterKeyMatches, Keyring } from "./crypto/keyring.js";
 import { resolveMasterKey } from "./crypto/master-key.js";
 import { migrateAndRun, openPglite, openPostgres, redactUrl, type Store } from "./db/client.js";
-import { openRateLimiter } from "./ratelimit/ratelimiter.js";
+import { openRateLimiter, warnIfRedisUnreachable } from "./ratelimit/ratelimiter.js";
 
 export async function openStore(config: Config): Promise<Store> {
-  return config.databaseUrl ? openPostgres(config.databaseUrl, config.databasePoolSize) : openPglite(config.dataDir);
+  return config.databaseUrl
+    ? openPostgres(config.databaseUrl, config.databasePoolSize, {
+        connectTimeoutMs: config.databaseConnectTimeoutMs,
+        statementTimeoutMs: config.databaseStatementTimeoutMs,
+      })
+    : openPglite(config.dataDir);
 }
 
 export type Server = { app: FastifyInstance; store: Store; url: string; close(): Promise<void> };
@@ -34,6 +39,7 @@ export async function startServer(
       deps: { config, store, db: store.db, keyring: new Keyring(master.key), ratelimiter, ...jobs },
       logger: { level: config.logLevel },
     });
+    await warnIfRedisUnreachable(ratelimiter, config, app.log);
     const address = await app.listen({ port: config.port, host: config.host });
     startBackgroundJobs(jobs, app.log);
     const url = address;

@@ -60,8 +60,12 @@ export async function createHarness(
   options: {
     /** false: enqueued migration batches wait (for a replica's worker). */
     migrationWorker?: boolean;
-    /** Counters in this Redis (e.g. one the test started), or `null`: in memory, even with TEST_REDIS_URL. */
+    /** Counters in this Redis (e.g. one the test started, or through a fault proxy), or `null`: in memory, even with TEST_REDIS_URL. */
     redisUrl?: string | null;
+    /** PostgreSQL only: the URL the app connects to, given the test database's (e.g. through a fault proxy). */
+    postgresVia?: (databaseUrl: string) => string;
+    /** Fastify's logger option for the app (default: no logs). */
+    logger?: Record<string, unknown>;
   } = {},
 ): Promise<Harness> {
   const templateUrl = inject("templateDatabaseUrl");
@@ -74,7 +78,7 @@ export async function createHarness(
     const admin = postgres(templateUrl.replace(`/${template}`, "/postgres"), { max: 1, onnotice: () => {} });
     await admin.unsafe(`create database ${name} template ${template}`);
     databaseUrl = templateUrl.replace(`/${template}`, `/${name}`);
-    store = openPostgres(databaseUrl, 4);
+    store = openPostgres(options.postgresVia?.(databaseUrl) ?? databaseUrl, 4, postgresTimeouts(env));
     dropDatabase = async () => {
       await admin.unsafe(`drop database if exists ${name} with (force)`);
       await admin.end();
@@ -95,11 +99,12 @@ export async function createHarness(
   const redisUrl = options.redisUrl === undefined ? process.env.TEST_REDIS_URL : (options.redisUrl ?? undefined);
   const redisPrefix = `keyhaven-test:${randomBytes(6).toString("hex")}:`;
   const quota = config.ratelimitCountersPerWorkspace;
+  const redisTimeouts = { connectTimeoutMs: config.redisConnectTimeoutMs, commandTimeoutMs: config.redisCommandTimeoutMs };
   const ratelimiter: RateLimiter = redisUrl
-    ? new RedisRateLimiter(redisUrl, redisPrefix, quota)
+    ? new RedisRateLimiter(redisUrl, redisPrefix, quota, redisTimeouts)
     : new MemoryRateLimiter(undefined, quota);
   const jobs = createBackgroundJobs(store.db, config);
-  const app = await buildApp({ deps: { config, store, db: store.db, keyring, ratelimiter, ...jobs } });
+  const app = await buildApp({ deps: { config, store, db: store.db, keyring, ratelimiter, ...jobs }, logger: options.logger ?? false });
   startBackgroundJobs(jobs, app.log, options);
 
   const toResponse = (res: { statusCode: number; body: string; headers: Record<string, unknown> }): Response => {
@@ -162,8 +167,8 @@ export async function createHarness(
       return rowsOf<T>(await store.db.execute(sql.raw(query)));
     },
     async replica() {
-      const replicaStore = databaseUrl ? openPostgres(databaseUrl, 4) : store;
-      const replicaLimiter = redisUrl ? new RedisRateLimiter(redisUrl, redisPrefix, quota) : ratelimiter;
+      const replicaStore = databaseUrl ? openPostgres(databaseUrl, 4, postgresTimeouts(env)) : store;
+      const replicaLimiter = redisUrl ? new RedisRateLimiter(redisUrl, redisPrefix, quota, redisTimeouts) : ratelimiter;
       const replicaJobs = createBackgroundJobs(replicaStore.db, config);
       const replicaApp = await buildApp({
         deps: { config, store: replicaStore, db: replicaStore.db, keyring: new Keyring(config.encryptionKey), ratelimiter: replicaLimiter, ...replicaJobs },
@@ -196,6 +201,12 @@ export async function createHarness(
     },
   };
   return harness;
+}
+
+/** The store's deadlines as the app's config would set them from `env`. */
+function postgresTimeouts(env: Record<string, string>) {
+  const config = loadConfig(env);
+  return { connectTimeoutMs: config.databaseConnectTimeoutMs, statementTimeoutMs: config.databaseStatementTimeoutMs };
 }
 
 /** A v1-style error body with this code (and, when given, a message matching `message`). */

@@ -3,7 +3,7 @@ import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DrizzleQueryError } from "drizzle-orm/errors";
 import { hashKey } from "../src/crypto/hash.js";
-import { isTransientFailure } from "../src/db/client.js";
+import { isTransientFailure } from "../src/dependency.js";
 import { describeUnexpected } from "../src/log.js";
 import { MigrationWorker, migrationRetryDelayMs } from "../src/modules/migrations/migration-worker.js";
 import { ADMIN_TOKEN, createHarness, expectError, type Harness, type Tenant } from "./helper.js";

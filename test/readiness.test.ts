@@ -1,5 +1,4 @@
 import { randomBytes } from "node:crypto";
-import net from "node:net";
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
@@ -9,49 +8,14 @@ import { openPostgres, type Store } from "../src/db/client.js";
 import { MemoryRateLimiter } from "../src/ratelimit/memory.ratelimiter.js";
 import type { RateLimiter } from "../src/ratelimit/ratelimiter.js";
 import { RedisRateLimiter } from "../src/ratelimit/redis.ratelimiter.js";
+import { closedPort, FaultProxy } from "./fault-proxy.js";
 import { createHarness, expectError, type Harness } from "./helper.js";
-
-/** A port nothing listens on: taken from the OS, then released. */
-async function closedPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
-/** A TCP proxy to `target` that can be stopped (every connection cut) and started again on the same port. */
-class Proxy {
-  private server: net.Server | undefined;
-  private readonly sockets = new Set<net.Socket>();
-  constructor(
-    readonly port: number,
-    private readonly target: { host: string; port: number },
-  ) {}
-
-  async start() {
-    this.server = net.createServer((client) => {
-      const upstream = net.connect(this.target.port, this.target.host);
-      for (const s of [client, upstream]) {
-        this.sockets.add(s);
-        s.on("close", () => this.sockets.delete(s));
-        s.on("error", () => {});
-      }
-      client.pipe(upstream).pipe(client);
-    });
-    await new Promise<void>((resolve) => this.server!.listen(this.port, "127.0.0.1", resolve));
-  }
-
-  async stop() {
-    for (const s of this.sockets) s.destroy();
-    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
-    this.server = undefined;
-  }
-}
 
 async function appWith(config: Config, store: Store, ratelimiter: RateLimiter): Promise<FastifyInstance> {
   return buildApp({ deps: { config, store, db: store.db, keyring: new Keyring(config.encryptionKey), ratelimiter } });
 }
+
+const failClosed = (config: Config): Config => ({ ...config, ratelimitOnRedisFailure: "closed" });
 
 const readiness = async (app: FastifyInstance) => {
   const res = await app.inject({ method: "GET", url: "/v1/readiness" });
@@ -100,9 +64,9 @@ describe("GET /v1/readiness", () => {
     }
   });
 
-  it("answers 503 naming Redis while the rate limiter's Redis is unreachable", async () => {
+  it("answers 503 naming Redis while the rate limiter's Redis is unreachable and rate limits fail closed", async () => {
     const limiter = new RedisRateLimiter(`redis://127.0.0.1:${await closedPort()}`);
-    const app = await appWith(h.config, h.store, limiter);
+    const app = await appWith(failClosed(h.config), h.store, limiter);
     try {
       const started = Date.now();
       expectError(await readiness(app), 503, "SERVICE_UNAVAILABLE", "not ready: Redis did not answer within 1000 ms");
@@ -116,10 +80,23 @@ describe("GET /v1/readiness", () => {
     }
   });
 
+  it("stays 200, reporting Redis down, while Redis is unreachable and rate limits fail open (the default)", async () => {
+    const limiter = new RedisRateLimiter(`redis://127.0.0.1:${await closedPort()}`);
+    const app = await appWith(h.config, h.store, limiter);
+    try {
+      const res = await readiness(app);
+      expect(res.status).toBe(200);
+      expect(res.body.services).toEqual({ database: "up", redis: "down" });
+    } finally {
+      await app.close();
+      await limiter.close();
+    }
+  });
+
   it("names both when both are down", async () => {
     const store = openPostgres(`postgres://postgres@127.0.0.1:${await closedPort()}/keyhaven`, 1);
     const limiter = new RedisRateLimiter(`redis://127.0.0.1:${await closedPort()}`);
-    const app = await appWith(h.config, store, limiter);
+    const app = await appWith(failClosed(h.config), store, limiter);
     try {
       expectError(await readiness(app), 503, "SERVICE_UNAVAILABLE", "not ready: the database and Redis did not answer within 1000 ms");
     } finally {
@@ -132,22 +109,21 @@ describe("GET /v1/readiness", () => {
   describe.runIf(process.env.TEST_REDIS_URL)("when Redis goes away and comes back", () => {
     it("turns 503 and then 200 again by itself", async () => {
       const target = new URL(process.env.TEST_REDIS_URL!);
-      const proxy = new Proxy(await closedPort(), { host: target.hostname, port: Number(target.port || 6379) });
-      await proxy.start();
+      const proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port || 6379) });
       const limiter = new RedisRateLimiter(`redis://127.0.0.1:${proxy.port}`, `keyhaven-test:${randomBytes(6).toString("hex")}:`);
-      const app = await appWith(h.config, h.store, limiter);
+      const app = await appWith(failClosed(h.config), h.store, limiter);
       try {
         expect((await eventually(app, 200)).body.services.redis).toBe("up");
-        await proxy.stop();
+        await proxy.cut();
         expectError(await eventually(app, 503), 503, "SERVICE_UNAVAILABLE", /Redis/);
-        await proxy.start();
+        await proxy.restore();
         const back = await eventually(app, 200);
         expect(back.status).toBe(200);
         expect(back.body.services).toEqual({ database: "up", redis: "up" });
       } finally {
         await app.close();
         await limiter.close();
-        await proxy.stop();
+        await proxy.close();
       }
     });
   });
@@ -155,25 +131,21 @@ describe("GET /v1/readiness", () => {
   describe.runIf(process.env.TEST_DATABASE_URL)("when PostgreSQL goes away and comes back", () => {
     it("turns 503 and then 200 again by itself", async () => {
       const target = new URL(h.databaseUrl!);
-      const proxy = new Proxy(await closedPort(), { host: target.hostname, port: Number(target.port || 5432) });
-      await proxy.start();
-      const viaProxy = new URL(h.databaseUrl!);
-      viaProxy.hostname = "127.0.0.1";
-      viaProxy.port = String(proxy.port);
-      const store = openPostgres(viaProxy.toString(), 2);
+      const proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port || 5432) });
+      const store = openPostgres(proxy.urlFor(h.databaseUrl!), 2);
       const app = await appWith(h.config, store, new MemoryRateLimiter());
       try {
         expect((await eventually(app, 200)).body.services.database).toBe("up");
-        await proxy.stop();
+        await proxy.cut();
         expectError(await eventually(app, 503), 503, "SERVICE_UNAVAILABLE", /the database/);
-        await proxy.start();
+        await proxy.restore();
         const back = await eventually(app, 200);
         expect(back.status).toBe(200);
         expect(back.body.services.database).toBe("up");
       } finally {
         await app.close();
         await store.close();
-        await proxy.stop();
+        await proxy.close();
       }
     });
   });

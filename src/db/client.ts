@@ -1,3 +1,4 @@
+import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { PGlite } from "@electric-sql/pglite";
@@ -8,6 +9,7 @@ import { migrate as migratePglite } from "drizzle-orm/pglite/migrator";
 import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import { migrate as migratePostgres } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
+import { classifyPostgresError, DependencyState, DependencyUnavailableError } from "../dependency.js";
 import { lockDataDir } from "./data-dir.js";
 import * as schema from "./schema.js";
 
@@ -21,27 +23,168 @@ export type Store = {
   db: Db;
   /** Where the data lives, for the start-up message (never includes a password). */
   description: string;
+  /** Whether the store serves, as real statements found; logs changes of state once (see dependency.ts). */
+  state: DependencyState;
   close(): Promise<void>;
 };
+
+/** Deadlines on PostgreSQL (DATABASE_CONNECT_TIMEOUT_MS, DATABASE_STATEMENT_TIMEOUT_MS). */
+export type PostgresTimeouts = { connectTimeoutMs: number; statementTimeoutMs: number };
+export const DEFAULT_POSTGRES_TIMEOUTS: PostgresTimeouts = { connectTimeoutMs: 3000, statementTimeoutMs: 5000 };
+/**
+ * The client-side deadline is the server's statement_timeout plus this: a slow statement is cancelled by the server
+ * first (a clean error, the connection stays); only a server or network that does not answer at all meets the
+ * client's deadline, and then every connection is dropped so that the pool reconnects.
+ */
+export const CLIENT_DEADLINE_GRACE_MS = 500;
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL("../../migrations", import.meta.url));
 
 // Any fixed 64-bit number; held while migrating and bootstrapping so that replicas starting together take turns.
 const MIGRATION_LOCK_ID = 4_242_424_242;
 
-export function openPostgres(url: string, poolSize: number): Store {
+export function openPostgres(url: string, poolSize: number, timeouts: PostgresTimeouts = DEFAULT_POSTGRES_TIMEOUTS): Store {
+  const state = new DependencyState("PostgreSQL");
+  const sockets = new Set<net.Socket>();
+  let nextHost = 0;
   const client = postgres(url, {
     max: poolSize,
     onnotice: () => {},
-    connection: { application_name: "keyhaven" },
-  });
-  const db = drizzlePostgres({ client, schema }) as unknown as Db;
+    connection: { application_name: "keyhaven", statement_timeout: timeouts.statementTimeoutMs },
+    connect_timeout: timeouts.connectTimeoutMs / 1000,
+    // The default backoff grows to 20 s after repeated failures, and applies to the first connection after an
+    // outage too: serving would resume up to 20 s after PostgreSQL is back. Connects are cheap; retry fast.
+    backoff: (retries: number) => Math.min(0.05 * retries, 0.5),
+    // Our own sockets, only so that a statement that misses its deadline can drop them (see guardQuery).
+    socket: (options: { host: string[]; port: number[]; path?: string | false }) => {
+      const i = nextHost++ % options.host.length;
+      const socket = options.path ? net.connect(options.path) : net.connect(options.port[i]!, options.host[i]!);
+      // postgres.js reads it for TLS's servername.
+      (socket as net.Socket & { host?: string }).host = options.host[i];
+      sockets.add(socket);
+      socket.once("close", () => sockets.delete(socket));
+      return socket;
+    },
+  } as postgres.Options<Record<string, never>>);
+  const deadline = {
+    ms: timeouts.statementTimeoutMs + CLIENT_DEADLINE_GRACE_MS,
+    state,
+    dropConnections: () => {
+      for (const socket of sockets) socket.destroy();
+    },
+  };
+  const db = drizzlePostgres({ client: withDeadlines(client, deadline), schema }) as unknown as Db;
   return {
     kind: "postgres",
     db,
     description: `PostgreSQL at ${redactUrl(url)}`,
-    close: () => client.end({ timeout: 5 }),
+    state,
+    // Called once nothing runs any more (main.ts closes the app and the jobs first): a statement still unanswered
+    // after a second is on a connection that will not answer (PostgreSQL frozen), so do not wait longer for it.
+    close: () => client.end({ timeout: 1 }),
   };
+}
+
+type Deadline = { ms: number; state: DependencyState; dropConnections(): void };
+type PendingQuery = PromiseLike<unknown> & { values(): unknown; cancel(): unknown; state?: unknown };
+
+const WRITE_STATEMENT = /^\s*(insert|update|delete|with\b[\s\S]*\b(insert|update|delete)\b)/i;
+
+/**
+ * The postgres.js client as drizzle uses it (`unsafe`, `begin`, `savepoint`), with a deadline on every statement:
+ * postgres.js has none, and a statement on a frozen connection (server stopped, network partitioned) would wait
+ * for as long as TCP does. Errors that mean "PostgreSQL cannot serve" become DependencyUnavailableError.
+ */
+function withDeadlines<T extends object>(sql: T, deadline: Deadline): T {
+  return new Proxy(sql, {
+    get(target, prop, receiver) {
+      const real = Reflect.get(target, prop, receiver);
+      if (prop === "unsafe") {
+        return (...args: unknown[]) => {
+          const query = (real as (...a: unknown[]) => PendingQuery).apply(target, args);
+          // postgres.js queries are lazy (sent when awaited) and `.values()` must be chosen first, as drizzle does.
+          const lazy = {
+            values() {
+              query.values();
+              return lazy;
+            },
+            then(onOk?: (v: unknown) => unknown, onErr?: (e: unknown) => unknown) {
+              return guardQuery(query, String(args[0]), deadline).then(onOk, onErr);
+            },
+          };
+          return lazy;
+        };
+      }
+      if (prop === "begin") {
+        return (...args: unknown[]) => guardBegin(real as (...a: unknown[]) => Promise<unknown>, target, args, deadline);
+      }
+      if (prop === "savepoint" && typeof real === "function") {
+        return (fn: (sql: unknown) => unknown) => real.call(target, (inner: object) => fn(withDeadlines(inner, deadline)));
+      }
+      return real;
+    },
+  });
+}
+
+function guardQuery(query: PendingQuery, text: string, deadline: Deadline): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      const failure = new DependencyUnavailableError("PostgreSQL", "PostgreSQL is unreachable", `no answer within ${deadline.ms} ms`);
+      // `state` is set once postgres.js has sent the statement. Never sent: take it out of the queue, so that it
+      // cannot run after its caller was told it failed. Sent: its connection does not answer; drop them all.
+      if (query.state) deadline.dropConnections();
+      else void Promise.resolve(query.cancel()).catch(() => {});
+      deadline.state.failed(failure);
+      reject(failure);
+    }, deadline.ms);
+    query.then(
+      (rows) => {
+        clearTimeout(timer);
+        deadline.state.succeeded(deadline.state.awaitingWrite && WRITE_STATEMENT.test(text));
+        resolve(rows);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        const failure = classifyPostgresError(err);
+        if (failure) deadline.state.failed(failure);
+        reject(failure ?? err);
+      },
+    );
+  });
+}
+
+/** `begin` with a deadline on getting the transaction started; each statement inside has its own. */
+async function guardBegin(begin: (...a: unknown[]) => Promise<unknown>, target: object, args: unknown[], deadline: Deadline) {
+  const fn = args.pop() as (sql: unknown) => unknown;
+  let started = false;
+  let gaveUp: DependencyUnavailableError | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  const transaction = begin.call(target, ...args, (tx: object) => {
+    // Started after its caller was told it failed: it must not write anything.
+    if (gaveUp) throw gaveUp;
+    started = true;
+    clearTimeout(timer);
+    return fn(withDeadlines(tx, deadline));
+  });
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      if (started) return;
+      gaveUp = new DependencyUnavailableError("PostgreSQL", "PostgreSQL is unreachable", `no transaction within ${deadline.ms} ms`);
+      deadline.dropConnections();
+      deadline.state.failed(gaveUp);
+      reject(gaveUp);
+    }, deadline.ms);
+  });
+  transaction.catch(() => {});
+  try {
+    return await Promise.race([transaction, timeout]);
+  } catch (err) {
+    const failure = classifyPostgresError(err);
+    if (failure) deadline.state.failed(failure);
+    throw failure ?? err;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**
@@ -62,11 +205,13 @@ export async function openPglite(
     lock?.release();
     throw err;
   }
-  const db = drizzlePglite({ client, schema }) as unknown as Db;
+  const state = new DependencyState("PostgreSQL");
+  const db = drizzlePglite({ client: withStateOf(client, state), schema }) as unknown as Db;
   return {
     kind: "pglite",
     db,
     description: inMemory ? "embedded PGlite in memory (nothing is kept)" : `embedded PGlite in ${path.resolve(dataDir)}`,
+    state,
     close: async () => {
       try {
         await client.close();
@@ -75,6 +220,36 @@ export async function openPglite(
       }
     },
   };
+}
+
+/**
+ * The PGlite client as drizzle uses it (`query`, `transaction`), reporting to `state`: embedded, it is never
+ * unreachable, but its data directory can fill up (a write then fails with SQLSTATE 53100).
+ */
+function withStateOf<T extends object>(client: T, state: DependencyState): T {
+  return new Proxy(client, {
+    get(target, prop, receiver) {
+      const real = Reflect.get(target, prop, receiver);
+      if (prop === "query") {
+        return async (...args: unknown[]) => {
+          try {
+            const result = await (real as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+            state.succeeded(state.awaitingWrite && WRITE_STATEMENT.test(String(args[0])));
+            return result;
+          } catch (err) {
+            const failure = classifyPostgresError(err);
+            if (failure) state.failed(failure);
+            throw failure ?? err;
+          }
+        };
+      }
+      if (prop === "transaction") {
+        return (fn: (tx: object) => unknown) =>
+          (real as (f: (tx: object) => unknown) => Promise<unknown>).call(target, (tx: object) => fn(withStateOf(tx, state)));
+      }
+      return typeof real === "function" ? real.bind(target) : real;
+    },
+  });
 }
 
 /** Applies the committed migrations; on PostgreSQL under an advisory lock, then runs `then` while still holding it. */
@@ -120,39 +295,6 @@ const UNIQUE_VIOLATION = "23505";
 export function isUniqueViolation(err: unknown): boolean {
   for (let e: unknown = err; e && typeof e === "object"; e = (e as { cause?: unknown }).cause) {
     if ((e as { code?: unknown }).code === UNIQUE_VIOLATION) return true;
-  }
-  return false;
-}
-
-// Connection failures as Node (sockets, DNS) and postgres.js report them, before any SQLSTATE.
-const TRANSIENT_CONNECTION_CODES = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ECONNABORTED",
-  "ETIMEDOUT",
-  "EPIPE",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "EAI_AGAIN",
-  "CONNECTION_CLOSED",
-  "CONNECTION_ENDED",
-  "CONNECTION_DESTROYED",
-  "CONNECT_TIMEOUT",
-]);
-
-/**
- * Whether the statement failed for a reason that trying again later can fix: the connection (SQLSTATE class 08, or
- * a socket error), a serialization failure or deadlock (40001, 40P01), a lock or statement timeout (55P03, 57014),
- * lack of resources (class 53) or the server shutting down (57P01–57P05). Anything else (a constraint, a bug, bad
- * data) fails the same way every time. The one place that decides it.
- */
-export function isTransientFailure(err: unknown): boolean {
-  for (let e: unknown = err; e && typeof e === "object"; e = (e as { cause?: unknown }).cause) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code !== "string") continue;
-    if (TRANSIENT_CONNECTION_CODES.has(code)) return true;
-    if (/^(08|53)/.test(code) || /^57P0[1-5]$/.test(code)) return true;
-    if (["40001", "40P01", "55P03", "57014"].includes(code)) return true;
   }
   return false;
 }

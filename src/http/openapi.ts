@@ -45,7 +45,7 @@ const statusTitles: Record<number, string> = {
   408: "The client did not send the whole request within the server's header or request timeout.",
   429: "The root key was rate limited.",
   500: "Unexpected error inside keyhaven; nothing of the request was committed unless it completed.",
-  503: "Not ready: PostgreSQL or Redis did not answer; or the replica is shutting down.",
+  503: "PostgreSQL or Redis could not serve the request (unreachable, too slow, or out of disk), or, on readiness, this replica is not ready, or the replica is shutting down; the message names which.",
 };
 
 export const errorComponentName = (status: number) => `Error${status}`;
@@ -69,7 +69,7 @@ export function errorStatusesOf(rpc: Rpc): number[] {
   if (auth === "none") statuses.push(403);
   else statuses.push(403, 404, 409, 412, 429);
   if (rpc.method === "POST") statuses.push(413);
-  statuses.push(500);
+  statuses.push(500, 503);
   return statuses.sort((a, b) => a - b);
 }
 

@@ -1,4 +1,7 @@
 import { createHash } from "node:crypto";
+import type { Config } from "../config.js";
+import { redactUrl } from "../db/client.js";
+import { type DependencyState, findDependencyFailure } from "../dependency.js";
 
 /**
  * One limit to check: `cost` units against `limit` per fixed window of `duration` ms, counted under `identifier`
@@ -28,6 +31,8 @@ export interface RateLimiter {
   close(): Promise<void>;
   /** Redis only: resolves when Redis answers PING within `timeoutMs`, rejects otherwise (readiness). */
   ping?(timeoutMs: number): Promise<void>;
+  /** Redis only: whether Redis answers, as commands found (logs changes of state). */
+  readonly state?: DependencyState;
   /** Redis only: whether the connection is up right now, without a round trip (the metrics gauge). */
   isConnected?(): boolean;
 }
@@ -71,14 +76,60 @@ export function decide(checks: LimitCheck[], currents: number[], now: number) {
   return { all, outcomes };
 }
 
-export async function openRateLimiter(config: {
-  redisUrl: string | undefined;
-  ratelimitCountersPerWorkspace: number;
-}): Promise<RateLimiter> {
+export async function openRateLimiter(
+  config: Pick<Config, "redisUrl" | "redisConnectTimeoutMs" | "redisCommandTimeoutMs" | "ratelimitCountersPerWorkspace">,
+): Promise<RateLimiter> {
   if (!config.redisUrl) {
     const { MemoryRateLimiter } = await import("./memory.ratelimiter.js");
     return new MemoryRateLimiter(undefined, config.ratelimitCountersPerWorkspace);
   }
   const { RedisRateLimiter } = await import("./redis.ratelimiter.js");
-  return new RedisRateLimiter(config.redisUrl, undefined, config.ratelimitCountersPerWorkspace);
+  return new RedisRateLimiter(config.redisUrl, undefined, config.ratelimitCountersPerWorkspace, {
+    connectTimeoutMs: config.redisConnectTimeoutMs,
+    commandTimeoutMs: config.redisCommandTimeoutMs,
+  });
+}
+
+/**
+ * At start: a REDIS_URL that does not answer (a typo, a wrong port, Redis not up yet) is reported now, naming it
+ * (without its password), rather than discovered by the first limited verification. The process starts anyway
+ * and connects as soon as Redis answers.
+ */
+export async function warnIfRedisUnreachable(
+  limiter: RateLimiter,
+  config: Pick<Config, "redisUrl" | "redisConnectTimeoutMs" | "redisCommandTimeoutMs" | "ratelimitOnRedisFailure">,
+  log: { warn(obj: unknown, msg?: string): void },
+): Promise<boolean> {
+  if (!config.redisUrl || !limiter.ping) return true;
+  try {
+    await limiter.ping(config.redisConnectTimeoutMs + config.redisCommandTimeoutMs);
+    return true;
+  } catch (err) {
+    const reason = findDependencyFailure(err)?.reason ?? (err instanceof Error ? err.message : String(err));
+    const meanwhile =
+      config.ratelimitOnRedisFailure === "open"
+        ? "verifications skip the Redis-backed rate limits"
+        : "rate-limited requests answer 503";
+    log.warn(
+      { redis: redactUrl(config.redisUrl), reason },
+      `REDIS_URL ${redactUrl(config.redisUrl)} does not answer (${reason}); until it does, ${meanwhile}`,
+    );
+    return false;
+  }
+}
+
+/**
+ * Checks `checks` on the limiter. When Redis cannot answer, KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE decides: "open"
+ * returns undefined (the caller proceeds without these limits and says so), "closed" lets the 503 through.
+ */
+export async function checkLimits(
+  deps: { ratelimiter: RateLimiter; config: Pick<Config, "ratelimitOnRedisFailure"> },
+  checks: LimitCheck[],
+): Promise<LimitOutcome[] | undefined> {
+  try {
+    return await deps.ratelimiter.check(checks);
+  } catch (err) {
+    if (deps.config.ratelimitOnRedisFailure === "open" && findDependencyFailure(err)?.dependency === "Redis") return undefined;
+    throw err;
+  }
 }

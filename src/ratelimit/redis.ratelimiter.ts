@@ -1,4 +1,5 @@
-import { Redis } from "ioredis";
+import { Redis, ReplyError } from "ioredis";
+import { DependencyState, DependencyUnavailableError } from "../dependency.js";
 import {
   counterId,
   DEFAULT_COUNTERS_PER_WORKSPACE,
@@ -82,20 +83,41 @@ return currents
 
 type WithCheck = Redis & { keyhavenCheck(numKeys: number, ...args: (string | number)[]): Promise<number[]> };
 
+/** Deadlines on Redis (REDIS_CONNECT_TIMEOUT_MS, REDIS_COMMAND_TIMEOUT_MS). */
+export type RedisTimeouts = { connectTimeoutMs: number; commandTimeoutMs: number };
+export const DEFAULT_REDIS_TIMEOUTS: RedisTimeouts = { connectTimeoutMs: 500, commandTimeoutMs: 500 };
+
 /** Counters in Redis, shared by every replica (REDIS_URL). */
 export class RedisRateLimiter implements RateLimiter {
   readonly kind = "redis";
+  /** Whether Redis answers, as commands found; logs changes of state once (see dependency.ts). */
+  readonly state = new DependencyState("Redis");
   private readonly redis: WithCheck;
+  private closing = false;
 
   constructor(
     url: string,
     private readonly prefix = "keyhaven:rl:",
     private readonly countersPerWorkspace = DEFAULT_COUNTERS_PER_WORKSPACE,
+    timeouts: RedisTimeouts = DEFAULT_REDIS_TIMEOUTS,
   ) {
-    const redis = new Redis(url, { lazyConnect: false, maxRetriesPerRequest: 2, enableOfflineQueue: true });
+    const redis = new Redis(url, {
+      lazyConnect: false,
+      connectTimeout: timeouts.connectTimeoutMs,
+      // Every command has a deadline, also one queued while (re)connecting; failed commands are not retried.
+      commandTimeout: timeouts.commandTimeoutMs,
+      maxRetriesPerRequest: 0,
+      enableOfflineQueue: true,
+      // ioredis waits up to 2 s between reconnects by default: serving would resume that late after an outage.
+      retryStrategy: (times) => Math.min(times * 50, 250),
+    });
     redis.defineCommand("keyhavenCheck", { lua: CHECK_AND_CHARGE });
     // Errors surface on the command that failed; without a listener ioredis would also print each reconnect.
     redis.on("error", () => {});
+    redis.on("ready", () => this.state.succeeded());
+    redis.on("close", () => {
+      if (!this.closing) this.state.failed(new DependencyUnavailableError("Redis", "Redis is unreachable", "connection closed"));
+    });
     this.redis = redis as WithCheck;
   }
 
@@ -112,9 +134,33 @@ export class RedisRateLimiter implements RateLimiter {
       ids[i]!,
     ]);
     const currents = (
-      await this.redis.keyhavenCheck(keys.length, ...keys, checks.length, this.countersPerWorkspace, ...args)
+      await this.command(() =>
+        this.redis.keyhavenCheck(keys.length, ...keys, checks.length, this.countersPerWorkspace, ...args),
+      )
     ).map(Number);
     return decide(checks, currents, now).outcomes;
+  }
+
+  /**
+   * Runs a command within its deadline, or throws DependencyUnavailableError. While Redis is known to be down
+   * and not reconnected, fails at once instead of waiting out the deadline in ioredis's offline queue.
+   */
+  private async command<T>(run: () => Promise<T>): Promise<T> {
+    if (this.state.isDown && this.redis.status !== "ready") {
+      throw new DependencyUnavailableError("Redis", "Redis is unreachable", `connection ${this.redis.status}`);
+    }
+    try {
+      return await run();
+    } catch (err) {
+      // An error reply is Redis answering (a bug of ours, not an outage): a 500 as any other.
+      if (err instanceof ReplyError) throw err;
+      const reason = err instanceof Error ? err.message : String(err);
+      const failure = new DependencyUnavailableError("Redis", "Redis is unreachable", reason);
+      this.state.failed(failure);
+      // A frozen connection (the server stopped, the network partitioned) never answers again: reconnect.
+      if (reason === "Command timed out" && this.redis.status === "ready") this.redis.disconnect(true);
+      throw failure;
+    }
   }
 
   async ping(timeoutMs: number): Promise<void> {
@@ -124,7 +170,7 @@ export class RedisRateLimiter implements RateLimiter {
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`Redis did not answer PING within ${timeoutMs} ms`)), timeoutMs);
     });
-    const ping = this.redis.ping();
+    const ping = this.command(() => this.redis.ping());
     ping.catch(() => {});
     try {
       await Promise.race([ping, timeout]);
@@ -138,6 +184,7 @@ export class RedisRateLimiter implements RateLimiter {
   }
 
   async close() {
+    this.closing = true;
     await this.redis.quit().catch(() => this.redis.disconnect());
   }
 }

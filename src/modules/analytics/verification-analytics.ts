@@ -1,4 +1,5 @@
 import type { Db } from "../../db/client.js";
+import { findDependencyFailure } from "../../dependency.js";
 import { DAY_MS, deleteVerificationCountsBefore, upsertVerificationCounts, type VerificationCountRow } from "./analytics.repository.js";
 
 const HOUR_MS = 3_600_000;
@@ -141,13 +142,18 @@ export class VerificationAnalytics {
     if (log) this.log = log;
     if (this.enabled && !this.flushTimer) {
       this.flushTimer = setInterval(() => {
-        this.flush().catch((err) => this.log.error({ err }, "writing verification counts failed; kept for the next try"));
+        this.flush().catch((err) => {
+          // An outage is logged once per change of state by the store (dependency.ts), not at every flush.
+          if (!findDependencyFailure(err)) this.log.error({ err }, "writing verification counts failed; kept for the next try");
+        });
       }, ANALYTICS_FLUSH_INTERVAL_MS);
       this.flushTimer.unref();
     }
     if (!this.cleanupTimer) {
       const cleanup = () => {
-        this.deleteExpired().catch((err) => this.log.error({ err }, "deleting expired verification counts failed"));
+        this.deleteExpired().catch((err) => {
+          if (!findDependencyFailure(err)) this.log.error({ err }, "deleting expired verification counts failed");
+        });
       };
       this.cleanupTimer = setInterval(cleanup, this.cleanupIntervalMs);
       this.cleanupTimer.unref();

@@ -33,6 +33,8 @@ const output = z.object({
   identity: z
     .object({ id: z.string(), externalId: z.string(), meta: metaSchema })
     .optional(),
+  // keyhaven extension, only when true: Redis did not answer and KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE=open.
+  ratelimitSkipped: z.literal(true).optional(),
 });
 
 export const verifyKey = defineRpc({

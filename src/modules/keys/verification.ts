@@ -3,7 +3,7 @@ import { type PermissionQuery, parsePermissionQuery, PermissionQueryError, satis
 import { hashKey } from "../../crypto/hash.js";
 import type { Deps } from "../../deps.js";
 import { ApiError } from "../../errors.js";
-import type { LimitCheck, LimitOutcome } from "../../ratelimit/ratelimiter.js";
+import { checkLimits, type LimitCheck, type LimitOutcome } from "../../ratelimit/ratelimiter.js";
 import type { KeyForVerification as FoundKey, StoredRatelimit } from "./keys.repository.js";
 import { remainingSpender } from "./remaining-spender.js";
 import { verificationCache } from "./verification-cache.js";
@@ -53,6 +53,8 @@ export type Verification = {
   roles?: string[];
   environment?: string;
   identity?: { id: string; externalId: string; meta: Record<string, unknown> };
+  /** keyhaven extension: Redis could not answer, so this verification was not rate limited (failing open). */
+  ratelimitSkipped?: true;
 };
 
 /** A verification with what analytics records about the key it found (not part of the answer). */
@@ -94,13 +96,17 @@ export async function verifyKey(deps: Deps, req: VerifyRequest): Promise<Verific
   if (query !== undefined && !satisfies(query, new Set(key.permissions))) return refuse("INSUFFICIENT_PERMISSIONS");
 
   const checks = limitChecks(key, req.ratelimits ?? []);
-  let ratelimit: Verification["ratelimit"];
+  let withLimit: { ratelimit: NonNullable<Verification["ratelimit"]> } | { ratelimitSkipped: true } | Record<string, never> = {};
   if (checks.length > 0) {
-    const outcomes = await deps.ratelimiter.check(checks);
-    ratelimit = reportRatelimit(outcomes);
-    if (outcomes.some((o) => !o.passed)) return refuse("RATE_LIMITED", { ratelimit });
+    const outcomes = await checkLimits(deps, checks);
+    if (outcomes === undefined) {
+      withLimit = { ratelimitSkipped: true };
+    } else {
+      const ratelimit = reportRatelimit(outcomes)!;
+      if (outcomes.some((o) => !o.passed)) return refuse("RATE_LIMITED", { ratelimit });
+      withLimit = { ratelimit };
+    }
   }
-  const withLimit = ratelimit ? { ratelimit } : {};
 
   if (key.remaining !== null) {
     const left = await remainingSpender(deps.db).spend(key.id, req.remainingCost);

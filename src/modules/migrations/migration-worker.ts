@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
-import { type Db, isTransientFailure } from "../../db/client.js";
+import type { Db } from "../../db/client.js";
+import { findDependencyFailure, isTransientFailure } from "../../dependency.js";
 import { ApiError } from "../../errors.js";
 import { describeUnexpected } from "../../log.js";
 import { findLiveApiIds } from "../apis/apis.repository.js";
@@ -120,7 +121,8 @@ export class MigrationWorker {
         failures = 0;
       } catch (err) {
         failures++;
-        this.log.error({ err, failures }, "the migration worker could not reach its queue; it tries again");
+        // An outage is logged once per change of state by the store (dependency.ts), not at every poll.
+        if (!findDependencyFailure(err)) this.log.error({ err, failures }, "the migration worker could not reach its queue; it tries again");
       }
       if (!worked && !this.stopping) await this.idle(failures > 0 ? this.retryDelayMs(failures) : this.pollIntervalMs);
     }

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { authenticateRootKey, hasPermission, requirePermission } from "../../auth/root-key.js";
 import { epochReader } from "../../db/epoch.js";
 import { ApiError } from "../../errors.js";
+import { checkLimits, windowOf } from "../../ratelimit/ratelimiter.js";
 import { defineRpc } from "../../rpc.js";
 import { ensureNamespace, findNamespaceForLimit } from "./ratelimits.repository.js";
 import { metaSchema } from "../keys/keys.schemas.js";
@@ -42,7 +43,14 @@ export const limit = defineRpc({
       .max(MAX_RESOURCES)
       .optional(),
   }),
-  output: z.object({ success: z.boolean(), limit: z.number(), remaining: z.number(), reset: z.number() }),
+  output: z.object({
+    success: z.boolean(),
+    limit: z.number(),
+    remaining: z.number(),
+    reset: z.number(),
+    // keyhaven extension, only when true: Redis did not answer and KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE=open.
+    ratelimitSkipped: z.literal(true).optional(),
+  }),
   handler: async (input, { deps, authorization }) => {
     // One epoch for both lookups: each is answered from memory unless something it depends on changed since.
     const epoch = await epochReader(deps.db).current();
@@ -65,9 +73,14 @@ export const limit = defineRpc({
       namespaceId = await ensureNamespace(deps.db, auth.workspaceId, input.namespace);
     }
     const applied = found?.override ?? { limit: input.limit, duration: input.duration };
-    const [outcome] = await deps.ratelimiter.check([
+    const outcomes = await checkLimits(deps, [
       { workspaceId: auth.workspaceId, name: COUNTER_NAME, identifier: `${namespaceId}\u0000${input.identifier}`, ...applied, cost: input.cost },
     ]);
+    if (outcomes === undefined) {
+      const reset = windowOf(applied.duration, Date.now()).reset;
+      return { success: true, limit: applied.limit, remaining: applied.limit, reset, ratelimitSkipped: true as const };
+    }
+    const [outcome] = outcomes;
     return { success: outcome!.passed, limit: applied.limit, remaining: outcome!.remaining, reset: outcome!.reset };
   },
 });

@@ -1,0 +1,108 @@
+import net from "node:net";
+
+/** A port nothing listens on: taken from the OS, then released. */
+export async function closedPort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+type Link = { client: net.Socket; upstream: net.Socket | undefined };
+
+/**
+ * A TCP proxy on 127.0.0.1 (a random port) in front of a real server, that the test can break the way outages do:
+ * - freeze(): nothing is forwarded any more, but every connection stays open and new ones are accepted (a server
+ *   stopped with SIGSTOP, or a network that drops packets);
+ * - cut(): every connection is closed and new ones are refused (a server killed, a host down);
+ * - restore(): forwarding again (a frozen connection resumes where it was; after a cut, new connections work).
+ */
+export class FaultProxy {
+  private server: net.Server | undefined;
+  private readonly links = new Set<Link>();
+  private frozen = false;
+
+  private constructor(
+    readonly port: number,
+    private readonly target: { host: string; port: number },
+  ) {}
+
+  static async start(target: { host: string; port: number }): Promise<FaultProxy> {
+    const proxy = new FaultProxy(await closedPort(), target);
+    await proxy.listen();
+    return proxy;
+  }
+
+  /** `url` with its host and port replaced by this proxy's. */
+  urlFor(url: string): string {
+    const u = new URL(url);
+    u.hostname = "127.0.0.1";
+    u.port = String(this.port);
+    return u.toString();
+  }
+
+  freeze(): void {
+    this.frozen = true;
+    for (const link of this.links) this.unlink(link);
+  }
+
+  async cut(): Promise<void> {
+    this.frozen = false;
+    for (const { client, upstream } of this.links) {
+      client.destroy();
+      upstream?.destroy();
+    }
+    this.links.clear();
+    await this.closeServer();
+  }
+
+  async restore(): Promise<void> {
+    this.frozen = false;
+    if (!this.server) await this.listen();
+    for (const link of this.links) this.link(link);
+  }
+
+  async close(): Promise<void> {
+    await this.cut();
+  }
+
+  private async listen() {
+    this.server = net.createServer((client) => {
+      const link: Link = { client, upstream: undefined };
+      this.links.add(link);
+      client.on("error", () => {});
+      client.on("close", () => {
+        link.upstream?.destroy();
+        this.links.delete(link);
+      });
+      client.pause();
+      if (!this.frozen) this.link(link);
+    });
+    await new Promise<void>((resolve) => this.server!.listen(this.port, "127.0.0.1", resolve));
+  }
+
+  private link(link: Link) {
+    if (!link.upstream) {
+      const upstream = net.connect(this.target.port, this.target.host);
+      upstream.on("error", () => {});
+      upstream.on("close", () => link.client.destroy());
+      link.upstream = upstream;
+    }
+    link.client.pipe(link.upstream);
+    link.upstream.pipe(link.client);
+  }
+
+  private unlink(link: Link) {
+    link.client.unpipe();
+    link.upstream?.unpipe();
+    link.client.pause();
+    link.upstream?.pause();
+  }
+
+  private closeServer(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    return new Promise((resolve) => (server ? server.close(() => resolve()) : resolve()));
+  }
+}

@@ -3,44 +3,9 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type Cli, keyhaven, killAll, PROJECT_ROOT } from "./cli-process.js";
+import { type Cli, freePort, keyhaven, killAll, PROJECT_ROOT, sleep, started, withinSeconds } from "./cli-process.js";
 
 const TIMEOUT = 60_000;
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Resolves once the start-up banner is complete; fails early if the process exits first. */
-async function started(cli: Cli): Promise<string> {
-  const deadline = Date.now() + 45_000;
-  while (!cli.stdout().includes("operator routes:")) {
-    if (cli.child.exitCode !== null || cli.child.signalCode !== null) {
-      throw new Error(`keyhaven exited before listening:\n${cli.stdout()}\n${cli.stderr()}`);
-    }
-    if (Date.now() > deadline) throw new Error(`keyhaven did not start in time:\n${cli.stdout()}\n${cli.stderr()}`);
-    await sleep(50);
-  }
-  return cli.stdout();
-}
-
-async function withinSeconds<T>(promise: Promise<T>, seconds: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`not done within ${seconds} s`)), seconds * 1000);
-  });
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** Every regular file under `dir`, recursively. */
 function filesUnder(dir: string): string[] {

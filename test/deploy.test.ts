@@ -1,9 +1,9 @@
-import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
+import { dockerCmd, productionCommand, readProjectFile as read } from "./deploy-files.js";
 
-// There is no Docker engine on the development machine: these tests check the deployment files' structure.
-const read = (file: string) => readFileSync(new URL(`../${file}`, import.meta.url), "utf8");
+// There is no Docker engine on the development machine: these tests check the deployment files' structure
+// (test/deploy.signals.test.ts and test/deploy.nginx.test.ts run the commands and nginx.conf for real).
 
 type Service = {
   image?: string;
@@ -108,8 +108,11 @@ describe("Dockerfile", () => {
     expect(user).toBeDefined();
     expect(["root", "0", "0:0"]).not.toContain(user);
     expect(final).toMatch(/^HEALTHCHECK .*\n?.*\/v1\/liveness/m);
-    // `keyhaven serve` migrates (under the advisory lock) before it listens.
-    expect(final).toMatch(/^CMD \[.*"src\/cli\/main\.ts", "serve"\]/m);
+    // `keyhaven serve` migrates (under the advisory lock) before it listens. The README's production command, in
+    // exec form: node is the container's process 1 and gets `docker stop`'s SIGTERM (no npm or shell in between).
+    expect(dockerCmd()).toEqual(productionCommand());
+    expect(dockerCmd().slice(-1)).toEqual(["serve"]);
+    expect(final).toMatch(/^COPY bin \.\/bin/m);
     expect(final).toMatch(/^COPY migrations \.\/migrations/m);
     expect(final).toMatch(/^EXPOSE 8080/m);
   });

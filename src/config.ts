@@ -49,6 +49,9 @@ const envSchema = z.object({
   KEYHAVEN_ANALYTICS: z.enum(["on", "off"], { error: 'must be "on" or "off"' }).default("on"),
 });
 
+/** Every environment variable keyhaven reads (the server's; the client commands read a subset, see loadCliEnv). */
+export const CONFIG_VARIABLES: readonly string[] = Object.freeze(Object.keys(envSchema.shape));
+
 function isOrigin(v: string): boolean {
   if (!/^https?:\/\/[^/?#]+$/.test(v)) return false;
   try {

@@ -40,7 +40,9 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
     bodyLimit: BODY_LIMIT_BYTES,
     genReqId: () => newId("req"),
     requestIdHeader: false,
-    return503OnClosing: true,
+    // A request that reaches a closing server on a kept-alive connection (a load balancer reusing it) is served,
+    // with `Connection: close`: not answered 503 outside the envelope, which a POST could not be retried after.
+    return503OnClosing: false,
     forceCloseConnections: "idle",
     routerOptions: { ignoreTrailingSlash: false },
     // Requests Node's HTTP parser rejects (bad header bytes, ...) never reach a route; answer them in the envelope too.

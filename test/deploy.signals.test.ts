@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from "node:fs";
+import net from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
 import { type Cli, killAll, processGroupAlive, spawnProcess, started, withinSeconds } from "./cli-process.js";
 import { productionCommand } from "./deploy-files.js";
@@ -37,9 +38,13 @@ async function listening(cli: Cli): Promise<string> {
 }
 
 async function expectStopsOnSigterm(cli: Cli, url: string): Promise<void> {
-  const pid = cli.child.pid!;
   const sent = Date.now();
-  process.kill(pid, "SIGTERM");
+  process.kill(cli.child.pid!, "SIGTERM");
+  await expectStopped(cli, url, sent);
+}
+
+async function expectStopped(cli: Cli, url: string, sent: number): Promise<void> {
+  const pid = cli.child.pid!;
   expect(await withinSeconds(cli.exited, 30)).toEqual({ code: 0, signal: null });
   await expect(fetch(`${url}/v1/liveness`)).rejects.toThrow();
   await expect.poll(() => processGroupAlive(pid), { timeout: 10_000 }).toBe(false);
@@ -48,7 +53,7 @@ async function expectStopsOnSigterm(cli: Cli, url: string): Promise<void> {
 
 describe.runIf(process.platform === "linux")("stopping the production command with SIGTERM", () => {
   it(
-    "the README's command is the server itself: one process, which closes its port and exits 0 on SIGTERM",
+    "the README's command is the server itself, which on SIGTERM serves what its connections hold (no 503), closes its port and exits 0",
     async () => {
       const [command, ...args] = productionCommand();
       expect(command).toBe("node");
@@ -56,7 +61,31 @@ describe.runIf(process.platform === "linux")("stopping the production command wi
       const url = await listening(cli);
       // No npm, shell or tsx CLI in between: the process that gets the signal is the one that listens.
       expect(processGroup(cli.child.pid!)).toEqual([cli.child.pid]);
-      await expectStopsOnSigterm(cli, url);
+
+      // A kept-alive connection with a request in flight at SIGTERM, and a second one behind it (as a load
+      // balancer reuses its connections): both are served, the second with `Connection: close`, not a 503.
+      const { port, hostname } = new URL(url);
+      const socket = net.connect(Number(port), hostname);
+      await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
+      let answers = "";
+      socket.setEncoding("utf8").on("data", (d: string) => (answers += d));
+      const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+      const body = JSON.stringify({ key: "sk_not_a_key_of_this_store" });
+      socket.write(
+        `POST /v1/keys.verifyKey HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\n` +
+          `Content-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`,
+      );
+      await expect.poll(() => fetch(`${url}/v1/liveness`).then(() => "open", () => "closed")).toBe("open");
+      process.kill(cli.child.pid!, "SIGTERM");
+      await expect.poll(() => fetch(`${url}/v1/liveness`).then(() => "open", () => "closed"), { timeout: 10_000 }).toBe("closed");
+      socket.write(`${body.slice(5)}GET /v1/liveness HTTP/1.1\r\nHost: ${hostname}\r\n\r\n`);
+      await withinSeconds(closed, 10);
+      expect(answers.match(/HTTP\/1\.1 \d{3} [^\r\n]*/g), answers).toEqual(["HTTP/1.1 200 OK", "HTTP/1.1 200 OK"]);
+      expect(answers).toContain('"code":"NOT_FOUND"');
+      const second = answers.slice(answers.lastIndexOf("HTTP/1.1 "));
+      expect(second.slice(0, second.indexOf("\r\n\r\n"))).toMatch(/^connection: close\r?$/im);
+
+      await expectStopped(cli, url, Date.now());
     },
     TIMEOUT,
   );

@@ -40,8 +40,8 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
     bodyLimit: BODY_LIMIT_BYTES,
     genReqId: () => newId("req"),
     requestIdHeader: false,
-    // A request that reaches a closing server on a kept-alive connection (a load balancer reusing it) is served,
-    // with `Connection: close`: not answered 503 outside the envelope, which a POST could not be retried after.
+    // A request that still reaches a closing server on a kept-alive connection is served (with `Connection: close`),
+    // not answered 503 outside the envelope, which a load balancer cannot retry for a POST.
     return503OnClosing: false,
     forceCloseConnections: "idle",
     routerOptions: { ignoreTrailingSlash: false },
@@ -81,6 +81,17 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
 
   app.addHook("onRequest", async (req, reply) => {
     reply.header("Unkey-Request-Id", req.id);
+  });
+  // Once shutting down, every answer ends its connection, also those of requests that started before: a kept-alive
+  // connection would wait for the client (a load balancer's idle timeout, a minute) before the process can exit.
+  let closing = false;
+  app.addHook("preClose", (done) => {
+    closing = true;
+    done();
+  });
+  app.addHook("onSend", (_req, reply, payload, done) => {
+    if (closing) reply.header("Connection", "close");
+    done(null, payload);
   });
   // The body parser refuses these in JSON; query strings get the same rule, for every GET route at once.
   app.addHook("preValidation", async (req) => {

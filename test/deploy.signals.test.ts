@@ -53,17 +53,23 @@ async function expectStopped(cli: Cli, url: string, sent: number): Promise<void>
 
 describe.runIf(process.platform === "linux")("stopping the production command with SIGTERM", () => {
   it(
-    "the README's command is the server itself, which on SIGTERM serves what its connections hold (no 503), closes its port and exits 0",
+    "the README's command is the server itself, which on SIGTERM finishes what is in flight, ends its connections, closes its port and exits 0",
     async () => {
       const [command, ...args] = productionCommand();
       expect(command).toBe("node");
       const cli = spawnProcess(command!, args, env, { detached: true });
       const url = await listening(cli);
-      // No npm, shell or tsx CLI in between: the process that gets the signal is the one that listens.
-      expect(processGroup(cli.child.pid!)).toEqual([cli.child.pid]);
+      // No npm, shell or tsx CLI in between: the process that gets the signal is the node that listens. (tsx's
+      // loader may run esbuild's service as its child to compile what it has not cached.)
+      const commandName = (pid: number) => readFileSync(`/proc/${pid}/comm`, "utf8").trim();
+      const group = processGroup(cli.child.pid!);
+      expect(commandName(cli.child.pid!)).toBe("node");
+      expect(group.filter((pid) => pid !== cli.child.pid).map(commandName).filter((name) => name !== "esbuild")).toEqual([]);
 
-      // A kept-alive connection with a request in flight at SIGTERM, and a second one behind it (as a load
-      // balancer reuses its connections): both are served, the second with `Connection: close`, not a 503.
+      // A kept-alive connection with a request in flight at SIGTERM, and another request queued behind it: the
+      // first is answered with `Connection: close`, so that a client (a load balancer) neither holds the
+      // connection idle, which would keep the process from exiting, nor sends more on it. The queued one is left
+      // unanswered, which tells an HTTP client it was not processed and may go elsewhere (not a 503).
       const { port, hostname } = new URL(url);
       const socket = net.connect(Number(port), hostname);
       await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject));
@@ -80,10 +86,9 @@ describe.runIf(process.platform === "linux")("stopping the production command wi
       await expect.poll(() => fetch(`${url}/v1/liveness`).then(() => "open", () => "closed"), { timeout: 10_000 }).toBe("closed");
       socket.write(`${body.slice(5)}GET /v1/liveness HTTP/1.1\r\nHost: ${hostname}\r\n\r\n`);
       await withinSeconds(closed, 10);
-      expect(answers.match(/HTTP\/1\.1 \d{3} [^\r\n]*/g), answers).toEqual(["HTTP/1.1 200 OK", "HTTP/1.1 200 OK"]);
+      expect(answers.match(/HTTP\/1\.1 \d{3} [^\r\n]*/g), answers).toEqual(["HTTP/1.1 200 OK"]);
       expect(answers).toContain('"code":"NOT_FOUND"');
-      const second = answers.slice(answers.lastIndexOf("HTTP/1.1 "));
-      expect(second.slice(0, second.indexOf("\r\n\r\n"))).toMatch(/^connection: close\r?$/im);
+      expect(answers.slice(0, answers.indexOf("\r\n\r\n"))).toMatch(/^connection: close\r?$/im);
 
       await expectStopped(cli, url, Date.now());
     },

@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
-# keyhaven: production image. Runs the same entry as `npm start` (TypeScript through tsx), so there is no build
-# output to drift from the sources; migrations are applied at start under an advisory lock.
+# keyhaven: production image. Runs the README's production command (bin/keyhaven.mjs: TypeScript through tsx's
+# loader, in the one node process), so there is no build output to drift from the sources; migrations are applied
+# at start under an advisory lock.
 
 FROM node:20-bookworm-slim AS deps
 WORKDIR /app
@@ -21,4 +22,6 @@ VOLUME ["/data"]
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
   CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/v1/liveness').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
-CMD ["node", "--import", "tsx", "src/cli/main.ts", "serve"]
+# Exec form, node as PID 1 with no npm or shell in between: `docker stop`'s SIGTERM reaches the server, which
+# finishes in-flight requests and exits.
+CMD ["node", "bin/keyhaven.mjs", "serve"]

@@ -72,7 +72,8 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
     bodyLimit: BULK_BODY_LIMIT,
     genReqId: () => newId("req"),
     requestIdHeader: false,
-    // Our onRequest hook answers requests that arrive while closing, in the envelope with a request id.
+    // A request that still reaches a closing server on a kept-alive connection is served (with `Connection: close`),
+    // not answered 503 outside the envelope, which a load balancer cannot retry for a POST.
     return503OnClosing: false,
     forceCloseConnections: "idle",
     routerOptions: { ignoreTrailingSlash: false },
@@ -118,17 +119,16 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
     );
   });
 
-  let closing = false;
-  app.addHook("preClose", async () => {
-    closing = true;
-  });
   app.addHook("onRequest", async (req, reply) => {
     reply.header("Unkey-Request-Id", req.id);
-    // Fastify has already set `Connection: close`: the client retries on another connection (another replica).
-    if (closing) throw new ApiError("SERVICE_UNAVAILABLE", "the server is shutting down; send the request again");
   });
-  // On close, idle keep-alive connections are closed at once, but one busy then would stay open until its keep-alive
-  // timeout once its answer is sent, holding the shutdown: answers sent while closing end their connection.
+  // Once shutting down, every answer ends its connection, also those of requests that started before: a kept-alive
+  // connection would wait for the client (a load balancer's idle timeout, a minute) before the process can exit.
+  let closing = false;
+  app.addHook("preClose", (done) => {
+    closing = true;
+    done();
+  });
   app.addHook("onSend", (_req, reply, payload, done) => {
     if (closing) reply.header("Connection", "close");
     done(null, payload);

@@ -107,6 +107,9 @@ const envSchema = z.object({
   KEYHAVEN_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
 });
 
+/** Every environment variable keyhaven reads (the server's; the client commands read a subset, see loadCliEnv). */
+export const CONFIG_VARIABLES: readonly string[] = Object.freeze(Object.keys(envSchema.shape));
+
 function isOrigin(v: string): boolean {
   if (!/^https?:\/\/[^/?#]+$/.test(v)) return false;
   try {

@@ -1,9 +1,11 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import net from "node:net";
 import os from "node:os";
 import { fileURLToPath } from "node:url";
+import postgres from "postgres";
 
-/** Real `keyhaven` processes for the CLI tests, started as a user would run them. */
+/** Real `keyhaven` processes for the CLI and deployment tests, started as a user would run them. */
 
 export const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url));
 
@@ -15,39 +17,69 @@ export type Cli = {
 };
 
 const children = new Set<ChildProcess>();
+const detached = new Set<ChildProcess>();
 
 /**
- * Runs `keyhaven <args>` with only PATH and HOME from this environment plus `env`; through `launcher` when given
- * (a command that ends by running its arguments, e.g. `unshare -m sh -c '…; exec "$@"' sh`).
+ * Runs `command args` in the project root with only PATH and HOME from this environment plus `env`. `detached`
+ * gives it a process group of its own, so that killAll also reaches any process it leaves behind.
  */
-export function keyhaven(args: string[], env: Record<string, string> = {}, launcher: string[] = []): Cli {
-  const command = [...launcher, process.execPath, "--import", "tsx", "src/cli/main.ts", ...args];
-  const child = spawn(command[0]!, command.slice(1), {
+export function spawnProcess(command: string, args: string[], env: Record<string, string> = {}, options: { detached?: boolean } = {}): Cli {
+  const child = spawn(command, args, {
     cwd: PROJECT_ROOT,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? os.tmpdir(), ...env },
     stdio: ["ignore", "pipe", "pipe"],
+    detached: options.detached ?? false,
   });
   children.add(child);
+  if (options.detached) detached.add(child);
   let out = "";
   let err = "";
   child.stdout!.setEncoding("utf8").on("data", (d: string) => (out += d));
   child.stderr!.setEncoding("utf8").on("data", (d: string) => (err += d));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.on("exit", (code, signal) => {
-      children.delete(child);
+      // A detached child's group may outlive it: killAll still has to look.
+      if (!options.detached) children.delete(child);
       resolve({ code, signal });
     }),
   );
   return { child, stdout: () => out, stderr: () => err, exited };
 }
 
-/** SIGKILLs every keyhaven process still running. */
+/**
+ * Runs `keyhaven <args>` through the package's bin entry, as `npx keyhaven` and the production command do; through
+ * `launcher` when given (a command that ends by running its arguments, e.g. `unshare -m sh -c '…; exec "$@"' sh`).
+ */
+export function keyhaven(args: string[], env: Record<string, string> = {}, launcher: string[] = []): Cli {
+  const command = [...launcher, process.execPath, "bin/keyhaven.mjs", ...args];
+  return spawnProcess(command[0]!, command.slice(1), env);
+}
+
+/** Whether any process is left in the process group `pgid` (a detached child's pid). */
+export function processGroupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ESRCH") return false;
+    throw err;
+  }
+}
+
+/** SIGKILLs every keyhaven process still running (the whole group of a detached one). */
 export function killAll(): void {
   for (const child of children) {
-    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    if (detached.has(child)) {
+      if (processGroupAlive(child.pid!)) process.kill(-child.pid!, "SIGKILL");
+    } else if (child.exitCode === null && child.signalCode === null) {
+      child.kill("SIGKILL");
+    }
   }
   children.clear();
+  detached.clear();
 }
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export async function freePort(): Promise<number> {
   const server = net.createServer();
@@ -57,11 +89,9 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Resolves once the start-up banner is complete; fails early if the process exits first. */
-export async function started(cli: Cli): Promise<string> {
-  const deadline = Date.now() + 45_000;
+/** Resolves with stdout once the start-up banner is complete; fails early if the process exits first. */
+export async function started(cli: Cli, seconds = 45): Promise<string> {
+  const deadline = Date.now() + seconds * 1000;
   while (!cli.stdout().includes("operator routes:")) {
     if (cli.child.exitCode !== null || cli.child.signalCode !== null) {
       throw new Error(`keyhaven exited before listening:\n${cli.stdout()}\n${cli.stderr()}`);
@@ -83,3 +113,18 @@ export async function withinSeconds<T>(promise: Promise<T>, seconds: number): Pr
     clearTimeout(timer);
   }
 }
+
+/** A new, empty database on the server of `templateUrl` (the test run's PostgreSQL), for real processes to migrate. */
+export async function emptyDatabase(templateUrl: string, prefix: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `${prefix}_${randomBytes(5).toString("hex")}`;
+  const admin = postgres(templateUrl.replace(/\/[^/]+$/, "/postgres"), { max: 1, onnotice: () => {} });
+  await admin.unsafe(`create database ${name}`);
+  return {
+    url: templateUrl.replace(/\/[^/]+$/, `/${name}`),
+    async drop() {
+      await admin.unsafe(`drop database if exists ${name} with (force)`);
+      await admin.end();
+    },
+  };
+}
+

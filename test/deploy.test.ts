@@ -1,9 +1,10 @@
-import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
+import { CONFIG_VARIABLES } from "../src/config.js";
+import { dockerCmd, productionCommand, readProjectFile as read } from "./deploy-files.js";
 
-// There is no Docker engine on the development machine: these tests check the deployment files' structure.
-const read = (file: string) => readFileSync(new URL(`../${file}`, import.meta.url), "utf8");
+// There is no Docker engine on the development machine: these tests check the deployment files' structure
+// (test/deploy.signals.test.ts and test/deploy.nginx.test.ts run the commands and nginx.conf for real).
 
 type Service = {
   image?: string;
@@ -50,7 +51,9 @@ describe("docker-compose.yml", () => {
       expect(db.hostname, name).toBe("postgres");
       expect(db.port || "5432", name).toBe("5432");
       expect(decodeURIComponent(db.username), name).toBe(pgEnv.POSTGRES_USER);
-      expect(decodeURIComponent(db.password), name).toBe(pgEnv.POSTGRES_PASSWORD);
+      // The same variable as PostgreSQL's own, from the environment or .env: no password is written in the file.
+      expect(decodeURIComponent(db.password), name).toBe("${POSTGRES_PASSWORD}");
+      expect(pgEnv.POSTGRES_PASSWORD).toMatch(/^\$\{POSTGRES_PASSWORD:\?/);
       expect(db.pathname.slice(1), name).toBe(pgEnv.POSTGRES_DB);
       const redis = new URL(env.REDIS_URL!);
       expect(redis.protocol, name).toBe("redis:");
@@ -59,6 +62,8 @@ describe("docker-compose.yml", () => {
       expect(env.PORT, name).toBe("8080");
       // Replicas must share the encryption key; compose refuses to start without it (`:?`).
       expect(env.KEYHAVEN_ENCRYPTION_KEY, name).toMatch(/^\$\{KEYHAVEN_ENCRYPTION_KEY:\?/);
+      // error.docs links must name the origin clients use (behind TLS), not what nginx forwards.
+      expect(env.KEYHAVEN_PUBLIC_URL, name).toMatch(/^\$\{KEYHAVEN_PUBLIC_URL:\?/);
       expect(dependsOn(s), name).toEqual({ postgres: { condition: "service_healthy" }, redis: { condition: "service_healthy" } });
       expect(healthTest(s), name).toContain("/v1/readiness");
     }
@@ -66,11 +71,30 @@ describe("docker-compose.yml", () => {
     expect(replicas[0]![1].environment).toEqual(replicas[1]![1].environment);
   });
 
+  it("holds no secret: every password, key and token comes from the environment or .env", () => {
+    for (const [service, s] of Object.entries(services)) {
+      for (const [name, value] of Object.entries(s.environment ?? {})) {
+        if (/PASSWORD|KEY|TOKEN|SECRET/.test(name)) expect(value, `${service} ${name}`).toMatch(new RegExp(`^\\$\\{${name}[:}]`));
+      }
+    }
+  });
+
+  it("caps Redis's memory with the eviction policy the README gives", () => {
+    const command = services.redis!.command!;
+    const option = (flag: string) => command[command.indexOf(flag) + 1];
+    expect(command).toContain("--maxmemory");
+    expect(option("--maxmemory")).toMatch(/^\d+[kmg]b$/i);
+    const policy = option("--maxmemory-policy");
+    expect(policy).toBeDefined();
+    expect(read("README.md")).toContain(`\`maxmemory\` with \`${policy}\``);
+  });
+
   it("puts nginx in front, configured with deploy/nginx.conf, once both replicas are healthy", () => {
     const lb = services.loadbalancer!;
     expect(lb.image).toMatch(/^nginx:/);
     expect(lb.volumes).toContain("./deploy/nginx.conf:/etc/nginx/nginx.conf:ro");
-    expect(lb.ports).toEqual(["8080:8080"]);
+    // Loopback only: plain HTTP, for the TLS terminator on the same host.
+    expect(lb.ports).toEqual(["127.0.0.1:8080:8080"]);
     expect(dependsOn(lb)).toEqual({
       "keyhaven-1": { condition: "service_healthy" },
       "keyhaven-2": { condition: "service_healthy" },
@@ -79,7 +103,7 @@ describe("docker-compose.yml", () => {
 });
 
 describe("deploy/nginx.conf", () => {
-  const conf = read("deploy/nginx.conf");
+  const conf = read("deploy/nginx.conf").replace(/#.*$/gm, "");
 
   it("balances over both replicas, as compose names them, and listens on the published port", () => {
     const upstream = conf.match(/upstream\s+(\w+)\s*\{([^}]*)\}/);
@@ -91,6 +115,20 @@ describe("deploy/nginx.conf", () => {
     // Bodies up to keyhaven's own 1 MiB limit must reach it, so that it answers 413 in its envelope.
     const max = conf.match(/client_max_body_size\s+(\d+)m;/);
     expect(Number(max?.[1])).toBeGreaterThanOrEqual(1);
+  });
+
+  it("takes a dead replica out passively and retries only what is safe to retry", () => {
+    const servers = [...conf.matchAll(/^[ \t]*server[ \t]+\S+[ \t]+([^;\n]*);/gm)].map((m) => m[1]);
+    expect(servers).toHaveLength(2);
+    for (const parameters of servers) {
+      expect(parameters).toMatch(/max_fails=\d+/);
+      expect(parameters).toMatch(/fail_timeout=\d+s/);
+    }
+    const nextUpstream = conf.match(/proxy_next_upstream\s+([^;]*);/)?.[1]?.split(/\s+/);
+    expect(nextUpstream).toContain("error");
+    // A POST that reached a replica (keys.verifyKey spends uses) must not be sent again.
+    expect(nextUpstream).not.toContain("non_idempotent");
+    expect(conf).toMatch(/proxy_connect_timeout\s+\d+s;/);
   });
 });
 
@@ -114,14 +152,43 @@ describe("Dockerfile", () => {
     expect(user).toBeDefined();
     expect(["root", "0", "0:0"]).not.toContain(user);
     expect(final).toMatch(/^HEALTHCHECK .*\n?.*\/v1\/liveness/m);
-    // `keyhaven serve` migrates (under the advisory lock) before it listens.
-    expect(final).toMatch(/^CMD \[.*"src\/cli\/main\.ts", "serve"\]/m);
+    // `keyhaven serve` migrates (under the advisory lock) before it listens. The README's production command, in
+    // exec form: node is the container's process 1 and gets `docker stop`'s SIGTERM (no npm or shell in between).
+    expect(dockerCmd()).toEqual(productionCommand());
+    expect(dockerCmd().slice(-1)).toEqual(["serve"]);
+    expect(final).toMatch(/^COPY bin \.\/bin/m);
     expect(final).toMatch(/^COPY migrations \.\/migrations/m);
     expect(final).toMatch(/^EXPOSE 8080/m);
   });
 
   it("keeps local state and dependencies out of the build context", () => {
     const ignored = read(".dockerignore").split("\n").map((l) => l.trim());
-    for (const entry of ["node_modules", ".keyhaven", ".git"]) expect(ignored).toContain(entry);
+    for (const entry of ["node_modules", ".keyhaven", ".git", ".env"]) expect(ignored).toContain(entry);
+  });
+});
+
+describe(".env.example", () => {
+  const example = read(".env.example");
+  // `NAME=value` or, for an optional one, `# NAME=default`.
+  const listed = [...example.matchAll(/^(?:# )?([A-Z][A-Z0-9_]*)=/gm)].map((m) => m[1]!);
+  const composeVariables = new Set([...read("docker-compose.yml").matchAll(/\$\{([A-Z][A-Z0-9_]*)/g)].map((m) => m[1]!));
+
+  it("lists every variable src/config.ts reads and every one docker-compose.yml takes, once each, and no other", () => {
+    // Read from config.ts's schema: a variable added there fails this test until it is documented here.
+    expect([...listed].sort()).toEqual([...new Set([...CONFIG_VARIABLES, ...composeVariables])].sort());
+  });
+
+  it("holds no value for a secret, and says what each variable means", () => {
+    for (const m of example.matchAll(/^([A-Z][A-Z0-9_]*)=(.*)$/gm)) expect(m[2], m[1]).toBe("");
+    const blocks = example.split(/\n\s*\n/);
+    for (const name of listed) {
+      const block = blocks.find((b) => new RegExp(`^(# )?${name}=`, "m").test(b))!;
+      // At least one line of explanation above the variable.
+      expect(block.split("\n").filter((l) => /^# [^A-Z]|^# [A-Z][a-z]/.test(l)).length, name).toBeGreaterThan(0);
+    }
+  });
+
+  it("is kept out of git and of the image as .env", () => {
+    expect(read(".gitignore").split("\n")).toContain(".env");
   });
 });

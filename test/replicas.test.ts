@@ -1,9 +1,6 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import net from "node:net";
-import { fileURLToPath } from "node:url";
-import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { type Cli, emptyDatabase, freePort, keyhaven, started } from "./cli-process.js";
 
 /**
  * Two real `keyhaven serve` processes on one PostgreSQL and one Redis, started at the same moment: what the
@@ -12,67 +9,39 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
  */
 const templateUrl = inject("templateDatabaseUrl");
 const redisUrl = process.env.TEST_REDIS_URL;
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const rootKey = `replica-root-${randomBytes(12).toString("hex")}`;
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
 describe.runIf(templateUrl && redisUrl)("two keyhaven processes sharing PostgreSQL and Redis", () => {
-  const children: ChildProcess[] = [];
+  const children: Cli[] = [];
   const urls: string[] = [];
   let dropDatabase = async () => {};
 
   beforeAll(async () => {
     // An empty database: both processes migrate and bootstrap it at once, under the advisory lock.
-    const name = `keyhaven_replicas_${randomBytes(5).toString("hex")}`;
-    const admin = postgres(templateUrl!.replace(/\/[^/]+$/, "/postgres"), { max: 1, onnotice: () => {} });
-    await admin.unsafe(`create database ${name}`);
-    dropDatabase = async () => {
-      await admin.unsafe(`drop database if exists ${name} with (force)`);
-      await admin.end();
-    };
-    const databaseUrl = templateUrl!.replace(/\/[^/]+$/, `/${name}`);
+    const database = await emptyDatabase(templateUrl!, "keyhaven_replicas");
+    dropDatabase = database.drop;
     const encryptionKey = randomBytes(32).toString("base64");
-    const started = [0, 1].map(async () => {
+    const starting = [0, 1].map(async () => {
       const port = await freePort();
-      const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "serve"], {
-        cwd: ROOT,
-        env: {
-          PATH: process.env.PATH ?? "",
-          PORT: String(port),
-          HOST: "127.0.0.1",
-          DATABASE_URL: databaseUrl,
-          REDIS_URL: redisUrl!,
-          KEYHAVEN_ROOT_KEY: rootKey,
-          KEYHAVEN_ENCRYPTION_KEY: encryptionKey,
-          LOG_LEVEL: "warn",
-        },
-        stdio: ["ignore", "pipe", "pipe"],
+      const cli = keyhaven(["serve"], {
+        PORT: String(port),
+        HOST: "127.0.0.1",
+        DATABASE_URL: database.url,
+        REDIS_URL: redisUrl!,
+        KEYHAVEN_ROOT_KEY: rootKey,
+        KEYHAVEN_ENCRYPTION_KEY: encryptionKey,
+        LOG_LEVEL: "warn",
       });
-      children.push(child);
-      let out = "";
-      child.stdout!.on("data", (d) => (out += d));
-      child.stderr!.on("data", (d) => (out += d));
-      const deadline = Date.now() + 60_000;
-      while (!out.includes("operator routes:")) {
-        if (child.exitCode !== null) throw new Error(`keyhaven exited:\n${out}`);
-        if (Date.now() > deadline) throw new Error(`keyhaven did not start:\n${out}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      children.push(cli);
+      await started(cli, 100);
       return `http://127.0.0.1:${port}`;
     });
-    urls.push(...(await Promise.all(started)));
+    urls.push(...(await Promise.all(starting)));
   }, 120_000);
 
   afterAll(async () => {
-    for (const child of children) child.kill("SIGTERM");
-    await Promise.all(children.map((c) => (c.exitCode === null ? new Promise((r) => c.once("exit", r)) : undefined)));
+    for (const { child } of children) child.kill("SIGTERM");
+    await Promise.all(children.map((c) => c.exited));
     await dropDatabase();
   });
 

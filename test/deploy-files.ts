@@ -1,0 +1,57 @@
+import { readFileSync } from "node:fs";
+
+/** The deployment files as shipped, read by the tests that check or run them. */
+
+export const readProjectFile = (file: string) => readFileSync(new URL(`../${file}`, import.meta.url), "utf8");
+
+/** Splits a shell command line into words, keeping quoted strings and `$( … )` together. No expansion. */
+function shellWords(line: string): string[] {
+  const words: string[] = [];
+  let word = "";
+  let depth = 0;
+  let quote: string | undefined;
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i]!;
+    if (quote) {
+      if (c === quote) quote = undefined;
+      word += c;
+    } else if (c === "'" || c === '"') {
+      quote = c;
+      word += c;
+    } else if (c === "$" && line[i + 1] === "(") {
+      depth++;
+      word += c;
+    } else if (c === ")" && depth > 0) {
+      depth--;
+      word += c;
+    } else if (/\s/.test(c) && depth === 0) {
+      if (word) words.push(word);
+      word = "";
+    } else {
+      word += c;
+    }
+  }
+  if (word) words.push(word);
+  return words;
+}
+
+/**
+ * The command README's "Running in production" starts: the first sh block of that section, continuation lines
+ * joined, without its leading `NAME=value` assignments. What a supervisor would exec.
+ */
+export function productionCommand(): string[] {
+  const readme = readProjectFile("README.md");
+  const section = readme.slice(readme.indexOf("## Running in production"));
+  const block = section.match(/```sh\n([\s\S]*?)```/)?.[1];
+  if (!block) throw new Error('README.md: no sh block under "## Running in production"');
+  const words = shellWords(block.replace(/\\\n/g, " "));
+  const first = words.findIndex((w) => !/^[A-Za-z_][A-Za-z0-9_]*=/.test(w));
+  return words.slice(first);
+}
+
+/** The argv of the Dockerfile's final CMD, which must be in exec form (a JSON array). */
+export function dockerCmd(): string[] {
+  const cmd = [...readProjectFile("Dockerfile").matchAll(/^CMD\s+(.*)$/gm)].at(-1)?.[1];
+  if (!cmd?.startsWith("[")) throw new Error(`Dockerfile: CMD is not in exec form: ${cmd}`);
+  return JSON.parse(cmd) as string[];
+}

@@ -36,15 +36,20 @@ function shellWords(line: string): string[] {
 }
 
 /**
- * The command README's "Running in production" starts: the first sh block of that section, continuation lines
- * joined, without its leading `NAME=value` assignments. What a supervisor would exec.
+ * The command README's "Running in production" starts: the last command of the first sh block of that section
+ * (comments dropped, continuation lines joined), without its leading `NAME=value` assignments. What a supervisor
+ * would exec.
  */
 export function productionCommand(): string[] {
   const readme = readProjectFile("README.md");
   const section = readme.slice(readme.indexOf("## Running in production"));
   const block = section.match(/```sh\n([\s\S]*?)```/)?.[1];
   if (!block) throw new Error('README.md: no sh block under "## Running in production"');
-  const words = shellWords(block.replace(/\\\n/g, " "));
+  const commands = block
+    .replace(/\\\n/g, " ")
+    .split("\n")
+    .filter((line) => line.trim() !== "" && !line.trimStart().startsWith("#"));
+  const words = shellWords(commands.at(-1) ?? "");
   const first = words.findIndex((w) => !/^[A-Za-z_][A-Za-z0-9_]*=/.test(w));
   return words.slice(first);
 }

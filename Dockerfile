@@ -6,7 +6,9 @@
 FROM node:20-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts && npm cache clean --force
+COPY patches ./patches
+# Dependencies' install scripts stay off; our patches to them (patches/, see test/postgres-driver.test.ts) apply.
+RUN npm ci --omit=dev --ignore-scripts && npx patch-package && npm cache clean --force
 
 FROM node:20-bookworm-slim AS runtime
 ENV NODE_ENV=production HOST=0.0.0.0 PORT=8080 KEYHAVEN_DATA_DIR=/data

@@ -136,6 +136,10 @@ describe("Dockerfile", () => {
     const installs = [...dockerfile.matchAll(/^RUN .*\bnpm (ci|install)\b.*$/gm)].map((m) => m[0]);
     expect(installs.length).toBeGreaterThan(0);
     for (const line of installs) expect(line).toMatch(/--omit=dev/);
+    // The install applies our patches to dependencies, as `npm ci` does through the postinstall script.
+    for (const line of installs) expect(line).toMatch(/npx patch-package/);
+    expect(dockerfile).toMatch(/^COPY patches \.\/patches/m);
+    expect(JSON.parse(read("package.json")).scripts.postinstall).toBe("patch-package");
     // The final stage takes node_modules from the production-only install, and installs nothing itself.
     expect(final).toMatch(/COPY --from=\w+ \/app\/node_modules/);
     expect(final).not.toMatch(/\bnpm (ci|install)\b/);

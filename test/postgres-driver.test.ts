@@ -1,0 +1,59 @@
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { describe, expect, inject, it } from "vitest";
+
+const templateUrl = inject("templateDatabaseUrl");
+const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+/**
+ * postgres.js 3.4.9 buffers small writes behind a setImmediate; when the server ends the connection first, that
+ * callback wrote to a null socket and threw outside any promise, ending the whole process (porsager/postgres#1154,
+ * #1208). keyhaven patches the driver (patches/postgres+3.4.9.patch, applied by patch-package on install) so that the
+ * pending statements fail instead, and its own per-statement deadline (src/db/client.ts) bounds any that the driver
+ * leaves unanswered. The scenario runs through keyhaven's store in a process of its own, which must survive.
+ */
+async function runScenario(body: string): Promise<{ code: number | null; out: string }> {
+  const script = `
+    import { sql as q } from "drizzle-orm";
+    import postgres from "postgres";
+    import { openPostgres, rowsOf } from "./src/db/client.ts";
+    const url = ${JSON.stringify(templateUrl)};
+    const store = openPostgres(url, 2, { connectTimeoutMs: 2000, statementTimeoutMs: 1000 });
+    const killer = postgres(url, { max: 1, onnotice() {} });
+    ${body}
+    console.log("survived");
+    process.exit(0);
+  `;
+  const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+    cwd: PROJECT_ROOT,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout.on("data", (d) => (out += d));
+  child.stderr.on("data", (d) => (out += d));
+  const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+  const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+  clearTimeout(timer);
+  return { code, out };
+}
+
+describe.skipIf(!templateUrl)("the PostgreSQL driver when the server ends a connection", () => {
+  it("fails the transaction instead of ending the process", { timeout: 90_000 }, async () => {
+    // Whether the close arrives as FIN or RST varies from run to run; only some runs took the crashing path.
+    const { code, out } = await runScenario(`
+      for (let round = 0; round < 10; round++) {
+        const outcome = await store.db
+          .transaction(async (tx) => {
+            const [{ pid }] = rowsOf(await tx.execute(q\`select pg_backend_pid() as pid\`));
+            await killer\`select pg_terminate_backend(\${pid})\`;
+            await tx.execute(q\`select 1\`).catch(() => {});
+            await tx.execute(q\`select 1\`);
+          })
+          .then(() => "committed", () => "failed");
+        if (outcome !== "failed") throw new Error("a transaction on a terminated connection committed");
+      }
+    `);
+    expect(out, out).toContain("survived");
+    expect(code, out).toBe(0);
+  });
+});

@@ -172,10 +172,26 @@ describe("bad bodies are clean 4xx errors that change nothing", () => {
     expect(fits.body.error.message).not.toMatch(/JSON holds/);
   });
 
+  it("refuses an object of more than 1,000 properties before parsing it, and takes 1,000", async () => {
+    const meta = (n: number) => `{${Array.from({ length: n }, (_, i) => `"k${i}":${i}`).join(",")}}`;
+    const body = (n: number) => `[{"apiId":"api_missing","plaintext":"sk_0123456789","meta":${meta(n)}}]`;
+    expectError(
+      await rawPost("/v1/migrations.createKeys", body(1_001), { "content-type": "application/json" }),
+      400,
+      "BAD_REQUEST",
+      "JSON has an object with more than 1000 properties",
+    );
+    const fits = await rawPost("/v1/migrations.createKeys", body(1_000), { "content-type": "application/json" });
+    expect(fits.body.error.message).not.toMatch(/JSON has/);
+  });
+
   it.each([
     ["a NUL character in a value", '{"name":"abc\\u0000def"}'],
     ["a NUL character in a property name", '{"name":"abcdef","x\\u0000":1}'],
     ["a lone surrogate", '{"name":"abc\\ud800"}'],
+    ["a lone low surrogate", '{"name":"abc\\udc00x"}'],
+    ["a high surrogate followed by another escape", '{"name":"abc\\ud83d\\u0041"}'],
+    ["a NUL after an escaped quote", '{"name":"a\\"b\\u0000"}'],
   ])("refuses %s, which PostgreSQL cannot store", async (_, payload) => {
     const before = await countApis();
     expectError(await rawPost("/v1/apis.createApi", payload, { "content-type": "application/json" }), 400, "BAD_REQUEST", /NUL/);

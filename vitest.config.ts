@@ -1,13 +1,30 @@
 import { defineConfig } from "vitest/config";
 
+/**
+ * Scale and crash scenarios: they spawn keyhaven processes (servers, the import CLI killed with -9, nginx in front
+ * of two replicas) or stream hundreds of thousands of keys, and take minutes on 2 cores. `npm test` (the `unit`
+ * project) runs everything else; `npm run test:e2e` runs these; CI runs both.
+ */
+const E2E = [
+  "test/cli.import.test.ts",
+  "test/cli.import.edge.test.ts",
+  "test/data-dir.cli.test.ts",
+  "test/deploy.signals.test.ts",
+  "test/deploy.nginx.test.ts",
+  "test/replicas.test.ts",
+];
+
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
     globalSetup: ["test/global-setup.ts"],
     pool: "forks",
     testTimeout: 30_000,
     hookTimeout: 120_000,
     // The suite runs on 2 cores next to PostgreSQL; more workers only contend.
     maxWorkers: 2,
+    projects: [
+      { extends: true, test: { name: "unit", include: ["test/**/*.test.ts"], exclude: E2E } },
+      { extends: true, test: { name: "e2e", include: E2E } },
+    ],
   },
 });

@@ -1,6 +1,10 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { sql } from "drizzle-orm";
 import { describe, expect, inject, it } from "vitest";
+import { openPostgres } from "../src/db/client.js";
+import { findDependencyFailure } from "../src/dependency.js";
+import { FaultProxy } from "./fault-proxy.js";
 
 const templateUrl = inject("templateDatabaseUrl");
 const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -41,7 +45,7 @@ describe.skipIf(!templateUrl)("the PostgreSQL driver when the server ends a conn
   it("fails the transaction instead of ending the process", { timeout: 90_000 }, async () => {
     // Whether the close arrives as FIN or RST varies from run to run; only some runs took the crashing path.
     const { code, out } = await runScenario(`
-      for (let round = 0; round < 10; round++) {
+      for (let round = 0; round < 30; round++) {
         const outcome = await store.db
           .transaction(async (tx) => {
             const [{ pid }] = rowsOf(await tx.execute(q\`select pg_backend_pid() as pid\`));
@@ -55,5 +59,29 @@ describe.skipIf(!templateUrl)("the PostgreSQL driver when the server ends a conn
     `);
     expect(out, out).toContain("survived");
     expect(code, out).toBe(0);
+  });
+
+  it("gives up on a COMMIT that is never answered, within the statement deadline", async () => {
+    const target = new URL(templateUrl!);
+    const proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port || 5432) });
+    const store = openPostgres(proxy.urlFor(templateUrl!), 1, { connectTimeoutMs: 1000, statementTimeoutMs: 500 });
+    try {
+      const started = Date.now();
+      const outcome = await store.db
+        .transaction(async (tx) => {
+          await tx.execute(sql`select 1`);
+          // The connection stops answering between the last statement and the COMMIT the driver sends for it.
+          proxy.freeze();
+        })
+        .then(
+          () => "committed",
+          (err: unknown) => err,
+        );
+      expect(findDependencyFailure(outcome)?.dependency).toBe("PostgreSQL");
+      expect(Date.now() - started).toBeLessThan(15_000);
+    } finally {
+      await proxy.close();
+      await store.close();
+    }
   });
 });

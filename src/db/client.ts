@@ -159,21 +159,30 @@ async function guardBegin(begin: (...a: unknown[]) => Promise<unknown>, target: 
   let started = false;
   let gaveUp: DependencyUnavailableError | undefined;
   let timer: NodeJS.Timeout | undefined;
-  const transaction = begin.call(target, ...args, (tx: object) => {
+  let giveUp: (reason: string) => void = () => {};
+  const timeout = new Promise<never>((_, reject) => {
+    giveUp = (reason) => {
+      gaveUp = new DependencyUnavailableError("PostgreSQL", "PostgreSQL is unreachable", reason);
+      deadline.dropConnections();
+      deadline.state.failed(gaveUp);
+      reject(gaveUp);
+    };
+    timer = setTimeout(() => {
+      if (!started) giveUp(`no transaction within ${deadline.ms} ms`);
+    }, deadline.ms);
+  });
+  const transaction = begin.call(target, ...args, async (tx: object) => {
     // Started after its caller was told it failed: it must not write anything.
     if (gaveUp) throw gaveUp;
     started = true;
     clearTimeout(timer);
-    return fn(withDeadlines(tx, deadline));
-  });
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      if (started) return;
-      gaveUp = new DependencyUnavailableError("PostgreSQL", "PostgreSQL is unreachable", `no transaction within ${deadline.ms} ms`);
-      deadline.dropConnections();
-      deadline.state.failed(gaveUp);
-      reject(gaveUp);
-    }, deadline.ms);
+    try {
+      return await fn(withDeadlines(tx, deadline));
+    } finally {
+      // The COMMIT or ROLLBACK that follows gets a deadline too: on a connection that died during the transaction,
+      // the driver may never settle it (test/postgres-driver.test.ts).
+      timer = setTimeout(() => giveUp(`no COMMIT or ROLLBACK within ${deadline.ms} ms`), deadline.ms);
+    }
   });
   transaction.catch(() => {});
   try {

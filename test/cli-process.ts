@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { once } from "node:events";
 import net from "node:net";
 import os from "node:os";
 import { fileURLToPath } from "node:url";
@@ -53,6 +54,13 @@ export function spawnProcess(command: string, args: string[], env: Record<string
 export function keyhaven(args: string[], env: Record<string, string> = {}, launcher: string[] = []): Cli {
   const command = [...launcher, process.execPath, "bin/keyhaven.mjs", ...args];
   return spawnProcess(command[0]!, command.slice(1), env);
+}
+
+/** Runs `keyhaven <args>` to its end: its exit code and everything it printed. */
+export async function runKeyhaven(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; out: string; err: string }> {
+  const cli = keyhaven(args, env);
+  const [code] = (await once(cli.child, "close")) as [number | null];
+  return { code, out: cli.stdout(), err: cli.stderr() };
 }
 
 /** Whether any process is left in the process group `pgid` (a detached child's pid). */

@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import os from "node:os";
@@ -10,7 +9,7 @@ import { assertMasterKeyMatches, Keyring } from "../src/crypto/keyring.js";
 import { resetMasterKey } from "../src/crypto/reset-master-key.js";
 import { migrateAndRun, openPglite } from "../src/db/client.js";
 import { createHarness, type Harness, type Tenant } from "./helper.js";
-import { PROJECT_ROOT } from "./cli-process.js";
+import { runKeyhaven } from "./cli-process.js";
 
 const count = async (h: Harness, query: string) => Number((await h.sql<{ n: string }>(`select count(*) as n from ${query}`))[0]!.n);
 
@@ -91,19 +90,7 @@ describe("keyhaven reset-encryption-key", () => {
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  const run = (args: string[], env: Record<string, string>) =>
-    new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
-      const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "reset-encryption-key", ...args], {
-        cwd: PROJECT_ROOT,
-        env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? os.tmpdir(), ...env },
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      let out = "";
-      let err = "";
-      child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
-      child.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
-      child.on("exit", (code) => resolve({ code, out, err }));
-    });
+  const run = (args: string[], env: Record<string, string>) => runKeyhaven(["reset-encryption-key", ...args], env);
 
   it("changes nothing without the confirmation flag; with it, forgets the lost key file's data and writes a new 0600 key", async () => {
     const dataDir = path.join(dir, "data");

@@ -1,9 +1,7 @@
-import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, lstatSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
@@ -14,9 +12,8 @@ import { RotationError, rotateMasterKey } from "../src/crypto/rotate-master-key.
 import { fingerprint } from "../src/crypto/vault.js";
 import { migrateAndRun, openPglite } from "../src/db/client.js";
 import { insertWorkspace } from "../src/modules/workspaces/workspaces.repository.js";
+import { runKeyhaven } from "./cli-process.js";
 import { createHarness, type Harness, type Tenant } from "./helper.js";
-
-const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 let h: Harness;
 let tenants: Tenant[];
@@ -132,19 +129,7 @@ describe("keyhaven rotate-encryption-key", () => {
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  const run = (args: string[], env: Record<string, string>) =>
-    new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
-      const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "rotate-encryption-key", ...args], {
-        cwd: PROJECT_ROOT,
-        env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? os.tmpdir(), ...env },
-        stdio: ["ignore", "pipe", "pipe"],
-      });
-      let out = "";
-      let err = "";
-      child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
-      child.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
-      child.on("exit", (code) => resolve({ code, out, err }));
-    });
+  const run = (args: string[], env: Record<string, string>) => runKeyhaven(["rotate-encryption-key", ...args], env);
 
   it("rotates an embedded store and replaces its key file", async () => {
     const dataDir = path.join(dir, "data");

@@ -226,12 +226,18 @@ describe("analytics.getVerifications", () => {
 
   it("groups by hour, day and month with every slice of the range, empty ones as zeros", async () => {
     const now = Date.now();
-    const hourly = (await analytics({ apiId: api, start: String(now - 3 * HOUR), groupBy: "hour" })).body;
-    expect(hourly).toHaveLength(4);
+    const hourly = (await analytics({ apiId: api, start: String(now - 3 * HOUR), end: String(now), groupBy: "hour" })).body;
     const thisHour = now - (now % HOUR);
-    expect(hourly.map((r: { time: number }) => r.time)).toEqual([thisHour - 3 * HOUR, thisHour - 2 * HOUR, thisHour - HOUR, thisHour]);
     // The verifications were made in this hour, or in the previous one when the test crossed an hour boundary.
+    // The hours before `end`'s have a row each; `end`'s own hour only when it counted something.
     const [latest] = await h.sql<{ hour: string }>(`select max(hour_m)::text as hour from verification_counts where api_id = '${api}'`);
+    const thisHourCounted = Number(latest!.hour) === thisHour;
+    expect(hourly.map((r: { time: number }) => r.time)).toEqual([
+      thisHour - 3 * HOUR,
+      thisHour - 2 * HOUR,
+      thisHour - HOUR,
+      ...(thisHourCounted ? [thisHour] : []),
+    ]);
     for (const row of hourly) {
       expect(row).toEqual(row.time === Number(latest!.hour) ? { ...zeros, time: row.time, valid: 3, disabled: 1, total: 4 } : { ...zeros, time: row.time });
     }
@@ -288,6 +294,77 @@ describe("analytics.getVerifications", () => {
   it("accepts read_api on the API and refuses other permissions", async () => {
     expect((await analytics({ apiId: api, start: start() }, await h.rootKey(t.workspaceId, [`api.${api}.read_api`]))).status).toBe(200);
     expectError(await analytics({ apiId: api, start: start() }, await h.rootKey(t.workspaceId, [`api.${api}.read_key`])), 403, "INSUFFICIENT_PERMISSIONS");
+  });
+});
+
+describe("analytics.getVerifications: time slices on a fixed clock", () => {
+  // Counts recorded at fixed past times, in a harness of its own whose retention keeps them (the shared one
+  // deletes counts older than 90 days in the background).
+  const T = Date.UTC(2024, 11, 5, 9, 20); // 2024-12-05 09:20 UTC
+  const hourOf = (ms: number) => ms - (ms % HOUR);
+  let fh: Harness;
+  let ft: Tenant;
+  let empty: string;
+  let api: string;
+  const query = (q: Record<string, string | number>) =>
+    fh.get("/v1/analytics.getVerifications", Object.fromEntries(Object.entries(q).map(([k, v]) => [k, String(v)])), ft.rootKey);
+  const times = (rows: { time: number }[]) => rows.map((r) => r.time);
+  const totals = (rows: { total: number }[]) => rows.map((r) => r.total);
+
+  beforeAll(async () => {
+    fh = await createHarness({ KEYHAVEN_ANALYTICS_RETENTION_DAYS: "36500" });
+    ft = await fh.tenant();
+    empty = await fh.createApi(ft);
+    api = await fh.createApi(ft);
+    const { keyId } = await fh.importKey(ft, api);
+    const key = { keyId, workspaceId: ft.workspaceId, apiId: api, identityId: undefined };
+    // 09:59:59 on day T, and twice in the 10:00 hour.
+    for (const at of [hourOf(T) + HOUR - 1000, hourOf(T) + HOUR + 10 * 60_000, hourOf(T) + HOUR + 40 * 60_000]) {
+      fh.jobs.analytics.record(key, "VALID", undefined, at);
+    }
+    await fh.jobs.analytics.flush();
+  });
+  afterAll(() => fh?.close());
+
+  it("answers 30 hours, days or months as 30 rows: from start's slice up to, not including, end's", async () => {
+    for (const [start, end] of [
+      [T, T + 30 * HOUR],
+      [hourOf(T), hourOf(T) + 30 * HOUR],
+    ]) {
+      const res = await query({ apiId: empty, start: start!, end: end!, groupBy: "hour" });
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(times(res.body)).toEqual(Array.from({ length: 30 }, (_, i) => hourOf(T) + i * HOUR));
+      expect(res.body.every((r: { total: number }) => r.total === 0)).toBe(true);
+    }
+    const daily = (await query({ apiId: empty, start: T, end: T + 30 * DAY, groupBy: "day" })).body;
+    expect(times(daily)).toEqual(Array.from({ length: 30 }, (_, i) => Date.UTC(2024, 11, 5 + i)));
+    const monthly = (await query({ apiId: empty, start: Date.UTC(2024, 0, 15), end: Date.UTC(2025, 0, 15), groupBy: "month" })).body;
+    expect(times(monthly)).toEqual(Array.from({ length: 12 }, (_, i) => Date.UTC(2024, i, 1)));
+    // start and end in one hour: no slice before end's, and nothing counted in it.
+    expect((await query({ apiId: empty, start: T, end: T + 60_000, groupBy: "hour" })).body).toEqual([]);
+  });
+
+  it("answers what end's slice counted without an empty row for it, so no count is dropped", async () => {
+    const start = hourOf(T) - 9 * HOUR + 30 * 60_000; // 00:30
+    // end 10:30: the 00:00 to 09:00 rows, then the 10:00 row with its counts (the 10:40 one included: counts are
+    // kept per hour, and v1 too counted end's whole slice).
+    const upTo1030 = (await query({ apiId: api, start, end: hourOf(T) + HOUR + 30 * 60_000, groupBy: "hour" })).body;
+    expect(times(upTo1030)).toEqual(Array.from({ length: 11 }, (_, i) => hourOf(T) - 9 * HOUR + i * HOUR));
+    expect(totals(upTo1030)).toEqual([0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2]);
+    // end 11:30: nothing counted in the 11:00 hour, so it has no row.
+    const upTo1130 = (await query({ apiId: api, start, end: hourOf(T) + 2 * HOUR + 30 * 60_000, groupBy: "hour" })).body;
+    expect(times(upTo1130)).toEqual(times(upTo1030));
+    expect(totals(upTo1130)).toEqual(totals(upTo1030));
+    // In descending time order with a limit, end's slice comes first.
+    const latest = (await query({ apiId: api, start, end: hourOf(T) + HOUR + 30 * 60_000, groupBy: "hour", orderBy: "time", order: "desc", limit: 2 })).body;
+    expect(times(latest)).toEqual([hourOf(T) + HOUR, hourOf(T)]);
+    // The same rule per day: two empty days, then day T with its counts; the day after T has no row.
+    const day = Date.UTC(2024, 11, 5);
+    for (const end of [T + HOUR, day + DAY + 5 * HOUR]) {
+      const daily = (await query({ apiId: api, start: day - 2 * DAY + 5 * HOUR, end, groupBy: "day" })).body;
+      expect(times(daily)).toEqual([day - 2 * DAY, day - DAY, day]);
+      expect(totals(daily)).toEqual([0, 0, 3]);
+    }
   });
 });
 

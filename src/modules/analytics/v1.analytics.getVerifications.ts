@@ -104,7 +104,7 @@ export const getVerifications = defineRpc({
     const byIdentity = groupBy.has("identity");
     const byTags = groupBy.has("tags");
     const byTag = groupBy.has("tag");
-    // Grouped by time alone (and in time order): every slice of the range gets a row, empty ones as zeros.
+    // Grouped by time alone (and in time order): every slice before `end`'s gets a row, empty ones as zeros.
     const fill =
       time !== undefined && !byKey && !byIdentity && !byTags && !byTag && (input.orderBy ?? "time") === "time";
     const slices = fill ? timeSlices(time!, input.start, end) : [];
@@ -130,17 +130,25 @@ export const getVerifications = defineRpc({
 
     const byTime = new Map(rows.map((r) => [r.time!, r]));
     const filled: AnalyticsRow[] = slices.map((t) => byTime.get(t) ?? { time: t, ...emptyCounters() });
+    // The slice holding `end` gets no empty row (v1 filled up to, not including, it), but what was counted in it
+    // up to `end`'s hour is answered, as v1 did: the fill never drops a count.
+    const endSlice = byTime.get(sliceStart(time!, end));
+    if (endSlice) filled.push(endSlice);
     if (input.order === "desc") filled.reverse();
     return input.limit === undefined ? filled : filled.slice(0, input.limit);
   },
 });
 
-/** The start of every UTC hour, day or month from the one containing `start` to the one containing `end`. */
+/**
+ * The start of every UTC hour, day or month from the one containing `start` up to, not including, the one
+ * containing `end`, as v1 filled them (ClickHouse `WITH FILL FROM … TO …`, whose TO is exclusive): 30 hours
+ * from 09:00 to 15:00 the next day are 30 rows, 09:00 to 14:00.
+ */
 function timeSlices(granularity: TimeGranularity, start: number, end: number): number[] {
   const first = sliceStart(granularity, start);
   const last = sliceStart(granularity, end);
   const slices: number[] = [];
-  for (let t = first; t <= last; t = nextSlice(granularity, t)) {
+  for (let t = first; t < last; t = nextSlice(granularity, t)) {
     if (slices.length === MAX_TIME_SLICES) {
       throw new ApiError(
         "BAD_REQUEST",

@@ -48,6 +48,7 @@ import { setOverride } from "./modules/ratelimits/v1.ratelimits.setOverride.js";
 import { getOverride } from "./modules/ratelimits/v1.ratelimits.getOverride.js";
 import { listOverrides } from "./modules/ratelimits/v1.ratelimits.listOverrides.js";
 import { deleteOverride } from "./modules/ratelimits/v1.ratelimits.deleteOverride.js";
+import { listNamespaces } from "./modules/ratelimits/v1.ratelimits.listNamespaces.js";
 import type { Rpc } from "./rpc.js";
 
 /** Every RPC keyhaven serves, by service: the table of contents of the API. */
@@ -106,6 +107,8 @@ export const rpcs: Rpc[] = [
   getOverride,
   listOverrides,
   deleteOverride,
+  // ratelimits: keyhaven extension (the namespaces' ids, which the override routes accept)
+  listNamespaces,
   // operator routes (keyhaven extensions, admin token)
   createWorkspace,
   updateWorkspace,

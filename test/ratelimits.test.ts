@@ -356,6 +356,46 @@ describe("GET /v1/ratelimits.listOverrides", () => {
   });
 });
 
+describe("GET /v1/ratelimits.listNamespaces (keyhaven extension)", () => {
+  const list = (query: Record<string, string>, rootKey: string | undefined) => h.get("/v1/ratelimits.listNamespaces", query, rootKey);
+
+  it("pages the workspace's live namespaces by name, with their ids and an exact total", async () => {
+    const tenant = await h.tenant();
+    const made = [];
+    for (const name of ["ns-c", "ns-a", "ns-b"]) made.push(await createNamespace(tenant, name));
+    const gone = await createNamespace(tenant, "ns-gone");
+    await h.sql(`update ratelimit_namespaces set deleted_at_m = 1 where id = '${gone.id}'`);
+    await createNamespace(await h.tenant(), "ns-other-workspace");
+    const byName = made.sort((a, b) => a.name.localeCompare(b.name)).map(({ id, name }) => ({ id, name }));
+
+    const first = await list({ limit: "2" }, tenant.rootKey);
+    expect(first.status, JSON.stringify(first.body)).toBe(200);
+    expect(first.body).toEqual({ namespaces: byName.slice(0, 2), cursor: "ns-b", total: 3 });
+    const second = await list({ limit: "2", cursor: first.body.cursor }, tenant.rootKey);
+    expect(second.body).toEqual({ namespaces: byName.slice(2), total: 3 });
+    expect((await list({}, tenant.rootKey)).body).toEqual({ namespaces: byName, total: 3 });
+    expect((await list({}, (await h.tenant()).rootKey)).body).toEqual({ namespaces: [], total: 0 });
+
+    // The ids it answers are the ones the override routes accept.
+    const [a] = byName;
+    await setOverride(tenant, { namespaceId: a!.id, identifier: "user_1", limit: 2 });
+    expect((await h.get("/v1/ratelimits.getOverride", { namespaceId: a!.id, identifier: "user_1" }, tenant.rootKey)).body.limit).toBe(2);
+  });
+
+  it("accepts `*` and ratelimit.*.read_namespace, and refuses bad limits and cursors with 400", async () => {
+    const tenant = await h.tenant();
+    const ns = await createNamespace(tenant);
+    for (const perms of [["*"], ["ratelimit.*.read_namespace"]]) {
+      const res = await list({}, await h.rootKey(tenant.workspaceId, perms));
+      expect(res.body.namespaces, perms[0]).toEqual([{ id: ns.id, name: ns.name }]);
+    }
+    expectError(await list({}, await h.rootKey(tenant.workspaceId, [`ratelimit.${ns.id}.read_namespace`])), 403, "INSUFFICIENT_PERMISSIONS");
+    for (const limit of ["0", "101", "1.5", "x"]) expectError(await list({ limit }, tenant.rootKey), 400, "BAD_REQUEST", /^limit: /);
+    expectError(await list({ cursor: "" }, tenant.rootKey), 400, "BAD_REQUEST", /^cursor: /);
+    expectError(await list({ cursor: "x".repeat(513) }, tenant.rootKey), 400, "BAD_REQUEST", /^cursor: /);
+  });
+});
+
 describe("POST /v1/ratelimits.deleteOverride", () => {
   it("soft-deletes the override; setting it again revives the same row", async () => {
     const ns = await createNamespace(t);
@@ -501,6 +541,22 @@ describeRootKeyAuth(() => h, {
   insufficientPermissions: ["ratelimit.*.set_override", "ratelimit.*.limit"],
   async expectForOtherWorkspace(res) {
     expectError(res, 404, "NOT_FOUND", /^Namespace rlns_\S+ not found$/);
+  },
+  countRows,
+});
+
+describeRootKeyAuth(() => h, {
+  method: "GET",
+  path: "/v1/ratelimits.listNamespaces",
+  async validRequest(_h, owner) {
+    await ownerNamespace(owner);
+    return { query: { limit: "10" } };
+  },
+  insufficientPermissions: ["ratelimit.*.read_override", "ratelimit.*.limit", "ratelimit.*.create_namespace"],
+  async expectForOtherWorkspace(res) {
+    // Another workspace's key lists its own namespaces: none of the owner's.
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ namespaces: [], total: 0 });
   },
   countRows,
 });

@@ -440,6 +440,7 @@ const SPECS: Record<string, () => Base[]> = {
     ...both((ids) => ({ namespaceId: ids.namespaceId, limit: "10", cursor: "x" })),
     ...both((ids) => ({ namespaceName: ids.namespaceName, limit: "10" })).map((b) => ({ ...b, label: `${b.label} (namespaceName)` })),
   ],
+  "GET /v1/ratelimits.listNamespaces": () => [{ label: "query", input: { limit: "10", cursor: "ns-a" }, auth: "root" }],
   "POST /v1/ratelimits.deleteOverride": () => [
     ...both((ids) => ({ namespaceId: ids.namespaceId, identifier: "someone" })),
     ...both((ids) => ({ namespaceName: ids.namespaceName, identifier: "someone" })).map((b) => ({ ...b, label: `${b.label} (namespaceName)` })),

@@ -93,6 +93,26 @@ export async function findNamespace(db: Db, workspaceId: string, by: NamespaceSe
   return row;
 }
 
+/**
+ * A page of the workspace's live namespaces in name order, after the name `cursor`; plus how many it has in all.
+ * By name so that the page is read from the unique (workspace_id, name) index over live namespaces, however
+ * many namespaces limit calls created.
+ */
+export async function listNamespacesPage(
+  db: Db,
+  input: { workspaceId: string; limit: number; cursor?: string | undefined },
+): Promise<{ rows: { id: string; name: string }[]; total: number }> {
+  const live = and(eq(n.workspaceId, input.workspaceId), isNull(n.deletedAtM));
+  const rows = await db
+    .select({ id: n.id, name: n.name })
+    .from(n)
+    .where(input.cursor !== undefined ? and(live, gt(n.name, input.cursor)) : live)
+    .orderBy(asc(n.name))
+    .limit(input.limit);
+  const [counted] = await db.select({ total: count() }).from(n).where(live);
+  return { rows, total: Number(counted?.total ?? 0) };
+}
+
 const overrideColumns = { id: o.id, identifier: o.identifier, limit: o.limit, duration: o.duration, async: o.async };
 
 /** Creates the override, or updates (and revives, when deleted) the one of this namespace and identifier. */

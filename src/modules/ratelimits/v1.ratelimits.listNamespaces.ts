@@ -1,0 +1,42 @@
+import { z } from "zod";
+import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { queryInt, queryText } from "../../http/query.js";
+import { defineRpc } from "../../rpc.js";
+import { listNamespacesPage } from "./ratelimits.repository.js";
+import { MAX_NAME } from "./ratelimits.schemas.js";
+
+/**
+ * keyhaven extension: v1 clients name a namespace by `namespaceId` on the override routes, and ratelimits.limit
+ * creates namespaces by name only, so this is where a client learns the ids.
+ */
+export const listNamespaces = defineRpc({
+  method: "GET",
+  path: "/v1/ratelimits.listNamespaces",
+  summary:
+    "keyhaven extension: lists the workspace's rate-limit namespaces with their ids, by name, 1..100 per page; `cursor` (the last name of a page) continues after it.",
+  input: z.object({
+    limit: queryInt(1, 100).default(100),
+    cursor: queryText.min(1).max(MAX_NAME).optional(),
+  }),
+  output: z.object({
+    namespaces: z.array(z.object({ id: z.string(), name: z.string() })),
+    cursor: z.string().optional(),
+    total: z.number(),
+  }),
+  handler: async (input, { deps, authorization }) => {
+    const auth = await authenticateRootKey(deps.db, authorization);
+    // A key holding `ratelimit.<namespaceId>.read_namespace` already knows that id; listing needs the wildcard.
+    requirePermission(auth, { or: ["*", "ratelimit.*.read_namespace"] });
+    const { rows, total } = await listNamespacesPage(deps.db, {
+      workspaceId: auth.workspaceId,
+      limit: input.limit,
+      cursor: input.cursor,
+    });
+    return {
+      namespaces: rows,
+      // Only when another page may exist: a short page is the last one.
+      ...(rows.length === input.limit && { cursor: rows[rows.length - 1]!.name }),
+      total,
+    };
+  },
+});

@@ -84,8 +84,22 @@ describe("operator routes with KEYHAVEN_ADMIN_TOKEN configured", () => {
       expect(await count(h, "root_keys")).toBe(before);
     });
 
+    it("creates a key with an empty permission list, which authenticates but may call no route needing a permission", async () => {
+      const workspaceId = await newWorkspace();
+      const { keyId, key } = await newRootKey(workspaceId, []);
+      const rows = await h.sql<Record<string, unknown>>(`select permissions from root_keys where id = '${keyId}'`);
+      expect(rows).toEqual([{ permissions: [] }]);
+
+      // As v1's shared security suite: every such call is a 403 INSUFFICIENT_PERMISSIONS, not UNAUTHORIZED.
+      const have = /have \[\]$/;
+      expectError(await h.post("/v1/apis.createApi", { name: "nothing" }, key), 403, "INSUFFICIENT_PERMISSIONS", have);
+      expectError(await h.get("/v1/apis.getApi", { apiId: "api_x" }, key), 403, "INSUFFICIENT_PERMISSIONS", have);
+      expectError(await h.post("/v1/permissions.createRole", { name: "nothing" }, key), 403, "INSUFFICIENT_PERMISSIONS", have);
+      expectError(await h.post("/v1/identities.createIdentity", { externalId: "nobody" }, key), 403, "INSUFFICIENT_PERMISSIONS", have);
+      expect(await count(h, `apis where workspace_id = '${workspaceId}'`)).toBe(0);
+    });
+
     it.each([
-      ["an empty permission list", { permissions: [] }, /^permissions: /],
       ["no permission list", {}, /^permissions: /],
       ["an empty permission", { permissions: [""] }, /^permissions\.0: /],
       ["a permission that is not a string", { permissions: [42] }, /^permissions\.0: /],

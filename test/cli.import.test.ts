@@ -568,6 +568,30 @@ describe("keyhaven import and keyhaven admin against a running server", () => {
       for (const p of [created, disabled, enabled, deleted]) expect(p.stdout() + p.stderr()).not.toContain(ADMIN_TOKEN);
     }, TIMEOUT);
 
+    it("creates a root key without any permission with --no-permissions: it authenticates, and is refused with 403", async () => {
+      const created = admin(["workspace", "create", "--name", "cli-no-permissions"]);
+      expect(await created.exited, created.stderr()).toEqual({ code: 0, signal: null });
+      const workspaceId = created.stdout().trim();
+
+      const rk = admin(["root-key", "create", "--workspace", workspaceId, "--no-permissions", "--json"]);
+      expect(await rk.exited, rk.stderr()).toEqual({ code: 0, signal: null });
+      const { key } = JSON.parse(rk.stdout());
+      const refused = await call("apis.createApi", { name: "not-allowed" }, key);
+      expect(refused.status).toBe(403);
+      expect(refused.body.error.code).toBe("INSUFFICIENT_PERMISSIONS");
+
+      const both = admin(["root-key", "create", "--workspace", workspaceId, "--no-permissions", "--permission", "*"]);
+      expect(await both.exited).toEqual({ code: 2, signal: null });
+      expect(both.stderr()).toContain("either --permission or --no-permissions, not both");
+      const neither = admin(["root-key", "create", "--workspace", workspaceId]);
+      expect(await neither.exited).toEqual({ code: 2, signal: null });
+      expect(neither.stderr()).toContain("or --no-permissions for a key without any");
+
+      const help = keyhaven(["admin", "--help"]);
+      expect(await help.exited).toEqual({ code: 0, signal: null });
+      expect(help.stdout()).toContain("--no-permissions");
+    }, TIMEOUT);
+
     it("answers the server's refusal with exit 1 and usage errors with exit 2, never printing the token", async () => {
       const wrong = admin(["workspace", "create", "--name", "x"], { KEYHAVEN_ADMIN_TOKEN: "not-the-admin-token-at-all" });
       expect(await wrong.exited).toEqual({ code: 1, signal: null });

@@ -201,19 +201,28 @@ describe("keys.removePermissions", () => {
     expect(await ok("removePermissions", { keyId, permissions: [{ name: slug }] })).toEqual({});
   });
 
-  it("answers 404 for an unknown permission and then removes none of the others", async () => {
-    const [s1, s2] = [unique("a"), unique("b")];
-    const p1 = await createPermission(s1);
+  it("answers 200 for unknown permissions and ones the key does not hold, still removing the others (as v1)", async () => {
+    const [s1, s2, s3] = [unique("a"), unique("b"), unique("kept")];
+    await createPermission(s1);
     const p2 = await createPermission(s2);
-    const { keyId } = await importKey({ permissions: [s1, s2] });
+    const p3 = await createPermission(s3);
+    const notHeld = await createPermission(unique("not-held"));
+    const other = await h.tenant();
+    const theirs = await createPermission(s3, undefined, other);
+    const { key, keyId } = await importKey({ permissions: [s1, s2, s3] });
     const missing = unique("missing");
-    expectError(
-      await call("removePermissions", { keyId, permissions: [{ name: s1 }, { name: missing }, { id: p2 }] }),
-      404,
-      "NOT_FOUND",
-      `permission ${missing} not found`,
-    );
-    expect(await keyPermissions(keyId)).toEqual(sorted([p1, p2]));
+    expect(
+      await ok("removePermissions", {
+        keyId,
+        permissions: [{ name: s1 }, { name: missing }, { id: "perm_missing" }, { id: notHeld }, { id: theirs }, { id: p2 }],
+      }),
+    ).toEqual({});
+    expect(await keyPermissions(keyId)).toEqual([p3]);
+    expect(await allowed(key, s1)).toBe(false);
+    expect(await allowed(key, s3)).toBe(true);
+    // v1's legacy security cases: names that exist nowhere.
+    expect(await ok("removePermissions", { keyId, permissions: [{ name: "hello" }, { slug: "there" }] })).toEqual({});
+    expect(await keyPermissions(keyId)).toEqual([p3]);
   });
 
   it("validates each entry: an id, a name or a slug", async () => {
@@ -361,18 +370,25 @@ describe("keys.addRoles / removeRoles / setRoles", () => {
     expect(await allowed(key, slug)).toBe(false);
   });
 
-  it("removes nothing when one requested role is unknown", async () => {
-    const [r1, r2] = [unique("a"), unique("b")];
-    const role1 = await createRole(r1);
-    const role2 = await createRole(r2);
-    const { keyId } = await importKey({ roles: [r1, r2] });
-    expectError(
-      await call("removeRoles", { keyId, roles: [{ name: r1 }, { id: "role_missing" }, { name: r2 }] }),
-      404,
-      "NOT_FOUND",
-      "role role_missing not found",
-    );
-    expect(await keyRoles(keyId)).toEqual(sorted([role1, role2]));
+  it("answers 200 for unknown roles and ones the key does not have, still removing the others (as v1)", async () => {
+    const [r1, r2, r3] = [unique("a"), unique("b"), unique("keep")];
+    await createRole(r1);
+    await createRole(r2);
+    const role3 = await createRole(r3);
+    const notHeld = await createRole(unique("not-held"));
+    const other = await h.tenant();
+    const theirs = await createRole(r3, other);
+    const { keyId } = await importKey({ roles: [r1, r2, r3] });
+    expect(
+      await ok("removeRoles", {
+        keyId,
+        roles: [{ name: r1 }, { id: "role_missing" }, { name: unique("missing") }, { id: notHeld }, { id: theirs }, { name: r2 }],
+      }),
+    ).toEqual({});
+    expect(await keyRoles(keyId)).toEqual([role3]);
+    // v1's legacy security cases: names that exist nowhere.
+    expect(await ok("removeRoles", { keyId, roles: [{ name: "hello" }, { name: "there" }] })).toEqual({});
+    expect(await keyRoles(keyId)).toEqual([role3]);
   });
 
   it("set refuses a root key with neither add nor remove permission before looking at the key, even for its current set", async () => {

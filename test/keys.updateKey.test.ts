@@ -195,7 +195,30 @@ describe("remaining", () => {
     expect(body).not.toHaveProperty("remaining");
   });
 
-  it.each([0, -1, 1.5, "5"])("refuses remaining %j with 400 and changes nothing", async (remaining) => {
+  it("stores remaining 0 (an exhausted key, as v1), which updateRemaining or updateKey can top up later", async () => {
+    const { key, keyId } = await importKey({ remaining: 3 });
+    expect(await verify(key)).toMatchObject({ valid: true, remaining: 2 });
+    await updateOk({ keyId, remaining: 0 });
+    expect((await row(keyId)).remaining_requests).toBe(0);
+    expect(await verify(key)).toMatchObject({ valid: false, code: "USAGE_EXCEEDED", remaining: 0 });
+    const topUp = await h.post("/v1/keys.updateRemaining", { keyId, op: "increment", value: 2 }, t.rootKey);
+    expect(topUp).toMatchObject({ status: 200, body: { remaining: 2 } });
+    expect(await verify(key)).toMatchObject({ valid: true, remaining: 1 });
+    await updateOk({ keyId, remaining: 0 });
+    expect(await verify(key)).toMatchObject({ valid: false, code: "USAGE_EXCEEDED", remaining: 0 });
+    await updateOk({ keyId, remaining: 5 });
+    expect(await verify(key)).toMatchObject({ valid: true, remaining: 4 });
+  });
+
+  it("stores remaining 0 on a key with a refill, which refills it when due", async () => {
+    const { key, keyId } = await importKey({ remaining: 5, refill: { interval: "daily", amount: 10 } });
+    await updateOk({ keyId, remaining: 0 });
+    expect(await verify(key)).toMatchObject({ valid: false, code: "USAGE_EXCEEDED", remaining: 0 });
+    await backdate(keyId, 1);
+    expect(await verify(key)).toMatchObject({ valid: true, remaining: 9 });
+  });
+
+  it.each([-1, 1.5, "5"])("refuses remaining %j with 400 and changes nothing", async (remaining) => {
     const { keyId } = await importKey({ remaining: 3 });
     expectError(await update({ keyId, remaining }), 400, "BAD_REQUEST", /^remaining: /);
     expect((await row(keyId)).remaining_requests).toBe(3);

@@ -810,6 +810,37 @@ describe("apis.deleteKeys", () => {
     for (const k of keys) expect(await count(`ratelimits where key_id = '${k.keyId}'`)).toBe(0);
   });
 
+  it("with permanent: true also removes and counts the soft-deleted keys, whose hashes can then be imported again", async () => {
+    const target = await newApi(t);
+    const softDeleted = await Promise.all(
+      Array.from({ length: 10 }, () => createKey({ apiId: target, roles: [`r-${suffix()}`], permissions: [`p-${suffix()}`] })),
+    );
+    for (const k of softDeleted) expect((await h.post("/v1/keys.deleteKey", { keyId: k.keyId }, t.rootKey)).status).toBe(200);
+    const live = await createKey({ apiId: target, ratelimit: { limit: 1, duration: 1000 } });
+    // Verified once, so that the cache holds it and analytics may count it.
+    expect(await verify(live.key)).toMatchObject({ valid: true });
+    const elsewhere = await createKey();
+    const ids = [...softDeleted, live].map((k) => `'${k.keyId}'`).join(", ");
+
+    expect(await deleteKeys({ apiId: target, permanent: true })).toMatchObject({ status: 200, body: { deletedKeys: 11 } });
+    expect(await count(`keys where api_id = '${target}'`)).toBe(0);
+    for (const table of ["keys_roles", "keys_permissions", "ratelimits"]) {
+      expect(await count(`${table} where key_id in (${ids})`)).toBe(0);
+    }
+    expect(await verify(live.key)).toMatchObject({ valid: false, code: "NOT_FOUND" });
+    expect(await verify(elsewhere.key)).toMatchObject({ valid: true });
+    expect((await deleteKeys({ apiId: target, permanent: true })).body).toEqual({ deletedKeys: 0 });
+
+    // The same hashes are free again: v1's migration of keys deleted this way answers 200, not 409.
+    const reimport = [...softDeleted, live].map((k) => ({
+      apiId: target,
+      hash: { value: hashKey(k.key), variant: "sha256_base64" },
+    }));
+    const res = await h.post("/v1/migrations.createKeys", reimport, t.rootKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(await verify(live.key)).toMatchObject({ valid: true });
+  });
+
   it("answers an unknown API and another workspace's API with the same 404, deleting nothing", async () => {
     const other = await h.tenant();
     const { key } = await createKey();

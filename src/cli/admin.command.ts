@@ -11,8 +11,12 @@ Commands:
   workspace disable <workspaceId>      Disable a workspace: its root keys and its keys' verifications are refused.
   workspace enable <workspaceId>       Enable it again.
   root-key create --workspace <workspaceId> --permission <p> [--permission <p> ...] [--name <name>]
-                                       Create a root key (e.g. --permission '*'); prints its id and the key,
-                                       which is shown only this once.
+  root-key create --workspace <workspaceId> --no-permissions [--name <name>]
+                                       Create a root key (e.g. --permission '*'; several permissions may also be
+                                       given comma-separated); prints its id and the key, which is shown only this
+                                       once. --no-permissions creates a key without any permission: it
+                                       authenticates, but every route that needs a permission refuses it (403
+                                       INSUFFICIENT_PERMISSIONS). One of the two is required.
   root-key delete <keyId>              Delete a root key: it is refused from its next call on.
   migration retry --workspace <workspaceId> <migrationId>
                                        Queue again the batches of an enqueueKeys migration that failed as a
@@ -35,6 +39,7 @@ const OPTIONS = {
   name: { type: "string" },
   workspace: { type: "string" },
   permission: { type: "string", multiple: true },
+  "no-permissions": { type: "boolean" },
   help: { type: "boolean", short: "h" },
 } as const;
 
@@ -89,7 +94,9 @@ export async function adminCommand(argv: string[]): Promise<number> {
   return 0;
 }
 
-function buildRequest(positionals: string[], values: { name?: string; workspace?: string; permission?: string[] }): Request {
+type Values = { name?: string; workspace?: string; permission?: string[]; "no-permissions"?: boolean };
+
+function buildRequest(positionals: string[], values: Values): Request {
   const [resource, action, ...rest] = positionals;
   const one = (what: string) => {
     if (rest.length !== 1 || !rest[0]!.trim()) throw new UsageError(`${resource} ${action} takes one argument: <${what}>`);
@@ -122,8 +129,15 @@ function buildRequest(positionals: string[], values: { name?: string; workspace?
       none();
       if (!values.workspace?.trim()) throw new UsageError("root-key create needs --workspace <workspaceId>");
       const permissions = (values.permission ?? []).flatMap((p) => p.split(",")).map((p) => p.trim()).filter(Boolean);
-      if (permissions.length === 0) {
-        throw new UsageError("root-key create needs at least one --permission (for example --permission '*')");
+      // "No permissions" is said explicitly: a forgotten --permission must not quietly make a key that can do nothing.
+      if (values["no-permissions"]) {
+        if (values.permission !== undefined) {
+          throw new UsageError("root-key create takes either --permission or --no-permissions, not both");
+        }
+      } else if (permissions.length === 0) {
+        throw new UsageError(
+          "root-key create needs at least one --permission (for example --permission '*'), or --no-permissions for a key without any",
+        );
       }
       return {
         path: "/v1/rootKeys.createRootKey",

@@ -90,8 +90,14 @@ export async function softDeleteApiWithKeys(
   });
 }
 
-/** Soft-deletes (or removes, with `permanent`) every live key of a live API; the count, or undefined without the API. */
-export async function deleteLiveKeysOfApi(
+/**
+ * Soft-deletes every live key of a live API, or with `permanent` removes every key row of it, soft-deleted ones
+ * included, so that their hashes can be imported again (as v1). Answers how many keys that was, or undefined
+ * without the API. Removed keys take their roles, permissions, rate limits and encrypted copies with them
+ * (cascade); their verification counts stay, as for keys.deleteKey, being the API's history. The delete and update
+ * triggers move the verification cache's epoch, so no replica answers from a removed key.
+ */
+export async function deleteKeysOfApi(
   db: Db,
   workspaceId: string,
   apiId: string,
@@ -100,11 +106,11 @@ export async function deleteLiveKeysOfApi(
 ): Promise<number | undefined> {
   return db.transaction(async (tx) => {
     if (!(await lockLiveApi(tx, workspaceId, apiId, "update"))) return undefined;
-    const live = sql`${keys.apiId} = ${apiId} and ${keys.deletedAtM} is null`;
     // Counted in the database rather than by returning every id: an API may hold very many keys.
     const affected = permanent
-      ? sql`delete from ${keys} where ${live} returning 1`
-      : sql`update ${keys} set ${sql.identifier(keys.deletedAtM.name)} = ${now} where ${live} returning 1`;
+      ? sql`delete from ${keys} where ${keys.apiId} = ${apiId} returning 1`
+      : sql`update ${keys} set ${sql.identifier(keys.deletedAtM.name)} = ${now}
+            where ${keys.apiId} = ${apiId} and ${keys.deletedAtM} is null returning 1`;
     const result = await tx.execute(sql`with affected as (${affected}) select count(*)::int as n from affected`);
     const [row] = rowsOf<{ n: number }>(result);
     return row!.n;

@@ -4,19 +4,19 @@ import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
 import { idInput } from "../../http/input-bounds.js";
-import { deleteLiveKeysOfApi } from "./apis.repository.js";
+import { deleteKeysOfApi } from "./apis.repository.js";
 
 export const deleteKeys = defineRpc({
   method: "POST",
   path: "/v1/apis.deleteKeys",
   summary:
-    "Deletes every key of an API (the API stays); with `permanent: true` the rows are removed. Answers how many keys were deleted.",
+    "Deletes every key of an API (the API stays). With `permanent: true` every key row is removed, soft-deleted ones included, and their hashes can be imported again. Answers how many keys were deleted.",
   input: z.object({ apiId: idInput, permanent: z.boolean().default(false) }),
   output: z.object({ deletedKeys: z.int() }),
   handler: async (input, { deps, authorization }) => {
     const auth = await authenticateRootKey(deps.db, authorization);
     requirePermission(auth, apiPermission(input.apiId, "delete_key"));
-    const deletedKeys = await deleteLiveKeysOfApi(deps.db, auth.workspaceId, input.apiId, input.permanent, Date.now());
+    const deletedKeys = await deleteKeysOfApi(deps.db, auth.workspaceId, input.apiId, input.permanent, Date.now());
     if (deletedKeys === undefined) throw new ApiError("NOT_FOUND", `api ${input.apiId} not found`);
     return { deletedKeys };
   },

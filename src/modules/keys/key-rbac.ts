@@ -188,7 +188,10 @@ export async function addToKey(
   });
 }
 
-/** remove: or(`*`, remove_x_from_key); every entry must exist in the workspace; ones not connected are a no-op. */
+/**
+ * remove: or(`*`, remove_x_from_key). Entries that name nothing in the workspace, or nothing connected to the key,
+ * change nothing and are no error (as v1); the others are disconnected.
+ */
 export async function removeFromKey(
   k: RbacKind,
   input: { keyId: string; wanted: Wanted[] },
@@ -198,10 +201,10 @@ export async function removeFromKey(
   requirePermission(auth, anyOf(k.permissions.remove));
   await deps.db.transaction(async (tx) => {
     const key = await lockKey(tx, auth, input.keyId);
-    const found = await resolve(tx, auth, k, input.wanted, Date.now(), {
-      missing: (name) => `${k.kind} ${name} not found`,
-      allowCreate: () => {},
-    });
+    const ids = input.wanted.flatMap((w) => (w.id !== undefined ? [w.id] : []));
+    const names = input.wanted.flatMap((w) => (w.id === undefined ? [w.name!] : []));
+    // Only what an entry names: `find` matches the ids, and the names (a permission's slug) of entries without one.
+    const found = await k.find(tx, auth.workspaceId, ids, names);
     await k.remove(tx, key.id, found.map((f) => f.id));
   });
   return {};

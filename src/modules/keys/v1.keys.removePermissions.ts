@@ -7,7 +7,8 @@ export const removePermissions = defineRpc({
   method: "POST",
   path: "/v1/keys.removePermissions",
   bodyLimit: LARGE_BODY_LIMIT,
-  summary: "Disconnects permissions (by id, or by slug in `name`/`slug`) from a key; every entry is honoured.",
+  summary:
+    "Disconnects permissions (by id, or by slug in `name`/`slug`) from a key; every entry is honoured, and one naming no permission of the key changes nothing.",
   input: z.object({ keyId: idInput, permissions: entries(permissionSlugRemovalSchema) }),
   output: z.object({}),
   handler: (input, ctx) => removeFromKey(permissionKind, { keyId: input.keyId, wanted: input.permissions }, ctx),

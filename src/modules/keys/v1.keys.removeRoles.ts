@@ -7,7 +7,8 @@ export const removeRoles = defineRpc({
   method: "POST",
   path: "/v1/keys.removeRoles",
   bodyLimit: LARGE_BODY_LIMIT,
-  summary: "Disconnects roles (by id or name) from a key; every entry is honoured.",
+  summary:
+    "Disconnects roles (by id or name) from a key; every entry is honoured, and one naming no role of the key changes nothing.",
   input: z.object({ keyId: idInput, roles: entries(disconnectionSchema) }),
   output: z.object({}),
   handler: (input, ctx) => removeFromKey(roleKind, { keyId: input.keyId, wanted: input.roles }, ctx),

@@ -25,7 +25,8 @@ export const updateKeyInput = z.object({
   meta: metaSchema.nullable().optional(),
   expires: expiresSchema.nullable().optional(),
   ratelimit: keyRatelimitSchema.nullable().optional(),
-  remaining: z.int().min(1).max(MAX_INT32).nullable().optional(),
+  // 0 is an exhausted key (as v1), which updateRemaining or updateKey can top up later; null makes it unlimited.
+  remaining: z.int().min(0).max(MAX_INT32).nullable().optional(),
   refill: refillSchema.extend({ refillDay: z.int().min(1).max(31).nullable().optional() }).nullable().optional(),
   enabled: z.boolean().optional(),
   environment: z.string().max(256).nullable().optional(),

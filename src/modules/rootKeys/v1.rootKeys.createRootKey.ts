@@ -12,11 +12,12 @@ export const createRootKey = defineRpc({
   bodyLimit: LARGE_BODY_LIMIT,
   auth: "admin",
   summary:
-    "Operator route (keyhaven extension): creates a root key for a workspace. The key is shown once; only its hash is stored.",
+    "Operator route (keyhaven extension): creates a root key for a workspace, with the permissions listed (none for an empty list). The key is shown once; only its hash is stored.",
   input: z.object({
     workspaceId: idInput,
     name: z.string().max(256).optional(),
-    permissions: z.array(z.string().min(1).max(512)).min(1).max(1000),
+    // May be empty (as v1): such a key authenticates, and every route that needs a permission refuses it with 403.
+    permissions: z.array(z.string().min(1).max(512)).max(1000),
   }),
   output: z.object({ keyId: z.string(), key: z.string() }),
   handler: async (input, { deps, authorization }) => {

@@ -50,7 +50,6 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import autocannon from "autocannon";
 import { redactUrl } from "../src/db/client.js";
 import {
   openAdmin,

@@ -94,7 +94,7 @@ async function until(what: string, check: () => boolean, proc: Cli, seconds = 20
   }
 }
 
-const reportedLines = (stderr: string) => [...stderr.matchAll(/^  line (\d+):/gm)].map((m) => Number(m[1]));
+const reportedLines = (stderr: string) => [...stderr.matchAll(/^ {2}line (\d+):/gm)].map((m) => Number(m[1]));
 
 describe("keyhaven import: edge cases", () => {
   let workDir: string;
@@ -203,7 +203,7 @@ describe("keyhaven import: edge cases", () => {
     await server.close();
     expect(exit, skipping.stderr()).toEqual({ code: 0, signal: null });
     expect(skipping.stdout()).toMatch(/^imported: 4$/m);
-    expect(skipping.stdout()).toMatch(/^skipped:  2 \(0 imported by an earlier run, 2 already on the server\)$/m);
+    expect(skipping.stdout()).toMatch(/^skipped: {2}2 \(0 imported by an earlier run, 2 already on the server\)$/m);
     expect([...server.created].sort()).toEqual(keys.map(hashOf).sort());
     // Each existing key was sent once more (refused, all or nothing) and then set aside: 3 requests for one batch.
     expect(server.requests.length - requestsBefore).toBe(3);
@@ -274,9 +274,9 @@ describe("keyhaven import: edge cases", () => {
       for (const cli of [a, b, c]) expect(await cli.exited).toEqual({ code: 2, signal: null });
 
       expect(a.stderr()).toContain("columns 1, 2 of it are not a column name");
-      expect(b.stderr()).toMatch(/^  line 3: remaining: not an integer/m);
-      expect(b.stderr()).toMatch(/^  line 3: enabled: not true or false/m);
-      expect(c.stderr()).toMatch(/^  line 2: apiId differs from --api api_edge$/m);
+      expect(b.stderr()).toMatch(/^ {2}line 3: remaining: not an integer/m);
+      expect(b.stderr()).toMatch(/^ {2}line 3: enabled: not true or false/m);
+      expect(c.stderr()).toMatch(/^ {2}line 2: apiId differs from --api api_edge$/m);
       const output = [a, b, c].map((cli) => cli.stdout() + cli.stderr()).join("\n");
       for (const secret of secrets) expect(output).not.toContain(secret);
     }, TIMEOUT);
@@ -330,7 +330,7 @@ describe("keyhaven import: edge cases", () => {
     expect(await cli.exited).toEqual({ code: 2, signal: null });
     expect(cli.stderr()).toContain("3 bad lines; nothing was sent.");
     expect(reportedLines(cli.stderr())).toEqual([5, 6, 7]);
-    expect(cli.stderr()).toMatch(/^  line 6: the same key as line 1$/m);
+    expect(cli.stderr()).toMatch(/^ {2}line 6: the same key as line 1$/m);
   }, TIMEOUT);
 
   it("--concurrency 4, killed (-9) three times mid-run, then resumed: every key created exactly once", async () => {

@@ -226,15 +226,15 @@ describe("keyhaven import and keyhaven admin against a running server", () => {
       expect(await cli.exited).toEqual({ code: 2, signal: null });
       const err = cli.stderr();
       expect(err).toContain("8 bad lines; nothing was sent.");
-      expect(err).toMatch(/^  line 2: not valid JSON: /m);
-      expect(err).toMatch(/^  line 4: provide either `hash` or `plaintext`$/m);
-      expect(err).toMatch(/^  line 6: remaining: Too small: expected number to be >=1$/m);
-      expect(err).toMatch(/^  line 7: must be a JSON object \(one key per line\)$/m);
+      expect(err).toMatch(/^ {2}line 2: not valid JSON: /m);
+      expect(err).toMatch(/^ {2}line 4: provide either `hash` or `plaintext`$/m);
+      expect(err).toMatch(/^ {2}line 6: remaining: Too small: expected number to be >=1$/m);
+      expect(err).toMatch(/^ {2}line 7: must be a JSON object \(one key per line\)$/m);
       expect(err).toContain(`  line 8: apiId differs from --api ${apiId}`);
-      expect(err).toMatch(/^  line 9: the same key as line 1$/m);
-      expect(err).toMatch(/^  line 10: hash\.variant: /m);
-      expect(err).toMatch(/^  line 11: refill: remaining must be set if you are using refill\.$/m);
-      const reported = [...err.matchAll(/^  line (\d+):/gm)].map((m) => Number(m[1]));
+      expect(err).toMatch(/^ {2}line 9: the same key as line 1$/m);
+      expect(err).toMatch(/^ {2}line 10: hash\.variant: /m);
+      expect(err).toMatch(/^ {2}line 11: refill: remaining must be set if you are using refill\.$/m);
+      const reported = [...err.matchAll(/^ {2}line (\d+):/gm)].map((m) => Number(m[1]));
       expect(new Set(reported)).toEqual(new Set([2, 4, 6, 7, 8, 9, 10, 11]));
       expect(cli.stdout()).toBe("");
       expect(await keysIn(apiId)).toBe(0);
@@ -323,7 +323,7 @@ describe("keyhaven import and keyhaven admin against a running server", () => {
       expect(cli.stderr()).toMatch(/line 5: meta: not valid JSON: /);
       expect(cli.stderr()).toMatch(/line 6: enabled: not true or false \(the cell is not shown/);
       expect(cli.stderr()).toMatch(/line 8: not valid CSV: .*columns length is 4, got 5/);
-      expect([...cli.stderr().matchAll(/^  line (\d+):/gm)].map((m) => Number(m[1]))).toEqual([2, 5, 6, 8]);
+      expect([...cli.stderr().matchAll(/^ {2}line (\d+):/gm)].map((m) => Number(m[1]))).toEqual([2, 5, 6, 8]);
 
       const unknown = write("unknown.csv", "plaintext,colour\nsk_u,red\n");
       const cli2 = importer(unknown, apiId);

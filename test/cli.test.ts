@@ -3,7 +3,7 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type Cli, freePort, keyhaven, killAll, PROJECT_ROOT, sleep, started, withinSeconds } from "./cli-process.js";
+import { type Cli, freePort, keyhaven, killAll, sleep, started, withinSeconds } from "./cli-process.js";
 
 const TIMEOUT = 60_000;
 

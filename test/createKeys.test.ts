@@ -204,7 +204,7 @@ describe("migrations.createKeys batches", () => {
       `select id, hash from keys where id in (${res.body.keyIds.map((id: string) => `'${id}'`).join(",")})`,
     );
     const hashById = new Map(rows.map((r) => [r.id, r.hash]));
-    res.body.keyIds.forEach((id: string, i: number) => expect(hashById.get(id)).toBe(batch[i]!.hash.value));
+    for (const [i, id] of (res.body.keyIds as string[]).entries()) expect(hashById.get(id)).toBe(batch[i]!.hash.value);
   });
 
   it("refuses 101 keys and writes nothing", async () => {

@@ -21,7 +21,9 @@ afterEach(() => rmSync(root, { recursive: true, force: true }));
 
 /** A process that runs until killed, and its pid. */
 const sleepers: ReturnType<typeof spawn>[] = [];
-afterAll(() => sleepers.forEach((p) => p.kill("SIGKILL")));
+afterAll(() => {
+  for (const p of sleepers) p.kill("SIGKILL");
+});
 function runningPid(): number {
   const p = spawn(process.execPath, ["-e", "setInterval(() => {}, 1000)"], { stdio: "ignore" });
   sleepers.push(p);

@@ -6,7 +6,7 @@ import { loadConfig } from "../src/config.js";
 import { warnIfRedisUnreachable } from "../src/ratelimit/ratelimiter.js";
 import { RedisRateLimiter } from "../src/ratelimit/redis.ratelimiter.js";
 import { closedPort, FaultProxy } from "./fault-proxy.js";
-import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
+import { createHarness, expectError, type Harness } from "./helper.js";
 
 /** The app's log lines (JSON), to count what an outage logs. */
 function logCapture() {

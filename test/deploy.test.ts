@@ -46,6 +46,7 @@ describe("docker-compose.yml", () => {
       expect(db.port || "5432", name).toBe("5432");
       expect(decodeURIComponent(db.username), name).toBe(pgEnv.POSTGRES_USER);
       // The same variable as PostgreSQL's own, from the environment or .env: no password is written in the file.
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: Compose's own ${...} reference, kept literally in the file
       expect(decodeURIComponent(db.password), name).toBe("${POSTGRES_PASSWORD}");
       expect(pgEnv.POSTGRES_PASSWORD).toMatch(/^\$\{POSTGRES_PASSWORD:\?/);
       expect(db.pathname.slice(1), name).toBe(pgEnv.POSTGRES_DB);

@@ -534,8 +534,8 @@ function authCase(
       return { body: { keyId: res.body.keyIds[0], [opts.field]: [{ name }] } };
     },
     insufficientPermissions: opts.insufficientPermissions,
-    countRows: (h) => count(table),
-    async expectForOtherWorkspace(res, h, owner) {
+    countRows: () => count(table),
+    async expectForOtherWorkspace(res, _h, owner) {
       expectError(res, 404, "NOT_FOUND", /^key key_\w+ not found$/);
       expect(await count(`${table} where workspace_id = '${owner.workspaceId}'`)).toBe(opts.removes ? 1 : 0);
     },

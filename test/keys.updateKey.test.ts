@@ -799,8 +799,8 @@ describeRootKeyAuth(() => h, {
     return { body: { keyId: res.body.keyIds[0], name: renamed } };
   },
   insufficientPermissions: ["api.*.read_key", "api.*.create_key", "api.api_other.update_key"],
-  countRows: (h) => count(`keys where name = '${renamed}'`),
-  async expectForOtherWorkspace(res, h, owner) {
+  countRows: () => count(`keys where name = '${renamed}'`),
+  async expectForOtherWorkspace(res, _h, owner) {
     expectError(res, 404, "NOT_FOUND", /^key key_\w+ not found$/);
     expect(await count(`keys where name = '${renamed}' and workspace_id = '${owner.workspaceId}'`)).toBe(0);
   },

@@ -179,7 +179,7 @@ function withRaw(value: unknown, raws: string[]): string {
 }
 
 const HUGE = "a".repeat(100_000);
-const deepObject = (depth: number) => '{"a":'.repeat(depth) + "1" + "}".repeat(depth);
+const deepObject = (depth: number) => `${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`;
 const deepArray = (depth: number) => "[".repeat(depth) + "]".repeat(depth);
 
 /** Raw JSON values every property gets in turn. */
@@ -556,7 +556,7 @@ function bodyMutations(base: Base, seed: number): Array<{ label: string; payload
     label: "__proto__ and constructor fields",
     payload: withRaw(wrap({ ...root, zzz: RAW(0) }), ['1,"__proto__":{"admin":true},"constructor":{"prototype":{"admin":true}}']),
   });
-  out.push({ label: "duplicate property", payload: JSON.stringify(wrap(root)).replace(/^(\[?)\{/, '$1{"zz":1,') + "" });
+  out.push({ label: "duplicate property", payload: JSON.stringify(wrap(root)).replace(/^(\[?)\{/, '$1{"zz":1,') });
   // 3. The whole body.
   const baseText = JSON.stringify(input);
   const whole: Array<[string, string | Buffer]> = [

@@ -157,7 +157,7 @@ describe("batched lookups", () => {
     ];
     for (let round = 0; round < 2; round++) {
       const got = await Promise.all(asks.map((a) => cache.lookup(a.hash)));
-      got.forEach((row, i) => expect(row?.name).toBe(asks[i]!.name));
+      for (const [i, row] of got.entries()) expect(row?.name).toBe(asks[i]!.name);
     }
     expect(cache.size).toBe(20);
   });

@@ -108,6 +108,7 @@ function withDeadlines<T extends object>(sql: T, deadline: Deadline): T {
               query.values();
               return lazy;
             },
+            // biome-ignore lint/suspicious/noThenProperty: a thenable on purpose, so that `await` sends the query as postgres.js does
             then(onOk?: (v: unknown) => unknown, onErr?: (e: unknown) => unknown) {
               return guardQuery(query, String(args[0]), deadline).then(onOk, onErr);
             },

@@ -41,7 +41,9 @@ export class EpochReader {
         const epoch = BigInt(row?.epoch ?? "0");
         for (const w of batch) w.resolve(epoch);
       },
-      (batch, err) => batch.forEach((w) => w.reject(err)),
+      (batch, err) => {
+        for (const w of batch) w.reject(err);
+      },
     );
   }
 

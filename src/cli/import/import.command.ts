@@ -321,6 +321,7 @@ async function* readBatches(plan: {
 
 /** Whether `value` can be sent as (part of) an HTTP header value: no control characters, Latin-1 only. */
 function isHeaderSafe(value: string): boolean {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is this regex's purpose
   return !/[\u0000-\u0008\u000a-\u001f\u007f]|[^\u0000-\u00ff]/.test(value);
 }
 

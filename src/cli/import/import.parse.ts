@@ -1,4 +1,4 @@
-import { createHash, type Hash } from "node:crypto";
+import type { Hash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";

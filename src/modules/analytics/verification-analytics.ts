@@ -82,14 +82,17 @@ export class VerificationAnalytics {
     if (hour === undefined) this.pending.set(hourM, (hour = new Map()));
     const counted = tags === undefined || tags.length === 0 ? [] : this.boundTags(key.keyId, hourM, tags);
     // NUL never occurs in a key id, code or tag (the JSON body parser refuses it), so it separates them safely.
-    const id = counted.length === 0 ? key.keyId + "\u0000" + outcome : key.keyId + "\u0000" + outcome + "\u0000" + counted.join("\u0000");
+    const id = counted.length === 0 ? `${key.keyId}\u0000${outcome}` : `${key.keyId}\u0000${outcome}\u0000${counted.join("\u0000")}`;
     const row = hour.get(id);
     if (row !== undefined) {
       row.count++;
       row.identity_id = key.identityId ?? null;
       return;
     }
-    if (this.pendingRows >= this.maxPendingRows) return this.drop(1);
+    if (this.pendingRows >= this.maxPendingRows) {
+      this.drop(1);
+      return;
+    }
     this.pendingRows++;
     hour.set(id, {
       key_id: key.keyId,

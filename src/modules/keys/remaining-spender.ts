@@ -33,9 +33,9 @@ export class RemainingSpender {
         for (const [cost, group] of groupByCost(batch)) {
           try {
             const result = await spendRemaining(this.db, keyId, cost, group.length);
-            group.forEach((s, i) =>
-              s.resolve(result && i < result.granted ? result.before - cost * (i + 1) : undefined),
-            );
+            for (const [i, s] of group.entries()) {
+              s.resolve(result && i < result.granted ? result.before - cost * (i + 1) : undefined);
+            }
           } catch (err) {
             for (const s of group) s.reject(err);
           }

@@ -45,7 +45,9 @@ export class VerificationCache {
     this.epochs = epochReader(db);
     this.queue = new Coalescer(
       (batch) => this.answer(batch),
-      (batch, err) => batch.forEach((w) => w.reject(err)),
+      (batch, err) => {
+        for (const w of batch) w.reject(err);
+      },
     );
   }
 

@@ -65,8 +65,8 @@ export const verifyKey = defineRpc({
       .optional(),
   }),
   output,
-  handler: async (input, { deps, req, authorization }) => {
-    const { subject, ...result } = await verify(deps, {
+  handler: async (input, { deps, req, reply, authorization }) => {
+    const { subject, triggeredRatelimit, ...result } = await verify(deps, {
       key: input.key,
       apiId: input.apiId,
       scope: (epoch) => optionalRootKey(deps.db, authorization, Date.now(), epoch),
@@ -75,6 +75,8 @@ export const verifyKey = defineRpc({
       remainingCost: input.remaining?.cost ?? 1,
       ratelimits: input.ratelimits,
     });
+    // Undocumented in v1, which set it for its own tests; v1 clients and test suites read it.
+    if (triggeredRatelimit !== undefined) reply.header("Unkey-Ratelimit-Triggered", triggeredRatelimit);
     deps.metrics?.recordVerification(result.code);
     // Synchronous and in memory only (written in the background): verifications of existing keys, as v1 counts.
     if (subject !== undefined) {

@@ -57,8 +57,12 @@ export type Verification = {
   ratelimitSkipped?: true;
 };
 
-/** A verification with what analytics records about the key it found (not part of the answer). */
-export type VerificationOutcome = Verification & { subject?: { workspaceId: string; apiId: string } };
+/** A verification with what analytics records about the key it found, and the limit that refused it (not part of the answer). */
+export type VerificationOutcome = Verification & {
+  subject?: { workspaceId: string; apiId: string };
+  /** RATE_LIMITED by a limit: its name, the first refusing one in the order the limits were built (v1's `Unkey-Ratelimit-Triggered`). */
+  triggeredRatelimit?: string;
+};
 
 /**
  * keys.verifyKey, checked in v1's order (contract 4.2): NOT_FOUND (also a key outside the request's scope), disabled workspace (403 envelope), DISABLED,
@@ -83,7 +87,7 @@ export async function verifyKey(deps: Deps, req: VerifyRequest): Promise<Verific
   if (!key.workspaceEnabled) throw new ApiError("FORBIDDEN", "workspace is disabled");
 
   const body: VerificationOutcome = { ...describeKey(key), subject: { workspaceId: key.workspaceId, apiId: key.apiId } };
-  const refuse = (code: VerificationCode, extra: Partial<Verification> = {}): VerificationOutcome => ({
+  const refuse = (code: VerificationCode, extra: Partial<VerificationOutcome> = {}): VerificationOutcome => ({
     ...body,
     ...extra,
     valid: false,
@@ -103,7 +107,8 @@ export async function verifyKey(deps: Deps, req: VerifyRequest): Promise<Verific
       withLimit = { ratelimitSkipped: true };
     } else {
       const ratelimit = reportRatelimit(outcomes)!;
-      if (outcomes.some((o) => !o.passed)) return refuse("RATE_LIMITED", { ratelimit });
+      const refusing = outcomes.find((o) => !o.passed);
+      if (refusing) return refuse("RATE_LIMITED", { ratelimit, triggeredRatelimit: refusing.name });
       withLimit = { ratelimit };
     }
   }

@@ -1,3 +1,4 @@
+import type { FastifyRequest } from "fastify";
 import { z } from "zod";
 import { optionalRootKey } from "../../auth/root-key.js";
 import { MAX_ID_LENGTH } from "../../http/input-bounds.js";
@@ -71,6 +72,7 @@ export const verifyKey = defineRpc({
       apiId: input.apiId,
       scope: (epoch) => optionalRootKey(deps.db, authorization, Date.now(), epoch),
       requireScope: deps.config.verifyRequireScope,
+      callerIp: callerIp(req),
       permissions: input.authorization?.permissions,
       remainingCost: input.remaining?.cost ?? 1,
       ratelimits: input.ratelimits,
@@ -85,3 +87,18 @@ export const verifyKey = defineRpc({
     return { requestId: req.id, ...result };
   },
 });
+
+/**
+ * The caller's address for the API's IP allow-list: `True-Client-IP`, else `CF-Connecting-IP` (v1 ran behind
+ * Cloudflare, which sets both), else the address the server sees: the socket's peer, or with KEYHAVEN_TRUST_PROXY the
+ * address the trusted proxies forwarded (Fastify's `request.ip`). Clients can send the two headers themselves: a
+ * proxy in front of keyhaven must set or strip them, else a caller can claim any address.
+ */
+function callerIp(req: FastifyRequest): string | undefined {
+  for (const name of ["true-client-ip", "cf-connecting-ip"]) {
+    const value = req.headers[name];
+    const text = (Array.isArray(value) ? value.join(",") : (value ?? "")).trim();
+    if (text !== "") return text;
+  }
+  return req.ip;
+}

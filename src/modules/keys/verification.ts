@@ -3,6 +3,7 @@ import { type PermissionQuery, parsePermissionQuery, PermissionQueryError, satis
 import { hashKey } from "../../crypto/hash.js";
 import type { Deps } from "../../deps.js";
 import { ApiError } from "../../errors.js";
+import { ipAllowed } from "../apis/ip-whitelist.js";
 import { checkLimits, type LimitCheck, type LimitOutcome } from "../../ratelimit/ratelimiter.js";
 import type { KeyForVerification as FoundKey, StoredRatelimit } from "./keys.repository.js";
 import { remainingSpender } from "./remaining-spender.js";
@@ -31,6 +32,11 @@ export type VerifyRequest = {
   scope?: (epoch: bigint | undefined) => Promise<{ workspaceId: string } | undefined>;
   /** Refuse (400) a verification with neither `apiId` nor a valid root key (KEYHAVEN_VERIFY_REQUIRE_SCOPE). */
   requireScope?: boolean;
+  /**
+   * The caller's address, for the API's IP allow-list: the HTTP route takes it from True-Client-IP, else
+   * CF-Connecting-IP, else the address the server sees (behind KEYHAVEN_TRUST_PROXY, the forwarded one).
+   */
+  callerIp?: string | undefined;
   permissions?: unknown;
   remainingCost: number;
   ratelimits?: { name: string; cost?: number | undefined; limit?: number | undefined; duration?: number | undefined }[] | undefined;
@@ -66,7 +72,7 @@ export type VerificationOutcome = Verification & {
 
 /**
  * keys.verifyKey, checked in v1's order (contract 4.2): NOT_FOUND (also a key outside the request's scope), disabled workspace (403 envelope), DISABLED,
- * FORBIDDEN (other API), EXPIRED, INSUFFICIENT_PERMISSIONS, RATE_LIMITED, USAGE_EXCEEDED, VALID. The key comes
+ * FORBIDDEN (other API), EXPIRED, FORBIDDEN (caller not on the API's IP allow-list), INSUFFICIENT_PERMISSIONS, RATE_LIMITED, USAGE_EXCEEDED, VALID. The key comes
  * from the verification cache, which never answers with data older than the verification (a change to a key is
  * seen by the very next verification on every replica); remaining uses are always spent in the database.
  */
@@ -97,6 +103,7 @@ export async function verifyKey(deps: Deps, req: VerifyRequest): Promise<Verific
   if (!key.enabled) return refuse("DISABLED");
   if (req.apiId !== undefined && req.apiId !== key.apiId) return refuse("FORBIDDEN");
   if (key.expires !== null && key.expires.getTime() < Date.now()) return refuse("EXPIRED");
+  if (!ipAllowed(key.apiIpWhitelist, req.callerIp)) return refuse("FORBIDDEN");
   if (query !== undefined && !satisfies(query, new Set(key.permissions))) return refuse("INSUFFICIENT_PERMISSIONS");
 
   const checks = limitChecks(key, req.ratelimits ?? []);

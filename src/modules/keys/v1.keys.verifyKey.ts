@@ -43,7 +43,7 @@ export const verifyKey = defineRpc({
   path: "/v1/keys.verifyKey",
   auth: "none",
   summary:
-    "Verifies a key and answers 200 for every outcome of the key itself. Needs no root key; with a valid root key (`Authorization: Bearer`) the verification is scoped to its workspace (a key of another workspace is NOT_FOUND), any other Authorization header is ignored. KEYHAVEN_VERIFY_REQUIRE_SCOPE=on makes `apiId` or a valid root key mandatory (else 400).",
+    "Verifies a key and answers 200 for every outcome of the key itself. Needs no root key; with a valid root key (`Authorization: Bearer`) the verification is scoped to its workspace (a key of another workspace is NOT_FOUND), any other Authorization header is ignored. KEYHAVEN_VERIFY_REQUIRE_SCOPE=on makes `apiId` or a valid root key mandatory (else 400). When the key's API has an IP allow-list, a caller whose address (True-Client-IP, else CF-Connecting-IP, else the address the server sees, see KEYHAVEN_TRUST_PROXY) is not listed gets FORBIDDEN. A RATE_LIMITED answer carries the header `Unkey-Ratelimit-Triggered` naming the limit that refused.",
   input: z.object({
     key: z.string().min(1).max(1024),
     // "" is accepted (it names no API, so the answer is FORBIDDEN), as in v1.

@@ -44,6 +44,25 @@ export const ipWhitelistInput = z
     if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
   });
 
+/** Lists compiled for checking, by their text: a list changes rarely and is checked on every verification. */
+const compiled = new Map<string, BlockList>();
+/** Distinct lists kept compiled (one per API with a list, in practice); beyond it the oldest is compiled again when needed. */
+const COMPILED_LISTS = 1000;
+
+function compile(list: string): BlockList {
+  let allowed = compiled.get(list);
+  if (allowed === undefined) {
+    allowed = new BlockList();
+    for (const entry of entriesOf(list)) {
+      const family = familyOf(entry);
+      if (family !== undefined) allowed.addAddress(entry, family);
+    }
+    if (compiled.size >= COMPILED_LISTS) compiled.delete(compiled.keys().next().value!);
+    compiled.set(list, allowed);
+  }
+  return allowed;
+}
+
 /**
  * Whether a caller may verify keys of an API with this list (contract 4.2 step 6): without a list, anyone; with
  * one, only a caller whose address is listed; a caller without a usable address, never.
@@ -52,10 +71,5 @@ export function ipAllowed(list: string | null, callerIp: string | undefined): bo
   if (list === null || list.trim() === "") return true;
   const family = callerIp === undefined ? undefined : familyOf(callerIp);
   if (family === undefined) return false;
-  const allowed = new BlockList();
-  for (const entry of entriesOf(list)) {
-    const entryFamily = familyOf(entry);
-    if (entryFamily !== undefined) allowed.addAddress(entry, entryFamily);
-  }
-  return allowed.check(callerIp!, family);
+  return compile(list).check(callerIp!, family);
 }

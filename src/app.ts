@@ -77,6 +77,8 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
     return503OnClosing: false,
     forceCloseConnections: "idle",
     routerOptions: { ignoreTrailingSlash: false },
+    // Whose X-Forwarded-For gives request.ip (the caller's address for IP allow-lists): nobody's unless configured.
+    trustProxy: deps.config.trustProxy,
     ...httpServerOptions(deps.config),
     // Node reports requests its HTTP parser rejects (bad header bytes, ...) and clients too slow to send theirs
     // here, before any route: answered in the envelope too, wherever HTTP still allows an answer.

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { isIP } from "node:net";
 import { z } from "zod";
 import { DEFAULT_COUNTERS_PER_WORKSPACE } from "./ratelimit/ratelimiter.js";
 
@@ -46,6 +47,31 @@ const encryptionKeySchema = optionalNonEmpty.refine(
 /** A deadline in milliseconds: at least `min`, at most 10 minutes. */
 function milliseconds(fallback: number, min = 50) {
   return z.coerce.number().int().min(min).max(600_000).default(fallback);
+}
+
+const TRUST_PROXY_RULE =
+  'must be "off", "on" or comma-separated proxy addresses and CIDR ranges (or loopback, linklocal, uniquelocal)';
+
+/** An address or range of KEYHAVEN_TRUST_PROXY, as Fastify's trustProxy (proxy-addr) takes it. */
+function isProxyEntry(entry: string): boolean {
+  if (["loopback", "linklocal", "uniquelocal"].includes(entry)) return true;
+  const [address = "", prefix, ...rest] = entry.split("/");
+  const family = isIP(address);
+  if (family === 0 || rest.length > 0) return false;
+  return prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128));
+}
+
+/**
+ * KEYHAVEN_TRUST_PROXY as Fastify's `trustProxy`: which proxies' X-Forwarded-For is believed for the caller's address
+ * (`request.ip`, which the IP allow-lists of keys.verifyKey read). Undefined when the value is not one of these.
+ */
+export function parseTrustProxy(value: string): boolean | string[] | undefined {
+  const v = value.trim().toLowerCase();
+  if (v === "off" || v === "false") return false;
+  if (v === "on" || v === "true") return true;
+  // No hop count: Fastify trusts nobody for one (it cannot tell a proxy from a client that sends the header itself).
+  const entries = v.split(",").map((e) => e.trim());
+  return entries.every(isProxyEntry) ? entries : undefined;
 }
 
 const envSchema = z.object({
@@ -105,6 +131,10 @@ const envSchema = z.object({
   KEYHAVEN_REQUEST_TIMEOUT_MS: milliseconds(30_000, 100),
   KEYHAVEN_KEEP_ALIVE_TIMEOUT_MS: milliseconds(30_000, 100),
   KEYHAVEN_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(1_000_000).default(10_000),
+  KEYHAVEN_TRUST_PROXY: z
+    .string()
+    .default("off")
+    .refine((v) => parseTrustProxy(v) !== undefined, TRUST_PROXY_RULE),
 });
 
 /** Every environment variable keyhaven reads (the server's; the client commands read a subset, see loadCliEnv). */
@@ -155,6 +185,11 @@ export type Config = Readonly<{
    * is needed, as in v1.
    */
   verifyRequireScope: boolean;
+  /**
+   * Fastify's trustProxy (KEYHAVEN_TRUST_PROXY): false (the default) takes the caller's address from the socket;
+   * true (any peer) or proxy addresses/ranges take it from X-Forwarded-For, as far back as the proxies are trusted.
+   */
+  trustProxy: boolean | string[];
   /** What the HTTP server allows a client: see README "Running in production" (Slow clients). */
   http: Readonly<{
     /** From a connection's (or request's) first byte to the end of its headers; else 408. */
@@ -227,6 +262,7 @@ export function loadConfig(
     analytics: e.KEYHAVEN_ANALYTICS === "on",
     analyticsRetentionDays: e.KEYHAVEN_ANALYTICS_RETENTION_DAYS,
     verifyRequireScope: e.KEYHAVEN_VERIFY_REQUIRE_SCOPE === "on",
+    trustProxy: parseTrustProxy(e.KEYHAVEN_TRUST_PROXY)!,
     http: Object.freeze({
       headersTimeoutMs: e.KEYHAVEN_HEADERS_TIMEOUT_MS,
       requestTimeoutMs: e.KEYHAVEN_REQUEST_TIMEOUT_MS,

@@ -3,6 +3,7 @@ import { deleteApi } from "./modules/apis/v1.apis.deleteApi.js";
 import { deleteKeys } from "./modules/apis/v1.apis.deleteKeys.js";
 import { getApi } from "./modules/apis/v1.apis.getApi.js";
 import { listKeys } from "./modules/apis/v1.apis.listKeys.js";
+import { updateApi } from "./modules/apis/v1.apis.updateApi.js";
 import { getKey } from "./modules/keys/v1.keys.getKey.js";
 import { updateKey } from "./modules/keys/v1.keys.updateKey.js";
 import { createKey } from "./modules/keys/v1.keys.createKey.js";
@@ -61,6 +62,8 @@ export const rpcs: Rpc[] = [
   deleteApi,
   deleteKeys,
   listKeys,
+  // apis: keyhaven extension (v1 set the IP allow-list from its dashboard)
+  updateApi,
   // keys
   verifyKey,
   createKey,

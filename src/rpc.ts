@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import type { z } from "zod";
 import type { Deps } from "./deps.js";
@@ -6,6 +6,8 @@ import type { Deps } from "./deps.js";
 export type RpcContext = {
   deps: Deps;
   req: FastifyRequest;
+  /** For the few routes that answer with a header of their own (keys.verifyKey's Unkey-Ratelimit-Triggered). */
+  reply: FastifyReply;
   /** The raw Authorization header, for the routes that authenticate. */
   authorization: string | undefined;
 };
@@ -60,7 +62,7 @@ export function registerRpc(app: FastifyInstance, deps: Deps, rpc: Rpc): void {
     },
     handler: async (req, reply) => {
       const input = rpc.method === "GET" ? req.query : req.body;
-      const output = await rpc.handler(input, { deps, req, authorization: req.headers.authorization });
+      const output = await rpc.handler(input, { deps, req, reply, authorization: req.headers.authorization });
       return reply.code(status).send(output);
     },
   });

@@ -72,6 +72,98 @@ describe("apis.createApi and apis.getApi", () => {
   });
 });
 
+describe("IP allow-lists: apis.createApi, apis.updateApi and apis.getApi", () => {
+  const getApi = async (apiId: string) => {
+    const res = await h.get("/v1/apis.getApi", { apiId }, t.rootKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body;
+  };
+  const updateApi = (body: Record<string, unknown>, rootKey = t.rootKey) => h.post("/v1/apis.updateApi", body, rootKey);
+
+  it("creates an API with an ipWhitelist, stores it as sent, and getApi returns it", async () => {
+    const list = "10.0.0.1, 2001:db8::1 ,192.168.1.20";
+    const res = await h.post("/v1/apis.createApi", { name: "listed", ipWhitelist: list }, t.rootKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const [row] = await h.sql<any>(`select ip_whitelist from apis where id = '${res.body.apiId}'`);
+    expect(row.ip_whitelist).toBe(list);
+    expect(await getApi(res.body.apiId)).toEqual({ id: res.body.apiId, workspaceId: t.workspaceId, name: "listed", ipWhitelist: list });
+  });
+
+  it("creates an API without a list: none is stored and getApi answers as v1 (no ipWhitelist field)", async () => {
+    const { apiId } = (await h.post("/v1/apis.createApi", { name: "unlisted" }, t.rootKey)).body;
+    const [row] = await h.sql<any>(`select ip_whitelist from apis where id = '${apiId}'`);
+    expect(row.ip_whitelist).toBeNull();
+    expect(await getApi(apiId)).toEqual({ id: apiId, workspaceId: t.workspaceId, name: "unlisted" });
+  });
+
+  it.each([
+    ["10.0.0.1,nope", 'ipWhitelist: "nope" is not an IPv4 or IPv6 address'],
+    ["10.0.0.0/8", 'ipWhitelist: "10.0.0.0/8" is a range: list single IPv4 or IPv6 addresses (CIDR ranges are not supported)'],
+    ["10.0.0.1,,10.0.0.2", "ipWhitelist: entry 2 is empty: separate the addresses with single commas"],
+    ["10.0.0.1,", "ipWhitelist: entry 2 is empty: separate the addresses with single commas"],
+    ["256.0.0.1", 'ipWhitelist: "256.0.0.1" is not an IPv4 or IPv6 address'],
+    ["10.0.0.1:8080", 'ipWhitelist: "10.0.0.1:8080" is not an IPv4 or IPv6 address'],
+    ["", "ipWhitelist: must list at least one address (send null to apis.updateApi to remove the list)"],
+  ])("refuses the list %j with 400 naming the bad entry, on createApi and updateApi", async (ipWhitelist, message) => {
+    const before = await h.sql<any>(`select count(*)::int as n from apis`);
+    expectError(await h.post("/v1/apis.createApi", { name: "bad-list", ipWhitelist }, t.rootKey), 400, "BAD_REQUEST", message);
+    expect(await h.sql<any>(`select count(*)::int as n from apis`)).toEqual(before);
+    const { apiId } = (await h.post("/v1/apis.createApi", { name: "kept", ipWhitelist: "10.0.0.1" }, t.rootKey)).body;
+    expectError(await updateApi({ apiId, ipWhitelist }), 400, "BAD_REQUEST", message);
+    expect((await getApi(apiId)).ipWhitelist).toBe("10.0.0.1");
+  });
+
+  it("refuses a list that is not a string, and a list longer than 4096 characters", async () => {
+    expectError(await h.post("/v1/apis.createApi", { name: "bad-list", ipWhitelist: ["10.0.0.1"] }, t.rootKey), 400, "BAD_REQUEST", /^ipWhitelist: /);
+    const long = Array.from({ length: 500 }, (_, i) => `10.0.${i >> 8}.${i & 255}`).join(",");
+    expect(long.length).toBeGreaterThan(4096);
+    expectError(await h.post("/v1/apis.createApi", { name: "bad-list", ipWhitelist: long }, t.rootKey), 400, "BAD_REQUEST", /^ipWhitelist: Too big/);
+  });
+
+  it("updateApi sets, replaces and removes (null) the list", async () => {
+    const { apiId } = (await h.post("/v1/apis.createApi", { name: "updated" }, t.rootKey)).body;
+    const set = await updateApi({ apiId, ipWhitelist: "10.0.0.1" });
+    expect(set.status, JSON.stringify(set.body)).toBe(200);
+    expect(set.body).toEqual({});
+    expect((await getApi(apiId)).ipWhitelist).toBe("10.0.0.1");
+    expect((await updateApi({ apiId, ipWhitelist: "::1, 10.0.0.2" })).status).toBe(200);
+    expect((await getApi(apiId)).ipWhitelist).toBe("::1, 10.0.0.2");
+    expect((await updateApi({ apiId, ipWhitelist: null })).status).toBe(200);
+    expect(await getApi(apiId)).toEqual({ id: apiId, workspaceId: t.workspaceId, name: "updated" });
+    const [row] = await h.sql<any>(`select ip_whitelist, updated_at_m from apis where id = '${apiId}'`);
+    expect(row.ip_whitelist).toBeNull();
+    expect(Number(row.updated_at_m)).toBeGreaterThan(0);
+  });
+
+  it("updateApi requires ipWhitelist (a list or null) and apiId", async () => {
+    const { apiId } = (await h.post("/v1/apis.createApi", { name: "required" }, t.rootKey)).body;
+    expectError(await updateApi({ apiId }), 400, "BAD_REQUEST", /^ipWhitelist: /);
+    expectError(await updateApi({ ipWhitelist: null }), 400, "BAD_REQUEST", /^apiId: /);
+  });
+
+  it("updateApi answers 404 for an unknown, deleted or other workspace's API", async () => {
+    expectError(await updateApi({ apiId: "api_nope", ipWhitelist: null }), 404, "NOT_FOUND", "api api_nope not found");
+    const { apiId } = (await h.post("/v1/apis.createApi", { name: "gone" }, t.rootKey)).body;
+    expect((await h.post("/v1/apis.deleteApi", { apiId }, t.rootKey)).status).toBe(200);
+    expectError(await updateApi({ apiId, ipWhitelist: "10.0.0.1" }), 404, "NOT_FOUND", `api ${apiId} not found`);
+    const other = await h.tenant();
+    const { apiId: theirs } = (await h.post("/v1/apis.createApi", { name: "theirs" }, other.rootKey)).body;
+    expectError(await updateApi({ apiId: theirs, ipWhitelist: "10.0.0.1" }), 404, "NOT_FOUND", `api ${theirs} not found`);
+    const [row] = await h.sql<any>(`select ip_whitelist from apis where id = '${theirs}'`);
+    expect(row.ip_whitelist).toBeNull();
+  });
+
+  it("updateApi accepts api.<apiId>.update_api for that API only, and api.*.update_api for all", async () => {
+    const { apiId } = (await h.post("/v1/apis.createApi", { name: "scoped-update" }, t.rootKey)).body;
+    const { apiId: other } = (await h.post("/v1/apis.createApi", { name: "other-update" }, t.rootKey)).body;
+    const scoped = await h.rootKey(t.workspaceId, [`api.${apiId}.update_api`]);
+    expect((await updateApi({ apiId, ipWhitelist: "10.0.0.1" }, scoped)).status).toBe(200);
+    expectError(await updateApi({ apiId: other, ipWhitelist: "10.0.0.1" }, scoped), 403, "INSUFFICIENT_PERMISSIONS");
+    const wildcard = await h.rootKey(t.workspaceId, ["api.*.update_api"]);
+    expect((await updateApi({ apiId: other, ipWhitelist: "10.0.0.1" }, wildcard)).status).toBe(200);
+  });
+});
+
 describe("permissions.createPermission and permissions.createRole", () => {
   it("creates a permission whose slug defaults to its name", async () => {
     const res = await h.post("/v1/permissions.createPermission", { name: "files.write", description: "Write files" }, t.rootKey);

@@ -42,6 +42,18 @@ describeRootKeyAuth(() => h, {
 
 describeRootKeyAuth(() => h, {
   method: "POST",
+  path: "/v1/apis.updateApi",
+  validRequest: async (h, owner) => ({ body: { apiId: await createApiIn(h, owner.rootKey), ipWhitelist: "10.0.0.1" } }),
+  insufficientPermissions: ["api.*.read_api", "api.*.create_api", "api.other.update_api"],
+  countRows: count("apis where ip_whitelist is not null"),
+  async expectForOtherWorkspace(res) {
+    expectError(res, 404, "NOT_FOUND", /^api api_\w+ not found$/);
+  },
+  missingRequest: (valid) => ({ body: { ...(valid.body as Record<string, unknown>), apiId: "api_missing" } }),
+});
+
+describeRootKeyAuth(() => h, {
+  method: "POST",
   path: "/v1/permissions.createRole",
   validRequest: async () => ({ body: { name: `role-${Math.random().toString(36).slice(2)}` } }),
   insufficientPermissions: ["rbac.*.create_permission", "rbac.*.read_role"],

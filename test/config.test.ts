@@ -146,6 +146,25 @@ describe("loadConfig", () => {
     }
   });
 
+  it("reads KEYHAVEN_TRUST_PROXY as Fastify's trustProxy: off by default, on, or proxy addresses and ranges", () => {
+    expect(loadConfig({}).trustProxy).toBe(false);
+    expect(loadConfig({ KEYHAVEN_TRUST_PROXY: "off" }).trustProxy).toBe(false);
+    expect(loadConfig({ KEYHAVEN_TRUST_PROXY: "on" }).trustProxy).toBe(true);
+    expect(loadConfig({ KEYHAVEN_TRUST_PROXY: "true" }).trustProxy).toBe(true);
+    expect(loadConfig({ KEYHAVEN_TRUST_PROXY: "10.0.0.0/8, 192.168.1.5,fd00::/8 ,loopback" }).trustProxy).toEqual([
+      "10.0.0.0/8",
+      "192.168.1.5",
+      "fd00::/8",
+      "loopback",
+    ]);
+    // A hop count is refused: Fastify 5 trusts nobody for one, which would silently ignore every proxy.
+    for (const value of ["yes", "2", "10.0.0.0/33", "::/129", "10.0.0.0/8/1", "proxy.internal", "10.0.0.1,", "10.0.0.0/255.0.0.0"]) {
+      expect(configError({ KEYHAVEN_TRUST_PROXY: value }).message, value).toContain(
+        'KEYHAVEN_TRUST_PROXY: must be "off", "on" or comma-separated proxy addresses and CIDR ranges (or loopback, linklocal, uniquelocal)',
+      );
+    }
+  });
+
   it("treats a blank PORT as unset rather than as port 0", () => {
     expect(loadConfig({ PORT: " " }).port).toBe(8080);
   });

@@ -125,6 +125,11 @@ describe("deploy/nginx.conf", () => {
     expect(nextUpstream).not.toContain("non_idempotent");
     expect(conf).toMatch(/proxy_connect_timeout\s+\d+s;/);
   });
+
+  it("drops a client's own True-Client-IP and CF-Connecting-IP, which IP allow-lists would otherwise believe", () => {
+    expect(conf).toMatch(/proxy_set_header\s+True-Client-IP\s+"";/);
+    expect(conf).toMatch(/proxy_set_header\s+CF-Connecting-IP\s+"";/);
+  });
 });
 
 describe("Dockerfile", () => {

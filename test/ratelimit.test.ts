@@ -177,6 +177,43 @@ describe("rate limits in keys.verifyKey", () => {
   });
 });
 
+describe("the Unkey-Ratelimit-Triggered header of keys.verifyKey", () => {
+  const TRIGGERED = "unkey-ratelimit-triggered";
+
+  it("names the key's default limit when it refuses, and is absent while the verification is VALID", async () => {
+    const { key } = await importKey({ ratelimit: { limit: 1, refillRate: 1, refillInterval: 3_600_000 } });
+    const first = await verify({ key });
+    expect(first.body.code).toBe("VALID");
+    expect(first.headers[TRIGGERED]).toBeUndefined();
+    const second = await verify({ key });
+    expect(second.body.code).toBe("RATE_LIMITED");
+    expect(second.headers[TRIGGERED]).toBe("default");
+  });
+
+  it("names the request's limit that refused, the first refusing one in v1's order", async () => {
+    const { key } = await importKey({ ratelimit: { limit: 10, refillRate: 10, refillInterval: 3_600_000 } });
+    const tight = { name: "tight", limit: 1, duration: 3_600_000 };
+    const zero = { name: "zero", limit: 0, duration: 3_600_000 };
+    const ok = await verify({ key, ratelimits: [tight] });
+    expect(ok.body.code).toBe("VALID");
+    expect(ok.headers[TRIGGERED]).toBeUndefined();
+    const refused = await verify({ key, ratelimits: [tight] });
+    expect(refused.body.code).toBe("RATE_LIMITED");
+    expect(refused.headers[TRIGGERED]).toBe("tight");
+    // Both refuse: the auto-applied default comes first (it passes), then the request's entries in their order.
+    expect((await verify({ key, ratelimits: [zero, tight] })).headers[TRIGGERED]).toBe("zero");
+    expect((await verify({ key, ratelimits: [tight, zero] })).headers[TRIGGERED]).toBe("tight");
+  });
+
+  it("is absent on answers that no limit refused", async () => {
+    const { key } = await importKey({ remaining: 1 });
+    expect((await verify({ key })).headers[TRIGGERED]).toBeUndefined();
+    const exhausted = await verify({ key });
+    expect(exhausted.body.code).toBe("USAGE_EXCEEDED");
+    expect(exhausted.headers[TRIGGERED]).toBeUndefined();
+  });
+});
+
 describe("across two replicas over real sockets", () => {
   let urls: string[];
   let closeReplica: () => Promise<void>;

@@ -280,6 +280,7 @@ const SPECS: Record<string, () => Base[]> = {
   ],
   "GET /v1/apis.getApi": () => both((ids) => ({ apiId: ids.apiId })),
   "POST /v1/apis.deleteApi": () => both((ids) => ({ apiId: ids.apiId })),
+  "POST /v1/apis.updateApi": () => both((ids) => ({ apiId: ids.apiId, ipWhitelist: "10.0.0.1, 2001:db8::1" })),
   "POST /v1/apis.deleteKeys": () => both((ids) => ({ apiId: ids.apiId, permanent: false })),
   "GET /v1/apis.listKeys": () =>
     both((ids) => ({ apiId: ids.apiId, limit: "10", cursor: "key_0", ownerId: "o", externalId: ids.externalId, decrypt: "false", revalidateKeysCache: "false" })),

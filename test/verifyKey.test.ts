@@ -283,3 +283,144 @@ describe("keys.verifyKey with KEYHAVEN_VERIFY_REQUIRE_SCOPE=on", () => {
     expect((await verifyWith(`Bearer ${stranger.rootKey}`, { key })).body).toMatchObject({ valid: false, code: "NOT_FOUND" });
   });
 });
+
+describe("keys.verifyKey and the API's IP allow-list (contract 4.2 step 6)", () => {
+  const LISTED = "203.0.113.7";
+  const UNLISTED = "198.51.100.1";
+  const listedApi = (list = `${LISTED}, 2001:db8::1`) => h.createApi(t, { ipWhitelist: list });
+  const verifyFrom = (body: Record<string, unknown>, headers: Record<string, string> = {}, remoteAddress?: string) =>
+    h.app
+      .inject({
+        method: "POST",
+        url: "/v1/keys.verifyKey",
+        headers: { "content-type": "application/json", ...headers },
+        payload: JSON.stringify(body),
+        ...(remoteAddress !== undefined && { remoteAddress }),
+      })
+      .then((res) => ({ status: res.statusCode, body: JSON.parse(res.body) }));
+
+  it("answers VALID to a listed caller named by True-Client-IP, and FORBIDDEN (200) to an unlisted one", async () => {
+    const api = await listedApi();
+    const { key, keyId } = await h.importKey(t, api);
+    expect(await verifyFrom({ key }, { "true-client-ip": LISTED })).toMatchObject({ status: 200, body: { valid: true, code: "VALID" } });
+    expect(await verifyFrom({ key }, { "true-client-ip": "2001:db8::1" })).toMatchObject({ body: { valid: true } });
+    const refused = await verifyFrom({ key }, { "true-client-ip": UNLISTED });
+    expect(refused).toMatchObject({ status: 200, body: { valid: false, code: "FORBIDDEN", keyId, apiId: api } });
+    // The header wins over the address the server sees, listed or not.
+    expect((await verifyFrom({ key }, { "true-client-ip": UNLISTED }, LISTED)).body.code).toBe("FORBIDDEN");
+    expect((await verifyFrom({ key }, { "true-client-ip": LISTED }, UNLISTED)).body.code).toBe("VALID");
+  });
+
+  it("takes CF-Connecting-IP when there is no True-Client-IP, and True-Client-IP first when both are sent", async () => {
+    const api = await listedApi();
+    const { key } = await h.importKey(t, api);
+    expect((await verifyFrom({ key }, { "cf-connecting-ip": LISTED })).body.code).toBe("VALID");
+    expect((await verifyFrom({ key }, { "cf-connecting-ip": UNLISTED })).body.code).toBe("FORBIDDEN");
+    expect((await verifyFrom({ key }, { "true-client-ip": LISTED, "cf-connecting-ip": UNLISTED })).body.code).toBe("VALID");
+    expect((await verifyFrom({ key }, { "true-client-ip": UNLISTED, "cf-connecting-ip": LISTED })).body.code).toBe("FORBIDDEN");
+  });
+
+  it("without either header, checks the address the server sees (the socket's peer)", async () => {
+    const api = await listedApi();
+    const { key } = await h.importKey(t, api);
+    expect((await verifyFrom({ key }, {}, LISTED)).body.code).toBe("VALID");
+    expect((await verifyFrom({ key }, {}, UNLISTED)).body.code).toBe("FORBIDDEN");
+    // No KEYHAVEN_TRUST_PROXY: X-Forwarded-For is anyone's to send, so it is not believed.
+    expect((await verifyFrom({ key }, { "x-forwarded-for": LISTED }, UNLISTED)).body.code).toBe("FORBIDDEN");
+  });
+
+  it("compares addresses, not spellings, and refuses a caller address that is not an address", async () => {
+    const api = await listedApi(`10.0.0.1, 2001:db8::1`);
+    const { key } = await h.importKey(t, api);
+    expect((await verifyFrom({ key }, { "true-client-ip": "2001:DB8:0:0:0:0:0:1" })).body.code).toBe("VALID");
+    expect((await verifyFrom({ key }, { "true-client-ip": " 10.0.0.1 " })).body.code).toBe("VALID");
+    // What a server listening on :: sees for an IPv4 client.
+    expect((await verifyFrom({ key }, {}, "::ffff:10.0.0.1")).body.code).toBe("VALID");
+    for (const ip of ["10.0.0.1, 10.0.0.2", "10.0.0.1:443", "not an address", "10.0.0.0/8"]) {
+      expect((await verifyFrom({ key }, { "true-client-ip": ip })).body.code, ip).toBe("FORBIDDEN");
+    }
+  });
+
+  it("lets every caller verify keys of an API without a list", async () => {
+    const { key } = await h.importKey(t, apiId);
+    expect((await verifyFrom({ key }, { "true-client-ip": UNLISTED })).body.code).toBe("VALID");
+    expect((await verifyFrom({ key }, {}, UNLISTED)).body.code).toBe("VALID");
+  });
+
+  it("comes after DISABLED, the other-API FORBIDDEN and EXPIRED, and before permissions, rate limits and remaining uses", async () => {
+    const api = await listedApi();
+    const from = { "true-client-ip": UNLISTED };
+    const disabled = await h.importKey(t, api, { enabled: false });
+    expect((await verifyFrom({ key: disabled.key }, from)).body.code).toBe("DISABLED");
+    const expired = await h.importKey(t, api, { expires: Date.now() - 1000 });
+    expect((await verifyFrom({ key: expired.key }, from)).body.code).toBe("EXPIRED");
+
+    const { key, keyId } = await h.importKey(t, api, { remaining: 1, ratelimit: { limit: 1, refillRate: 1, refillInterval: 3_600_000 } });
+    const refused = await verifyFrom({ key, authorization: { permissions: "perm.missing" } }, from);
+    expect(refused.body).toMatchObject({ valid: false, code: "FORBIDDEN" });
+    expect(refused.body.ratelimit).toBeUndefined();
+    expect(refused.body.remaining).toBeUndefined();
+    // Refused before the limit and the uses were charged: a listed caller still gets both.
+    expect((await verifyFrom({ key, authorization: { permissions: "perm.missing" } }, { "true-client-ip": LISTED })).body.code).toBe(
+      "INSUFFICIENT_PERMISSIONS",
+    );
+    expect((await verifyFrom({ key }, { "true-client-ip": LISTED })).body).toMatchObject({ valid: true, remaining: 0 });
+    const [row] = await h.sql<{ r: number }>(`select remaining_requests as r from keys where id = '${keyId}'`);
+    expect(row!.r).toBe(0);
+  });
+
+  it("sees apiId's FORBIDDEN first when the key belongs to another API", async () => {
+    const api = await listedApi();
+    const { key } = await h.importKey(t, api);
+    expect((await verifyFrom({ key, apiId }, { "true-client-ip": LISTED })).body).toMatchObject({ code: "FORBIDDEN", apiId: api });
+  });
+
+  it("sees apis.updateApi's change on the very next verification (the cached key carries the list)", async () => {
+    const api = await h.createApi(t);
+    const { key } = await h.importKey(t, api);
+    const from = { "true-client-ip": UNLISTED };
+    expect((await verifyFrom({ key }, from)).body.code).toBe("VALID");
+    expect((await h.post("/v1/apis.updateApi", { apiId: api, ipWhitelist: LISTED }, t.rootKey)).status).toBe(200);
+    expect((await verifyFrom({ key }, from)).body.code).toBe("FORBIDDEN");
+    expect((await verifyFrom({ key }, { "true-client-ip": LISTED })).body.code).toBe("VALID");
+    expect((await h.post("/v1/apis.updateApi", { apiId: api, ipWhitelist: null }, t.rootKey)).status).toBe(200);
+    expect((await verifyFrom({ key }, from)).body.code).toBe("VALID");
+  });
+});
+
+describe("keys.verifyKey's caller address behind a trusted proxy (KEYHAVEN_TRUST_PROXY)", () => {
+  let proxied: Harness;
+  let owner: Tenant;
+  let key: string;
+  beforeAll(async () => {
+    proxied = await createHarness({ KEYHAVEN_TRUST_PROXY: "10.0.0.0/8" });
+    owner = await proxied.tenant();
+    const api = await proxied.createApi(owner, { ipWhitelist: "203.0.113.7" });
+    key = (await proxied.importKey(owner, api)).key;
+  });
+  afterAll(() => proxied.close());
+  const verifyVia = async (remoteAddress: string, headers: Record<string, string>) =>
+    JSON.parse(
+      (
+        await proxied.app.inject({
+          method: "POST",
+          url: "/v1/keys.verifyKey",
+          headers: { "content-type": "application/json", ...headers },
+          payload: JSON.stringify({ key }),
+          remoteAddress,
+        })
+      ).body,
+    ).code;
+
+  it("believes X-Forwarded-For from a trusted proxy, and only from one", async () => {
+    expect(await verifyVia("10.1.2.3", { "x-forwarded-for": "203.0.113.7" })).toBe("VALID");
+    expect(await verifyVia("10.1.2.3", { "x-forwarded-for": "198.51.100.1" })).toBe("FORBIDDEN");
+    // A client's own X-Forwarded-For entry before the trusted proxy's is not believed either.
+    expect(await verifyVia("10.1.2.3", { "x-forwarded-for": "203.0.113.7, 198.51.100.1" })).toBe("FORBIDDEN");
+    // Not a trusted proxy: its header is ignored, and its own address is the caller's.
+    expect(await verifyVia("198.51.100.9", { "x-forwarded-for": "203.0.113.7" })).toBe("FORBIDDEN");
+    expect(await verifyVia("203.0.113.7", {})).toBe("VALID");
+    // True-Client-IP still comes first.
+    expect(await verifyVia("10.1.2.3", { "x-forwarded-for": "203.0.113.7", "true-client-ip": "198.51.100.1" })).toBe("FORBIDDEN");
+  });
+});

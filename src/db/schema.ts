@@ -63,6 +63,8 @@ export const apis = pgTable(
     defaultPrefix: text("default_prefix"),
     defaultBytes: integer("default_bytes"),
     deleteProtection: boolean("delete_protection").notNull().default(false),
+    /** v1's IP allow-list: comma-separated addresses; null (or empty) lets every caller verify (src/modules/apis/ip-whitelist.ts). */
+    ipWhitelist: text("ip_whitelist"),
     createdAtM: ms("created_at_m").notNull(),
     updatedAtM: ms("updated_at_m"),
     deletedAtM: ms("deleted_at_m"),

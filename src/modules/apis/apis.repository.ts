@@ -13,6 +13,7 @@ export type NewApi = {
   defaultPrefix?: string | undefined;
   defaultBytes?: number | undefined;
   deleteProtection?: boolean | undefined;
+  ipWhitelist?: string | undefined;
 };
 
 export async function insertApi(db: Db, input: NewApi): Promise<string> {
@@ -25,6 +26,7 @@ export async function insertApi(db: Db, input: NewApi): Promise<string> {
     defaultPrefix: input.defaultPrefix ?? null,
     defaultBytes: input.defaultBytes ?? null,
     deleteProtection: input.deleteProtection ?? false,
+    ipWhitelist: input.ipWhitelist ?? null,
     createdAtM: Date.now(),
   });
   return id;
@@ -38,6 +40,25 @@ export async function findApi(db: Db, workspaceId: string, apiId: string) {
     .where(and(eq(apis.id, apiId), eq(apis.workspaceId, workspaceId), isNull(apis.deletedAtM)))
     .limit(1);
   return row;
+}
+
+/**
+ * Sets (or with null removes) a live API's IP allow-list; false when the workspace has no such API. The update moves
+ * the verification epoch (trigger `apis_bump_epoch`), so every replica's next verification sees the new list.
+ */
+export async function setApiIpWhitelist(
+  db: Db,
+  workspaceId: string,
+  apiId: string,
+  ipWhitelist: string | null,
+  now: number,
+): Promise<boolean> {
+  const rows = await db
+    .update(apis)
+    .set({ ipWhitelist, updatedAtM: now })
+    .where(and(eq(apis.id, apiId), eq(apis.workspaceId, workspaceId), isNull(apis.deletedAtM)))
+    .returning({ id: apis.id });
+  return rows.length > 0;
 }
 
 /** Ids among `apiIds` that are live APIs of the workspace. */

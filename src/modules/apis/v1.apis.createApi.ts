@@ -2,6 +2,7 @@ import { z } from "zod";
 import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
 import { defineRpc } from "../../rpc.js";
 import { insertApi } from "./apis.repository.js";
+import { ipWhitelistInput } from "./ip-whitelist.js";
 
 export const createApi = defineRpc({
   method: "POST",
@@ -13,6 +14,8 @@ export const createApi = defineRpc({
     defaultPrefix: z.string().min(1).max(8).optional(),
     defaultBytes: z.int().min(16).max(255).optional(),
     deleteProtection: z.boolean().optional(),
+    // keyhaven extension (v1 set it from its dashboard): comma-separated IPv4/IPv6 addresses allowed to verify keys.
+    ipWhitelist: ipWhitelistInput.optional(),
   }),
   output: z.object({ apiId: z.string(), name: z.string() }),
   handler: async (input, { deps, authorization }) => {

@@ -9,14 +9,25 @@ import { findApi } from "./apis.repository.js";
 export const getApi = defineRpc({
   method: "GET",
   path: "/v1/apis.getApi",
-  summary: "Reads an API by id.",
+  summary: "Reads an API by id; `ipWhitelist` (a keyhaven addition) is present when the API has an IP allow-list.",
   input: z.object({ apiId: idInput }),
-  output: z.object({ id: z.string(), workspaceId: z.string(), name: z.string() }),
+  output: z.object({
+    id: z.string(),
+    workspaceId: z.string(),
+    name: z.string(),
+    // keyhaven extension, only when the API has an IP allow-list.
+    ipWhitelist: z.string().optional(),
+  }),
   handler: async (input, { deps, authorization }) => {
     const auth = await authenticateRootKey(deps.db, authorization);
     requirePermission(auth, apiPermission(input.apiId, "read_api"));
     const api = await findApi(deps.db, auth.workspaceId, input.apiId);
     if (!api) throw new ApiError("NOT_FOUND", `api ${input.apiId} not found`);
-    return { id: api.id, workspaceId: api.workspaceId, name: api.name };
+    return {
+      id: api.id,
+      workspaceId: api.workspaceId,
+      name: api.name,
+      ...(api.ipWhitelist !== null && { ipWhitelist: api.ipWhitelist }),
+    };
   },
 });

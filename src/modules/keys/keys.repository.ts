@@ -47,6 +47,7 @@ function verificationLookup(db: Db) {
       enabled: keys.enabled,
       environment: keys.environment,
       workspaceEnabled: workspaces.enabled,
+      apiIpWhitelist: apis.ipWhitelist,
       identityId: identities.id,
       identityExternalId: identities.externalId,
       identityMeta: identities.meta,

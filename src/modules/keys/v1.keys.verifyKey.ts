@@ -1,3 +1,4 @@
+import type { FastifyRequest } from "fastify";
 import { z } from "zod";
 import { optionalRootKey } from "../../auth/root-key.js";
 import { MAX_ID_LENGTH } from "../../http/input-bounds.js";
@@ -42,7 +43,7 @@ export const verifyKey = defineRpc({
   path: "/v1/keys.verifyKey",
   auth: "none",
   summary:
-    "Verifies a key and answers 200 for every outcome of the key itself. Needs no root key; with a valid root key (`Authorization: Bearer`) the verification is scoped to its workspace (a key of another workspace is NOT_FOUND), any other Authorization header is ignored. KEYHAVEN_VERIFY_REQUIRE_SCOPE=on makes `apiId` or a valid root key mandatory (else 400).",
+    "Verifies a key and answers 200 for every outcome of the key itself. Needs no root key; with a valid root key (`Authorization: Bearer`) the verification is scoped to its workspace (a key of another workspace is NOT_FOUND), any other Authorization header is ignored. KEYHAVEN_VERIFY_REQUIRE_SCOPE=on makes `apiId` or a valid root key mandatory (else 400). When the key's API has an IP allow-list, a caller whose address (True-Client-IP, else CF-Connecting-IP, else the address the server sees, see KEYHAVEN_TRUST_PROXY) is not listed gets FORBIDDEN. A RATE_LIMITED answer carries the header `Unkey-Ratelimit-Triggered` naming the limit that refused.",
   input: z.object({
     key: z.string().min(1).max(1024),
     // "" is accepted (it names no API, so the answer is FORBIDDEN), as in v1.
@@ -65,16 +66,19 @@ export const verifyKey = defineRpc({
       .optional(),
   }),
   output,
-  handler: async (input, { deps, req, authorization }) => {
-    const { subject, ...result } = await verify(deps, {
+  handler: async (input, { deps, req, reply, authorization }) => {
+    const { subject, triggeredRatelimit, ...result } = await verify(deps, {
       key: input.key,
       apiId: input.apiId,
       scope: (epoch) => optionalRootKey(deps.db, authorization, Date.now(), epoch),
       requireScope: deps.config.verifyRequireScope,
+      callerIp: callerIp(req),
       permissions: input.authorization?.permissions,
       remainingCost: input.remaining?.cost ?? 1,
       ratelimits: input.ratelimits,
     });
+    // Undocumented in v1, which set it for its own tests; v1 clients and test suites read it.
+    if (triggeredRatelimit !== undefined) reply.header("Unkey-Ratelimit-Triggered", triggeredRatelimit);
     deps.metrics?.recordVerification(result.code);
     // Synchronous and in memory only (written in the background): verifications of existing keys, as v1 counts.
     if (subject !== undefined) {
@@ -83,3 +87,18 @@ export const verifyKey = defineRpc({
     return { requestId: req.id, ...result };
   },
 });
+
+/**
+ * The caller's address for the API's IP allow-list: `True-Client-IP`, else `CF-Connecting-IP` (v1 ran behind
+ * Cloudflare, which sets both), else the address the server sees: the socket's peer, or with KEYHAVEN_TRUST_PROXY the
+ * address the trusted proxies forwarded (Fastify's `request.ip`). Clients can send the two headers themselves: a
+ * proxy in front of keyhaven must set or strip them, else a caller can claim any address.
+ */
+function callerIp(req: FastifyRequest): string | undefined {
+  for (const name of ["true-client-ip", "cf-connecting-ip"]) {
+    const value = req.headers[name];
+    const text = (Array.isArray(value) ? value.join(",") : (value ?? "")).trim();
+    if (text !== "") return text;
+  }
+  return req.ip;
+}

@@ -3,6 +3,7 @@ import { type PermissionQuery, parsePermissionQuery, PermissionQueryError, satis
 import { hashKey } from "../../crypto/hash.js";
 import type { Deps } from "../../deps.js";
 import { ApiError } from "../../errors.js";
+import { ipAllowed } from "../apis/ip-whitelist.js";
 import { checkLimits, type LimitCheck, type LimitOutcome } from "../../ratelimit/ratelimiter.js";
 import type { KeyForVerification as FoundKey, StoredRatelimit } from "./keys.repository.js";
 import { remainingSpender } from "./remaining-spender.js";
@@ -31,6 +32,11 @@ export type VerifyRequest = {
   scope?: (epoch: bigint | undefined) => Promise<{ workspaceId: string } | undefined>;
   /** Refuse (400) a verification with neither `apiId` nor a valid root key (KEYHAVEN_VERIFY_REQUIRE_SCOPE). */
   requireScope?: boolean;
+  /**
+   * The caller's address, for the API's IP allow-list: the HTTP route takes it from True-Client-IP, else
+   * CF-Connecting-IP, else the address the server sees (behind KEYHAVEN_TRUST_PROXY, the forwarded one).
+   */
+  callerIp?: string | undefined;
   permissions?: unknown;
   remainingCost: number;
   ratelimits?: { name: string; cost?: number | undefined; limit?: number | undefined; duration?: number | undefined }[] | undefined;
@@ -57,12 +63,16 @@ export type Verification = {
   ratelimitSkipped?: true;
 };
 
-/** A verification with what analytics records about the key it found (not part of the answer). */
-export type VerificationOutcome = Verification & { subject?: { workspaceId: string; apiId: string } };
+/** A verification with what analytics records about the key it found, and the limit that refused it (not part of the answer). */
+export type VerificationOutcome = Verification & {
+  subject?: { workspaceId: string; apiId: string };
+  /** RATE_LIMITED by a limit: its name, the first refusing one in the order the limits were built (v1's `Unkey-Ratelimit-Triggered`). */
+  triggeredRatelimit?: string;
+};
 
 /**
  * keys.verifyKey, checked in v1's order (contract 4.2): NOT_FOUND (also a key outside the request's scope), disabled workspace (403 envelope), DISABLED,
- * FORBIDDEN (other API), EXPIRED, INSUFFICIENT_PERMISSIONS, RATE_LIMITED, USAGE_EXCEEDED, VALID. The key comes
+ * FORBIDDEN (other API), EXPIRED, FORBIDDEN (caller not on the API's IP allow-list), INSUFFICIENT_PERMISSIONS, RATE_LIMITED, USAGE_EXCEEDED, VALID. The key comes
  * from the verification cache, which never answers with data older than the verification (a change to a key is
  * seen by the very next verification on every replica); remaining uses are always spent in the database.
  */
@@ -83,7 +93,7 @@ export async function verifyKey(deps: Deps, req: VerifyRequest): Promise<Verific
   if (!key.workspaceEnabled) throw new ApiError("FORBIDDEN", "workspace is disabled");
 
   const body: VerificationOutcome = { ...describeKey(key), subject: { workspaceId: key.workspaceId, apiId: key.apiId } };
-  const refuse = (code: VerificationCode, extra: Partial<Verification> = {}): VerificationOutcome => ({
+  const refuse = (code: VerificationCode, extra: Partial<VerificationOutcome> = {}): VerificationOutcome => ({
     ...body,
     ...extra,
     valid: false,
@@ -93,6 +103,7 @@ export async function verifyKey(deps: Deps, req: VerifyRequest): Promise<Verific
   if (!key.enabled) return refuse("DISABLED");
   if (req.apiId !== undefined && req.apiId !== key.apiId) return refuse("FORBIDDEN");
   if (key.expires !== null && key.expires.getTime() < Date.now()) return refuse("EXPIRED");
+  if (!ipAllowed(key.apiIpWhitelist, req.callerIp)) return refuse("FORBIDDEN");
   if (query !== undefined && !satisfies(query, new Set(key.permissions))) return refuse("INSUFFICIENT_PERMISSIONS");
 
   const checks = limitChecks(key, req.ratelimits ?? []);
@@ -103,7 +114,8 @@ export async function verifyKey(deps: Deps, req: VerifyRequest): Promise<Verific
       withLimit = { ratelimitSkipped: true };
     } else {
       const ratelimit = reportRatelimit(outcomes)!;
-      if (outcomes.some((o) => !o.passed)) return refuse("RATE_LIMITED", { ratelimit });
+      const refusing = outcomes.find((o) => !o.passed);
+      if (refusing) return refuse("RATE_LIMITED", { ratelimit, triggeredRatelimit: refusing.name });
       withLimit = { ratelimit };
     }
   }

@@ -80,13 +80,13 @@ describe("permissions.createPermission and permissions.createRole", () => {
     expect(row).toMatchObject({ workspace_id: t.workspaceId, name: "files.write", slug: "files.write", description: "Write files" });
   });
 
-  it("refuses a second permission with the same slug with 409", async () => {
+  it("refuses a second permission with the same slug with 409, in v1's words naming the name", async () => {
     await h.post("/v1/permissions.createPermission", { name: "dup.perm" }, t.rootKey);
     expectError(
       await h.post("/v1/permissions.createPermission", { name: "dup.perm" }, t.rootKey),
       409,
       "CONFLICT",
-      'Permission with slug "dup.perm" already exists in this workspace',
+      'Permission with name "dup.perm" already exists in this workspace',
     );
     const other = await h.tenant();
     expect((await h.post("/v1/permissions.createPermission", { name: "dup.perm" }, other.rootKey)).status).toBe(200);

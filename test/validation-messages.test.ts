@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
 
 // v1 validated with zod 3, and its clients show zod 3's messages: keyhaven words zod 4's issues the same way
@@ -81,5 +81,39 @@ describe("zod 3's wording, over the routes", () => {
       "name: must contain only letters, digits and the characters _ . : -",
     );
     expectError(await h.post("/v1/keys.createKey", { apiId, ratelimit: { limit: 1 } }, t.rootKey), 400, "BAD_REQUEST", "ratelimit.duration: duration is required (or the deprecated refillInterval)");
+  });
+});
+
+describe("v1's own messages of four routes", () => {
+  it("ratelimits overrides without a namespace, an empty one included", async () => {
+    const message = "You must provide a namespaceId or a namespaceName";
+    const override = { identifier: "user_1", limit: 1, duration: 60_000 };
+    expectError(await h.post("/v1/ratelimits.setOverride", { namespaceId: "", ...override }, t.rootKey), 400, "BAD_REQUEST", message);
+    expectError(await h.post("/v1/ratelimits.deleteOverride", { identifier: "user_1" }, t.rootKey), 400, "BAD_REQUEST", message);
+    expectError(await h.get("/v1/ratelimits.getOverride", { namespaceId: "", identifier: "user_1" }, t.rootKey), 400, "BAD_REQUEST", message);
+  });
+
+  it("migrations.createKeys: a refillDay with a daily refill, without a path", async () => {
+    const key = { apiId, plaintext: "daily-refill-key", remaining: 5, refill: { interval: "daily", amount: 5, refillDay: 2 } };
+    expectError(
+      await h.post("/v1/migrations.createKeys", [key], t.rootKey),
+      400,
+      "BAD_REQUEST",
+      "when interval is set to 'daily', 'refillDay' must be null.",
+    );
+  });
+
+  it("keys.getVerifications for an unknown keyId", async () => {
+    expectError(await h.get("/v1/keys.getVerifications", { keyId: "key_unknown" }, t.rootKey), 404, "NOT_FOUND", "key key_unknown not found");
+  });
+
+  it("permissions.createPermission for a name the workspace has, naming the name", async () => {
+    expect((await h.post("/v1/permissions.createPermission", { name: "docs.read" }, t.rootKey)).status).toBe(200);
+    expectError(
+      await h.post("/v1/permissions.createPermission", { name: "docs.read" }, t.rootKey),
+      409,
+      "CONFLICT",
+      'Permission with name "docs.read" already exists in this workspace',
+    );
   });
 });

@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import "../src/validation-messages.js";
 import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
 
 // v1 validated with zod 3, and its clients show zod 3's messages: keyhaven words zod 4's issues the same way
@@ -81,6 +83,27 @@ describe("zod 3's wording, over the routes", () => {
       "name: must contain only letters, digits and the characters _ . : -",
     );
     expectError(await h.post("/v1/keys.createKey", { apiId, ratelimit: { limit: 1 } }, t.rootKey), 400, "BAD_REQUEST", "ratelimit.duration: duration is required (or the deprecated refillInterval)");
+  });
+});
+
+describe("zod 3's wording for the kinds no route raises today", () => {
+  const first = (schema: z.ZodType, value: unknown) => {
+    const result = schema.safeParse(value);
+    return result.success ? "valid" : `${result.error.issues[0]!.path.join(".")}: ${result.error.issues[0]!.message}`;
+  };
+
+  it.each<[string, z.ZodType, unknown, string]>([
+    ["an unknown key of a strict object", z.strictObject({ a: z.string() }), { a: "x", b: 1, c: 2 }, ": Unrecognized key(s) in object: 'b', 'c'"],
+    ["a literal", z.object({ l: z.literal("x") }), { l: "y" }, 'l: Invalid literal value, expected "x"'],
+    ["a positive number", z.object({ p: z.number().positive() }), { p: 0 }, "p: Number must be greater than 0"],
+    ["NaN", z.object({ n: z.number() }), { n: Number.NaN }, "n: Expected number, received nan"],
+    ["an exact length", z.object({ s: z.string().length(2) }), { s: "abc" }, "s: String must contain exactly 2 character(s)"],
+    ["a regex without a message", z.object({ s: z.string().regex(/^a/) }), { s: "b" }, "s: Invalid"],
+    ["a string format", z.object({ u: z.url() }), { u: "nope" }, "u: Invalid url"],
+    ["a multiple", z.object({ m: z.number().multipleOf(5) }), { m: 3 }, "m: Number must be a multiple of 5"],
+    ["a refinement without a message", z.object({ r: z.string().refine(() => false) }), { r: "x" }, "r: Invalid input"],
+  ])("%s", (_, schema, value, message) => {
+    expect(first(schema, value)).toBe(message);
   });
 });
 

@@ -19,6 +19,7 @@ import { newId } from "./ids.js";
 import { serializeError } from "./log.js";
 import { BULK_BODY_LIMIT, registerRpc } from "./rpc.js";
 import { rpcs } from "./routes.js";
+import { issueText } from "./validation-messages.js";
 
 
 /** The timeouts of config.http, as Fastify and Node's HTTP server take them. */
@@ -154,9 +155,11 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
       return reply.code(err.status).send(sendError(req, err.code, err.message));
     }
     if (hasZodFastifySchemaValidationErrors(err)) {
+      // v1 answered with the first issue only.
       const first = err.validation[0];
       const path = first ? first.instancePath.replace(/^\//, "").replaceAll("/", ".") : "";
-      return reply.code(400).send(sendError(req, "BAD_REQUEST", `${path}: ${first?.message ?? "invalid input"}`));
+      const params = (first?.params as { params?: unknown } | undefined)?.params;
+      return reply.code(400).send(sendError(req, "BAD_REQUEST", issueText(path, first?.message ?? "invalid input", params)));
     }
     if (err.statusCode === 413) {
       return reply

@@ -2,6 +2,8 @@ import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import { z } from "zod";
 import { DEFAULT_COUNTERS_PER_WORKSPACE } from "./ratelimit/ratelimiter.js";
+// zod 3's wording for the environment's messages too, as for the API's.
+import "./validation-messages.js";
 
 const logLevels = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 

@@ -228,7 +228,7 @@ describe("keyhaven import and keyhaven admin against a running server", () => {
       expect(err).toContain("8 bad lines; nothing was sent.");
       expect(err).toMatch(/^ {2}line 2: not valid JSON: /m);
       expect(err).toMatch(/^ {2}line 4: provide either `hash` or `plaintext`$/m);
-      expect(err).toMatch(/^ {2}line 6: remaining: Too small: expected number to be >=1$/m);
+      expect(err).toMatch(/^ {2}line 6: remaining: Number must be greater than or equal to 1$/m);
       expect(err).toMatch(/^ {2}line 7: must be a JSON object \(one key per line\)$/m);
       expect(err).toContain(`  line 8: apiId differs from --api ${apiId}`);
       expect(err).toMatch(/^ {2}line 9: the same key as line 1$/m);

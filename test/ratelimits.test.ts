@@ -241,6 +241,24 @@ describe("POST /v1/ratelimits.setOverride", () => {
     ]);
   });
 
+  it("counts an empty namespaceId or namespaceName as not given, as v1 did (its tests send `namespaceId=`)", async () => {
+    const message = "You must provide a namespaceId or a namespaceName";
+    const body = { identifier: "user_1", limit: 5, duration: 60_000 };
+    const empties: Record<string, string>[] = [{ namespaceId: "" }, { namespaceName: "" }, { namespaceId: "", namespaceName: "" }];
+    for (const empty of empties) {
+      expectError(await h.post("/v1/ratelimits.setOverride", { ...body, ...empty }, t.rootKey), 400, "BAD_REQUEST", message);
+      expectError(await h.post("/v1/ratelimits.deleteOverride", { identifier: "user_1", ...empty }, t.rootKey), 400, "BAD_REQUEST", message);
+      expectError(await h.get("/v1/ratelimits.getOverride", { identifier: "user_1", ...empty }, t.rootKey), 400, "BAD_REQUEST", message);
+      expectError(await h.get("/v1/ratelimits.listOverrides", empty, t.rootKey), 400, "BAD_REQUEST", message);
+    }
+    // An empty id next to a name: the name is used.
+    const ns = await createNamespace(t);
+    await setOverride(t, { namespaceId: "", namespaceName: ns.name, identifier: "user_1", limit: 3 });
+    const got = await h.get("/v1/ratelimits.getOverride", { namespaceId: "", namespaceName: ns.name, identifier: "user_1" }, t.rootKey);
+    expect(got.status, JSON.stringify(got.body)).toBe(200);
+    expect(got.body).toMatchObject({ identifier: "user_1", limit: 3 });
+  });
+
   it("refuses a request naming no namespace (400) and an unknown one (404), writing nothing", async () => {
     const before = await countRows();
     const body = { identifier: "user_1", limit: 5, duration: 60_000 };
@@ -272,7 +290,8 @@ describe("POST /v1/ratelimits.setOverride", () => {
     [{ limit: 2 ** 31 }, /^limit: /],
     [{ duration: 999 }, /^duration: /],
     [{ duration: MAX_WINDOW_MS + 1 }, "duration: must be at most 2592000000 ms (30 days)"],
-    [{ namespaceId: "" }, /^namespaceId: /],
+    // An empty one counts as not given (the name is used): see above.
+    [{ namespaceId: "n".repeat(257) }, "namespaceId: String must contain at most 256 character(s)"],
     [{ async: 1 }, /^async: /],
   ])("refuses %j with 400 and writes nothing", async (patch, message) => {
     const ns = await createNamespace(t);

@@ -156,7 +156,7 @@ describe("keys.verifyKey on imported keys", () => {
 
   it("refuses a request without a key with 400", async () => {
     expectError(await verify({}), 400, "BAD_REQUEST", /^key: /);
-    expectError(await verify({ key: "" }), 400, "BAD_REQUEST", /^key: Too small/);
+    expectError(await verify({ key: "" }), 400, "BAD_REQUEST", "key: String must contain at least 1 character(s)");
   });
 
   it("refuses more than 20 rate limits, or an ad-hoc window over 30 days, with 400 and charges nothing", async () => {

@@ -3,6 +3,7 @@ import { hashKey } from "../../crypto/hash.js";
 import { type ImportKey, importKeySchema, MAX_KEYS_PER_IMPORT } from "../../modules/migrations/migrations.schemas.js";
 import { unstorableJsonProblem } from "../../http/json-body.js";
 import type { LineError } from "./import.parse.js";
+import { isUnprefixed } from "../../validation-messages.js";
 
 export type ValidKey = { line: number; key: ImportKey };
 
@@ -32,7 +33,8 @@ export class KeyValidator {
     if (!parsed.success) {
       return parsed.error.issues.map((issue) => {
         const path = issue.path.join(".");
-        return { line, message: path ? `${path}: ${issue.message}` : issue.message };
+        const params = issue.code === "custom" ? issue.params : undefined;
+        return { line, message: path && !isUnprefixed(params) ? `${path}: ${issue.message}` : issue.message };
       });
     }
     const key = parsed.data;

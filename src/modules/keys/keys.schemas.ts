@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { expectedReceived } from "../../validation-messages.js";
 
 /** The largest value of a PostgreSQL integer column (remaining, amounts, limits). */
 export const MAX_INT32 = 2_147_483_647;
@@ -38,12 +39,7 @@ export const keyRatelimitSchema = z
  */
 export const metaSchema = z
   .custom<Record<string, unknown>>((v) => typeof v === "object" && v !== null && !Array.isArray(v), {
-    error: (issue) => `Invalid input: expected record, received ${kindOf(issue.input)}`,
+    // What zod 3's record said (v1's meta was one).
+    error: (issue) => expectedReceived("object", issue.input),
   })
   .meta({ type: "object", additionalProperties: {} });
-
-function kindOf(value: unknown): string {
-  if (value === null) return "null";
-  if (Array.isArray(value)) return "array";
-  return typeof value;
-}

@@ -33,7 +33,6 @@ export const getVerifications = defineRpc({
     const end = input.end ?? Date.now();
     const start = input.start ?? end - 24 * HOUR_MS;
     if (start > end) throw new ApiError("BAD_REQUEST", "start must not be after end");
-    const noKeys = () => new ApiError("NOT_FOUND", "No keys were found to match your query");
 
     // Authenticated before the lookup (v1 looked a keyId up first), so a wrong root key learns nothing about it; a
     // key of another workspace is answered as a missing one.
@@ -41,11 +40,11 @@ export const getVerifications = defineRpc({
     let keys: { id: string; apiId: string }[];
     if (input.keyId !== undefined) {
       const key = await findKeyScope(db, input.keyId);
-      if (!key || key.workspaceId !== auth.workspaceId) throw noKeys();
+      if (!key || key.workspaceId !== auth.workspaceId) throw new ApiError("NOT_FOUND", `key ${input.keyId} not found`);
       keys = [{ id: input.keyId, apiId: key.apiId }];
     } else {
       keys = await findKeysOfOwner(db, auth.workspaceId, input.ownerId!);
-      if (keys.length === 0) throw noKeys();
+      if (keys.length === 0) throw new ApiError("NOT_FOUND", "No keys were found to match your query");
     }
     requirePermission(auth, readKeyPermission([...new Set(keys.map((k) => k.apiId))]));
     const from = start - (start % HOUR_MS);

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { expiresSchema, MAX_INT32, metaSchema, refillSchema } from "../keys/keys.schemas.js";
+import { UNPREFIXED } from "../../validation-messages.js";
 
 export const MAX_KEYS_PER_IMPORT = 100;
 
@@ -41,10 +42,12 @@ function checkImportKey(
     ctx.addIssue({ code: "custom", path: ["refill"], message: "remaining must be set if you are using refill." });
   }
   if (key.refill?.interval === "daily" && key.refill.refillDay !== undefined) {
+    // v1 raised this one in its handler: answered without the field's path.
     ctx.addIssue({
       code: "custom",
       path: ["refill", "refillDay"],
       message: "when interval is set to 'daily', 'refillDay' must be null.",
+      params: UNPREFIXED,
     });
   }
 }

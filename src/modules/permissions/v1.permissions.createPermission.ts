@@ -21,7 +21,8 @@ export const createPermission = defineRpc({
       return { permissionId };
     } catch (err) {
       if (isUniqueViolation(err)) {
-        throw new ApiError("CONFLICT", `Permission with slug "${slug}" already exists in this workspace`);
+        // v1's message, which names the name (the slug, unique in the workspace, defaults to it).
+        throw new ApiError("CONFLICT", `Permission with name "${input.name}" already exists in this workspace`);
       }
       throw err;
     }

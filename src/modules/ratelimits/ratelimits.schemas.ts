@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { ApiError } from "../../errors.js";
+import { MAX_ID_LENGTH } from "../../http/input-bounds.js";
 import { MAX_INT32 } from "../keys/keys.schemas.js";
 import { MAX_WINDOW_MS } from "../../ratelimit/ratelimiter.js";
 import type { NamespaceSelector } from "./ratelimits.repository.js";
@@ -23,11 +24,22 @@ export const overrideOutput = z.object({
   async: z.boolean(),
 });
 
-/** v1's check, made before authentication: setOverride, getOverride, listOverrides and deleteOverride need one of them. */
-export function assertNamespaceGiven(by: NamespaceSelector): void {
-  if (by.namespaceId === undefined && by.namespaceName === undefined) {
+/** How setOverride, getOverride, listOverrides and deleteOverride name a namespace (in the body or the query). */
+export const namespaceSelectorInput = {
+  namespaceId: z.string().max(MAX_ID_LENGTH).optional(),
+  namespaceName: z.string().max(MAX_NAME).optional(),
+};
+
+/**
+ * v1's check, made before authentication: one of them must be given, and an empty one counts as not given (v1
+ * tested `!namespaceId`; its own tests send `namespaceId=`). Returns the selector without the empty one.
+ */
+export function givenNamespace(by: NamespaceSelector): NamespaceSelector {
+  const given = { namespaceId: by.namespaceId || undefined, namespaceName: by.namespaceName || undefined };
+  if (given.namespaceId === undefined && given.namespaceName === undefined) {
     throw new ApiError("BAD_REQUEST", "You must provide a namespaceId or a namespaceName");
   }
+  return given;
 }
 
 export const namespaceLabel = (by: NamespaceSelector) => by.namespaceId ?? by.namespaceName ?? "";

@@ -2,26 +2,24 @@ import { z } from "zod";
 import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
-import { idInput } from "../../http/input-bounds.js";
 import { findNamespace, softDeleteOverride } from "./ratelimits.repository.js";
-import { assertNamespaceGiven, MAX_NAME, namespaceLabel } from "./ratelimits.schemas.js";
+import { givenNamespace, namespaceSelectorInput, MAX_NAME, namespaceLabel } from "./ratelimits.schemas.js";
 
 export const deleteOverride = defineRpc({
   method: "POST",
   path: "/v1/ratelimits.deleteOverride",
   summary: "Deletes the override of an identifier (matched literally) in a namespace; the next limit call no longer sees it.",
   input: z.object({
-    namespaceId: idInput.optional(),
-    namespaceName: z.string().min(1).max(MAX_NAME).optional(),
+    ...namespaceSelectorInput,
     identifier: z.string().min(1).max(MAX_NAME),
   }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {
-    assertNamespaceGiven(input);
+    const by = givenNamespace(input);
     const auth = await authenticateRootKey(deps.db, authorization);
     requirePermission(auth, { or: ["*", "ratelimit.*.delete_override"] });
-    const namespace = await findNamespace(deps.db, auth.workspaceId, input);
-    if (!namespace) throw new ApiError("NOT_FOUND", `Namespace ${namespaceLabel(input)} not found`);
+    const namespace = await findNamespace(deps.db, auth.workspaceId, by);
+    if (!namespace) throw new ApiError("NOT_FOUND", `Namespace ${namespaceLabel(by)} not found`);
     if (!(await softDeleteOverride(deps.db, namespace.id, input.identifier))) {
       throw new ApiError("NOT_FOUND", `Override with ${input.identifier} identifier not found`);
     }

@@ -4,25 +4,24 @@ import { ApiError } from "../../errors.js";
 import { queryInt, queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
 import { findNamespace, listOverridesPage } from "./ratelimits.repository.js";
-import { assertNamespaceGiven, MAX_NAME, namespaceLabel, overrideOutput } from "./ratelimits.schemas.js";
+import { givenNamespace, namespaceSelectorInput, namespaceLabel, overrideOutput } from "./ratelimits.schemas.js";
 
 export const listOverrides = defineRpc({
   method: "GET",
   path: "/v1/ratelimits.listOverrides",
   summary: "Lists a namespace's overrides by id, 1..100 per page; `cursor` continues after the last page.",
   input: z.object({
-    namespaceId: queryText.min(1).optional(),
-    namespaceName: queryText.min(1).max(MAX_NAME).optional(),
+    ...namespaceSelectorInput,
     limit: queryInt(1, 100).default(100),
     cursor: queryText.min(1).optional(),
   }),
   output: z.object({ overrides: z.array(overrideOutput), cursor: z.string().optional(), total: z.number() }),
   handler: async (input, { deps, authorization }) => {
-    assertNamespaceGiven(input);
+    const by = givenNamespace(input);
     const auth = await authenticateRootKey(deps.db, authorization);
     requirePermission(auth, { or: ["*", "ratelimit.*.read_override"] });
-    const namespace = await findNamespace(deps.db, auth.workspaceId, input);
-    if (!namespace) throw new ApiError("NOT_FOUND", `Namespace ${namespaceLabel(input)} not found`);
+    const namespace = await findNamespace(deps.db, auth.workspaceId, by);
+    if (!namespace) throw new ApiError("NOT_FOUND", `Namespace ${namespaceLabel(by)} not found`);
     const { rows, total } = await listOverridesPage(deps.db, {
       namespaceId: namespace.id,
       limit: input.limit,

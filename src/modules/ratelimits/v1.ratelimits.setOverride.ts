@@ -2,9 +2,8 @@ import { z } from "zod";
 import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
-import { idInput } from "../../http/input-bounds.js";
 import { findNamespace, upsertOverride } from "./ratelimits.repository.js";
-import { assertNamespaceGiven, durationSchema, limitSchema, MAX_NAME, namespaceLabel } from "./ratelimits.schemas.js";
+import { givenNamespace, namespaceSelectorInput, durationSchema, limitSchema, MAX_NAME, namespaceLabel } from "./ratelimits.schemas.js";
 
 export const setOverride = defineRpc({
   method: "POST",
@@ -12,8 +11,7 @@ export const setOverride = defineRpc({
   summary:
     "Sets the limit of an identifier (or of every identifier a `*` pattern matches) in a namespace, creating or replacing its override.",
   input: z.object({
-    namespaceId: idInput.optional(),
-    namespaceName: z.string().min(1).max(MAX_NAME).optional(),
+    ...namespaceSelectorInput,
     identifier: z.string().min(3).max(MAX_NAME),
     limit: limitSchema(0),
     duration: durationSchema,
@@ -21,11 +19,11 @@ export const setOverride = defineRpc({
   }),
   output: z.object({ overrideId: z.string() }),
   handler: async (input, { deps, authorization }) => {
-    assertNamespaceGiven(input);
+    const by = givenNamespace(input);
     const auth = await authenticateRootKey(deps.db, authorization);
     requirePermission(auth, { or: ["*", "ratelimit.*.set_override"] });
-    const namespace = await findNamespace(deps.db, auth.workspaceId, input);
-    if (!namespace) throw new ApiError("NOT_FOUND", `Namespace ${namespaceLabel(input)} not found`);
+    const namespace = await findNamespace(deps.db, auth.workspaceId, by);
+    if (!namespace) throw new ApiError("NOT_FOUND", `Namespace ${namespaceLabel(by)} not found`);
     const overrideId = await upsertOverride(deps.db, {
       workspaceId: auth.workspaceId,
       namespaceId: namespace.id,

@@ -117,7 +117,7 @@ describe("IP allow-lists: apis.createApi, apis.updateApi and apis.getApi", () =>
     expectError(await h.post("/v1/apis.createApi", { name: "bad-list", ipWhitelist: ["10.0.0.1"] }, t.rootKey), 400, "BAD_REQUEST", /^ipWhitelist: /);
     const long = Array.from({ length: 500 }, (_, i) => `10.0.${i >> 8}.${i & 255}`).join(",");
     expect(long.length).toBeGreaterThan(4096);
-    expectError(await h.post("/v1/apis.createApi", { name: "bad-list", ipWhitelist: long }, t.rootKey), 400, "BAD_REQUEST", /^ipWhitelist: Too big/);
+    expectError(await h.post("/v1/apis.createApi", { name: "bad-list", ipWhitelist: long }, t.rootKey), 400, "BAD_REQUEST", "ipWhitelist: String must contain at most 4096 character(s)");
   });
 
   it("updateApi sets, replaces and removes (null) the list", async () => {

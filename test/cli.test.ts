@@ -1,9 +1,9 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type Cli, freePort, keyhaven, killAll, PROJECT_ROOT, sleep, started, withinSeconds } from "./cli-process.js";
+import { type Cli, freePort, keyhaven, killAll, PROJECT_ROOT, sleep, spawnProcess, started, withinSeconds } from "./cli-process.js";
 
 const TIMEOUT = 60_000;
 
@@ -159,6 +159,26 @@ describe("keyhaven serve with the embedded store", () => {
 
       restarted.child.kill("SIGTERM");
       expect(await withinSeconds(restarted.exited, 5)).toEqual({ code: 0, signal: null });
+    },
+    TIMEOUT,
+  );
+});
+
+describe("bin/keyhaven.mjs", () => {
+  it(
+    "without a dist/ beside it, says in one line to run `npm run build`, and exits 1",
+    async () => {
+      const dir = mkdtempSync(path.join(os.tmpdir(), "keyhaven-cli-nodist-"));
+      try {
+        mkdirSync(path.join(dir, "bin"));
+        copyFileSync(path.join(PROJECT_ROOT, "bin/keyhaven.mjs"), path.join(dir, "bin/keyhaven.mjs"));
+        const cli = spawnProcess(process.execPath, [path.join(dir, "bin/keyhaven.mjs"), "help"]);
+        expect(await withinSeconds(cli.exited, 20)).toEqual({ code: 1, signal: null });
+        expect(cli.stderr()).toBe("keyhaven: dist/cli/main.js is missing: run `npm run build` first (`npm ci` runs it).\n");
+        expect(cli.stdout()).toBe("");
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     },
     TIMEOUT,
   );

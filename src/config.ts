@@ -1,6 +1,5 @@
 import { readFileSync } from "node:fs";
 import { z } from "zod";
-import { DEFAULT_COUNTERS_PER_WORKSPACE } from "./ratelimit/ratelimiter.js";
 
 const logLevels = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 
@@ -42,6 +41,9 @@ const encryptionKeySchema = optionalNonEmpty.refine(
   (v) => v === undefined || decodeEncryptionKey(v) !== undefined,
   ENCRYPTION_KEY_RULE,
 );
+
+/** Live counters a workspace may hold when KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE is not set. */
+export const DEFAULT_COUNTERS_PER_WORKSPACE = 100_000;
 
 /** A deadline in milliseconds: at least `min`, at most 10 minutes. */
 function milliseconds(fallback: number, min = 50) {

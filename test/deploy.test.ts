@@ -137,6 +137,9 @@ describe("Dockerfile", () => {
   it("compiles the TypeScript in a build stage, with the development dependencies, and ships only dist/", () => {
     const build = stageNamed("build");
     expect(build).toBeDefined();
+    // build, the production-only install, and the image.
+    expect(stages.length).toBeGreaterThanOrEqual(3);
+    expect(final).not.toBe(build);
     expect(installs(build!)).toHaveLength(1);
     expect(installs(build!)[0]).not.toMatch(/--omit=dev/);
     expect(build).toMatch(/^COPY src \.\/src/m);

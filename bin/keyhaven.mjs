@@ -1,6 +1,11 @@
 #!/usr/bin/env node
-// Runs the TypeScript sources through tsx, so the command works straight from a clone or an npm install.
-import { register } from "tsx/esm/api";
+// Runs the compiled CLI, dist/cli/main.js, in this process: plain node, no TypeScript loader. `npm ci` builds dist/
+// (the package's `prepare` script runs `npm run build`); `npm run dev` runs the sources through tsx instead.
+import { existsSync } from "node:fs";
 
-register();
-await import("../src/cli/main.ts");
+const main = new URL("../dist/cli/main.js", import.meta.url);
+if (!existsSync(main)) {
+  console.error("keyhaven: dist/cli/main.js is missing: run `npm run build` first (`npm ci` runs it).");
+  process.exit(1);
+}
+await import(main.href);

@@ -1,7 +1,6 @@
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import { z } from "zod";
-import { DEFAULT_COUNTERS_PER_WORKSPACE } from "./ratelimit/ratelimiter.js";
 // zod 3's wording for the environment's messages too, as for the API's.
 import "./validation-messages.js";
 
@@ -45,6 +44,9 @@ const encryptionKeySchema = optionalNonEmpty.refine(
   (v) => v === undefined || decodeEncryptionKey(v) !== undefined,
   ENCRYPTION_KEY_RULE,
 );
+
+/** Live counters a workspace may hold when KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE is not set. */
+export const DEFAULT_COUNTERS_PER_WORKSPACE = 100_000;
 
 /** A deadline in milliseconds: at least `min`, at most 10 minutes. */
 function milliseconds(fallback: number, min = 50) {

@@ -48,7 +48,8 @@ export function spawnProcess(command: string, args: string[], env: Record<string
 }
 
 /**
- * Runs `keyhaven <args>` through the package's bin entry, as `npx keyhaven` and the production command do; through
+ * Runs `keyhaven <args>` through the package's bin entry, as `npx keyhaven` and the production command do: the
+ * compiled dist/, which test/global-setup.ts builds from the current sources before any test file runs; through
  * `launcher` when given (a command that ends by running its arguments, e.g. `unshare -m sh -c '…; exec "$@"' sh`).
  */
 export function keyhaven(args: string[], env: Record<string, string> = {}, launcher: string[] = []): Cli {

@@ -1,9 +1,10 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { pathToFileURL } from "node:url";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type Cli, freePort, keyhaven, killAll, sleep, started, withinSeconds } from "./cli-process.js";
+import { type Cli, freePort, keyhaven, killAll, PROJECT_ROOT, sleep, spawnProcess, started, withinSeconds } from "./cli-process.js";
 
 const TIMEOUT = 60_000;
 
@@ -159,6 +160,77 @@ describe("keyhaven serve with the embedded store", () => {
 
       restarted.child.kill("SIGTERM");
       expect(await withinSeconds(restarted.exited, 5)).toEqual({ code: 0, signal: null });
+    },
+    TIMEOUT,
+  );
+});
+
+/** The packages under node_modules that ran `keyhaven <args>` imported, and the project's own files, from the root. */
+async function modulesLoadedBy(args: string[], env: Record<string, string> = {}): Promise<{ packages: Set<string>; files: string[] }> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), "keyhaven-cli-modules-"));
+  try {
+    const record = path.join(dir, "modules.txt");
+    const cli = spawnProcess(process.execPath, ["--import", "./test/fixtures/record-modules.mjs", "bin/keyhaven.mjs", ...args], {
+      RECORD_MODULES_TO: record,
+      ...env,
+    });
+    expect(await withinSeconds(cli.exited, 40), cli.stderr()).toEqual({ code: 0, signal: null });
+    const urls = readFileSync(record, "utf8").split("\n").filter((u) => u.startsWith("file:"));
+    const packages = new Set(urls.flatMap((u) => u.match(/\/node_modules\/((?:@[^/]+\/)?[^/]+)\/(?!.*\/node_modules\/)/)?.[1] ?? []));
+    const root = pathToFileURL(PROJECT_ROOT).href;
+    const files = urls.filter((u) => u.startsWith(root) && !u.includes("/node_modules/")).map((u) => u.slice(root.length));
+    return { packages, files };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** What serves HTTP or opens a store, and the TypeScript loader that production no longer runs. */
+const SERVER_AND_STORE = ["fastify", "@fastify/swagger", "@electric-sql/pglite", "postgres", "drizzle-orm", "ioredis", "pino", "tsx"];
+
+describe("what the keyhaven command loads", () => {
+  afterEach(killAll);
+
+  it(
+    "`keyhaven migrate` runs the compiled dist/ and loads the store (the recorder sees what it must)",
+    async () => {
+      const { packages, files } = await modulesLoadedBy(["migrate"], { KEYHAVEN_DATA_DIR: "memory://", LOG_LEVEL: "warn" });
+      expect(files).toContain("dist/cli/main.js");
+      expect(files.filter((f) => f.startsWith("src/"))).toEqual([]);
+      expect(packages).toContain("@electric-sql/pglite");
+      expect(packages).toContain("drizzle-orm");
+      expect(packages).not.toContain("tsx");
+    },
+    TIMEOUT,
+  );
+
+  it.each(["help", "import --help", "admin --help"])(
+    "`keyhaven %s` loads neither the server nor the store",
+    async (argline) => {
+      const { packages, files } = await modulesLoadedBy(argline.split(" "));
+      expect(files).toContain("dist/cli/main.js");
+      expect(SERVER_AND_STORE.filter((name) => packages.has(name))).toEqual([]);
+      expect(files.filter((f) => /^dist\/(main|app|db\/client)\.js$/.test(f))).toEqual([]);
+    },
+    TIMEOUT,
+  );
+});
+
+describe("bin/keyhaven.mjs", () => {
+  it(
+    "without a dist/ beside it, says in one line to run `npm run build`, and exits 1",
+    async () => {
+      const dir = mkdtempSync(path.join(os.tmpdir(), "keyhaven-cli-nodist-"));
+      try {
+        mkdirSync(path.join(dir, "bin"));
+        copyFileSync(path.join(PROJECT_ROOT, "bin/keyhaven.mjs"), path.join(dir, "bin/keyhaven.mjs"));
+        const cli = spawnProcess(process.execPath, [path.join(dir, "bin/keyhaven.mjs"), "help"]);
+        expect(await withinSeconds(cli.exited, 20)).toEqual({ code: 1, signal: null });
+        expect(cli.stderr()).toBe("keyhaven: dist/cli/main.js is missing: run `npm run build` first (`npm ci` runs it).\n");
+        expect(cli.stdout()).toBe("");
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     },
     TIMEOUT,
   );

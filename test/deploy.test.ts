@@ -136,19 +136,51 @@ describe("Dockerfile", () => {
   const dockerfile = read("Dockerfile");
   const stages = dockerfile.split(/^FROM /m).slice(1);
   const final = stages.at(-1)!;
+  const stageNamed = (name: string) => stages.find((s) => new RegExp(`^\\S+ AS ${name}\\s`).test(s));
+  const installs = (stage: string) => [...stage.matchAll(/^RUN .*\bnpm (ci|install)\b.*$/gm)].map((m) => m[0]);
+  const pkg = JSON.parse(read("package.json")) as { dependencies: Record<string, string>; scripts: Record<string, string> };
 
-  it("is multi-stage and installs production dependencies only", () => {
-    expect(stages.length).toBeGreaterThanOrEqual(2);
-    const installs = [...dockerfile.matchAll(/^RUN .*\bnpm (ci|install)\b.*$/gm)].map((m) => m[0]);
-    expect(installs.length).toBeGreaterThan(0);
-    for (const line of installs) expect(line).toMatch(/--omit=dev/);
+  it("compiles the TypeScript in a build stage, with the development dependencies, and ships only dist/", () => {
+    const build = stageNamed("build");
+    expect(build).toBeDefined();
+    // build, the production-only install, and the image.
+    expect(stages.length).toBeGreaterThanOrEqual(3);
+    expect(final).not.toBe(build);
+    expect(installs(build!)).toHaveLength(1);
+    expect(installs(build!)[0]).not.toMatch(/--omit=dev/);
+    expect(build).toMatch(/^COPY src \.\/src/m);
+    expect(build).toMatch(/^RUN npm run build$/m);
+    expect(pkg.scripts.build).toBe("tsc -b tsconfig.build.json");
+    // The image runs the compiled JavaScript: no sources, no TypeScript configuration, no tsx.
+    expect(final).toMatch(/^COPY --from=build \/app\/dist \.\/dist$/m);
+    expect(final).not.toMatch(/^COPY (src|tsconfig)/m);
+    expect(Object.keys(pkg.dependencies)).not.toContain("tsx");
+    expect(Object.keys(pkg.dependencies)).not.toContain("typescript");
+    expect(read("bin/keyhaven.mjs")).toContain('new URL("../dist/cli/main.js", import.meta.url)');
+    expect(read("bin/keyhaven.mjs")).not.toMatch(/["']tsx\b/);
+  });
+
+  it("runs on the current Node LTS line, the same image in every stage", () => {
+    const images = stages.map((s) => s.split(/\s/)[0]);
+    expect(new Set(images).size).toBe(1);
+    // Node 26 is the Active LTS line from October 2026 to October 2027 (Maintenance to April 2029): move on then.
+    expect(images[0]).toMatch(/^node:26-[a-z]+-slim$/);
+  });
+
+  it("installs production dependencies only into the image, with our patches applied", () => {
+    const runtimeInstalls = stages.filter((s) => s !== stageNamed("build")).flatMap(installs);
+    expect(runtimeInstalls.length).toBeGreaterThan(0);
+    for (const line of runtimeInstalls) expect(line).toMatch(/--omit=dev/);
     // The install applies our patches to dependencies, as `npm ci` does through the postinstall script.
-    for (const line of installs) expect(line).toMatch(/npx patch-package/);
+    for (const line of runtimeInstalls) expect(line).toMatch(/npx patch-package/);
     expect(dockerfile).toMatch(/^COPY patches \.\/patches/m);
-    expect(JSON.parse(read("package.json")).scripts.postinstall).toBe("patch-package");
+    expect(pkg.scripts.postinstall).toBe("patch-package");
+    // `npm ci` on a clone builds dist/ too, so that `npm ci && npm start` needs nothing else.
+    expect(pkg.scripts.prepare).toBe("npm run build");
     // The final stage takes node_modules from the production-only install, and installs nothing itself.
     expect(final).toMatch(/COPY --from=\w+ \/app\/node_modules/);
     expect(final).not.toMatch(/\bnpm (ci|install)\b/);
+    expect(final).not.toMatch(/COPY --from=build \/app\/node_modules/);
   });
 
   it("runs as a non-root user, with a HEALTHCHECK, and applies migrations at start", () => {
@@ -167,7 +199,7 @@ describe("Dockerfile", () => {
 
   it("keeps local state and dependencies out of the build context", () => {
     const ignored = read(".dockerignore").split("\n").map((l) => l.trim());
-    for (const entry of ["node_modules", ".keyhaven", ".git", ".env"]) expect(ignored).toContain(entry);
+    for (const entry of ["node_modules", "dist", ".keyhaven", ".git", ".env"]) expect(ignored).toContain(entry);
   });
 });
 

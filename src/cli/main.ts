@@ -1,10 +1,7 @@
 import { parseArgs } from "node:util";
-import { bootstrap } from "../bootstrap.js";
-import { ConfigError, loadConfig } from "../config.js";
-import { migrateAndRun } from "../db/client.js";
-import { generatedRootKeyNotice, openStore, startServer } from "../main.js";
-import { adminCommand } from "./admin.command.js";
-import { importCommand } from "./import/import.command.js";
+
+// Each command imports what it needs when it runs: `keyhaven help`, `keyhaven import …` and `keyhaven admin …` load
+// neither the server (Fastify) nor the store (PGlite, postgres.js, drizzle); test/cli.test.ts checks it.
 
 const HELP = `keyhaven: self-hosted API key management speaking the Unkey v1 API
 
@@ -32,6 +29,7 @@ Configuration is read from the environment; see README.md ("Configuration").
 `;
 
 async function serve(): Promise<void> {
+  const [{ loadConfig }, { startServer }] = await Promise.all([import("../config.js"), import("../main.js")]);
   const server = await startServer(loadConfig());
   let signals = 0;
   const shutdown = (signal: string) => {
@@ -60,6 +58,12 @@ function exitOnStopSignals(): void {
 
 async function migrate(): Promise<void> {
   exitOnStopSignals();
+  const [{ loadConfig }, { bootstrap }, { migrateAndRun }, { generatedRootKeyNotice, openStore }] = await Promise.all([
+    import("../config.js"),
+    import("../bootstrap.js"),
+    import("../db/client.js"),
+    import("../main.js"),
+  ]);
   const config = loadConfig();
   const store = await openStore(config);
   try {
@@ -77,10 +81,12 @@ async function migrate(): Promise<void> {
 export async function run(argv: string[]): Promise<void> {
   // The client commands parse their own options.
   if (argv[0] === "import") {
+    const { importCommand } = await import("./import/import.command.js");
     process.exitCode = await importCommand(argv.slice(1));
     return;
   }
   if (argv[0] === "admin") {
+    const { adminCommand } = await import("./admin.command.js");
     process.exitCode = await adminCommand(argv.slice(1));
     return;
   }
@@ -115,8 +121,10 @@ export async function run(argv: string[]): Promise<void> {
   process.exitCode = 2;
 }
 
-run(process.argv.slice(2)).catch((err) => {
-  // A failed start is reported in one line (the stack only with LOG_LEVEL=debug or trace).
+run(process.argv.slice(2)).catch(async (err) => {
+  // A failed start is reported in one line (the stack only with LOG_LEVEL=debug or trace). config.js is loaded
+  // already whenever a ConfigError can have been thrown.
+  const { ConfigError } = await import("../config.js");
   const verbose = process.env.LOG_LEVEL === "debug" || process.env.LOG_LEVEL === "trace";
   console.error(err instanceof ConfigError || !verbose ? `keyhaven: ${(err as Error).message}` : err);
   process.exit(1);

@@ -37,8 +37,9 @@ export interface RateLimiter {
   isConnected?(): boolean;
 }
 
-/** Live counters a workspace may hold when KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE is not set. */
-export const DEFAULT_COUNTERS_PER_WORKSPACE = 100_000;
+// Declared with the configuration it defaults, so that reading the configuration (the import and admin commands
+// do) loads no store: this module imports db/client.js.
+export { DEFAULT_COUNTERS_PER_WORKSPACE } from "../config.js";
 
 /** The longest window a request may ask for (ad-hoc limits in verifyKey, ratelimits.limit): 30 days, as upstream v2. */
 export const MAX_WINDOW_MS = 2_592_000_000;

@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# keyhaven: production image. Runs the README's production command (bin/keyhaven.mjs: TypeScript through tsx's
+# keyhaven: production image. Runs the production command of docs/operations.md (bin/keyhaven.mjs: TypeScript through tsx's
 # loader, in the one node process), so there is no build output to drift from the sources; migrations are applied
 # at start under an advisory lock.
 

@@ -155,7 +155,7 @@ export type Config = Readonly<{
    * is needed, as in v1.
    */
   verifyRequireScope: boolean;
-  /** What the HTTP server allows a client: see README "Running in production" (Slow clients). */
+  /** What the HTTP server allows a client: see docs/operations.md, "Running in production" (Slow clients). */
   http: Readonly<{
     /** From a connection's (or request's) first byte to the end of its headers; else 408. */
     headersTimeoutMs: number;

@@ -186,7 +186,7 @@ export async function registerOpenApi(app: FastifyInstance, config: Config, rpcs
       showDeveloperTools: "never",
       agent: { disabled: true },
       mcp: { disabled: true },
-      // Every operation is listed in the sidebar by its RPC name, as in the route table of the README.
+      // Every operation is listed in the sidebar by its RPC name, as in the route table of docs/api.md.
       defaultOpenAllTags: true,
     },
   });

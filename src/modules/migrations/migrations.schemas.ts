@@ -49,7 +49,7 @@ function checkImportKey(
   }
 }
 
-/** One key of `migrations.createKeys`: v1's fields, with the limits keyhaven enforces (see the README). */
+/** One key of `migrations.createKeys`: v1's fields, with the limits keyhaven enforces (see docs/differences-from-v1.md). */
 export const importKeySchema = z
   .object({
     apiId: z.string().max(256),

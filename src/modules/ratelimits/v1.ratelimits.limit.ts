@@ -27,7 +27,7 @@ export const limit = defineRpc({
     limit: limitSchema(1),
     duration: durationSchema,
     cost: limitSchema(0).default(1),
-    // Accepted for v1 clients. Every answer is exact, so async changes nothing here (see the README).
+    // Accepted for v1 clients. Every answer is exact, so async changes nothing here (see docs/api.md).
     async: z.boolean().default(false),
     // v1 used these only for its analytics and audit logs; keyhaven has neither and ignores them.
     meta: metaSchema.optional(),

@@ -7,6 +7,8 @@ export const createApi = defineRpc({
   method: "POST",
   path: "/v1/apis.createApi",
   summary: "Creates an API: the keyspace that keys are created in and verified against.",
+  errors: [400, 403, 503],
+  returns: "The new API's id and name.",
   input: z.object({
     name: z.string().min(3).max(256),
     storeEncryptedKeys: z.boolean().optional(),

@@ -10,6 +10,8 @@ export const deleteApi = defineRpc({
   method: "POST",
   path: "/v1/apis.deleteApi",
   summary: "Deletes an API and all its keys, which stop verifying at once; refused for an API protected from deletions.",
+  errors: [400, 403, 404, 412, 503],
+  returns: "The API and its keys are deleted.",
   input: z.object({ apiId: idInput }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {

@@ -11,6 +11,8 @@ export const deleteKeys = defineRpc({
   path: "/v1/apis.deleteKeys",
   summary:
     "Deletes every key of an API (the API stays); with `permanent: true` the rows are removed. Answers how many keys were deleted.",
+  errors: [400, 403, 404, 503],
+  returns: "How many keys were deleted.",
   input: z.object({ apiId: idInput, permanent: z.boolean().default(false) }),
   output: z.object({ deletedKeys: z.int() }),
   handler: async (input, { deps, authorization }) => {

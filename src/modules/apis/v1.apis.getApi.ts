@@ -10,6 +10,8 @@ export const getApi = defineRpc({
   method: "GET",
   path: "/v1/apis.getApi",
   summary: "Reads an API by id.",
+  errors: [400, 403, 404, 503],
+  returns: "The API.",
   input: z.object({ apiId: idInput }),
   output: z.object({ id: z.string(), workspaceId: z.string(), name: z.string() }),
   handler: async (input, { deps, authorization }) => {

@@ -19,6 +19,8 @@ export const listKeys = defineRpc({
   path: "/v1/apis.listKeys",
   summary:
     "Lists an API's keys by id, a page at a time: pass the returned `cursor` to get the next page; there is none after the last. `total` is the exact number of keys matching the filters.",
+  errors: [400, 403, 404, 412, 503],
+  returns: "A page of the API's keys, the cursor of the next page when there is one, and the exact total.",
   input: z.object({
     apiId: queryText.min(1),
     limit: queryInt(1, 100).default(100),
@@ -26,7 +28,7 @@ export const listKeys = defineRpc({
     ownerId: queryText.min(1).optional(),
     externalId: queryText.min(1).optional(),
     decrypt: queryBoolean.optional(),
-    // v1 clients send it; keyhaven keeps no key cache, so every read is already fresh.
+    // v1 clients send it. listKeys reads the database, never the verification cache, so every read is already fresh.
     revalidateKeysCache: queryBoolean.optional(),
   }),
   output: z.object({ keys: z.array(keyObjectSchema), cursor: z.string().optional(), total: z.number() }),

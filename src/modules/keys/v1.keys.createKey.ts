@@ -40,6 +40,8 @@ export const createKey = defineRpc({
   bodyLimit: LARGE_BODY_LIMIT,
   summary:
     "Creates a key in an API and returns it; the key is shown only here. Everything (roles, permissions, identity, rate limit, encrypted copy) is written in one transaction.",
+  errors: [400, 403, 404, 409, 412, 503],
+  returns: "The new key, shown only in this answer, and its id.",
   input: createKeyInput,
   output: z.object({ keyId: z.string(), key: z.string() }),
   handler: async (input, { deps, authorization }) => {

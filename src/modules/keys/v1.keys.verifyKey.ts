@@ -43,6 +43,8 @@ export const verifyKey = defineRpc({
   auth: "none",
   summary:
     "Verifies a key and answers 200 for every outcome of the key itself. Needs no root key; with a valid root key (`Authorization: Bearer`) the verification is scoped to its workspace (a key of another workspace is NOT_FOUND), any other Authorization header is ignored. KEYHAVEN_VERIFY_REQUIRE_SCOPE=on makes `apiId` or a valid root key mandatory (else 400).",
+  errors: [400, 403, 503],
+  returns: "The outcome for the key, valid or not (`valid`, `code`), with what the key carries.",
   input: z.object({
     key: z.string().min(1).max(1024),
     // "" is accepted (it names no API, so the answer is FORBIDDEN), as in v1.

@@ -15,6 +15,8 @@ export const getMigration = defineRpc({
   path: "/v1/migrations.getMigration",
   summary:
     "keyhaven extension: the progress of the batches enqueued with migrations.enqueueKeys under a migrationId: pending batches whose last attempt failed transiently (retried with backoff), and why keys were not imported (never the key itself).",
+  errors: [400, 403, 404, 503],
+  returns: "The migration's counts per batch and key, its batches waiting to be retried, and its errors.",
   input: z.object({ migrationId: queryText.min(1).max(256) }),
   output: z.object({
     migrationId: z.string(),

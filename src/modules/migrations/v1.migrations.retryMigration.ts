@@ -10,6 +10,8 @@ export const retryMigration = defineRpc({
   auth: "admin",
   summary:
     "Operator route (keyhaven extension): puts a migration's batches that failed as a whole (an unexpected error, none of their keys imported) back in the queue of migrations.enqueueKeys, once the cause is fixed. Answers how many.",
+  errors: [400, 403, 404, 503],
+  returns: "How many failed batches were queued again.",
   input: z.object({ workspaceId: z.string().min(1).max(256), migrationId: z.string().min(1).max(256) }),
   output: z.object({ batches: z.number() }),
   handler: async ({ workspaceId, migrationId }, { deps, authorization }) => {

@@ -21,6 +21,8 @@ export const limit = defineRpc({
   path: "/v1/ratelimits.limit",
   summary:
     "Counts `cost` against `limit` per fixed window of `duration` ms for an identifier of a namespace; an override of the identifier replaces limit and duration.",
+  errors: [400, 403, 404, 503],
+  returns: "Whether the call passes (`success`), with the limit, what remains and when the window resets.",
   input: z.object({
     namespace: z.string().min(1).max(MAX_NAME).default("default"),
     identifier: z.string().min(1).max(MAX_NAME),

@@ -11,6 +11,8 @@ export const setOverride = defineRpc({
   path: "/v1/ratelimits.setOverride",
   summary:
     "Sets the limit of an identifier (or of every identifier a `*` pattern matches) in a namespace, creating or replacing its override.",
+  errors: [400, 403, 404, 503],
+  returns: "The override's id.",
   input: z.object({
     namespaceId: idInput.optional(),
     namespaceName: z.string().min(1).max(MAX_NAME).optional(),

@@ -77,7 +77,10 @@ describe("GET /openapi.json", () => {
         expect(params.map((p) => p.name).sort(), rpc.path).toEqual(Object.keys(expected.properties ?? {}).sort());
         for (const p of params) {
           expect(p.required ?? false, `${rpc.path} ${p.name}`).toBe((expected.required ?? []).includes(p.name));
-          expect(p.schema, `${rpc.path} ${p.name}`).toEqual(expected.properties[p.name]);
+          // @fastify/swagger moves a parameter's description from its schema to the parameter itself.
+          const { description, ...schema } = expected.properties[p.name];
+          expect(p.schema, `${rpc.path} ${p.name}`).toEqual(schema);
+          expect(p.description, `${rpc.path} ${p.name}`).toBe(description);
         }
       }
       expect(op.responses[String(rpc.status ?? 200)].content["application/json"].schema, rpc.path).toBeDefined();
@@ -147,6 +150,33 @@ describe("GET /openapi.json", () => {
       expect(success.content["application/json"].schema, rpc.path).not.toHaveProperty("x-response-description");
     }
     expect(operationOf("/v1/migrations.enqueueKeys", "POST").responses["202"].description).toMatch(/stored/);
+  });
+
+  it("describes every request field of keys.createKey, keys.verifyKey, apis.* and migrations.*, and their main answers", () => {
+    const undescribed: string[] = [];
+    const described = (schema: any) => typeof schema?.description === "string" && schema.description.length > 0;
+    for (const rpc of rpcs.filter((r) => /^\/v1\/(apis\.|migrations\.|keys\.createKey$|keys\.verifyKey$)/.test(r.path))) {
+      const op = operationOf(rpc.path, rpc.method);
+      if (rpc.method === "GET") {
+        for (const p of op.parameters ?? []) if (!p.description) undescribed.push(`${rpc.path} ?${p.name}`);
+        continue;
+      }
+      let body = op.requestBody.content["application/json"].schema;
+      if (body.type === "array") {
+        if (!described(body)) undescribed.push(`${rpc.path} (the array)`);
+        body = body.items;
+      }
+      for (const [name, field] of Object.entries<any>(body.properties ?? {})) {
+        if (!described(field)) undescribed.push(`${rpc.path} ${name}`);
+      }
+    }
+    expect(undescribed).toEqual([]);
+    const answer = (path: string) => operationOf(path, "POST").responses["200"].content["application/json"].schema.properties;
+    for (const field of ["keyId", "key"]) expect(described(answer("/v1/keys.createKey")[field]), field).toBe(true);
+    for (const field of ["valid", "code", "keyId", "remaining", "ratelimit", "permissions"]) {
+      expect(described(answer("/v1/keys.verifyKey")[field]), field).toBe(true);
+    }
+    expect(described(answer("/v1/migrations.createKeys").keyIds)).toBe(true);
   });
 
   it("answers only statuses it documents: each route without credentials, with an empty request and with malformed JSON", async () => {

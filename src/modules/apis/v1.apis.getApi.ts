@@ -12,8 +12,8 @@ export const getApi = defineRpc({
   summary: "Reads an API by id.",
   errors: [400, 403, 404, 503],
   returns: "The API.",
-  input: z.object({ apiId: idInput }),
-  output: z.object({ id: z.string(), workspaceId: z.string(), name: z.string() }),
+  input: z.object({ apiId: idInput.describe("The API to read.") }),
+  output: z.object({ id: z.string().describe("The API's id."), workspaceId: z.string().describe("The workspace it belongs to."), name: z.string() }),
   handler: async (input, { deps, authorization }) => {
     const auth = await authenticateRootKey(deps.db, authorization);
     requirePermission(auth, apiPermission(input.apiId, "read_api"));

@@ -18,7 +18,7 @@ export const createKeys = defineRpc({
   errors: [400, 403, 404, 409, 412, 503],
   returns: "The ids of the imported keys, in request order.",
   input: createKeysInputSchema,
-  output: z.object({ keyIds: z.array(z.string()) }),
+  output: z.object({ keyIds: z.array(z.string()).describe("The new keys' ids, in the order of the request.") }),
   handler: async (items, { deps, authorization }) => {
     const { db, keyring } = deps;
     const auth = await authenticateRootKey(db, authorization);

@@ -265,6 +265,12 @@ describe("GET /docs", () => {
     const one = await h.app.inject({ method: "GET", url: "/docs/errors/SERVICE_UNAVAILABLE" });
     expect(one.statusCode).toBe(200);
     expect(one.body).toContain("HTTP 503");
+    // Codes v1 defines as errors but keyhaven answers only as verification outcomes: no page blames a root key.
+    for (const code of ["DISABLED", "USAGE_EXCEEDED", "EXPIRED", "RATE_LIMITED"]) {
+      const outcome = await h.app.inject({ method: "GET", url: `/docs/errors/${code}` });
+      expect(outcome.body, code).toContain("only as the outcome of <code>keys.verifyKey</code>");
+      expect(outcome.body, code).not.toMatch(/root key (is|has|was)/);
+    }
     const unknown = await h.app.inject({ method: "GET", url: "/docs/errors/NOPE" });
     expect(unknown.statusCode).toBe(404);
   });

@@ -73,7 +73,7 @@ export const errorReference: Record<ErrorCode, { cause: string; fix: string }> =
     fix: "Retry; if it persists, report it with the request id (also in the Unkey-Request-Id header and the server log).",
   },
   SERVICE_UNAVAILABLE: {
-    cause: "A keyhaven addition: PostgreSQL or Redis could not serve the request within its deadline (unreachable, frozen, or out of disk), or `GET /v1/readiness` found this replica unable to serve; the message names which. The replica keeps trying and serves again by itself once they are back. Any route also answers it for a request that arrives while the replica is shutting down; nothing of that request was done.",
+    cause: "A keyhaven addition: PostgreSQL or Redis could not serve the request within its deadline (unreachable, frozen, or out of disk), or `GET /v1/readiness` found this replica unable to serve; the message names which. The replica keeps trying and serves again by itself once they are back.",
     fix: "Retry later, or on another replica. Operators: check that the database (DATABASE_URL) and Redis (REDIS_URL) are running, reachable from this replica and not out of disk.",
   },
 };

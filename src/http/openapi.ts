@@ -42,7 +42,7 @@ const statusTitles: Record<number, string> = {
   409: "Conflict: the request would create something that already exists.",
   412: "Precondition failed: something the request relies on is missing, or the API is delete-protected.",
   500: "Unexpected error inside keyhaven; nothing of the request was committed unless it completed.",
-  503: "PostgreSQL or Redis could not serve the request (unreachable, too slow, or out of disk), or, on readiness, this replica is not ready, or the replica is shutting down; the message names which.",
+  503: "PostgreSQL or Redis could not serve the request (unreachable, too slow, or out of disk), or, on readiness, this replica is not ready; the message names which.",
 };
 
 export const errorComponentName = (status: number) => `Error${status}`;

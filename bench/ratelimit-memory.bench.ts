@@ -2,7 +2,7 @@
  * The memory one rate-limit counter costs, in process memory (MemoryRateLimiter) and in Redis (RedisRateLimiter
  * against a redis-server this script starts on a free port): heap or used_memory before and after N counters of one
  * workspace, each under a 256-character name. Run: node --expose-gc --import tsx bench/ratelimit-memory.bench.ts
- * (COUNTERS=200000 by default). The README's figures come from here.
+ * (COUNTERS=200000 by default). The figures in docs/operations.md and docs/benchmarks.md come from here.
  */
 import { MemoryRateLimiter } from "../src/ratelimit/memory.ratelimiter.js";
 import type { LimitCheck } from "../src/ratelimit/ratelimiter.js";

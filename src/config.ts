@@ -194,7 +194,7 @@ export type Config = Readonly<{
    * true (any peer) or proxy addresses/ranges take it from X-Forwarded-For, as far back as the proxies are trusted.
    */
   trustProxy: boolean | string[];
-  /** What the HTTP server allows a client: see README "Running in production" (Slow clients). */
+  /** What the HTTP server allows a client: see docs/operations.md, "Running in production" (Slow clients). */
   http: Readonly<{
     /** From a connection's (or request's) first byte to the end of its headers; else 408. */
     headersTimeoutMs: number;

@@ -39,8 +39,8 @@ export const codeToStatus: Record<ErrorCode, number> = {
   REQUEST_TIMEOUT: 408,
   RATE_LIMITED: 429,
   INTERNAL_SERVER_ERROR: 500,
-  // keyhaven addition: GET /v1/readiness, any route while PostgreSQL (or Redis) cannot serve (naming which), and
-  // any route for a request that arrives while the replica is shutting down.
+  // keyhaven addition: GET /v1/readiness, and any route while PostgreSQL (or Redis) cannot serve (naming which). A
+  // replica shutting down serves what reaches it (app.ts), so shutting down is not a reason for it.
   SERVICE_UNAVAILABLE: 503,
 };
 

@@ -20,6 +20,8 @@ export type Rpc<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType
   /** Query parameters for GET, the JSON body for POST. */
   input: I;
   output: O;
+  /** What the success answer is, in a few words: the description of that response in /openapi.json. */
+  returns: string;
   /** 200 unless the contract says otherwise (enqueueKeys answers 202). */
   status?: number;
   /**
@@ -27,6 +29,13 @@ export type Rpc<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType
    * KEYHAVEN_ADMIN_TOKEN, or nobody in particular. The handler enforces it; this only describes it.
    */
   auth?: "rootKey" | "admin" | "none";
+  /**
+   * The error statuses this route can answer, as /openapi.json lists them: what its validation (400), its
+   * authentication and permission checks (403), its handler and what the handler calls can throw (404, 409, 412),
+   * and 503 when it needs PostgreSQL or Redis. 500 is listed for every route and 413 for every POST, from its body
+   * limit. Declared here, next to the handler, so that a change to what the handler throws changes it too.
+   */
+  errors: readonly RouteErrorStatus[];
   handler: (input: z.output<I>, ctx: RpcContext) => Promise<z.input<O>>;
   /**
    * The largest body the route reads, in bytes (POST only). Parsing JSON costs time in proportion to its size
@@ -34,6 +43,9 @@ export type Rpc<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType
    */
   bodyLimit?: number;
 };
+
+/** The error statuses a route declares in `errors`; none answers 429, and 405/408/413/500 are not the route's own. */
+export type RouteErrorStatus = 400 | 403 | 404 | 409 | 412 | 503;
 
 export const KIB = 1024;
 /** The routes that take a few ids, names and numbers (keys.verifyKey, ratelimits.limit, ...). */

@@ -36,15 +36,16 @@ function shellWords(line: string): string[] {
 }
 
 /**
- * The command README's "Running in production" starts: the last command of the first sh block of that section
+ * The command that docs/operations.md's "Running in production" starts: the last command of the first sh block of that section
  * (comments dropped, continuation lines joined), without its leading `NAME=value` assignments. What a supervisor
  * would exec.
  */
 export function productionCommand(): string[] {
-  const readme = readProjectFile("README.md");
-  const section = readme.slice(readme.indexOf("## Running in production"));
-  const block = section.match(/```sh\n([\s\S]*?)```/)?.[1];
-  if (!block) throw new Error('README.md: no sh block under "## Running in production"');
+  const operations = readProjectFile("docs/operations.md");
+  const start = operations.indexOf("## Running in production");
+  if (start < 0) throw new Error('docs/operations.md: no "## Running in production" section');
+  const block = operations.slice(start).match(/```sh\n([\s\S]*?)```/)?.[1];
+  if (!block) throw new Error('docs/operations.md: no sh block under "## Running in production"');
   const commands = block
     .replace(/\\\n/g, " ")
     .split("\n")

@@ -250,7 +250,7 @@ describe.runIf(nginxBinary && templateUrl)("deploy/nginx.conf in front of two ke
       expect(servedBy(load, stopping.address)).toBeGreaterThan(0);
       // No 503 (a closing server used to answer requests on kept-alive connections with one, outside the envelope):
       // what reaches the stopping replica is served. Left: a POST nginx sends on a kept-alive connection at the
-      // moment the replica closes it as idle (README "Load balancer and health").
+      // moment the replica closes it as idle (docs/operations.md, "Load balancer and health").
       expectOnlyPostsSentToFail(load, stopping.address);
     },
     240_000,

@@ -5,7 +5,7 @@ import { type Cli, killAll, processGroupAlive, spawnProcess, started, withinSeco
 import { productionCommand } from "./deploy-files.js";
 
 /**
- * SIGTERM sent to exactly the process that the README's production command (and `npm start`) starts, as a
+ * SIGTERM sent to exactly the process that the production command of docs/operations.md (and `npm start`) starts, as a
  * supervisor or `docker stop` would send it: the server must get it, close its port and leave no process behind.
  * Each command runs in a process group of its own, so that a server orphaned by a dying wrapper is still found.
  */
@@ -53,7 +53,7 @@ async function expectStopped(cli: Cli, url: string, sent: number): Promise<void>
 
 describe.runIf(process.platform === "linux")("stopping the production command with SIGTERM", () => {
   it(
-    "the README's command is the server itself, which on SIGTERM finishes what is in flight, ends its connections, closes its port and exits 0",
+    "the documented production command is the server itself, which on SIGTERM finishes what is in flight, ends its connections, closes its port and exits 0",
     async () => {
       const [command, ...args] = productionCommand();
       expect(command).toBe("node");

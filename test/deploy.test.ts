@@ -74,14 +74,14 @@ describe("docker-compose.yml", () => {
     }
   });
 
-  it("caps Redis's memory without eviction, as rate-limit isolation needs and the README gives", () => {
+  it("caps Redis's memory without eviction, as rate-limit isolation needs and docs/operations.md gives", () => {
     const command = services.redis!.command!;
     const option = (flag: string) => command[command.indexOf(flag) + 1];
     expect(command).toContain("--maxmemory");
     expect(option("--maxmemory")).toMatch(/^\d+[kmg]b$/i);
     const policy = option("--maxmemory-policy");
     expect(policy).toBe("noeviction");
-    expect(read("README.md")).toContain(`\`--maxmemory-policy ${policy}\``);
+    expect(read("docs/operations.md")).toContain(`\`--maxmemory-policy ${policy}\``);
   });
 
   it("puts nginx in front, configured with deploy/nginx.conf, once both replicas are healthy", () => {
@@ -188,7 +188,7 @@ describe("Dockerfile", () => {
     expect(user).toBeDefined();
     expect(["root", "0", "0:0"]).not.toContain(user);
     expect(final).toMatch(/^HEALTHCHECK .*\n?.*\/v1\/liveness/m);
-    // `keyhaven serve` migrates (under the advisory lock) before it listens. The README's production command, in
+    // `keyhaven serve` migrates (under the advisory lock) before it listens. The production command of docs/operations.md, in
     // exec form: node is the container's process 1 and gets `docker stop`'s SIGTERM (no npm or shell in between).
     expect(dockerCmd()).toEqual(productionCommand());
     expect(dockerCmd().slice(-1)).toEqual(["serve"]);

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { codeToStatus, errorCodes } from "../src/errors.js";
 import { rpcs } from "../src/routes.js";
-import { createHarness, type Harness } from "./helper.js";
+import { ADMIN_TOKEN, createHarness, type Harness } from "./helper.js";
 
 let h: Harness;
 let doc: any;
@@ -77,7 +77,10 @@ describe("GET /openapi.json", () => {
         expect(params.map((p) => p.name).sort(), rpc.path).toEqual(Object.keys(expected.properties ?? {}).sort());
         for (const p of params) {
           expect(p.required ?? false, `${rpc.path} ${p.name}`).toBe((expected.required ?? []).includes(p.name));
-          expect(p.schema, `${rpc.path} ${p.name}`).toEqual(expected.properties[p.name]);
+          // @fastify/swagger moves a parameter's description from its schema to the parameter itself.
+          const { description, ...schema } = expected.properties[p.name];
+          expect(p.schema, `${rpc.path} ${p.name}`).toEqual(schema);
+          expect(p.description, `${rpc.path} ${p.name}`).toBe(description);
         }
       }
       expect(op.responses[String(rpc.status ?? 200)].content["application/json"].schema, rpc.path).toBeDefined();
@@ -98,23 +101,120 @@ describe("GET /openapi.json", () => {
     expect(JSON.stringify(doc.paths)).not.toMatch(/"401"/);
   });
 
-  it("lists the error responses of every route: 400 and 500 always, and 403/404/409/412/429 on authenticated routes", () => {
+  it("lists for each route the error statuses it declares, 413 on every POST and 500 on every route", () => {
     for (const rpc of rpcs) {
       const { responses } = operationOf(rpc.path, rpc.method);
       const ref = (status: number) => responses[String(status)]?.content["application/json"].schema.$ref;
+      const errorStatuses = Object.keys(responses).map(Number).filter((s) => s >= 400).sort((a, b) => a - b);
+      const expected = [...new Set([...rpc.errors, 500, ...(rpc.method === "POST" ? [413] : [])])].sort((a, b) => a - b);
+      expect(errorStatuses, rpc.path).toEqual(expected);
+      for (const status of errorStatuses) expect(ref(status), `${rpc.path} ${status}`).toBe(`#/components/schemas/Error${status}`);
       expect(ref(500), rpc.path).toBe("#/components/schemas/Error500");
       if (rpc.path === "/v1/liveness" || rpc.path === "/v1/readiness") continue;
-      expect(ref(400), rpc.path).toBe("#/components/schemas/Error400");
+      // Every route but health authenticates (or, verifyKey, refuses a disabled workspace's key) and needs the store.
       expect(ref(403), rpc.path).toBe("#/components/schemas/Error403");
-      if (!openPaths.includes(rpc.path)) {
-        for (const status of [404, 409, 412, 429]) expect(ref(status), `${rpc.path} ${status}`).toBe(`#/components/schemas/Error${status}`);
-      }
-      if (rpc.method === "POST") expect(ref(413), rpc.path).toBe("#/components/schemas/Error413");
       expect(responses["403"].description).toContain("[UNAUTHORIZED](/docs/errors/UNAUTHORIZED)");
+      expect(ref(503), rpc.path).toBe("#/components/schemas/Error503");
+      if (rpc.method === "POST") {
+        expect(ref(400), rpc.path).toBe("#/components/schemas/Error400");
+        expect(ref(413), rpc.path).toBe("#/components/schemas/Error413");
+      }
     }
     expect(operationOf("/v1/readiness", "GET").responses["503"].content["application/json"].schema.$ref).toBe(
       "#/components/schemas/Error503",
     );
+  });
+
+  it("lists a status only on the routes that can answer it: no 429 anywhere, 409 and 412 only where something can conflict or be missing", () => {
+    const statusesOf = (path: string) => Object.keys(operationOf(path, path === "/v1/keys.verifyKey" ? "POST" : "GET")?.responses ?? {});
+    for (const rpc of rpcs) expect(Object.keys(operationOf(rpc.path, rpc.method).responses), rpc.path).not.toContain("429");
+    // Reads and verification cannot conflict.
+    for (const path of ["/v1/apis.getApi", "/v1/keys.getKey", "/v1/keys.verifyKey", "/v1/permissions.listRoles", "/v1/liveness"]) {
+      expect(statusesOf(path), path).not.toContain("409");
+    }
+    expect(statusesOf("/v1/apis.getApi")).not.toContain("412");
+    expect(statusesOf("/v1/keys.verifyKey")).not.toContain("404"); // an unknown key is a 200 with code NOT_FOUND
+    expect(statusesOf("/v1/liveness")).toEqual(["200", "500"]);
+    expect(Object.keys(operationOf("/v1/keys.createKey", "POST").responses)).toEqual(
+      expect.arrayContaining(["400", "403", "404", "409", "412", "413", "500", "503"]),
+    );
+    expect(Object.keys(operationOf("/v1/apis.deleteApi", "POST").responses)).toContain("412");
+    expect(Object.keys(operationOf("/v1/apis.deleteApi", "POST").responses)).not.toContain("409");
+  });
+
+  it("names every route's success answer with the description its definition gives", () => {
+    for (const rpc of rpcs) {
+      const success = operationOf(rpc.path, rpc.method).responses[String(rpc.status ?? 200)];
+      expect(success.description, rpc.path).toBe(rpc.returns);
+      expect(success.description, rpc.path).not.toBe("Default Response");
+      expect(success.content["application/json"].schema, rpc.path).not.toHaveProperty("x-response-description");
+    }
+    expect(operationOf("/v1/migrations.enqueueKeys", "POST").responses["202"].description).toMatch(/stored/);
+  });
+
+  it("describes every request field of keys.createKey, keys.verifyKey, apis.* and migrations.*, and their main answers", () => {
+    const undescribed: string[] = [];
+    const described = (schema: any) => typeof schema?.description === "string" && schema.description.length > 0;
+    for (const rpc of rpcs.filter((r) => /^\/v1\/(apis\.|migrations\.|keys\.createKey$|keys\.verifyKey$)/.test(r.path))) {
+      const op = operationOf(rpc.path, rpc.method);
+      if (rpc.method === "GET") {
+        for (const p of op.parameters ?? []) if (!p.description) undescribed.push(`${rpc.path} ?${p.name}`);
+        continue;
+      }
+      let body = op.requestBody.content["application/json"].schema;
+      if (body.type === "array") {
+        if (!described(body)) undescribed.push(`${rpc.path} (the array)`);
+        body = body.items;
+      }
+      for (const [name, field] of Object.entries<any>(body.properties ?? {})) {
+        if (!described(field)) undescribed.push(`${rpc.path} ${name}`);
+      }
+    }
+    expect(undescribed).toEqual([]);
+    const answer = (path: string) => operationOf(path, "POST").responses["200"].content["application/json"].schema.properties;
+    for (const field of ["keyId", "key"]) expect(described(answer("/v1/keys.createKey")[field]), field).toBe(true);
+    for (const field of ["valid", "code", "keyId", "remaining", "ratelimit", "permissions"]) {
+      expect(described(answer("/v1/keys.verifyKey")[field]), field).toBe(true);
+    }
+    expect(described(answer("/v1/migrations.createKeys").keyIds)).toBe(true);
+  });
+
+  it("answers only statuses it documents: each route without credentials, with an empty request and with malformed JSON", async () => {
+    const { rootKey } = await h.tenant();
+    const undocumented: string[] = [];
+    const check = (rpc: (typeof rpcs)[number], label: string, status: number) => {
+      const documented = Object.keys(operationOf(rpc.path, rpc.method).responses).map(Number);
+      if (!documented.includes(status)) undocumented.push(`${rpc.method} ${rpc.path} ${label}: ${status}`);
+    };
+    for (const rpc of rpcs) {
+      const admin = rpc.auth === "admin";
+      if (rpc.method === "GET") {
+        check(rpc, "no credentials", (await h.get(rpc.path, {})).status);
+        check(rpc, "empty query", (await h.get(rpc.path, {}, admin ? ADMIN_TOKEN : rootKey)).status);
+      } else {
+        check(rpc, "no credentials", (await h.post(rpc.path, {})).status);
+        check(rpc, "empty body", (await h.post(rpc.path, {}, admin ? ADMIN_TOKEN : rootKey)).status);
+        const malformed = await h.app.inject({
+          method: "POST",
+          url: rpc.path,
+          headers: { "content-type": "application/json", authorization: `Bearer ${admin ? ADMIN_TOKEN : rootKey}` },
+          payload: "{",
+        });
+        check(rpc, "malformed JSON", malformed.statusCode);
+      }
+    }
+    expect(undocumented).toEqual([]);
+  });
+
+  it("always names a server, so that the examples on /docs have a host: KEYHAVEN_PUBLIC_URL, else the server the document came from", async () => {
+    expect(doc.servers).toEqual([{ url: "/", description: expect.any(String) }]);
+    const withPublicUrl = await createHarness({ KEYHAVEN_PUBLIC_URL: "https://keys.example.com" });
+    try {
+      const res = await withPublicUrl.app.inject({ method: "GET", url: "/openapi.json" });
+      expect(JSON.parse(res.body).servers).toEqual([{ url: "https://keys.example.com", description: "KEYHAVEN_PUBLIC_URL" }]);
+    } finally {
+      await withPublicUrl.close();
+    }
   });
 
   it("documents the bearer schemes: root keys on the API, the admin token on operator routes, none on health and verifyKey", () => {
@@ -165,6 +265,12 @@ describe("GET /docs", () => {
     const one = await h.app.inject({ method: "GET", url: "/docs/errors/SERVICE_UNAVAILABLE" });
     expect(one.statusCode).toBe(200);
     expect(one.body).toContain("HTTP 503");
+    // Codes v1 defines as errors but keyhaven answers only as verification outcomes: no page blames a root key.
+    for (const code of ["DISABLED", "USAGE_EXCEEDED", "EXPIRED", "RATE_LIMITED"]) {
+      const outcome = await h.app.inject({ method: "GET", url: `/docs/errors/${code}` });
+      expect(outcome.body, code).toContain("only as the outcome of <code>keys.verifyKey</code>");
+      expect(outcome.body, code).not.toMatch(/root key (is|has|was)/);
+    }
     const unknown = await h.app.inject({ method: "GET", url: "/docs/errors/NOPE" });
     expect(unknown.statusCode).toBe(404);
   });

@@ -5,7 +5,7 @@ import { createHarness, type Harness, type Tenant } from "./helper.js";
 import { hasRedisServer, type OwnRedis, startRedisServer } from "./redis-server.js";
 
 // A small quota, so that one workspace's flood reaches it quickly. The Redis of the test has 2 MB of maxmemory:
-// about 0.9 MB for an empty Redis, plus what the README's formula asks for these two workspaces
+// about 0.9 MB for an empty Redis, plus what the formula of docs/operations.md asks for these two workspaces
 // (2 × 100 counters × ~300 bytes), with room to spare; the flood below would need about 2 MB more without the quota.
 const QUOTA = 100;
 const MAXMEMORY = "2mb";
@@ -17,9 +17,9 @@ type Setup = { label: string; redisArgs?: string[] };
 const setups: Setup[] = [{ label: "in process memory" }];
 if (hasRedisServer) {
   setups.push(
-    // What the README advised before: a maxmemory that evicts the counters closest to expiry.
+    // What the docs advised before: a maxmemory that evicts the counters closest to expiry.
     { label: "in Redis with maxmemory and volatile-ttl", redisArgs: ["--maxmemory", MAXMEMORY, "--maxmemory-policy", "volatile-ttl"] },
-    // What the README advises now (and docker-compose.yml applies).
+    // What docs/operations.md advises now (and docker-compose.yml applies).
     { label: "in Redis with maxmemory and noeviction", redisArgs: ["--maxmemory", MAXMEMORY, "--maxmemory-policy", "noeviction"] },
   );
 }

@@ -4,7 +4,7 @@ import { DEFAULT_URL, parseBaseUrl, postJson } from "./http.js";
 
 export const ADMIN_HELP = `Usage: keyhaven admin <command> [options]
 
-Manages workspaces, root keys and failed migrations through the operator routes of a running server (see README "Operator routes").
+Manages workspaces, root keys and failed migrations through the operator routes of a running server (see docs/api.md, "Operator routes").
 
 Commands:
   workspace create --name <name>       Create a workspace; prints its id.

@@ -18,14 +18,14 @@ Commands:
                workspace create --name <name> | workspace disable <id> | workspace enable <id>
                root-key create --workspace <id> --permission <p>... [--name <n>] | root-key delete <keyId>
   rotate-encryption-key --new-key-file <path>
-             Re-wrap the stored data keys under a new KEYHAVEN_ENCRYPTION_KEY (README "Running in production").
+             Re-wrap the stored data keys under a new KEYHAVEN_ENCRYPTION_KEY (docs/operations.md, "Running in production").
   reset-encryption-key --delete-stored-plaintexts
              The encryption key is lost: delete the stored plaintexts and data keys sealed under it, so keyhaven
              starts with a new key. Verification keeps working. See its --help first.
   help       Show this help.
 
 \`keyhaven import --help\` and \`keyhaven admin --help\` describe every option and exit code.
-Configuration is read from the environment; see README.md ("Configuration").
+Configuration is read from the environment; see docs/operations.md ("Configuration").
 `;
 
 async function serve(): Promise<void> {

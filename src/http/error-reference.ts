@@ -15,13 +15,24 @@ export const errorReference: Record<ErrorCode, { cause: string; fix: string }> =
     cause: "The workspace of the root key (or of the verified key) is disabled, or an operator route was called while KEYHAVEN_ADMIN_TOKEN is not configured.",
     fix: "Ask the operator to enable the workspace (workspaces.updateWorkspace with enabled: true), or configure KEYHAVEN_ADMIN_TOKEN.",
   },
-  DISABLED: { cause: "The root key is disabled.", fix: "Use another root key." },
+  // DISABLED, USAGE_EXCEEDED, EXPIRED and RATE_LIMITED are v1 error codes that keyhaven answers only as outcomes of a
+  // verification (HTTP 200, `valid: false`): root keys have no such states here, and no route answers HTTP 429.
+  DISABLED: {
+    cause: "The key is disabled (`enabled: false`). keyhaven answers this code only as the outcome of `keys.verifyKey` (HTTP 200, `valid: false`), never as an error; it is listed because v1 defines it as one.",
+    fix: "Enable the key again (keys.updateKey with `enabled: true`), or use another key.",
+  },
   INSUFFICIENT_PERMISSIONS: {
     cause: "The root key lacks the permission the operation needs. Permissions are matched literally: `*`, `api.*.create_key`, `api.<apiId>.create_key` and so on.",
     fix: "Create a root key with the permission named in the message.",
   },
-  USAGE_EXCEEDED: { cause: "The root key has no uses left.", fix: "Use another root key." },
-  EXPIRED: { cause: "The root key has expired.", fix: "Use another root key." },
+  USAGE_EXCEEDED: {
+    cause: "The key has fewer remaining uses than the verification costs. keyhaven answers this code only as the outcome of `keys.verifyKey` (HTTP 200, `valid: false`), never as an error.",
+    fix: "Add uses (keys.updateRemaining), wait for the key's refill, or use another key.",
+  },
+  EXPIRED: {
+    cause: "The key's `expires` has passed. keyhaven answers this code only as the outcome of `keys.verifyKey` (HTTP 200, `valid: false`), never as an error.",
+    fix: "Set a later expiry (keys.updateKey), or issue a new key.",
+  },
   NOT_FOUND: {
     cause: "The resource does not exist, was deleted, or belongs to another workspace (which is answered exactly as if it did not exist). Also returned for unknown paths.",
     fix: "Check the id and that the root key belongs to the workspace that owns the resource.",
@@ -53,13 +64,16 @@ export const errorReference: Record<ErrorCode, { cause: string; fix: string }> =
     cause: "The client did not send the whole request in time: its headers within KEYHAVEN_HEADERS_TIMEOUT_MS, or its headers and body within KEYHAVEN_REQUEST_TIMEOUT_MS (a keyhaven addition; v1 had no such code). The connection is closed and nothing of the request was done.",
     fix: "Send the request again, at once and whole; check for a stalled proxy or network between the client and keyhaven.",
   },
-  RATE_LIMITED: { cause: "The root key was rate limited.", fix: "Retry after the window resets." },
+  RATE_LIMITED: {
+    cause: "A rate limit of the key, of its identity, or named in the request refused the verification. keyhaven answers this code only as the outcome of `keys.verifyKey` (HTTP 200, `valid: false`); no route answers HTTP 429, and root keys are not rate limited.",
+    fix: "Retry after the window resets (`ratelimit.reset` in the answer, unix ms).",
+  },
   INTERNAL_SERVER_ERROR: {
     cause: "An unexpected error inside keyhaven. Nothing of the request was committed unless it completed.",
     fix: "Retry; if it persists, report it with the request id (also in the Unkey-Request-Id header and the server log).",
   },
   SERVICE_UNAVAILABLE: {
-    cause: "A keyhaven addition: PostgreSQL or Redis could not serve the request within its deadline (unreachable, frozen, or out of disk), or `GET /v1/readiness` found this replica unable to serve; the message names which. The replica keeps trying and serves again by itself once they are back. Any route also answers it for a request that arrives while the replica is shutting down; nothing of that request was done.",
+    cause: "A keyhaven addition: PostgreSQL or Redis could not serve the request within its deadline (unreachable, frozen, or out of disk), or `GET /v1/readiness` found this replica unable to serve; the message names which. The replica keeps trying and serves again by itself once they are back.",
     fix: "Retry later, or on another replica. Operators: check that the database (DATABASE_URL) and Redis (REDIS_URL) are running, reachable from this replica and not out of disk.",
   },
 };

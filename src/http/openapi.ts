@@ -39,13 +39,10 @@ const statusTitles: Record<number, string> = {
   400: "Bad request: invalid JSON, a wrong Content-Type, or a field that fails validation (the message names it).",
   403: "Refused: no root key, an unknown or unfit one, a missing permission, or a disabled workspace. v1 answers UNAUTHORIZED with 403, never 401.",
   404: "Not found: the resource does not exist, was deleted, or belongs to another workspace.",
-  405: "Method not allowed.",
   409: "Conflict: the request would create something that already exists.",
   412: "Precondition failed: something the request relies on is missing, or the API is delete-protected.",
-  408: "The client did not send the whole request within the server's header or request timeout.",
-  429: "The root key was rate limited.",
   500: "Unexpected error inside keyhaven; nothing of the request was committed unless it completed.",
-  503: "PostgreSQL or Redis could not serve the request (unreachable, too slow, or out of disk), or, on readiness, this replica is not ready, or the replica is shutting down; the message names which.",
+  503: "PostgreSQL or Redis could not serve the request (unreachable, too slow, or out of disk), or, on readiness, this replica is not ready; the message names which.",
 };
 
 export const errorComponentName = (status: number) => `Error${status}`;
@@ -60,17 +57,15 @@ function errorComponents(): Record<string, Record<string, unknown>> {
   return components;
 }
 
-/** The error statuses a route can answer, by how it authenticates (as v1's document listed them per route). */
+/**
+ * The error statuses a route can answer: those it declares (`errors` in its definition), 413 when it takes a body,
+ * and 500. 405 (another method) and 408 (a client too slow to send its request) come from the server, not the
+ * route, and are described once in the document's description.
+ */
 export function errorStatusesOf(rpc: Rpc): number[] {
-  const statuses = [400];
-  const auth = rpc.auth ?? "rootKey";
-  if (rpc.path === "/v1/liveness") return [500];
-  if (rpc.path === "/v1/readiness") return [500, 503];
-  if (auth === "none") statuses.push(403);
-  else statuses.push(403, 404, 409, 412, 429);
-  if (rpc.method === "POST") statuses.push(413);
-  statuses.push(500, 503);
-  return statuses.sort((a, b) => a - b);
+  const statuses = new Set<number>([...rpc.errors, 500]);
+  if (rpc.method === "POST") statuses.add(413);
+  return [...statuses].sort((a, b) => a - b);
 }
 
 function errorResponse(status: number, rpc: Rpc) {
@@ -125,9 +120,17 @@ export async function registerOpenApi(app: FastifyInstance, config: Config, rpcs
           "Self-hosted API key management speaking the Unkey v1 HTTP API. Every route is `/v1/<service>.<method>`: " +
           "GET with query parameters for reads, POST with a JSON body for writes. Every response carries " +
           "`Unkey-Request-Id`; every error is the envelope `{error: {code, docs, message, requestId}}` " +
-          "(see [the error codes](/docs/errors)).",
+          "(see [the error codes](/docs/errors)). Each operation lists the error statuses it can answer; any route " +
+          "also answers 405 `METHOD_NOT_ALLOWED` to another method and 408 `REQUEST_TIMEOUT` to a client that does not " +
+          "send its whole request in time.",
       },
-      ...(config.publicUrl && { servers: [{ url: config.publicUrl }] }),
+      // Always a server, so that the request examples on /docs have a host: the configured public origin, else the
+      // server the document was fetched from (a relative URL, never the request's Host header, which clients set).
+      servers: [
+        config.publicUrl
+          ? { url: config.publicUrl, description: "KEYHAVEN_PUBLIC_URL" }
+          : { url: "/", description: "The server this document was fetched from (KEYHAVEN_PUBLIC_URL is not set)." },
+      ],
       tags,
       components: {
         securitySchemes: {
@@ -155,6 +158,9 @@ export async function registerOpenApi(app: FastifyInstance, config: Config, rpcs
       const transformed = zodTransform(input);
       const schema = transformed.schema as Record<string, unknown> & { response?: Record<string, unknown> };
       const response: Record<string, unknown> = { ...schema.response };
+      const success = String(rpc.status ?? 200);
+      // @fastify/swagger takes a response's description from this key (and drops it from the schema).
+      response[success] = { ...(response[success] as Record<string, unknown>), "x-response-description": rpc.returns };
       for (const status of errorStatusesOf(rpc)) response[status] = errorResponse(status, rpc);
       return {
         url: transformed.url,
@@ -186,7 +192,7 @@ export async function registerOpenApi(app: FastifyInstance, config: Config, rpcs
       showDeveloperTools: "never",
       agent: { disabled: true },
       mcp: { disabled: true },
-      // Every operation is listed in the sidebar by its RPC name, as in the route table of the README.
+      // Every operation is listed in the sidebar by its RPC name, as in the route table of docs/api.md.
       defaultOpenAllTags: true,
     },
   });

@@ -47,6 +47,8 @@ export const getVerifications = defineRpc({
   path: "/v1/analytics.getVerifications",
   summary:
     "Verification counts of an API's keys per outcome, filtered by keys, identity (externalId) and tags, optionally grouped by hour, day or month (UTC), key, identity, tag set or single tag.",
+  errors: [400, 403, 404, 503],
+  returns: "Rows of verification counts, one per group.",
   input: z.object({
     apiId: queryText.min(1),
     externalId: queryText.min(1).optional(),

@@ -10,7 +10,9 @@ export const deleteApi = defineRpc({
   method: "POST",
   path: "/v1/apis.deleteApi",
   summary: "Deletes an API and all its keys, which stop verifying at once; refused for an API protected from deletions.",
-  input: z.object({ apiId: idInput }),
+  errors: [400, 403, 404, 412, 503],
+  returns: "The API and its keys are deleted.",
+  input: z.object({ apiId: idInput.describe("The API to delete, with all its keys.") }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {
     const auth = await authenticateRootKey(deps.db, authorization);

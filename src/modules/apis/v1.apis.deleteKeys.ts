@@ -11,8 +11,13 @@ export const deleteKeys = defineRpc({
   path: "/v1/apis.deleteKeys",
   summary:
     "Deletes every key of an API (the API stays). With `permanent: true` every key row is removed, soft-deleted ones included, and their hashes can be imported again. Answers how many keys were deleted.",
-  input: z.object({ apiId: idInput, permanent: z.boolean().default(false) }),
-  output: z.object({ deletedKeys: z.int() }),
+  errors: [400, 403, 404, 503],
+  returns: "How many keys were deleted.",
+  input: z.object({
+    apiId: idInput.describe("The API whose keys are deleted; the API stays."),
+    permanent: z.boolean().default(false).describe("Remove the rows, soft-deleted ones included, so that the keys can be imported again. Default false: deleted keys stop verifying but stay stored."),
+  }),
+  output: z.object({ deletedKeys: z.int().describe("How many keys were deleted.") }),
   handler: async (input, { deps, authorization }) => {
     const auth = await authenticateRootKey(deps.db, authorization);
     requirePermission(auth, apiPermission(input.apiId, "delete_key"));

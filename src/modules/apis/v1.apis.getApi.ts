@@ -10,13 +10,15 @@ export const getApi = defineRpc({
   method: "GET",
   path: "/v1/apis.getApi",
   summary: "Reads an API by id; `ipWhitelist` (a keyhaven addition) is present when the API has an IP allow-list.",
-  input: z.object({ apiId: idInput }),
+  errors: [400, 403, 404, 503],
+  returns: "The API.",
+  input: z.object({ apiId: idInput.describe("The API to read.") }),
   output: z.object({
-    id: z.string(),
-    workspaceId: z.string(),
+    id: z.string().describe("The API's id."),
+    workspaceId: z.string().describe("The workspace it belongs to."),
     name: z.string(),
     // keyhaven extension, only when the API has an IP allow-list.
-    ipWhitelist: z.string().optional(),
+    ipWhitelist: z.string().optional().describe("keyhaven extension: the API's IP allow-list, when it has one."),
   }),
   handler: async (input, { deps, authorization }) => {
     const auth = await authenticateRootKey(deps.db, authorization);

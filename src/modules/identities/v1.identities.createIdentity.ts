@@ -11,6 +11,8 @@ export const createIdentity = defineRpc({
   path: "/v1/identities.createIdentity",
   bodyLimit: LARGE_BODY_LIMIT,
   summary: "Creates an identity (externalId unique in the workspace) with optional meta and named rate limits.",
+  errors: [400, 403, 409, 503],
+  returns: "The new identity's id.",
   input: z.object({ externalId: externalIdInput, meta: meta.optional(), ratelimits: ratelimitsInput.optional() }),
   output: z.object({ identityId: z.string() }),
   handler: async (input, { deps, authorization }) => {

@@ -9,6 +9,8 @@ export const deleteIdentity = defineRpc({
   method: "POST",
   path: "/v1/identities.deleteIdentity",
   summary: "Hard-deletes an identity and its rate limits; its keys keep working without an identity.",
+  errors: [400, 403, 404, 503],
+  returns: "The identity is deleted; its keys keep verifying without it.",
   input: z.object({ identityId: idInput }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {

@@ -11,6 +11,8 @@ export const getIdentity = defineRpc({
   method: "GET",
   path: "/v1/identities.getIdentity",
   summary: "Reads an identity by id or by externalId, with its rate limits.",
+  errors: [400, 403, 404, 503],
+  returns: "The identity, with its meta and rate limits.",
   input: z.object({ identityId: queryText.min(1).optional(), externalId: queryText.min(1).optional() }),
   output: z.object({ id: z.string(), externalId: z.string(), meta, ratelimits: z.array(ratelimitOutput) }),
   handler: async (input, { deps, authorization }) => {

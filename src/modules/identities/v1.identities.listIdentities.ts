@@ -9,6 +9,8 @@ export const listIdentities = defineRpc({
   method: "GET",
   path: "/v1/identities.listIdentities",
   summary: "Lists the identities of an environment, by id, 1..100 per page; `cursor` continues after the last page.",
+  errors: [400, 403, 503],
+  returns: "A page of identities, the cursor of the next page when there is one, and the total.",
   input: z.object({
     environment: queryText.min(1).default("default"),
     limit: queryInt(1, 100).default(100),

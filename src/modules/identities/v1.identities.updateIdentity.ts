@@ -11,6 +11,8 @@ export const updateIdentity = defineRpc({
   path: "/v1/identities.updateIdentity",
   bodyLimit: LARGE_BODY_LIMIT,
   summary: "Updates an identity's meta and reconciles its rate limits by name (update, insert, delete) in one transaction.",
+  errors: [400, 403, 404, 409, 503],
+  returns: "The identity after the change.",
   input: z.object({
     identityId: idInput.optional(),
     externalId: z.string().min(1).max(256).optional(),

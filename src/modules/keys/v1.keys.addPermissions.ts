@@ -8,6 +8,8 @@ export const addPermissions = defineRpc({
   path: "/v1/keys.addPermissions",
   bodyLimit: LARGE_BODY_LIMIT,
   summary: "Connects permissions (by id, or by slug in `name`, created with `create`) to a key; answers all of them.",
+  errors: [400, 403, 404, 503],
+  returns: "The permissions added to the key, by id and name.",
   input: z.object({ keyId: idInput, permissions: entries(connectionSchema) }),
   output: connectedSchema,
   handler: (input, ctx) => addToKey(permissionKind, { keyId: input.keyId, wanted: input.permissions }, ctx),

@@ -8,6 +8,8 @@ export const addRoles = defineRpc({
   path: "/v1/keys.addRoles",
   bodyLimit: LARGE_BODY_LIMIT,
   summary: "Connects roles (by id or name, created with `create`) to a key; answers all of them.",
+  errors: [400, 403, 404, 503],
+  returns: "The roles added to the key, by id and name.",
   input: z.object({ keyId: idInput, roles: entries(connectionSchema) }),
   output: connectedSchema,
   handler: (input, ctx) => addToKey(roleKind, { keyId: input.keyId, wanted: input.roles }, ctx),

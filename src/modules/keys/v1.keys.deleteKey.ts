@@ -11,6 +11,8 @@ export const deleteKey = defineRpc({
   path: "/v1/keys.deleteKey",
   summary:
     "Deletes a key: it stops verifying at once. With `permanent: true` the row is removed, so the same key can be imported again.",
+  errors: [400, 403, 404, 503],
+  returns: "The key is deleted.",
   input: z.object({ keyId: idInput, permanent: z.boolean().default(false) }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {

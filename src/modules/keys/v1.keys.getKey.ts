@@ -17,6 +17,8 @@ export const getKey = defineRpc({
   path: "/v1/keys.getKey",
   summary:
     "Reads a key by id. A key of another workspace is answered as if it did not exist. `decrypt=true` adds the plaintext of a key stored encrypted.",
+  errors: [400, 403, 404, 412, 503],
+  returns: "The key's settings (and its plaintext with `decrypt=true`).",
   input: z.object({
     keyId: queryText.min(1),
     decrypt: queryBoolean.optional(),

@@ -13,6 +13,8 @@ export const getVerifications = defineRpc({
   path: "/v1/keys.getVerifications",
   summary:
     "Daily verification counts (UTC days) of a key, or of every key of an owner (`ownerId`: the key's ownerId or its identity's externalId). The window defaults to the last 24 hours.",
+  errors: [400, 403, 404, 503],
+  returns: "Verification counts per UTC day.",
   input: z.object({
     keyId: queryText.min(1).optional(),
     ownerId: queryText.min(1).optional(),

@@ -9,6 +9,8 @@ export const removePermissions = defineRpc({
   bodyLimit: LARGE_BODY_LIMIT,
   summary:
     "Disconnects permissions (by id, or by slug in `name`/`slug`) from a key; every entry is honoured, and one naming no permission of the key changes nothing.",
+  errors: [400, 403, 404, 503],
+  returns: "The permissions are removed from the key.",
   input: z.object({ keyId: idInput, permissions: entries(permissionSlugRemovalSchema) }),
   output: z.object({}),
   handler: (input, ctx) => removeFromKey(permissionKind, { keyId: input.keyId, wanted: input.permissions }, ctx),

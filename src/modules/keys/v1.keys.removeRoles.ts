@@ -9,6 +9,8 @@ export const removeRoles = defineRpc({
   bodyLimit: LARGE_BODY_LIMIT,
   summary:
     "Disconnects roles (by id or name) from a key; every entry is honoured, and one naming no role of the key changes nothing.",
+  errors: [400, 403, 404, 503],
+  returns: "The roles are removed from the key.",
   input: z.object({ keyId: idInput, roles: entries(disconnectionSchema) }),
   output: z.object({}),
   handler: (input, ctx) => removeFromKey(roleKind, { keyId: input.keyId, wanted: input.roles }, ctx),

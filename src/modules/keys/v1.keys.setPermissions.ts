@@ -8,6 +8,8 @@ export const setPermissions = defineRpc({
   path: "/v1/keys.setPermissions",
   bodyLimit: LARGE_BODY_LIMIT,
   summary: "Makes the key's direct permissions exactly the given ones (by id, or by slug, created with `create`).",
+  errors: [400, 403, 404, 503],
+  returns: "The key's permissions after the change, by id and name.",
   input: z.object({ keyId: idInput, permissions: entries(permissionSlugSchema) }),
   output: connectedSchema,
   handler: (input, ctx) => setOnKey(permissionKind, { keyId: input.keyId, wanted: input.permissions }, ctx),

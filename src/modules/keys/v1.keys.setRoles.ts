@@ -8,6 +8,8 @@ export const setRoles = defineRpc({
   path: "/v1/keys.setRoles",
   bodyLimit: LARGE_BODY_LIMIT,
   summary: "Makes the key's roles exactly the given ones (by id or name, created with `create`).",
+  errors: [400, 403, 404, 503],
+  returns: "The key's roles after the change, by id and name.",
   input: z.object({ keyId: idInput, roles: entries(connectionSchema) }),
   output: connectedSchema,
   handler: (input, ctx) => setOnKey(roleKind, { keyId: input.keyId, wanted: input.roles }, ctx),

@@ -42,6 +42,8 @@ export const updateKey = defineRpc({
   bodyLimit: LARGE_BODY_LIMIT,
   summary:
     "Updates a key: only the fields present are changed, null clears one; roles and permissions replace the key's sets. All or nothing.",
+  errors: [400, 403, 404, 503],
+  returns: "The key is updated.",
   input: updateKeyInput,
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {

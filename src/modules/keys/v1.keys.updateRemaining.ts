@@ -12,6 +12,8 @@ export const updateRemaining = defineRpc({
   path: "/v1/keys.updateRemaining",
   summary:
     "Increments, decrements (never below 0) or sets a key's remaining uses, atomically and after any due refill; `set` with null makes the key unlimited.",
+  errors: [400, 403, 404, 503],
+  returns: "The key's remaining uses after the change (null: unlimited).",
   input: z.object({
     keyId: z.string(),
     op: z.enum(["increment", "decrement", "set"]),

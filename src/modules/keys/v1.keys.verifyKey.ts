@@ -16,20 +16,22 @@ import { verificationCodes, verifyKey as verify } from "./verification.js";
 export const MAX_RATELIMITS_PER_REQUEST = 20;
 
 const output = z.object({
-  requestId: z.string(),
-  valid: z.boolean(),
-  code: z.enum(verificationCodes),
-  keyId: z.string().optional(),
-  apiId: z.string().optional(),
+  requestId: z.string().describe("The request id, as in the `Unkey-Request-Id` header."),
+  valid: z.boolean().describe("Whether the key may be accepted: true exactly when `code` is VALID."),
+  code: z.enum(verificationCodes).describe("The outcome, checked in this order: NOT_FOUND, DISABLED, FORBIDDEN (another API), EXPIRED, INSUFFICIENT_PERMISSIONS, RATE_LIMITED, USAGE_EXCEEDED, else VALID."),
+  keyId: z.string().optional().describe("The key's id, when the key exists."),
+  apiId: z.string().optional().describe("keyhaven extension: the API of the key, when the key exists."),
   name: z.string().optional(),
   ownerId: z.string().optional(),
   meta: metaSchema.optional(),
   expires: z.number().optional(),
-  remaining: z.number().optional(),
-  ratelimit: z.object({ limit: z.number().optional(), remaining: z.number(), reset: z.number() }).optional(),
+  remaining: z.number().optional().describe("Uses left after this verification, for a key with limited uses."),
+  ratelimit: z
+    .object({ limit: z.number().optional(), remaining: z.number(), reset: z.number() })
+    .optional().describe("The rate limit that applied (its `default` limit when applied): what remains in the window and when it resets (unix ms)."),
   enabled: z.boolean().optional(),
-  permissions: z.array(z.string()).optional(),
-  roles: z.array(z.string()).optional(),
+  permissions: z.array(z.string()).optional().describe("The key's permissions, direct and through its roles."),
+  roles: z.array(z.string()).optional().describe("The key's roles."),
   environment: z.string().optional(),
   identity: z
     .object({ id: z.string(), externalId: z.string(), meta: metaSchema })
@@ -44,15 +46,23 @@ export const verifyKey = defineRpc({
   auth: "none",
   summary:
     "Verifies a key and answers 200 for every outcome of the key itself. Needs no root key; with a valid root key (`Authorization: Bearer`) the verification is scoped to its workspace (a key of another workspace is NOT_FOUND), any other Authorization header is ignored. KEYHAVEN_VERIFY_REQUIRE_SCOPE=on makes `apiId` or a valid root key mandatory (else 400). When the key's API has an IP allow-list, a caller whose address (True-Client-IP, else CF-Connecting-IP, else the address the server sees, see KEYHAVEN_TRUST_PROXY) is not listed gets FORBIDDEN. A RATE_LIMITED answer carries the header `Unkey-Ratelimit-Triggered` naming the limit that refused.",
+  errors: [400, 403, 503],
+  returns: "The outcome for the key, valid or not (`valid`, `code`), with what the key carries.",
   input: z.object({
-    key: z.string().min(1).max(1024),
+    key: z.string().min(1).max(1024).describe("The key to verify, as your customer sent it."),
     // "" is accepted (it names no API, so the answer is FORBIDDEN), as in v1.
-    apiId: z.string().max(MAX_ID_LENGTH).optional(),
-    tags: z.array(z.string().min(1).max(128)).max(10).optional(),
-    authorization: z.object({ permissions: z.unknown().optional() }).optional(),
-    remaining: z.object({ cost: z.int().min(0).max(MAX_INT32).default(1) }).optional(),
+    apiId: z.string().max(MAX_ID_LENGTH).optional().describe("Accept only a key of this API (else code FORBIDDEN). Without it, a key of any API verifies."),
+    tags: z.array(z.string().min(1).max(128)).max(10).optional().describe("Labels counted with this verification in analytics."),
+    authorization: z
+      .object({ permissions: z.unknown().optional() })
+      .optional().describe("A permission query the key must satisfy (else INSUFFICIENT_PERMISSIONS): a permission name, or `{and: [...]}` / `{or: [...]}`, nested."),
+    remaining: z
+      .object({ cost: z.int().min(0).max(MAX_INT32).default(1) })
+      .optional().describe("How many uses this verification spends (default 1; 0 is free)."),
     // Deprecated in v1 and ignored there too; accepted so that old clients validate.
-    ratelimit: z.object({ cost: z.int().min(0).max(MAX_INT32).optional() }).optional(),
+    ratelimit: z
+      .object({ cost: z.int().min(0).max(MAX_INT32).optional() })
+      .optional().describe("Deprecated in v1 and ignored; use `ratelimits`."),
     ratelimits: z
       .array(
         z.object({
@@ -63,7 +73,7 @@ export const verifyKey = defineRpc({
         }),
       )
       .max(MAX_RATELIMITS_PER_REQUEST, { error: `at most ${MAX_RATELIMITS_PER_REQUEST} rate limits per request` })
-      .optional(),
+      .optional().describe("Rate limits to apply besides the key's auto-applied ones: a configured limit by `name`, or an ad-hoc one with `limit` per `duration` ms. All or nothing: a refusal charges none."),
   }),
   output,
   handler: async (input, { deps, req, reply, authorization }) => {

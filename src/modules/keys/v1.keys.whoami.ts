@@ -12,6 +12,8 @@ export const whoami = defineRpc({
   path: "/v1/keys.whoami",
   summary:
     "Tells which key a secret is. The key is looked up (by its hash) before authentication, as in v1; a key of another workspace is answered as if it did not exist.",
+  errors: [400, 403, 404, 503],
+  returns: "The key the request names by its plaintext.",
   input: z.object({ key: z.string().min(1).max(1024) }),
   output: z.object({
     id: z.string(),

@@ -6,6 +6,8 @@ export const liveness = defineRpc({
   path: "/v1/liveness",
   auth: "none",
   summary: "Answers 200 while the process is up; needs no authentication and touches no store.",
+  errors: [],
+  returns: "The process is up.",
   input: z.object({}),
   output: z.object({
     status: z.string(),

@@ -14,6 +14,8 @@ export const readiness = defineRpc({
     "SERVICE_UNAVAILABLE naming what is down. With KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE=open (the default) Redis being down " +
     'does not stop serving: the answer stays 200 with `redis: "down"`. It recovers by itself when they are back. ' +
     "For load balancers and orchestrators; /v1/liveness stays the cheap process check.",
+  errors: [503],
+  returns: "Ready: PostgreSQL (and Redis, when configured) answered within 1 s.",
   input: z.object({}),
   output: z.object({
     status: z.literal("ready"),

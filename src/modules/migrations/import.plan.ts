@@ -172,7 +172,7 @@ export function planSealedImport(
       plan.keyPermissions.push({ key_id: id, permission_id: permissionId, workspace_id: workspaceId, created_at_m: now });
     }
     if (item.ratelimit) {
-      // Kept as the key's auto-applied `default` limit, as v1 did before June 2025 (see the README).
+      // Kept as the key's auto-applied `default` limit, as v1 did before June 2025 (see docs/api.md).
       plan.ratelimits.push({
         id: newId("rl"),
         workspace_id: workspaceId,

@@ -15,6 +15,8 @@ export const enqueueKeys = defineRpc({
   bodyLimit: BULK_BODY_LIMIT,
   summary:
     "Queues up to 100 existing keys for import by the background worker and answers 202 once the batch is stored (plaintexts already encrypted). Results: migrations.getMigration.",
+  errors: [400, 403, 404, 409, 412, 503],
+  returns: "The batch is stored (202); a worker imports it.",
   input: enqueueKeysInputSchema,
   output: z.object({}),
   status: 202,

@@ -11,6 +11,8 @@ export const addPermissionsToRole = defineRpc({
   path: "/v1/permissions.addPermissionsToRole",
   bodyLimit: LARGE_BODY_LIMIT,
   summary: "Connects permissions (by id or slug) to a role; keys with the role hold them at their next verification.",
+  errors: [400, 403, 404, 503],
+  returns: "The permissions are attached to the role.",
   input: z.object({ roleId: idInput, permissions: permissionRefs }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {

@@ -10,6 +10,8 @@ export const createPermission = defineRpc({
   method: "POST",
   path: "/v1/permissions.createPermission",
   summary: "Creates a permission. Its slug (default: the name) is unique in the workspace.",
+  errors: [400, 403, 409, 503],
+  returns: "The new permission's id.",
   input: z.object({ name: identifier, slug: identifier.optional(), description: description.optional() }),
   output: z.object({ permissionId: z.string() }),
   handler: async (input, { deps, authorization }) => {

@@ -10,6 +10,8 @@ export const createRole = defineRpc({
   method: "POST",
   path: "/v1/permissions.createRole",
   summary: "Creates a role. Its name is unique in the workspace.",
+  errors: [400, 403, 409, 503],
+  returns: "The new role's id.",
   input: z.object({ name: z.string().min(3).max(256), description: description.optional() }),
   output: z.object({ roleId: z.string() }),
   handler: async (input, { deps, authorization }) => {

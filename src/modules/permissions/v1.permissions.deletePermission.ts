@@ -9,6 +9,8 @@ export const deletePermission = defineRpc({
   method: "POST",
   path: "/v1/permissions.deletePermission",
   summary: "Deletes a permission for good, with its links to keys and roles; keys lose it at their next verification.",
+  errors: [400, 403, 404, 503],
+  returns: "The permission and its links are deleted.",
   input: z.object({ permissionId: idInput }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {

@@ -9,6 +9,8 @@ export const deleteRole = defineRpc({
   method: "POST",
   path: "/v1/permissions.deleteRole",
   summary: "Deletes a role for good, with its links to keys and permissions; keys lose it at their next verification.",
+  errors: [400, 403, 404, 503],
+  returns: "The role and its links are deleted.",
   input: z.object({ roleId: idInput }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {

@@ -10,6 +10,8 @@ export const getPermission = defineRpc({
   method: "GET",
   path: "/v1/permissions.getPermission",
   summary: "Reads a permission by id.",
+  errors: [400, 403, 404, 503],
+  returns: "The permission.",
   input: z.object({ permissionId: queryText.min(1) }),
   output: permissionOutput,
   handler: async (input, { deps, authorization }) => {

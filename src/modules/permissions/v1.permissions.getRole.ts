@@ -10,6 +10,8 @@ export const getRole = defineRpc({
   method: "GET",
   path: "/v1/permissions.getRole",
   summary: "Reads a role by id.",
+  errors: [400, 403, 404, 503],
+  returns: "The role.",
   input: z.object({ roleId: queryText.min(1) }),
   output: roleOutput,
   handler: async (input, { deps, authorization }) => {

@@ -8,6 +8,8 @@ export const listPermissions = defineRpc({
   method: "GET",
   path: "/v1/permissions.listPermissions",
   summary: "Lists every permission of the workspace, oldest first (no pagination, as in v1).",
+  errors: [403, 503],
+  returns: "Every permission of the workspace.",
   input: z.object({}),
   output: z.array(permissionOutput),
   handler: async (_input, { deps, authorization }) => {

@@ -8,6 +8,8 @@ export const listRoles = defineRpc({
   method: "GET",
   path: "/v1/permissions.listRoles",
   summary: "Lists every role of the workspace, oldest first (no pagination, as in v1).",
+  errors: [403, 503],
+  returns: "Every role of the workspace.",
   input: z.object({}),
   output: z.array(roleOutput),
   handler: async (_input, { deps, authorization }) => {

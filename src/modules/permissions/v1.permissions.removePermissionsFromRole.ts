@@ -11,6 +11,8 @@ export const removePermissionsFromRole = defineRpc({
   path: "/v1/permissions.removePermissionsFromRole",
   bodyLimit: LARGE_BODY_LIMIT,
   summary: "Disconnects permissions (by id or slug) from a role; keys with the role lose them at their next verification.",
+  errors: [400, 403, 404, 503],
+  returns: "The permissions are detached from the role.",
   input: z.object({ roleId: idInput, permissions: permissionRefs }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {

@@ -9,6 +9,8 @@ export const deleteOverride = defineRpc({
   method: "POST",
   path: "/v1/ratelimits.deleteOverride",
   summary: "Deletes the override of an identifier (matched literally) in a namespace; the next limit call no longer sees it.",
+  errors: [400, 403, 404, 503],
+  returns: "The override is deleted.",
   input: z.object({
     ...namespaceSelectorInput,
     identifier: z.string().min(1).max(MAX_NAME),

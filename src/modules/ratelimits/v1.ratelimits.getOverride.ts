@@ -10,6 +10,8 @@ export const getOverride = defineRpc({
   method: "GET",
   path: "/v1/ratelimits.getOverride",
   summary: "Reads the override of an identifier (matched literally, `*` included) in a namespace.",
+  errors: [400, 403, 404, 503],
+  returns: "The override.",
   input: z.object({
     ...namespaceSelectorInput,
     identifier: queryText.min(1).max(MAX_NAME),

@@ -21,13 +21,15 @@ export const limit = defineRpc({
   path: "/v1/ratelimits.limit",
   summary:
     "Counts `cost` against `limit` per fixed window of `duration` ms for an identifier of a namespace; an override of the identifier replaces limit and duration.",
+  errors: [400, 403, 404, 503],
+  returns: "Whether the call passes (`success`), with the limit, what remains and when the window resets.",
   input: z.object({
     namespace: z.string().min(1).max(MAX_NAME).default("default"),
     identifier: z.string().min(1).max(MAX_NAME),
     limit: limitSchema(1),
     duration: durationSchema,
     cost: limitSchema(0).default(1),
-    // Accepted for v1 clients. Every answer is exact, so async changes nothing here (see the README).
+    // Accepted for v1 clients. Every answer is exact, so async changes nothing here (see docs/api.md).
     async: z.boolean().default(false),
     // v1 used these only for its analytics and audit logs; keyhaven has neither and ignores them.
     meta: metaSchema.optional(),

@@ -14,6 +14,8 @@ export const listNamespaces = defineRpc({
   path: "/v1/ratelimits.listNamespaces",
   summary:
     "keyhaven extension: lists the workspace's rate-limit namespaces with their ids, by name, 1..100 per page; `cursor` (the last name of a page) continues after it.",
+  errors: [400, 403, 503],
+  returns: "A page of the workspace's namespaces with their ids, and the total.",
   input: z.object({
     limit: queryInt(1, 100).default(100),
     cursor: queryText.min(1).max(MAX_NAME).optional(),

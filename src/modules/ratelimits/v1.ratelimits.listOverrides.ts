@@ -10,6 +10,8 @@ export const listOverrides = defineRpc({
   method: "GET",
   path: "/v1/ratelimits.listOverrides",
   summary: "Lists a namespace's overrides by id, 1..100 per page; `cursor` continues after the last page.",
+  errors: [400, 403, 404, 503],
+  returns: "A page of the namespace's overrides, the cursor of the next page and the total.",
   input: z.object({
     ...namespaceSelectorInput,
     limit: queryInt(1, 100).default(100),

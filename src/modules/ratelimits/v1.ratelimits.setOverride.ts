@@ -10,6 +10,8 @@ export const setOverride = defineRpc({
   path: "/v1/ratelimits.setOverride",
   summary:
     "Sets the limit of an identifier (or of every identifier a `*` pattern matches) in a namespace, creating or replacing its override.",
+  errors: [400, 403, 404, 503],
+  returns: "The override's id.",
   input: z.object({
     ...namespaceSelectorInput,
     identifier: z.string().min(3).max(MAX_NAME),

@@ -13,6 +13,8 @@ export const createRootKey = defineRpc({
   auth: "admin",
   summary:
     "Operator route (keyhaven extension): creates a root key for a workspace, with the permissions listed (none for an empty list). The key is shown once; only its hash is stored.",
+  errors: [400, 403, 404, 503],
+  returns: "The new root key, shown only in this answer, and its id.",
   input: z.object({
     workspaceId: idInput,
     name: z.string().max(256).optional(),

@@ -10,6 +10,8 @@ export const deleteRootKey = defineRpc({
   path: "/v1/rootKeys.deleteRootKey",
   auth: "admin",
   summary: "Operator route (keyhaven extension): deletes a root key; the next call made with it is refused.",
+  errors: [400, 403, 404, 503],
+  returns: "The root key is deleted.",
   input: z.object({ keyId: idInput }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {

@@ -11,6 +11,8 @@ export const updateWorkspace = defineRpc({
   auth: "admin",
   summary:
     "Operator route (keyhaven extension): enables or disables a workspace. A disabled workspace answers every root-key call with 403 FORBIDDEN.",
+  errors: [400, 403, 404, 503],
+  returns: "The workspace is enabled or disabled.",
   input: z.object({ workspaceId: idInput, enabled: z.boolean() }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {

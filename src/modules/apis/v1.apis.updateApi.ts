@@ -15,7 +15,12 @@ export const updateApi = defineRpc({
     "Sets an API's IP allow-list (`ipWhitelist`: comma-separated IPv4/IPv6 addresses), or removes it with null. keys.verifyKey then answers FORBIDDEN to a caller whose address (True-Client-IP, else CF-Connecting-IP, else the address the server sees) is not listed; the next verification on every replica sees the change.",
   errors: [400, 403, 404, 503],
   returns: "The allow-list is set (or removed).",
-  input: z.object({ apiId: idInput, ipWhitelist: ipWhitelistInput.nullable() }),
+  input: z.object({
+    apiId: idInput.describe("The API whose allow-list is set."),
+    ipWhitelist: ipWhitelistInput
+      .nullable()
+      .describe("Comma-separated IPv4/IPv6 addresses allowed to verify this API's keys; null removes the list (any caller)."),
+  }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {
     const auth = await authenticateRootKey(deps.db, authorization);

@@ -138,6 +138,32 @@ describe("authentication of every registered route", () => {
     }
   });
 
+  it("keeps what a route answered before authenticating (its beforeAuth) ahead of the refusal", async () => {
+    // Without credentials: the input's own 400, or keys.whoami's lookup (v1's order), comes first.
+    expectError(await h.post("/v1/keys.whoami", { key: "sk_unknown_0123456789" }), 404, "NOT_FOUND", "Key not found");
+    expectError(await h.get("/v1/identities.getIdentity", {}), 400, "BAD_REQUEST", "Provide either identityId or externalId");
+    expectError(await h.get("/v1/keys.getVerifications", {}), 400, "BAD_REQUEST", "keyId or ownerId must be provided");
+    expectError(
+      await h.get("/v1/keys.getVerifications", { keyId: "key_missing", start: "20", end: "10" }),
+      400,
+      "BAD_REQUEST",
+      "start must not be after end",
+    );
+    expectError(
+      await h.get("/v1/analytics.getVerifications", { apiId: "api_missing", start: "10", end: "10" }),
+      400,
+      "BAD_REQUEST",
+      "start cannot be equal or greater than end",
+    );
+    const noNamespace = "You must provide a namespaceId or a namespaceName";
+    expectError(await h.post("/v1/ratelimits.setOverride", { identifier: "ident", limit: 1, duration: 1000 }), 400, "BAD_REQUEST", noNamespace);
+    expectError(await h.get("/v1/ratelimits.getOverride", { identifier: "ident" }), 400, "BAD_REQUEST", noNamespace);
+    expectError(await h.get("/v1/ratelimits.listOverrides", {}), 400, "BAD_REQUEST", noNamespace);
+    expectError(await h.post("/v1/ratelimits.deleteOverride", { identifier: "ident" }), 400, "BAD_REQUEST", noNamespace);
+    // ... and then the refusal, for a request that passes them.
+    expectError(await h.post("/v1/keys.whoami", { key: liveKey }), 403, "UNAUTHORIZED", "key required");
+  });
+
   it("sends each refused route an input it validates, so the refusal is authentication's, not validation's", () => {
     const invalid = rpcs
       .filter((rpc) => !rpc.input.safeParse(minimalInput()[routeName(rpc)] ?? {}).success)

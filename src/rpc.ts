@@ -1,18 +1,56 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import type { z } from "zod";
+import { authenticateAdmin } from "./auth/admin-token.js";
+import { authenticateRootKey, optionalRootKey, type RootKeyAuth } from "./auth/root-key.js";
+import { epochReader } from "./db/epoch.js";
 import type { Deps } from "./deps.js";
 
-export type RpcContext = {
+/**
+ * Who may call a route, enforced by registerRpc before the handler runs (after the input is validated, and after
+ * the route's `beforeAuth`, if any), and documented in /openapi.json:
+ * - "rootKey": `Authorization: Bearer <root key>` of an enabled workspace (v1's 403s otherwise); the handler gets
+ *   it as `ctx.rootKey`.
+ * - "admin": the operator's KEYHAVEN_ADMIN_TOKEN.
+ * - "optionalRootKey": anybody; a valid root key narrows what the route does (keys.verifyKey scopes to its
+ *   workspace), anything else in the header is ignored. The handler asks for it with `ctx.optionalRootKey(epoch)`.
+ * - "none": anybody (liveness, readiness).
+ */
+export type AuthKind = "rootKey" | "admin" | "optionalRootKey" | "none";
+
+/** What every handler, and a route's `beforeAuth`, gets. */
+export type BaseContext = {
   deps: Deps;
   req: FastifyRequest;
   /** For the few routes that answer with a header of their own (keys.verifyKey's Unkey-Ratelimit-Triggered). */
   reply: FastifyReply;
-  /** The raw Authorization header, for the routes that authenticate. */
-  authorization: string | undefined;
+  /**
+   * The store's epoch (db/epoch.ts), read once per request on first call: a route that reads it before
+   * authenticating (ratelimits.limit) has the root key checked at that same epoch, so its own caches cost no
+   * second read.
+   */
+  epoch: () => Promise<bigint>;
 };
 
-export type Rpc<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType> = {
+/** The principal registerRpc hands to the handler, by the route's `auth`. */
+export type Principal<A extends AuthKind> = A extends "rootKey"
+  ? { rootKey: RootKeyAuth }
+  : A extends "optionalRootKey"
+    ? { optionalRootKey: (epoch: bigint | undefined) => Promise<RootKeyAuth | undefined> }
+    : Record<never, never>;
+
+export type RpcContext<A extends AuthKind = AuthKind, P = undefined> = BaseContext &
+  Principal<A> & {
+    /** What the route's `beforeAuth` returned (undefined without one). */
+    checked: P;
+  };
+
+export type Rpc<
+  I extends z.ZodType = z.ZodType,
+  O extends z.ZodType = z.ZodType,
+  A extends AuthKind = AuthKind,
+  P = unknown,
+> = {
   method: "GET" | "POST";
   /** `/v1/<service>.<method>` */
   path: `/v1/${string}`;
@@ -24,11 +62,14 @@ export type Rpc<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType
   returns: string;
   /** 200 unless the contract says otherwise (enqueueKeys answers 202). */
   status?: number;
+  /** Who may call it (see AuthKind): registerRpc enforces it before the handler runs, and /openapi.json shows it. */
+  auth: A;
   /**
-   * Who may call it, as documented in /openapi.json: a root key (the default), the operator's
-   * KEYHAVEN_ADMIN_TOKEN, or nobody in particular. The handler enforces it; this only describes it.
+   * What the route answers before authenticating, in v1's order: checks of the input alone (a 400 that comes
+   * before the 403) or a lookup v1 made first (keys.whoami's 404). It runs after validation; what it returns
+   * reaches the handler as `ctx.checked`.
    */
-  auth?: "rootKey" | "admin" | "none";
+  beforeAuth?: (input: z.output<I>, ctx: BaseContext) => P | Promise<P>;
   /**
    * The error statuses this route can answer, as /openapi.json lists them: what its validation (400), its
    * authentication and permission checks (403), its handler and what the handler calls can throw (404, 409, 412),
@@ -36,7 +77,7 @@ export type Rpc<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType
    * limit. Declared here, next to the handler, so that a change to what the handler throws changes it too.
    */
   errors: readonly RouteErrorStatus[];
-  handler: (input: z.output<I>, ctx: RpcContext) => Promise<z.input<O>>;
+  handler: (input: z.output<I>, ctx: RpcContext<A, P>) => Promise<z.input<O>>;
   /**
    * The largest body the route reads, in bytes (POST only). Parsing JSON costs time in proportion to its size
    * (about 60 ms of CPU for a hostile 1 MiB), before authentication, so each route reads only what it needs.
@@ -57,8 +98,43 @@ export const BULK_BODY_LIMIT = 1024 * KIB;
 
 export const bodyLimitOf = (rpc: Rpc): number => rpc.bodyLimit ?? DEFAULT_BODY_LIMIT;
 
-export function defineRpc<I extends z.ZodType, O extends z.ZodType>(rpc: Rpc<I, O>): Rpc<I, O> {
+export function defineRpc<I extends z.ZodType, O extends z.ZodType, A extends AuthKind, P = undefined>(
+  rpc: Rpc<I, O, A, P>,
+): Rpc<I, O, A, P> {
   return rpc;
+}
+
+/** Reads the epoch on first call and remembers it; `known` is what was read, if it was. */
+function epochOnce(deps: Deps): { read: () => Promise<bigint>; known: () => bigint | undefined } {
+  let reading: Promise<bigint> | undefined;
+  let known: bigint | undefined;
+  return {
+    read: () =>
+      (reading ??= epochReader(deps.db)
+        .current()
+        .then((epoch) => (known = epoch))),
+    known: () => known,
+  };
+}
+
+/** Enforces a route's `auth`: throws v1's refusal, or returns what the handler gets of the caller. */
+async function authenticate(
+  auth: AuthKind,
+  deps: Deps,
+  authorization: string | undefined,
+  epoch: ReturnType<typeof epochOnce>,
+): Promise<Principal<AuthKind>> {
+  switch (auth) {
+    case "rootKey":
+      return { rootKey: await authenticateRootKey(deps.db, authorization, epoch.known()) };
+    case "admin":
+      authenticateAdmin(deps.config, authorization);
+      return {};
+    case "optionalRootKey":
+      return { optionalRootKey: (at: bigint | undefined) => optionalRootKey(deps.db, authorization, Date.now(), at) };
+    case "none":
+      return {};
+  }
 }
 
 export function registerRpc(app: FastifyInstance, deps: Deps, rpc: Rpc): void {
@@ -74,7 +150,11 @@ export function registerRpc(app: FastifyInstance, deps: Deps, rpc: Rpc): void {
     },
     handler: async (req, reply) => {
       const input = rpc.method === "GET" ? req.query : req.body;
-      const output = await rpc.handler(input, { deps, req, reply, authorization: req.headers.authorization });
+      const epoch = epochOnce(deps);
+      const base: BaseContext = { deps, req, reply, epoch: epoch.read };
+      const checked = rpc.beforeAuth ? await rpc.beforeAuth(input, base) : undefined;
+      const principal = await authenticate(rpc.auth, deps, req.headers.authorization, epoch);
+      const output = await rpc.handler(input, { ...base, ...principal, checked } as RpcContext);
       return reply.code(status).send(output);
     },
   });

@@ -85,10 +85,9 @@ const serviceOf = (rpc: Rpc) => {
   return name.includes(".") ? name.slice(0, name.indexOf(".")) : "health";
 };
 
-const securityOf = (rpc: Rpc) => {
-  const auth = rpc.auth ?? "rootKey";
-  return auth === "none" ? [] : [{ [auth === "admin" ? "adminToken" : "rootKey"]: [] }];
-};
+/** keys.verifyKey ("optionalRootKey") is documented as needing nothing: its summary says what a root key adds. */
+const securityOf = (rpc: Rpc) =>
+  rpc.auth === "none" || rpc.auth === "optionalRootKey" ? [] : [{ [rpc.auth === "admin" ? "adminToken" : "rootKey"]: [] }];
 
 const tagDescriptions: Record<string, string> = {
   health: "Liveness (the process is up) and readiness (PostgreSQL and Redis answer). No authentication.",

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { queryInt, queryText } from "../../http/query.js";
 import { idInput } from "../../http/input-bounds.js";
@@ -45,6 +45,7 @@ function queryList<T extends string>(item: z.ZodType<T, string>, splitCommas: bo
 export const getVerifications = defineRpc({
   method: "GET",
   path: "/v1/analytics.getVerifications",
+  auth: "rootKey",
   summary:
     "Verification counts of an API's keys per outcome, filtered by keys, identity (externalId) and tags, optionally grouped by hour, day or month (UTC), key, identity, tag set or single tag.",
   errors: [400, 403, 404, 503],
@@ -72,8 +73,8 @@ export const getVerifications = defineRpc({
       tag: z.string().optional(),
     }),
   ),
-  handler: async (input, { deps, authorization }) => {
-    const { db } = deps;
+  // The input's own 400s come before authentication, as before.
+  beforeAuth: (input) => {
     const end = input.end ?? Date.now();
     if (input.start >= end) throw new ApiError("BAD_REQUEST", "start cannot be equal or greater than end");
     const groupBy = new Set(input.groupBy ?? []);
@@ -90,8 +91,10 @@ export const getVerifications = defineRpc({
     if (input.orderBy === "time" && !time) {
       throw new ApiError("BAD_REQUEST", "orderBy=time needs groupBy hour, day or month");
     }
-
-    const auth = await authenticateRootKey(db, authorization);
+    return { end, groupBy, time };
+  },
+  handler: async (input, { deps, rootKey: auth, checked: { end, groupBy, time } }) => {
+    const { db } = deps;
     requirePermission(auth, { or: ["*", "api.*.read_api", `api.${input.apiId}.read_api`] });
     if (!(await findApi(db, auth.workspaceId, input.apiId))) {
       throw new ApiError("NOT_FOUND", `api ${input.apiId} not found`);

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { requirePermission } from "../../auth/root-key.js";
 import { defineRpc } from "../../rpc.js";
 import { insertApi } from "./apis.repository.js";
 import { ipWhitelistInput } from "./ip-whitelist.js";
@@ -7,6 +7,7 @@ import { ipWhitelistInput } from "./ip-whitelist.js";
 export const createApi = defineRpc({
   method: "POST",
   path: "/v1/apis.createApi",
+  auth: "rootKey",
   summary: "Creates an API: the keyspace that keys are created in and verified against.",
   errors: [400, 403, 503],
   returns: "The new API's id and name.",
@@ -20,8 +21,7 @@ export const createApi = defineRpc({
     ipWhitelist: ipWhitelistInput.optional().describe("keyhaven extension: comma-separated IPv4/IPv6 addresses allowed to verify this API's keys (else FORBIDDEN). Default: any caller."),
   }),
   output: z.object({ apiId: z.string().describe("The new API's id (`api_…`)."), name: z.string() }),
-  handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+  handler: async (input, { deps, rootKey: auth }) => {
     requirePermission(auth, { or: ["*", "api.*.create_api"] });
     const apiId = await insertApi(deps.db, { ...input, workspaceId: auth.workspaceId });
     return { apiId, name: input.name };

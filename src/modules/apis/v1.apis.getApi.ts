@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { apiPermission } from "../../auth/permissions.js";
-import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
 import { idInput } from "../../http/input-bounds.js";
@@ -9,6 +9,7 @@ import { findApi } from "./apis.repository.js";
 export const getApi = defineRpc({
   method: "GET",
   path: "/v1/apis.getApi",
+  auth: "rootKey",
   summary: "Reads an API by id; `ipWhitelist` (a keyhaven addition) is present when the API has an IP allow-list.",
   errors: [400, 403, 404, 503],
   returns: "The API.",
@@ -20,8 +21,7 @@ export const getApi = defineRpc({
     // keyhaven extension, only when the API has an IP allow-list.
     ipWhitelist: z.string().optional().describe("keyhaven extension: the API's IP allow-list, when it has one."),
   }),
-  handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+  handler: async (input, { deps, rootKey: auth }) => {
     requirePermission(auth, apiPermission(input.apiId, "read_api"));
     const api = await findApi(deps.db, auth.workspaceId, input.apiId);
     if (!api) throw new ApiError("NOT_FOUND", `api ${input.apiId} not found`);

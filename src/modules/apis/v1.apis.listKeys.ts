@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { queryBoolean, queryInt, queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
@@ -17,6 +17,7 @@ import { findApi } from "./apis.repository.js";
 export const listKeys = defineRpc({
   method: "GET",
   path: "/v1/apis.listKeys",
+  auth: "rootKey",
   summary:
     "Lists an API's keys by id, a page at a time: pass the returned `cursor` to get the next page; there is none after the last. `total` is the exact number of keys matching the filters.",
   errors: [400, 403, 404, 412, 503],
@@ -36,10 +37,9 @@ export const listKeys = defineRpc({
     cursor: z.string().optional().describe("Pass it as `cursor` for the next page; absent on the last page."),
     total: z.number().describe("How many keys match the filters, exactly."),
   }),
-  handler: async (input, { deps, authorization }) => {
+  handler: async (input, { deps, rootKey: auth }) => {
     const { db, keyring } = deps;
     const { apiId } = input;
-    const auth = await authenticateRootKey(db, authorization);
     requirePermission(auth, {
       or: [
         "*",

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { requirePermission } from "../../auth/root-key.js";
 import { isUniqueViolation } from "../../db/client.js";
 import { ApiError } from "../../errors.js";
 import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
@@ -9,14 +9,14 @@ import { assertMetaSize, externalIdInput, meta, ratelimitsInput } from "./identi
 export const createIdentity = defineRpc({
   method: "POST",
   path: "/v1/identities.createIdentity",
+  auth: "rootKey",
   bodyLimit: LARGE_BODY_LIMIT,
   summary: "Creates an identity (externalId unique in the workspace) with optional meta and named rate limits.",
   errors: [400, 403, 409, 503],
   returns: "The new identity's id.",
   input: z.object({ externalId: externalIdInput, meta: meta.optional(), ratelimits: ratelimitsInput.optional() }),
   output: z.object({ identityId: z.string() }),
-  handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+  handler: async (input, { deps, rootKey: auth }) => {
     requirePermission(auth, { or: ["*", "identity.*.create_identity"] });
     assertMetaSize(input.meta);
     const names = new Set<string>();

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { describeQuery, type PermissionQuery } from "../../auth/permissions.js";
-import { authenticateRootKey, hasPermission, missingPermissions, requirePermission } from "../../auth/root-key.js";
+import { hasPermission, missingPermissions, requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
@@ -10,17 +10,19 @@ import { meta, ratelimitOutput } from "./identities.schemas.js";
 export const getIdentity = defineRpc({
   method: "GET",
   path: "/v1/identities.getIdentity",
+  auth: "rootKey",
   summary: "Reads an identity by id or by externalId, with its rate limits.",
   errors: [400, 403, 404, 503],
   returns: "The identity, with its meta and rate limits.",
   input: z.object({ identityId: queryText.min(1).optional(), externalId: queryText.min(1).optional() }),
   output: z.object({ id: z.string(), externalId: z.string(), meta, ratelimits: z.array(ratelimitOutput) }),
-  handler: async (input, { deps, authorization }) => {
-    // Before authentication, as v1 did.
+  // Before authentication, as v1 did.
+  beforeAuth: (input) => {
     if (input.identityId === undefined && input.externalId === undefined) {
       throw new ApiError("BAD_REQUEST", "Provide either identityId or externalId");
     }
-    const auth = await authenticateRootKey(deps.db, authorization);
+  },
+  handler: async (input, { deps, rootKey: auth }) => {
     const anyIdentity: PermissionQuery = { or: ["*", "identity.*.read_identity"] };
     // By id the permission is known before the lookup. By externalId it is too for `*` and identity.*; a root key
     // with read_identity on some identities only learns neither the id behind the externalId nor whether it exists.

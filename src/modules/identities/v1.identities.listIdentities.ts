@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { requirePermission } from "../../auth/root-key.js";
 import { queryInt, queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
 import { identityRatelimits, listIdentitiesPage } from "./identities.repository.js";
@@ -8,6 +8,7 @@ import { ratelimitOutput } from "./identities.schemas.js";
 export const listIdentities = defineRpc({
   method: "GET",
   path: "/v1/identities.listIdentities",
+  auth: "rootKey",
   summary: "Lists the identities of an environment, by id, 1..100 per page; `cursor` continues after the last page.",
   errors: [400, 403, 503],
   returns: "A page of identities, the cursor of the next page when there is one, and the total.",
@@ -21,8 +22,7 @@ export const listIdentities = defineRpc({
     cursor: z.string().optional(),
     total: z.number(),
   }),
-  handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+  handler: async (input, { deps, rootKey: auth }) => {
     requirePermission(auth, { or: ["*", "identity.*.read_identity", `identity.${input.environment}.read_identity`] });
     const { rows, total } = await listIdentitiesPage(deps.db, {
       workspaceId: auth.workspaceId,

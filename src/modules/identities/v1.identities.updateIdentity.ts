@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
 import { idInput } from "../../http/input-bounds.js";
@@ -9,6 +9,7 @@ import { assertMetaSize, meta, ratelimitOutput, ratelimitsInput } from "./identi
 export const updateIdentity = defineRpc({
   method: "POST",
   path: "/v1/identities.updateIdentity",
+  auth: "rootKey",
   bodyLimit: LARGE_BODY_LIMIT,
   summary: "Updates an identity's meta and reconciles its rate limits by name (update, insert, delete) in one transaction.",
   errors: [400, 403, 404, 409, 503],
@@ -21,8 +22,7 @@ export const updateIdentity = defineRpc({
     ratelimits: ratelimitsInput.optional(),
   }),
   output: z.object({ id: z.string(), externalId: z.string(), meta, ratelimits: z.array(ratelimitOutput) }),
-  handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+  handler: async (input, { deps, rootKey: auth }) => {
     requirePermission(auth, { or: ["*", "identity.*.update_identity"] });
     if (input.identityId === undefined && input.externalId === undefined) {
       throw new ApiError("BAD_REQUEST", "Provide either identityId or externalId");

@@ -2,7 +2,6 @@ import { z } from "zod";
 import { findPermissionsByIdOrSlug } from "../permissions/permissions.repository.js";
 import { describeQuery, type PermissionQuery } from "../../auth/permissions.js";
 import {
-  authenticateRootKey,
   hasPermission,
   missingPermissions,
   type RootKeyAuth,
@@ -170,9 +169,8 @@ async function lockKey(tx: Db, auth: RootKeyAuth, keyId: string): Promise<Key> {
 export async function addToKey(
   k: RbacKind,
   input: { keyId: string; wanted: Wanted[] },
-  { deps, authorization }: RpcContext,
+  { deps, rootKey: auth }: RpcContext<"rootKey">,
 ): Promise<Connected[]> {
-  const auth = await authenticateRootKey(deps.db, authorization);
   requirePermission(auth, anyOf(k.permissions.add));
   return deps.db.transaction(async (tx) => {
     const key = await lockKey(tx, auth, input.keyId);
@@ -195,9 +193,8 @@ export async function addToKey(
 export async function removeFromKey(
   k: RbacKind,
   input: { keyId: string; wanted: Wanted[] },
-  { deps, authorization }: RpcContext,
+  { deps, rootKey: auth }: RpcContext<"rootKey">,
 ): Promise<Record<string, never>> {
-  const auth = await authenticateRootKey(deps.db, authorization);
   requirePermission(auth, anyOf(k.permissions.remove));
   await deps.db.transaction(async (tx) => {
     const key = await lockKey(tx, auth, input.keyId);
@@ -219,9 +216,8 @@ export async function removeFromKey(
 export async function setOnKey(
   k: RbacKind,
   input: { keyId: string; wanted: Wanted[] },
-  { deps, authorization }: RpcContext,
+  { deps, rootKey: auth }: RpcContext<"rootKey">,
 ): Promise<Connected[]> {
-  const auth = await authenticateRootKey(deps.db, authorization);
   requirePermission(auth, { or: ["*", k.permissions.add, k.permissions.remove] });
   return deps.db.transaction(async (tx) => {
     const key = await lockKey(tx, auth, input.keyId);

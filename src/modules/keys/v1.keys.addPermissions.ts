@@ -6,6 +6,7 @@ import { connectionSchema, entries, permissionKind, addToKey, connectedSchema } 
 export const addPermissions = defineRpc({
   method: "POST",
   path: "/v1/keys.addPermissions",
+  auth: "rootKey",
   bodyLimit: LARGE_BODY_LIMIT,
   summary: "Connects permissions (by id, or by slug in `name`, created with `create`) to a key; answers all of them.",
   errors: [400, 403, 404, 503],

@@ -6,6 +6,7 @@ import { connectionSchema, entries, roleKind, addToKey, connectedSchema } from "
 export const addRoles = defineRpc({
   method: "POST",
   path: "/v1/keys.addRoles",
+  auth: "rootKey",
   bodyLimit: LARGE_BODY_LIMIT,
   summary: "Connects roles (by id or name, created with `create`) to a key; answers all of them.",
   errors: [400, 403, 404, 503],

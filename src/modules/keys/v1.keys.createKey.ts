@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { apiPermission } from "../../auth/permissions.js";
-import { authenticateRootKey, hasPermission, requirePermission } from "../../auth/root-key.js";
+import { hasPermission, requirePermission } from "../../auth/root-key.js";
 import { hashKey } from "../../crypto/hash.js";
 import { generateKey } from "../../crypto/key-gen.js";
 import { ApiError } from "../../errors.js";
@@ -37,6 +37,7 @@ export type CreateKeyInput = z.output<typeof createKeyInput>;
 export const createKey = defineRpc({
   method: "POST",
   path: "/v1/keys.createKey",
+  auth: "rootKey",
   bodyLimit: LARGE_BODY_LIMIT,
   summary:
     "Creates a key in an API and returns it; the key is shown only here. Everything (roles, permissions, identity, rate limit, encrypted copy) is written in one transaction.",
@@ -47,9 +48,8 @@ export const createKey = defineRpc({
     keyId: z.string().describe("The key's id (`key_…`), for the routes that manage it."),
     key: z.string().describe("The key itself, to give to your customer. Shown only in this answer; keyhaven stores its hash."),
   }),
-  handler: async (input, { deps, authorization }) => {
+  handler: async (input, { deps, rootKey: auth }) => {
     const { db, keyring } = deps;
-    const auth = await authenticateRootKey(db, authorization);
     requirePermission(auth, apiPermission(input.apiId, "create_key"));
     const workspaceId = auth.workspaceId;
 

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { apiPermission } from "../../auth/permissions.js";
-import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { queryBoolean, queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
@@ -15,6 +15,7 @@ import {
 export const getKey = defineRpc({
   method: "GET",
   path: "/v1/keys.getKey",
+  auth: "rootKey",
   summary:
     "Reads a key by id. A key of another workspace is answered as if it did not exist. `decrypt=true` adds the plaintext of a key stored encrypted.",
   errors: [400, 403, 404, 412, 503],
@@ -24,11 +25,10 @@ export const getKey = defineRpc({
     decrypt: queryBoolean.optional(),
   }),
   output: keyObjectSchema,
-  handler: async (input, { deps, authorization }) => {
+  handler: async (input, { deps, rootKey: auth }) => {
     const { db, keyring } = deps;
     const notFound = () => new ApiError("NOT_FOUND", `key ${input.keyId} not found`);
     // Authenticated before the lookup (v1 looked first): a wrong root key must not learn whether the id exists.
-    const auth = await authenticateRootKey(db, authorization);
     const row = await findKeyObjectRow(db, { id: input.keyId }, "direct-names");
     if (!row || row.workspaceId !== auth.workspaceId) throw notFound();
     requirePermission(auth, apiPermission(row.apiId, "read_key"));

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { queryInt, queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
@@ -11,6 +11,7 @@ const HOUR_MS = 3_600_000;
 export const getVerifications = defineRpc({
   method: "GET",
   path: "/v1/keys.getVerifications",
+  auth: "rootKey",
   summary:
     "Daily verification counts (UTC days) of a key, or of every key of an owner (`ownerId`: the key's ownerId or its identity's externalId). The window defaults to the last 24 hours.",
   errors: [400, 403, 404, 503],
@@ -27,18 +28,20 @@ export const getVerifications = defineRpc({
       z.object({ time: z.number(), success: z.number(), rateLimited: z.number(), usageExceeded: z.number() }),
     ),
   }),
-  handler: async (input, { deps, authorization }) => {
-    const { db } = deps;
+  // The input's own 400s come before authentication, as before.
+  beforeAuth: (input) => {
     if (input.keyId === undefined && input.ownerId === undefined) {
       throw new ApiError("BAD_REQUEST", "keyId or ownerId must be provided");
     }
     const end = input.end ?? Date.now();
     const start = input.start ?? end - 24 * HOUR_MS;
     if (start > end) throw new ApiError("BAD_REQUEST", "start must not be after end");
-
+    return { start, end };
+  },
+  handler: async (input, { deps, rootKey: auth, checked: { start, end } }) => {
+    const { db } = deps;
     // Authenticated before the lookup (v1 looked a keyId up first), so a wrong root key learns nothing about it; a
     // key of another workspace is answered as a missing one.
-    const auth = await authenticateRootKey(db, authorization);
     let keys: { id: string; apiId: string }[];
     if (input.keyId !== undefined) {
       const key = await findKeyScope(db, input.keyId);

@@ -6,6 +6,7 @@ import { permissionSlugRemovalSchema, entries, permissionKind, removeFromKey } f
 export const removePermissions = defineRpc({
   method: "POST",
   path: "/v1/keys.removePermissions",
+  auth: "rootKey",
   bodyLimit: LARGE_BODY_LIMIT,
   summary:
     "Disconnects permissions (by id, or by slug in `name`/`slug`) from a key; every entry is honoured, and one naming no permission of the key changes nothing.",

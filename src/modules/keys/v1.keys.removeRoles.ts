@@ -6,6 +6,7 @@ import { disconnectionSchema, entries, roleKind, removeFromKey } from "./key-rba
 export const removeRoles = defineRpc({
   method: "POST",
   path: "/v1/keys.removeRoles",
+  auth: "rootKey",
   bodyLimit: LARGE_BODY_LIMIT,
   summary:
     "Disconnects roles (by id or name) from a key; every entry is honoured, and one naming no role of the key changes nothing.",

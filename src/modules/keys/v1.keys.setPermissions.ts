@@ -6,6 +6,7 @@ import { permissionSlugSchema, entries, permissionKind, setOnKey, connectedSchem
 export const setPermissions = defineRpc({
   method: "POST",
   path: "/v1/keys.setPermissions",
+  auth: "rootKey",
   bodyLimit: LARGE_BODY_LIMIT,
   summary: "Makes the key's direct permissions exactly the given ones (by id, or by slug, created with `create`).",
   errors: [400, 403, 404, 503],

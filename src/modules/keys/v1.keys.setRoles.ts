@@ -6,6 +6,7 @@ import { connectionSchema, entries, roleKind, setOnKey, connectedSchema } from "
 export const setRoles = defineRpc({
   method: "POST",
   path: "/v1/keys.setRoles",
+  auth: "rootKey",
   bodyLimit: LARGE_BODY_LIMIT,
   summary: "Makes the key's roles exactly the given ones (by id or name, created with `create`).",
   errors: [400, 403, 404, 503],

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { apiPermission } from "../../auth/permissions.js";
-import { authenticateRootKey, type RootKeyAuth, requirePermission } from "../../auth/root-key.js";
+import { type RootKeyAuth, requirePermission } from "../../auth/root-key.js";
 import type { Db } from "../../db/client.js";
 import { ApiError } from "../../errors.js";
 import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
@@ -39,6 +39,7 @@ export type UpdateKeyInput = z.output<typeof updateKeyInput>;
 export const updateKey = defineRpc({
   method: "POST",
   path: "/v1/keys.updateKey",
+  auth: "rootKey",
   bodyLimit: LARGE_BODY_LIMIT,
   summary:
     "Updates a key: only the fields present are changed, null clears one; roles and permissions replace the key's sets. All or nothing.",
@@ -46,8 +47,7 @@ export const updateKey = defineRpc({
   returns: "The key is updated.",
   input: updateKeyInput,
   output: z.object({}),
-  handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+  handler: async (input, { deps, rootKey: auth }) => {
     await deps.db.transaction(async (tx) => {
       const key = await lockKeyForUpdate(tx, auth.workspaceId, input.keyId);
       if (!key) throw new ApiError("NOT_FOUND", `key ${input.keyId} not found`);

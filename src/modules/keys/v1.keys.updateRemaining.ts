@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { apiPermission } from "../../auth/permissions.js";
-import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
 import { MAX_INT32 } from "./keys.schemas.js";
@@ -10,6 +10,7 @@ import { changeKeyRemaining, findLiveKeyForWrite, type RemainingChange } from ".
 export const updateRemaining = defineRpc({
   method: "POST",
   path: "/v1/keys.updateRemaining",
+  auth: "rootKey",
   summary:
     "Increments, decrements (never below 0) or sets a key's remaining uses, atomically and after any due refill; `set` with null makes the key unlimited.",
   errors: [400, 403, 404, 503],
@@ -21,13 +22,12 @@ export const updateRemaining = defineRpc({
     value: z.int().min(0).max(MAX_INT32).nullable(),
   }),
   output: z.object({ remaining: z.int().nullable() }),
-  handler: async (input, { deps, authorization }) => {
+  handler: async (input, { deps, rootKey: auth }) => {
     const { db } = deps;
     const { op, value } = input;
     const notFound = new ApiError("NOT_FOUND", `key ${input.keyId} not found`);
     // Authenticated before the lookup (v1 looked first), so a wrong root key learns nothing about the id; another
     // workspace's key is answered as a missing one.
-    const auth = await authenticateRootKey(db, authorization);
     const key = await findLiveKeyForWrite(db, input.keyId);
     if (!key || key.workspaceId !== auth.workspaceId) throw notFound;
     requirePermission(auth, apiPermission(key.apiId, "update_key"));

@@ -1,6 +1,5 @@
 import type { FastifyRequest } from "fastify";
 import { z } from "zod";
-import { optionalRootKey } from "../../auth/root-key.js";
 import { MAX_ID_LENGTH } from "../../http/input-bounds.js";
 import { MAX_WINDOW_MS } from "../../ratelimit/ratelimiter.js";
 import { defineRpc } from "../../rpc.js";
@@ -43,7 +42,7 @@ const output = z.object({
 export const verifyKey = defineRpc({
   method: "POST",
   path: "/v1/keys.verifyKey",
-  auth: "none",
+  auth: "optionalRootKey",
   summary:
     "Verifies a key and answers 200 for every outcome of the key itself. Needs no root key; with a valid root key (`Authorization: Bearer`) the verification is scoped to its workspace (a key of another workspace is NOT_FOUND), any other Authorization header is ignored. KEYHAVEN_VERIFY_REQUIRE_SCOPE=on makes `apiId` or a valid root key mandatory (else 400). When the key's API has an IP allow-list, a caller whose address (True-Client-IP, else CF-Connecting-IP, else the address the server sees, see KEYHAVEN_TRUST_PROXY) is not listed gets FORBIDDEN. A RATE_LIMITED answer carries the header `Unkey-Ratelimit-Triggered` naming the limit that refused.",
   errors: [400, 403, 503],
@@ -76,11 +75,11 @@ export const verifyKey = defineRpc({
       .optional().describe("Rate limits to apply besides the key's auto-applied ones: a configured limit by `name`, or an ad-hoc one with `limit` per `duration` ms. All or nothing: a refusal charges none."),
   }),
   output,
-  handler: async (input, { deps, req, reply, authorization }) => {
+  handler: async (input, { deps, req, reply, optionalRootKey }) => {
     const { subject, triggeredRatelimit, ...result } = await verify(deps, {
       key: input.key,
       apiId: input.apiId,
-      scope: (epoch) => optionalRootKey(deps.db, authorization, Date.now(), epoch),
+      scope: optionalRootKey,
       requireScope: deps.config.verifyRequireScope,
       callerIp: callerIp(req),
       permissions: input.authorization?.permissions,

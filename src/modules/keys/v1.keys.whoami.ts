@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { apiPermission } from "../../auth/permissions.js";
-import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { requirePermission } from "../../auth/root-key.js";
 import { hashKey } from "../../crypto/hash.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
@@ -10,6 +10,7 @@ import { metaSchema } from "./keys.schemas.js";
 export const whoami = defineRpc({
   method: "POST",
   path: "/v1/keys.whoami",
+  auth: "rootKey",
   summary:
     "Tells which key a secret is. The key is looked up (by its hash) before authentication, as in v1; a key of another workspace is answered as if it did not exist.",
   errors: [400, 403, 404, 503],
@@ -25,11 +26,13 @@ export const whoami = defineRpc({
     enabled: z.boolean(),
     environment: z.string().optional(),
   }),
-  handler: async (input, { deps, authorization }) => {
-    const { db } = deps;
-    const row = await findKeyObjectRow(db, { hash: hashKey(input.key) }, "direct-names");
+  // The key is looked up before authenticating, as v1 did: an unknown key is 404 whoever asks.
+  beforeAuth: async (input, { deps }) => {
+    const row = await findKeyObjectRow(deps.db, { hash: hashKey(input.key) }, "direct-names");
     if (!row) throw new ApiError("NOT_FOUND", "Key not found");
-    const auth = await authenticateRootKey(db, authorization);
+    return row;
+  },
+  handler: async (_input, { rootKey: auth, checked: row }) => {
     if (row.workspaceId !== auth.workspaceId) throw new ApiError("NOT_FOUND", "Key not found");
     requirePermission(auth, apiPermission(row.apiId, "read_key"));
     return {

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { authenticateRootKey, hasPermission } from "../../auth/root-key.js";
+import { hasPermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { BULK_BODY_LIMIT, defineRpc } from "../../rpc.js";
 import { findLiveApiIds } from "../apis/apis.repository.js";
@@ -12,6 +12,7 @@ import { insertImport } from "./migrations.repository.js";
 export const createKeys = defineRpc({
   method: "POST",
   path: "/v1/migrations.createKeys",
+  auth: "rootKey",
   bodyLimit: BULK_BODY_LIMIT,
   summary:
     "Imports up to 100 existing keys, by SHA-256 hash or by plaintext, all or nothing. The body is a JSON array; keyIds come back in request order.",
@@ -19,9 +20,8 @@ export const createKeys = defineRpc({
   returns: "The ids of the imported keys, in request order.",
   input: createKeysInputSchema,
   output: z.object({ keyIds: z.array(z.string()).describe("The new keys' ids, in the order of the request.") }),
-  handler: async (items, { deps, authorization }) => {
+  handler: async (items, { deps, rootKey: auth }) => {
     const { db, keyring } = deps;
-    const auth = await authenticateRootKey(db, authorization);
     if (items.length === 0) return { keyIds: [] };
     const workspaceId = auth.workspaceId;
 

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { BULK_BODY_LIMIT, defineRpc } from "../../rpc.js";
 import { findApi } from "../apis/apis.repository.js";
@@ -12,6 +12,7 @@ import { enqueueKeysInputSchema } from "./migrations.schemas.js";
 export const enqueueKeys = defineRpc({
   method: "POST",
   path: "/v1/migrations.enqueueKeys",
+  auth: "rootKey",
   bodyLimit: BULK_BODY_LIMIT,
   summary:
     "Queues up to 100 existing keys for import by the background worker and answers 202 once the batch is stored (plaintexts already encrypted). Results: migrations.getMigration.",
@@ -20,9 +21,8 @@ export const enqueueKeys = defineRpc({
   input: enqueueKeysInputSchema,
   output: z.object({}),
   status: 202,
-  handler: async ({ migrationId, apiId, keys }, { deps, authorization }) => {
+  handler: async ({ migrationId, apiId, keys }, { deps, rootKey: auth }) => {
     const { db, keyring } = deps;
-    const auth = await authenticateRootKey(db, authorization);
     requirePermission(auth, importPermission(apiId, keys.some((k) => k.plaintext !== undefined)));
     if (!(await findApi(db, auth.workspaceId, apiId))) throw new ApiError("NOT_FOUND", `api ${apiId} not found`);
     if (keys.length === 0) return {};

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { authenticateRootKey, hasPermission, type RootKeyAuth } from "../../auth/root-key.js";
+import { hasPermission, type RootKeyAuth } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
@@ -13,6 +13,7 @@ export const MAX_LISTED_RETRYING = 100;
 export const getMigration = defineRpc({
   method: "GET",
   path: "/v1/migrations.getMigration",
+  auth: "rootKey",
   summary:
     "keyhaven extension: the progress of the batches enqueued with migrations.enqueueKeys under a migrationId: pending batches whose last attempt failed transiently (retried with backoff), and why keys were not imported (never the key itself).",
   errors: [400, 403, 404, 503],
@@ -45,9 +46,8 @@ export const getMigration = defineRpc({
       }),
     ).describe("Why keys were not imported (at most 1000): `index` is the key's position in its batch, null for the whole batch. Never a key or its hash."),
   }),
-  handler: async ({ migrationId }, { deps, authorization }) => {
+  handler: async ({ migrationId }, { deps, rootKey: auth }) => {
     const { db } = deps;
-    const auth = await authenticateRootKey(db, authorization);
     // Decided before the lookup where the root key's permissions alone decide, and never naming the migration's
     // APIs: a key without read_api on all of them must not learn which they are.
     const everyApi = hasPermission(auth, { or: ["*", "api.*.read_api"] });

@@ -1,5 +1,4 @@
 import { z } from "zod";
-import { authenticateAdmin } from "../../auth/admin-token.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
 import { retryFailedBatches } from "./migrations.repository.js";
@@ -17,8 +16,7 @@ export const retryMigration = defineRpc({
     migrationId: z.string().min(1).max(256).describe("The `migrationId` its batches were enqueued under."),
   }),
   output: z.object({ batches: z.number().describe("How many batches that had failed as a whole were queued again.") }),
-  handler: async ({ workspaceId, migrationId }, { deps, authorization }) => {
-    authenticateAdmin(deps.config, authorization);
+  handler: async ({ workspaceId, migrationId }, { deps }) => {
     const batches = await retryFailedBatches(deps.db, workspaceId, migrationId);
     if (batches === undefined) throw new ApiError("NOT_FOUND", `migration ${migrationId} not found`);
     if (batches > 0) deps.migrationWorker?.wake();

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { requirePermission } from "../../auth/root-key.js";
 import { isUniqueViolation } from "../../db/client.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
@@ -9,13 +9,13 @@ import { description, identifier } from "./permissions.schemas.js";
 export const createPermission = defineRpc({
   method: "POST",
   path: "/v1/permissions.createPermission",
+  auth: "rootKey",
   summary: "Creates a permission. Its slug (default: the name) is unique in the workspace.",
   errors: [400, 403, 409, 503],
   returns: "The new permission's id.",
   input: z.object({ name: identifier, slug: identifier.optional(), description: description.optional() }),
   output: z.object({ permissionId: z.string() }),
-  handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+  handler: async (input, { deps, rootKey: auth }) => {
     requirePermission(auth, { or: ["*", "rbac.*.create_permission"] });
     const slug = input.slug ?? input.name;
     try {

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
@@ -9,13 +9,13 @@ import { roleOutput, toRoleOutput } from "./permissions.schemas.js";
 export const getRole = defineRpc({
   method: "GET",
   path: "/v1/permissions.getRole",
+  auth: "rootKey",
   summary: "Reads a role by id.",
   errors: [400, 403, 404, 503],
   returns: "The role.",
   input: z.object({ roleId: queryText.min(1) }),
   output: roleOutput,
-  handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+  handler: async (input, { deps, rootKey: auth }) => {
     requirePermission(auth, { or: ["*", "rbac.*.read_role"] });
     const role = await findRole(deps.db, auth.workspaceId, input.roleId);
     if (!role) throw new ApiError("NOT_FOUND", `role ${input.roleId} not found`);

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
 import { findNamespace, softDeleteOverride } from "./ratelimits.repository.js";
@@ -8,6 +8,7 @@ import { givenNamespace, namespaceSelectorInput, MAX_NAME, namespaceLabel } from
 export const deleteOverride = defineRpc({
   method: "POST",
   path: "/v1/ratelimits.deleteOverride",
+  auth: "rootKey",
   summary: "Deletes the override of an identifier (matched literally) in a namespace; the next limit call no longer sees it.",
   errors: [400, 403, 404, 503],
   returns: "The override is deleted.",
@@ -16,9 +17,9 @@ export const deleteOverride = defineRpc({
     identifier: z.string().min(1).max(MAX_NAME),
   }),
   output: z.object({}),
-  handler: async (input, { deps, authorization }) => {
-    const by = givenNamespace(input);
-    const auth = await authenticateRootKey(deps.db, authorization);
+  // Which namespace is checked before authentication, as before.
+  beforeAuth: (input) => givenNamespace(input),
+  handler: async (input, { deps, rootKey: auth, checked: by }) => {
     requirePermission(auth, { or: ["*", "ratelimit.*.delete_override"] });
     const namespace = await findNamespace(deps.db, auth.workspaceId, by);
     if (!namespace) throw new ApiError("NOT_FOUND", `Namespace ${namespaceLabel(by)} not found`);

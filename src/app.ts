@@ -10,7 +10,8 @@ import {
 import type { Config } from "./config.js";
 import { findDependencyFailure } from "./dependency.js";
 import type { Deps } from "./deps.js";
-import { ApiError, type ErrorCode, errorEnvelope } from "./errors.js";
+import { DomainError } from "./domain-errors.js";
+import { ApiError, apiErrorOf, type ErrorCode, errorEnvelope } from "./errors.js";
 import { registerErrorReference } from "./http/error-reference.js";
 import { parseJsonBody } from "./http/json-body.js";
 import { registerMetrics } from "./http/metrics.js";
@@ -150,7 +151,9 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
   const sendError = (req: FastifyRequest, code: ErrorCode, message: string) =>
     errorEnvelope(code, message, req.id, origin());
 
-  app.setErrorHandler((err: FastifyError, req, reply) => {
+  app.setErrorHandler((thrown: FastifyError, req, reply) => {
+    // The core throws domain errors; they are answered as v1 answers them (apiErrorOf), here only.
+    const err = thrown instanceof DomainError ? (apiErrorOf(thrown) as unknown as FastifyError) : thrown;
     if (err instanceof ApiError) {
       return reply.code(err.status).send(sendError(req, err.code, err.message));
     }

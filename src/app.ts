@@ -151,11 +151,11 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
   const sendError = (req: FastifyRequest, code: ErrorCode, message: string) =>
     errorEnvelope(code, message, req.id, origin());
 
-  app.setErrorHandler((thrown: FastifyError, req, reply) => {
-    // The core throws domain errors; they are answered as v1 answers them (apiErrorOf), here only.
-    const err = thrown instanceof DomainError ? (apiErrorOf(thrown) as unknown as FastifyError) : thrown;
-    if (err instanceof ApiError) {
-      return reply.code(err.status).send(sendError(req, err.code, err.message));
+  app.setErrorHandler((err: FastifyError, req, reply) => {
+    // The core throws domain errors; here, and only here, they become v1's codes and statuses (apiErrorOf).
+    const answered = err instanceof DomainError ? apiErrorOf(err) : err;
+    if (answered instanceof ApiError) {
+      return reply.code(answered.status).send(sendError(req, answered.code, answered.message));
     }
     if (hasZodFastifySchemaValidationErrors(err)) {
       // v1 answered with the first issue only.

@@ -14,6 +14,7 @@ import {
   requirePermission,
 } from "../../auth/root-key.js";
 import type { Db } from "../../db/client.js";
+import { NotFoundError } from "../../domain-errors.js";
 import { ApiError, type ErrorCode } from "../../errors.js";
 import type { RpcContext } from "../../rpc.js";
 import { deleteKeyLinks, findKeyLinkIds, insertKeyLinks, replaceKeyLinks } from "./keys.rbac.repository.js";
@@ -34,7 +35,8 @@ export type RbacKind = {
   kind: "permission" | "role";
   /** The id, the name matched against (slug or name) and the name answered, of those found. */
   find(db: Db, workspaceId: string, ids: string[], names: string[]): Promise<{ id: string; match: string; name: string }[]>;
-  ensure(db: Db, workspaceId: string, name: string, now: number): Promise<string>;
+  /** Creates it when missing and locks it; undefined when a concurrent delete removed it meanwhile. */
+  ensure(db: Db, workspaceId: string, name: string, now: number): Promise<string | undefined>;
   permissions: { add: string; remove: string; create: string };
 };
 
@@ -133,7 +135,10 @@ async function resolve(
       if (!w.create) throw new ApiError("NOT_FOUND", rules.missing(wantedName));
       rules.allowCreate();
       // Created roles are named by their name, created permissions get name = slug.
-      hit = { id: await k.ensure(db, auth.workspaceId, wantedName, now), name: wantedName };
+      const id = await k.ensure(db, auth.workspaceId, wantedName, now);
+      // Deleted by a concurrent call between its creation and this lookup: it is not found (a 404 as v1 declares).
+      if (id === undefined) throw new NotFoundError(k.kind, wantedName);
+      hit = { id, name: wantedName };
       byName.set(wantedName, hit);
     }
     result.set(hit.id, hit);

@@ -105,24 +105,21 @@ export async function createMissingPermissions(db: Db, workspaceId: string, slug
     .onConflictDoNothing({ target: [permissions.workspaceId, permissions.slug] });
 }
 
-/** The role with this name, created when missing; a concurrent creation of the same name yields its id. */
-export async function ensureRole(db: Db, workspaceId: string, name: string, now: number): Promise<string> {
-  const [row] = await db
-    .insert(roles)
-    .values({ id: newId("role"), workspaceId, name, createdAtM: now })
-    .onConflictDoUpdate({ target: [roles.workspaceId, roles.name], set: { name } })
-    .returning({ id: roles.id });
-  return row!.id;
+/**
+ * The role with this name, created when missing, and locked against deletion until the transaction ends;
+ * undefined when a concurrent delete removed it meanwhile.
+ */
+export async function ensureRole(db: Db, workspaceId: string, name: string, now: number): Promise<string | undefined> {
+  await createMissingRoles(db, workspaceId, [name], now);
+  const [row] = await findRolesByIdOrName(db, workspaceId, [], [name], { lockForShare: true });
+  return row?.id;
 }
 
-/** The permission with this slug, created (name = slug) when missing. */
-export async function ensurePermission(db: Db, workspaceId: string, slug: string, now: number): Promise<string> {
-  const [row] = await db
-    .insert(permissions)
-    .values({ id: newId("perm"), workspaceId, name: slug, slug, createdAtM: now })
-    .onConflictDoUpdate({ target: [permissions.workspaceId, permissions.slug], set: { slug } })
-    .returning({ id: permissions.id });
-  return row!.id;
+/** The permission with this slug, created (name = slug) when missing, and locked like ensureRole's role. */
+export async function ensurePermission(db: Db, workspaceId: string, slug: string, now: number): Promise<string | undefined> {
+  await createMissingPermissions(db, workspaceId, [slug], now);
+  const [row] = await findPermissionsByIdOrSlug(db, workspaceId, [], [slug], { lockForShare: true });
+  return row?.id;
 }
 
 // ---- permissions.get/list/deletePermission, permissions.get/list/deleteRole, role <-> permission links ----

@@ -22,20 +22,7 @@ export async function insertIdentity(
       meta: input.meta ?? null,
       createdAtM: now,
     });
-    if (input.ratelimits.length > 0) {
-      await tx.insert(ratelimits).values(
-        input.ratelimits.map((r) => ({
-          id: newId("rl"),
-          workspaceId: input.workspaceId,
-          identityId: id,
-          name: r.name,
-          limit: r.limit,
-          duration: r.duration,
-          autoApply: false,
-          createdAtM: now,
-        })),
-      );
-    }
+    await insertIdentityRatelimits(tx, { workspaceId: input.workspaceId, identityId: id }, input.ratelimits, now);
   });
   return id;
 }
@@ -71,6 +58,28 @@ export async function upsertIdentities(
         returning id, external_id`,
   );
   return new Map(rows.map((r) => [r.external_id, r.id]));
+}
+
+/** The one writer of an identity's own rate limits (auto_apply false: a verification names the ones it applies). */
+async function insertIdentityRatelimits(
+  db: Db,
+  identity: { workspaceId: string; identityId: string },
+  limits: IdentityRatelimitInput[],
+  now: number,
+): Promise<void> {
+  if (limits.length === 0) return;
+  await db.insert(ratelimits).values(
+    limits.map((r) => ({
+      id: newId("rl"),
+      workspaceId: identity.workspaceId,
+      identityId: identity.identityId,
+      name: r.name,
+      limit: r.limit,
+      duration: r.duration,
+      autoApply: false,
+      createdAtM: now,
+    })),
+  );
 }
 
 /** An identity of the workspace, by id or by (environment, externalId); undefined when absent or of another workspace. */
@@ -153,16 +162,7 @@ export async function updateIdentity(
       if (id !== undefined) {
         await tx.update(ratelimits).set({ limit: r.limit, duration: r.duration, updatedAtM: now }).where(eq(ratelimits.id, id));
       } else {
-        await tx.insert(ratelimits).values({
-          id: newId("rl"),
-          workspaceId: input.workspaceId,
-          identityId: input.identityId,
-          name: r.name,
-          limit: r.limit,
-          duration: r.duration,
-          autoApply: false,
-          createdAtM: now,
-        });
+        await insertIdentityRatelimits(tx, input, [r], now);
       }
     }
   });

@@ -2,7 +2,7 @@ import { and, eq, isNull, sql } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
 import type { DataKey } from "../../crypto/keyring.js";
 import type { Db } from "../../db/client.js";
-import { encryptedKeys, encryptionKeys, keys } from "../../db/schema.js";
+import { encryptedKeys, encryptionKeys, keys, MAX_INT32 } from "../../db/schema.js";
 import { ConflictError, NotFoundError } from "../../domain-errors.js";
 import { lockLiveApi } from "../apis/apis.repository.js";
 import { upsertIdentities } from "../identities/identities.repository.js";
@@ -14,7 +14,6 @@ import {
 } from "../permissions/permissions.repository.js";
 import { setKeyDefaultRatelimits } from "./keys.ratelimit.repository.js";
 import { insertKeyLinks } from "./keys.rbac.repository.js";
-import { MAX_INT32 } from "./keys.schemas.js";
 import { effectiveRemaining, lastRefillAfterWrite, refillDue } from "./refill.js";
 
 // Key writes: keys.createKey, keys.deleteKey, keys.updateRemaining.

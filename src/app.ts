@@ -10,7 +10,8 @@ import {
 import type { Config } from "./config.js";
 import { findDependencyFailure } from "./dependency.js";
 import type { Deps } from "./deps.js";
-import { ApiError, type ErrorCode, errorEnvelope } from "./errors.js";
+import { DomainError } from "./domain-errors.js";
+import { ApiError, apiErrorOf, type ErrorCode, errorEnvelope } from "./errors.js";
 import { registerErrorReference } from "./http/error-reference.js";
 import { parseJsonBody } from "./http/json-body.js";
 import { registerMetrics } from "./http/metrics.js";
@@ -151,8 +152,10 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
     errorEnvelope(code, message, req.id, origin());
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
-    if (err instanceof ApiError) {
-      return reply.code(err.status).send(sendError(req, err.code, err.message));
+    // The core throws domain errors; here, and only here, they become v1's codes and statuses (apiErrorOf).
+    const answered = err instanceof DomainError ? apiErrorOf(err) : err;
+    if (answered instanceof ApiError) {
+      return reply.code(answered.status).send(sendError(req, answered.code, answered.message));
     }
     if (hasZodFastifySchemaValidationErrors(err)) {
       // v1 answered with the first issue only.

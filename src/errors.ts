@@ -1,3 +1,5 @@
+import { ConflictError, type DomainError, NotFoundError, PreconditionFailedError } from "./domain-errors.js";
+
 export const errorCodes = [
   "BAD_REQUEST",
   "UNAUTHORIZED",
@@ -54,6 +56,14 @@ export class ApiError extends Error {
     super(message);
     this.status = codeToStatus[code];
   }
+}
+
+/** The v1 answer to a core error: the one place where domain errors become codes and statuses. */
+export function apiErrorOf(err: DomainError): ApiError {
+  if (err instanceof NotFoundError) return new ApiError("NOT_FOUND", err.message);
+  if (err instanceof ConflictError) return new ApiError("CONFLICT", err.message);
+  if (err instanceof PreconditionFailedError) return new ApiError("PRECONDITION_FAILED", err.message);
+  return new ApiError("INTERNAL_SERVER_ERROR", "internal server error");
 }
 
 export type ErrorEnvelope = {

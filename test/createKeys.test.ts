@@ -99,6 +99,8 @@ describe("migrations.createKeys stores every field", () => {
 
     const [identity] = await h.sql<any>(`select * from identities where id = '${key.identity_id}'`);
     expect(identity).toMatchObject({ workspace_id: t.workspaceId, external_id: "customer-42", environment: "default" });
+    // As v1's import: the identities it creates carry no meta (keys.createKey and keys.updateKey store {}).
+    expect(identity.meta).toBeNull();
     expect(await h.sql(`select role_id from keys_roles where key_id = '${keyId}'`)).toEqual([{ role_id: roleId }]);
     expect(await h.sql(`select permission_id from keys_permissions where key_id = '${keyId}'`)).toEqual([
       { permission_id: permissionId },

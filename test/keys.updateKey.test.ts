@@ -383,6 +383,18 @@ describe("identity: externalId and ownerId", () => {
     });
   });
 
+  it("stores meta {} on the identity it creates, as keys.createKey does (getKey shows it)", async () => {
+    const { keyId } = await importKey();
+    const externalId = unique("meta");
+    await updateOk({ keyId, externalId });
+    const r = await row(keyId);
+    const [identity] = await h.sql<any>(`select meta from identities where id = '${r.identity_id}'`);
+    expect(identity.meta).toEqual({});
+    const got = await h.get("/v1/keys.getKey", { keyId }, t.rootKey);
+    expect(got.status).toBe(200);
+    expect(got.body.identity).toEqual({ id: r.identity_id, externalId, meta: {} });
+  });
+
   it("reuses the workspace's identity with the same externalId", async () => {
     const externalId = unique("shared");
     const first = await importKey({ externalId });

@@ -15,6 +15,9 @@ import {
   uniqueIndex,
 } from "drizzle-orm/pg-core";
 
+/** The largest value of a PostgreSQL integer column (remaining, amounts, limits): the one bound of them all. */
+export const MAX_INT32 = 2_147_483_647;
+
 // Timestamps ending in `_at_m` are unix milliseconds, as on the wire. `expires` and `last_refill_at` are
 // timestamptz because the refill and expiry rules are computed in SQL.
 const ms = (name: string) => bigint(name, { mode: "number" });

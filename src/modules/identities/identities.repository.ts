@@ -1,4 +1,5 @@
-import { and, asc, count, eq, gt, inArray } from "drizzle-orm";
+import { and, asc, count, eq, gt, inArray, sql } from "drizzle-orm";
+import { insertRecordset } from "../../db/bulk.js";
 import type { Db } from "../../db/client.js";
 import { identities, ratelimits } from "../../db/schema.js";
 import { newId } from "../../ids.js";
@@ -21,22 +22,64 @@ export async function insertIdentity(
       meta: input.meta ?? null,
       createdAtM: now,
     });
-    if (input.ratelimits.length > 0) {
-      await tx.insert(ratelimits).values(
-        input.ratelimits.map((r) => ({
-          id: newId("rl"),
-          workspaceId: input.workspaceId,
-          identityId: id,
-          name: r.name,
-          limit: r.limit,
-          duration: r.duration,
-          autoApply: false,
-          createdAtM: now,
-        })),
-      );
-    }
+    await insertIdentityRatelimits(tx, { workspaceId: input.workspaceId, identityId: id }, input.ratelimits, now);
   });
   return id;
+}
+
+/**
+ * The one identity upsert: the ids of the workspace's identities with these externalIds, by externalId, each
+ * created (environment `default`, `meta` as given) when the workspace has none; concurrent calls share one
+ * identity. One statement for any number of identities. v1 stores `meta {}` on the identities that keys.createKey
+ * and keys.updateKey create, and null on those of migrations.createKeys (v1-wire-contract.md).
+ */
+export async function upsertIdentities(
+  db: Db,
+  workspaceId: string,
+  externalIds: string[],
+  meta: Record<string, never> | null,
+  now: number,
+): Promise<Map<string, string>> {
+  const rows = await insertRecordset<object, { id: string; external_id: string }>(
+    db,
+    "identities",
+    { id: "text", workspace_id: "text", external_id: "text", environment: "text", meta: "jsonb", created_at_m: "bigint" },
+    // In one fixed order, so that concurrent upserts of the same new identities cannot deadlock.
+    [...new Set(externalIds)].sort().map((externalId) => ({
+      id: newId("id"),
+      workspace_id: workspaceId,
+      external_id: externalId,
+      environment: "default",
+      meta,
+      created_at_m: now,
+    })),
+    // DO UPDATE (a no-op) rather than DO NOTHING so that existing identities are returned too.
+    sql`on conflict (workspace_id, external_id) do update set external_id = excluded.external_id
+        returning id, external_id`,
+  );
+  return new Map(rows.map((r) => [r.external_id, r.id]));
+}
+
+/** The one writer of an identity's own rate limits (auto_apply false: a verification names the ones it applies). */
+async function insertIdentityRatelimits(
+  db: Db,
+  identity: { workspaceId: string; identityId: string },
+  limits: IdentityRatelimitInput[],
+  now: number,
+): Promise<void> {
+  if (limits.length === 0) return;
+  await db.insert(ratelimits).values(
+    limits.map((r) => ({
+      id: newId("rl"),
+      workspaceId: identity.workspaceId,
+      identityId: identity.identityId,
+      name: r.name,
+      limit: r.limit,
+      duration: r.duration,
+      autoApply: false,
+      createdAtM: now,
+    })),
+  );
 }
 
 /** An identity of the workspace, by id or by (environment, externalId); undefined when absent or of another workspace. */
@@ -119,16 +162,7 @@ export async function updateIdentity(
       if (id !== undefined) {
         await tx.update(ratelimits).set({ limit: r.limit, duration: r.duration, updatedAtM: now }).where(eq(ratelimits.id, id));
       } else {
-        await tx.insert(ratelimits).values({
-          id: newId("rl"),
-          workspaceId: input.workspaceId,
-          identityId: input.identityId,
-          name: r.name,
-          limit: r.limit,
-          duration: r.duration,
-          autoApply: false,
-          createdAtM: now,
-        });
+        await insertIdentityRatelimits(tx, input, [r], now);
       }
     }
   });

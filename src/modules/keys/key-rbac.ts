@@ -1,5 +1,10 @@
 import { z } from "zod";
-import { findPermissionsByIdOrSlug } from "../permissions/permissions.repository.js";
+import {
+  ensurePermission,
+  ensureRole,
+  findPermissionsByIdOrSlug,
+  findRolesByIdOrName,
+} from "../permissions/permissions.repository.js";
 import { describeQuery, type PermissionQuery } from "../../auth/permissions.js";
 import {
   hasPermission,
@@ -8,22 +13,11 @@ import {
   requirePermission,
 } from "../../auth/root-key.js";
 import type { Db } from "../../db/client.js";
+import { NotFoundError } from "../../domain-errors.js";
 import { ApiError, type ErrorCode } from "../../errors.js";
 import type { RpcContext } from "../../rpc.js";
-import {
-  addKeyPermissions,
-  addKeyRoles,
-  ensurePermissionForKey,
-  ensureRoleForKey,
-  findKeyPermissionIds,
-  findKeyRoleIds,
-  findRolesByIdOrName,
-  lockKeyForUpdate,
-  removeKeyPermissions,
-  removeKeyRoles,
-  replaceKeyPermissions,
-  replaceKeyRoles,
-} from "./keys.repository.js";
+import { deleteKeyLinks, findKeyLinkIds, insertKeyLinks, replaceKeyLinks } from "./keys.rbac.repository.js";
+import { lockKeyForUpdate } from "./keys.update.repository.js";
 
 /**
  * Shared logic of keys.addPermissions / removePermissions / setPermissions / addRoles / removeRoles / setRoles.
@@ -40,11 +34,8 @@ export type RbacKind = {
   kind: "permission" | "role";
   /** The id, the name matched against (slug or name) and the name answered, of those found. */
   find(db: Db, workspaceId: string, ids: string[], names: string[]): Promise<{ id: string; match: string; name: string }[]>;
-  ensure(db: Db, workspaceId: string, name: string, now: number): Promise<string>;
-  current(db: Db, keyId: string): Promise<string[]>;
-  add(db: Db, key: Key, ids: string[], now: number): Promise<void>;
-  remove(db: Db, keyId: string, ids: string[]): Promise<void>;
-  replace(db: Db, key: Key, ids: string[], now: number): Promise<void>;
+  /** Creates it when missing and locks it; undefined when a concurrent delete removed it meanwhile. */
+  ensure(db: Db, workspaceId: string, name: string, now: number): Promise<string | undefined>;
   permissions: { add: string; remove: string; create: string };
 };
 
@@ -52,11 +43,7 @@ export const permissionKind: RbacKind = {
   kind: "permission",
   find: async (db, ws, ids, names) =>
     (await findPermissionsByIdOrSlug(db, ws, ids, names)).map((p) => ({ id: p.id, match: p.slug, name: p.name })),
-  ensure: ensurePermissionForKey,
-  current: findKeyPermissionIds,
-  add: addKeyPermissions,
-  remove: removeKeyPermissions,
-  replace: replaceKeyPermissions,
+  ensure: ensurePermission,
   permissions: {
     add: "rbac.*.add_permission_to_key",
     remove: "rbac.*.remove_permission_from_key",
@@ -68,11 +55,7 @@ export const roleKind: RbacKind = {
   kind: "role",
   find: async (db, ws, ids, names) =>
     (await findRolesByIdOrName(db, ws, ids, names)).map((r) => ({ id: r.id, match: r.name, name: r.name })),
-  ensure: ensureRoleForKey,
-  current: findKeyRoleIds,
-  add: addKeyRoles,
-  remove: removeKeyRoles,
-  replace: replaceKeyRoles,
+  ensure: ensureRole,
   permissions: { add: "rbac.*.add_role_to_key", remove: "rbac.*.remove_role_from_key", create: "rbac.*.create_role" },
 };
 
@@ -151,7 +134,10 @@ async function resolve(
       if (!w.create) throw new ApiError("NOT_FOUND", rules.missing(wantedName));
       rules.allowCreate();
       // Created roles are named by their name, created permissions get name = slug.
-      hit = { id: await k.ensure(db, auth.workspaceId, wantedName, now), name: wantedName };
+      const id = await k.ensure(db, auth.workspaceId, wantedName, now);
+      // Deleted by a concurrent call between its creation and this lookup: it is not found (a 404 as v1 declares).
+      if (id === undefined) throw new NotFoundError(k.kind, wantedName);
+      hit = { id, name: wantedName };
       byName.set(wantedName, hit);
     }
     result.set(hit.id, hit);
@@ -181,7 +167,8 @@ export async function addToKey(
         if (!hasPermission(auth, anyOf(k.permissions.create))) deny("UNAUTHORIZED", auth, anyOf(k.permissions.create));
       },
     });
-    await k.add(tx, key, connected.map((c) => c.id), now);
+    const links = connected.map((c) => ({ keyId: key.id, id: c.id, workspaceId: key.workspaceId }));
+    await insertKeyLinks(tx, k.kind, links, now);
     return connected;
   });
 }
@@ -202,7 +189,7 @@ export async function removeFromKey(
     const names = input.wanted.flatMap((w) => (w.id === undefined ? [w.name!] : []));
     // Only what an entry names: `find` matches the ids, and the names (a permission's slug) of entries without one.
     const found = await k.find(tx, auth.workspaceId, ids, names);
-    await k.remove(tx, key.id, found.map((f) => f.id));
+    await deleteKeyLinks(tx, k.kind, key.id, found.map((f) => f.id));
   });
   return {};
 }
@@ -243,12 +230,12 @@ export async function replaceOnKey(
     missing,
     allowCreate: () => requirePermission(auth, anyOf(k.permissions.create)),
   });
-  const current = new Set(await k.current(tx, key.id));
+  const current = new Set(await findKeyLinkIds(tx, k.kind, key.id));
   const next = new Set(connected.map((c) => c.id));
   if ([...current].some((c) => !next.has(c)) && !hasPermission(auth, anyOf(k.permissions.remove))) {
     deny("UNAUTHORIZED", auth, anyOf(k.permissions.remove));
   }
   if ([...next].some((n) => !current.has(n))) requirePermission(auth, anyOf(k.permissions.add));
-  await k.replace(tx, key, [...next], now);
+  await replaceKeyLinks(tx, k.kind, key, [...next], now);
   return connected;
 }

@@ -1,8 +1,9 @@
 import { z } from "zod";
 import { expectedReceived } from "../../validation-messages.js";
 
-/** The largest value of a PostgreSQL integer column (remaining, amounts, limits). */
-export const MAX_INT32 = 2_147_483_647;
+import { MAX_INT32 } from "../../db/schema.js";
+
+export { MAX_INT32 };
 /** 9999-12-31T23:59:59.999Z: the last instant PostgreSQL and JavaScript dates agree on. */
 export const MAX_TIMESTAMP_MS = 253_402_300_799_999;
 

@@ -8,7 +8,8 @@ import { newId } from "../../ids.js";
 import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
 import { findApi } from "../apis/apis.repository.js";
 import { expiresSchema, keyRatelimitSchema, MAX_INT32, metaSchema, refillSchema } from "./keys.schemas.js";
-import { findExistingPermissionSlugs, findExistingRoleNames, insertNewKey, type NewKey } from "./keys.repository.js";
+import { findPermissionsByIdOrSlug, findRoleIdsByName, missingNames } from "../permissions/permissions.repository.js";
+import { insertNewKey, type NewKey } from "./keys.writes.repository.js";
 
 export const createKeyInput = z
   .object({
@@ -70,8 +71,8 @@ export const createKey = defineRpc({
     }
 
     const permissionSlugs = [...new Set(input.permissions ?? [])];
-    const existingPermissions = await findExistingPermissionSlugs(db, workspaceId, permissionSlugs);
-    const missingPermissions = permissionSlugs.filter((s) => !existingPermissions.has(s));
+    const existingPermissions = new Set((await findPermissionsByIdOrSlug(db, workspaceId, [], permissionSlugs)).map((p) => p.slug));
+    const missingPermissions = missingNames(permissionSlugs, existingPermissions);
     const createMissingPermissions = hasPermission(auth, { or: ["*", "rbac.*.create_permission"] });
     if (missingPermissions.length > 0 && !createMissingPermissions) {
       throw new ApiError(
@@ -80,8 +81,7 @@ export const createKey = defineRpc({
       );
     }
     const roleNames = [...new Set(input.roles ?? [])];
-    const existingRoles = await findExistingRoleNames(db, workspaceId, roleNames);
-    const missingRoles = roleNames.filter((r) => !existingRoles.has(r));
+    const missingRoles = missingNames(roleNames, await findRoleIdsByName(db, workspaceId, roleNames));
     const createMissingRoles = hasPermission(auth, { or: ["*", "rbac.*.create_role"] });
     if (missingRoles.length > 0 && !createMissingRoles) {
       throw new ApiError(

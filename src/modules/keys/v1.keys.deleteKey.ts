@@ -4,7 +4,7 @@ import { requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
 import { idInput } from "../../http/input-bounds.js";
-import { findLiveKeyForWrite, hardDeleteKey, softDeleteKey } from "./keys.repository.js";
+import { findLiveKeyForWrite, hardDeleteKey, softDeleteKey } from "./keys.writes.repository.js";
 
 export const deleteKey = defineRpc({
   method: "POST",

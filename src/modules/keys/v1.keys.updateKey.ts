@@ -7,14 +7,9 @@ import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
 import { idInput } from "../../http/input-bounds.js";
 import { connectionSchema, permissionKind, replaceOnKey, roleKind } from "./key-rbac.js";
 import { expiresSchema, keyRatelimitSchema, MAX_INT32, metaSchema, refillSchema } from "./keys.schemas.js";
-import {
-  deleteKeyDefaultRatelimit,
-  type KeyChanges,
-  lockKeyForUpdate,
-  updateKeyColumns,
-  upsertIdentityForKey,
-  upsertKeyDefaultRatelimit,
-} from "./keys.repository.js";
+import { upsertIdentities } from "../identities/identities.repository.js";
+import { deleteKeyDefaultRatelimit, setKeyDefaultRatelimits } from "./keys.ratelimit.repository.js";
+import { type KeyChanges, lockKeyForUpdate, updateKeyColumns } from "./keys.update.repository.js";
 
 
 export const updateKeyInput = z.object({
@@ -76,7 +71,8 @@ export const updateKey = defineRpc({
       if (input.ratelimit === null) await deleteKeyDefaultRatelimit(tx, key.id);
       if (input.ratelimit) {
         const { limit, refillRate, duration, refillInterval } = input.ratelimit;
-        await upsertKeyDefaultRatelimit(tx, key, { limit: limit ?? refillRate, duration: (duration ?? refillInterval)! }, now);
+        const limits = { keyId: key.id, workspaceId: key.workspaceId, limit: limit ?? refillRate, duration: (duration ?? refillInterval)! };
+        await setKeyDefaultRatelimits(tx, [limits], now);
       }
       await updateKeyColumns(tx, key, changes, now);
     });
@@ -104,7 +100,9 @@ async function keyChanges(db: Db, auth: RootKeyAuth, input: UpdateKeyInput, now:
   const owner = input.externalId !== undefined ? input.externalId : input.ownerId;
   if (owner !== undefined) {
     changes.ownerId = owner;
-    changes.identityId = owner === null ? null : await upsertIdentityForKey(db, auth.workspaceId, owner, now);
+    // v1's keys.updateKey stores `meta {}` on the identity it creates, as keys.createKey does.
+    changes.identityId =
+      owner === null ? null : (await upsertIdentities(db, auth.workspaceId, [owner], {}, now)).get(owner)!;
   }
   return changes;
 }

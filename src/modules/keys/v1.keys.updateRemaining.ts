@@ -4,7 +4,7 @@ import { requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
 import { MAX_INT32 } from "./keys.schemas.js";
-import { changeKeyRemaining, findLiveKeyForWrite, type RemainingChange } from "./keys.repository.js";
+import { changeKeyRemaining, findLiveKeyForWrite, type RemainingChange } from "./keys.writes.repository.js";
 
 
 export const updateRemaining = defineRpc({

@@ -1,7 +1,9 @@
 import { hashKey } from "../../crypto/hash.js";
 import type { DataKey, Keyring } from "../../crypto/keyring.js";
-import { ApiError } from "../../errors.js";
+import { ConflictError } from "../../domain-errors.js";
 import { newId } from "../../ids.js";
+import type { KeyDefaultRatelimit } from "../keys/keys.ratelimit.repository.js";
+import type { KeyLink } from "../keys/keys.rbac.repository.js";
 import type { ImportKey } from "./migrations.schemas.js";
 
 /** A `keys` row as it travels to `json_to_recordset` (snake_case, JSON-friendly values). */
@@ -27,24 +29,18 @@ export type KeyRow = {
 
 export type ImportPlan = {
   workspaceId: string;
+  /** When the rows are created (their `created_at_m`). */
+  now: number;
   keys: KeyRow[];
-  /** externalId → the identity id to create if the workspace has none with that externalId yet. */
-  identities: Map<string, string>;
+  /** The externalIds whose identities the keys link to (created when the workspace has none yet). */
+  identities: Set<string>;
   /** Per key index: the externalId whose identity it links to. */
   externalIds: (string | undefined)[];
   encrypted: { key_id: string; workspace_id: string; encrypted: string; encryption_key_id: string; created_at_m: number }[];
-  keyRoles: { key_id: string; role_id: string; workspace_id: string; created_at_m: number }[];
-  keyPermissions: { key_id: string; permission_id: string; workspace_id: string; created_at_m: number }[];
-  ratelimits: {
-    id: string;
-    workspace_id: string;
-    name: string;
-    key_id: string;
-    limit: number;
-    duration: number;
-    auto_apply: boolean;
-    created_at_m: number;
-  }[];
+  keyRoles: KeyLink[];
+  keyPermissions: KeyLink[];
+  /** The keys' `default` rate limits. */
+  ratelimits: KeyDefaultRatelimit[];
   dataKey: DataKey | undefined;
 };
 
@@ -89,7 +85,11 @@ export function sealKeys(
     const hash = item.plaintext !== undefined ? hashKey(item.plaintext) : item.hash!.value;
     const earlier = indexByHash.get(hash);
     if (earlier !== undefined) {
-      throw new ApiError("CONFLICT", `the key at index ${index} is the same key as the one at index ${earlier}`);
+      throw new ConflictError(
+        "key",
+        `the key at index ${index} is the same key as the one at index ${earlier}`,
+        index,
+      );
     }
     indexByHash.set(hash, index);
     if (item.plaintext === undefined) {
@@ -116,8 +116,9 @@ export function planSealedImport(
   const { workspaceId, now } = ctx;
   const plan: ImportPlan = {
     workspaceId,
+    now,
     keys: [],
-    identities: new Map(),
+    identities: new Set(),
     externalIds: [],
     encrypted: [],
     keyRoles: [],
@@ -128,9 +129,7 @@ export function planSealedImport(
 
   items.forEach((item, index) => {
     const { id, hash, start } = sealed[index]!;
-    if (item.externalId !== undefined && !plan.identities.has(item.externalId)) {
-      plan.identities.set(item.externalId, newId("id"));
-    }
+    if (item.externalId !== undefined) plan.identities.add(item.externalId);
     plan.externalIds.push(item.externalId);
 
     const monthly = item.refill?.interval === "monthly";
@@ -166,23 +165,14 @@ export function planSealedImport(
       });
     }
     for (const role of new Set(item.roles)) {
-      plan.keyRoles.push({ key_id: id, role_id: ctx.roleIds.get(role)!, workspace_id: workspaceId, created_at_m: now });
+      plan.keyRoles.push({ keyId: id, id: ctx.roleIds.get(role)!, workspaceId });
     }
     for (const permissionId of new Set((item.permissions ?? []).map((p) => ctx.permissionIds.get(p)!))) {
-      plan.keyPermissions.push({ key_id: id, permission_id: permissionId, workspace_id: workspaceId, created_at_m: now });
+      plan.keyPermissions.push({ keyId: id, id: permissionId, workspaceId });
     }
     if (item.ratelimit) {
       // Kept as the key's auto-applied `default` limit, as v1 did before June 2025 (see docs/api.md).
-      plan.ratelimits.push({
-        id: newId("rl"),
-        workspace_id: workspaceId,
-        name: "default",
-        key_id: id,
-        limit: item.ratelimit.limit,
-        duration: item.ratelimit.refillInterval,
-        auto_apply: true,
-        created_at_m: now,
-      });
+      plan.ratelimits.push({ keyId: id, workspaceId, limit: item.ratelimit.limit, duration: item.ratelimit.refillInterval });
     }
   });
   return plan;

@@ -1,10 +1,11 @@
 import { sql } from "drizzle-orm";
 import type { Db } from "../../db/client.js";
 import { findDependencyFailure, isTransientFailure } from "../../dependency.js";
+import { DomainError } from "../../domain-errors.js";
 import { ApiError } from "../../errors.js";
 import { describeUnexpected } from "../../log.js";
 import { findLiveApiIds } from "../apis/apis.repository.js";
-import { findPermissionIdsByName, findRoleIdsByName } from "../permissions/permissions.repository.js";
+import { findImportNames } from "./import.names.js";
 import { planSealedImport } from "./import.plan.js";
 import {
   type BatchError,
@@ -170,8 +171,9 @@ export class MigrationWorker {
     } catch (err) {
       if (!claimed) throw err;
       const batch = claimed;
-      // Shown by migrations.getMigration: an ApiError's message, else only what kind of failure it was.
-      const message = err instanceof ApiError ? err.message : describeUnexpected(err);
+      // Shown by migrations.getMigration: a domain error's (or an ApiError's) message, else only what kind of failure
+      // it was.
+      const message = err instanceof DomainError || err instanceof ApiError ? err.message : describeUnexpected(err);
       const context = { err, batchId: batch.id, migrationId: batch.migrationId, attempts: batch.attempts + 1 };
       if (isTransientFailure(err)) {
         const nextAttemptAtM = this.now() + this.retryDelayMs(batch.attempts + 1);
@@ -198,10 +200,7 @@ async function importBatch(tx: Db, batch: PendingBatch): Promise<{ imported: num
     return { imported: 0, errors: [{ keyIndex: null, code: "NOT_FOUND", message: `api ${batch.apiId} not found` }] };
   }
   const errors: BatchError[] = [];
-  const roleIds = await findRoleIdsByName(tx, workspaceId, [...new Set(batch.keys.flatMap((k) => k.roles ?? []))]);
-  const permissionIds = await findPermissionIdsByName(tx, workspaceId, [
-    ...new Set(batch.keys.flatMap((k) => k.permissions ?? [])),
-  ]);
+  const { roleIds, permissionIds } = await findImportNames(tx, workspaceId, batch.keys);
   let candidates = batch.keys.flatMap((key, index) => {
     const missingRoles = (key.roles ?? []).filter((r) => !roleIds.has(r));
     const missingPermissions = (key.permissions ?? []).filter((p) => !permissionIds.has(p));

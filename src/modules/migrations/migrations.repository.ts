@@ -3,14 +3,18 @@ import type { DataKey } from "../../crypto/keyring.js";
 import type { Db } from "../../db/client.js";
 import { insertRecordset, textArray } from "../../db/bulk.js";
 import { encryptionKeys, keys, migrationBatches, migrationErrors } from "../../db/schema.js";
-import { ApiError } from "../../errors.js";
+import { ConflictError } from "../../domain-errors.js";
+import { upsertIdentities } from "../identities/identities.repository.js";
+import { setKeyDefaultRatelimits } from "../keys/keys.ratelimit.repository.js";
+import { insertKeyLinks } from "../keys/keys.rbac.repository.js";
 import type { ImportPlan, SealedKey } from "./import.plan.js";
 import type { EnqueueKey } from "./migrations.schemas.js";
 
 /** A key of the import exists already (by hash, in any workspace): nothing of the import was written. */
-export class ImportConflictError extends ApiError {
-  constructor(readonly index: number) {
-    super("CONFLICT", `the key at index ${index} already exists; no key of this request was created`);
+export class ImportConflictError extends ConflictError {
+  declare readonly index: number;
+  constructor(index: number) {
+    super("key", `the key at index ${index} already exists; no key of this request was created`, index);
   }
 }
 
@@ -44,23 +48,8 @@ export async function insertImport(db: Db, plan: ImportPlan): Promise<string[]> 
     if (plan.dataKey?.newRow) await tx.insert(encryptionKeys).values(plan.dataKey.newRow);
 
     if (plan.identities.size > 0) {
-      const now = Date.now();
-      // DO UPDATE (a no-op) rather than DO NOTHING so that existing identities are returned too, in one statement.
-      const identities = await insertRecordset<object, { id: string; external_id: string }>(
-        tx,
-        "identities",
-        { id: "text", workspace_id: "text", external_id: "text", environment: "text", created_at_m: "bigint" },
-        [...plan.identities].map(([externalId, id]) => ({
-          id,
-          workspace_id: plan.workspaceId,
-          external_id: externalId,
-          environment: "default",
-          created_at_m: now,
-        })),
-        sql`on conflict (workspace_id, external_id) do update set external_id = excluded.external_id
-            returning id, external_id`,
-      );
-      const idByExternalId = new Map(identities.map((r) => [r.external_id, r.id]));
+      // v1's migrations.createKeys stores no meta (null) on the identities it creates.
+      const idByExternalId = await upsertIdentities(tx, plan.workspaceId, [...plan.identities], null, plan.now);
       plan.keys.forEach((row, i) => {
         const externalId = plan.externalIds[i];
         if (externalId !== undefined) row.identity_id = idByExternalId.get(externalId) ?? null;
@@ -86,33 +75,9 @@ export async function insertImport(db: Db, plan: ImportPlan): Promise<string[]> 
       { key_id: "text", workspace_id: "text", encrypted: "text", encryption_key_id: "text", created_at_m: "bigint" },
       plan.encrypted,
     );
-    await insertRecordset(
-      tx,
-      "keys_roles",
-      { key_id: "text", role_id: "text", workspace_id: "text", created_at_m: "bigint" },
-      plan.keyRoles,
-    );
-    await insertRecordset(
-      tx,
-      "keys_permissions",
-      { key_id: "text", permission_id: "text", workspace_id: "text", created_at_m: "bigint" },
-      plan.keyPermissions,
-    );
-    await insertRecordset(
-      tx,
-      "ratelimits",
-      {
-        id: "text",
-        workspace_id: "text",
-        name: "text",
-        key_id: "text",
-        limit: "integer",
-        duration: "bigint",
-        auto_apply: "boolean",
-        created_at_m: "bigint",
-      },
-      plan.ratelimits,
-    );
+    await insertKeyLinks(tx, "role", plan.keyRoles, plan.now);
+    await insertKeyLinks(tx, "permission", plan.keyPermissions, plan.now);
+    await setKeyDefaultRatelimits(tx, plan.ratelimits, plan.now);
   });
   return plan.keys.map((k) => k.id);
 }

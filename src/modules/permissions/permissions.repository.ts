@@ -2,7 +2,7 @@ import { and, eq, inArray, or, sql } from "drizzle-orm";
 import { textArray } from "../../db/bulk.js";
 import type { Db } from "../../db/client.js";
 import { permissions, roles, rolesPermissions } from "../../db/schema.js";
-import { ApiError } from "../../errors.js";
+import { NotFoundError } from "../../domain-errors.js";
 import { newId } from "../../ids.js";
 
 export async function insertPermission(
@@ -23,19 +23,45 @@ export async function insertRole(
   return id;
 }
 
-/** Role ids by name in the workspace (names are unique per workspace). */
-export async function findRoleIdsByName(db: Db, workspaceId: string, names: string[]): Promise<Map<string, string>> {
-  if (names.length === 0) return new Map();
-  const rows = await db
+/**
+ * Roles of the workspace with one of these ids or names (one parameter each list, however long). `lockForShare`
+ * locks them (in id order, so concurrent callers cannot deadlock) until the caller's transaction ends, so a
+ * concurrent delete waits. The one lookup of roles by name: keys.createKey, the key RBAC routes and the imports.
+ */
+export async function findRolesByIdOrName(
+  db: Db,
+  workspaceId: string,
+  ids: string[],
+  names: string[],
+  { lockForShare = false } = {},
+): Promise<{ id: string; name: string }[]> {
+  if (ids.length === 0 && names.length === 0) return [];
+  const query = db
     .select({ id: roles.id, name: roles.name })
     .from(roles)
-    .where(and(eq(roles.workspaceId, workspaceId), sql`${roles.name} = any(${textArray(names)})`));
+    .where(
+      and(
+        eq(roles.workspaceId, workspaceId),
+        or(
+          ids.length > 0 ? sql`${roles.id} = any(${textArray(ids)})` : undefined,
+          names.length > 0 ? sql`${roles.name} = any(${textArray(names)})` : undefined,
+        ),
+      ),
+    )
+    .orderBy(roles.id);
+  return lockForShare ? query.for("share") : query;
+}
+
+/** Role ids by name in the workspace (names are unique per workspace). */
+export async function findRoleIdsByName(db: Db, workspaceId: string, names: string[]): Promise<Map<string, string>> {
+  const rows = await findRolesByIdOrName(db, workspaceId, [], names);
   return new Map(rows.map((r) => [r.name, r.id]));
 }
 
 /**
- * Permission ids by name in the workspace. Names are not unique (slugs are); when several permissions share a
- * name, the one whose slug equals the name wins, else the oldest, so the choice never changes between calls.
+ * Permission ids by name in the workspace, as v1's import names them. Names are not unique (slugs are); when several
+ * permissions share a name, the one whose slug equals the name wins, else the oldest, so the choice never changes
+ * between calls.
  */
 export async function findPermissionIdsByName(
   db: Db,
@@ -53,6 +79,47 @@ export async function findPermissionIdsByName(
     if (!byName.has(r.name) || r.slug === r.name) byName.set(r.name, r.id);
   }
   return byName;
+}
+
+/** The names among `wanted` that `found` lacks, each once, in request order. */
+export function missingNames(wanted: Iterable<string>, found: { has(name: string): boolean }): string[] {
+  return [...new Set(wanted)].filter((n) => !found.has(n));
+}
+
+/** Creates the roles of these names that the workspace lacks; a concurrent creation of the same name is no error. */
+export async function createMissingRoles(db: Db, workspaceId: string, names: string[], now: number): Promise<void> {
+  if (names.length === 0) return;
+  // Inserted in one fixed order, so that concurrent creates of the same new roles cannot deadlock.
+  await db
+    .insert(roles)
+    .values([...new Set(names)].sort().map((name) => ({ id: newId("role"), workspaceId, name, createdAtM: now })))
+    .onConflictDoNothing({ target: [roles.workspaceId, roles.name] });
+}
+
+/** Creates the permissions of these slugs (name = slug) that the workspace lacks, like createMissingRoles. */
+export async function createMissingPermissions(db: Db, workspaceId: string, slugs: string[], now: number): Promise<void> {
+  if (slugs.length === 0) return;
+  await db
+    .insert(permissions)
+    .values([...new Set(slugs)].sort().map((slug) => ({ id: newId("perm"), workspaceId, name: slug, slug, createdAtM: now })))
+    .onConflictDoNothing({ target: [permissions.workspaceId, permissions.slug] });
+}
+
+/**
+ * The role with this name, created when missing, and locked against deletion until the transaction ends;
+ * undefined when a concurrent delete removed it meanwhile.
+ */
+export async function ensureRole(db: Db, workspaceId: string, name: string, now: number): Promise<string | undefined> {
+  await createMissingRoles(db, workspaceId, [name], now);
+  const [row] = await findRolesByIdOrName(db, workspaceId, [], [name], { lockForShare: true });
+  return row?.id;
+}
+
+/** The permission with this slug, created (name = slug) when missing, and locked like ensureRole's role. */
+export async function ensurePermission(db: Db, workspaceId: string, slug: string, now: number): Promise<string | undefined> {
+  await createMissingPermissions(db, workspaceId, [slug], now);
+  const [row] = await findPermissionsByIdOrSlug(db, workspaceId, [], [slug], { lockForShare: true });
+  return row?.id;
 }
 
 // ---- permissions.get/list/deletePermission, permissions.get/list/deleteRole, role <-> permission links ----
@@ -172,15 +239,15 @@ export async function changeRolePermissions(
       .from(roles)
       .where(and(eq(roles.workspaceId, workspaceId), eq(roles.id, roleId)))
       .for("share");
-    if (!role) throw new ApiError("NOT_FOUND", `role ${roleId} not found`);
+    if (!role) throw new NotFoundError("role", roleId);
     const found = await findPermissionsByIdOrSlug(tx, workspaceId, ids, slugs, { lockForShare: true });
     const foundIds = new Set(found.map((p) => p.id));
     const foundSlugs = new Set(found.map((p) => p.slug));
     const missingId = ids.find((id) => !foundIds.has(id));
-    if (missingId !== undefined) throw new ApiError("NOT_FOUND", `permission ${missingId} not found`);
+    if (missingId !== undefined) throw new NotFoundError("permission", missingId);
     const missingSlug = slugs.find((s) => !foundSlugs.has(s));
     if (missingSlug !== undefined) {
-      throw new ApiError("NOT_FOUND", `permission with slug "${missingSlug}" not found`);
+      throw new NotFoundError("permission", missingSlug, `permission with slug "${missingSlug}" not found`);
     }
     const permissionIds = found.map((p) => p.id);
     if (permissionIds.length === 0) return;

@@ -91,7 +91,7 @@ export const getVerifications = defineRpc({
       throw new ApiError("BAD_REQUEST", "orderBy=time needs groupBy hour, day or month");
     }
 
-    const auth = await authenticateRootKey(db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, { or: ["*", "api.*.read_api", `api.${input.apiId}.read_api`] });
     if (!(await findApi(db, auth.workspaceId, input.apiId))) {
       throw new ApiError("NOT_FOUND", `api ${input.apiId} not found`);

@@ -21,7 +21,7 @@ export const createApi = defineRpc({
   }),
   output: z.object({ apiId: z.string().describe("The new API's id (`api_…`)."), name: z.string() }),
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, { or: ["*", "api.*.create_api"] });
     const apiId = await insertApi(deps.db, { ...input, workspaceId: auth.workspaceId });
     return { apiId, name: input.name };

@@ -15,7 +15,7 @@ export const deleteApi = defineRpc({
   input: z.object({ apiId: idInput.describe("The API to delete, with all its keys.") }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, apiPermission(input.apiId, "delete_api"));
     const outcome = await softDeleteApiWithKeys(deps.db, auth.workspaceId, input.apiId, Date.now());
     if (outcome === "not_found") throw new ApiError("NOT_FOUND", `api ${input.apiId} not found`);

@@ -19,7 +19,7 @@ export const deleteKeys = defineRpc({
   }),
   output: z.object({ deletedKeys: z.int().describe("How many keys were deleted.") }),
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, apiPermission(input.apiId, "delete_key"));
     const deletedKeys = await deleteKeysOfApi(deps.db, auth.workspaceId, input.apiId, input.permanent, Date.now());
     if (deletedKeys === undefined) throw new ApiError("NOT_FOUND", `api ${input.apiId} not found`);

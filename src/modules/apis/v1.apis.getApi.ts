@@ -21,7 +21,7 @@ export const getApi = defineRpc({
     ipWhitelist: z.string().optional().describe("keyhaven extension: the API's IP allow-list, when it has one."),
   }),
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, apiPermission(input.apiId, "read_api"));
     const api = await findApi(deps.db, auth.workspaceId, input.apiId);
     if (!api) throw new ApiError("NOT_FOUND", `api ${input.apiId} not found`);

@@ -39,7 +39,7 @@ export const listKeys = defineRpc({
   handler: async (input, { deps, authorization }) => {
     const { db, keyring } = deps;
     const { apiId } = input;
-    const auth = await authenticateRootKey(db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, {
       or: [
         "*",

@@ -23,7 +23,7 @@ export const updateApi = defineRpc({
   }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, apiPermission(input.apiId, "update_api"));
     if (!(await setApiIpWhitelist(deps.db, auth.workspaceId, input.apiId, input.ipWhitelist, Date.now()))) {
       throw new ApiError("NOT_FOUND", `api ${input.apiId} not found`);

@@ -16,7 +16,7 @@ export const createIdentity = defineRpc({
   input: z.object({ externalId: externalIdInput, meta: meta.optional(), ratelimits: ratelimitsInput.optional() }),
   output: z.object({ identityId: z.string() }),
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, { or: ["*", "identity.*.create_identity"] });
     assertMetaSize(input.meta);
     const names = new Set<string>();

@@ -14,7 +14,7 @@ export const deleteIdentity = defineRpc({
   input: z.object({ identityId: idInput }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, {
       or: ["*", "identity.*.delete_identity", `identity.${input.identityId}.delete_identity`],
     });

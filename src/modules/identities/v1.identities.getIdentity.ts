@@ -20,7 +20,7 @@ export const getIdentity = defineRpc({
     if (input.identityId === undefined && input.externalId === undefined) {
       throw new ApiError("BAD_REQUEST", "Provide either identityId or externalId");
     }
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     const anyIdentity: PermissionQuery = { or: ["*", "identity.*.read_identity"] };
     // By id the permission is known before the lookup. By externalId it is too for `*` and identity.*; a root key
     // with read_identity on some identities only learns neither the id behind the externalId nor whether it exists.

@@ -22,7 +22,7 @@ export const listIdentities = defineRpc({
     total: z.number(),
   }),
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, { or: ["*", "identity.*.read_identity", `identity.${input.environment}.read_identity`] });
     const { rows, total } = await listIdentitiesPage(deps.db, {
       workspaceId: auth.workspaceId,

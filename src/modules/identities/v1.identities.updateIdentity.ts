@@ -22,7 +22,7 @@ export const updateIdentity = defineRpc({
   }),
   output: z.object({ id: z.string(), externalId: z.string(), meta, ratelimits: z.array(ratelimitOutput) }),
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, { or: ["*", "identity.*.update_identity"] });
     if (input.identityId === undefined && input.externalId === undefined) {
       throw new ApiError("BAD_REQUEST", "Provide either identityId or externalId");

@@ -172,7 +172,7 @@ export async function addToKey(
   input: { keyId: string; wanted: Wanted[] },
   { deps, authorization }: RpcContext,
 ): Promise<Connected[]> {
-  const auth = await authenticateRootKey(deps.db, authorization);
+  const auth = await authenticateRootKey(deps, authorization);
   requirePermission(auth, anyOf(k.permissions.add));
   return deps.db.transaction(async (tx) => {
     const key = await lockKey(tx, auth, input.keyId);
@@ -197,7 +197,7 @@ export async function removeFromKey(
   input: { keyId: string; wanted: Wanted[] },
   { deps, authorization }: RpcContext,
 ): Promise<Record<string, never>> {
-  const auth = await authenticateRootKey(deps.db, authorization);
+  const auth = await authenticateRootKey(deps, authorization);
   requirePermission(auth, anyOf(k.permissions.remove));
   await deps.db.transaction(async (tx) => {
     const key = await lockKey(tx, auth, input.keyId);
@@ -221,7 +221,7 @@ export async function setOnKey(
   input: { keyId: string; wanted: Wanted[] },
   { deps, authorization }: RpcContext,
 ): Promise<Connected[]> {
-  const auth = await authenticateRootKey(deps.db, authorization);
+  const auth = await authenticateRootKey(deps, authorization);
   requirePermission(auth, { or: ["*", k.permissions.add, k.permissions.remove] });
   return deps.db.transaction(async (tx) => {
     const key = await lockKey(tx, auth, input.keyId);

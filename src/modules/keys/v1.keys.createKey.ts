@@ -49,7 +49,7 @@ export const createKey = defineRpc({
   }),
   handler: async (input, { deps, authorization }) => {
     const { db, keyring } = deps;
-    const auth = await authenticateRootKey(db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, apiPermission(input.apiId, "create_key"));
     const workspaceId = auth.workspaceId;
 

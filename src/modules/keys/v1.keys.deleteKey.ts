@@ -20,7 +20,7 @@ export const deleteKey = defineRpc({
     const notFound = new ApiError("NOT_FOUND", `key ${input.keyId} not found`);
     // Authenticated before the lookup (v1 looked first), so a wrong root key learns nothing about the id; another
     // workspace's key is answered as a missing one.
-    const auth = await authenticateRootKey(db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     const key = await findLiveKeyForWrite(db, input.keyId);
     if (!key || key.workspaceId !== auth.workspaceId) throw notFound;
     requirePermission(auth, apiPermission(key.apiId, "delete_key"));

@@ -28,7 +28,7 @@ export const getKey = defineRpc({
     const { db, keyring } = deps;
     const notFound = () => new ApiError("NOT_FOUND", `key ${input.keyId} not found`);
     // Authenticated before the lookup (v1 looked first): a wrong root key must not learn whether the id exists.
-    const auth = await authenticateRootKey(db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     const row = await findKeyObjectRow(db, { id: input.keyId }, "direct-names");
     if (!row || row.workspaceId !== auth.workspaceId) throw notFound();
     requirePermission(auth, apiPermission(row.apiId, "read_key"));

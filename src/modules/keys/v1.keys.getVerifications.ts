@@ -38,7 +38,7 @@ export const getVerifications = defineRpc({
 
     // Authenticated before the lookup (v1 looked a keyId up first), so a wrong root key learns nothing about it; a
     // key of another workspace is answered as a missing one.
-    const auth = await authenticateRootKey(db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     let keys: { id: string; apiId: string }[];
     if (input.keyId !== undefined) {
       const key = await findKeyScope(db, input.keyId);

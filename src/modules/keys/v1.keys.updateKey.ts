@@ -47,7 +47,7 @@ export const updateKey = defineRpc({
   input: updateKeyInput,
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     await deps.db.transaction(async (tx) => {
       const key = await lockKeyForUpdate(tx, auth.workspaceId, input.keyId);
       if (!key) throw new ApiError("NOT_FOUND", `key ${input.keyId} not found`);

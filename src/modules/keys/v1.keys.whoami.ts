@@ -29,7 +29,7 @@ export const whoami = defineRpc({
     const { db } = deps;
     const row = await findKeyObjectRow(db, { hash: hashKey(input.key) }, "direct-names");
     if (!row) throw new ApiError("NOT_FOUND", "Key not found");
-    const auth = await authenticateRootKey(db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     if (row.workspaceId !== auth.workspaceId) throw new ApiError("NOT_FOUND", "Key not found");
     requirePermission(auth, apiPermission(row.apiId, "read_key"));
     return {

@@ -21,7 +21,7 @@ export const createKeys = defineRpc({
   output: z.object({ keyIds: z.array(z.string()).describe("The new keys' ids, in the order of the request.") }),
   handler: async (items, { deps, authorization }) => {
     const { db, keyring } = deps;
-    const auth = await authenticateRootKey(db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     if (items.length === 0) return { keyIds: [] };
     const workspaceId = auth.workspaceId;
 

@@ -22,7 +22,7 @@ export const enqueueKeys = defineRpc({
   status: 202,
   handler: async ({ migrationId, apiId, keys }, { deps, authorization }) => {
     const { db, keyring } = deps;
-    const auth = await authenticateRootKey(db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, importPermission(apiId, keys.some((k) => k.plaintext !== undefined)));
     if (!(await findApi(db, auth.workspaceId, apiId))) throw new ApiError("NOT_FOUND", `api ${apiId} not found`);
     if (keys.length === 0) return {};
@@ -36,7 +36,7 @@ export const enqueueKeys = defineRpc({
     }));
     await insertMigrationBatch(db, { workspaceId: auth.workspaceId, migrationId, apiId, keys: queued, dataKey });
     if (dataKey?.newRow) keyring.remember(dataKey);
-    deps.migrationWorker?.wake();
+    deps.migrationWorker.wake();
     return {};
   },
 });

@@ -47,7 +47,7 @@ export const getMigration = defineRpc({
   }),
   handler: async ({ migrationId }, { deps, authorization }) => {
     const { db } = deps;
-    const auth = await authenticateRootKey(db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     // Decided before the lookup where the root key's permissions alone decide, and never naming the migration's
     // APIs: a key without read_api on all of them must not learn which they are.
     const everyApi = hasPermission(auth, { or: ["*", "api.*.read_api"] });

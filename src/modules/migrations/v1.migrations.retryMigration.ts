@@ -21,7 +21,7 @@ export const retryMigration = defineRpc({
     authenticateAdmin(deps.config, authorization);
     const batches = await retryFailedBatches(deps.db, workspaceId, migrationId);
     if (batches === undefined) throw new ApiError("NOT_FOUND", `migration ${migrationId} not found`);
-    if (batches > 0) deps.migrationWorker?.wake();
+    if (batches > 0) deps.migrationWorker.wake();
     return { batches };
   },
 });

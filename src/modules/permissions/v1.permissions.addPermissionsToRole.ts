@@ -16,7 +16,7 @@ export const addPermissionsToRole = defineRpc({
   input: z.object({ roleId: idInput, permissions: permissionRefs }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, { or: ["*", "rbac.*.add_permission_to_role"] });
     await changeRolePermissions(deps.db, auth.workspaceId, input.roleId, input.permissions, "add");
     return {};

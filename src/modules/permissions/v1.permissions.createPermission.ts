@@ -15,7 +15,7 @@ export const createPermission = defineRpc({
   input: z.object({ name: identifier, slug: identifier.optional(), description: description.optional() }),
   output: z.object({ permissionId: z.string() }),
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, { or: ["*", "rbac.*.create_permission"] });
     const slug = input.slug ?? input.name;
     try {

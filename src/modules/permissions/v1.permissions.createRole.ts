@@ -15,7 +15,7 @@ export const createRole = defineRpc({
   input: z.object({ name: z.string().min(3).max(256), description: description.optional() }),
   output: z.object({ roleId: z.string() }),
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, { or: ["*", "rbac.*.create_role"] });
     try {
       return { roleId: await insertRole(deps.db, { ...input, workspaceId: auth.workspaceId }) };

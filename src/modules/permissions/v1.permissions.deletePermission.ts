@@ -14,7 +14,7 @@ export const deletePermission = defineRpc({
   input: z.object({ permissionId: idInput }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, { or: ["*", "rbac.*.delete_permission"] });
     if (!(await deletePermissionRow(deps.db, auth.workspaceId, input.permissionId))) {
       throw new ApiError("NOT_FOUND", `Permission ${input.permissionId} not found`);

@@ -14,7 +14,7 @@ export const deleteRole = defineRpc({
   input: z.object({ roleId: idInput }),
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, { or: ["*", "rbac.*.delete_role"] });
     if (!(await deleteRoleRow(deps.db, auth.workspaceId, input.roleId))) {
       throw new ApiError("NOT_FOUND", `Role ${input.roleId} not found`);

@@ -15,7 +15,7 @@ export const getPermission = defineRpc({
   input: z.object({ permissionId: queryText.min(1) }),
   output: permissionOutput,
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, { or: ["*", "rbac.*.read_permission"] });
     const permission = await findPermission(deps.db, auth.workspaceId, input.permissionId);
     if (!permission) throw new ApiError("NOT_FOUND", `permission ${input.permissionId} not found`);

@@ -15,7 +15,7 @@ export const getRole = defineRpc({
   input: z.object({ roleId: queryText.min(1) }),
   output: roleOutput,
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, { or: ["*", "rbac.*.read_role"] });
     const role = await findRole(deps.db, auth.workspaceId, input.roleId);
     if (!role) throw new ApiError("NOT_FOUND", `role ${input.roleId} not found`);

@@ -13,7 +13,7 @@ export const listPermissions = defineRpc({
   input: z.object({}),
   output: z.array(permissionOutput),
   handler: async (_input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, { or: ["*", "rbac.*.read_permission"] });
     return (await listWorkspacePermissions(deps.db, auth.workspaceId)).map(toPermissionOutput);
   },

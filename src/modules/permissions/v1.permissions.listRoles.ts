@@ -13,7 +13,7 @@ export const listRoles = defineRpc({
   input: z.object({}),
   output: z.array(roleOutput),
   handler: async (_input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, { or: ["*", "rbac.*.read_role"] });
     return (await listWorkspaceRoles(deps.db, auth.workspaceId)).map(toRoleOutput);
   },

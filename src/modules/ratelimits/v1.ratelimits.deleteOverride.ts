@@ -18,7 +18,7 @@ export const deleteOverride = defineRpc({
   output: z.object({}),
   handler: async (input, { deps, authorization }) => {
     const by = givenNamespace(input);
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, { or: ["*", "ratelimit.*.delete_override"] });
     const namespace = await findNamespace(deps.db, auth.workspaceId, by);
     if (!namespace) throw new ApiError("NOT_FOUND", `Namespace ${namespaceLabel(by)} not found`);

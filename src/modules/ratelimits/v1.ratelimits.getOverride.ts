@@ -19,7 +19,7 @@ export const getOverride = defineRpc({
   output: overrideOutput,
   handler: async (input, { deps, authorization }) => {
     const by = givenNamespace(input);
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     // v1 did not accept `*` here; keyhaven does, as a `*` key may do everything else.
     requirePermission(auth, { or: ["*", "ratelimit.*.read_override"] });
     const namespace = await findNamespace(deps.db, auth.workspaceId, by);

@@ -1,10 +1,9 @@
 import { z } from "zod";
 import { authenticateRootKey, hasPermission, requirePermission } from "../../auth/root-key.js";
-import { epochReader } from "../../db/epoch.js";
 import { ApiError } from "../../errors.js";
 import { checkLimits, windowOf } from "../../ratelimit/ratelimiter.js";
 import { defineRpc } from "../../rpc.js";
-import { ensureNamespace, findNamespaceForLimit } from "./ratelimits.repository.js";
+import { ensureNamespace } from "./ratelimits.repository.js";
 import { metaSchema } from "../keys/keys.schemas.js";
 import { durationSchema, limitSchema, MAX_NAME } from "./ratelimits.schemas.js";
 
@@ -55,13 +54,9 @@ export const limit = defineRpc({
   }),
   handler: async (input, { deps, authorization }) => {
     // One epoch for both lookups: each is answered from memory unless something it depends on changed since.
-    const epoch = await epochReader(deps.db).current();
-    const auth = await authenticateRootKey(deps.db, authorization, epoch);
-    const found = await findNamespaceForLimit(
-      deps.db,
-      { workspaceId: auth.workspaceId, name: input.namespace, identifier: input.identifier },
-      epoch,
-    );
+    const epoch = await deps.epochs.current();
+    const auth = await authenticateRootKey(deps, authorization, epoch);
+    const found = await deps.limitLookups.find({ workspaceId: auth.workspaceId, name: input.namespace, identifier: input.identifier }, epoch);
     let namespaceId: string;
     if (found) {
       namespaceId = found.namespaceId;
@@ -79,7 +74,7 @@ export const limit = defineRpc({
       { workspaceId: auth.workspaceId, name: COUNTER_NAME, identifier: `${namespaceId}\u0000${input.identifier}`, ...applied, cost: input.cost },
     ]);
     if (outcomes === undefined) {
-      const reset = windowOf(applied.duration, Date.now()).reset;
+      const reset = windowOf(applied.duration, deps.clock.now()).reset;
       return { success: true, limit: applied.limit, remaining: applied.limit, reset, ratelimitSkipped: true as const };
     }
     const [outcome] = outcomes;

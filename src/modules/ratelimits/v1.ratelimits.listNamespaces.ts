@@ -26,7 +26,7 @@ export const listNamespaces = defineRpc({
     total: z.number(),
   }),
   handler: async (input, { deps, authorization }) => {
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     // A key holding `ratelimit.<namespaceId>.read_namespace` already knows that id; listing needs the wildcard.
     requirePermission(auth, { or: ["*", "ratelimit.*.read_namespace"] });
     const { rows, total } = await listNamespacesPage(deps.db, {

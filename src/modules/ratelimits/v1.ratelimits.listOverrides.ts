@@ -20,7 +20,7 @@ export const listOverrides = defineRpc({
   output: z.object({ overrides: z.array(overrideOutput), cursor: z.string().optional(), total: z.number() }),
   handler: async (input, { deps, authorization }) => {
     const by = givenNamespace(input);
-    const auth = await authenticateRootKey(deps.db, authorization);
+    const auth = await authenticateRootKey(deps, authorization);
     requirePermission(auth, { or: ["*", "ratelimit.*.read_override"] });
     const namespace = await findNamespace(deps.db, auth.workspaceId, by);
     if (!namespace) throw new ApiError("NOT_FOUND", `Namespace ${namespaceLabel(by)} not found`);

@@ -54,7 +54,7 @@ export type Harness = {
    * A second app on the same database, as another replica would be: its own connection pool on PostgreSQL and
    * its own Redis client on the same counters. On PGlite (one embedded instance) it shares this app's store.
    */
-  replica(): Promise<{ app: FastifyInstance; close(): Promise<void> }>;
+  replica(): Promise<{ app: FastifyInstance; services: Services; close(): Promise<void> }>;
   /** This app and a replica() listening on loopback ports: their base URLs, and a close for the replica. */
   listenWithReplica(): Promise<{ urls: [string, string]; closeReplica(): Promise<void> }>;
   close(): Promise<void>;
@@ -184,6 +184,7 @@ export async function createHarness(
       startBackgroundJobs(replicaJobs, replicaApp.log);
       return {
         app: replicaApp,
+        services: replicaJobs,
         async close() {
           await replicaApp.close();
           await stopBackgroundJobs(replicaJobs);

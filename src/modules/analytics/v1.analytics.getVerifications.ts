@@ -74,7 +74,7 @@ export const getVerifications = defineRpc({
   ),
   handler: async (input, { deps, authorization }) => {
     const { db } = deps;
-    const end = input.end ?? Date.now();
+    const end = input.end ?? deps.clock.now();
     if (input.start >= end) throw new ApiError("BAD_REQUEST", "start cannot be equal or greater than end");
     const groupBy = new Set(input.groupBy ?? []);
     if (groupBy.has("tag") && groupBy.has("tags")) {

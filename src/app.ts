@@ -200,10 +200,9 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
   // Changes of state of PostgreSQL and Redis ("unreachable", "reachable again") go to this app's log.
   deps.store.state.useLogger(app.log);
   deps.ratelimiter.state?.useLogger(app.log);
-  const metrics = registerMetrics(app, deps);
+  registerMetrics(app, deps);
   await registerOpenApi(app, deps.config, rpcs);
-  const appDeps: Deps = { ...deps, metrics };
-  for (const rpc of rpcs) registerRpc(app, appDeps, rpc);
+  for (const rpc of rpcs) registerRpc(app, deps, rpc);
   registerErrorReference(app);
   await app.ready();
   return app;

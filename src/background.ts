@@ -1,9 +1,6 @@
-import type { Config } from "./config.js";
-import type { Db } from "./db/client.js";
-import { VerificationAnalytics } from "./modules/analytics/verification-analytics.js";
-import { MigrationWorker } from "./modules/migrations/migration-worker.js";
+import type { Services } from "./services.js";
 
-export type BackgroundJobs = { analytics: VerificationAnalytics; migrationWorker: MigrationWorker };
+export type BackgroundJobs = Pick<Services, "analytics" | "migrationWorker">;
 
 type Logger = {
   info(obj: unknown, msg?: string): void;
@@ -11,15 +8,10 @@ type Logger = {
   error(obj: unknown, msg?: string): void;
 };
 
-/** The process's background jobs, created before buildApp because handlers use them (through Deps). */
-export function createBackgroundJobs(db: Db, config: Config): BackgroundJobs {
-  return {
-    analytics: new VerificationAnalytics(db, config.analytics, { retentionDays: config.analyticsRetentionDays }),
-    migrationWorker: new MigrationWorker(db),
-  };
-}
-
-/** Starts the analytics flusher and retention cleanup and, unless `migrationWorker: false`, the migration worker. */
+/**
+ * Starts the analytics flusher and retention cleanup and, unless `migrationWorker: false`, the migration worker
+ * of services built by createServices (services.ts).
+ */
 export function startBackgroundJobs(jobs: BackgroundJobs, log: Logger, options: { migrationWorker?: boolean } = {}): void {
   jobs.analytics.start(log);
   if (options.migrationWorker !== false) jobs.migrationWorker.start(log);

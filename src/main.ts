@@ -1,12 +1,13 @@
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "./app.js";
-import { createBackgroundJobs, startBackgroundJobs, stopBackgroundJobs } from "./background.js";
+import { startBackgroundJobs, stopBackgroundJobs } from "./background.js";
 import { bootstrap } from "./bootstrap.js";
 import type { Config } from "./config.js";
-import { assertMasterKeyMatches, Keyring } from "./crypto/keyring.js";
+import { assertMasterKeyMatches } from "./crypto/keyring.js";
 import { resolveMasterKey } from "./crypto/master-key.js";
 import { migrateAndRun, openPglite, openPostgres, redactUrl, type Store } from "./db/client.js";
-import { openRateLimiter, warnIfRedisUnreachable } from "./ratelimit/ratelimiter.js";
+import { warnIfRedisUnreachable } from "./ratelimit/ratelimiter.js";
+import { createServices } from "./services.js";
 
 export async function openStore(config: Config): Promise<Store> {
   return config.databaseUrl
@@ -33,15 +34,12 @@ export async function startServer(
     for (const warning of master.warnings) warn(warning);
     const boot = await migrateAndRun(store, config.databaseUrl, () => bootstrap(store.db, config));
     await assertMasterKeyMatches(store.db, master.key);
-    const ratelimiter = await openRateLimiter(config);
-    const jobs = createBackgroundJobs(store.db, config);
-    const app = await buildApp({
-      deps: { config, store, db: store.db, keyring: new Keyring(master.key), ratelimiter, ...jobs },
-      logger: { level: config.logLevel },
-    });
+    const services = await createServices(config, store, { masterKey: master.key });
+    const { ratelimiter } = services;
+    const app = await buildApp({ deps: services, logger: { level: config.logLevel } });
     await warnIfRedisUnreachable(ratelimiter, config, app.log);
     const address = await app.listen({ port: config.port, host: config.host });
-    startBackgroundJobs(jobs, app.log);
+    startBackgroundJobs(services, app.log);
     const url = address;
     out(startupBanner(url, store.description, master.source, boot, config));
     let closing: Promise<void> | undefined;
@@ -53,7 +51,7 @@ export async function startServer(
         (closing ??= (async () => {
           await app.close();
           // After the app (no request in flight), before the store: the jobs write what they hold.
-          await stopBackgroundJobs(jobs);
+          await stopBackgroundJobs(services);
           // Not an onClose hook: Fastify refuses hooks once buildApp has made the app ready.
           await ratelimiter.close();
           await store.close();

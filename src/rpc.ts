@@ -3,7 +3,6 @@ import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import type { z } from "zod";
 import { authenticateAdmin } from "./auth/admin-token.js";
 import { authenticateRootKey, optionalRootKey, type RootKeyAuth } from "./auth/root-key.js";
-import { epochReader } from "./db/epoch.js";
 import type { Deps } from "./deps.js";
 
 /**
@@ -110,9 +109,7 @@ function epochOnce(deps: Deps): { read: () => Promise<bigint>; known: () => bigi
   let known: bigint | undefined;
   return {
     read: () =>
-      (reading ??= epochReader(deps.db)
-        .current()
-        .then((epoch) => (known = epoch))),
+      (reading ??= deps.epochs.current().then((epoch) => (known = epoch))),
     known: () => known,
   };
 }
@@ -126,12 +123,12 @@ async function authenticate(
 ): Promise<Principal<AuthKind>> {
   switch (auth) {
     case "rootKey":
-      return { rootKey: await authenticateRootKey(deps.db, authorization, epoch.known()) };
+      return { rootKey: await authenticateRootKey(deps, authorization, epoch.known()) };
     case "admin":
       authenticateAdmin(deps.config, authorization);
       return {};
     case "optionalRootKey":
-      return { optionalRootKey: (at: bigint | undefined) => optionalRootKey(deps.db, authorization, Date.now(), at) };
+      return { optionalRootKey: (at: bigint | undefined) => optionalRootKey(deps, authorization, at) };
     case "none":
       return {};
   }

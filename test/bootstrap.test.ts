@@ -5,11 +5,11 @@ import path from "node:path";
 import { sql } from "drizzle-orm";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
+import { createServices } from "../src/services.js";
 import { bootstrap } from "../src/bootstrap.js";
 import { loadConfig } from "../src/config.js";
 import { startServer } from "../src/main.js";
 import { hashKey } from "../src/crypto/hash.js";
-import { Keyring } from "../src/crypto/keyring.js";
 import { MemoryRateLimiter } from "../src/ratelimit/memory.ratelimiter.js";
 import { resolveMasterKey } from "../src/crypto/master-key.js";
 import { migrateAndRun, openPglite, rowsOf, type Store } from "../src/db/client.js";
@@ -34,13 +34,7 @@ describe("bootstrap", () => {
   /** Creates an API through HTTP with `rootKey`, as a client would after reading the start-up banner. */
   async function createApiWith(rootKey: string) {
     const app = await buildApp({
-      deps: {
-        config: config(),
-        store,
-        db: store.db,
-        keyring: new Keyring(randomBytes(32)),
-        ratelimiter: new MemoryRateLimiter(),
-      },
+      deps: await createServices(config(), store, { masterKey: randomBytes(32), ratelimiter: new MemoryRateLimiter() }),
     });
     try {
       const res = await app.inject({

@@ -3,14 +3,16 @@ import type { FastifyInstance } from "fastify";
 import postgres from "postgres";
 import { expect, inject } from "vitest";
 import { buildApp } from "../src/app.js";
-import { type BackgroundJobs, createBackgroundJobs, startBackgroundJobs, stopBackgroundJobs } from "../src/background.js";
+import { type BackgroundJobs, startBackgroundJobs, stopBackgroundJobs } from "../src/background.js";
+import type { Clock } from "../src/clock.js";
 import { type Config, loadConfig } from "../src/config.js";
-import { Keyring } from "../src/crypto/keyring.js";
+import type { Keyring } from "../src/crypto/keyring.js";
 import { type Db, migrateAndRun, openPglite, openPostgres, type Store } from "../src/db/client.js";
 import { insertRootKey } from "../src/modules/rootKeys/rootKeys.repository.js";
 import { MemoryRateLimiter } from "../src/ratelimit/memory.ratelimiter.js";
 import type { RateLimiter } from "../src/ratelimit/ratelimiter.js";
 import { RedisRateLimiter } from "../src/ratelimit/redis.ratelimiter.js";
+import { createServices, type Services } from "../src/services.js";
 import { insertWorkspace, setWorkspaceEnabled } from "../src/modules/workspaces/workspaces.repository.js";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
@@ -26,6 +28,10 @@ export type Harness = {
   config: Config;
   keyring: Keyring;
   ratelimiter: RateLimiter;
+  /** Everything the app's handlers use (createServices), as main.ts builds it. */
+  services: Services;
+  /** The app's clock: the machine's unless the harness was given one (e.g. a ManualClock). */
+  clock: Clock;
   /** The app's verification analytics and migration worker (started unless the harness was made without it). */
   jobs: BackgroundJobs;
   /** Whether this run uses a real PostgreSQL server (TEST_DATABASE_URL) rather than PGlite. */
@@ -48,7 +54,7 @@ export type Harness = {
    * A second app on the same database, as another replica would be: its own connection pool on PostgreSQL and
    * its own Redis client on the same counters. On PGlite (one embedded instance) it shares this app's store.
    */
-  replica(): Promise<{ app: FastifyInstance; close(): Promise<void> }>;
+  replica(): Promise<{ app: FastifyInstance; services: Services; close(): Promise<void> }>;
   /** This app and a replica() listening on loopback ports: their base URLs, and a close for the replica. */
   listenWithReplica(): Promise<{ urls: [string, string]; closeReplica(): Promise<void> }>;
   close(): Promise<void>;
@@ -66,6 +72,8 @@ export async function createHarness(
     postgresVia?: (databaseUrl: string) => string;
     /** Fastify's logger option for the app (default: no logs). */
     logger?: Record<string, unknown>;
+    /** The app's clock (and its replicas'): default, the machine's. */
+    clock?: Clock;
   } = {},
 ): Promise<Harness> {
   const templateUrl = inject("templateDatabaseUrl");
@@ -94,7 +102,6 @@ export async function createHarness(
     ...(databaseUrl && { DATABASE_URL: databaseUrl }),
     ...env,
   });
-  const keyring = new Keyring(config.encryptionKey);
   // With TEST_REDIS_URL, counters live in the real Redis, under a prefix of this harness's own.
   const redisUrl = options.redisUrl === undefined ? process.env.TEST_REDIS_URL : (options.redisUrl ?? undefined);
   const redisPrefix = `keyhaven-test:${randomBytes(6).toString("hex")}:`;
@@ -103,9 +110,9 @@ export async function createHarness(
   const ratelimiter: RateLimiter = redisUrl
     ? new RedisRateLimiter(redisUrl, redisPrefix, quota, redisTimeouts)
     : new MemoryRateLimiter(undefined, quota);
-  const jobs = createBackgroundJobs(store.db, config);
-  const app = await buildApp({ deps: { config, store, db: store.db, keyring, ratelimiter, ...jobs }, logger: options.logger ?? false });
-  startBackgroundJobs(jobs, app.log, options);
+  const services = await createServices(config, store, { ratelimiter, ...(options.clock && { clock: options.clock }) });
+  const app = await buildApp({ deps: services, logger: options.logger ?? false });
+  startBackgroundJobs(services, app.log, options);
 
   const toResponse = (res: { statusCode: number; body: string; headers: Record<string, unknown> }): Response => {
     let body: unknown = res.body;
@@ -121,9 +128,11 @@ export async function createHarness(
     store,
     db: store.db,
     config,
-    keyring,
+    keyring: services.keyring,
     ratelimiter,
-    jobs,
+    services,
+    clock: services.clock,
+    jobs: services,
     onPostgres: templateUrl !== undefined,
     databaseUrl,
     async tenant(permissions = ["*"]) {
@@ -169,13 +178,13 @@ export async function createHarness(
     async replica() {
       const replicaStore = databaseUrl ? openPostgres(databaseUrl, 4, postgresTimeouts(env)) : store;
       const replicaLimiter = redisUrl ? new RedisRateLimiter(redisUrl, redisPrefix, quota, redisTimeouts) : ratelimiter;
-      const replicaJobs = createBackgroundJobs(replicaStore.db, config);
-      const replicaApp = await buildApp({
-        deps: { config, store: replicaStore, db: replicaStore.db, keyring: new Keyring(config.encryptionKey), ratelimiter: replicaLimiter, ...replicaJobs },
-      });
+      // Services of its own, as another process has: its caches are not this app's, even on one PGlite store.
+      const replicaJobs = await createServices(config, replicaStore, { ratelimiter: replicaLimiter, clock: services.clock });
+      const replicaApp = await buildApp({ deps: replicaJobs });
       startBackgroundJobs(replicaJobs, replicaApp.log);
       return {
         app: replicaApp,
+        services: replicaJobs,
         async close() {
           await replicaApp.close();
           await stopBackgroundJobs(replicaJobs);
@@ -194,7 +203,7 @@ export async function createHarness(
     },
     async close() {
       await app.close();
-      await stopBackgroundJobs(jobs);
+      await stopBackgroundJobs(services);
       await ratelimiter.close();
       await store.close();
       await dropDatabase();

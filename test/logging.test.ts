@@ -2,7 +2,7 @@ import { createHash, randomBytes } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
-import { Keyring } from "../src/crypto/keyring.js";
+import { createServices } from "../src/services.js";
 import { ADMIN_TOKEN, createHarness, type Harness } from "./helper.js";
 
 describe.each(["trace", "debug"] as const)("logs at LOG_LEVEL=%s", (level) => {
@@ -30,7 +30,7 @@ describe.each(["trace", "debug"] as const)("logs at LOG_LEVEL=%s", (level) => {
     h = await createHarness();
     // The same app as the harness's, on the same store, but logging into `lines` as the server would.
     app = await buildApp({
-      deps: { config: h.config, store: h.store, db: h.db, keyring: new Keyring(h.config.encryptionKey), ratelimiter: h.ratelimiter },
+      deps: await createServices(h.config, h.store, { ratelimiter: h.ratelimiter }),
       logger: { level, stream: { write: (line: string) => lines.push(line) } },
     });
     const t = await h.tenant();
@@ -108,7 +108,7 @@ describe("a failed query", () => {
   beforeAll(async () => {
     h = await createHarness({}, { migrationWorker: false });
     app = await buildApp({
-      deps: { config: h.config, store: h.store, db: h.db, keyring: new Keyring(h.config.encryptionKey), ratelimiter: h.ratelimiter },
+      deps: await createServices(h.config, h.store, { ratelimiter: h.ratelimiter }),
       logger: { level: "info", stream: { write: (line: string) => lines.push(line) } },
     });
     // Every insert of a key fails inside the database, as an outage or a deadlock would.

@@ -2,8 +2,8 @@ import { randomBytes } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
+import { createServices } from "../src/services.js";
 import type { Config } from "../src/config.js";
-import { Keyring } from "../src/crypto/keyring.js";
 import { openPostgres, type Store } from "../src/db/client.js";
 import { MemoryRateLimiter } from "../src/ratelimit/memory.ratelimiter.js";
 import type { RateLimiter } from "../src/ratelimit/ratelimiter.js";
@@ -12,7 +12,7 @@ import { closedPort, FaultProxy } from "./fault-proxy.js";
 import { createHarness, expectError, type Harness } from "./helper.js";
 
 async function appWith(config: Config, store: Store, ratelimiter: RateLimiter): Promise<FastifyInstance> {
-  return buildApp({ deps: { config, store, db: store.db, keyring: new Keyring(config.encryptionKey), ratelimiter } });
+  return buildApp({ deps: await createServices(config, store, { ratelimiter }) });
 }
 
 const failClosed = (config: Config): Config => ({ ...config, ratelimitOnRedisFailure: "closed" });

@@ -4,8 +4,9 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
+import { createServices } from "../src/services.js";
 import { loadConfig } from "../src/config.js";
-import { assertMasterKeyMatches, Keyring } from "../src/crypto/keyring.js";
+import { assertMasterKeyMatches } from "../src/crypto/keyring.js";
 import { resetMasterKey } from "../src/crypto/reset-master-key.js";
 import { migrateAndRun, openPglite } from "../src/db/client.js";
 import { createHarness, type Harness, type Tenant } from "./helper.js";
@@ -49,7 +50,7 @@ describe("resetMasterKey: the way out when the encryption key is lost", () => {
     const newMaster = randomBytes(32);
     await expect(assertMasterKeyMatches(h.db, newMaster)).resolves.toBeUndefined();
     const config = loadConfig({ ...(h.databaseUrl && { DATABASE_URL: h.databaseUrl }), KEYHAVEN_ENCRYPTION_KEY: newMaster.toString("base64") });
-    const app = await buildApp({ deps: { config, store: h.store, db: h.db, keyring: new Keyring(newMaster), ratelimiter: h.ratelimiter } });
+    const app = await buildApp({ deps: await createServices(config, h.store, { masterKey: newMaster, ratelimiter: h.ratelimiter }) });
     try {
       const fresh = `sk_${randomBytes(16).toString("hex")}`;
       const created = await app.inject({

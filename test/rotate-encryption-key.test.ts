@@ -5,6 +5,7 @@ import path from "node:path";
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { buildApp } from "../src/app.js";
+import { createServices } from "../src/services.js";
 import { loadConfig } from "../src/config.js";
 import { startServer } from "../src/main.js";
 import { Keyring } from "../src/crypto/keyring.js";
@@ -25,7 +26,7 @@ const newKey = randomBytes(32);
 /** An app on the harness's database whose keyring holds `master` (and nothing cached). */
 async function appWithMaster(master: Buffer): Promise<FastifyInstance> {
   const config = loadConfig({ ...envOf(h), KEYHAVEN_ENCRYPTION_KEY: master.toString("base64") });
-  return buildApp({ deps: { config, store: h.store, db: h.db, keyring: new Keyring(master), ratelimiter: h.ratelimiter } });
+  return buildApp({ deps: await createServices(config, h.store, { masterKey: master, ratelimiter: h.ratelimiter }) });
 }
 const envOf = (harness: Harness): Record<string, string> => (harness.databaseUrl ? { DATABASE_URL: harness.databaseUrl } : {});
 

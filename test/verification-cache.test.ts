@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
+import { EpochReader } from "../src/db/epoch.js";
 import { RemainingSpender } from "../src/modules/keys/remaining-spender.js";
 import { VerificationCache } from "../src/modules/keys/verification-cache.js";
 import { createHarness, type Harness, type Tenant } from "./helper.js";
@@ -104,7 +105,7 @@ describe("the verification cache never answers with stale data", () => {
 
   it("sees a change made through another cache on the same database (another replica)", async () => {
     const { key, keyId } = await h.importKey(t, apiId, { name: "one" });
-    const replicaCache = new VerificationCache(h.db);
+    const replicaCache = new VerificationCache(h.db, new EpochReader(h.db));
     expect(await replicaCache.lookup(hashKey(key))).toMatchObject({ name: "one" });
     await ok(h.post("/v1/keys.updateKey", { keyId, name: "two" }, t.rootKey));
     expect(await replicaCache.lookup(hashKey(key))).toMatchObject({ name: "two" });
@@ -150,7 +151,7 @@ describe("the verification epoch", () => {
 describe("batched lookups", () => {
   it("answers many concurrent lookups of present and absent keys each with its own row", async () => {
     const imported = await Promise.all(Array.from({ length: 20 }, (_, i) => h.importKey(t, apiId, { name: `k${i}` })));
-    const cache = new VerificationCache(h.db);
+    const cache = new VerificationCache(h.db, new EpochReader(h.db));
     const asks = [
       ...imported.flatMap((k, i) => [{ hash: hashKey(k.key), name: `k${i}` }, { hash: hashKey(k.key), name: `k${i}` }]),
       ...Array.from({ length: 20 }, () => ({ hash: hashKey(randomBytes(16).toString("hex")), name: undefined })),
@@ -164,7 +165,7 @@ describe("batched lookups", () => {
 
   it("keeps at most its size, dropping the oldest entries", async () => {
     const imported = await Promise.all(Array.from({ length: 5 }, () => h.importKey(t, apiId)));
-    const cache = new VerificationCache(h.db, 3);
+    const cache = new VerificationCache(h.db, new EpochReader(h.db), 3);
     for (const k of imported) await cache.lookup(hashKey(k.key));
     expect(cache.size).toBe(3);
     expect(await cache.lookup(hashKey(imported[0]!.key))).toMatchObject({ id: imported[0]!.keyId });

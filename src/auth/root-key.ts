@@ -1,9 +1,9 @@
-import { and, eq, isNull, sql } from "drizzle-orm";
-import { type Db, perDb } from "../db/client.js";
-import { EpochCache, epochReader } from "../db/epoch.js";
-import { keys, rootKeys, workspaces } from "../db/schema.js";
+import type { Db } from "../db/client.js";
+import { EpochCache, type EpochReader } from "../db/epoch.js";
 import { hashKey } from "../crypto/hash.js";
 import { ApiError, type ErrorCode } from "../errors.js";
+import { liveKeyHashExists, prepareRootKeyLookup } from "../modules/rootKeys/rootKeys.repository.js";
+import type { Clock } from "../clock.js";
 import { bearerToken } from "./bearer.js";
 import { describeQuery, type PermissionQuery, satisfies } from "./permissions.js";
 
@@ -15,111 +15,109 @@ export type RootKeyAuth = {
 
 type CachedRootKey = { auth: RootKeyAuth; workspaceEnabled: boolean };
 
-function rootKeyLookup(db: Db) {
-  return db
-    .select({
-      id: rootKeys.id,
-      workspaceId: rootKeys.workspaceId,
-      permissions: rootKeys.permissions,
-      workspaceEnabled: workspaces.enabled,
-    })
-    .from(rootKeys)
-    .innerJoin(workspaces, eq(workspaces.id, rootKeys.workspaceId))
-    .where(eq(rootKeys.hash, sql.placeholder("hash")))
-    .limit(1)
-    .prepare("keyhaven_root_key_lookup");
-}
-
 /** Root keys kept in memory per process (by hash), beyond which the oldest are dropped first. */
 export const ROOT_KEY_CACHE_ENTRIES = 10_000;
 
-const rootKeyCache = perDb((db) => {
-  const lookup = rootKeyLookup(db);
-  return new EpochCache<CachedRootKey>(async (hash) => {
-    const [row] = await lookup.execute({ hash });
-    if (!row) return undefined;
-    const auth = { rootKeyId: row.id, workspaceId: row.workspaceId, permissions: new Set(row.permissions) };
-    return { auth, workspaceEnabled: row.workspaceEnabled };
-  }, ROOT_KEY_CACHE_ENTRIES);
-});
-
-/**
- * Authenticates `Authorization: Bearer <root key>` with v1's codes and messages (all 403, as v1 clients expect).
- *
- * Every request reads the store's epoch (one small query shared by the requests that arrive together; see
- * db/epoch.ts); the root key is read from the database only when it is not in memory at that epoch. Deleting a root
- * key, changing its permissions or disabling its workspace moves the epoch, so the next request on every replica
- * sees it. `epoch` may be passed by a caller that reads it for other caches of the same request.
- */
-export async function authenticateRootKey(
-  db: Db,
-  authorization: string | undefined,
-  epoch?: bigint,
-): Promise<RootKeyAuth> {
-  const token = bearerToken(authorization);
-  if (token === "") throw new ApiError("UNAUTHORIZED", "key required");
-  const hash = hashKey(token);
-  const found = await findRootKey(db, hash, epoch);
-  if (!found) {
-    // Only on the failure path: tell a customer's API key used as a root key apart from an unknown one.
-    const [apiKey] = await db
-      .select({ id: keys.id })
-      .from(keys)
-      .where(and(eq(keys.hash, hash), isNull(keys.deletedAtM)))
-      .limit(1);
-    throw new ApiError("UNAUTHORIZED", apiKey ? "root key required" : "key not found");
-  }
-  if (!found.workspaceEnabled) throw new ApiError("FORBIDDEN", "workspace is disabled");
-  return found.auth;
-}
-
-function findRootKey(db: Db, hash: string, epoch: bigint | undefined): Promise<CachedRootKey | undefined> {
-  return epoch !== undefined
-    ? rootKeyCache(db).get(hash, epoch)
-    : epochReader(db).current().then((current) => rootKeyCache(db).get(hash, current));
-}
-
 /** Every root key is at least this long: generated ones are much longer, KEYHAVEN_ROOT_KEY needs 16 characters. */
 const MIN_ROOT_KEY_LENGTH = 16;
-/** How long a token found to be no root key is remembered by optionalRootKey (see there), and how many. */
+/** How long a token found to be no root key is remembered by `optional` (see there), and how many. */
 export const UNKNOWN_ROOT_KEY_TTL_MS = 60_000;
 const UNKNOWN_ROOT_KEY_ENTRIES = 10_000;
 
-/** Hashes of tokens that were no root key, with when that answer expires; oldest first. */
-const unknownRootKeys = perDb(() => new Map<string, number>());
-
 /**
- * The root key of an `Authorization: Bearer` header when it is one of an enabled workspace, else undefined: for a
- * route where the header is optional (keys.verifyKey ignores anything else, as v1 does). Never throws for what the
- * header holds. A header that cannot be a root key (absent, shorter than any root key, such as the SDK's
- * `Bearer public`) costs nothing; a token found to be no root key is remembered for a minute, so a client that
- * always sends the same foreign token costs no query per request. That is exact for generated root keys (nobody
- * can send one before it exists); a secret chosen by the operator that was sent before it became a root key is
- * recognised at most a minute late.
+ * Authenticates root keys, with the root keys of this process in memory. One per process (services.ts builds it):
+ * its cache and its memory of unknown tokens belong to that process's store and are never shared with another.
  */
-export async function optionalRootKey(
-  db: Db,
+export class RootKeyAuthenticator {
+  private readonly cache: EpochCache<CachedRootKey>;
+  /** Hashes of tokens that were no root key, with when that answer expires; oldest first. */
+  private readonly unknown = new Map<string, number>();
+
+  constructor(
+    private readonly db: Db,
+    private readonly epochs: EpochReader,
+    private readonly clock: Clock,
+  ) {
+    const lookup = prepareRootKeyLookup(db);
+    this.cache = new EpochCache<CachedRootKey>(async (hash) => {
+      const [row] = await lookup.execute({ hash });
+      if (!row) return undefined;
+      const auth = { rootKeyId: row.id, workspaceId: row.workspaceId, permissions: new Set(row.permissions) };
+      return { auth, workspaceEnabled: row.workspaceEnabled };
+    }, ROOT_KEY_CACHE_ENTRIES);
+  }
+
+  /**
+   * Authenticates `Authorization: Bearer <root key>` with v1's codes and messages (all 403, as v1 clients expect).
+   *
+   * Every request reads the store's epoch (one small query shared by the requests that arrive together; see
+   * db/epoch.ts); the root key is read from the database only when it is not in memory at that epoch. Deleting a
+   * root key, changing its permissions or disabling its workspace moves the epoch, so the next request on every
+   * replica sees it. `epoch` may be passed by a caller that reads it for other caches of the same request.
+   */
+  async authenticate(authorization: string | undefined, epoch?: bigint): Promise<RootKeyAuth> {
+    const token = bearerToken(authorization);
+    if (token === "") throw new ApiError("UNAUTHORIZED", "key required");
+    const hash = hashKey(token);
+    const found = await this.find(hash, epoch);
+    if (!found) {
+      // Only on the failure path: tell a customer's API key used as a root key apart from an unknown one.
+      throw new ApiError("UNAUTHORIZED", (await liveKeyHashExists(this.db, hash)) ? "root key required" : "key not found");
+    }
+    if (!found.workspaceEnabled) throw new ApiError("FORBIDDEN", "workspace is disabled");
+    return found.auth;
+  }
+
+  /**
+   * The root key of an `Authorization: Bearer` header when it is one of an enabled workspace, else undefined: for
+   * a route where the header is optional (keys.verifyKey ignores anything else, as v1 does). Never throws for what
+   * the header holds. A header that cannot be a root key (absent, shorter than any root key, such as the SDK's
+   * `Bearer public`) costs nothing; a token found to be no root key is remembered for a minute, so a client that
+   * always sends the same foreign token costs no query per request. That is exact for generated root keys (nobody
+   * can send one before it exists); a secret chosen by the operator that was sent before it became a root key is
+   * recognised at most a minute late.
+   */
+  async optional(authorization: string | undefined, epoch?: bigint): Promise<RootKeyAuth | undefined> {
+    if (authorization === undefined) return undefined;
+    const token = bearerToken(authorization);
+    if (token.length < MIN_ROOT_KEY_LENGTH) return undefined;
+    const hash = hashKey(token);
+    const now = this.clock.now();
+    const until = this.unknown.get(hash);
+    if (until !== undefined) {
+      if (until > now) return undefined;
+      this.unknown.delete(hash);
+    }
+    const found = await this.find(hash, epoch);
+    if (found === undefined) {
+      this.unknown.set(hash, now + UNKNOWN_ROOT_KEY_TTL_MS);
+      if (this.unknown.size > UNKNOWN_ROOT_KEY_ENTRIES) this.unknown.delete(this.unknown.keys().next().value!);
+      return undefined;
+    }
+    return found.workspaceEnabled ? found.auth : undefined;
+  }
+
+  private async find(hash: string, epoch: bigint | undefined): Promise<CachedRootKey | undefined> {
+    return this.cache.get(hash, epoch ?? (await this.epochs.current()));
+  }
+}
+
+/** `services.rootKeys.authenticate`: what handlers call (they hold the services as `deps`). */
+export function authenticateRootKey(
+  services: { rootKeys: RootKeyAuthenticator },
   authorization: string | undefined,
-  now: number,
+  epoch?: bigint,
+): Promise<RootKeyAuth> {
+  return services.rootKeys.authenticate(authorization, epoch);
+}
+
+/** `services.rootKeys.optional`: the root key of an optional `Authorization` header (keys.verifyKey). */
+export function optionalRootKey(
+  services: { rootKeys: RootKeyAuthenticator },
+  authorization: string | undefined,
   epoch?: bigint,
 ): Promise<RootKeyAuth | undefined> {
-  if (authorization === undefined) return undefined;
-  const token = bearerToken(authorization);
-  if (token.length < MIN_ROOT_KEY_LENGTH) return undefined;
-  const hash = hashKey(token);
-  const unknown = unknownRootKeys(db);
-  const until = unknown.get(hash);
-  if (until !== undefined) {
-    if (until > now) return undefined;
-    unknown.delete(hash);
-  }
-  const found = await findRootKey(db, hash, epoch);
-  if (found === undefined) {
-    unknown.set(hash, now + UNKNOWN_ROOT_KEY_TTL_MS);
-    if (unknown.size > UNKNOWN_ROOT_KEY_ENTRIES) unknown.delete(unknown.keys().next().value!);
-    return undefined;
-  }
-  return found.workspaceEnabled ? found.auth : undefined;
+  return services.rootKeys.optional(authorization, epoch);
 }
 
 export function hasPermission(auth: RootKeyAuth, query: PermissionQuery): boolean {

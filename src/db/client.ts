@@ -308,16 +308,3 @@ export function isUniqueViolation(err: unknown): boolean {
   }
   return false;
 }
-
-/**
- * One `T` per database handle, made on first use: prepared statements and in-memory caches live as long as the
- * handle (one per process in production, one per app instance in tests) and are never shared between handles.
- */
-export function perDb<T>(make: (db: Db) => T): (db: Db) => T {
-  const made = new WeakMap<Db, T>();
-  return (db) => {
-    let value = made.get(db);
-    if (value === undefined) made.set(db, (value = make(db)));
-    return value;
-  };
-}

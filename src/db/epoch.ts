@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { bigint, pgTable, smallint } from "drizzle-orm/pg-core";
 import { Coalescer } from "../coalescer.js";
-import { type Db, perDb } from "./client.js";
+import type { Db } from "./client.js";
 
 // Created by the custom migration `verification_epoch` (with its triggers), so not part of the drizzle schema.
 export const epochTable = pgTable("keyhaven_epoch", {
@@ -29,6 +29,7 @@ type Waiter = { resolve: (epoch: bigint) => void; reject: (err: unknown) => void
  * `current()` answers from a statement that starts after the call: a caller that arrives while a statement runs
  * waits for the next one, and everyone waiting then shares it. So under load one tiny query serves many requests,
  * and a write that committed before a request arrived is always reflected in the epoch that request gets.
+ * One per process (services.ts), shared by every cache of that process.
  */
 export class EpochReader {
   private readonly queue: Coalescer<Waiter>;
@@ -51,9 +52,6 @@ export class EpochReader {
     return new Promise((resolve, reject) => this.queue.add({ resolve, reject }));
   }
 }
-
-/** The epoch reader of a database handle, shared by every cache of that handle. */
-export const epochReader = perDb((db) => new EpochReader(db));
 
 /**
  * Values read from the database, kept in memory only while the epoch has not moved: an entry is stored with the

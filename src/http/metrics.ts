@@ -84,7 +84,7 @@ class RequestStats {
   }
 }
 
-/** One app's metrics. buildApp creates it; the verifyKey handler reports outcomes through deps.metrics. */
+/** One process's metrics. createServices creates it, buildApp serves it; keys.verifyKey reports outcomes to it. */
 export class AppMetrics {
   readonly registry = new Registry();
   /** Per-route request counts and latencies, fed by the hooks registerMetrics installs. */
@@ -148,8 +148,8 @@ export class AppMetrics {
  * Instruments every route registered after it (call it before the routes) and serves GET /metrics, which takes
  * `Authorization: Bearer <KEYHAVEN_METRICS_TOKEN>` when that is set.
  */
-export function registerMetrics(app: FastifyInstance, deps: Pick<Deps, "config" | "store" | "db" | "ratelimiter">): AppMetrics {
-  const metrics = new AppMetrics(deps);
+export function registerMetrics(app: FastifyInstance, deps: Pick<Deps, "config" | "metrics">): void {
+  const { metrics } = deps;
   const { requests } = metrics;
 
   // Each route gets a hook of its own that already knows its method and pattern, so nothing is looked up per request.
@@ -184,5 +184,4 @@ export function registerMetrics(app: FastifyInstance, deps: Pick<Deps, "config" 
     const { contentType, body } = await metrics.render();
     return reply.type(contentType).send(body);
   });
-  return metrics;
 }

@@ -124,11 +124,11 @@ export async function warnIfRedisUnreachable(
  * returns undefined (the caller proceeds without these limits and says so), "closed" lets the 503 through.
  */
 export async function checkLimits(
-  deps: { ratelimiter: RateLimiter; config: Pick<Config, "ratelimitOnRedisFailure"> },
+  deps: { ratelimiter: RateLimiter; config: Pick<Config, "ratelimitOnRedisFailure">; clock: { now(): number } },
   checks: LimitCheck[],
 ): Promise<LimitOutcome[] | undefined> {
   try {
-    return await deps.ratelimiter.check(checks);
+    return await deps.ratelimiter.check(checks, deps.clock.now());
   } catch (err) {
     if (deps.config.ratelimitOnRedisFailure === "open" && findDependencyFailure(err)?.dependency === "Redis") return undefined;
     throw err;

@@ -74,8 +74,8 @@ export const getVerifications = defineRpc({
     }),
   ),
   // The input's own 400s come before authentication, as before.
-  beforeAuth: (input) => {
-    const end = input.end ?? Date.now();
+  beforeAuth: (input, { deps }) => {
+    const end = input.end ?? deps.clock.now();
     if (input.start >= end) throw new ApiError("BAD_REQUEST", "start cannot be equal or greater than end");
     const groupBy = new Set(input.groupBy ?? []);
     if (groupBy.has("tag") && groupBy.has("tags")) {

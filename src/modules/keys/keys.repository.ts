@@ -1,5 +1,5 @@
 import { and, eq, isNull, sql } from "drizzle-orm";
-import { type Db, perDb, rowsOf } from "../../db/client.js";
+import { type Db, rowsOf } from "../../db/client.js";
 import { epochSum } from "../../db/epoch.js";
 import { apis, identities, keys, workspaces } from "../../db/schema.js";
 import { keyEffectivePermissionSlugs, keyRoleNames } from "./key-columns.js";
@@ -13,7 +13,14 @@ export type StoredRatelimit = {
   owner: "key" | "identity";
 };
 
-function verificationLookup(db: Db) {
+/**
+ * Everything verification needs about the live keys with these hashes (`{ hashes }`), in one query, each row with
+ * the verification epoch of the same snapshot. `remaining` is the stored value: only whether it is null matters
+ * here, since spending reads and writes it in the database. Verification is the hot path: the verification cache
+ * (verification-cache.ts) prepares it once and runs it as a prepared statement (drizzle then skips building the
+ * SQL, and PostgreSQL planning it), instead of once per request.
+ */
+export function prepareVerificationLookup(db: Db) {
   return db
     .select({
       hash: keys.hash,
@@ -51,20 +58,8 @@ function verificationLookup(db: Db) {
     .prepare("keyhaven_verification_lookup");
 }
 
-// Verification is the hot path: its lookup is built once per database handle and run as a prepared statement
-// (drizzle then skips building the SQL, and PostgreSQL planning it), instead of once per request.
-const verificationLookups = perDb(verificationLookup);
-
-export type KeyForVerification = Awaited<ReturnType<ReturnType<typeof verificationLookup>["execute"]>>[number];
-
-/**
- * Everything verification needs about the live keys with these hashes, in one query, each row with the
- * verification epoch of the same snapshot. `remaining` is the stored value: only whether it is null matters here,
- * since spending reads and writes it in the database. Callers go through verification-cache.ts.
- */
-export async function lookupKeysForVerification(db: Db, hashes: string[]): Promise<KeyForVerification[]> {
-  return verificationLookups(db).execute({ hashes });
-}
+export type VerificationLookup = ReturnType<typeof prepareVerificationLookup>;
+export type KeyForVerification = Awaited<ReturnType<VerificationLookup["execute"]>>[number];
 
 /**
  * Spends `cost` uses for each of `count` verifications of one key in one atomic statement, after applying any

@@ -1,4 +1,4 @@
-import { type Db, perDb } from "../../db/client.js";
+import type { Db } from "../../db/client.js";
 import { spendRemaining } from "./keys.repository.js";
 
 type Spend = { cost: number; resolve: (left: number | undefined) => void; reject: (err: unknown) => void };
@@ -8,7 +8,7 @@ type Spend = { cost: number; resolve: (left: number | undefined) => void; reject
  * whose statement is running wait for it and are then spent together, in arrival order, by the next statement
  * (one per distinct cost). A key verified by many clients at once therefore costs one row lock and one commit per
  * group instead of one per verification, while every spend is still atomic in the database: no overdraw across
- * any number of processes, and no use granted that the database did not record.
+ * any number of processes, and no use granted that the database did not record. One per process (services.ts).
  */
 export class RemainingSpender {
   private waiting = new Map<string, Spend[]>();
@@ -62,6 +62,3 @@ function groupByCost(batch: Spend[]): Map<number, Spend[]> {
   }
   return groups;
 }
-
-/** The spender of one database handle (one per process in production). */
-export const remainingSpender = perDb((db) => new RemainingSpender(db));

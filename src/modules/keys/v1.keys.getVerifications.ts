@@ -29,11 +29,11 @@ export const getVerifications = defineRpc({
     ),
   }),
   // The input's own 400s come before authentication, as before.
-  beforeAuth: (input) => {
+  beforeAuth: (input, { deps }) => {
     if (input.keyId === undefined && input.ownerId === undefined) {
       throw new ApiError("BAD_REQUEST", "keyId or ownerId must be provided");
     }
-    const end = input.end ?? Date.now();
+    const end = input.end ?? deps.clock.now();
     const start = input.start ?? end - 24 * HOUR_MS;
     if (start > end) throw new ApiError("BAD_REQUEST", "start must not be after end");
     return { start, end };

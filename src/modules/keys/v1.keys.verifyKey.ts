@@ -88,10 +88,10 @@ export const verifyKey = defineRpc({
     });
     // Undocumented in v1, which set it for its own tests; v1 clients and test suites read it.
     if (triggeredRatelimit !== undefined) reply.header("Unkey-Ratelimit-Triggered", triggeredRatelimit);
-    deps.metrics?.recordVerification(result.code);
+    deps.metrics.recordVerification(result.code);
     // Synchronous and in memory only (written in the background): verifications of existing keys, as v1 counts.
     if (subject !== undefined) {
-      deps.analytics?.record({ keyId: result.keyId!, ...subject, identityId: result.identity?.id }, result.code, input.tags, Date.now());
+      deps.analytics.record({ keyId: result.keyId!, ...subject, identityId: result.identity?.id }, result.code, input.tags, deps.clock.now());
     }
     return { requestId: req.id, ...result };
   },

@@ -1,7 +1,7 @@
 import { Coalescer } from "../../coalescer.js";
-import { type Db, perDb } from "../../db/client.js";
-import { epochReader, type EpochReader } from "../../db/epoch.js";
-import { lookupKeysForVerification, type KeyForVerification } from "./keys.repository.js";
+import type { Db } from "../../db/client.js";
+import type { EpochReader } from "../../db/epoch.js";
+import { type KeyForVerification, prepareVerificationLookup, type VerificationLookup } from "./keys.repository.js";
 
 /** Keys kept in memory per process; beyond this the oldest entries are dropped first. */
 export const VERIFICATION_CACHE_ENTRIES = 50_000;
@@ -36,13 +36,15 @@ export class VerificationCache {
   /** The epoch every entry was read at; null before the first read. */
   private epoch: bigint | null = null;
   private readonly queue: Coalescer<Waiter>;
-  private readonly epochs: EpochReader;
+  private readonly statement: VerificationLookup;
 
+  /** One per process (services.ts); `epochs` is the process's epoch reader, shared with its other caches. */
   constructor(
-    private readonly db: Db,
+    db: Db,
+    private readonly epochs: EpochReader,
     private readonly maxEntries = VERIFICATION_CACHE_ENTRIES,
   ) {
-    this.epochs = epochReader(db);
+    this.statement = prepareVerificationLookup(db);
     this.queue = new Coalescer(
       (batch) => this.answer(batch),
       (batch, err) => {
@@ -70,14 +72,14 @@ export class VerificationCache {
     let epoch: bigint | undefined;
     const found = new Map<string, KeyForVerification>();
     if (misses.length > 0) {
-      for (const row of await lookupKeysForVerification(this.db, misses)) {
+      for (const row of await this.statement.execute({ hashes: misses })) {
         epoch = BigInt(row.epoch);
         found.set(row.hash, row);
       }
     }
     const hadHits = batch.some((w) => !missed.has(w.hash));
     if (epoch === undefined && (hadHits || this.epoch === null)) {
-      // Shared with the other caches of this handle; its statement starts after this batch was formed.
+      // Shared with the other caches of this process; its statement starts after this batch was formed.
       epoch = await this.epochs.current();
     }
 
@@ -105,6 +107,3 @@ export class VerificationCache {
     }
   }
 }
-
-/** The cache of one database handle (one per process in production; one per app instance in tests). */
-export const verificationCache = perDb((db) => new VerificationCache(db));

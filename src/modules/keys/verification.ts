@@ -6,8 +6,6 @@ import { ApiError } from "../../errors.js";
 import { ipAllowed } from "../apis/ip-whitelist.js";
 import { checkLimits, type LimitCheck, type LimitOutcome } from "../../ratelimit/ratelimiter.js";
 import type { KeyForVerification as FoundKey, StoredRatelimit } from "./keys.repository.js";
-import { remainingSpender } from "./remaining-spender.js";
-import { verificationCache } from "./verification-cache.js";
 
 export const verificationCodes = [
   "VALID",
@@ -78,7 +76,7 @@ export type VerificationOutcome = Verification & {
  */
 export async function verifyKey(deps: Deps, req: VerifyRequest): Promise<VerificationOutcome> {
   const query = permissionQueryOf(req.permissions);
-  const { key, epoch } = await verificationCache(deps.db).lookupWithEpoch(hashKey(req.key));
+  const { key, epoch } = await deps.verificationCache.lookupWithEpoch(hashKey(req.key));
   // At the epoch the key was confirmed at: a root key in memory then costs no query. An unknown key is NOT_FOUND
   // whatever the scope, so it is not resolved then (unless it decides between NOT_FOUND and the 400 below).
   const scopeMatters = key !== undefined || (req.requireScope === true && req.apiId === undefined);
@@ -102,7 +100,7 @@ export async function verifyKey(deps: Deps, req: VerifyRequest): Promise<Verific
 
   if (!key.enabled) return refuse("DISABLED");
   if (req.apiId !== undefined && req.apiId !== key.apiId) return refuse("FORBIDDEN");
-  if (key.expires !== null && key.expires.getTime() < Date.now()) return refuse("EXPIRED");
+  if (key.expires !== null && key.expires.getTime() < deps.clock.now()) return refuse("EXPIRED");
   if (!ipAllowed(key.apiIpWhitelist, req.callerIp)) return refuse("FORBIDDEN");
   if (query !== undefined && !satisfies(query, new Set(key.permissions))) return refuse("INSUFFICIENT_PERMISSIONS");
 
@@ -121,7 +119,7 @@ export async function verifyKey(deps: Deps, req: VerifyRequest): Promise<Verific
   }
 
   if (key.remaining !== null) {
-    const left = await remainingSpender(deps.db).spend(key.id, req.remainingCost);
+    const left = await deps.remainingSpender.spend(key.id, req.remainingCost);
     if (left === undefined) return refuse("USAGE_EXCEEDED", { remaining: 0, ...withLimit });
     return { ...body, ...withLimit, valid: true, code: "VALID", remaining: left };
   }

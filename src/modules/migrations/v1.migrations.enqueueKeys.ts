@@ -36,7 +36,7 @@ export const enqueueKeys = defineRpc({
     }));
     await insertMigrationBatch(db, { workspaceId: auth.workspaceId, migrationId, apiId, keys: queued, dataKey });
     if (dataKey?.newRow) keyring.remember(dataKey);
-    deps.migrationWorker?.wake();
+    deps.migrationWorker.wake();
     return {};
   },
 });

@@ -19,7 +19,7 @@ export const retryMigration = defineRpc({
   handler: async ({ workspaceId, migrationId }, { deps }) => {
     const batches = await retryFailedBatches(deps.db, workspaceId, migrationId);
     if (batches === undefined) throw new ApiError("NOT_FOUND", `migration ${migrationId} not found`);
-    if (batches > 0) deps.migrationWorker?.wake();
+    if (batches > 0) deps.migrationWorker.wake();
     return { batches };
   },
 });

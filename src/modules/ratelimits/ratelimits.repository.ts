@@ -1,5 +1,5 @@
 import { and, asc, count, eq, gt, isNull, sql } from "drizzle-orm";
-import { type Db, perDb } from "../../db/client.js";
+import type { Db } from "../../db/client.js";
 import { EpochCache } from "../../db/epoch.js";
 import { ratelimitNamespaces, ratelimitOverrides } from "../../db/schema.js";
 import { newId } from "../../ids.js";
@@ -47,26 +47,29 @@ export type LimitLookup = { namespaceId: string; override?: { limit: number; dur
 /** (namespace, identifier) pairs kept in memory per process, beyond which the oldest are dropped first. */
 export const LIMIT_LOOKUP_CACHE_ENTRIES = 50_000;
 
-// ratelimits.limit is a hot path: its lookup is one prepared statement per database handle, and its answers are
-// kept in memory only while the store's epoch is unchanged. Setting or deleting an override, or anything that
-// changes a namespace, moves the epoch (migration root_key_epoch), so the next call on every replica sees it.
-const limitLookupCache = perDb((db) => {
-  const lookup = limitLookup(db);
-  return new EpochCache<LimitLookup>(async (key) => {
-    const [workspaceId, name, identifierValue] = JSON.parse(key) as [string, string, string];
-    const [row] = await lookup.execute({ workspaceId, name, identifier: identifierValue });
-    if (!row) return undefined;
-    return { namespaceId: row.namespaceId, ...(row.override && { override: row.override }) };
-  }, LIMIT_LOOKUP_CACHE_ENTRIES);
-});
+/**
+ * ratelimits.limit is a hot path: its lookup is one prepared statement per process (services.ts builds one of
+ * these), and its answers are kept in memory only while the store's epoch is unchanged. Setting or deleting an
+ * override, or anything that changes a namespace, moves the epoch (migration root_key_epoch), so the next call on
+ * every replica sees it.
+ */
+export class LimitLookupCache {
+  private readonly cache: EpochCache<LimitLookup>;
 
-/** The live namespace by name with the override that applies to the identifier, as of `epoch` or later. */
-export function findNamespaceForLimit(
-  db: Db,
-  input: { workspaceId: string; name: string; identifier: string },
-  epoch: bigint,
-): Promise<LimitLookup | undefined> {
-  return limitLookupCache(db).get(JSON.stringify([input.workspaceId, input.name, input.identifier]), epoch);
+  constructor(db: Db) {
+    const lookup = limitLookup(db);
+    this.cache = new EpochCache<LimitLookup>(async (key) => {
+      const [workspaceId, name, identifierValue] = JSON.parse(key) as [string, string, string];
+      const [row] = await lookup.execute({ workspaceId, name, identifier: identifierValue });
+      if (!row) return undefined;
+      return { namespaceId: row.namespaceId, ...(row.override && { override: row.override }) };
+    }, LIMIT_LOOKUP_CACHE_ENTRIES);
+  }
+
+  /** The live namespace by name with the override that applies to the identifier, as of `epoch` or later. */
+  find(input: { workspaceId: string; name: string; identifier: string }, epoch: bigint): Promise<LimitLookup | undefined> {
+    return this.cache.get(JSON.stringify([input.workspaceId, input.name, input.identifier]), epoch);
+  }
 }
 
 /** Creates the namespace, or finds the live one another request created first; returns its id. */

@@ -3,7 +3,7 @@ import { hasPermission, requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { checkLimits, windowOf } from "../../ratelimit/ratelimiter.js";
 import { defineRpc } from "../../rpc.js";
-import { ensureNamespace, findNamespaceForLimit } from "./ratelimits.repository.js";
+import { ensureNamespace } from "./ratelimits.repository.js";
 import { metaSchema } from "../keys/keys.schemas.js";
 import { durationSchema, limitSchema, MAX_NAME } from "./ratelimits.schemas.js";
 
@@ -57,11 +57,7 @@ export const limit = defineRpc({
   // memory unless something it depends on changed since.
   beforeAuth: (_input, { epoch }) => epoch(),
   handler: async (input, { deps, rootKey: auth, checked: epoch }) => {
-    const found = await findNamespaceForLimit(
-      deps.db,
-      { workspaceId: auth.workspaceId, name: input.namespace, identifier: input.identifier },
-      epoch,
-    );
+    const found = await deps.limitLookups.find({ workspaceId: auth.workspaceId, name: input.namespace, identifier: input.identifier }, epoch);
     let namespaceId: string;
     if (found) {
       namespaceId = found.namespaceId;
@@ -79,7 +75,7 @@ export const limit = defineRpc({
       { workspaceId: auth.workspaceId, name: COUNTER_NAME, identifier: `${namespaceId}\u0000${input.identifier}`, ...applied, cost: input.cost },
     ]);
     if (outcomes === undefined) {
-      const reset = windowOf(applied.duration, Date.now()).reset;
+      const reset = windowOf(applied.duration, deps.clock.now()).reset;
       return { success: true, limit: applied.limit, remaining: applied.limit, reset, ratelimitSkipped: true as const };
     }
     const [outcome] = outcomes;

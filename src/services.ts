@@ -1,0 +1,81 @@
+import { type Clock, systemClock } from "./clock.js";
+import type { Config } from "./config.js";
+import { Keyring } from "./crypto/keyring.js";
+import type { Db, Store } from "./db/client.js";
+import { EpochReader } from "./db/epoch.js";
+import { AppMetrics } from "./http/metrics.js";
+import { RootKeyAuthenticator } from "./auth/root-key.js";
+import { VerificationAnalytics } from "./modules/analytics/verification-analytics.js";
+import { RemainingSpender } from "./modules/keys/remaining-spender.js";
+import { VerificationCache } from "./modules/keys/verification-cache.js";
+import { MigrationWorker } from "./modules/migrations/migration-worker.js";
+import { LimitLookupCache } from "./modules/ratelimits/ratelimits.repository.js";
+import { openRateLimiter, type RateLimiter } from "./ratelimit/ratelimiter.js";
+
+/**
+ * Every stateful piece of one keyhaven process, built once by createServices and passed to every handler (as
+ * `deps`). Nothing of this lives in module state: two sets of services in one process (two tests, an app and its
+ * replica) share no cache, no prepared statement and no counter.
+ */
+export type Services = {
+  config: Config;
+  store: Store;
+  db: Db;
+  /** Business time: expiry, analytics hours, rate-limit windows, how long an unknown token is remembered. */
+  clock: Clock;
+  keyring: Keyring;
+  /** Rate-limit counters: process memory, or Redis (REDIS_URL) shared by every replica. */
+  ratelimiter: RateLimiter;
+  /** The store's write epoch, read once for all the caches below that ask at the same time. */
+  epochs: EpochReader;
+  /** The keys keys.verifyKey reads, in memory while the epoch stands. */
+  verificationCache: VerificationCache;
+  /** Spends keys' remaining uses, grouping concurrent verifications of one key. */
+  remainingSpender: RemainingSpender;
+  /** Root keys (and tokens that are none), in memory while the epoch stands. */
+  rootKeys: RootKeyAuthenticator;
+  /** ratelimits.limit's namespace and override lookups, in memory while the epoch stands. */
+  limitLookups: LimitLookupCache;
+  /** This process's Prometheus metrics (buildApp serves them; handlers report domain outcomes). */
+  metrics: AppMetrics;
+  /** Verification counts (KEYHAVEN_ANALYTICS), written in the background once started (background.ts). */
+  analytics: VerificationAnalytics;
+  /** The migrations.enqueueKeys worker, woken after an enqueue; it works once started (background.ts). */
+  migrationWorker: MigrationWorker;
+};
+
+export type ServicesOptions = {
+  /** The master key (main.ts resolves it, possibly from the key file); default: KEYHAVEN_ENCRYPTION_KEY. */
+  masterKey?: Buffer | undefined;
+  /** The rate limiter; default: the one the configuration names (REDIS_URL, else memory). */
+  ratelimiter?: RateLimiter;
+  /** Default: the machine's clock. */
+  clock?: Clock;
+};
+
+/**
+ * The composition root: builds every stateful piece on `store` with `config`. main.ts and the test harness both
+ * call it. Nothing is started here: background.ts starts the analytics flusher and the migration worker.
+ */
+export async function createServices(config: Config, store: Store, options: ServicesOptions = {}): Promise<Services> {
+  const { db } = store;
+  const clock = options.clock ?? systemClock;
+  const ratelimiter = options.ratelimiter ?? (await openRateLimiter(config));
+  const epochs = new EpochReader(db);
+  return {
+    config,
+    store,
+    db,
+    clock,
+    keyring: new Keyring("masterKey" in options ? options.masterKey : config.encryptionKey),
+    ratelimiter,
+    epochs,
+    verificationCache: new VerificationCache(db, epochs),
+    remainingSpender: new RemainingSpender(db),
+    rootKeys: new RootKeyAuthenticator(db, epochs, clock),
+    limitLookups: new LimitLookupCache(db),
+    metrics: new AppMetrics({ config, store, db, ratelimiter }),
+    analytics: new VerificationAnalytics(db, config.analytics, { retentionDays: config.analyticsRetentionDays, now: () => clock.now() }),
+    migrationWorker: new MigrationWorker(db, { now: () => clock.now() }),
+  };
+}

@@ -45,11 +45,29 @@ export const codeToStatus: Record<ErrorCode, number> = {
 };
 
 
+/**
+ * keyhaven additions to the envelope, for programs: which of the request's items a refusal is about, read by the
+ * import CLI instead of the message's wording (v1 clients ignore fields they do not know).
+ * - `keyIndex`: the index, in the request's array, of the key refused.
+ * - `reason`: `KEY_EXISTS` (a key of the request exists already) or `DUPLICATE_IN_REQUEST` (the key at `keyIndex`
+ *   repeats the one at `sameAsKeyIndex`).
+ * - `missingRoles` / `missingPermissions`: the names a 412 of an import is about.
+ */
+export type ErrorFields = {
+  keyIndex?: number;
+  reason?: "KEY_EXISTS" | "DUPLICATE_IN_REQUEST";
+  sameAsKeyIndex?: number;
+  missingRoles?: string[];
+  missingPermissions?: string[];
+};
+
 export class ApiError extends Error {
   readonly status: number;
   constructor(
     readonly code: ErrorCode,
     message: string,
+    /** Extra envelope fields (ErrorFields); none for most errors. */
+    readonly fields?: ErrorFields,
   ) {
     super(message);
     this.status = codeToStatus[code];
@@ -57,10 +75,16 @@ export class ApiError extends Error {
 }
 
 export type ErrorEnvelope = {
-  error: { code: ErrorCode; docs: string; message: string; requestId: string };
+  error: { code: ErrorCode; docs: string; message: string; requestId: string } & ErrorFields;
 };
 
 /** The one place that writes an error body. `docs` is this server's own error reference for the code. */
-export function errorEnvelope(code: ErrorCode, message: string, requestId: string, origin: string): ErrorEnvelope {
-  return { error: { code, docs: `${origin}/docs/errors/${code}`, message, requestId } };
+export function errorEnvelope(
+  code: ErrorCode,
+  message: string,
+  requestId: string,
+  origin: string,
+  fields?: ErrorFields,
+): ErrorEnvelope {
+  return { error: { code, docs: `${origin}/docs/errors/${code}`, message, requestId, ...fields } };
 }

@@ -15,7 +15,9 @@ export async function resolveImportNames(
   const roleIds = await findRoleIdsByName(db, workspaceId, roleNames);
   const missingRoles = roleNames.filter((r) => !roleIds.has(r));
   if (missingRoles.length > 0) {
-    throw new ApiError("PRECONDITION_FAILED", `Roles ${JSON.stringify(missingRoles)} are missing, please create them first`);
+    throw new ApiError("PRECONDITION_FAILED", `Roles ${JSON.stringify(missingRoles)} are missing, please create them first`, {
+      missingRoles,
+    });
   }
   const permissionNames = unique(items.flatMap((k) => k.permissions ?? []));
   const permissionIds = await findPermissionIdsByName(db, workspaceId, permissionNames);
@@ -24,6 +26,7 @@ export async function resolveImportNames(
     throw new ApiError(
       "PRECONDITION_FAILED",
       `Permissions ${JSON.stringify(missingPermissions)} are missing, please create them first`,
+      { missingPermissions },
     );
   }
   return { roleIds, permissionIds };

@@ -89,7 +89,11 @@ export function sealKeys(
     const hash = item.plaintext !== undefined ? hashKey(item.plaintext) : item.hash!.value;
     const earlier = indexByHash.get(hash);
     if (earlier !== undefined) {
-      throw new ApiError("CONFLICT", `the key at index ${index} is the same key as the one at index ${earlier}`);
+      throw new ApiError("CONFLICT", `the key at index ${index} is the same key as the one at index ${earlier}`, {
+        reason: "DUPLICATE_IN_REQUEST",
+        keyIndex: index,
+        sameAsKeyIndex: earlier,
+      });
     }
     indexByHash.set(hash, index);
     if (item.plaintext === undefined) {

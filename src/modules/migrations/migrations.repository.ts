@@ -10,7 +10,10 @@ import type { EnqueueKey } from "./migrations.schemas.js";
 /** A key of the import exists already (by hash, in any workspace): nothing of the import was written. */
 export class ImportConflictError extends ApiError {
   constructor(readonly index: number) {
-    super("CONFLICT", `the key at index ${index} already exists; no key of this request was created`);
+    super("CONFLICT", `the key at index ${index} already exists; no key of this request was created`, {
+      reason: "KEY_EXISTS",
+      keyIndex: index,
+    });
   }
 }
 

@@ -7,6 +7,7 @@ import { pathToFileURL } from "node:url";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { errorFields } from "../src/cli/http.js";
 import type { Journal } from "../src/cli/import/import.journal.js";
+import { CSV_COLUMNS } from "../src/cli/import/import.parse.js";
 import type { Progress } from "../src/cli/import/import.progress.js";
 import { explainFailure, ImportRunner } from "../src/cli/import/import.runner.js";
 import type { Batch, ValidKey } from "../src/cli/import/import.validate.js";
@@ -444,5 +445,37 @@ describe("keyhaven import reads the server's refusals from the envelope's fields
     });
     expect(errorFields({ keyIndex: "2", reason: "SOMETHING", sameAsKeyIndex: -1, missingPermissions: [1] })).toEqual({});
     expect(errorFields(undefined)).toEqual({});
+  });
+});
+
+describe("keyhaven import's CSV columns", () => {
+  it("are derived from the server's item schema: every field of a key, objects as dotted columns", () => {
+    // The list as it was written by hand; a field added to migrations.schemas.ts must show up here too.
+    expect(CSV_COLUMNS).toEqual({
+      apiId: "string",
+      prefix: "string",
+      name: "string",
+      plaintext: "string",
+      "hash.value": "string",
+      "hash.variant": "string",
+      start: "string",
+      ownerId: "string",
+      externalId: "string",
+      meta: "json",
+      roles: "json",
+      permissions: "json",
+      expires: "integer",
+      remaining: "integer",
+      "refill.interval": "string",
+      "refill.amount": "integer",
+      "refill.refillDay": "integer",
+      "ratelimit.async": "boolean",
+      "ratelimit.type": "string",
+      "ratelimit.limit": "integer",
+      "ratelimit.refillRate": "integer",
+      "ratelimit.refillInterval": "integer",
+      enabled: "boolean",
+      environment: "string",
+    });
   });
 });

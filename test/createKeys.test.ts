@@ -1,6 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { getTableColumns, type Table } from "drizzle-orm";
 import { hashKey } from "../src/crypto/hash.js";
+import type { Keyring } from "../src/crypto/keyring.js";
+import { keys, keysPermissions, keysRoles, ratelimits } from "../src/db/schema.js";
+import { planImport } from "../src/modules/migrations/import.plan.js";
 import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
 
 let h: Harness;
@@ -547,5 +551,19 @@ describe("migrations.createKeys without an encryption key", () => {
     } finally {
       await noKey.close();
     }
+  });
+});
+
+describe("migrations.createKeys writes the columns schema.ts declares", () => {
+  it("plans a value for every column but those an import leaves to their default, so a new column is decided on", () => {
+    const plan = planImport(
+      [{ apiId, hash: { value: randomHash(), variant: "sha256_base64" }, roles: ["r"], permissions: ["p"], ratelimit: { limit: 1, refillRate: 1, refillInterval: 1000 } }],
+      { workspaceId: "ws_x", roleIds: new Map([["r", "role_x"]]), permissionIds: new Map([["p", "perm_x"]]), keyring: {} as Keyring, dataKey: undefined, now: 1 },
+    );
+    const unset = (table: Table, row: object) => Object.keys(getTableColumns(table)).filter((field) => !Object.hasOwn(row, field)).sort();
+    expect(unset(keys, plan.keys[0]!)).toEqual(["deletedAtM", "lastRefillAt", "updatedAtM"]);
+    expect(unset(keysRoles, plan.keyRoles[0]!)).toEqual([]);
+    expect(unset(keysPermissions, plan.keyPermissions[0]!)).toEqual([]);
+    expect(unset(ratelimits, plan.ratelimits[0]!)).toEqual(["identityId", "updatedAtM"]);
   });
 });

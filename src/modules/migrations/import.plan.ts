@@ -1,29 +1,12 @@
 import { hashKey } from "../../crypto/hash.js";
 import type { DataKey, Keyring } from "../../crypto/keyring.js";
+import type { encryptedKeys, keys, keysPermissions, keysRoles, ratelimits } from "../../db/schema.js";
 import { ApiError } from "../../errors.js";
 import { newId } from "../../ids.js";
 import type { ImportKey } from "./migrations.schemas.js";
 
-/** A `keys` row as it travels to `json_to_recordset` (snake_case, JSON-friendly values). */
-export type KeyRow = {
-  id: string;
-  workspace_id: string;
-  api_id: string;
-  hash: string;
-  start: string;
-  prefix: string | null;
-  name: string | null;
-  owner_id: string | null;
-  identity_id: string | null;
-  meta: Record<string, unknown> | null;
-  expires: string | null;
-  remaining_requests: number | null;
-  refill_day: number | null;
-  refill_amount: number | null;
-  enabled: boolean;
-  environment: string | null;
-  created_at_m: number;
-};
+/** Rows of the tables an import writes, as schema.ts declares them (db/bulk.ts maps fields to columns). */
+export type KeyRow = typeof keys.$inferInsert;
 
 export type ImportPlan = {
   workspaceId: string;
@@ -32,19 +15,10 @@ export type ImportPlan = {
   identities: Map<string, string>;
   /** Per key index: the externalId whose identity it links to. */
   externalIds: (string | undefined)[];
-  encrypted: { key_id: string; workspace_id: string; encrypted: string; encryption_key_id: string; created_at_m: number }[];
-  keyRoles: { key_id: string; role_id: string; workspace_id: string; created_at_m: number }[];
-  keyPermissions: { key_id: string; permission_id: string; workspace_id: string; created_at_m: number }[];
-  ratelimits: {
-    id: string;
-    workspace_id: string;
-    name: string;
-    key_id: string;
-    limit: number;
-    duration: number;
-    auto_apply: boolean;
-    created_at_m: number;
-  }[];
+  encrypted: (typeof encryptedKeys.$inferInsert)[];
+  keyRoles: (typeof keysRoles.$inferInsert)[];
+  keyPermissions: (typeof keysPermissions.$inferInsert)[];
+  ratelimits: (typeof ratelimits.$inferInsert)[];
   dataKey: DataKey | undefined;
 };
 
@@ -140,52 +114,46 @@ export function planSealedImport(
     const monthly = item.refill?.interval === "monthly";
     plan.keys.push({
       id,
-      workspace_id: workspaceId,
-      api_id: item.apiId,
+      workspaceId,
+      apiId: item.apiId,
       hash,
       start,
       prefix: item.prefix ?? null,
       name: item.name ?? null,
-      owner_id: item.ownerId ?? null,
-      identity_id: null,
+      ownerId: item.ownerId ?? null,
+      identityId: null,
       meta: item.meta ?? null,
       // v1 stores `expires: 0` as "never expires".
-      expires: item.expires ? new Date(item.expires).toISOString() : null,
-      remaining_requests: item.remaining ?? null,
-      refill_day: monthly ? (item.refill?.refillDay ?? 1) : null,
-      refill_amount: item.refill?.amount ?? null,
+      expires: item.expires ? new Date(item.expires) : null,
+      remaining: item.remaining ?? null,
+      refillDay: monthly ? (item.refill?.refillDay ?? 1) : null,
+      refillAmount: item.refill?.amount ?? null,
       enabled: item.enabled ?? true,
       environment: item.environment ?? null,
-      created_at_m: now,
+      createdAtM: now,
     });
 
     const { encrypted, encryptionKeyId } = sealed[index]!;
     if (encrypted !== null && encryptionKeyId !== null) {
-      plan.encrypted.push({
-        key_id: id,
-        workspace_id: workspaceId,
-        encrypted,
-        encryption_key_id: encryptionKeyId,
-        created_at_m: now,
-      });
+      plan.encrypted.push({ keyId: id, workspaceId, encrypted, encryptionKeyId, createdAtM: now });
     }
     for (const role of new Set(item.roles)) {
-      plan.keyRoles.push({ key_id: id, role_id: ctx.roleIds.get(role)!, workspace_id: workspaceId, created_at_m: now });
+      plan.keyRoles.push({ keyId: id, roleId: ctx.roleIds.get(role)!, workspaceId, createdAtM: now });
     }
     for (const permissionId of new Set((item.permissions ?? []).map((p) => ctx.permissionIds.get(p)!))) {
-      plan.keyPermissions.push({ key_id: id, permission_id: permissionId, workspace_id: workspaceId, created_at_m: now });
+      plan.keyPermissions.push({ keyId: id, permissionId, workspaceId, createdAtM: now });
     }
     if (item.ratelimit) {
       // Kept as the key's auto-applied `default` limit, as v1 did before June 2025 (see docs/api.md).
       plan.ratelimits.push({
         id: newId("rl"),
-        workspace_id: workspaceId,
+        workspaceId,
         name: "default",
-        key_id: id,
+        keyId: id,
         limit: item.ratelimit.limit,
         duration: item.ratelimit.refillInterval,
-        auto_apply: true,
-        created_at_m: now,
+        autoApply: true,
+        createdAtM: now,
       });
     }
   });

@@ -2,7 +2,17 @@ import { and, asc, eq, gt, inArray, isNotNull, isNull, lte, or, sql } from "driz
 import type { DataKey } from "../../crypto/keyring.js";
 import type { Db } from "../../db/client.js";
 import { insertRecordset, textArray } from "../../db/bulk.js";
-import { encryptionKeys, keys, migrationBatches, migrationErrors } from "../../db/schema.js";
+import {
+  encryptedKeys,
+  encryptionKeys,
+  identities as identitiesTable,
+  keys,
+  keysPermissions,
+  keysRoles,
+  migrationBatches,
+  migrationErrors,
+  ratelimits,
+} from "../../db/schema.js";
 import { ApiError } from "../../errors.js";
 import type { ImportPlan, SealedKey } from "./import.plan.js";
 import type { EnqueueKey } from "./migrations.schemas.js";
@@ -17,25 +27,6 @@ export class ImportConflictError extends ApiError {
   }
 }
 
-const KEY_COLUMNS = {
-  id: "text",
-  workspace_id: "text",
-  api_id: "text",
-  hash: "text",
-  start: "text",
-  prefix: "text",
-  name: "text",
-  owner_id: "text",
-  identity_id: "text",
-  meta: "jsonb",
-  expires: "timestamptz",
-  remaining_requests: "integer",
-  refill_day: "smallint",
-  refill_amount: "integer",
-  enabled: "boolean",
-  environment: "text",
-  created_at_m: "bigint",
-};
 
 /**
  * The second phase of an import: one transaction that only inserts. A key whose hash already exists (in any
@@ -49,31 +40,29 @@ export async function insertImport(db: Db, plan: ImportPlan): Promise<string[]> 
     if (plan.identities.size > 0) {
       const now = Date.now();
       // DO UPDATE (a no-op) rather than DO NOTHING so that existing identities are returned too, in one statement.
-      const identities = await insertRecordset<object, { id: string; external_id: string }>(
+      const identityRows = await insertRecordset<typeof identitiesTable, { id: string; external_id: string }>(
         tx,
-        "identities",
-        { id: "text", workspace_id: "text", external_id: "text", environment: "text", created_at_m: "bigint" },
+        identitiesTable,
         [...plan.identities].map(([externalId, id]) => ({
           id,
-          workspace_id: plan.workspaceId,
-          external_id: externalId,
+          workspaceId: plan.workspaceId,
+          externalId,
           environment: "default",
-          created_at_m: now,
+          createdAtM: now,
         })),
         sql`on conflict (workspace_id, external_id) do update set external_id = excluded.external_id
             returning id, external_id`,
       );
-      const idByExternalId = new Map(identities.map((r) => [r.external_id, r.id]));
+      const idByExternalId = new Map(identityRows.map((r) => [r.external_id, r.id]));
       plan.keys.forEach((row, i) => {
         const externalId = plan.externalIds[i];
-        if (externalId !== undefined) row.identity_id = idByExternalId.get(externalId) ?? null;
+        if (externalId !== undefined) row.identityId = idByExternalId.get(externalId) ?? null;
       });
     }
 
-    const inserted = await insertRecordset<object, { id: string }>(
+    const inserted = await insertRecordset<typeof keys, { id: string }>(
       tx,
-      "keys",
-      KEY_COLUMNS,
+      keys,
       plan.keys,
       sql`on conflict (hash) do nothing returning id`,
     );
@@ -83,39 +72,10 @@ export async function insertImport(db: Db, plan: ImportPlan): Promise<string[]> 
       throw new ImportConflictError(index);
     }
 
-    await insertRecordset(
-      tx,
-      "encrypted_keys",
-      { key_id: "text", workspace_id: "text", encrypted: "text", encryption_key_id: "text", created_at_m: "bigint" },
-      plan.encrypted,
-    );
-    await insertRecordset(
-      tx,
-      "keys_roles",
-      { key_id: "text", role_id: "text", workspace_id: "text", created_at_m: "bigint" },
-      plan.keyRoles,
-    );
-    await insertRecordset(
-      tx,
-      "keys_permissions",
-      { key_id: "text", permission_id: "text", workspace_id: "text", created_at_m: "bigint" },
-      plan.keyPermissions,
-    );
-    await insertRecordset(
-      tx,
-      "ratelimits",
-      {
-        id: "text",
-        workspace_id: "text",
-        name: "text",
-        key_id: "text",
-        limit: "integer",
-        duration: "bigint",
-        auto_apply: "boolean",
-        created_at_m: "bigint",
-      },
-      plan.ratelimits,
-    );
+    await insertRecordset(tx, encryptedKeys, plan.encrypted);
+    await insertRecordset(tx, keysRoles, plan.keyRoles);
+    await insertRecordset(tx, keysPermissions, plan.keyPermissions);
+    await insertRecordset(tx, ratelimits, plan.ratelimits);
   });
   return plan.keys.map((k) => k.id);
 }

@@ -10,6 +10,7 @@ import {
 import type { Config } from "./config.js";
 import { findDependencyFailure } from "./dependency.js";
 import type { Deps } from "./deps.js";
+import { KeyringError } from "./crypto/keyring-errors.js";
 import { ApiError, type ErrorCode, type ErrorFields, errorEnvelope } from "./errors.js";
 import { registerErrorReference } from "./http/error-reference.js";
 import { parseJsonBody } from "./http/json-body.js";
@@ -153,6 +154,10 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
   app.setErrorHandler((err: FastifyError, req, reply) => {
     if (err instanceof ApiError) {
       return reply.code(err.status).send(sendError(req, err.code, err.message, err.fields));
+    }
+    if (err instanceof KeyringError) {
+      // No encryption key, or not the one that wrapped the workspace's data key: the request needs what is missing.
+      return reply.code(412).send(sendError(req, "PRECONDITION_FAILED", err.message));
     }
     if (hasZodFastifySchemaValidationErrors(err)) {
       // v1 answered with the first issue only.

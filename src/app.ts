@@ -10,7 +10,7 @@ import {
 import type { Config } from "./config.js";
 import { findDependencyFailure } from "./dependency.js";
 import type { Deps } from "./deps.js";
-import { KeyringError } from "./crypto/keyring-errors.js";
+import { KeyringError } from "./crypto/keyring.errors.js";
 import { ApiError, type ErrorCode, type ErrorFields, errorEnvelope } from "./errors.js";
 import { registerErrorReference } from "./http/error-reference.js";
 import { parseJsonBody } from "./http/json-body.js";

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
 import { generateKey } from "../src/crypto/key-gen.js";
 import { Keyring } from "../src/crypto/keyring.js";
-import { KeyringError } from "../src/crypto/keyring-errors.js";
+import { KeyringError } from "../src/crypto/keyring.errors.js";
 import type { Db } from "../src/db/client.js";
 import { ApiError } from "../src/errors.js";
 import { open, seal } from "../src/crypto/vault.js";

@@ -3,7 +3,7 @@ import type { Db } from "../db/client.js";
 import type { encryptionKeys } from "../db/schema.js";
 import { newId } from "../ids.js";
 import { type DataKeyRow, findDataKey, findMasterKeyFingerprints, findNewestDataKey } from "./encryption-keys.repository.js";
-import { KeyringError } from "./keyring-errors.js";
+import { KeyringError } from "./keyring.errors.js";
 import { fingerprint, newDataKey, open, seal } from "./vault.js";
 
 export type DataKey = {

@@ -137,7 +137,7 @@ export async function registerOpenApi(app: FastifyInstance, config: Config, rpcs
           "Self-hosted API key management speaking the Unkey v1 HTTP API. Every route is `/v1/<service>.<method>`: " +
           "GET with query parameters for reads, POST with a JSON body for writes. Every response carries " +
           "`Unkey-Request-Id`; every error is the envelope `{error: {code, docs, message, requestId}}` " +
-          "(see [the error codes](/docs/errors)). Each operation lists the error statuses it can answer; any route " +
+          "(see [the error codes](/docs/errors)); the import routes' refusals add `keyIndex` and the like for programs. Each operation lists the error statuses it can answer; any route " +
           "also answers 405 `METHOD_NOT_ALLOWED` to another method and 408 `REQUEST_TIMEOUT` to a client that does not " +
           "send its whole request in time.",
       },

@@ -10,8 +10,9 @@ import {
 import type { Config } from "./config.js";
 import { findDependencyFailure } from "./dependency.js";
 import type { Deps } from "./deps.js";
+import { KeyringError } from "./crypto/keyring.errors.js";
 import { DomainError } from "./domain-errors.js";
-import { ApiError, apiErrorOf, type ErrorCode, errorEnvelope } from "./errors.js";
+import { ApiError, apiErrorOf, type ErrorCode, type ErrorFields, errorEnvelope } from "./errors.js";
 import { registerErrorReference } from "./http/error-reference.js";
 import { parseJsonBody } from "./http/json-body.js";
 import { registerMetrics } from "./http/metrics.js";
@@ -148,21 +149,24 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
     }
   });
 
-  const sendError = (req: FastifyRequest, code: ErrorCode, message: string) =>
-    errorEnvelope(code, message, req.id, origin());
+  const sendError = (req: FastifyRequest, code: ErrorCode, message: string, fields?: ErrorFields) =>
+    errorEnvelope(code, message, req.id, origin(), fields);
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
     // The core throws domain errors; here, and only here, they become v1's codes and statuses (apiErrorOf).
-    const answered = err instanceof DomainError ? apiErrorOf(err) : err;
+    const answered = err instanceof DomainError || err instanceof KeyringError ? apiErrorOf(err) : err;
     if (answered instanceof ApiError) {
-      return reply.code(answered.status).send(sendError(req, answered.code, answered.message));
+      return reply.code(answered.status).send(sendError(req, answered.code, answered.message, answered.fields));
     }
     if (hasZodFastifySchemaValidationErrors(err)) {
       // v1 answered with the first issue only.
       const first = err.validation[0];
       const path = first ? first.instancePath.replace(/^\//, "").replaceAll("/", ".") : "";
       const params = (first?.params as { params?: unknown } | undefined)?.params;
-      return reply.code(400).send(sendError(req, "BAD_REQUEST", issueText(path, first?.message ?? "invalid input", params)));
+      // A bulk route's body is an array: the first step of the path is the index of the key refused.
+      const index = Array.isArray(req.body) ? /^\/(\d+)(?:\/|$)/.exec(first?.instancePath ?? "")?.[1] : undefined;
+      const fields = index === undefined ? undefined : { keyIndex: Number(index) };
+      return reply.code(400).send(sendError(req, "BAD_REQUEST", issueText(path, first?.message ?? "invalid input", params), fields));
     }
     if (err.statusCode === 413) {
       return reply

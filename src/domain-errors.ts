@@ -3,7 +3,26 @@
  * error code of a wire protocol and no envelope. A wire adapter maps them (v1: apiErrorOf in errors.ts, applied by
  * the error handler in app.ts). `message` is the text a client is shown.
  */
-export abstract class DomainError extends Error {}
+export abstract class DomainError extends Error {
+  constructor(
+    message: string,
+    /** Facts a program may read instead of the message (which key of a batch, which names are missing). */
+    readonly details?: ErrorDetails,
+  ) {
+    super(message);
+  }
+}
+
+/** Structured facts about a refusal; adapters may show them beside the message (v1: extra envelope fields). */
+export type ErrorDetails = {
+  /** The position, in the request, of the item refused. */
+  keyIndex?: number;
+  reason?: "KEY_EXISTS" | "DUPLICATE_IN_REQUEST";
+  /** For DUPLICATE_IN_REQUEST: the earlier item that is the same key. */
+  sameAsKeyIndex?: number;
+  missingRoles?: string[];
+  missingPermissions?: string[];
+};
 
 /** Something named by the request does not exist (or is not visible to the caller). */
 export class NotFoundError extends DomainError {
@@ -25,8 +44,9 @@ export class ConflictError extends DomainError {
     readonly what: string,
     message: string,
     readonly index?: number,
+    details?: ErrorDetails,
   ) {
-    super(message);
+    super(message, details);
   }
 }
 
@@ -36,7 +56,8 @@ export class PreconditionFailedError extends DomainError {
     readonly what: string,
     message: string,
     readonly names: string[] = [],
+    details?: ErrorDetails,
   ) {
-    super(message);
+    super(message, details);
   }
 }

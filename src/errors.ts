@@ -1,4 +1,11 @@
-import { ConflictError, type DomainError, NotFoundError, PreconditionFailedError } from "./domain-errors.js";
+import { KeyringError } from "./crypto/keyring.errors.js";
+import {
+  ConflictError,
+  type DomainError,
+  type ErrorDetails,
+  NotFoundError,
+  PreconditionFailedError,
+} from "./domain-errors.js";
 
 export const errorCodes = [
   "BAD_REQUEST",
@@ -47,11 +54,24 @@ export const codeToStatus: Record<ErrorCode, number> = {
 };
 
 
+/**
+ * keyhaven additions to the envelope, for programs: which of the request's items a refusal is about, read by the
+ * import CLI instead of the message's wording (v1 clients ignore fields they do not know).
+ * - `keyIndex`: the index, in the request's array, of the key refused.
+ * - `reason`: `KEY_EXISTS` (a key of the request exists already) or `DUPLICATE_IN_REQUEST` (the key at `keyIndex`
+ *   repeats the one at `sameAsKeyIndex`).
+ * - `missingRoles` / `missingPermissions`: the names a 412 of an import is about.
+ */
+/** Extra envelope fields of a refusal (keyhaven extension; v1 clients ignore them): the core's ErrorDetails. */
+export type ErrorFields = ErrorDetails;
+
 export class ApiError extends Error {
   readonly status: number;
   constructor(
     readonly code: ErrorCode,
     message: string,
+    /** Extra envelope fields (ErrorFields); none for most errors. */
+    readonly fields?: ErrorFields,
   ) {
     super(message);
     this.status = codeToStatus[code];
@@ -59,18 +79,27 @@ export class ApiError extends Error {
 }
 
 /** The v1 answer to a core error: the one place where domain errors become codes and statuses. */
-export function apiErrorOf(err: DomainError): ApiError {
-  if (err instanceof NotFoundError) return new ApiError("NOT_FOUND", err.message);
-  if (err instanceof ConflictError) return new ApiError("CONFLICT", err.message);
-  if (err instanceof PreconditionFailedError) return new ApiError("PRECONDITION_FAILED", err.message);
+export function apiErrorOf(err: DomainError | KeyringError): ApiError {
+  // The keyring's refusals (no encryption key, or not the one that wrapped the data key): the request needs what is
+  // missing.
+  if (err instanceof KeyringError) return new ApiError("PRECONDITION_FAILED", err.message);
+  if (err instanceof NotFoundError) return new ApiError("NOT_FOUND", err.message, err.details);
+  if (err instanceof ConflictError) return new ApiError("CONFLICT", err.message, err.details);
+  if (err instanceof PreconditionFailedError) return new ApiError("PRECONDITION_FAILED", err.message, err.details);
   return new ApiError("INTERNAL_SERVER_ERROR", "internal server error");
 }
 
 export type ErrorEnvelope = {
-  error: { code: ErrorCode; docs: string; message: string; requestId: string };
+  error: { code: ErrorCode; docs: string; message: string; requestId: string } & ErrorFields;
 };
 
 /** The one place that writes an error body. `docs` is this server's own error reference for the code. */
-export function errorEnvelope(code: ErrorCode, message: string, requestId: string, origin: string): ErrorEnvelope {
-  return { error: { code, docs: `${origin}/docs/errors/${code}`, message, requestId } };
+export function errorEnvelope(
+  code: ErrorCode,
+  message: string,
+  requestId: string,
+  origin: string,
+  fields?: ErrorFields,
+): ErrorEnvelope {
+  return { error: { code, docs: `${origin}/docs/errors/${code}`, message, requestId, ...fields } };
 }

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Cli, keyhaven, killAll } from "./cli-process.js";
 
 // Edge cases of `keyhaven import`, as real processes. Most of them need no keyhaven server: `fakeCreateKeys` stands
-// in for POST /v1/migrations.createKeys (all or nothing, 409 "the key at index N already exists" for a known hash),
+// in for POST /v1/migrations.createKeys (all or nothing, 409 `reason: KEY_EXISTS, keyIndex: N` for a known hash),
 // records what it was sent, and can hold its first request (to change the file while the import is under way).
 
 const ROOT_KEY = `root-${randomBytes(12).toString("hex")}`;
@@ -53,7 +53,7 @@ async function fakeCreateKeys(options: { holdFirst?: boolean; delayMs?: number }
       if (existing !== -1) {
         res.writeHead(409, { "content-type": "application/json" });
         const message = `the key at index ${existing} already exists; no key of this request was created`;
-        res.end(JSON.stringify({ error: { code: "CONFLICT", message } }));
+        res.end(JSON.stringify({ error: { code: "CONFLICT", message, reason: "KEY_EXISTS", keyIndex: existing } }));
         return;
       }
       for (const h of hashes) created.add(h);

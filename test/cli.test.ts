@@ -1,9 +1,16 @@
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import http from "node:http";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { errorFields } from "../src/cli/http.js";
+import type { Journal } from "../src/cli/import/import.journal.js";
+import { CSV_COLUMNS } from "../src/cli/import/import.parse.js";
+import type { Progress } from "../src/cli/import/import.progress.js";
+import { explainFailure, ImportRunner } from "../src/cli/import/import.runner.js";
+import type { Batch, ValidKey } from "../src/cli/import/import.validate.js";
 import { type Cli, freePort, keyhaven, killAll, PROJECT_ROOT, sleep, spawnProcess, started, withinSeconds } from "./cli-process.js";
 
 const TIMEOUT = 60_000;
@@ -346,4 +353,129 @@ describe("the keyhaven command line", () => {
     },
     TIMEOUT,
   );
+});
+
+describe("keyhaven import reads the server's refusals from the envelope's fields, not its wording", () => {
+  type Sent = { hash: { value: string } }[];
+  const keyOn = (line: number): ValidKey => ({
+    line,
+    key: { apiId: "api_x", hash: { value: `hash-${line}`, variant: "sha256_base64" }, roles: [], permissions: [] } as never,
+  });
+
+  /** A stand-in for migrations.createKeys: answers each request with the next of `answers`, and records the bodies. */
+  async function fakeServer(answers: { status: number; body: unknown }[]) {
+    const requests: Sent[] = [];
+    const server = http.createServer((req, res) => {
+      let text = "";
+      req.setEncoding("utf8").on("data", (d: string) => (text += d));
+      req.on("end", () => {
+        requests.push(JSON.parse(text) as Sent);
+        const answer = answers.shift() ?? { status: 500, body: { error: { code: "INTERNAL_SERVER_ERROR", message: "no answer left" } } };
+        res.writeHead(answer.status, { "content-type": "application/json" }).end(JSON.stringify(answer.body));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+    return { url, requests, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+  }
+
+  async function runOne(url: string, keys: ValidKey[], skipExisting: boolean) {
+    const options = { baseUrl: url, rootKey: "root", attempts: 1, timeoutMs: 10_000, concurrency: 1, continueOnError: true, skipExisting, backoffMs: 1 };
+    const journal = { states: new Map(), record: () => {} } as unknown as Journal;
+    const progress = { start: () => {}, advance: () => {}, note: () => {}, finish: () => {} } as unknown as Progress;
+    const batch: Batch = { index: 0, keys, body: JSON.stringify(keys.map((k) => k.key)), digest: "d" };
+    async function* batches() {
+      yield batch;
+    }
+    return new ImportRunner(options, journal, progress).run(batches(), keys.length, 0);
+  }
+
+  it("sets a key the server reports as existing aside (--skip-existing), whatever the 409's message says", async () => {
+    const reworded = { code: "CONFLICT", message: "Schlüssel Nummer zwei gibt es schon", reason: "KEY_EXISTS", keyIndex: 1 };
+    const server = await fakeServer([
+      { status: 409, body: { error: reworded } },
+      { status: 200, body: { keyIds: ["key_a", "key_c"] } },
+    ]);
+    try {
+      const outcome = await runOne(server.url, [keyOn(3), keyOn(4), keyOn(5)], true);
+      expect(outcome).toMatchObject({ imported: 2, alreadyPresent: [4], failures: [], failedKeys: 0 });
+      expect(server.requests[1]!.map((k) => k.hash.value)).toEqual(["hash-3", "hash-5"]);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("takes a 409 without reason KEY_EXISTS as a refusal, even worded as v1's 'already exists'", async () => {
+    const message = "the key at index 1 already exists; no key of this request was created";
+    const server = await fakeServer([{ status: 409, body: { error: { code: "CONFLICT", message } } }]);
+    try {
+      const outcome = await runOne(server.url, [keyOn(3), keyOn(4)], true);
+      expect(outcome).toMatchObject({ imported: 0, alreadyPresent: [], failedKeys: 2 });
+      expect(server.requests).toHaveLength(1);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("names the lines a refusal is about from keyIndex, sameAsKeyIndex and the missing names", () => {
+    const keys = [keyOn(10), keyOn(11), { ...keyOn(12), key: { ...keyOn(12).key, roles: ["gone"] } }, keyOn(13)];
+    // Messages reworded: the lines still come from the fields.
+    expect(explainFailure(0, keys, 409, "CONFLICT", "already there", { reason: "KEY_EXISTS", keyIndex: 3 }).lines).toEqual([13]);
+    expect(explainFailure(0, keys, 409, "CONFLICT", "twice", { reason: "DUPLICATE_IN_REQUEST", keyIndex: 3, sameAsKeyIndex: 1 }).lines).toEqual([11, 13]);
+    expect(explainFailure(0, keys, 412, "PRECONDITION_FAILED", "no such roles", { missingRoles: ["gone"] }).lines).toEqual([12]);
+    expect(explainFailure(0, keys, 400, "BAD_REQUEST", "bad", { keyIndex: 2 }).lines).toEqual([12]);
+    expect(explainFailure(0, keys, 500, "INTERNAL_SERVER_ERROR", "the key at index 2 broke", {}).lines).toEqual([10, 11, 12, 13]);
+    // Today's wording is still shown with lines in place of indexes, and a validation path loses its index.
+    expect(
+      explainFailure(0, keys, 409, "CONFLICT", "the key at index 3 is the same key as the one at index 1", {
+        reason: "DUPLICATE_IN_REQUEST",
+        keyIndex: 3,
+        sameAsKeyIndex: 1,
+      }).message,
+    ).toBe("the key on line 13 is the same key as the key on line 11");
+    expect(explainFailure(0, keys, 400, "BAD_REQUEST", "2.remaining: too small", { keyIndex: 2 }).message).toBe("remaining: too small");
+  });
+
+  it("keeps only the envelope fields that have their documented type", () => {
+    expect(errorFields({ code: "CONFLICT", keyIndex: 2, reason: "KEY_EXISTS", sameAsKeyIndex: 0, missingRoles: ["a"] })).toEqual({
+      keyIndex: 2,
+      reason: "KEY_EXISTS",
+      sameAsKeyIndex: 0,
+      missingRoles: ["a"],
+    });
+    expect(errorFields({ keyIndex: "2", reason: "SOMETHING", sameAsKeyIndex: -1, missingPermissions: [1] })).toEqual({});
+    expect(errorFields(undefined)).toEqual({});
+  });
+});
+
+describe("keyhaven import's CSV columns", () => {
+  it("are derived from the server's item schema: every field of a key, objects as dotted columns", () => {
+    // The list as it was written by hand; a field added to migrations.schemas.ts must show up here too.
+    expect(CSV_COLUMNS).toEqual({
+      apiId: "string",
+      prefix: "string",
+      name: "string",
+      plaintext: "string",
+      "hash.value": "string",
+      "hash.variant": "string",
+      start: "string",
+      ownerId: "string",
+      externalId: "string",
+      meta: "json",
+      roles: "json",
+      permissions: "json",
+      expires: "integer",
+      remaining: "integer",
+      "refill.interval": "string",
+      "refill.amount": "integer",
+      "refill.refillDay": "integer",
+      "ratelimit.async": "boolean",
+      "ratelimit.type": "string",
+      "ratelimit.limit": "integer",
+      "ratelimit.refillRate": "integer",
+      "ratelimit.refillInterval": "integer",
+      enabled: "boolean",
+      environment: "string",
+    });
+  });
 });

@@ -1,6 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { getTableColumns, type Table } from "drizzle-orm";
 import { hashKey } from "../src/crypto/hash.js";
+import type { Keyring } from "../src/crypto/keyring.js";
+import { keys, keysPermissions, keysRoles, ratelimits } from "../src/db/schema.js";
+import { planImport } from "../src/modules/migrations/import.plan.js";
 import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
 
 let h: Harness;
@@ -287,7 +291,16 @@ describe("migrations.createKeys validation", () => {
   it("names the failing element's index when it is not the first", async () => {
     const batch: unknown[] = byHash(apiId, 10);
     batch[7] = { apiId, hash: { value: randomHash(), variant: "sha256_base64" }, remaining: 0 };
-    expectError(await importKeys(batch), 400, "BAD_REQUEST", "7.remaining: Number must be greater than or equal to 1");
+    const res = await importKeys(batch);
+    expectError(res, 400, "BAD_REQUEST", "7.remaining: Number must be greater than or equal to 1");
+    // keyhaven addition for programs (the import CLI): the index as a field, not only in the message's wording.
+    expect(res.body.error.keyIndex).toBe(7);
+  });
+
+  it("carries no keyIndex on a refusal of the whole body", async () => {
+    const res = await importKeys({ apiId });
+    expectError(res, 400, "BAD_REQUEST");
+    expect(Object.keys(res.body.error).sort()).toEqual(["code", "docs", "message", "requestId"]);
   });
 
   it("accepts remaining 1, which the spec's 'greater than 1' would refuse (a documented decision)", async () => {
@@ -320,6 +333,8 @@ describe("migrations.createKeys is all or nothing", () => {
     const before = await snapshot();
     const res = await importKeys(batch);
     expectError(res, 409, "CONFLICT", `the key at index ${position} already exists; no key of this request was created`);
+    // What the import CLI reads (never the message's wording) to set an existing key aside.
+    expect(res.body.error).toMatchObject({ reason: "KEY_EXISTS", keyIndex: position });
     expect(JSON.stringify(res.body)).not.toContain(existing[0]!.hash.value);
     expect(await snapshot()).toEqual(before);
     expect(await count(`identities where external_id like 'rollback-identity-${position}-%'`)).toBe(0);
@@ -331,6 +346,7 @@ describe("migrations.createKeys is all or nothing", () => {
     const before = await snapshot();
     const res = await importKeys(batch);
     expectError(res, 409, "CONFLICT", "the key at index 13 is the same key as the one at index 4");
+    expect(res.body.error).toMatchObject({ reason: "DUPLICATE_IN_REQUEST", keyIndex: 13, sameAsKeyIndex: 4 });
     expect(JSON.stringify(res.body)).not.toContain(batch[4]!.hash.value);
     expect(await snapshot()).toEqual(before);
   });
@@ -365,24 +381,18 @@ describe("migrations.createKeys is all or nothing", () => {
     await createRole("present.role");
     const before = await snapshot();
     const batch = byHash(apiId, 5).map((k, i) => ({ ...k, roles: i === 3 ? ["present.role", "absent.one", "absent.two"] : ["present.role"] }));
-    expectError(
-      await importKeys(batch),
-      412,
-      "PRECONDITION_FAILED",
-      'Roles ["absent.one","absent.two"] are missing, please create them first',
-    );
+    const res = await importKeys(batch);
+    expectError(res, 412, "PRECONDITION_FAILED", 'Roles ["absent.one","absent.two"] are missing, please create them first');
+    expect(res.body.error.missingRoles).toEqual(["absent.one", "absent.two"]);
     expect(await snapshot()).toEqual(before);
   });
 
   it("rolls back and names missing permissions with 412", async () => {
     const before = await snapshot();
     const batch = byHash(apiId, 3).map((k) => ({ ...k, permissions: ["nobody.has.this"] }));
-    expectError(
-      await importKeys(batch),
-      412,
-      "PRECONDITION_FAILED",
-      'Permissions ["nobody.has.this"] are missing, please create them first',
-    );
+    const res = await importKeys(batch);
+    expectError(res, 412, "PRECONDITION_FAILED", 'Permissions ["nobody.has.this"] are missing, please create them first');
+    expect(res.body.error.missingPermissions).toEqual(["nobody.has.this"]);
     expect(await snapshot()).toEqual(before);
   });
 
@@ -467,12 +477,14 @@ describe("migrations.createKeys permissions of the root key", () => {
     const scoped = await h.rootKey(t.workspaceId, [`api.${apiId}.create_key`]);
     expect((await importKeys(byHash(apiId, 2), scoped)).status).toBe(200);
     const before = await snapshot();
+    const res = await importKeys([...byHash(apiId, 2), ...byHash(second, 1)], scoped);
     expectError(
-      await importKeys([...byHash(apiId, 2), ...byHash(second, 1)], scoped),
+      res,
       403,
       "INSUFFICIENT_PERMISSIONS",
       `the key at index 2 needs one of the permissions "*", "api.*.create_key" or "api.${second}.create_key"`,
     );
+    expect(res.body.error.keyIndex).toBe(2);
     expect(await snapshot()).toEqual(before);
   });
 
@@ -541,5 +553,19 @@ describe("migrations.createKeys without an encryption key", () => {
     } finally {
       await noKey.close();
     }
+  });
+});
+
+describe("migrations.createKeys writes the columns schema.ts declares", () => {
+  it("plans a value for every column but those an import leaves to their default, so a new column is decided on", () => {
+    const plan = planImport(
+      [{ apiId, hash: { value: randomHash(), variant: "sha256_base64" }, roles: ["r"], permissions: ["p"], ratelimit: { limit: 1, refillRate: 1, refillInterval: 1000 } }],
+      { workspaceId: "ws_x", roleIds: new Map([["r", "role_x"]]), permissionIds: new Map([["p", "perm_x"]]), keyring: {} as Keyring, dataKey: undefined, now: 1 },
+    );
+    const unset = (table: Table, row: object) => Object.keys(getTableColumns(table)).filter((field) => !Object.hasOwn(row, field)).sort();
+    expect(unset(keys, plan.keys[0]!)).toEqual(["deletedAtM", "lastRefillAt", "updatedAtM"]);
+    expect(unset(keysRoles, plan.keyRoles[0]!)).toEqual([]);
+    expect(unset(keysPermissions, plan.keyPermissions[0]!)).toEqual([]);
+    expect(unset(ratelimits, plan.ratelimits[0]!)).toEqual(["identityId", "updatedAtM"]);
   });
 });

@@ -2,6 +2,10 @@ import bs58 from "bs58";
 import { describe, expect, it } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
 import { generateKey } from "../src/crypto/key-gen.js";
+import { Keyring } from "../src/crypto/keyring.js";
+import { KeyringError } from "../src/crypto/keyring.errors.js";
+import type { Db } from "../src/db/client.js";
+import { ApiError } from "../src/errors.js";
 import { open, seal } from "../src/crypto/vault.js";
 import { newId, randomSlice } from "../src/ids.js";
 import { randomBytes } from "node:crypto";
@@ -64,5 +68,18 @@ describe("generated keys", () => {
     expect(bytes[1]).toBe(16);
     expect(bytes).toHaveLength(18);
     expect(generateKey(undefined, 32)).not.toContain("_");
+  });
+});
+
+describe("the keyring's refusals", () => {
+  it("are domain errors, not HTTP errors: the adapter (app.ts) answers them 412", async () => {
+    const keyring = new Keyring(undefined);
+    const db = {} as Db; // never reached: the missing key is refused first
+    for (const call of [() => keyring.dataKeyFor(db, "ws_x"), () => keyring.decrypt(db, "ws_x", "dek_x", "key_x", "sealed")]) {
+      const err = await call().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(KeyringError);
+      expect(err).not.toBeInstanceOf(ApiError);
+      expect(err).toMatchObject({ reason: "NO_ENCRYPTION_KEY", message: expect.stringMatching(/KEYHAVEN_ENCRYPTION_KEY/) });
+    }
   });
 });

@@ -205,4 +205,11 @@ describe("EpochCache", () => {
     for (const k of ["a", "b", "c", "d"]) await cache.get(k, 1n);
     expect(cache.size).toBe(3);
   });
+
+  it("drops the least recently used entry, not one just read (lru-cache)", async () => {
+    const { cache, loads } = counting();
+    for (const k of ["a", "b", "c", "a", "d", "a"]) await cache.get(k, 1n);
+    expect(loads).toEqual(["a", "b", "c", "d"]);
+    expect(cache.size).toBe(3);
+  });
 });

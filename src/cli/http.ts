@@ -1,11 +1,13 @@
 /** The client commands' one way to call a keyhaven server: a JSON POST with a bearer token. */
 
+import type { ErrorFields } from "../errors.js";
+
 export const DEFAULT_URL = "http://127.0.0.1:8080";
 
 export type CallResult =
   | { kind: "ok"; status: number; body: unknown }
   /** The server answered with an error envelope (or a non-JSON error body). */
-  | { kind: "error"; status: number; code: string; message: string; retryAfterMs: number | undefined }
+  | { kind: "error"; status: number; code: string; message: string; fields: ErrorFields; retryAfterMs: number | undefined }
   /** No answer: connection refused or reset, DNS failure, timeout. Whether the request was processed is unknown. */
   | { kind: "network"; message: string };
 
@@ -51,14 +53,33 @@ export async function postJson(
     parsed = undefined;
   }
   if (res.ok) return { kind: "ok", status: res.status, body: parsed };
-  const envelope = (parsed as { error?: { code?: unknown; message?: unknown } } | undefined)?.error;
+  const envelope = (parsed as { error?: Record<string, unknown> } | undefined)?.error;
   return {
     kind: "error",
     status: res.status,
     code: typeof envelope?.code === "string" ? envelope.code : `HTTP_${res.status}`,
     message: typeof envelope?.message === "string" ? envelope.message : text.slice(0, 200) || res.statusText,
+    fields: errorFields(envelope),
     retryAfterMs: retryAfter(res.headers.get("retry-after")),
   };
+}
+
+/** The envelope's structured fields (errors.ts ErrorFields), each kept only when it has the documented type. */
+export function errorFields(envelope: Record<string, unknown> | undefined): ErrorFields {
+  const fields: ErrorFields = {};
+  if (!envelope || typeof envelope !== "object") return fields;
+  const index = (v: unknown) => (typeof v === "number" && Number.isSafeInteger(v) && v >= 0 ? v : undefined);
+  const names = (v: unknown) => (Array.isArray(v) && v.every((n) => typeof n === "string") ? (v as string[]) : undefined);
+  const keyIndex = index(envelope.keyIndex);
+  if (keyIndex !== undefined) fields.keyIndex = keyIndex;
+  const sameAsKeyIndex = index(envelope.sameAsKeyIndex);
+  if (sameAsKeyIndex !== undefined) fields.sameAsKeyIndex = sameAsKeyIndex;
+  if (envelope.reason === "KEY_EXISTS" || envelope.reason === "DUPLICATE_IN_REQUEST") fields.reason = envelope.reason;
+  const missingRoles = names(envelope.missingRoles);
+  if (missingRoles) fields.missingRoles = missingRoles;
+  const missingPermissions = names(envelope.missingPermissions);
+  if (missingPermissions) fields.missingPermissions = missingPermissions;
+  return fields;
 }
 
 function retryAfter(header: string | null): number | undefined {

@@ -1,9 +1,9 @@
-import { desc, eq } from "drizzle-orm";
 import { ConfigError } from "../config.js";
 import type { Db } from "../db/client.js";
-import { encryptionKeys } from "../db/schema.js";
-import { ApiError } from "../errors.js";
+import type { encryptionKeys } from "../db/schema.js";
 import { newId } from "../ids.js";
+import { type DataKeyRow, findDataKey, findMasterKeyFingerprints, findNewestDataKey } from "./encryption-keys.repository.js";
+import { KeyringError } from "./keyring.errors.js";
 import { fingerprint, newDataKey, open, seal } from "./vault.js";
 
 export type DataKey = {
@@ -33,8 +33,8 @@ export class Keyring {
 
   private requireMaster(): Buffer {
     if (!this.masterKey) {
-      throw new ApiError(
-        "PRECONDITION_FAILED",
+      throw new KeyringError(
+        "NO_ENCRYPTION_KEY",
         "storing plaintext keys needs an encryption key: set KEYHAVEN_ENCRYPTION_KEY (32 bytes, base64) and restart keyhaven",
       );
     }
@@ -47,12 +47,7 @@ export class Keyring {
     const cachedId = this.currentByWorkspace.get(workspaceId);
     const cached = cachedId ? this.cache.get(cachedId) : undefined;
     if (cached) return cached;
-    const [row] = await db
-      .select()
-      .from(encryptionKeys)
-      .where(eq(encryptionKeys.workspaceId, workspaceId))
-      .orderBy(desc(encryptionKeys.createdAtM), desc(encryptionKeys.id))
-      .limit(1);
+    const row = await findNewestDataKey(db, workspaceId);
     if (row) {
       const dk = this.unwrap(master, row);
       this.cache.set(dk.id, dk);
@@ -90,7 +85,7 @@ export class Keyring {
     const master = this.requireMaster();
     let dk = this.cache.get(encryptionKeyId);
     if (!dk) {
-      const [row] = await db.select().from(encryptionKeys).where(eq(encryptionKeys.id, encryptionKeyId)).limit(1);
+      const row = await findDataKey(db, encryptionKeyId);
       if (!row || row.workspaceId !== workspaceId) throw new Error(`data key ${encryptionKeyId} not found`);
       dk = this.unwrap(master, row);
       this.cache.set(dk.id, dk);
@@ -98,10 +93,10 @@ export class Keyring {
     return open(dk.key, sealed, `${workspaceId}:${keyId}`).toString("utf8");
   }
 
-  private unwrap(master: Buffer, row: typeof encryptionKeys.$inferSelect): DataKey {
+  private unwrap(master: Buffer, row: DataKeyRow): DataKey {
     if (row.masterKeyFingerprint !== this.masterFingerprint) {
-      throw new ApiError(
-        "PRECONDITION_FAILED",
+      throw new KeyringError(
+        "WRONG_ENCRYPTION_KEY",
         "KEYHAVEN_ENCRYPTION_KEY is not the key this workspace's data was encrypted with; start keyhaven with the original key",
       );
     }
@@ -120,12 +115,12 @@ export class Keyring {
  */
 export async function assertMasterKeyMatches(db: Db, masterKey: Buffer | undefined): Promise<void> {
   if (!masterKey) return;
-  const stored = await db.selectDistinct({ fingerprint: encryptionKeys.masterKeyFingerprint }).from(encryptionKeys);
+  const stored = await findMasterKeyFingerprints(db);
   const mine = fingerprint(masterKey);
-  if (stored.length === 0 || stored.some((row) => row.fingerprint === mine)) return;
+  if (stored.length === 0 || stored.includes(mine)) return;
   throw new ConfigError(
     `KEYHAVEN_ENCRYPTION_KEY (fingerprint ${mine}) is not the key that wrapped this store's data keys ` +
-      `(fingerprint ${stored.map((row) => row.fingerprint).join(", ")}): start with that key, ` +
+      `(fingerprint ${stored.join(", ")}): start with that key, ` +
       "or re-wrap the data keys under the new one with `keyhaven rotate-encryption-key`; " +
       "if that key is lost, see `keyhaven reset-encryption-key --help` (the stored plaintexts are lost, verification keeps working)",
   );

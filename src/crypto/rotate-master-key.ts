@@ -1,6 +1,5 @@
-import { asc, eq } from "drizzle-orm";
 import type { Db } from "../db/client.js";
-import { encryptionKeys } from "../db/schema.js";
+import { lockAllDataKeys, rewrapDataKey } from "./encryption-keys.repository.js";
 import { fingerprint, open, seal } from "./vault.js";
 
 export type RotationResult = {
@@ -25,7 +24,7 @@ export async function rotateMasterKey(db: Db, oldKey: Buffer, newKey: Buffer): P
   if (oldFingerprint === newFingerprint) throw new RotationError("the new encryption key is the current one");
   return db.transaction(async (tx) => {
     // FOR UPDATE: a concurrent rotation waits for this one, then finds every row already rotated.
-    const rows = await tx.select().from(encryptionKeys).orderBy(asc(encryptionKeys.id)).for("update");
+    const rows = await lockAllDataKeys(tx);
     let rewrapped = 0;
     let alreadyRotated = 0;
     for (const row of rows) {
@@ -41,10 +40,7 @@ export async function rotateMasterKey(db: Db, oldKey: Buffer, newKey: Buffer): P
       }
       const aad = `${row.workspaceId}:${row.id}`;
       const dataKey = open(oldKey, row.wrapped, aad);
-      await tx
-        .update(encryptionKeys)
-        .set({ wrapped: seal(newKey, dataKey, aad), masterKeyFingerprint: newFingerprint })
-        .where(eq(encryptionKeys.id, row.id));
+      await rewrapDataKey(tx, row.id, seal(newKey, dataKey, aad), newFingerprint);
       rewrapped++;
     }
     return { rewrapped, alreadyRotated };

@@ -1,3 +1,4 @@
+import { LRUCache } from "lru-cache";
 import { sql } from "drizzle-orm";
 import { bigint, pgTable, smallint } from "drizzle-orm/pg-core";
 import { Coalescer } from "../coalescer.js";
@@ -59,14 +60,17 @@ export class EpochReader {
  * drops every entry; a caller holding an older one (its epoch read finished before another caller's) loads without
  * touching the cache. Absent values (`undefined`) are never cached, so a row created later is found at once.
  */
-export class EpochCache<V> {
-  private entries = new Map<string, V>();
+export class EpochCache<V extends {}> {
+  /** Bounded: beyond `maxEntries`, the least recently used entries are dropped first. */
+  private readonly entries: LRUCache<string, V>;
   private epoch = -1n;
 
   constructor(
     private readonly load: (key: string) => Promise<V | undefined>,
-    private readonly maxEntries: number,
-  ) {}
+    maxEntries: number,
+  ) {
+    this.entries = new LRUCache({ max: maxEntries });
+  }
 
   async get(key: string, epoch: bigint): Promise<V | undefined> {
     if (epoch > this.epoch) {
@@ -79,20 +83,11 @@ export class EpochCache<V> {
     }
     const loaded = await this.load(key);
     // Only while the epoch is still the one read before the load: anything newer may have changed the row.
-    if (loaded !== undefined && epoch === this.epoch) this.remember(key, loaded);
+    if (loaded !== undefined && epoch === this.epoch) this.entries.set(key, loaded);
     return loaded;
   }
 
   get size(): number {
     return this.entries.size;
-  }
-
-  private remember(key: string, value: V): void {
-    this.entries.delete(key);
-    this.entries.set(key, value);
-    if (this.entries.size > this.maxEntries) {
-      const oldest = this.entries.keys().next().value;
-      if (oldest !== undefined) this.entries.delete(oldest);
-    }
   }
 }

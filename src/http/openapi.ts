@@ -18,6 +18,23 @@ function errorEnvelopeSchema(codes: readonly ErrorCode[]) {
       docs: z.string().describe("This server's page on the code: `<origin>/docs/errors/<CODE>`."),
       message: z.string().describe("What went wrong; for validation errors `<path>: <message>` of the first bad field."),
       requestId: z.string().describe("The request id, also sent as the `Unkey-Request-Id` header."),
+      keyIndex: z
+        .number()
+        .int()
+        .optional()
+        .describe("keyhaven addition, on refusals of a bulk import: the index of the key refused in the request's array."),
+      reason: z
+        .enum(["KEY_EXISTS", "DUPLICATE_IN_REQUEST"])
+        .optional()
+        .describe(
+          "keyhaven addition, on an import's 409: the key at `keyIndex` exists already, or repeats the one at `sameAsKeyIndex`.",
+        ),
+      sameAsKeyIndex: z.number().int().optional().describe("keyhaven addition: the earlier key a `DUPLICATE_IN_REQUEST` repeats."),
+      missingRoles: z.array(z.string()).optional().describe("keyhaven addition, on an import's 412: the role names missing."),
+      missingPermissions: z
+        .array(z.string())
+        .optional()
+        .describe("keyhaven addition, on an import's 412: the permission names missing."),
     }),
   });
 }
@@ -119,7 +136,7 @@ export async function registerOpenApi(app: FastifyInstance, config: Config, rpcs
           "Self-hosted API key management speaking the Unkey v1 HTTP API. Every route is `/v1/<service>.<method>`: " +
           "GET with query parameters for reads, POST with a JSON body for writes. Every response carries " +
           "`Unkey-Request-Id`; every error is the envelope `{error: {code, docs, message, requestId}}` " +
-          "(see [the error codes](/docs/errors)). Each operation lists the error statuses it can answer; any route " +
+          "(see [the error codes](/docs/errors)); the import routes' refusals add `keyIndex` and the like for programs. Each operation lists the error statuses it can answer; any route " +
           "also answers 405 `METHOD_NOT_ALLOWED` to another method and 408 `REQUEST_TIMEOUT` to a client that does not " +
           "send its whole request in time.",
       },

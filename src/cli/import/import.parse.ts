@@ -4,6 +4,8 @@ import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { isUtf8 } from "node:buffer";
 import { CsvError, parse as parseCsv } from "csv-parse";
+import { z } from "zod";
+import { importKeySchema } from "../../modules/migrations/migrations.schemas.js";
 
 /** What reading the import file yields, in file order: a record to validate, a bad line, or a fatal file error. */
 export type SourceItem =
@@ -85,34 +87,24 @@ type CellType = "string" | "integer" | "boolean" | "json";
 /**
  * CSV columns are the field names of a key. Scalars are plain cells; `hash`, `refill` and `ratelimit` use dotted
  * columns (`hash.value`, `refill.amount`, …); `meta`, `roles` and `permissions` are JSON text in their cell.
- * An empty cell means the field is absent.
+ * An empty cell means the field is absent. Derived from the server's own item schema (migrations.schemas.ts), so
+ * a field added there is a column here.
  */
-export const CSV_COLUMNS: Record<string, CellType> = {
-  apiId: "string",
-  prefix: "string",
-  name: "string",
-  plaintext: "string",
-  "hash.value": "string",
-  "hash.variant": "string",
-  start: "string",
-  ownerId: "string",
-  externalId: "string",
-  meta: "json",
-  roles: "json",
-  permissions: "json",
-  expires: "integer",
-  remaining: "integer",
-  "refill.interval": "string",
-  "refill.amount": "integer",
-  "refill.refillDay": "integer",
-  "ratelimit.async": "boolean",
-  "ratelimit.type": "string",
-  "ratelimit.limit": "integer",
-  "ratelimit.refillRate": "integer",
-  "ratelimit.refillInterval": "integer",
-  enabled: "boolean",
-  environment: "string",
-};
+export const CSV_COLUMNS: Record<string, CellType> = csvColumns(z.toJSONSchema(importKeySchema, { io: "input", unrepresentable: "any" }) as JsonSchemaNode);
+
+type JsonSchemaNode = { type?: string; properties?: Record<string, JsonSchemaNode> };
+
+function csvColumns(node: JsonSchemaNode, prefix = ""): Record<string, CellType> {
+  const columns: Record<string, CellType> = {};
+  for (const [name, field] of Object.entries(node.properties ?? {})) {
+    const column = `${prefix}${name}`;
+    if (field.type === "object" && field.properties) Object.assign(columns, csvColumns(field, `${column}.`));
+    else if (field.type === "object" || field.type === "array") columns[column] = "json";
+    else if (field.type === "string" || field.type === "integer" || field.type === "boolean") columns[column] = field.type;
+    else throw new Error(`import.parse: no CSV cell type for the key field ${column} (${field.type})`);
+  }
+  return columns;
+}
 
 /**
  * CSV, streamed through csv-parse. Line numbers come from byte offsets (csv-parse's own line count drifts on CRLF

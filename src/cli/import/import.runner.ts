@@ -1,3 +1,4 @@
+import type { ErrorFields } from "../../errors.js";
 import { postJson } from "../http.js";
 import type { Journal } from "./import.journal.js";
 import type { Progress } from "./import.progress.js";
@@ -38,7 +39,6 @@ export type StopReason = "interrupted" | "unavailable" | "failed" | "changed";
 /** Thrown by the batch source when the file differs from what phase 1 validated. */
 export class SourceChanged extends Error {}
 
-const DUPLICATE = /^the key at index (\d+) already exists/;
 /** Refusals about the credentials or the API rather than a batch: every other batch would get the same answer. */
 const RUN_WIDE = new Set(["UNAUTHORIZED", "FORBIDDEN", "NOT_FOUND", "INSUFFICIENT_PERMISSIONS"]);
 
@@ -163,9 +163,10 @@ export class ImportRunner {
       // set aside as already present and the rest is sent again, until the server takes the rest or every key
       // turned out to exist: a batch that had landed is found entirely present, and nothing is created twice.
       // With --skip-existing the same resolution applies to every batch: an existing key is skipped, never created.
-      const duplicate = (inDoubt || this.options.skipExisting) && res.status === 409 ? DUPLICATE.exec(res.message) : null;
-      if (duplicate) {
-        const index = Number(duplicate[1]);
+      // Read from the envelope's fields, never from the message's wording (errors.ts ErrorFields).
+      const existing = (inDoubt || this.options.skipExisting) && res.status === 409 ? existingKeyIndex(res.fields) : undefined;
+      if (existing !== undefined) {
+        const index = existing;
         if (index < remaining.length) {
           present.push(remaining[index]!.line);
           remaining = remaining.filter((_, i) => i !== index);
@@ -179,7 +180,7 @@ export class ImportRunner {
         }
       }
 
-      const failure = explainFailure(batch.index, remaining, res.status, res.code, res.message);
+      const failure = explainFailure(batch.index, remaining, res.status, res.code, res.message, res.fields);
       this.journal.record({ ...base, state: "failed", code: res.code, message: res.message, inDoubt, at: new Date().toISOString() });
       this.outcome.failures.push(failure);
       this.outcome.failedKeys += remaining.length;
@@ -211,37 +212,46 @@ export class ImportRunner {
   }
 }
 
-/** Names the lines a refusal is about: the key an index points to, the keys using a missing role, else all. */
-export function explainFailure(batch: number, keys: ValidKey[], status: number, code: string, message: string): BatchFailure {
-  const allLines = keys.map((k) => k.line);
-  let lines = allLines;
+/** The index of the key a 409 reports as existing already (`reason: KEY_EXISTS`), from the envelope's fields. */
+export function existingKeyIndex(fields: ErrorFields): number | undefined {
+  return fields.reason === "KEY_EXISTS" ? fields.keyIndex : undefined;
+}
+
+/**
+ * Names the lines a refusal is about, from the envelope's fields (never from the message's wording): the keys at
+ * `keyIndex` and `sameAsKeyIndex`, the keys using a missing role or permission, else all. The message's mentions of
+ * those indexes are shown as lines, a cosmetic rewrite that leaves a reworded message as it is.
+ */
+export function explainFailure(
+  batch: number,
+  keys: ValidKey[],
+  status: number,
+  code: string,
+  message: string,
+  fields: ErrorFields = {},
+): BatchFailure {
+  let lines = keys.map((k) => k.line);
   let text = message;
-  const lineOf = (i: string) => keys[Number(i)]?.line;
-  const indexed = /^(\d+)\.(.*)$/s.exec(message) ?? null;
-  if (indexed && lineOf(indexed[1]!) !== undefined) {
-    lines = [lineOf(indexed[1]!)!];
-    text = `${indexed[2]}`;
-  } else if (/\bindex \d+\b/.test(message)) {
-    const mentioned: number[] = [];
-    text = message.replace(/\b(?:the key at )?index (\d+)\b/g, (whole, i: string) => {
-      const line = lineOf(i);
-      if (line === undefined) return whole;
-      mentioned.push(line);
-      return `the key on line ${line}`;
-    });
-    if (mentioned.length > 0) lines = [...new Set(mentioned)].sort((a, b) => a - b);
-  } else if (code === "PRECONDITION_FAILED") {
-    const missing = /^(Roles|Permissions) (\[.*\]) are missing/.exec(message);
-    if (missing) {
-      try {
-        const names = new Set(JSON.parse(missing[2]!) as string[]);
-        const field = missing[1] === "Roles" ? "roles" : "permissions";
-        const using = keys.filter((k) => (k.key[field] ?? []).some((n) => names.has(n))).map((k) => k.line);
-        if (using.length > 0) lines = using;
-      } catch {
-        // keep every line of the batch
-      }
+  const lineOf = (i: number) => keys[i]?.line;
+  const indexes = [fields.keyIndex, fields.sameAsKeyIndex].filter((i): i is number => i !== undefined && lineOf(i) !== undefined);
+  if (indexes.length > 0) {
+    lines = [...new Set(indexes.map((i) => lineOf(i)!))].sort((a, b) => a - b);
+    const pathPrefix = `${fields.keyIndex}.`;
+    if (fields.keyIndex !== undefined && text.startsWith(pathPrefix)) {
+      // A validation message: `<index>.<field>: <message>`.
+      text = text.slice(pathPrefix.length);
+    } else {
+      text = text.replace(/\b(?:the (?:key|one) at )?index (\d+)\b/g, (whole, i: string) =>
+        indexes.includes(Number(i)) ? `the key on line ${lineOf(Number(i))}` : whole,
+      );
     }
+  } else if (fields.missingRoles || fields.missingPermissions) {
+    const roles = new Set(fields.missingRoles);
+    const permissions = new Set(fields.missingPermissions);
+    const using = keys
+      .filter((k) => (k.key.roles ?? []).some((n) => roles.has(n)) || (k.key.permissions ?? []).some((n) => permissions.has(n)))
+      .map((k) => k.line);
+    if (using.length > 0) lines = using;
   }
   return { batch, lines, code, status, message: text };
 }

@@ -1,4 +1,5 @@
 import { BlockList, isIP } from "node:net";
+import { LRUCache } from "lru-cache";
 import { z } from "zod";
 
 /**
@@ -45,9 +46,8 @@ export const ipWhitelistInput = z
   });
 
 /** Lists compiled for checking, by their text: a list changes rarely and is checked on every verification. */
-const compiled = new Map<string, BlockList>();
-/** Distinct lists kept compiled (one per API with a list, in practice); beyond it the oldest is compiled again when needed. */
-const COMPILED_LISTS = 1000;
+/** Distinct lists kept compiled (one per API with a list, in practice); beyond it the least recently used is compiled again when needed. */
+const compiled = new LRUCache<string, BlockList>({ max: 1000 });
 
 function compile(list: string): BlockList {
   let allowed = compiled.get(list);
@@ -57,7 +57,6 @@ function compile(list: string): BlockList {
       const family = familyOf(entry);
       if (family !== undefined) allowed.addAddress(entry, family);
     }
-    if (compiled.size >= COMPILED_LISTS) compiled.delete(compiled.keys().next().value!);
     compiled.set(list, allowed);
   }
   return allowed;

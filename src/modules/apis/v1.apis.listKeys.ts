@@ -3,15 +3,8 @@ import { requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { queryBoolean, queryInt, queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
-import {
-  type ApiKeysFilter,
-  countKeys,
-  decryptKeyObjectRows,
-  keyObjectSchema,
-  listKeyObjectRows,
-  requireDecryptPermission,
-  toKeyObject,
-} from "../keys/key-object.js";
+import { decryptKeyObjectRows, keyObjectSchema, requireDecryptPermission, toKeyObject } from "../keys/key-object.js";
+import { type ApiKeysFilter, countKeys, listKeyObjectRows } from "../keys/key-objects.repository.js";
 import { findApi } from "./apis.repository.js";
 
 export const listKeys = defineRpc({

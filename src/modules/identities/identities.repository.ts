@@ -40,18 +40,17 @@ export async function upsertIdentities(
   meta: Record<string, never> | null,
   now: number,
 ): Promise<Map<string, string>> {
-  const rows = await insertRecordset<object, { id: string; external_id: string }>(
+  const rows = await insertRecordset<typeof identities, { id: string; external_id: string }>(
     db,
-    "identities",
-    { id: "text", workspace_id: "text", external_id: "text", environment: "text", meta: "jsonb", created_at_m: "bigint" },
+    identities,
     // In one fixed order, so that concurrent upserts of the same new identities cannot deadlock.
     [...new Set(externalIds)].sort().map((externalId) => ({
       id: newId("id"),
-      workspace_id: workspaceId,
-      external_id: externalId,
+      workspaceId,
+      externalId,
       environment: "default",
       meta,
-      created_at_m: now,
+      createdAtM: now,
     })),
     // DO UPDATE (a no-op) rather than DO NOTHING so that existing identities are returned too.
     sql`on conflict (workspace_id, external_id) do update set external_id = excluded.external_id

@@ -16,26 +16,16 @@ export type KeyDefaultRatelimit = { keyId: string; workspaceId: string; limit: n
 export async function setKeyDefaultRatelimits(db: Db, limits: KeyDefaultRatelimit[], now: number): Promise<void> {
   await insertRecordset(
     db,
-    "ratelimits",
-    {
-      id: "text",
-      workspace_id: "text",
-      name: "text",
-      key_id: "text",
-      limit: "integer",
-      duration: "bigint",
-      auto_apply: "boolean",
-      created_at_m: "bigint",
-    },
+    ratelimits,
     limits.map((l) => ({
       id: newId("rl"),
-      workspace_id: l.workspaceId,
+      workspaceId: l.workspaceId,
       name: KEY_DEFAULT_RATELIMIT,
-      key_id: l.keyId,
+      keyId: l.keyId,
       limit: l.limit,
       duration: l.duration,
-      auto_apply: true,
-      created_at_m: now,
+      autoApply: true,
+      createdAtM: now,
     })),
     sql`on conflict (key_id, name) do update
       set "limit" = excluded."limit", duration = excluded.duration, updated_at_m = excluded.created_at_m`,

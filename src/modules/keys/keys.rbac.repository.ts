@@ -12,13 +12,11 @@ export type LinkKind = "role" | "permission";
 export type KeyLink = { keyId: string; id: string; workspaceId: string };
 
 const linkTables = {
-  role: { table: keysRoles, column: keysRoles.roleId, key: keysRoles.keyId, name: "keys_roles", id: "role_id" },
+  role: { table: keysRoles, column: keysRoles.roleId, key: keysRoles.keyId },
   permission: {
     table: keysPermissions,
     column: keysPermissions.permissionId,
     key: keysPermissions.keyId,
-    name: "keys_permissions",
-    id: "permission_id",
   },
 } as const;
 
@@ -27,14 +25,14 @@ const linkTables = {
  * they are. One statement for any number of links (an import writes hundreds of thousands).
  */
 export async function insertKeyLinks(db: Db, kind: LinkKind, links: KeyLink[], now: number): Promise<void> {
-  const t = linkTables[kind];
-  await insertRecordset(
-    db,
-    t.name,
-    { key_id: "text", [t.id]: "text", workspace_id: "text", created_at_m: "bigint" },
-    links.map((l) => ({ key_id: l.keyId, [t.id]: l.id, workspace_id: l.workspaceId, created_at_m: now })),
-    sql`on conflict do nothing`,
-  );
+  const tail = sql`on conflict do nothing`;
+  if (kind === "role") {
+    const rows = links.map((l) => ({ keyId: l.keyId, roleId: l.id, workspaceId: l.workspaceId, createdAtM: now }));
+    await insertRecordset(db, keysRoles, rows, tail);
+  } else {
+    const rows = links.map((l) => ({ keyId: l.keyId, permissionId: l.id, workspaceId: l.workspaceId, createdAtM: now }));
+    await insertRecordset(db, keysPermissions, rows, tail);
+  }
 }
 
 /** The ids of the key's roles (`kind` role) or direct permissions (`kind` permission). */

@@ -4,13 +4,8 @@ import { requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { queryBoolean, queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
-import {
-  decryptKeyObjectRows,
-  findKeyObjectRow,
-  keyObjectSchema,
-  requireDecryptPermission,
-  toKeyObject,
-} from "./key-object.js";
+import { decryptKeyObjectRows, keyObjectSchema, requireDecryptPermission, toKeyObject } from "./key-object.js";
+import { findKeyObjectRow } from "./key-objects.repository.js";
 
 export const getKey = defineRpc({
   method: "GET",

@@ -4,7 +4,8 @@ import { requirePermission } from "../../auth/root-key.js";
 import { hashKey } from "../../crypto/hash.js";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
-import { findKeyObjectRow, isRecord } from "./key-object.js";
+import { isRecord } from "./key-object.js";
+import { findKeyObjectRow } from "./key-objects.repository.js";
 import { metaSchema } from "./keys.schemas.js";
 
 export const whoami = defineRpc({

@@ -1,9 +1,10 @@
+import { LRUCache } from "lru-cache";
 import { Coalescer } from "../../coalescer.js";
 import type { Db } from "../../db/client.js";
 import type { EpochReader } from "../../db/epoch.js";
 import { type KeyForVerification, prepareVerificationLookup, type VerificationLookup } from "./keys.repository.js";
 
-/** Keys kept in memory per process; beyond this the oldest entries are dropped first. */
+/** Keys kept in memory per process; beyond this the least recently used entries are dropped first. */
 export const VERIFICATION_CACHE_ENTRIES = 50_000;
 
 /**
@@ -32,7 +33,7 @@ type Waiter = {
  * query serves many verifications, and a key that is verified often is read from the database once per write.
  */
 export class VerificationCache {
-  private entries = new Map<string, KeyForVerification>();
+  private readonly entries: LRUCache<string, KeyForVerification>;
   /** The epoch every entry was read at; null before the first read. */
   private epoch: bigint | null = null;
   private readonly queue: Coalescer<Waiter>;
@@ -42,9 +43,10 @@ export class VerificationCache {
   constructor(
     db: Db,
     private readonly epochs: EpochReader,
-    private readonly maxEntries = VERIFICATION_CACHE_ENTRIES,
+    maxEntries = VERIFICATION_CACHE_ENTRIES,
   ) {
     this.statement = prepareVerificationLookup(db);
+    this.entries = new LRUCache({ max: maxEntries });
     this.queue = new Coalescer(
       (batch) => this.answer(batch),
       (batch, err) => {
@@ -87,7 +89,7 @@ export class VerificationCache {
       this.entries.clear();
       this.epoch = epoch;
     }
-    for (const [hash, row] of found) this.remember(hash, row);
+    for (const [hash, row] of found) this.entries.set(hash, row);
 
     for (const w of batch) {
       const cached = this.entries.get(w.hash);
@@ -95,15 +97,6 @@ export class VerificationCache {
       else if (missed.has(w.hash)) w.resolve({ key: undefined, epoch });
       // It was in memory, but the epoch moved: asked again by the next statement, which starts after this one.
       else this.queue.add(w);
-    }
-  }
-
-  private remember(hash: string, row: KeyForVerification): void {
-    this.entries.delete(hash);
-    this.entries.set(hash, row);
-    if (this.entries.size > this.maxEntries) {
-      const oldest = this.entries.keys().next().value;
-      if (oldest !== undefined) this.entries.delete(oldest);
     }
   }
 }

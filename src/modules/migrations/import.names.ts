@@ -36,6 +36,7 @@ export async function resolveImportNames(
       "role",
       `Roles ${JSON.stringify(missingRoles)} are missing, please create them first`,
       missingRoles,
+      { missingRoles },
     );
   }
   const permissionNames = unique(items.flatMap((k) => k.permissions ?? []));
@@ -46,6 +47,7 @@ export async function resolveImportNames(
       "permission",
       `Permissions ${JSON.stringify(missingPermissions)} are missing, please create them first`,
       missingPermissions,
+      { missingPermissions },
     );
   }
   return { roleIds, permissionIds };

@@ -1,31 +1,14 @@
 import { hashKey } from "../../crypto/hash.js";
 import type { DataKey, Keyring } from "../../crypto/keyring.js";
+import type { encryptedKeys, keys } from "../../db/schema.js";
 import { ConflictError } from "../../domain-errors.js";
 import { newId } from "../../ids.js";
 import type { KeyDefaultRatelimit } from "../keys/keys.ratelimit.repository.js";
 import type { KeyLink } from "../keys/keys.rbac.repository.js";
 import type { ImportKey } from "./migrations.schemas.js";
 
-/** A `keys` row as it travels to `json_to_recordset` (snake_case, JSON-friendly values). */
-export type KeyRow = {
-  id: string;
-  workspace_id: string;
-  api_id: string;
-  hash: string;
-  start: string;
-  prefix: string | null;
-  name: string | null;
-  owner_id: string | null;
-  identity_id: string | null;
-  meta: Record<string, unknown> | null;
-  expires: string | null;
-  remaining_requests: number | null;
-  refill_day: number | null;
-  refill_amount: number | null;
-  enabled: boolean;
-  environment: string | null;
-  created_at_m: number;
-};
+/** Rows of the tables an import writes, as schema.ts declares them (db/bulk.ts maps fields to columns). */
+export type KeyRow = typeof keys.$inferInsert;
 
 export type ImportPlan = {
   workspaceId: string;
@@ -36,7 +19,7 @@ export type ImportPlan = {
   identities: Set<string>;
   /** Per key index: the externalId whose identity it links to. */
   externalIds: (string | undefined)[];
-  encrypted: { key_id: string; workspace_id: string; encrypted: string; encryption_key_id: string; created_at_m: number }[];
+  encrypted: (typeof encryptedKeys.$inferInsert)[];
   keyRoles: KeyLink[];
   keyPermissions: KeyLink[];
   /** The keys' `default` rate limits. */
@@ -85,11 +68,11 @@ export function sealKeys(
     const hash = item.plaintext !== undefined ? hashKey(item.plaintext) : item.hash!.value;
     const earlier = indexByHash.get(hash);
     if (earlier !== undefined) {
-      throw new ConflictError(
-        "key",
-        `the key at index ${index} is the same key as the one at index ${earlier}`,
-        index,
-      );
+      throw new ConflictError("key", `the key at index ${index} is the same key as the one at index ${earlier}`, index, {
+        reason: "DUPLICATE_IN_REQUEST",
+        keyIndex: index,
+        sameAsKeyIndex: earlier,
+      });
     }
     indexByHash.set(hash, index);
     if (item.plaintext === undefined) {
@@ -135,34 +118,28 @@ export function planSealedImport(
     const monthly = item.refill?.interval === "monthly";
     plan.keys.push({
       id,
-      workspace_id: workspaceId,
-      api_id: item.apiId,
+      workspaceId,
+      apiId: item.apiId,
       hash,
       start,
       prefix: item.prefix ?? null,
       name: item.name ?? null,
-      owner_id: item.ownerId ?? null,
-      identity_id: null,
+      ownerId: item.ownerId ?? null,
+      identityId: null,
       meta: item.meta ?? null,
       // v1 stores `expires: 0` as "never expires".
-      expires: item.expires ? new Date(item.expires).toISOString() : null,
-      remaining_requests: item.remaining ?? null,
-      refill_day: monthly ? (item.refill?.refillDay ?? 1) : null,
-      refill_amount: item.refill?.amount ?? null,
+      expires: item.expires ? new Date(item.expires) : null,
+      remaining: item.remaining ?? null,
+      refillDay: monthly ? (item.refill?.refillDay ?? 1) : null,
+      refillAmount: item.refill?.amount ?? null,
       enabled: item.enabled ?? true,
       environment: item.environment ?? null,
-      created_at_m: now,
+      createdAtM: now,
     });
 
     const { encrypted, encryptionKeyId } = sealed[index]!;
     if (encrypted !== null && encryptionKeyId !== null) {
-      plan.encrypted.push({
-        key_id: id,
-        workspace_id: workspaceId,
-        encrypted,
-        encryption_key_id: encryptionKeyId,
-        created_at_m: now,
-      });
+      plan.encrypted.push({ keyId: id, workspaceId, encrypted, encryptionKeyId, createdAtM: now });
     }
     for (const role of new Set(item.roles)) {
       plan.keyRoles.push({ keyId: id, id: ctx.roleIds.get(role)!, workspaceId });

@@ -2,7 +2,7 @@ import { and, asc, eq, gt, inArray, isNotNull, isNull, lte, or, sql } from "driz
 import type { DataKey } from "../../crypto/keyring.js";
 import type { Db } from "../../db/client.js";
 import { insertRecordset, textArray } from "../../db/bulk.js";
-import { encryptionKeys, keys, migrationBatches, migrationErrors } from "../../db/schema.js";
+import { encryptedKeys, encryptionKeys, keys, migrationBatches, migrationErrors } from "../../db/schema.js";
 import { ConflictError } from "../../domain-errors.js";
 import { upsertIdentities } from "../identities/identities.repository.js";
 import { setKeyDefaultRatelimits } from "../keys/keys.ratelimit.repository.js";
@@ -14,29 +14,13 @@ import type { EnqueueKey } from "./migrations.schemas.js";
 export class ImportConflictError extends ConflictError {
   declare readonly index: number;
   constructor(index: number) {
-    super("key", `the key at index ${index} already exists; no key of this request was created`, index);
+    super("key", `the key at index ${index} already exists; no key of this request was created`, index, {
+      reason: "KEY_EXISTS",
+      keyIndex: index,
+    });
   }
 }
 
-const KEY_COLUMNS = {
-  id: "text",
-  workspace_id: "text",
-  api_id: "text",
-  hash: "text",
-  start: "text",
-  prefix: "text",
-  name: "text",
-  owner_id: "text",
-  identity_id: "text",
-  meta: "jsonb",
-  expires: "timestamptz",
-  remaining_requests: "integer",
-  refill_day: "smallint",
-  refill_amount: "integer",
-  enabled: "boolean",
-  environment: "text",
-  created_at_m: "bigint",
-};
 
 /**
  * The second phase of an import: one transaction that only inserts. A key whose hash already exists (in any
@@ -52,14 +36,13 @@ export async function insertImport(db: Db, plan: ImportPlan): Promise<string[]> 
       const idByExternalId = await upsertIdentities(tx, plan.workspaceId, [...plan.identities], null, plan.now);
       plan.keys.forEach((row, i) => {
         const externalId = plan.externalIds[i];
-        if (externalId !== undefined) row.identity_id = idByExternalId.get(externalId) ?? null;
+        if (externalId !== undefined) row.identityId = idByExternalId.get(externalId) ?? null;
       });
     }
 
-    const inserted = await insertRecordset<object, { id: string }>(
+    const inserted = await insertRecordset<typeof keys, { id: string }>(
       tx,
-      "keys",
-      KEY_COLUMNS,
+      keys,
       plan.keys,
       sql`on conflict (hash) do nothing returning id`,
     );
@@ -69,12 +52,7 @@ export async function insertImport(db: Db, plan: ImportPlan): Promise<string[]> 
       throw new ImportConflictError(index);
     }
 
-    await insertRecordset(
-      tx,
-      "encrypted_keys",
-      { key_id: "text", workspace_id: "text", encrypted: "text", encryption_key_id: "text", created_at_m: "bigint" },
-      plan.encrypted,
-    );
+    await insertRecordset(tx, encryptedKeys, plan.encrypted);
     await insertKeyLinks(tx, "role", plan.keyRoles, plan.now);
     await insertKeyLinks(tx, "permission", plan.keyPermissions, plan.now);
     await setKeyDefaultRatelimits(tx, plan.ratelimits, plan.now);

@@ -33,6 +33,7 @@ export const createKeys = defineRpc({
         throw new ApiError(
           "INSUFFICIENT_PERMISSIONS",
           `the key at index ${index} needs ${describeImportPermission(item.apiId, withPlaintext)}`,
+          { keyIndex: index },
         );
       }
     });

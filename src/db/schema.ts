@@ -15,8 +15,7 @@ import {
   uniqueIndex,
 } from "drizzle-orm/pg-core";
 
-/** The largest value of a PostgreSQL integer column (remaining, amounts, limits): the one bound of them all. */
-export const MAX_INT32 = 2_147_483_647;
+export { MAX_INT32 } from "./int32.js";
 
 // Timestamps ending in `_at_m` are unix milliseconds, as on the wire. `expires` and `last_refill_at` are
 // timestamptz because the refill and expiry rules are computed in SQL.

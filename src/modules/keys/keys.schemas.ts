@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { expectedReceived } from "../../validation-messages.js";
 
-import { MAX_INT32 } from "../../db/schema.js";
+import { MAX_INT32 } from "../../db/int32.js";
 
 export { MAX_INT32 };
 /** 9999-12-31T23:59:59.999Z: the last instant PostgreSQL and JavaScript dates agree on. */

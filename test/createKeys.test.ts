@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { describe, expect } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
 import { test } from "./fixtures.js";
-import { createHarness, expectError, type Tenant } from "./helper.js";
+import { createHarness, expectError } from "./helper.js";
 
 const randomHash = () => hashKey(randomBytes(16).toString("hex"));
 const byHash = (api: string, n: number) =>
@@ -10,10 +10,7 @@ const byHash = (api: string, n: number) =>
 
 // The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), and helpers over them.
 const it = test
-  .extend("newApi", async ({ h }) => (tenant: Tenant) => h.createApi(tenant))
   .extend("importKeys", async ({ h, t }) => (body: unknown, rootKey = t.rootKey) => h.post("/v1/migrations.createKeys", body, rootKey))
-  .extend("count", async ({ h }) => async (query: string) => Number((await h.sql<{ n: string }>(`select count(*) as n from ${query}`))[0]!.n))
-  /** Every table an import may write to, counted, to prove that a refused import wrote nothing. */
   .extend("snapshot", async ({ count }) => async () => ({
     keys: await count("keys"),
     identities: await count("identities"),
@@ -23,11 +20,6 @@ const it = test
     keysPermissions: await count("keys_permissions"),
     ratelimits: await count("ratelimits"),
   }))
-  .extend("createRole", async ({ h, t }) => async (name: string, tenant = t) => {
-    const res = await h.post("/v1/permissions.createRole", { name }, tenant.rootKey);
-    expect(res.status).toBe(200);
-    return res.body.roleId as string;
-  })
   .extend("createPermission", async ({ h, t }) => async (name: string, tenant = t) => {
     const res = await h.post("/v1/permissions.createPermission", { name }, tenant.rootKey);
     expect(res.status).toBe(200);

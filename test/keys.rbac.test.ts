@@ -2,22 +2,13 @@ import { randomBytes } from "node:crypto";
 import { Unkey } from "@unkey/api";
 import { describe, expect } from "vitest";
 import { describeRootKeyAuth } from "./auth-suite.js";
-import { test } from "./fixtures.js";
-import { expectError, type Harness, type Tenant } from "./helper.js";
+import { countIn, test } from "./fixtures.js";
+import { expectError } from "./helper.js";
 
 const unique = (label: string) => `${label}-${randomBytes(4).toString("hex")}`;
 
-const countIn = async (h: Harness, query: string) => Number((await h.sql<{ n: string }>(`select count(*) as n from ${query}`))[0]!.n);
-
 // The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), and helpers over them.
 const it = test
-  .extend("newApi", async ({ h }) => (tenant: Tenant) => h.createApi(tenant))
-  .extend("importKey", async ({ h, t, apiId }) => (fields: Record<string, unknown> = {}, tenant = t, api = apiId) => h.importKey(tenant, api, fields))
-  .extend("createRole", async ({ h, t }) => async (name: string, tenant = t): Promise<string> => {
-    const res = await h.post("/v1/permissions.createRole", { name }, tenant.rootKey);
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    return res.body.roleId;
-  })
   .extend("createPermission", async ({ h, t }) => async (name: string, slug?: string, tenant = t): Promise<string> => {
     const res = await h.post("/v1/permissions.createPermission", { name, ...(slug && { slug }) }, tenant.rootKey);
     expect(res.status, JSON.stringify(res.body)).toBe(200);
@@ -44,22 +35,7 @@ const it = test
           return r.body;
         }),
   )
-  .extend("allowed", async ({ verify }) => async (key: string, permission: string) => (await verify(key, permission)).valid as boolean)
-  .extend("count", async ({ h }) => (query: string) => countIn(h, query))
-  .extend(
-    "keyRoles",
-    async ({ h }) =>
-      async (keyId: string) =>
-        (await h.sql<{ id: string }>(`select role_id as id from keys_roles where key_id = '${keyId}' order by role_id`)).map((r) => r.id),
-  )
-  .extend(
-    "keyPermissions",
-    async ({ h }) =>
-      async (keyId: string) =>
-        (
-          await h.sql<{ id: string }>(`select permission_id as id from keys_permissions where key_id = '${keyId}' order by permission_id`)
-        ).map((r) => r.id),
-  );
+  .extend("allowed", async ({ verify }) => async (key: string, permission: string) => (await verify(key, permission)).valid as boolean);
 const sorted = (ids: string[]) => [...ids].sort();
 
 describe("keys.addPermissions", () => {

@@ -1,19 +1,16 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect } from "vitest";
 import { describeRootKeyAuth } from "./auth-suite.js";
-import { test } from "./fixtures.js";
-import { expectError, type Harness, type Tenant } from "./helper.js";
+import { countIn, test } from "./fixtures.js";
+import { expectError } from "./helper.js";
 
 const unique = (label: string) => `${label}-${randomBytes(4).toString("hex")}`;
 
-const countIn = async (h: Harness, query: string) => Number((await h.sql<{ n: string }>(`select count(*) as n from ${query}`))[0]!.n);
 const ms = (value: unknown) => (value === null ? null : new Date(value as string).getTime());
 const recent = (value: unknown) => Math.abs(ms(value)! - Date.now()) < 60_000;
 
 // The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), and helpers over them.
 const it = test
-  .extend("newApi", async ({ h }) => (tenant: Tenant) => h.createApi(tenant))
-  .extend("importKey", async ({ h, t, apiId }) => (fields: Record<string, unknown> = {}, tenant = t, api = apiId) => h.importKey(tenant, api, fields))
   .extend("update", async ({ h, t }) => (body: Record<string, unknown>, rootKey = t.rootKey) => h.post("/v1/keys.updateKey", body, rootKey))
   .extend("updateOk", async ({ t, update }) => async (body: Record<string, unknown>, rootKey = t.rootKey) => {
     const res = await update(body, rootKey);
@@ -30,23 +27,6 @@ const it = test
         }),
   )
   .extend("row", async ({ h }) => async (keyId: string) => (await h.sql<any>(`select * from keys where id = '${keyId}'`))[0])
-  .extend("count", async ({ h }) => (query: string) => countIn(h, query))
-  .extend(
-    "keyRoles",
-    async ({ h }) =>
-      async (keyId: string) =>
-        (await h.sql<{ id: string }>(`select role_id as id from keys_roles where key_id = '${keyId}' order by role_id`)).map((r) => r.id),
-  )
-  .extend(
-    "keyPermissions",
-    async ({ h }) =>
-      async (keyId: string) =>
-        (
-          await h.sql<{ id: string }>(
-            `select permission_id as id from keys_permissions where key_id = '${keyId}' order by permission_id`,
-          )
-        ).map((r) => r.id),
-  )
   .extend(
     "defaultLimit",
     async ({ h }) =>
@@ -64,11 +44,6 @@ const it = test
          last_refill_at = case when last_refill_at is null then null else last_refill_at - interval '${days} days' end
          where id = '${keyId}'`),
   )
-  .extend("createRole", async ({ h, t }) => async (name: string, tenant = t): Promise<string> => {
-    const res = await h.post("/v1/permissions.createRole", { name }, tenant.rootKey);
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    return res.body.roleId;
-  })
   .extend("createPermission", async ({ h, t }) => async (name: string, slug?: string, tenant = t): Promise<string> => {
     const res = await h.post("/v1/permissions.createPermission", { name, ...(slug && { slug }) }, tenant.rootKey);
     expect(res.status, JSON.stringify(res.body)).toBe(200);

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createServer } from "node:net";
 import { stopBackgroundJobs } from "../src/background.js";
 import { ManualClock } from "../src/clock.js";
 import { openPostgres } from "../src/db/client.js";
@@ -10,6 +9,7 @@ import {
 } from "../src/modules/analytics/verification-analytics.js";
 import { describeRootKeyAuth } from "./auth-suite.js";
 import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
+import { freePort, waitFor } from "./wait.js";
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -39,14 +39,6 @@ const countsOf = (where: string, harness = h) =>
 const total = async (where: string, harness = h) =>
   Number((await harness.sql<{ n: string | null }>(`select coalesce(sum(count), 0)::int as n from verification_counts where ${where}`))[0]!.n);
 
-async function waitFor(check: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error(`condition not met within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 const keyVerifications = (query: Record<string, string>, rootKey: string | undefined = t.rootKey) =>
   h.get("/v1/keys.getVerifications", query, rootKey);
 const analytics = (query: Record<string, string>, rootKey: string | undefined = t.rootKey) =>
@@ -62,7 +54,7 @@ describe("verification analytics: recording and writing", () => {
     expect((await verify("sk_not_a_key_of_anyone")).body.code).toBe("NOT_FOUND");
 
     // No explicit flush: the background flusher writes them.
-    await waitFor(async () => (await total(`key_id = '${keyId}'`)) === 4);
+    await waitFor("the 4 counts written", async () => (await total(`key_id = '${keyId}'`)) === 4);
     expect(await countsOf(`key_id = '${keyId}'`)).toEqual([
       { key_id: keyId, outcome: "FORBIDDEN", tags: [], n: 1, workspace_id: t.workspaceId, api_id: apiId },
       { key_id: keyId, outcome: "USAGE_EXCEEDED", tags: [], n: 1, workspace_id: t.workspaceId, api_id: apiId },
@@ -441,12 +433,7 @@ describe("verification analytics: bounds", () => {
 
   it("holds at most maxPendingRows distinct counts in memory while the database is unreachable, logging it once", async () => {
     // A port nothing listens on: every write fails at once, as with a database that is down.
-    const port = await new Promise<number>((resolve) => {
-      const server = createServer().listen(0, "127.0.0.1", () => {
-        const { port } = server.address() as { port: number };
-        server.close(() => resolve(port));
-      });
-    });
+    const port = await freePort();
     const down = openPostgres(`postgres://postgres@127.0.0.1:${port}/none`, 1);
     const warnings: unknown[] = [];
     const job = new VerificationAnalytics(down.db, true, { retentionDays: 90, maxPendingRows: 10 });

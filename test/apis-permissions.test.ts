@@ -1,16 +1,19 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
+import { describe, expect } from "vitest";
+import { test } from "./fixtures.js";
+import { expectError } from "./helper.js";
 
-let h: Harness;
-let t: Tenant;
-beforeAll(async () => {
-  h = await createHarness();
-  t = await h.tenant();
-});
-afterAll(() => h.close());
+// One harness and tenant for the file: the fixtures `h` and `t` of test/fixtures.ts, and two readers of its own.
+// (Extended once for the whole file: a test.extend inside a describe would make a second file-scoped harness.)
+const it = test
+  .extend("getApi", async ({ h, t }) => async (apiId: string) => {
+    const res = await h.get("/v1/apis.getApi", { apiId }, t.rootKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body;
+  })
+  .extend("updateApi", async ({ h, t }) => (body: Record<string, unknown>, rootKey = t.rootKey) => h.post("/v1/apis.updateApi", body, rootKey));
 
 describe("apis.createApi and apis.getApi", () => {
-  it("creates an API with its settings and reads it back", async () => {
+  it("creates an API with its settings and reads it back", async ({ h, t }) => {
     const res = await h.post(
       "/v1/apis.createApi",
       { name: "payments", storeEncryptedKeys: true, defaultPrefix: "pay", defaultBytes: 24, deleteProtection: true },
@@ -33,24 +36,24 @@ describe("apis.createApi and apis.getApi", () => {
     expect(got.body).toEqual({ id: res.body.apiId, workspaceId: t.workspaceId, name: "payments" });
   });
 
-  it.each([
+  it.for<[Record<string, unknown>, string | RegExp]>([
     [{ name: "ab" }, "name: String must contain at least 3 character(s)"],
     [{ name: "okay", defaultPrefix: "123456789" }, "defaultPrefix: String must contain at most 8 character(s)"],
     [{ name: "okay", defaultBytes: 15 }, "defaultBytes: Number must be greater than or equal to 16"],
     [{ name: "okay", defaultBytes: 256 }, "defaultBytes: Number must be less than or equal to 255"],
     [{ name: "okay", storeEncryptedKeys: "yes" }, /^storeEncryptedKeys: /],
-  ])("refuses %j with 400", async (body, message) => {
+  ])("refuses %j with 400", async ([body, message], { h, t }) => {
     expectError(await h.post("/v1/apis.createApi", body, t.rootKey), 400, "BAD_REQUEST", message);
   });
 
-  it("answers an unknown or deleted API with 404", async () => {
+  it("answers an unknown or deleted API with 404", async ({ h, t }) => {
     expectError(await h.get("/v1/apis.getApi", { apiId: "api_nope" }, t.rootKey), 404, "NOT_FOUND", "api api_nope not found");
     const { apiId } = (await h.post("/v1/apis.createApi", { name: "to-delete" }, t.rootKey)).body;
     await h.sql(`update apis set deleted_at_m = 1 where id = '${apiId}'`);
     expectError(await h.get("/v1/apis.getApi", { apiId }, t.rootKey), 404, "NOT_FOUND");
   });
 
-  it("accepts api.<apiId>.read_api for that API only", async () => {
+  it("accepts api.<apiId>.read_api for that API only", async ({ h, t }) => {
     const { apiId } = (await h.post("/v1/apis.createApi", { name: "scoped" }, t.rootKey)).body;
     const scoped = await h.rootKey(t.workspaceId, [`api.${apiId}.read_api`]);
     expect((await h.get("/v1/apis.getApi", { apiId }, scoped)).status).toBe(200);
@@ -58,7 +61,7 @@ describe("apis.createApi and apis.getApi", () => {
     expectError(await h.get("/v1/apis.getApi", { apiId: other }, scoped), 403, "INSUFFICIENT_PERMISSIONS");
   });
 
-  it("refuses a NUL character in the query (%00) with 400, not a 500", async () => {
+  it("refuses a NUL character in the query (%00) with 400, not a 500", async ({ h, t }) => {
     expectError(
       await h.get("/v1/apis.getApi", { apiId: "api_\u0000" }, t.rootKey),
       400,
@@ -67,20 +70,13 @@ describe("apis.createApi and apis.getApi", () => {
     );
   });
 
-  it("requires apiId", async () => {
+  it("requires apiId", async ({ h, t }) => {
     expectError(await h.get("/v1/apis.getApi", {}, t.rootKey), 400, "BAD_REQUEST", /^apiId: /);
   });
 });
 
 describe("IP allow-lists: apis.createApi, apis.updateApi and apis.getApi", () => {
-  const getApi = async (apiId: string) => {
-    const res = await h.get("/v1/apis.getApi", { apiId }, t.rootKey);
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    return res.body;
-  };
-  const updateApi = (body: Record<string, unknown>, rootKey = t.rootKey) => h.post("/v1/apis.updateApi", body, rootKey);
-
-  it("creates an API with an ipWhitelist, stores it as sent, and getApi returns it", async () => {
+  it("creates an API with an ipWhitelist, stores it as sent, and getApi returns it", async ({ h, t, getApi }) => {
     const list = "10.0.0.1, 2001:db8::1 ,192.168.1.20";
     const res = await h.post("/v1/apis.createApi", { name: "listed", ipWhitelist: list }, t.rootKey);
     expect(res.status, JSON.stringify(res.body)).toBe(200);
@@ -89,14 +85,14 @@ describe("IP allow-lists: apis.createApi, apis.updateApi and apis.getApi", () =>
     expect(await getApi(res.body.apiId)).toEqual({ id: res.body.apiId, workspaceId: t.workspaceId, name: "listed", ipWhitelist: list });
   });
 
-  it("creates an API without a list: none is stored and getApi answers as v1 (no ipWhitelist field)", async () => {
+  it("creates an API without a list: none is stored and getApi answers as v1 (no ipWhitelist field)", async ({ h, t, getApi }) => {
     const { apiId } = (await h.post("/v1/apis.createApi", { name: "unlisted" }, t.rootKey)).body;
     const [row] = await h.sql<any>(`select ip_whitelist from apis where id = '${apiId}'`);
     expect(row.ip_whitelist).toBeNull();
     expect(await getApi(apiId)).toEqual({ id: apiId, workspaceId: t.workspaceId, name: "unlisted" });
   });
 
-  it.each([
+  it.for([
     ["10.0.0.1,nope", 'ipWhitelist: "nope" is not an IPv4 or IPv6 address'],
     ["10.0.0.0/8", 'ipWhitelist: "10.0.0.0/8" is a range: list single IPv4 or IPv6 addresses (CIDR ranges are not supported)'],
     ["10.0.0.1,,10.0.0.2", "ipWhitelist: entry 2 is empty: separate the addresses with single commas"],
@@ -104,7 +100,7 @@ describe("IP allow-lists: apis.createApi, apis.updateApi and apis.getApi", () =>
     ["256.0.0.1", 'ipWhitelist: "256.0.0.1" is not an IPv4 or IPv6 address'],
     ["10.0.0.1:8080", 'ipWhitelist: "10.0.0.1:8080" is not an IPv4 or IPv6 address'],
     ["", "ipWhitelist: must list at least one address (send null to apis.updateApi to remove the list)"],
-  ])("refuses the list %j with 400 naming the bad entry, on createApi and updateApi", async (ipWhitelist, message) => {
+  ])("refuses the list %j with 400 naming the bad entry, on createApi and updateApi", async ([ipWhitelist, message], { h, t, getApi, updateApi }) => {
     const before = await h.sql<any>(`select count(*)::int as n from apis`);
     expectError(await h.post("/v1/apis.createApi", { name: "bad-list", ipWhitelist }, t.rootKey), 400, "BAD_REQUEST", message);
     expect(await h.sql<any>(`select count(*)::int as n from apis`)).toEqual(before);
@@ -113,14 +109,14 @@ describe("IP allow-lists: apis.createApi, apis.updateApi and apis.getApi", () =>
     expect((await getApi(apiId)).ipWhitelist).toBe("10.0.0.1");
   });
 
-  it("refuses a list that is not a string, and a list longer than 4096 characters", async () => {
+  it("refuses a list that is not a string, and a list longer than 4096 characters", async ({ h, t }) => {
     expectError(await h.post("/v1/apis.createApi", { name: "bad-list", ipWhitelist: ["10.0.0.1"] }, t.rootKey), 400, "BAD_REQUEST", /^ipWhitelist: /);
     const long = Array.from({ length: 500 }, (_, i) => `10.0.${i >> 8}.${i & 255}`).join(",");
     expect(long.length).toBeGreaterThan(4096);
     expectError(await h.post("/v1/apis.createApi", { name: "bad-list", ipWhitelist: long }, t.rootKey), 400, "BAD_REQUEST", "ipWhitelist: String must contain at most 4096 character(s)");
   });
 
-  it("updateApi sets, replaces and removes (null) the list", async () => {
+  it("updateApi sets, replaces and removes (null) the list", async ({ h, t, getApi, updateApi }) => {
     const { apiId } = (await h.post("/v1/apis.createApi", { name: "updated" }, t.rootKey)).body;
     const set = await updateApi({ apiId, ipWhitelist: "10.0.0.1" });
     expect(set.status, JSON.stringify(set.body)).toBe(200);
@@ -135,13 +131,13 @@ describe("IP allow-lists: apis.createApi, apis.updateApi and apis.getApi", () =>
     expect(Number(row.updated_at_m)).toBeGreaterThan(0);
   });
 
-  it("updateApi requires ipWhitelist (a list or null) and apiId", async () => {
+  it("updateApi requires ipWhitelist (a list or null) and apiId", async ({ h, t, updateApi }) => {
     const { apiId } = (await h.post("/v1/apis.createApi", { name: "required" }, t.rootKey)).body;
     expectError(await updateApi({ apiId }), 400, "BAD_REQUEST", /^ipWhitelist: /);
     expectError(await updateApi({ ipWhitelist: null }), 400, "BAD_REQUEST", /^apiId: /);
   });
 
-  it("updateApi answers 404 for an unknown, deleted or other workspace's API", async () => {
+  it("updateApi answers 404 for an unknown, deleted or other workspace's API", async ({ h, t, updateApi }) => {
     expectError(await updateApi({ apiId: "api_nope", ipWhitelist: null }), 404, "NOT_FOUND", "api api_nope not found");
     const { apiId } = (await h.post("/v1/apis.createApi", { name: "gone" }, t.rootKey)).body;
     expect((await h.post("/v1/apis.deleteApi", { apiId }, t.rootKey)).status).toBe(200);
@@ -153,7 +149,7 @@ describe("IP allow-lists: apis.createApi, apis.updateApi and apis.getApi", () =>
     expect(row.ip_whitelist).toBeNull();
   });
 
-  it("updateApi accepts api.<apiId>.update_api for that API only, and api.*.update_api for all", async () => {
+  it("updateApi accepts api.<apiId>.update_api for that API only, and api.*.update_api for all", async ({ h, t, updateApi }) => {
     const { apiId } = (await h.post("/v1/apis.createApi", { name: "scoped-update" }, t.rootKey)).body;
     const { apiId: other } = (await h.post("/v1/apis.createApi", { name: "other-update" }, t.rootKey)).body;
     const scoped = await h.rootKey(t.workspaceId, [`api.${apiId}.update_api`]);
@@ -165,14 +161,14 @@ describe("IP allow-lists: apis.createApi, apis.updateApi and apis.getApi", () =>
 });
 
 describe("permissions.createPermission and permissions.createRole", () => {
-  it("creates a permission whose slug defaults to its name", async () => {
+  it("creates a permission whose slug defaults to its name", async ({ h, t }) => {
     const res = await h.post("/v1/permissions.createPermission", { name: "files.write", description: "Write files" }, t.rootKey);
     expect(res.status).toBe(200);
     const [row] = await h.sql<any>(`select * from permissions where id = '${res.body.permissionId}'`);
     expect(row).toMatchObject({ workspace_id: t.workspaceId, name: "files.write", slug: "files.write", description: "Write files" });
   });
 
-  it("refuses a second permission with the same slug with 409, in v1's words naming the name", async () => {
+  it("refuses a second permission with the same slug with 409, in v1's words naming the name", async ({ h, t }) => {
     await h.post("/v1/permissions.createPermission", { name: "dup.perm" }, t.rootKey);
     expectError(
       await h.post("/v1/permissions.createPermission", { name: "dup.perm" }, t.rootKey),
@@ -184,16 +180,16 @@ describe("permissions.createPermission and permissions.createRole", () => {
     expect((await h.post("/v1/permissions.createPermission", { name: "dup.perm" }, other.rootKey)).status).toBe(200);
   });
 
-  it.each([
+  it.for<[Record<string, string>, string | RegExp]>([
     [{ name: "ab" }, "name: String must contain at least 3 character(s)"],
     [{ name: "has space" }, /^name: must contain only letters, digits/],
     [{ name: "ok.name", slug: "bad/slug" }, /^slug: /],
     [{ name: "ok.name", description: "ab" }, /^description: /],
-  ])("refuses the permission %j with 400", async (body, message) => {
+  ])("refuses the permission %j with 400", async ([body, message], { h, t }) => {
     expectError(await h.post("/v1/permissions.createPermission", body, t.rootKey), 400, "BAD_REQUEST", message);
   });
 
-  it("creates a role and refuses its name twice in a workspace", async () => {
+  it("creates a role and refuses its name twice in a workspace", async ({ h, t }) => {
     const res = await h.post("/v1/permissions.createRole", { name: "billing.admin", description: "" }, t.rootKey);
     expect(res.status).toBe(200);
     const [row] = await h.sql<any>(`select * from roles where id = '${res.body.roleId}'`);

@@ -33,11 +33,18 @@ const shapeOf = (res: Response) => ({
 const send = (h: Harness, c: AuthCase, req: RouteRequest, rootKey?: string) =>
   c.method === "GET" ? h.get(c.path, req.query ?? {}, rootKey) : h.post(c.path, req.body ?? {}, rootKey);
 
-/** The checks every root-key route must pass: one suite, run for each route. */
-export function describeRootKeyAuth(getHarness: () => Harness, c: AuthCase) {
+/** A file's test API with the harness fixture `h` (test/fixtures.ts, or a test extended from it). */
+export type HarnessTest = ((name: string, fn: (context: { h: Harness }) => Promise<void>) => unknown) & { extend: unknown };
+
+/**
+ * The checks every root-key route must pass: one suite, run for each route, on the file's harness: its fixture `h`
+ * (pass the file's test API) or, for a file not on fixtures yet, a getter of the harness its beforeAll made.
+ */
+export function describeRootKeyAuth(harness: HarnessTest | (() => Harness), c: AuthCase) {
+  const run = (name: string, fn: (h: Harness) => Promise<void>) =>
+    "extend" in harness ? harness(name, async ({ h }) => fn(h)) : it(name, () => fn(harness()));
   describe(`${c.method} ${c.path}: root-key authentication`, () => {
-    const refused = async (rootKey: string | undefined, status: number, code: string, message?: string | RegExp) => {
-      const h = getHarness();
+    const refused = async (h: Harness, rootKey: string | undefined, status: number, code: string, message?: string | RegExp) => {
       const owner = await h.tenant();
       const req = await c.validRequest(h, owner);
       const before = await c.countRows(h);
@@ -46,17 +53,16 @@ export function describeRootKeyAuth(getHarness: () => Harness, c: AuthCase) {
       return { h, owner, req };
     };
 
-    it("refuses a request without a key (403 UNAUTHORIZED, key required)", async () => {
-      await refused(undefined, 403, "UNAUTHORIZED", "key required");
-      await refused("", 403, "UNAUTHORIZED", "key required");
+    run("refuses a request without a key (403 UNAUTHORIZED, key required)", async (h) => {
+      await refused(h, undefined, 403, "UNAUTHORIZED", "key required");
+      await refused(h, "", 403, "UNAUTHORIZED", "key required");
     });
 
-    it("refuses an unknown key (403 UNAUTHORIZED, key not found)", async () => {
-      await refused("khroot_not_a_real_key_at_all", 403, "UNAUTHORIZED", "key not found");
+    run("refuses an unknown key (403 UNAUTHORIZED, key not found)", async (h) => {
+      await refused(h, "khroot_not_a_real_key_at_all", 403, "UNAUTHORIZED", "key not found");
     });
 
-    it("refuses a key without the permission (403 INSUFFICIENT_PERMISSIONS)", async () => {
-      const h = getHarness();
+    run("refuses a key without the permission (403 INSUFFICIENT_PERMISSIONS)", async (h) => {
       const owner = await h.tenant();
       const req = await c.validRequest(h, owner);
       const weakKey = await h.rootKey(owner.workspaceId, c.insufficientPermissions);
@@ -65,8 +71,7 @@ export function describeRootKeyAuth(getHarness: () => Harness, c: AuthCase) {
       expect(await c.countRows(h)).toBe(before);
     });
 
-    it("refuses every key of a disabled workspace (403 FORBIDDEN, workspace is disabled)", async () => {
-      const h = getHarness();
+    run("refuses every key of a disabled workspace (403 FORBIDDEN, workspace is disabled)", async (h) => {
       const owner = await h.tenant();
       const req = await c.validRequest(h, owner);
       await h.disableWorkspace(owner.workspaceId);
@@ -75,8 +80,7 @@ export function describeRootKeyAuth(getHarness: () => Harness, c: AuthCase) {
       expect(await c.countRows(h)).toBe(before);
     });
 
-    it("never lets a key reach another workspace's data", async () => {
-      const h = getHarness();
+    run("never lets a key reach another workspace's data", async (h) => {
       const owner = await h.tenant();
       const other = await h.tenant();
       const req = await c.validRequest(h, owner);
@@ -85,8 +89,7 @@ export function describeRootKeyAuth(getHarness: () => Harness, c: AuthCase) {
 
     if (c.missingRequest) {
       const missingRequest = c.missingRequest;
-      it("answers a wrong root key the same whether or not the id exists", async () => {
-        const h = getHarness();
+      run("answers a wrong root key the same whether or not the id exists", async (h) => {
         const owner = await h.tenant();
         const other = await h.tenant();
         const disabled = await h.tenant();
@@ -103,8 +106,7 @@ export function describeRootKeyAuth(getHarness: () => Harness, c: AuthCase) {
       });
     }
 
-    it("accepts the owner's key", async () => {
-      const h = getHarness();
+    run("accepts the owner's key", async (h) => {
       const owner = await h.tenant();
       const res = await send(h, c, await c.validRequest(h, owner), owner.rootKey);
       expect(res.status, JSON.stringify(res.body)).toBe(c.successStatus ?? 200);

@@ -1,7 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { once } from "node:events";
-import net from "node:net";
 import os from "node:os";
 import { fileURLToPath } from "node:url";
 import postgres from "postgres";
@@ -88,27 +87,36 @@ export function killAll(): void {
   detached.clear();
 }
 
-export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-export async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
 /** Resolves with stdout once the start-up banner is complete; fails early if the process exits first. */
 export async function started(cli: Cli, seconds = 45): Promise<string> {
-  const deadline = Date.now() + seconds * 1000;
-  while (!cli.stdout().includes("operator routes:")) {
-    if (cli.child.exitCode !== null || cli.child.signalCode !== null) {
-      throw new Error(`keyhaven exited before listening:\n${cli.stdout()}\n${cli.stderr()}`);
-    }
-    if (Date.now() > deadline) throw new Error(`keyhaven did not start in time:\n${cli.stdout()}\n${cli.stderr()}`);
-    await sleep(50);
-  }
+  await until("listening", () => cli.stdout().includes("operator routes:"), cli, seconds);
   return cli.stdout();
+}
+
+/**
+ * Resolves once `check` holds, tried again at each chunk `proc` prints (the event, not a polling interval, so that
+ * a test acting at "N keys done" acts there); fails at once if `proc` exits first, or after `seconds`.
+ */
+export function until(what: string, check: () => boolean, proc: Cli, seconds = 45): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const streams = [proc.child.stdout!, proc.child.stderr!];
+    const finish = (err?: Error) => {
+      clearTimeout(timer);
+      for (const stream of streams) stream.off("data", onData);
+      proc.child.off("exit", onExit);
+      if (err) reject(err);
+      else resolve();
+    };
+    const onData = () => {
+      if (check()) finish();
+    };
+    const onExit = () => finish(check() ? undefined : new Error(`exited before ${what}:\n${proc.stdout()}\n${proc.stderr()}`));
+    const timer = setTimeout(() => finish(new Error(`not ${what} within ${seconds} s:\n${proc.stdout()}\n${proc.stderr()}`)), seconds * 1000);
+    for (const stream of streams) stream.on("data", onData);
+    proc.child.on("exit", onExit);
+    if (check()) finish();
+    else if (proc.child.exitCode !== null || proc.child.signalCode !== null) onExit();
+  });
 }
 
 export async function withinSeconds<T>(promise: Promise<T>, seconds: number): Promise<T> {

@@ -4,7 +4,7 @@ import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Cli, keyhaven, killAll } from "./cli-process.js";
+import { keyhaven, killAll, until } from "./cli-process.js";
 
 // Edge cases of `keyhaven import`, as real processes. Most of them need no keyhaven server: `fakeCreateKeys` stands
 // in for POST /v1/migrations.createKeys (all or nothing, 409 `reason: KEY_EXISTS, keyIndex: N` for a known hash),
@@ -13,7 +13,6 @@ import { type Cli, keyhaven, killAll } from "./cli-process.js";
 const ROOT_KEY = `root-${randomBytes(12).toString("hex")}`;
 const TIMEOUT = 30_000;
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const hashOf = (key: string) => createHash("sha256").update(key).digest("base64");
 const jsonl = (items: unknown[]) => `${items.map((i) => JSON.stringify(i)).join("\n")}\n`;
 
@@ -47,7 +46,8 @@ async function fakeCreateKeys(options: { holdFirst?: boolean; delayMs?: number }
       requests.push(keys);
       arrived();
       if (first && options.holdFirst) await held;
-      if (options.delayMs) await sleep(options.delayMs);
+      // A real delay: the scenario is a slow server, so that a run is still under way when the test kills it.
+      if (options.delayMs) await new Promise((r) => setTimeout(r, options.delayMs));
       const hashes = keys.map((k) => (k.plaintext !== undefined ? hashOf(k.plaintext) : k.hash!.value));
       const existing = hashes.findIndex((h) => created.has(h));
       if (existing !== -1) {
@@ -81,17 +81,6 @@ async function fakeCreateKeys(options: { holdFirst?: boolean; delayMs?: number }
 function progressOf(stderr: string): number {
   const all = [...stderr.matchAll(/^([\d,]+)\/[\d,]+ keys/gm)];
   return all.length === 0 ? 0 : Number(all[all.length - 1]![1]!.replaceAll(",", ""));
-}
-
-async function until(what: string, check: () => boolean, proc: Cli, seconds = 20): Promise<void> {
-  const deadline = Date.now() + seconds * 1000;
-  while (!check()) {
-    if (proc.child.exitCode !== null || proc.child.signalCode !== null) {
-      throw new Error(`exited before ${what}:\n${proc.stdout()}\n${proc.stderr()}`);
-    }
-    if (Date.now() > deadline) throw new Error(`not ${what} in time:\n${proc.stdout()}\n${proc.stderr()}`);
-    await sleep(5);
-  }
 }
 
 const reportedLines = (stderr: string) => [...stderr.matchAll(/^ {2}line (\d+):/gm)].map((m) => Number(m[1]));

@@ -1,14 +1,14 @@
 import { spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { sql } from "drizzle-orm";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { openPglite, rowsOf } from "../src/db/client.js";
-import { type Cli, keyhaven, killAll, PROJECT_ROOT } from "./cli-process.js";
+import { type Cli, keyhaven, killAll, PROJECT_ROOT, until } from "./cli-process.js";
+import { freePort } from "./wait.js";
 
 // Real processes end to end: a `keyhaven serve` child and `keyhaven import` / `keyhaven admin` children, as a user
 // runs them. The store is a PGlite data directory (kept across server restarts), or with TEST_DATABASE_URL a
@@ -17,27 +17,6 @@ import { type Cli, keyhaven, killAll, PROJECT_ROOT } from "./cli-process.js";
 const ROOT_KEY = `root-${randomBytes(12).toString("hex")}`;
 const ADMIN_TOKEN = `admin-${randomBytes(12).toString("hex")}`;
 const TIMEOUT = 60_000;
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(what: string, check: () => boolean, proc: Cli, seconds = 45): Promise<void> {
-  const deadline = Date.now() + seconds * 1000;
-  while (!check()) {
-    if (proc.child.exitCode !== null || proc.child.signalCode !== null) {
-      throw new Error(`exited before ${what}:\n${proc.stdout()}\n${proc.stderr()}`);
-    }
-    if (Date.now() > deadline) throw new Error(`not ${what} in time:\n${proc.stdout()}\n${proc.stderr()}`);
-    await sleep(20);
-  }
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 const hashOf = (key: string) => createHash("sha256").update(key).digest("base64");
 const hashItem = (key: string, extra: Record<string, unknown> = {}) => ({

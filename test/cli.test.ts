@@ -11,7 +11,8 @@ import { CSV_COLUMNS } from "../src/cli/import/import.parse.js";
 import type { Progress } from "../src/cli/import/import.progress.js";
 import { explainFailure, ImportRunner } from "../src/cli/import/import.runner.js";
 import type { Batch, ValidKey } from "../src/cli/import/import.validate.js";
-import { type Cli, freePort, keyhaven, killAll, PROJECT_ROOT, sleep, spawnProcess, started, withinSeconds } from "./cli-process.js";
+import { type Cli, keyhaven, killAll, PROJECT_ROOT, spawnProcess, started, withinSeconds } from "./cli-process.js";
+import { freePort, waitFor } from "./wait.js";
 
 const TIMEOUT = 60_000;
 
@@ -115,22 +116,24 @@ describe("keyhaven serve with the embedded store", () => {
       let response = "";
       socket.setEncoding("utf8").on("data", (d: string) => (response += d));
       const ended = new Promise<void>((resolve, reject) => socket.once("end", resolve).once("error", reject));
-      // Headers and half of the body: the server has started this request but cannot answer it yet.
+      // Headers and half of the body: the server has started this request but cannot answer it yet. Its interim
+      // "100 Continue" (Expect: 100-continue) is the sign that it has read the headers: the request is in flight.
       socket.write(
         `POST /v1/apis.createApi HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${rootKey}\r\n` +
-          `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n` +
+          `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nExpect: 100-continue\r\n\r\n` +
           body.slice(0, 10),
       );
-      await sleep(500);
+      await waitFor("the request started", () => response.startsWith("HTTP/1.1 100 Continue\r\n\r\n"));
 
       server.child.kill("SIGTERM");
-      await sleep(500);
+      // The server has taken the signal once it refuses new connections.
+      await waitFor("refusing new connections", () => fetch(`${base}/v1/liveness`).then(() => false, () => true));
       expect(server.child.exitCode, "exited with a request in flight").toBeNull();
       await expect(fetch(`${base}/v1/liveness`)).rejects.toThrow();
 
       socket.end(body.slice(10));
       await withinSeconds(ended, 5);
-      const [head, payload] = response.split("\r\n\r\n");
+      const [head, payload] = response.replace(/^HTTP\/1\.1 100 Continue\r\n\r\n/, "").split("\r\n\r\n");
       expect(head, response).toMatch(/^HTTP\/1\.1 200 /);
       const created = JSON.parse(payload!) as { apiId: string; name: string };
       expect(created.name).toBe("in-flight-at-shutdown");

@@ -1,34 +1,21 @@
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getTableColumns, type Table } from "drizzle-orm";
+import { describe, expect } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
 import type { Keyring } from "../src/crypto/keyring.js";
 import { keys } from "../src/db/schema.js";
 import { planImport } from "../src/modules/migrations/import.plan.js";
-import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
-
-let h: Harness;
-let t: Tenant;
-let apiId: string;
-beforeAll(async () => {
-  h = await createHarness();
-  t = await h.tenant();
-  apiId = await newApi(t);
-});
-afterAll(() => h.close());
-
-const newApi = (tenant: Tenant) => h.createApi(tenant);
+import { test } from "./fixtures.js";
+import { createHarness, expectError } from "./helper.js";
 
 const randomHash = () => hashKey(randomBytes(16).toString("hex"));
 const byHash = (api: string, n: number) =>
   Array.from({ length: n }, () => ({ apiId: api, hash: { value: randomHash(), variant: "sha256_base64" } }));
-const importKeys = (body: unknown, rootKey = t.rootKey) => h.post("/v1/migrations.createKeys", body, rootKey);
 
-const count = async (query: string) => Number((await h.sql<{ n: string }>(`select count(*) as n from ${query}`))[0]!.n);
-
-/** Every table an import may write to, counted, to prove that a refused import wrote nothing. */
-async function snapshot() {
-  return {
+// The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), and helpers over them.
+const it = test
+  .extend("importKeys", async ({ h, t }) => (body: unknown, rootKey = t.rootKey) => h.post("/v1/migrations.createKeys", body, rootKey))
+  .extend("snapshot", async ({ count }) => async () => ({
     keys: await count("keys"),
     identities: await count("identities"),
     encrypted: await count("encrypted_keys"),
@@ -36,22 +23,15 @@ async function snapshot() {
     keysRoles: await count("keys_roles"),
     keysPermissions: await count("keys_permissions"),
     ratelimits: await count("ratelimits"),
-  };
-}
-
-async function createRole(name: string, tenant = t) {
-  const res = await h.post("/v1/permissions.createRole", { name }, tenant.rootKey);
-  expect(res.status).toBe(200);
-  return res.body.roleId as string;
-}
-async function createPermission(name: string, tenant = t) {
-  const res = await h.post("/v1/permissions.createPermission", { name }, tenant.rootKey);
-  expect(res.status).toBe(200);
-  return res.body.permissionId as string;
-}
+  }))
+  .extend("createPermission", async ({ h, t }) => async (name: string, tenant = t) => {
+    const res = await h.post("/v1/permissions.createPermission", { name }, tenant.rootKey);
+    expect(res.status).toBe(200);
+    return res.body.permissionId as string;
+  });
 
 describe("migrations.createKeys stores every field", () => {
-  it("round-trips every field of a key imported by hash", async () => {
+  it("round-trips every field of a key imported by hash", async ({ h, t, apiId, importKeys, count, createRole, createPermission }) => {
     const roleId = await createRole("importer.admin");
     const permissionId = await createPermission("documents.read");
     const hash = randomHash();
@@ -116,7 +96,7 @@ describe("migrations.createKeys stores every field", () => {
     expect(await count(`encrypted_keys where key_id = '${keyId}'`)).toBe(0);
   });
 
-  it("applies the defaults: enabled, no expiry, unlimited, empty start for a hash", async () => {
+  it("applies the defaults: enabled, no expiry, unlimited, empty start for a hash", async ({ h, apiId, importKeys }) => {
     const res = await importKeys(byHash(apiId, 1));
     const [key] = await h.sql<any>(`select * from keys where id = '${res.body.keyIds[0]}'`);
     expect(key).toMatchObject({
@@ -135,21 +115,21 @@ describe("migrations.createKeys stores every field", () => {
     });
   });
 
-  it("stores expires: 0 as never expiring, and a monthly refill without refillDay on day 1", async () => {
+  it("stores expires: 0 as never expiring, and a monthly refill without refillDay on day 1", async ({ h, apiId, importKeys }) => {
     const [k] = byHash(apiId, 1);
     const res = await importKeys([{ ...k, expires: 0, remaining: 5, refill: { interval: "monthly", amount: 10 } }]);
     const [key] = await h.sql<any>(`select * from keys where id = '${res.body.keyIds[0]}'`);
     expect(key).toMatchObject({ expires: null, refill_day: 1, refill_amount: 10, remaining_requests: 5 });
   });
 
-  it("stores a daily refill without a refill day", async () => {
+  it("stores a daily refill without a refill day", async ({ h, apiId, importKeys }) => {
     const [k] = byHash(apiId, 1);
     const res = await importKeys([{ ...k, remaining: 1, refill: { interval: "daily", amount: 100 } }]);
     const [key] = await h.sql<any>(`select * from keys where id = '${res.body.keyIds[0]}'`);
     expect(key).toMatchObject({ refill_day: null, refill_amount: 100, remaining_requests: 1 });
   });
 
-  it("hashes a plaintext key with SHA-256 (base64) and keeps the plaintext only encrypted", async () => {
+  it("hashes a plaintext key with SHA-256 (base64) and keeps the plaintext only encrypted", async ({ h, t, apiId, importKeys }) => {
     const plaintext = `sk_live_${randomBytes(24).toString("hex")}`;
     const res = await importKeys([{ apiId, prefix: "sk_live", plaintext }]);
     expect(res.status).toBe(200);
@@ -173,7 +153,7 @@ describe("migrations.createKeys stores every field", () => {
     expect(dump.some((r) => r.row.includes(plaintext))).toBe(false);
   });
 
-  it("binds each ciphertext to its key: moved to another key it does not decrypt", async () => {
+  it("binds each ciphertext to its key: moved to another key it does not decrypt", async ({ h, t, apiId, importKeys }) => {
     const res = await importKeys([
       { apiId, plaintext: `a_${randomBytes(8).toString("hex")}` },
       { apiId, plaintext: `b_${randomBytes(8).toString("hex")}` },
@@ -183,13 +163,13 @@ describe("migrations.createKeys stores every field", () => {
     await expect(h.keyring.decrypt(h.db, t.workspaceId, enc.encryption_key_id, b, enc.encrypted)).rejects.toThrow();
   });
 
-  it("defaults start to the first four characters of a plaintext without the prefix", async () => {
+  it("defaults start to the first four characters of a plaintext without the prefix", async ({ h, apiId, importKeys }) => {
     const res = await importKeys([{ apiId, plaintext: "abcdefghijklmnop" }]);
     const [key] = await h.sql<any>(`select start from keys where id = '${res.body.keyIds[0]}'`);
     expect(key.start).toBe("abcd");
   });
 
-  it("never returns the hash or the plaintext", async () => {
+  it("never returns the hash or the plaintext", async ({ apiId, importKeys }) => {
     const plaintext = `secret_${randomBytes(8).toString("hex")}`;
     const res = await importKeys([{ apiId, plaintext }]);
     const text = JSON.stringify(res.body);
@@ -200,7 +180,7 @@ describe("migrations.createKeys stores every field", () => {
 });
 
 describe("migrations.createKeys batches", () => {
-  it("imports 100 keys in one call and returns their ids in request order", async () => {
+  it("imports 100 keys in one call and returns their ids in request order", async ({ h, apiId, importKeys }) => {
     const batch = byHash(apiId, 100);
     const res = await importKeys(batch);
     expect(res.status).toBe(200);
@@ -213,23 +193,23 @@ describe("migrations.createKeys batches", () => {
     for (const [i, id] of (res.body.keyIds as string[]).entries()) expect(hashById.get(id)).toBe(batch[i]!.hash.value);
   });
 
-  it("refuses 101 keys and writes nothing", async () => {
+  it("refuses 101 keys and writes nothing", async ({ apiId, importKeys, snapshot }) => {
     const before = await snapshot();
     expectError(await importKeys(byHash(apiId, 101)), 400, "BAD_REQUEST", ": Array must contain at most 100 element(s)");
     expect(await snapshot()).toEqual(before);
   });
 
-  it("answers an empty array with no key ids", async () => {
+  it("answers an empty array with no key ids", async ({ importKeys }) => {
     const res = await importKeys([]);
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ keyIds: [] });
   });
 
-  it("refuses an object where the array belongs", async () => {
+  it("refuses an object where the array belongs", async ({ apiId, importKeys }) => {
     expectError(await importKeys({ apiId, hash: { value: "x", variant: "sha256_base64" } }), 400, "BAD_REQUEST", ": Expected array, received object");
   });
 
-  it("imports keys into several APIs of the workspace in one call", async () => {
+  it("imports keys into several APIs of the workspace in one call", async ({ h, t, apiId, newApi, importKeys }) => {
     const other = await newApi(t);
     const res = await importKeys([...byHash(apiId, 2), ...byHash(other, 2)]);
     expect(res.status).toBe(200);
@@ -241,7 +221,7 @@ describe("migrations.createKeys batches", () => {
 });
 
 describe("migrations.createKeys validation", () => {
-  // Built when the file is collected, before beforeAll: validation fails before any API is looked up.
+  // Built when the file is collected, before any fixture: validation fails before any API is looked up.
   const anyApi = "api_validation_only";
   const one = (overrides: Record<string, unknown>) => [{ ...byHash(anyApi, 1)[0], ...overrides }];
   // v1's wording (zod 3's), exact.
@@ -282,13 +262,13 @@ describe("migrations.createKeys validation", () => {
     ["a hash value longer than 512", one({ hash: { value: "h".repeat(513), variant: "sha256_base64" } }), "0.hash.value: String must contain at most 512 character(s)"],
   ];
 
-  it.each(cases)("refuses %s with 400 naming the field, and writes nothing", async (_, body, message) => {
+  it.for(cases)("refuses %s with 400 naming the field, and writes nothing", async ([, body, message], { importKeys, snapshot }) => {
     const before = await snapshot();
     expectError(await importKeys(body), 400, "BAD_REQUEST", message);
     expect(await snapshot()).toEqual(before);
   });
 
-  it("names the failing element's index when it is not the first", async () => {
+  it("names the failing element's index when it is not the first", async ({ apiId, importKeys }) => {
     const batch: unknown[] = byHash(apiId, 10);
     batch[7] = { apiId, hash: { value: randomHash(), variant: "sha256_base64" }, remaining: 0 };
     const res = await importKeys(batch);
@@ -297,25 +277,25 @@ describe("migrations.createKeys validation", () => {
     expect(res.body.error.keyIndex).toBe(7);
   });
 
-  it("carries no keyIndex on a refusal of the whole body", async () => {
+  it("carries no keyIndex on a refusal of the whole body", async ({ apiId, importKeys }) => {
     const res = await importKeys({ apiId });
     expectError(res, 400, "BAD_REQUEST");
     expect(Object.keys(res.body.error).sort()).toEqual(["code", "docs", "message", "requestId"]);
   });
 
-  it("accepts remaining 1, which the spec's 'greater than 1' would refuse (a documented decision)", async () => {
+  it("accepts remaining 1, which the spec's 'greater than 1' would refuse (a documented decision)", async ({ apiId, importKeys }) => {
     const res = await importKeys([{ ...byHash(apiId, 1)[0], remaining: 1 }]);
     expect(res.status).toBe(200);
   });
 
-  it("ignores unknown fields, as v1 does", async () => {
+  it("ignores unknown fields, as v1 does", async ({ apiId, importKeys }) => {
     const res = await importKeys([{ ...byHash(apiId, 1)[0], somethingElse: true }]);
     expect(res.status).toBe(200);
   });
 });
 
 describe("migrations.createKeys is all or nothing", () => {
-  it.each([0, 50, 99])("rolls back everything when the key at index %i already exists", async (position) => {
+  it.for([0, 50, 99])("rolls back everything when the key at index %i already exists", async (position, { apiId, importKeys, count, snapshot, createRole, createPermission }) => {
     const existing = byHash(apiId, 1);
     expect((await importKeys(existing)).status).toBe(200);
     await createRole(`rollback.role.${position}`);
@@ -340,7 +320,7 @@ describe("migrations.createKeys is all or nothing", () => {
     expect(await count(`identities where external_id like 'rollback-identity-${position}-%'`)).toBe(0);
   });
 
-  it("refuses two copies of one key in the same request, naming both indexes", async () => {
+  it("refuses two copies of one key in the same request, naming both indexes", async ({ apiId, importKeys, snapshot }) => {
     const batch = byHash(apiId, 20);
     batch[13] = { ...batch[4]! };
     const before = await snapshot();
@@ -351,7 +331,7 @@ describe("migrations.createKeys is all or nothing", () => {
     expect(await snapshot()).toEqual(before);
   });
 
-  it("treats a plaintext and a hash of the same key as duplicates", async () => {
+  it("treats a plaintext and a hash of the same key as duplicates", async ({ apiId, importKeys }) => {
     const plaintext = `dup_${randomBytes(8).toString("hex")}`;
     const res = await importKeys([
       { apiId, plaintext },
@@ -360,7 +340,7 @@ describe("migrations.createKeys is all or nothing", () => {
     expectError(res, 409, "CONFLICT", "the key at index 1 is the same key as the one at index 0");
   });
 
-  it("refuses a key that exists in another workspace (hashes are unique everywhere)", async () => {
+  it("refuses a key that exists in another workspace (hashes are unique everywhere)", async ({ h, apiId, newApi, importKeys, snapshot }) => {
     const other = await h.tenant();
     const otherApi = await newApi(other);
     const [k] = byHash(otherApi, 1);
@@ -370,14 +350,14 @@ describe("migrations.createKeys is all or nothing", () => {
     expect(await snapshot()).toEqual(before);
   });
 
-  it("refuses a soft-deleted key's hash, so an id is never reused for a revoked key", async () => {
+  it("refuses a soft-deleted key's hash, so an id is never reused for a revoked key", async ({ h, apiId, importKeys }) => {
     const [k] = byHash(apiId, 1);
     const res = await importKeys([k]);
     await h.sql(`update keys set deleted_at_m = 1 where id = '${res.body.keyIds[0]}'`);
     expectError(await importKeys([k]), 409, "CONFLICT");
   });
 
-  it("rolls back and names missing roles with 412", async () => {
+  it("rolls back and names missing roles with 412", async ({ apiId, importKeys, snapshot, createRole }) => {
     await createRole("present.role");
     const before = await snapshot();
     const batch = byHash(apiId, 5).map((k, i) => ({ ...k, roles: i === 3 ? ["present.role", "absent.one", "absent.two"] : ["present.role"] }));
@@ -387,7 +367,7 @@ describe("migrations.createKeys is all or nothing", () => {
     expect(await snapshot()).toEqual(before);
   });
 
-  it("rolls back and names missing permissions with 412", async () => {
+  it("rolls back and names missing permissions with 412", async ({ apiId, importKeys, snapshot }) => {
     const before = await snapshot();
     const batch = byHash(apiId, 3).map((k) => ({ ...k, permissions: ["nobody.has.this"] }));
     const res = await importKeys(batch);
@@ -396,7 +376,7 @@ describe("migrations.createKeys is all or nothing", () => {
     expect(await snapshot()).toEqual(before);
   });
 
-  it("does not see roles or permissions of another workspace", async () => {
+  it("does not see roles or permissions of another workspace", async ({ h, apiId, importKeys, createRole, createPermission }) => {
     const other = await h.tenant();
     await createRole("other.workspace.role", other);
     await createPermission("other.workspace.perm", other);
@@ -408,7 +388,7 @@ describe("migrations.createKeys is all or nothing", () => {
     );
   });
 
-  it("matches permissions by name, as v1 imports do", async () => {
+  it("matches permissions by name, as v1 imports do", async ({ h, t, apiId, importKeys }) => {
     const res = await h.post("/v1/permissions.createPermission", { name: "billing.read", slug: "billing-read-slug" }, t.rootKey);
     const imported = await importKeys([{ ...byHash(apiId, 1)[0], permissions: ["billing.read"] }]);
     expect(imported.status).toBe(200);
@@ -416,7 +396,7 @@ describe("migrations.createKeys is all or nothing", () => {
     expect(links).toEqual([{ permission_id: res.body.permissionId }]);
   });
 
-  it("refuses an API of another workspace with 404, as if it did not exist, and writes nothing", async () => {
+  it("refuses an API of another workspace with 404, as if it did not exist, and writes nothing", async ({ h, apiId, newApi, importKeys, snapshot }) => {
     const other = await h.tenant();
     const otherApi = await newApi(other);
     const before = await snapshot();
@@ -425,7 +405,7 @@ describe("migrations.createKeys is all or nothing", () => {
     expect(await snapshot()).toEqual(before);
   });
 
-  it("refuses a deleted API with 404", async () => {
+  it("refuses a deleted API with 404", async ({ h, t, newApi, importKeys }) => {
     const gone = await newApi(t);
     await h.sql(`update apis set deleted_at_m = 1 where id = '${gone}'`);
     expectError(await importKeys(byHash(gone, 1)), 404, "NOT_FOUND", `api ${gone} not found`);
@@ -433,7 +413,7 @@ describe("migrations.createKeys is all or nothing", () => {
 });
 
 describe("migrations.createKeys identities", () => {
-  it("creates one identity per new externalId in a batch and links every key to it", async () => {
+  it("creates one identity per new externalId in a batch and links every key to it", async ({ h, apiId, importKeys }) => {
     const externalId = `shared-${randomBytes(4).toString("hex")}`;
     const res = await importKeys(byHash(apiId, 5).map((k) => ({ ...k, externalId })));
     expect(res.status).toBe(200);
@@ -443,7 +423,7 @@ describe("migrations.createKeys identities", () => {
     expect(keys).toEqual([{ identity_id: identities[0].id }]);
   });
 
-  it("links an existing identity of the workspace instead of creating one", async () => {
+  it("links an existing identity of the workspace instead of creating one", async ({ h, apiId, importKeys, count }) => {
     const externalId = `existing-${randomBytes(4).toString("hex")}`;
     const first = await importKeys([{ ...byHash(apiId, 1)[0], externalId }]);
     const second = await importKeys([{ ...byHash(apiId, 1)[0], externalId }]);
@@ -454,7 +434,7 @@ describe("migrations.createKeys identities", () => {
     expect(await count(`identities where external_id = '${externalId}'`)).toBe(1);
   });
 
-  it("keeps identities apart per workspace", async () => {
+  it("keeps identities apart per workspace", async ({ h, t, apiId, newApi, importKeys }) => {
     const other = await h.tenant();
     const otherApi = await newApi(other);
     const externalId = `per-workspace-${randomBytes(4).toString("hex")}`;
@@ -464,7 +444,7 @@ describe("migrations.createKeys identities", () => {
     expect(rows.map((r) => r.workspace_id).sort()).toEqual([t.workspaceId, other.workspaceId].sort());
   });
 
-  it("keeps ownerId as given without creating an identity", async () => {
+  it("keeps ownerId as given without creating an identity", async ({ h, apiId, importKeys }) => {
     const res = await importKeys([{ ...byHash(apiId, 1)[0], ownerId: "owner-only" }]);
     const [key] = await h.sql<any>(`select owner_id, identity_id from keys where id = '${res.body.keyIds[0]}'`);
     expect(key).toEqual({ owner_id: "owner-only", identity_id: null });
@@ -472,7 +452,7 @@ describe("migrations.createKeys identities", () => {
 });
 
 describe("migrations.createKeys permissions of the root key", () => {
-  it("accepts api.<apiId>.create_key for that API only, checking every element", async () => {
+  it("accepts api.<apiId>.create_key for that API only, checking every element", async ({ h, t, apiId, newApi, importKeys, snapshot }) => {
     const second = await newApi(t);
     const scoped = await h.rootKey(t.workspaceId, [`api.${apiId}.create_key`]);
     expect((await importKeys(byHash(apiId, 2), scoped)).status).toBe(200);
@@ -488,7 +468,7 @@ describe("migrations.createKeys permissions of the root key", () => {
     expect(await snapshot()).toEqual(before);
   });
 
-  it("accepts api.*.create_key for any API of the workspace, and wants encrypt_key too for a plaintext", async () => {
+  it("accepts api.*.create_key for any API of the workspace, and wants encrypt_key too for a plaintext", async ({ h, t, apiId, importKeys, snapshot }) => {
     const wide = await h.rootKey(t.workspaceId, ["api.*.create_key"]);
     expect((await importKeys(byHash(apiId, 1), wide)).status).toBe(200);
     const before = await snapshot();
@@ -503,7 +483,7 @@ describe("migrations.createKeys permissions of the root key", () => {
     expect((await importKeys([{ apiId, plaintext: `p_${randomHash()}` }], both)).status).toBe(200);
   });
 
-  it("never creates a key for a root key holding only encrypt_key, plaintext or not (v1 did for plaintext)", async () => {
+  it("never creates a key for a root key holding only encrypt_key, plaintext or not (v1 did for plaintext)", async ({ h, t, apiId, importKeys, snapshot }) => {
     const encryptOnly = await h.rootKey(t.workspaceId, [`api.${apiId}.encrypt_key`, "api.*.encrypt_key"]);
     const before = await snapshot();
     expectError(await importKeys([{ apiId, plaintext: `p_${randomHash()}` }], encryptOnly), 403, "INSUFFICIENT_PERMISSIONS");
@@ -511,7 +491,7 @@ describe("migrations.createKeys permissions of the root key", () => {
     expect(await snapshot()).toEqual(before);
   });
 
-  it("checks the root key's permissions before the roles and permissions it names, which it cannot probe", async () => {
+  it("checks the root key's permissions before the roles and permissions it names, which it cannot probe", async ({ h, t, apiId, importKeys, createRole }) => {
     await createRole("existing.role.probe");
     const weak = await h.rootKey(t.workspaceId, ["api.*.read_key"]);
     for (const roles of [["missing.role.x"], ["existing.role.probe"]]) {
@@ -522,7 +502,7 @@ describe("migrations.createKeys permissions of the root key", () => {
 });
 
 describe("migrations.createKeys with many role and permission names", () => {
-  it("answers 100 keys naming 1,000 distinct missing roles each with 412, not a 500 (one parameter for all names)", async () => {
+  it("answers 100 keys naming 1,000 distinct missing roles each with 412, not a 500 (one parameter for all names)", async ({ apiId, importKeys, snapshot }) => {
     const names = (key: number, kind: string) => Array.from({ length: 1000 }, (_, i) => `${kind}${(key * 1000 + i).toString(36)}`);
     const before = await snapshot();
     const roles = byHash(apiId, 100).map((k, i) => ({ ...k, roles: names(i, "r") }));
@@ -559,7 +539,7 @@ describe("migrations.createKeys without an encryption key", () => {
 describe("migrations.createKeys writes the columns schema.ts declares", () => {
   it("plans a value for every column but those an import leaves to their default, so a new column is decided on", () => {
     const plan = planImport(
-      [{ apiId, hash: { value: randomHash(), variant: "sha256_base64" }, roles: ["r"], permissions: ["p"], ratelimit: { limit: 1, refillRate: 1, refillInterval: 1000 } }],
+      [{ apiId: "api_x", hash: { value: randomHash(), variant: "sha256_base64" }, roles: ["r"], permissions: ["p"], ratelimit: { limit: 1, refillRate: 1, refillInterval: 1000 } }],
       { workspaceId: "ws_x", roleIds: new Map([["r", "role_x"]]), permissionIds: new Map([["p", "perm_x"]]), keyring: {} as Keyring, dataKey: undefined, now: 1 },
     );
     const unset = (table: Table, row: object) => Object.keys(getTableColumns(table)).filter((field) => !Object.hasOwn(row, field)).sort();

@@ -3,7 +3,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Cli, freePort, keyhaven, killAll, started, withinSeconds } from "./cli-process.js";
+import { type Cli, keyhaven, killAll, started, withinSeconds } from "./cli-process.js";
+import { freePort } from "./wait.js";
 
 const TIMEOUT = 90_000;
 

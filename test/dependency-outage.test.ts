@@ -5,7 +5,8 @@ import { stopBackgroundJobs } from "../src/background.js";
 import { loadConfig } from "../src/config.js";
 import { warnIfRedisUnreachable } from "../src/ratelimit/ratelimiter.js";
 import { RedisRateLimiter } from "../src/ratelimit/redis.ratelimiter.js";
-import { closedPort, FaultProxy } from "./fault-proxy.js";
+import { FaultProxy } from "./fault-proxy.js";
+import { freePort, waitFor } from "./wait.js";
 import { createHarness, expectError, type Harness } from "./helper.js";
 
 /** The app's log lines (JSON), to count what an outage logs. */
@@ -120,17 +121,18 @@ describe.runIf(process.env.TEST_DATABASE_URL)("when PostgreSQL is frozen or cut"
   });
 
   it("shuts down within its deadlines during an outage (as on SIGTERM)", async () => {
-    const { proxy, h } = await harnessBehindProxy();
+    const { proxy, logs, h } = await harnessBehindProxy();
     const { key } = await setUp(h);
     await h.app.listen({ port: 0, host: "127.0.0.1" });
     const url = `http://127.0.0.1:${(h.app.server.address() as net.AddressInfo).port}`;
     proxy.freeze();
+    const before = logs.count("incoming request");
     const inFlight = fetch(`${url}/v1/keys.verifyKey`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ key }),
     });
-    await new Promise((r) => setTimeout(r, 100));
+    await waitFor("the request in flight", () => logs.count("incoming request") > before);
     // What main.ts does on SIGTERM: the app (in-flight requests first), the background jobs, then the store.
     const closed = await timed(async () => {
       await h.app.close();
@@ -165,7 +167,7 @@ describe("a full disk", () => {
 
 describe("a REDIS_URL that does not answer at start", () => {
   it("is reported by a warning naming it, without its password", async () => {
-    const url = `redis://:s3cret-password@127.0.0.1:${await closedPort()}`;
+    const url = `redis://:s3cret-password@127.0.0.1:${await freePort()}`;
     const config = loadConfig({ REDIS_URL: url });
     const limiter = new RedisRateLimiter(url);
     cleanup.push(() => limiter.close());

@@ -1,13 +1,5 @@
 import net from "node:net";
-
-/** A port nothing listens on: taken from the OS, then released. */
-export async function closedPort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
+import { freePort } from "./wait.js";
 
 type Link = { client: net.Socket; upstream: net.Socket | undefined };
 
@@ -29,7 +21,7 @@ export class FaultProxy {
   ) {}
 
   static async start(target: { host: string; port: number }): Promise<FaultProxy> {
-    const proxy = new FaultProxy(await closedPort(), target);
+    const proxy = new FaultProxy(await freePort(), target);
     await proxy.listen();
     return proxy;
   }

@@ -119,6 +119,7 @@ function probeLiveness() {
       await res.text();
       slowest = Math.max(slowest, performance.now() - started);
       probes++;
+      // A real delay: the probe's pace (one liveness request every few ms for the whole barrage), not a wait.
       await new Promise((r) => setTimeout(r, 5));
     }
   })();

@@ -1,66 +1,45 @@
 import { randomBytes } from "node:crypto";
 import { Unkey } from "@unkey/api";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect } from "vitest";
 import { describeRootKeyAuth } from "./auth-suite.js";
-import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
-
-let h: Harness;
-let t: Tenant;
-let apiId: string;
-beforeAll(async () => {
-  h = await createHarness();
-  t = await h.tenant();
-  apiId = await newApi(t);
-});
-afterAll(() => h.close());
+import { countIn, test } from "./fixtures.js";
+import { expectError } from "./helper.js";
 
 const unique = (label: string) => `${label}-${randomBytes(4).toString("hex")}`;
 
-const newApi = (tenant: Tenant) => h.createApi(tenant);
-
-const importKey = (fields: Record<string, unknown> = {}, tenant = t, api = apiId) => h.importKey(tenant, api, fields);
-
-async function createRole(name: string, tenant = t): Promise<string> {
-  const res = await h.post("/v1/permissions.createRole", { name }, tenant.rootKey);
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return res.body.roleId;
-}
-async function createPermission(name: string, slug?: string, tenant = t): Promise<string> {
-  const res = await h.post("/v1/permissions.createPermission", { name, ...(slug && { slug }) }, tenant.rootKey);
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return res.body.permissionId;
-}
-async function grantToRole(roleId: string, permissionId: string, tenant = t) {
-  await h.sql(
-    `insert into roles_permissions (role_id, permission_id, workspace_id, created_at_m)
+// The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), and helpers over them.
+const it = test
+  .extend("createPermission", async ({ h, t }) => async (name: string, slug?: string, tenant = t): Promise<string> => {
+    const res = await h.post("/v1/permissions.createPermission", { name, ...(slug && { slug }) }, tenant.rootKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body.permissionId;
+  })
+  .extend("grantToRole", async ({ h, t }) => async (roleId: string, permissionId: string, tenant = t) => {
+    await h.sql(
+      `insert into roles_permissions (role_id, permission_id, workspace_id, created_at_m)
      values ('${roleId}', '${permissionId}', '${tenant.workspaceId}', ${Date.now()})`,
-  );
-}
-
-const call = (route: string, body: unknown, rootKey = t.rootKey) => h.post(`/v1/keys.${route}`, body, rootKey);
-async function ok(route: string, body: unknown, rootKey = t.rootKey) {
-  const res = await call(route, body, rootKey);
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return res.body;
-}
-const verify = (key: string, permissions: unknown) =>
-  h.post("/v1/keys.verifyKey", { key, authorization: { permissions } }).then((r) => {
-    expect(r.status, JSON.stringify(r.body)).toBe(200);
-    return r.body;
-  });
-const allowed = async (key: string, permission: string) => (await verify(key, permission)).valid as boolean;
-
-const count = async (query: string) => Number((await h.sql<{ n: string }>(`select count(*) as n from ${query}`))[0]!.n);
-const keyRoles = async (keyId: string) =>
-  (await h.sql<{ id: string }>(`select role_id as id from keys_roles where key_id = '${keyId}' order by role_id`)).map((r) => r.id);
-const keyPermissions = async (keyId: string) =>
-  (
-    await h.sql<{ id: string }>(`select permission_id as id from keys_permissions where key_id = '${keyId}' order by permission_id`)
-  ).map((r) => r.id);
+    );
+  })
+  .extend("call", async ({ h, t }) => (route: string, body: unknown, rootKey = t.rootKey) => h.post(`/v1/keys.${route}`, body, rootKey))
+  .extend("ok", async ({ t, call }) => async (route: string, body: unknown, rootKey = t.rootKey) => {
+    const res = await call(route, body, rootKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body;
+  })
+  .extend(
+    "verify",
+    async ({ h }) =>
+      (key: string, permissions: unknown) =>
+        h.post("/v1/keys.verifyKey", { key, authorization: { permissions } }).then((r) => {
+          expect(r.status, JSON.stringify(r.body)).toBe(200);
+          return r.body;
+        }),
+  )
+  .extend("allowed", async ({ verify }) => async (key: string, permission: string) => (await verify(key, permission)).valid as boolean);
 const sorted = (ids: string[]) => [...ids].sort();
 
 describe("keys.addPermissions", () => {
-  it("connects permissions by slug and by id, answers all of them, and the next verification sees them", async () => {
+  it("connects permissions by slug and by id, answers all of them, and the next verification sees them", async ({ importKey, createPermission, ok, verify, allowed, keyPermissions }) => {
     const [s1, s2] = [unique("docs.read"), unique("docs.write")];
     const p1 = await createPermission(`${s1}.name`, s1);
     const p2 = await createPermission(s2);
@@ -77,7 +56,7 @@ describe("keys.addPermissions", () => {
     expect(await verify(key, { and: [s1, s2] })).toMatchObject({ valid: true });
   });
 
-  it("keeps the permissions the key already has and accepts ones it already holds", async () => {
+  it("keeps the permissions the key already has and accepts ones it already holds", async ({ importKey, createPermission, ok, keyPermissions }) => {
     const [s1, s2] = [unique("a"), unique("b")];
     const p1 = await createPermission(s1);
     const p2 = await createPermission(s2);
@@ -89,7 +68,7 @@ describe("keys.addPermissions", () => {
     expect(await keyPermissions(keyId)).toEqual(sorted([p1, p2]));
   });
 
-  it("creates a missing permission with create (name = slug) when the root key may create permissions", async () => {
+  it("creates a missing permission with create (name = slug) when the root key may create permissions", async ({ h, t, importKey, ok, allowed }) => {
     const slug = unique("new.perm");
     const rootKey = await h.rootKey(t.workspaceId, ["rbac.*.add_permission_to_key", "rbac.*.create_permission"]);
     const { key, keyId } = await importKey();
@@ -100,7 +79,7 @@ describe("keys.addPermissions", () => {
     expect(await allowed(key, slug)).toBe(true);
   });
 
-  it("refuses to create without rbac.*.create_permission (403 UNAUTHORIZED) and changes nothing", async () => {
+  it("refuses to create without rbac.*.create_permission (403 UNAUTHORIZED) and changes nothing", async ({ h, t, importKey, createPermission, call, count, keyPermissions }) => {
     const existing = unique("existing");
     const slug = unique("never");
     await createPermission(existing);
@@ -115,7 +94,7 @@ describe("keys.addPermissions", () => {
     expect(await count(`permissions where slug = '${slug}'`)).toBe(0);
   });
 
-  it("answers 404 for an unknown slug or id, and a missing one in the middle of the list changes nothing", async () => {
+  it("answers 404 for an unknown slug or id, and a missing one in the middle of the list changes nothing", async ({ importKey, createPermission, call, count, keyPermissions }) => {
     const [s1, s3] = [unique("first"), unique("third")];
     await createPermission(s1);
     await createPermission(s3);
@@ -141,7 +120,7 @@ describe("keys.addPermissions", () => {
     expect(await count(`permissions where slug = '${created}'`)).toBe(0);
   });
 
-  it("does not match a permission by its name when its slug differs", async () => {
+  it("does not match a permission by its name when its slug differs", async ({ importKey, createPermission, call }) => {
     const slug = unique("slug");
     await createPermission(`${slug}.display`, slug);
     const { keyId } = await importKey();
@@ -153,7 +132,7 @@ describe("keys.addPermissions", () => {
     );
   });
 
-  it("treats a permission of another workspace as unknown", async () => {
+  it("treats a permission of another workspace as unknown", async ({ h, importKey, createPermission, call, keyPermissions }) => {
     const other = await h.tenant();
     const slug = unique("theirs");
     const theirs = await createPermission(slug, undefined, other);
@@ -163,7 +142,7 @@ describe("keys.addPermissions", () => {
     expect(await keyPermissions(keyId)).toEqual([]);
   });
 
-  it("validates the body: keyId, a non-empty list, and an id or a name in each entry", async () => {
+  it("validates the body: keyId, a non-empty list, and an id or a name in each entry", async ({ importKey, call }) => {
     const { keyId } = await importKey();
     expectError(await call("addPermissions", { permissions: [{ name: "x" }] }), 400, "BAD_REQUEST", /^keyId: /);
     expectError(await call("addPermissions", { keyId, permissions: [] }), 400, "BAD_REQUEST", /^permissions: /);
@@ -178,7 +157,7 @@ describe("keys.addPermissions", () => {
 });
 
 describe("keys.removePermissions", () => {
-  it("disconnects every requested permission, by slug (name or slug field) and by id, and answers {}", async () => {
+  it("disconnects every requested permission, by slug (name or slug field) and by id, and answers {}", async ({ importKey, createPermission, ok, allowed, keyPermissions }) => {
     const [s1, s2, s3, s4] = [unique("r1"), unique("r2"), unique("r3"), unique("keep")];
     const p1 = await createPermission(`${s1}.name`, s1);
     const p2 = await createPermission(s2);
@@ -194,14 +173,14 @@ describe("keys.removePermissions", () => {
     expect(await allowed(key, s4)).toBe(true);
   });
 
-  it("accepts a permission the key does not hold", async () => {
+  it("accepts a permission the key does not hold", async ({ importKey, createPermission, ok }) => {
     const slug = unique("not-held");
     await createPermission(slug);
     const { keyId } = await importKey();
     expect(await ok("removePermissions", { keyId, permissions: [{ name: slug }] })).toEqual({});
   });
 
-  it("answers 200 for unknown permissions and ones the key does not hold, still removing the others (as v1)", async () => {
+  it("answers 200 for unknown permissions and ones the key does not hold, still removing the others (as v1)", async ({ h, importKey, createPermission, ok, allowed, keyPermissions }) => {
     const [s1, s2, s3] = [unique("a"), unique("b"), unique("kept")];
     await createPermission(s1);
     const p2 = await createPermission(s2);
@@ -225,7 +204,7 @@ describe("keys.removePermissions", () => {
     expect(await keyPermissions(keyId)).toEqual([p3]);
   });
 
-  it("validates each entry: an id, a name or a slug", async () => {
+  it("validates each entry: an id, a name or a slug", async ({ importKey, call }) => {
     const { keyId } = await importKey();
     expectError(
       await call("removePermissions", { keyId, permissions: [{}] }),
@@ -237,7 +216,7 @@ describe("keys.removePermissions", () => {
 });
 
 describe("keys.setPermissions", () => {
-  it("makes the key's direct permissions exactly the requested ones and answers them", async () => {
+  it("makes the key's direct permissions exactly the requested ones and answers them", async ({ importKey, createPermission, ok, allowed, keyPermissions }) => {
     const [s1, s2, s3] = [unique("old"), unique("kept"), unique("new")];
     await createPermission(s1);
     const p2 = await createPermission(s2);
@@ -252,7 +231,7 @@ describe("keys.setPermissions", () => {
     expect(await allowed(key, s3)).toBe(true);
   });
 
-  it("creates a missing permission with create when allowed", async () => {
+  it("creates a missing permission with create when allowed", async ({ h, t, importKey, ok, allowed, keyPermissions }) => {
     const slug = unique("created");
     const rootKey = await h.rootKey(t.workspaceId, ["rbac.*.add_permission_to_key", "rbac.*.create_permission"]);
     const { key, keyId } = await importKey();
@@ -262,7 +241,7 @@ describe("keys.setPermissions", () => {
     expect(await allowed(key, slug)).toBe(true);
   });
 
-  it("answers 404 'not found and not allowed to create' for a missing one without create, changing nothing", async () => {
+  it("answers 404 'not found and not allowed to create' for a missing one without create, changing nothing", async ({ importKey, createPermission, call, keyPermissions }) => {
     const s1 = unique("s1");
     const p1 = await createPermission(s1);
     const s2 = unique("s2");
@@ -278,7 +257,7 @@ describe("keys.setPermissions", () => {
     expect(await keyPermissions(keyId)).toEqual([p1]);
   });
 
-  it("needs remove_permission_from_key to disconnect (403 UNAUTHORIZED)", async () => {
+  it("needs remove_permission_from_key to disconnect (403 UNAUTHORIZED)", async ({ h, t, importKey, createPermission, call, ok, keyPermissions }) => {
     const [s1, s2] = [unique("held"), unique("wanted")];
     const p1 = await createPermission(s1);
     await createPermission(s2);
@@ -291,7 +270,7 @@ describe("keys.setPermissions", () => {
     expect((await keyPermissions(keyId)).length).toBe(2);
   });
 
-  it("needs add_permission_to_key to connect and create_permission to create (403 INSUFFICIENT_PERMISSIONS)", async () => {
+  it("needs add_permission_to_key to connect and create_permission to create (403 INSUFFICIENT_PERMISSIONS)", async ({ h, t, importKey, createPermission, call, count, keyPermissions }) => {
     const s1 = unique("s1");
     await createPermission(s1);
     const { keyId } = await importKey();
@@ -310,7 +289,7 @@ describe("keys.setPermissions", () => {
 });
 
 describe("keys.addRoles / removeRoles / setRoles", () => {
-  it("connects roles by name and by id, and the next verification sees the role's permissions", async () => {
+  it("connects roles by name and by id, and the next verification sees the role's permissions", async ({ importKey, createRole, createPermission, grantToRole, ok, allowed, keyRoles }) => {
     const [r1, r2] = [unique("admin"), unique("reader")];
     const role1 = await createRole(r1);
     const role2 = await createRole(r2);
@@ -326,7 +305,7 @@ describe("keys.addRoles / removeRoles / setRoles", () => {
     expect(await allowed(key, slug)).toBe(true);
   });
 
-  it("creates a missing role with create when the root key may create roles, and refuses otherwise (403 UNAUTHORIZED)", async () => {
+  it("creates a missing role with create when the root key may create roles, and refuses otherwise (403 UNAUTHORIZED)", async ({ h, t, importKey, call, ok, count, keyRoles }) => {
     const name = unique("made");
     const { keyId } = await importKey();
     const weak = await h.rootKey(t.workspaceId, ["rbac.*.add_role_to_key"]);
@@ -340,7 +319,7 @@ describe("keys.addRoles / removeRoles / setRoles", () => {
     expect(await keyRoles(keyId)).toEqual([role.id]);
   });
 
-  it("answers 404 for an unknown role, leaving the key's roles unchanged", async () => {
+  it("answers 404 for an unknown role, leaving the key's roles unchanged", async ({ importKey, createRole, call, keyRoles }) => {
     const [r1, r3] = [unique("r1"), unique("r3")];
     await createRole(r1);
     await createRole(r3);
@@ -356,7 +335,7 @@ describe("keys.addRoles / removeRoles / setRoles", () => {
     expect(await keyRoles(keyId)).toEqual([]);
   });
 
-  it("removes every requested role, by name and by id, and the next verification no longer sees its permissions", async () => {
+  it("removes every requested role, by name and by id, and the next verification no longer sees its permissions", async ({ importKey, createRole, createPermission, grantToRole, ok, allowed, keyRoles }) => {
     const [r1, r2, r3] = [unique("a"), unique("b"), unique("keep")];
     const role1 = await createRole(r1);
     const role2 = await createRole(r2);
@@ -370,7 +349,7 @@ describe("keys.addRoles / removeRoles / setRoles", () => {
     expect(await allowed(key, slug)).toBe(false);
   });
 
-  it("answers 200 for unknown roles and ones the key does not have, still removing the others (as v1)", async () => {
+  it("answers 200 for unknown roles and ones the key does not have, still removing the others (as v1)", async ({ h, importKey, createRole, ok, keyRoles }) => {
     const [r1, r2, r3] = [unique("a"), unique("b"), unique("keep")];
     await createRole(r1);
     await createRole(r2);
@@ -391,7 +370,7 @@ describe("keys.addRoles / removeRoles / setRoles", () => {
     expect(await keyRoles(keyId)).toEqual([role3]);
   });
 
-  it("set refuses a root key with neither add nor remove permission before looking at the key, even for its current set", async () => {
+  it("set refuses a root key with neither add nor remove permission before looking at the key, even for its current set", async ({ h, t, importKey, createRole, createPermission, call }) => {
     const r1 = unique("current");
     await createRole(r1);
     const slug = unique("current.perm");
@@ -412,7 +391,7 @@ describe("keys.addRoles / removeRoles / setRoles", () => {
     expect((await call("setRoles", { keyId, roles: [{ name: r1 }] }, addOnly)).status).toBe(200);
   });
 
-  it("setRoles replaces the key's roles, creating with create, and checks remove / add / create separately", async () => {
+  it("setRoles replaces the key's roles, creating with create, and checks remove / add / create separately", async ({ h, t, importKey, createRole, call, ok, count, keyRoles }) => {
     const [r1, r2] = [unique("old"), unique("new")];
     const role1 = await createRole(r1);
     const role2 = await createRole(r2);
@@ -457,7 +436,7 @@ describe("the key itself", () => {
     ["setRoles", "roles", { name: "x" }],
   ];
 
-  it("answers 404 'key <id> not found' for a missing, deleted or other workspace's key on every route", async () => {
+  it("answers 404 'key <id> not found' for a missing, deleted or other workspace's key on every route", async ({ h, t, newApi, importKey, call, keyRoles, keyPermissions }) => {
     const other = await h.tenant();
     const theirs = (await importKey({}, other, await newApi(other))).keyId;
     const deleted = (await importKey()).keyId;
@@ -473,7 +452,7 @@ describe("the key itself", () => {
 });
 
 describe("@unkey/api@0.38.0", () => {
-  it("adds, sets and removes a key's permissions and roles through the SDK, unchanged", async () => {
+  it("adds, sets and removes a key's permissions and roles through the SDK, unchanged", async ({ h, t, importKey, allowed, keyRoles }) => {
     const baseUrl = await h.app.listen({ port: 0, host: "127.0.0.1" });
     const unkey = new Unkey({ rootKey: t.rootKey, baseUrl, disableTelemetry: true, retry: { attempts: 0 } });
     const [slug, role] = [unique("sdk.perm"), unique("sdk.role")];
@@ -514,7 +493,7 @@ function authCase(
 ) {
   let name = "";
   const table = opts.field === "permissions" ? "keys_permissions" : "keys_roles";
-  describeRootKeyAuth(() => h, {
+  describeRootKeyAuth(it, {
     method: "POST",
     path: `/v1/keys.${route}`,
     async validRequest(h, owner) {
@@ -534,10 +513,10 @@ function authCase(
       return { body: { keyId: res.body.keyIds[0], [opts.field]: [{ name }] } };
     },
     insufficientPermissions: opts.insufficientPermissions,
-    countRows: () => count(table),
-    async expectForOtherWorkspace(res, _h, owner) {
+    countRows: (h) => countIn(h, table),
+    async expectForOtherWorkspace(res, h, owner) {
       expectError(res, 404, "NOT_FOUND", /^key key_\w+ not found$/);
-      expect(await count(`${table} where workspace_id = '${owner.workspaceId}'`)).toBe(opts.removes ? 1 : 0);
+      expect(await countIn(h, `${table} where workspace_id = '${owner.workspaceId}'`)).toBe(opts.removes ? 1 : 0);
     },
   });
 }

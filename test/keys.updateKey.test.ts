@@ -1,72 +1,58 @@
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect } from "vitest";
 import { describeRootKeyAuth } from "./auth-suite.js";
-import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
-
-let h: Harness;
-let t: Tenant;
-let apiId: string;
-beforeAll(async () => {
-  h = await createHarness();
-  t = await h.tenant();
-  apiId = await newApi(t);
-});
-afterAll(() => h.close());
+import { countIn, test } from "./fixtures.js";
+import { expectError } from "./helper.js";
 
 const unique = (label: string) => `${label}-${randomBytes(4).toString("hex")}`;
 
-const newApi = (tenant: Tenant) => h.createApi(tenant);
-
-const importKey = (fields: Record<string, unknown> = {}, tenant = t, api = apiId) => h.importKey(tenant, api, fields);
-
-const update = (body: Record<string, unknown>, rootKey = t.rootKey) => h.post("/v1/keys.updateKey", body, rootKey);
-async function updateOk(body: Record<string, unknown>, rootKey = t.rootKey) {
-  const res = await update(body, rootKey);
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  expect(res.body).toEqual({});
-}
-const verify = (key: string, extra: Record<string, unknown> = {}) =>
-  h.post("/v1/keys.verifyKey", { key, ...extra }).then((r) => {
-    expect(r.status, JSON.stringify(r.body)).toBe(200);
-    return r.body;
-  });
-
-const row = async (keyId: string) => (await h.sql<any>(`select * from keys where id = '${keyId}'`))[0];
-const count = async (query: string) => Number((await h.sql<{ n: string }>(`select count(*) as n from ${query}`))[0]!.n);
 const ms = (value: unknown) => (value === null ? null : new Date(value as string).getTime());
 const recent = (value: unknown) => Math.abs(ms(value)! - Date.now()) < 60_000;
-const keyRoles = async (keyId: string) =>
-  (await h.sql<{ id: string }>(`select role_id as id from keys_roles where key_id = '${keyId}' order by role_id`)).map((r) => r.id);
-const keyPermissions = async (keyId: string) =>
-  (
-    await h.sql<{ id: string }>(
-      `select permission_id as id from keys_permissions where key_id = '${keyId}' order by permission_id`,
-    )
-  ).map((r) => r.id);
-const defaultLimit = async (keyId: string) =>
-  (
-    await h.sql<any>(`select "limit", duration, auto_apply from ratelimits where key_id = '${keyId}' and name = 'default'`)
-  ).map((r) => ({ ...r, duration: Number(r.duration) }));
-/** Moves a key's creation and last refill back by `days`, so that a refill falls due. */
-const backdate = (keyId: string, days: number) =>
-  h.sql(`update keys set created_at_m = created_at_m - ${days * 86_400_000}::bigint,
-         last_refill_at = case when last_refill_at is null then null else last_refill_at - interval '${days} days' end
-         where id = '${keyId}'`);
 
-async function createRole(name: string, tenant = t): Promise<string> {
-  const res = await h.post("/v1/permissions.createRole", { name }, tenant.rootKey);
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return res.body.roleId;
-}
-async function createPermission(name: string, slug?: string, tenant = t): Promise<string> {
-  const res = await h.post("/v1/permissions.createPermission", { name, ...(slug && { slug }) }, tenant.rootKey);
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return res.body.permissionId;
-}
+// The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), and helpers over them.
+const it = test
+  .extend("update", async ({ h, t }) => (body: Record<string, unknown>, rootKey = t.rootKey) => h.post("/v1/keys.updateKey", body, rootKey))
+  .extend("updateOk", async ({ t, update }) => async (body: Record<string, unknown>, rootKey = t.rootKey) => {
+    const res = await update(body, rootKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body).toEqual({});
+  })
+  .extend(
+    "verify",
+    async ({ h }) =>
+      (key: string, extra: Record<string, unknown> = {}) =>
+        h.post("/v1/keys.verifyKey", { key, ...extra }).then((r) => {
+          expect(r.status, JSON.stringify(r.body)).toBe(200);
+          return r.body;
+        }),
+  )
+  .extend("row", async ({ h }) => async (keyId: string) => (await h.sql<any>(`select * from keys where id = '${keyId}'`))[0])
+  .extend(
+    "defaultLimit",
+    async ({ h }) =>
+      async (keyId: string) =>
+        (
+          await h.sql<any>(`select "limit", duration, auto_apply from ratelimits where key_id = '${keyId}' and name = 'default'`)
+        ).map((r) => ({ ...r, duration: Number(r.duration) })),
+  )
+  /** Moves a key's creation and last refill back by `days`, so that a refill falls due. */
+  .extend(
+    "backdate",
+    async ({ h }) =>
+      (keyId: string, days: number) =>
+        h.sql(`update keys set created_at_m = created_at_m - ${days * 86_400_000}::bigint,
+         last_refill_at = case when last_refill_at is null then null else last_refill_at - interval '${days} days' end
+         where id = '${keyId}'`),
+  )
+  .extend("createPermission", async ({ h, t }) => async (name: string, slug?: string, tenant = t): Promise<string> => {
+    const res = await h.post("/v1/permissions.createPermission", { name, ...(slug && { slug }) }, tenant.rootKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body.permissionId;
+  });
 const sorted = (ids: string[]) => [...ids].sort();
 
 describe("keys.updateKey changes only the fields it is given", () => {
-  it("sets name, meta, environment and expires one at a time, leaving every other field as it was", async () => {
+  it("sets name, meta, environment and expires one at a time, leaving every other field as it was", async ({ apiId, importKey, updateOk, row }) => {
     const expires = Date.now() + 86_400_000;
     const { keyId } = await importKey({ name: "old", meta: { plan: "free" }, environment: "prod", remaining: 10 });
     const before = await row(keyId);
@@ -98,7 +84,7 @@ describe("keys.updateKey changes only the fields it is given", () => {
     expect(Number(after.updated_at_m)).toBeGreaterThan(Date.now() - 60_000);
   });
 
-  it("clears name, meta, environment and expires with null", async () => {
+  it("clears name, meta, environment and expires with null", async ({ importKey, updateOk, row }) => {
     const { keyId } = await importKey({
       name: "n",
       meta: { a: 1 },
@@ -109,20 +95,20 @@ describe("keys.updateKey changes only the fields it is given", () => {
     expect(await row(keyId)).toMatchObject({ name: null, meta: null, environment: null, expires: null });
   });
 
-  it("stores expires 0 as never expires, as v1 does", async () => {
+  it("stores expires 0 as never expires, as v1 does", async ({ importKey, updateOk, row }) => {
     const { keyId } = await importKey({ expires: Date.now() + 86_400_000 });
     await updateOk({ keyId, expires: 0 });
     expect((await row(keyId)).expires).toBeNull();
   });
 
-  it("answers an update with only keyId with {} and changes nothing", async () => {
+  it("answers an update with only keyId with {} and changes nothing", async ({ importKey, updateOk, row }) => {
     const { keyId } = await importKey({ name: "same", meta: { a: 1 }, remaining: 3 });
     const before = await row(keyId);
     await updateOk({ keyId });
     expect(await row(keyId)).toEqual(before);
   });
 
-  it("ignores fields it does not know, as v1 does", async () => {
+  it("ignores fields it does not know, as v1 does", async ({ importKey, updateOk, row }) => {
     const { keyId } = await importKey({ name: "kept" });
     await updateOk({ keyId, somethingElse: 1, hash: "x" });
     expect(await row(keyId)).toMatchObject({ name: "kept" });
@@ -130,7 +116,7 @@ describe("keys.updateKey changes only the fields it is given", () => {
 });
 
 describe("the very next verification sees the update", () => {
-  it("reports DISABLED after disabling, and VALID again after re-enabling", async () => {
+  it("reports DISABLED after disabling, and VALID again after re-enabling", async ({ importKey, updateOk, verify, row }) => {
     const { key, keyId } = await importKey();
     await updateOk({ keyId, enabled: false });
     expect((await row(keyId)).enabled).toBe(false);
@@ -140,14 +126,14 @@ describe("the very next verification sees the update", () => {
     expect(await verify(key)).toMatchObject({ valid: true, code: "VALID" });
   });
 
-  it("re-enables a key that was imported disabled", async () => {
+  it("re-enables a key that was imported disabled", async ({ importKey, updateOk, verify }) => {
     const { key, keyId } = await importKey({ enabled: false });
     expect(await verify(key)).toMatchObject({ valid: false, code: "DISABLED" });
     await updateOk({ keyId, enabled: true });
     expect(await verify(key)).toMatchObject({ valid: true, code: "VALID" });
   });
 
-  it("shows new meta, name and environment, and drops cleared ones", async () => {
+  it("shows new meta, name and environment, and drops cleared ones", async ({ importKey, updateOk, verify }) => {
     const { key, keyId } = await importKey({ meta: { v: 1 } });
     await updateOk({ keyId, meta: { v: 2 }, name: "renamed", environment: "test" });
     expect(await verify(key)).toMatchObject({ valid: true, meta: { v: 2 }, name: "renamed", environment: "test" });
@@ -159,7 +145,7 @@ describe("the very next verification sees the update", () => {
     expect(body).not.toHaveProperty("environment");
   });
 
-  it("reports EXPIRED after setting a past expiry, and VALID after clearing it", async () => {
+  it("reports EXPIRED after setting a past expiry, and VALID after clearing it", async ({ importKey, updateOk, verify }) => {
     const { key, keyId } = await importKey();
     await updateOk({ keyId, expires: Date.now() - 1000 });
     expect(await verify(key)).toMatchObject({ valid: false, code: "EXPIRED" });
@@ -169,7 +155,7 @@ describe("the very next verification sees the update", () => {
 });
 
 describe("remaining", () => {
-  it("limits an unlimited key, and verification counts down from the value set", async () => {
+  it("limits an unlimited key, and verification counts down from the value set", async ({ importKey, updateOk, verify, row }) => {
     const { key, keyId } = await importKey();
     await updateOk({ keyId, remaining: 2 });
     expect((await row(keyId)).remaining_requests).toBe(2);
@@ -178,7 +164,7 @@ describe("remaining", () => {
     expect(await verify(key)).toMatchObject({ valid: false, code: "USAGE_EXCEEDED", remaining: 0 });
   });
 
-  it("brings an exhausted key back with a new remaining", async () => {
+  it("brings an exhausted key back with a new remaining", async ({ importKey, updateOk, verify }) => {
     const { key, keyId } = await importKey({ remaining: 1 });
     await verify(key);
     expect(await verify(key)).toMatchObject({ valid: false, code: "USAGE_EXCEEDED" });
@@ -186,7 +172,7 @@ describe("remaining", () => {
     expect(await verify(key)).toMatchObject({ valid: true, remaining: 4 });
   });
 
-  it("makes a key unlimited with remaining null", async () => {
+  it("makes a key unlimited with remaining null", async ({ importKey, updateOk, verify, row }) => {
     const { key, keyId } = await importKey({ remaining: 3 });
     await updateOk({ keyId, remaining: null });
     expect((await row(keyId)).remaining_requests).toBeNull();
@@ -195,7 +181,7 @@ describe("remaining", () => {
     expect(body).not.toHaveProperty("remaining");
   });
 
-  it("stores remaining 0 (an exhausted key, as v1), which updateRemaining or updateKey can top up later", async () => {
+  it("stores remaining 0 (an exhausted key, as v1), which updateRemaining or updateKey can top up later", async ({ h, t, importKey, updateOk, verify, row }) => {
     const { key, keyId } = await importKey({ remaining: 3 });
     expect(await verify(key)).toMatchObject({ valid: true, remaining: 2 });
     await updateOk({ keyId, remaining: 0 });
@@ -210,7 +196,7 @@ describe("remaining", () => {
     expect(await verify(key)).toMatchObject({ valid: true, remaining: 4 });
   });
 
-  it("stores remaining 0 on a key with a refill, which refills it when due", async () => {
+  it("stores remaining 0 on a key with a refill, which refills it when due", async ({ importKey, updateOk, verify, backdate }) => {
     const { key, keyId } = await importKey({ remaining: 5, refill: { interval: "daily", amount: 10 } });
     await updateOk({ keyId, remaining: 0 });
     expect(await verify(key)).toMatchObject({ valid: false, code: "USAGE_EXCEEDED", remaining: 0 });
@@ -218,7 +204,7 @@ describe("remaining", () => {
     expect(await verify(key)).toMatchObject({ valid: true, remaining: 9 });
   });
 
-  it.each([-1, 1.5, "5"])("refuses remaining %j with 400 and changes nothing", async (remaining) => {
+  it.for([-1, 1.5, "5"])("refuses remaining %j with 400 and changes nothing", async (remaining, { importKey, update, row }) => {
     const { keyId } = await importKey({ remaining: 3 });
     expectError(await update({ keyId, remaining }), 400, "BAD_REQUEST", /^remaining: /);
     expect((await row(keyId)).remaining_requests).toBe(3);
@@ -226,7 +212,7 @@ describe("remaining", () => {
 });
 
 describe("refill", () => {
-  it("sets a monthly refill on its day and starts its period now", async () => {
+  it("sets a monthly refill on its day and starts its period now", async ({ importKey, updateOk, row }) => {
     const { keyId } = await importKey({ remaining: 10 });
     await updateOk({ keyId, refill: { interval: "monthly", amount: 100, refillDay: 15 } });
     const r = await row(keyId);
@@ -234,13 +220,13 @@ describe("refill", () => {
     expect(recent(r.last_refill_at)).toBe(true);
   });
 
-  it("refills a monthly key on day 1 when no refillDay is given", async () => {
+  it("refills a monthly key on day 1 when no refillDay is given", async ({ importKey, updateOk, row }) => {
     const { keyId } = await importKey({ remaining: 10 });
     await updateOk({ keyId, refill: { interval: "monthly", amount: 100 } });
     expect(await row(keyId)).toMatchObject({ refill_amount: 100, refill_day: 1 });
   });
 
-  it("stores a daily refill with no refill day (keyhaven; v1 stored day 1)", async () => {
+  it("stores a daily refill with no refill day (keyhaven; v1 stored day 1)", async ({ importKey, updateOk, row }) => {
     const { keyId } = await importKey({ remaining: 10, refill: { interval: "monthly", amount: 5, refillDay: 20 } });
     await updateOk({ keyId, refill: { interval: "daily", amount: 50 } });
     const r = await row(keyId);
@@ -248,33 +234,33 @@ describe("refill", () => {
     expect(recent(r.last_refill_at)).toBe(true);
   });
 
-  it("accepts refillDay null on a daily refill", async () => {
+  it("accepts refillDay null on a daily refill", async ({ importKey, updateOk, row }) => {
     const { keyId } = await importKey({ remaining: 10 });
     await updateOk({ keyId, refill: { interval: "daily", amount: 50, refillDay: null } });
     expect(await row(keyId)).toMatchObject({ refill_amount: 50, refill_day: null });
   });
 
-  it("clears amount, day and last refill with refill null, keeping remaining", async () => {
+  it("clears amount, day and last refill with refill null, keeping remaining", async ({ importKey, updateOk, row }) => {
     const { keyId } = await importKey({ remaining: 10, refill: { interval: "monthly", amount: 5, refillDay: 3 } });
     await updateOk({ keyId, refill: { interval: "monthly", amount: 5, refillDay: 3 } });
     await updateOk({ keyId, refill: null });
     expect(await row(keyId)).toMatchObject({ refill_amount: null, refill_day: null, last_refill_at: null, remaining_requests: 10 });
   });
 
-  it("limits an unlimited key and gives it a refill in one update", async () => {
+  it("limits an unlimited key and gives it a refill in one update", async ({ importKey, updateOk, verify, row }) => {
     const { key, keyId } = await importKey();
     await updateOk({ keyId, remaining: 20, refill: { interval: "daily", amount: 20 } });
     expect(await row(keyId)).toMatchObject({ remaining_requests: 20, refill_amount: 20, refill_day: null });
     expect(await verify(key)).toMatchObject({ valid: true, remaining: 19 });
   });
 
-  it("makes a key unlimited and drops its refill in one update", async () => {
+  it("makes a key unlimited and drops its refill in one update", async ({ importKey, updateOk, row }) => {
     const { keyId } = await importKey({ remaining: 5, refill: { interval: "daily", amount: 5 } });
     await updateOk({ keyId, remaining: null, refill: null });
     expect(await row(keyId)).toMatchObject({ remaining_requests: null, refill_amount: null, refill_day: null });
   });
 
-  it("refuses remaining null together with a refill (400)", async () => {
+  it("refuses remaining null together with a refill (400)", async ({ importKey, update, row }) => {
     const { keyId } = await importKey({ remaining: 5 });
     const before = await row(keyId);
     expectError(
@@ -286,7 +272,7 @@ describe("refill", () => {
     expect(await row(keyId)).toEqual(before);
   });
 
-  it("refuses a refill on a key that is and stays unlimited (400)", async () => {
+  it("refuses a refill on a key that is and stays unlimited (400)", async ({ importKey, update, row }) => {
     const { keyId } = await importKey({ name: "unlimited" });
     const before = await row(keyId);
     expectError(
@@ -298,7 +284,7 @@ describe("refill", () => {
     expect(await row(keyId)).toEqual(before);
   });
 
-  it("refuses a refillDay on a daily refill (400)", async () => {
+  it("refuses a refillDay on a daily refill (400)", async ({ importKey, update, row }) => {
     const { keyId } = await importKey({ remaining: 5 });
     const before = await row(keyId);
     expectError(
@@ -310,12 +296,12 @@ describe("refill", () => {
     expect(await row(keyId)).toEqual(before);
   });
 
-  it.each([
+  it.for<[Record<string, unknown>, RegExp]>([
     [{ interval: "weekly", amount: 5 }, /^refill\.interval: /],
     [{ interval: "daily", amount: 0 }, /^refill\.amount: /],
     [{ interval: "monthly", amount: 5, refillDay: 32 }, /^refill\.refillDay: /],
     [{ interval: "monthly" }, /^refill\.amount: /],
-  ])("refuses the refill %j with 400", async (refill, message) => {
+  ])("refuses the refill %j with 400", async ([refill, message], { importKey, update, row }) => {
     const { keyId } = await importKey({ remaining: 5 });
     expectError(await update({ keyId, refill }), 400, "BAD_REQUEST", message);
     expect((await row(keyId)).refill_amount).toBeNull();
@@ -323,7 +309,7 @@ describe("refill", () => {
 });
 
 describe("writes of remaining keep lazy refills right", () => {
-  it("does not apply a refill that was due on top of a remaining just set", async () => {
+  it("does not apply a refill that was due on top of a remaining just set", async ({ importKey, updateOk, verify, row, backdate }) => {
     const { key, keyId } = await importKey({ remaining: 2, refill: { interval: "daily", amount: 10 } });
     await backdate(keyId, 2);
     await updateOk({ keyId, remaining: 5 });
@@ -333,7 +319,7 @@ describe("writes of remaining keep lazy refills right", () => {
     expect(await verify(key)).toMatchObject({ valid: true, remaining: 4 });
   });
 
-  it("does not apply a refill on top of a remaining set on a key that was unlimited with a refill kept", async () => {
+  it("does not apply a refill on top of a remaining set on a key that was unlimited with a refill kept", async ({ importKey, updateOk, verify, backdate }) => {
     const { key, keyId } = await importKey({ remaining: 2, refill: { interval: "daily", amount: 10 } });
     await updateOk({ keyId, remaining: null });
     await backdate(keyId, 2);
@@ -341,7 +327,7 @@ describe("writes of remaining keep lazy refills right", () => {
     expect(await verify(key)).toMatchObject({ valid: true, remaining: 2 });
   });
 
-  it("keeps a refill that fell due before the refill settings changed", async () => {
+  it("keeps a refill that fell due before the refill settings changed", async ({ importKey, updateOk, verify, row, backdate }) => {
     const { key, keyId } = await importKey({ remaining: 2, refill: { interval: "daily", amount: 10 } });
     await backdate(keyId, 2);
     await updateOk({ keyId, refill: { interval: "daily", amount: 20 } });
@@ -351,7 +337,7 @@ describe("writes of remaining keep lazy refills right", () => {
     expect(await verify(key)).toMatchObject({ valid: true, remaining: 9 });
   });
 
-  it("keeps a refill that fell due before the refill was removed", async () => {
+  it("keeps a refill that fell due before the refill was removed", async ({ importKey, updateOk, verify, row, backdate }) => {
     const { key, keyId } = await importKey({ remaining: 1, refill: { interval: "daily", amount: 10 } });
     await backdate(keyId, 2);
     await updateOk({ keyId, refill: null });
@@ -359,7 +345,7 @@ describe("writes of remaining keep lazy refills right", () => {
     expect(await verify(key)).toMatchObject({ valid: true, remaining: 9 });
   });
 
-  it("does not refill a key again in the period in which a new refill was set", async () => {
+  it("does not refill a key again in the period in which a new refill was set", async ({ importKey, updateOk, verify, backdate }) => {
     const { key, keyId } = await importKey({ remaining: 3 });
     await backdate(keyId, 2);
     await updateOk({ keyId, refill: { interval: "daily", amount: 50 } });
@@ -368,7 +354,7 @@ describe("writes of remaining keep lazy refills right", () => {
 });
 
 describe("identity: externalId and ownerId", () => {
-  it("creates an identity for a new externalId and links the key to it", async () => {
+  it("creates an identity for a new externalId and links the key to it", async ({ h, t, importKey, updateOk, verify, row }) => {
     const { key, keyId } = await importKey();
     const externalId = unique("user");
     await updateOk({ keyId, externalId });
@@ -383,7 +369,7 @@ describe("identity: externalId and ownerId", () => {
     });
   });
 
-  it("stores meta {} on the identity it creates, as keys.createKey does (getKey shows it)", async () => {
+  it("stores meta {} on the identity it creates, as keys.createKey does (getKey shows it)", async ({ h, t, importKey, updateOk, row }) => {
     const { keyId } = await importKey();
     const externalId = unique("meta");
     await updateOk({ keyId, externalId });
@@ -395,7 +381,7 @@ describe("identity: externalId and ownerId", () => {
     expect(got.body.identity).toEqual({ id: r.identity_id, externalId, meta: {} });
   });
 
-  it("reuses the workspace's identity with the same externalId", async () => {
+  it("reuses the workspace's identity with the same externalId", async ({ importKey, updateOk, row, count }) => {
     const externalId = unique("shared");
     const first = await importKey({ externalId });
     const second = await importKey();
@@ -404,7 +390,7 @@ describe("identity: externalId and ownerId", () => {
     expect(await count(`identities where external_id = '${externalId}'`)).toBe(1);
   });
 
-  it("makes one identity when two keys are linked to a new externalId at the same time", async () => {
+  it("makes one identity when two keys are linked to a new externalId at the same time", async ({ importKey, updateOk, row, count }) => {
     const externalId = unique("race");
     const keys = await Promise.all([importKey(), importKey(), importKey()]);
     await Promise.all(keys.map(({ keyId }) => updateOk({ keyId, externalId })));
@@ -413,7 +399,7 @@ describe("identity: externalId and ownerId", () => {
     expect(ids.size).toBe(1);
   });
 
-  it("never links an identity of another workspace with the same externalId", async () => {
+  it("never links an identity of another workspace with the same externalId", async ({ h, t, newApi, importKey, updateOk, row }) => {
     const other = await h.tenant();
     const externalId = unique("cross");
     const theirs = await importKey({ externalId }, other, await newApi(other));
@@ -425,7 +411,7 @@ describe("identity: externalId and ownerId", () => {
     expect(identity.workspace_id).toBe(t.workspaceId);
   });
 
-  it("treats the deprecated ownerId like externalId", async () => {
+  it("treats the deprecated ownerId like externalId", async ({ h, importKey, updateOk, row }) => {
     const { keyId } = await importKey();
     const ownerId = unique("owner");
     await updateOk({ keyId, ownerId });
@@ -435,7 +421,7 @@ describe("identity: externalId and ownerId", () => {
     expect(identity.external_id).toBe(ownerId);
   });
 
-  it("lets externalId win over ownerId", async () => {
+  it("lets externalId win over ownerId", async ({ h, importKey, updateOk, row }) => {
     const { keyId } = await importKey();
     const externalId = unique("ext");
     await updateOk({ keyId, externalId, ownerId: unique("ignored") });
@@ -445,7 +431,7 @@ describe("identity: externalId and ownerId", () => {
     expect(identity.external_id).toBe(externalId);
   });
 
-  it("clears owner and identity with null, and keeps the identity itself", async () => {
+  it("clears owner and identity with null, and keeps the identity itself", async ({ importKey, updateOk, verify, row, count }) => {
     const externalId = unique("leaving");
     const { key, keyId } = await importKey({ externalId });
     await updateOk({ keyId, ownerId: externalId });
@@ -458,14 +444,14 @@ describe("identity: externalId and ownerId", () => {
     expect(body).not.toHaveProperty("ownerId");
   });
 
-  it("refuses an empty externalId (400)", async () => {
+  it("refuses an empty externalId (400)", async ({ importKey, update }) => {
     const { keyId } = await importKey();
     expectError(await update({ keyId, externalId: "" }), 400, "BAD_REQUEST", /^externalId: /);
   });
 });
 
 describe("ratelimit: the key's default limit", () => {
-  it("inserts an auto-applied default limit that the next verifications obey", async () => {
+  it("inserts an auto-applied default limit that the next verifications obey", async ({ importKey, updateOk, verify, defaultLimit }) => {
     const { key, keyId } = await importKey();
     await updateOk({ keyId, ratelimit: { limit: 2, duration: 60_000 } });
     expect(await defaultLimit(keyId)).toEqual([{ limit: 2, duration: 60_000, auto_apply: true }]);
@@ -474,7 +460,7 @@ describe("ratelimit: the key's default limit", () => {
     expect(await verify(key)).toMatchObject({ valid: false, code: "RATE_LIMITED" });
   });
 
-  it("updates the existing default limit in place", async () => {
+  it("updates the existing default limit in place", async ({ importKey, updateOk, verify, count, defaultLimit }) => {
     const { key, keyId } = await importKey({ ratelimit: { limit: 1, refillRate: 1, refillInterval: 60_000 } });
     await updateOk({ keyId, ratelimit: { limit: 5, duration: 120_000 } });
     expect(await defaultLimit(keyId)).toEqual([{ limit: 5, duration: 120_000, auto_apply: true }]);
@@ -483,13 +469,13 @@ describe("ratelimit: the key's default limit", () => {
     expect(await verify(key)).toMatchObject({ valid: true, ratelimit: { limit: 5, remaining: 3 } });
   });
 
-  it("takes the duration from the deprecated refillInterval when duration is missing", async () => {
+  it("takes the duration from the deprecated refillInterval when duration is missing", async ({ importKey, updateOk, defaultLimit }) => {
     const { keyId } = await importKey();
     await updateOk({ keyId, ratelimit: { limit: 3, refillRate: 3, refillInterval: 30_000, type: "fast", async: true } });
     expect(await defaultLimit(keyId)).toEqual([{ limit: 3, duration: 30_000, auto_apply: true }]);
   });
 
-  it("deletes the default limit with null, and verification stops limiting", async () => {
+  it("deletes the default limit with null, and verification stops limiting", async ({ importKey, updateOk, verify, defaultLimit }) => {
     const { key, keyId } = await importKey({ ratelimit: { limit: 1, refillRate: 1, refillInterval: 60_000 } });
     expect(await verify(key)).toMatchObject({ valid: true });
     expect(await verify(key)).toMatchObject({ valid: false, code: "RATE_LIMITED" });
@@ -500,7 +486,7 @@ describe("ratelimit: the key's default limit", () => {
     expect(body).not.toHaveProperty("ratelimit");
   });
 
-  it("leaves the key's other named limits alone", async () => {
+  it("leaves the key's other named limits alone", async ({ h, t, importKey, updateOk }) => {
     const { keyId } = await importKey({ ratelimit: { limit: 1, refillRate: 1, refillInterval: 60_000 } });
     await h.sql(`insert into ratelimits (id, workspace_id, name, key_id, "limit", duration, auto_apply, created_at_m)
                  values ('rl_other_${keyId}', '${t.workspaceId}', 'emails', '${keyId}', 9, 1000, false, 0)`);
@@ -508,12 +494,12 @@ describe("ratelimit: the key's default limit", () => {
     expect(await h.sql(`select name from ratelimits where key_id = '${keyId}'`)).toEqual([{ name: "emails" }]);
   });
 
-  it.each([
+  it.for<[Record<string, unknown>, string | RegExp]>([
     [{ limit: 5 }, "ratelimit.duration: duration is required (or the deprecated refillInterval)"],
     [{ limit: 5, duration: 999 }, /^ratelimit\.duration: /],
     [{ limit: 0, duration: 60_000 }, /^ratelimit\.limit: /],
     [{ duration: 60_000 }, /^ratelimit\.limit: /],
-  ])("refuses the ratelimit %j with 400 and changes nothing", async (ratelimit, message) => {
+  ])("refuses the ratelimit %j with 400 and changes nothing", async ([ratelimit, message], { importKey, update, defaultLimit }) => {
     const { keyId } = await importKey();
     expectError(await update({ keyId, ratelimit }), 400, "BAD_REQUEST", message);
     expect(await defaultLimit(keyId)).toEqual([]);
@@ -521,7 +507,7 @@ describe("ratelimit: the key's default limit", () => {
 });
 
 describe("roles: replaced by the given set", () => {
-  it("replaces the key's roles, by name and by id", async () => {
+  it("replaces the key's roles, by name and by id", async ({ importKey, updateOk, verify, keyRoles, createRole }) => {
     const [a, b, c] = [unique("role-a"), unique("role-b"), unique("role-c")];
     const [idA, , idC] = [await createRole(a), await createRole(b), await createRole(c)];
     const { key, keyId } = await importKey({ roles: [a, b] });
@@ -530,7 +516,7 @@ describe("roles: replaced by the given set", () => {
     expect((await verify(key)).roles).toEqual([a, c].sort());
   });
 
-  it("removes every role with an empty list", async () => {
+  it("removes every role with an empty list", async ({ importKey, updateOk, keyRoles, createRole }) => {
     const a = unique("role");
     await createRole(a);
     const { keyId } = await importKey({ roles: [a] });
@@ -538,7 +524,7 @@ describe("roles: replaced by the given set", () => {
     expect(await keyRoles(keyId)).toEqual([]);
   });
 
-  it("connects a role named twice only once", async () => {
+  it("connects a role named twice only once", async ({ importKey, updateOk, keyRoles, createRole }) => {
     const a = unique("role");
     const id = await createRole(a);
     const { keyId } = await importKey();
@@ -546,7 +532,7 @@ describe("roles: replaced by the given set", () => {
     expect(await keyRoles(keyId)).toEqual([id]);
   });
 
-  it("creates a missing role on request, with rbac.*.create_role", async () => {
+  it("creates a missing role on request, with rbac.*.create_role", async ({ h, t, importKey, updateOk, keyRoles }) => {
     const name = unique("new-role");
     const rootKey = await h.rootKey(t.workspaceId, ["api.*.update_key", "rbac.*.create_role", "rbac.*.add_role_to_key"]);
     const { keyId } = await importKey();
@@ -556,7 +542,7 @@ describe("roles: replaced by the given set", () => {
     expect(await keyRoles(keyId)).toEqual([role.id]);
   });
 
-  it("needs no create permission when a role asked to be created already exists", async () => {
+  it("needs no create permission when a role asked to be created already exists", async ({ h, t, importKey, updateOk, keyRoles, createRole }) => {
     const name = unique("existing");
     const id = await createRole(name);
     const rootKey = await h.rootKey(t.workspaceId, ["api.*.update_key", "rbac.*.add_role_to_key"]);
@@ -565,7 +551,7 @@ describe("roles: replaced by the given set", () => {
     expect(await keyRoles(keyId)).toEqual([id]);
   });
 
-  it("needs the add and remove permissions of keys.setRoles / keys.setPermissions to change roles or permissions", async () => {
+  it("needs the add and remove permissions of keys.setRoles / keys.setPermissions to change roles or permissions", async ({ h, t, importKey, update, updateOk, verify, row, keyRoles, keyPermissions, createRole, createPermission }) => {
     const role = await createRole(unique("granted-role"));
     const perm = unique("granted.perm");
     const permId = await createPermission(perm);
@@ -589,7 +575,7 @@ describe("roles: replaced by the given set", () => {
     expect(await keyPermissions(keyId)).toEqual([permId]);
   });
 
-  it("refuses to create a role without rbac.*.create_role (403), changing nothing", async () => {
+  it("refuses to create a role without rbac.*.create_role (403), changing nothing", async ({ h, t, importKey, update, row, count }) => {
     const name = unique("forbidden-role");
     const rootKey = await h.rootKey(t.workspaceId, ["api.*.update_key", "rbac.*.create_permission"]);
     const { keyId } = await importKey({ name: "before" });
@@ -604,13 +590,13 @@ describe("roles: replaced by the given set", () => {
     expect(await count(`roles where name = '${name}'`)).toBe(0);
   });
 
-  it("answers an unknown role name without create with 404", async () => {
+  it("answers an unknown role name without create with 404", async ({ importKey, update }) => {
     const { keyId } = await importKey();
     const name = unique("ghost");
     expectError(await update({ keyId, roles: [{ name }] }), 404, "NOT_FOUND", `role ${name} not found`);
   });
 
-  it("answers an unknown role id, or one of another workspace, with 404", async () => {
+  it("answers an unknown role id, or one of another workspace, with 404", async ({ h, importKey, update, createRole }) => {
     const other = await h.tenant();
     const theirs = await createRole(unique("theirs"), other);
     const { keyId } = await importKey();
@@ -618,14 +604,14 @@ describe("roles: replaced by the given set", () => {
     expectError(await update({ keyId, roles: [{ id: theirs }] }), 404, "NOT_FOUND", `role ${theirs} not found`);
   });
 
-  it("refuses a role with neither id nor name (400)", async () => {
+  it("refuses a role with neither id nor name (400)", async ({ importKey, update }) => {
     const { keyId } = await importKey();
     expectError(await update({ keyId, roles: [{ create: true }] }), 400, "BAD_REQUEST", "roles.0: provide either `id` or `name`");
   });
 });
 
 describe("permissions: replaced by the given set", () => {
-  it("replaces the key's direct permissions, matching names against slugs, and by id", async () => {
+  it("replaces the key's direct permissions, matching names against slugs, and by id", async ({ importKey, updateOk, verify, keyPermissions, createPermission }) => {
     const [s1, s2, s3] = [unique("docs.read"), unique("docs.write"), unique("docs.delete")];
     const p1 = await createPermission(`${s1}.name`, s1);
     await createPermission(s2);
@@ -640,7 +626,7 @@ describe("permissions: replaced by the given set", () => {
     });
   });
 
-  it("does not match a permission by its name when the slug differs", async () => {
+  it("does not match a permission by its name when the slug differs", async ({ importKey, update, createPermission }) => {
     const slug = unique("slug");
     await createPermission(`${slug}.display`, slug);
     const { keyId } = await importKey();
@@ -652,7 +638,7 @@ describe("permissions: replaced by the given set", () => {
     );
   });
 
-  it("removes every direct permission with an empty list", async () => {
+  it("removes every direct permission with an empty list", async ({ importKey, updateOk, keyPermissions, createPermission }) => {
     const p = unique("perm");
     await createPermission(p);
     const { keyId } = await importKey({ permissions: [p] });
@@ -660,7 +646,7 @@ describe("permissions: replaced by the given set", () => {
     expect(await keyPermissions(keyId)).toEqual([]);
   });
 
-  it("creates a missing permission on request (name = slug), with rbac.*.create_permission", async () => {
+  it("creates a missing permission on request (name = slug), with rbac.*.create_permission", async ({ h, t, importKey, updateOk, verify, keyPermissions }) => {
     const slug = unique("billing.read");
     const rootKey = await h.rootKey(t.workspaceId, ["api.*.update_key", "rbac.*.create_permission", "rbac.*.add_permission_to_key"]);
     const { key, keyId } = await importKey();
@@ -671,7 +657,7 @@ describe("permissions: replaced by the given set", () => {
     expect((await verify(key)).permissions).toEqual([slug]);
   });
 
-  it("refuses to create a permission without rbac.*.create_permission (403), changing nothing", async () => {
+  it("refuses to create a permission without rbac.*.create_permission (403), changing nothing", async ({ h, t, importKey, update, count, keyPermissions, createPermission }) => {
     const slug = unique("forbidden.perm");
     const rootKey = await h.rootKey(t.workspaceId, ["api.*.update_key", "rbac.*.create_role"]);
     const existing = unique("kept");
@@ -687,7 +673,7 @@ describe("permissions: replaced by the given set", () => {
     expect(await count(`permissions where slug = '${slug}'`)).toBe(0);
   });
 
-  it("answers an unknown permission with 404", async () => {
+  it("answers an unknown permission with 404", async ({ importKey, update }) => {
     const { keyId } = await importKey();
     const slug = unique("ghost.perm");
     expectError(await update({ keyId, permissions: [{ name: slug }] }), 404, "NOT_FOUND", `permission ${slug} not found`);
@@ -701,7 +687,7 @@ describe("permissions: replaced by the given set", () => {
 });
 
 describe("an update is all or nothing", () => {
-  it("leaves the key, its identity, limit, roles and permissions exactly as they were when a role is missing", async () => {
+  it("leaves the key, its identity, limit, roles and permissions exactly as they were when a role is missing", async ({ importKey, update, row, count, keyRoles, keyPermissions, defaultLimit, createRole, createPermission }) => {
     const role = unique("kept-role");
     const roleId = await createRole(role);
     const perm = unique("kept.perm");
@@ -732,7 +718,7 @@ describe("an update is all or nothing", () => {
     expect(await keyPermissions(keyId)).toEqual([permId]);
   });
 
-  it("leaves everything as it was when a permission is missing after the roles were replaced", async () => {
+  it("leaves everything as it was when a permission is missing after the roles were replaced", async ({ importKey, update, row, keyRoles, createRole }) => {
     const role = unique("kept-role");
     const roleId = await createRole(role);
     const { keyId } = await importKey({ name: "before", roles: [role] });
@@ -745,7 +731,7 @@ describe("an update is all or nothing", () => {
 });
 
 describe("which keys a root key may update", () => {
-  it("answers a key of another workspace exactly as a missing one (404), changing nothing", async () => {
+  it("answers a key of another workspace exactly as a missing one (404), changing nothing", async ({ h, importKey, update, row }) => {
     const other = await h.tenant();
     const { keyId } = await importKey({ name: "mine" });
     const crossed = await update({ keyId, name: "stolen" }, other.rootKey);
@@ -756,39 +742,39 @@ describe("which keys a root key may update", () => {
     expect(Object.keys(crossed.body.error).sort()).toEqual(Object.keys(missing.body.error).sort());
   });
 
-  it("answers a deleted key with 404", async () => {
+  it("answers a deleted key with 404", async ({ h, importKey, update, row }) => {
     const { keyId } = await importKey({ name: "gone" });
     await h.sql(`update keys set deleted_at_m = ${Date.now()} where id = '${keyId}'`);
     expectError(await update({ keyId, name: "back" }), 404, "NOT_FOUND", `key ${keyId} not found`);
     expect((await row(keyId)).name).toBe("gone");
   });
 
-  it("answers a key of a deleted API with 404", async () => {
+  it("answers a key of a deleted API with 404", async ({ h, t, newApi, importKey, update }) => {
     const api = await newApi(t);
     const { keyId } = await importKey({}, t, api);
     await h.sql(`update apis set deleted_at_m = ${Date.now()} where id = '${api}'`);
     expectError(await update({ keyId, name: "back" }), 404, "NOT_FOUND", `key ${keyId} not found`);
   });
 
-  it("accepts update_key on the key's API or on every API", async () => {
+  it("accepts update_key on the key's API or on every API", async ({ h, t, apiId, importKey, updateOk, row }) => {
     const { keyId } = await importKey();
     await updateOk({ keyId, name: "by-api" }, await h.rootKey(t.workspaceId, [`api.${apiId}.update_key`]));
     await updateOk({ keyId, name: "by-star" }, await h.rootKey(t.workspaceId, ["api.*.update_key"]));
     expect((await row(keyId)).name).toBe("by-star");
   });
 
-  it("refuses update_key on another API (403 INSUFFICIENT_PERMISSIONS)", async () => {
+  it("refuses update_key on another API (403 INSUFFICIENT_PERMISSIONS)", async ({ h, t, importKey, update, row }) => {
     const { keyId } = await importKey({ name: "kept" });
     const rootKey = await h.rootKey(t.workspaceId, ["api.api_other.update_key", "api.*.read_key"]);
     expectError(await update({ keyId, name: "changed" }, rootKey), 403, "INSUFFICIENT_PERMISSIONS");
     expect((await row(keyId)).name).toBe("kept");
   });
 
-  it("looks the key up only after authentication", async () => {
+  it("looks the key up only after authentication", async ({ h }) => {
     expectError(await h.post("/v1/keys.updateKey", { keyId: "key_does_not_exist" }), 403, "UNAUTHORIZED", "key required");
   });
 
-  it("validates the body before anything else (400)", async () => {
+  it("validates the body before anything else (400)", async ({ h, update }) => {
     expectError(await h.post("/v1/keys.updateKey", { name: "x" }), 400, "BAD_REQUEST", /^keyId: /);
     expectError(await update({ keyId: "" }), 400, "BAD_REQUEST", /^keyId: /);
     expectError(await update({ keyId: "k", enabled: "yes" }), 400, "BAD_REQUEST", /^enabled: /);
@@ -798,7 +784,7 @@ describe("which keys a root key may update", () => {
 });
 
 const renamed = "renamed-by-the-auth-suite";
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "POST",
   path: "/v1/keys.updateKey",
   validRequest: async (h, owner) => {
@@ -811,9 +797,9 @@ describeRootKeyAuth(() => h, {
     return { body: { keyId: res.body.keyIds[0], name: renamed } };
   },
   insufficientPermissions: ["api.*.read_key", "api.*.create_key", "api.api_other.update_key"],
-  countRows: () => count(`keys where name = '${renamed}'`),
-  async expectForOtherWorkspace(res, _h, owner) {
+  countRows: (h) => countIn(h, `keys where name = '${renamed}'`),
+  async expectForOtherWorkspace(res, h, owner) {
     expectError(res, 404, "NOT_FOUND", /^key key_\w+ not found$/);
-    expect(await count(`keys where name = '${renamed}' and workspace_id = '${owner.workspaceId}'`)).toBe(0);
+    expect(await countIn(h, `keys where name = '${renamed}' and workspace_id = '${owner.workspaceId}'`)).toBe(0);
   },
 });

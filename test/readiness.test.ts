@@ -8,7 +8,8 @@ import { openPostgres, type Store } from "../src/db/client.js";
 import { MemoryRateLimiter } from "../src/ratelimit/memory.ratelimiter.js";
 import type { RateLimiter } from "../src/ratelimit/ratelimiter.js";
 import { RedisRateLimiter } from "../src/ratelimit/redis.ratelimiter.js";
-import { closedPort, FaultProxy } from "./fault-proxy.js";
+import { FaultProxy } from "./fault-proxy.js";
+import { freePort, waitFor } from "./wait.js";
 import { createHarness, expectError, type Harness } from "./helper.js";
 
 async function appWith(config: Config, store: Store, ratelimiter: RateLimiter): Promise<FastifyInstance> {
@@ -22,15 +23,12 @@ const readiness = async (app: FastifyInstance) => {
   return { status: res.statusCode, body: JSON.parse(res.body), headers: res.headers };
 };
 
-async function eventually(app: FastifyInstance, status: number, timeoutMs = 15_000) {
-  const deadline = Date.now() + timeoutMs;
-  let last = await readiness(app);
-  while (last.status !== status && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 200));
-    last = await readiness(app);
-  }
-  return last;
-}
+/** Readiness once it answers `status` (it follows the dependencies' state, checked every 200 ms). */
+const eventually = (app: FastifyInstance, status: number, timeoutMs = 15_000) =>
+  waitFor(`readiness ${status}`, async () => {
+    const res = await readiness(app);
+    return res.status === status && res;
+  }, { timeoutMs, intervalMs: 200 });
 
 let h: Harness;
 beforeAll(async () => {
@@ -50,7 +48,7 @@ describe("GET /v1/readiness", () => {
   });
 
   it("answers 503 in the envelope, naming the database, while PostgreSQL is unreachable; liveness stays 200", async () => {
-    const store = openPostgres(`postgres://postgres@127.0.0.1:${await closedPort()}/keyhaven`, 1);
+    const store = openPostgres(`postgres://postgres@127.0.0.1:${await freePort()}/keyhaven`, 1);
     const app = await appWith(h.config, store, new MemoryRateLimiter());
     try {
       const res = await readiness(app);
@@ -65,7 +63,7 @@ describe("GET /v1/readiness", () => {
   });
 
   it("answers 503 naming Redis while the rate limiter's Redis is unreachable and rate limits fail closed", async () => {
-    const limiter = new RedisRateLimiter(`redis://127.0.0.1:${await closedPort()}`);
+    const limiter = new RedisRateLimiter(`redis://127.0.0.1:${await freePort()}`);
     const app = await appWith(failClosed(h.config), h.store, limiter);
     try {
       const started = Date.now();
@@ -81,7 +79,7 @@ describe("GET /v1/readiness", () => {
   });
 
   it("stays 200, reporting Redis down, while Redis is unreachable and rate limits fail open (the default)", async () => {
-    const limiter = new RedisRateLimiter(`redis://127.0.0.1:${await closedPort()}`);
+    const limiter = new RedisRateLimiter(`redis://127.0.0.1:${await freePort()}`);
     const app = await appWith(h.config, h.store, limiter);
     try {
       const res = await readiness(app);
@@ -94,8 +92,8 @@ describe("GET /v1/readiness", () => {
   });
 
   it("names both when both are down", async () => {
-    const store = openPostgres(`postgres://postgres@127.0.0.1:${await closedPort()}/keyhaven`, 1);
-    const limiter = new RedisRateLimiter(`redis://127.0.0.1:${await closedPort()}`);
+    const store = openPostgres(`postgres://postgres@127.0.0.1:${await freePort()}/keyhaven`, 1);
+    const limiter = new RedisRateLimiter(`redis://127.0.0.1:${await freePort()}`);
     const app = await appWith(failClosed(h.config), store, limiter);
     try {
       expectError(await readiness(app), 503, "SERVICE_UNAVAILABLE", "not ready: the database and Redis did not answer within 1000 ms");

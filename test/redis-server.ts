@@ -1,6 +1,6 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import net from "node:net";
 import { Redis } from "ioredis";
+import { freePort, waitFor } from "./wait.js";
 
 /** Whether this machine has a redis-server binary (tests that start their own Redis skip without one). */
 export const hasRedisServer = (() => {
@@ -20,14 +20,6 @@ export type OwnRedis = {
   stop(): Promise<void>;
 };
 
-async function freePort(): Promise<number> {
-  const server = net.createServer().listen(0, "127.0.0.1");
-  await new Promise((resolve) => server.once("listening", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
-
 /**
  * A redis-server of the caller's own on a free loopback port, without persistence, with `args` (e.g.
  * `["--maxmemory", "4mb", "--maxmemory-policy", "noeviction"]`). Never the shared Redis: stopping or filling this
@@ -43,19 +35,19 @@ export async function startRedisServer(args: string[] = []): Promise<OwnRedis> {
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const client = new Redis(port, "127.0.0.1", { maxRetriesPerRequest: null, retryStrategy: () => 50 });
   client.on("error", () => {});
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    try {
-      await client.ping();
-      break;
-    } catch (err) {
-      if (Date.now() > deadline || child.exitCode !== null) {
-        child.kill("SIGKILL");
-        client.disconnect();
-        throw new Error(`redis-server on port ${port} did not start: ${String(err)}`);
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
+  try {
+    await waitFor(
+      `redis-server on port ${port} started`,
+      async () => {
+        if (child.exitCode !== null) throw new Error(`redis-server on port ${port} exited at start`);
+        return (await client.ping().catch(() => undefined)) === "PONG";
+      },
+      { timeoutMs: 20_000 },
+    );
+  } catch (err) {
+    child.kill("SIGKILL");
+    client.disconnect();
+    throw err;
   }
   return {
     url: `redis://127.0.0.1:${port}`,

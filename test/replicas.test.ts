@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { type Cli, emptyDatabase, freePort, keyhaven, started } from "./cli-process.js";
+import { type Cli, emptyDatabase, keyhaven, started } from "./cli-process.js";
+import { freePort } from "./wait.js";
 
 /**
  * Two real `keyhaven serve` processes on one PostgreSQL and one Redis, started at the same moment: what the

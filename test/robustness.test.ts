@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { codeToStatus, errorCodes } from "../src/errors.js";
 import { ADMIN_TOKEN, createHarness, type Harness, type Tenant } from "./helper.js";
 import { tableSnapshot } from "./table-snapshot.js";
+import { waitFor } from "./wait.js";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Deterministic pseudo-randomness (mulberry32), for the few places that pick among values.
@@ -137,13 +138,12 @@ const MISSING = {
 
 /** Waits until the enqueued fixture batches are processed, so the worker writes nothing during a barrage. */
 async function settle() {
-  for (let i = 0; i < 200; i++) {
+  await waitFor("the fixture batches processed", async () => {
     const [row] = await h.sql<{ n: string }>(`select count(*)::text as n from migration_batches where status = 'pending'`);
-    if (row!.n === "0") break;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  // Let the analytics flusher write what fixture set-up counted (about once a second).
-  await new Promise((r) => setTimeout(r, 1200));
+    return row!.n === "0";
+  });
+  // What fixture set-up counted is written now, not by the flusher in the middle of a barrage.
+  await h.jobs.analytics.flush();
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { Unkey } from "@unkey/api";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createHarness, type Harness, type Tenant } from "./helper.js";
+import { waitFor } from "./wait.js";
 
 /** The v1 TypeScript SDK, unchanged, pointed at keyhaven over a real socket. */
 let h: Harness;
@@ -168,12 +169,8 @@ describe("@unkey/api@0.38.0: migrations.enqueueKeys", () => {
     });
     expect(res.error).toBeUndefined();
     expect(res.result).toEqual({});
-    const until = Date.now() + 15_000;
-    let verified = await unkey.keys.verify({ key: plaintext });
-    while (verified.result?.valid !== true && Date.now() < until) {
-      await new Promise((r) => setTimeout(r, 50));
-      verified = await unkey.keys.verify({ key: plaintext });
-    }
+    await waitFor("the worker imported the key", async () => (await unkey.keys.verify({ key: plaintext })).result?.valid === true);
+    const verified = await unkey.keys.verify({ key: plaintext });
     expect(verified.result).toMatchObject({ valid: true, code: "VALID", name: "enqueued", ratelimit: { limit: 10 } });
   });
 });

@@ -1,35 +1,34 @@
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
 import { EpochReader } from "../src/db/epoch.js";
 import { RemainingSpender } from "../src/modules/keys/remaining-spender.js";
 import { VerificationCache } from "../src/modules/keys/verification-cache.js";
-import { createHarness, type Harness, type Tenant } from "./helper.js";
+import { test } from "./fixtures.js";
 
 // Verification answers from an in-process cache (src/modules/keys/verification-cache.ts) validated against the
 // database's epoch. Each case below first verifies the key (so it is cached), then changes it through the API, and
 // expects the very next verification to see the change.
 
-let h: Harness;
-let t: Tenant;
-let apiId: string;
-beforeAll(async () => {
-  h = await createHarness();
-  t = await h.tenant();
-  apiId = await h.createApi(t);
-});
-afterAll(() => h.close());
+// The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), and readers over them.
+const it = test
+  .extend("verify", async ({ h }) => async (body: Record<string, unknown>) => (await h.post("/v1/keys.verifyKey", body)).body)
+  .extend("epoch", async ({ h }) => async () => (await h.sql<{ e: string }>("select sum(value)::text as e from keyhaven_epoch"))[0]!.e)
+  .extend(
+    "remainingOf",
+    async ({ h }) =>
+      async (keyId: string) =>
+        (await h.sql<{ r: number }>(`select remaining_requests as r from keys where id = '${keyId}'`))[0]!.r,
+  );
 
-const verify = async (body: Record<string, unknown>) => (await h.post("/v1/keys.verifyKey", body)).body;
 const ok = async (res: Promise<{ status: number; body: unknown }>) => {
   const r = await res;
   expect(r.status, JSON.stringify(r.body)).toBe(200);
   return r.body as any;
 };
-const epoch = async () => (await h.sql<{ e: string }>("select sum(value)::text as e from keyhaven_epoch"))[0]!.e;
 
 describe("the verification cache never answers with stale data", () => {
-  it("sees a key disabled, re-enabled, renamed and given new meta", async () => {
+  it("sees a key disabled, re-enabled, renamed and given new meta", async ({ h, t, apiId, verify }) => {
     const { key, keyId } = await h.importKey(t, apiId, { name: "before", meta: { v: 1 } });
     expect(await verify({ key })).toMatchObject({ valid: true, name: "before", meta: { v: 1 } });
     await ok(h.post("/v1/keys.updateKey", { keyId, enabled: false }, t.rootKey));
@@ -38,7 +37,7 @@ describe("the verification cache never answers with stale data", () => {
     expect(await verify({ key })).toMatchObject({ valid: true, name: "after", meta: { v: 2 } });
   });
 
-  it("sees an expiry set in the past, and a usage limit added to an unlimited key", async () => {
+  it("sees an expiry set in the past, and a usage limit added to an unlimited key", async ({ h, t, apiId, verify }) => {
     const { key, keyId } = await h.importKey(t, apiId);
     expect(await verify({ key })).toMatchObject({ valid: true });
     await ok(h.post("/v1/keys.updateKey", { keyId, remaining: 2 }, t.rootKey));
@@ -47,7 +46,7 @@ describe("the verification cache never answers with stale data", () => {
     expect(await verify({ key })).toMatchObject({ valid: false, code: "EXPIRED" });
   });
 
-  it("sees a key deleted, and a deleted API", async () => {
+  it("sees a key deleted, and a deleted API", async ({ h, t, apiId, verify }) => {
     const a = await h.importKey(t, apiId);
     expect(await verify({ key: a.key })).toMatchObject({ valid: true });
     await ok(h.post("/v1/keys.deleteKey", { keyId: a.keyId }, t.rootKey));
@@ -60,7 +59,7 @@ describe("the verification cache never answers with stale data", () => {
     expect(await verify({ key: b.key })).toMatchObject({ valid: false, code: "NOT_FOUND" });
   });
 
-  it("sees permissions granted and taken away directly and through a role", async () => {
+  it("sees permissions granted and taken away directly and through a role", async ({ h, t, apiId, verify }) => {
     const suffix = randomBytes(4).toString("hex");
     const perm = `docs.read.${suffix}`;
     const roleName = `reader-${suffix}`;
@@ -78,7 +77,7 @@ describe("the verification cache never answers with stale data", () => {
     expect(await verify(check)).toMatchObject({ valid: true, permissions: [perm] });
   });
 
-  it("sees a rate limit added to the key's identity", async () => {
+  it("sees a rate limit added to the key's identity", async ({ h, t, apiId, verify }) => {
     const externalId = `user-${randomBytes(4).toString("hex")}`;
     const { key } = await h.importKey(t, apiId, { externalId });
     expect(await verify({ key })).not.toHaveProperty("ratelimit");
@@ -93,7 +92,7 @@ describe("the verification cache never answers with stale data", () => {
     expect(await verify({ key, ratelimits: [{ name: "burst" }] })).toMatchObject({ code: "RATE_LIMITED" });
   });
 
-  it("sees its workspace disabled", async () => {
+  it("sees its workspace disabled", async ({ h, verify }) => {
     const other = await h.tenant();
     const otherApi = await h.createApi(other);
     const { key } = await h.importKey(other, otherApi);
@@ -103,7 +102,7 @@ describe("the verification cache never answers with stale data", () => {
     expect(res.status).toBe(403);
   });
 
-  it("sees a change made through another cache on the same database (another replica)", async () => {
+  it("sees a change made through another cache on the same database (another replica)", async ({ h, t, apiId }) => {
     const { key, keyId } = await h.importKey(t, apiId, { name: "one" });
     const replicaCache = new VerificationCache(h.db, new EpochReader(h.db));
     expect(await replicaCache.lookup(hashKey(key))).toMatchObject({ name: "one" });
@@ -115,7 +114,7 @@ describe("the verification cache never answers with stale data", () => {
 });
 
 describe("the verification epoch", () => {
-  it("is not moved by spending remaining uses, so hot keys stay cached", async () => {
+  it("is not moved by spending remaining uses, so hot keys stay cached", async ({ h, t, apiId, verify, epoch }) => {
     const { key } = await h.importKey(t, apiId, { remaining: 10 });
     await verify({ key });
     const before = await epoch();
@@ -124,13 +123,13 @@ describe("the verification epoch", () => {
     expect(await verify({ key })).toMatchObject({ remaining: 5 });
   });
 
-  it("moves once per transaction, however many rows it changes", async () => {
+  it("moves once per transaction, however many rows it changes", async ({ h, epoch }) => {
     const before = BigInt(await epoch());
     await h.sql("update workspaces set name = name");
     expect(BigInt(await epoch())).toBe(before + 1n);
   });
 
-  it("is bumped by a change to any column of keys that verification reads", async () => {
+  it("is bumped by a change to any column of keys that verification reads", async ({ h }) => {
     // Every column of `keys` must be in the trigger's comparison except the ones spending writes.
     const exempt = new Set(["remaining_requests", "last_refill_at", "updated_at_m"]);
     const columns = await h.sql<{ column_name: string }>(
@@ -149,7 +148,7 @@ describe("the verification epoch", () => {
 });
 
 describe("batched lookups", () => {
-  it("answers many concurrent lookups of present and absent keys each with its own row", async () => {
+  it("answers many concurrent lookups of present and absent keys each with its own row", async ({ h, t, apiId }) => {
     const imported = await Promise.all(Array.from({ length: 20 }, (_, i) => h.importKey(t, apiId, { name: `k${i}` })));
     const cache = new VerificationCache(h.db, new EpochReader(h.db));
     const asks = [
@@ -163,7 +162,7 @@ describe("batched lookups", () => {
     expect(cache.size).toBe(20);
   });
 
-  it("keeps at most its size, dropping the oldest entries", async () => {
+  it("keeps at most its size, dropping the oldest entries", async ({ h, t, apiId }) => {
     const imported = await Promise.all(Array.from({ length: 5 }, () => h.importKey(t, apiId)));
     const cache = new VerificationCache(h.db, new EpochReader(h.db), 3);
     for (const k of imported) await cache.lookup(hashKey(k.key));
@@ -173,10 +172,7 @@ describe("batched lookups", () => {
 });
 
 describe("batched spending of remaining uses", () => {
-  const remainingOf = async (keyId: string) =>
-    (await h.sql<{ r: number }>(`select remaining_requests as r from keys where id = '${keyId}'`))[0]!.r;
-
-  it("grants exactly the uses there are to concurrent spends through two spenders, reporting each one's remainder", async () => {
+  it("grants exactly the uses there are to concurrent spends through two spenders, reporting each one's remainder", async ({ h, t, apiId, remainingOf }) => {
     const { keyId } = await h.importKey(t, apiId, { remaining: 25 });
     const spenders = [new RemainingSpender(h.db), new RemainingSpender(h.db)];
     const results = await Promise.all(Array.from({ length: 80 }, (_, i) => spenders[i % 2]!.spend(keyId, 1)));
@@ -186,7 +182,7 @@ describe("batched spending of remaining uses", () => {
     expect(await remainingOf(keyId)).toBe(0);
   });
 
-  it("never overdraws with mixed costs, and a free verification passes even at zero", async () => {
+  it("never overdraws with mixed costs, and a free verification passes even at zero", async ({ h, t, apiId, remainingOf }) => {
     const { keyId } = await h.importKey(t, apiId, { remaining: 10 });
     const spender = new RemainingSpender(h.db);
     const costs = [3, 1, 3, 1, 3, 1, 3, 1, 0, 4];
@@ -202,7 +198,7 @@ describe("batched spending of remaining uses", () => {
     expect(await spender.spend(keyId, 0)).toBe(0);
   });
 
-  it("refuses a key without a usage limit or that no longer exists", async () => {
+  it("refuses a key without a usage limit or that no longer exists", async ({ h, t, apiId }) => {
     const { keyId } = await h.importKey(t, apiId);
     expect(await new RemainingSpender(h.db).spend(keyId, 1)).toBeUndefined();
     expect(await new RemainingSpender(h.db).spend("key_missing", 1)).toBeUndefined();

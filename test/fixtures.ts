@@ -22,6 +22,7 @@ export const countIn = async (h: Harness, query: string) =>
  * is another test API, whose tests would get a second file-scoped harness.
  */
 export const test = base
+  // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this destructuring
   .extend("h", { scope: "file" }, async ({}, { onCleanup }) => {
     const h = await createHarness();
     onCleanup(() => h.close());

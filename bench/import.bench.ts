@@ -130,11 +130,12 @@ function readSettings(env: NodeJS.ProcessEnv): Settings {
     concurrency,
     databaseUrl: env.BENCH_DATABASE_URL?.trim() || DEFAULT_DATABASE_URL,
     stores: list("BENCH_STORES", ["postgres", "pglite"] as const, ["postgres", "pglite"]),
-    variants: list(
-      "BENCH_VARIANTS",
-      ["ceiling", "ceiling-plaintext", "hash", "plaintext"] as const,
-      ["ceiling", "ceiling-plaintext", "hash", "plaintext"],
-    ),
+    variants: list("BENCH_VARIANTS", ["ceiling", "ceiling-plaintext", "hash", "plaintext"] as const, [
+      "ceiling",
+      "ceiling-plaintext",
+      "hash",
+      "plaintext",
+    ]),
     keyhavenPoolSize: env.DATABASE_POOL_SIZE?.trim() || "4 (keyhaven's default)",
     serverNodeArgs: (env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""),
   };
@@ -445,7 +446,18 @@ async function runHttp(
 function formatTable(results: ScenarioResult[], settings: Settings): string {
   const n = formatCount;
   const ms = (v: number) => formatMs(v, 1);
-  const header = ["store", "variant", "conc", "keys/s", "÷ceiling", "p50 ms", "p99 ms", "keys", "fails", `keys/s per ${sliceSecondsOf(settings)} s slice`];
+  const header = [
+    "store",
+    "variant",
+    "conc",
+    "keys/s",
+    "÷ceiling",
+    "p50 ms",
+    "p99 ms",
+    "keys",
+    "fails",
+    `keys/s per ${sliceSecondsOf(settings)} s slice`,
+  ];
   const rows = results.map((r) => [
     r.store,
     r.variant,
@@ -495,10 +507,9 @@ async function main(): Promise<void> {
     for (const scenario of plan) {
       if (interrupted()) break;
       console.log(`▶ ${scenario.store} ${scenario.variant} c=${scenario.concurrency}`);
-      const result =
-        isCeiling(scenario.variant)
-          ? await runCeiling(admin!, settings, scenario.variant, scenario.concurrency, cleanup)
-          : await runHttp(scenario.store, scenario.variant, scenario.concurrency, settings, admin, cleanup);
+      const result = isCeiling(scenario.variant)
+        ? await runCeiling(admin!, settings, scenario.variant, scenario.concurrency, cleanup)
+        : await runHttp(scenario.store, scenario.variant, scenario.concurrency, settings, admin, cleanup);
       if (interrupted()) break; // a scenario cut short is not reported
       if (result.store === "postgres" && !isCeiling(result.variant)) {
         const yardstick = ceilingOf[result.variant];

@@ -356,7 +356,11 @@ export function sleep(ms: number): Promise<void> {
 
 export function gitCommit(): string | undefined {
   try {
-    return execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: REPO_ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+    return execFileSync("git", ["rev-parse", "--short", "HEAD"], {
+      cwd: REPO_ROOT,
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "ignore"],
+    }).trim();
   } catch {
     return undefined;
   }
@@ -374,10 +378,18 @@ export function envPositive(env: NodeJS.ProcessEnv, name: string, fallback: numb
 }
 
 /** A comma-separated subset of `allowed`, in `allowed`'s order; `fallback` when unset. */
-export function envList<T extends string>(env: NodeJS.ProcessEnv, name: string, allowed: readonly T[], fallback: readonly T[] = allowed): T[] {
+export function envList<T extends string>(
+  env: NodeJS.ProcessEnv,
+  name: string,
+  allowed: readonly T[],
+  fallback: readonly T[] = allowed,
+): T[] {
   const raw = env[name]?.trim();
   if (raw === undefined || raw === "") return [...fallback];
-  const items = raw.split(",").map((s) => s.trim()).filter((s) => s !== "");
+  const items = raw
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
   const wrong = items.filter((s) => !(allowed as readonly string[]).includes(s));
   if (wrong.length > 0 || items.length === 0) throw new Error(`${name} must list some of ${allowed.join(", ")}, got "${raw}"`);
   return allowed.filter((a) => items.includes(a));

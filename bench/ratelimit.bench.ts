@@ -116,8 +116,7 @@ function readSettings(env: NodeJS.ProcessEnv): Settings {
   };
 }
 
-const limitBody = (namespace: string) =>
-  JSON.stringify({ namespace, identifier: "bench_user_1", limit: 1_000_000_000, duration: 60_000 });
+const limitBody = (namespace: string) => JSON.stringify({ namespace, identifier: "bench_user_1", limit: 1_000_000_000, duration: 60_000 });
 
 const passes = (body: string): boolean => {
   try {
@@ -135,7 +134,14 @@ async function measure(
   check: ((body: string) => boolean) | undefined,
   settings: Settings,
 ): Promise<ScenarioResult> {
-  const warmup = await loadJsonPost({ url, body, headers, connections: scenario.connections, seconds: WARMUP_SECONDS, ...(check && { check }) });
+  const warmup = await loadJsonPost({
+    url,
+    body,
+    headers,
+    connections: scenario.connections,
+    seconds: WARMUP_SECONDS,
+    ...(check && { check }),
+  });
   const w = warmup.result;
   if (w.non2xx > 0 || w.mismatches > 0 || w.errors > 0 || w.requests.total === 0) {
     throw new Error(

@@ -398,7 +398,15 @@ function checkTarget(results: ScenarioResult[], settings: Settings): TargetCheck
     if (!r || r.shareOfCeiling === undefined) return { keyKind, measured: false, met: false };
     const shareMet = r.shareOfCeiling >= TARGET.minShareOfCeiling;
     const p99Met = r.latencyMs.p99 < TARGET.maxP99Ms;
-    return { keyKind, measured: true, shareOfCeiling: r.shareOfCeiling, p99Ms: r.latencyMs.p99, shareMet, p99Met, met: shareMet && p99Met && r.non2xx === 0 && r.errors === 0 };
+    return {
+      keyKind,
+      measured: true,
+      shareOfCeiling: r.shareOfCeiling,
+      p99Ms: r.latencyMs.p99,
+      shareMet,
+      p99Met,
+      met: shareMet && p99Met && r.non2xx === 0 && r.errors === 0,
+    };
   });
 }
 
@@ -427,9 +435,7 @@ function describeTarget(checks: TargetCheck[]): string {
 function describeAnalytics(results: ScenarioResult[]): string | undefined {
   const lines: string[] = [];
   for (const on of results.filter((r) => r.store === "postgres" && r.keyKind !== "fixed")) {
-    const off = results.find(
-      (r) => r.store === "postgres (analytics off)" && r.keyKind === on.keyKind && r.connections === on.connections,
-    );
+    const off = results.find((r) => r.store === "postgres (analytics off)" && r.keyKind === on.keyKind && r.connections === on.connections);
     if (!off) continue;
     const apart = Math.abs(on.requestsPerSecond - off.requestsPerSecond) / off.requestsPerSecond;
     lines.push(
@@ -492,7 +498,9 @@ async function main(): Promise<void> {
   const targetChecks = checkTarget(report.results, settings);
   if (report.results.length > 0) {
     console.log(`\n${table(report.results)}`);
-    const sizes = Object.entries(report.answerBytes).map(([k, v]) => `${k} ${v}`).join(", ");
+    const sizes = Object.entries(report.answerBytes)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", ");
     console.log(
       `\nreq/s: 2xx answers per second; % ceiling: of the fixed-response Fastify server's req/s at the same connections;` +
         ` p50/p99: per request, from autocannon's own timing.` +
@@ -526,7 +534,9 @@ async function main(): Promise<void> {
   if (report.failures.length > 0) {
     console.error(`\n${report.failures.length} scenario(s) failed:`);
     for (const f of report.failures) {
-      console.error(`  ${[f.store, f.keyKind, f.connections === undefined ? undefined : `c=${f.connections}`].filter(Boolean).join(" ")}:\n${indent(f.error)}`);
+      console.error(
+        `  ${[f.store, f.keyKind, f.connections === undefined ? undefined : `c=${f.connections}`].filter(Boolean).join(" ")}:\n${indent(f.error)}`,
+      );
     }
   }
   if (failure !== undefined) {

@@ -23,7 +23,6 @@ import { BULK_BODY_LIMIT, registerRpc } from "./rpc.js";
 import { rpcs } from "./routes.js";
 import { issueText } from "./validation-messages.js";
 
-
 /** The timeouts of config.http, as Fastify and Node's HTTP server take them. */
 function httpServerOptions(config: Config) {
   const { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs } = config.http;
@@ -118,10 +117,7 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
     }
   });
   app.addContentTypeParser("*", (req, _payload, done) => {
-    done(
-      new ApiError("BAD_REQUEST", `Content-Type must be application/json, got ${req.headers["content-type"] ?? "none"}`),
-      undefined,
-    );
+    done(new ApiError("BAD_REQUEST", `Content-Type must be application/json, got ${req.headers["content-type"] ?? "none"}`), undefined);
   });
 
   app.addHook("onRequest", async (req, reply) => {

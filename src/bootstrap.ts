@@ -1,11 +1,7 @@
 import type { Config } from "./config.js";
 import type { Db } from "./db/client.js";
 import { insertRootKey, upsertRootKey } from "./modules/rootKeys/rootKeys.repository.js";
-import {
-  findDefaultWorkspaceId,
-  insertWorkspace,
-  setDefaultWorkspaceId,
-} from "./modules/workspaces/workspaces.repository.js";
+import { findDefaultWorkspaceId, insertWorkspace, setDefaultWorkspaceId } from "./modules/workspaces/workspaces.repository.js";
 
 export type BootstrapResult = {
   workspaceId: string;

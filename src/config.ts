@@ -40,10 +40,7 @@ export function readEncryptionKeyFile(file: string): Buffer {
   return key;
 }
 
-const encryptionKeySchema = optionalNonEmpty.refine(
-  (v) => v === undefined || decodeEncryptionKey(v) !== undefined,
-  ENCRYPTION_KEY_RULE,
-);
+const encryptionKeySchema = optionalNonEmpty.refine((v) => v === undefined || decodeEncryptionKey(v) !== undefined, ENCRYPTION_KEY_RULE);
 
 /** Live counters a workspace may hold when KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE is not set. */
 export const DEFAULT_COUNTERS_PER_WORKSPACE = 100_000;
@@ -53,8 +50,7 @@ function milliseconds(fallback: number, min = 50) {
   return z.coerce.number().int().min(min).max(600_000).default(fallback);
 }
 
-const TRUST_PROXY_RULE =
-  'must be "off", "on" or comma-separated proxy addresses and CIDR ranges (or loopback, linklocal, uniquelocal)';
+const TRUST_PROXY_RULE = 'must be "off", "on" or comma-separated proxy addresses and CIDR ranges (or loopback, linklocal, uniquelocal)';
 
 /** An address or range of KEYHAVEN_TRUST_PROXY, as Fastify's trustProxy (proxy-addr) takes it. */
 function isProxyEntry(entry: string): boolean {
@@ -88,33 +84,16 @@ const envSchema = z.object({
   DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(4),
   DATABASE_CONNECT_TIMEOUT_MS: milliseconds(3000),
   DATABASE_STATEMENT_TIMEOUT_MS: milliseconds(5000),
-  REDIS_URL: optionalNonEmpty.refine(
-    (v) => v === undefined || /^rediss?:\/\//.test(v),
-    "must be a redis:// or rediss:// URL",
-  ),
+  REDIS_URL: optionalNonEmpty.refine((v) => v === undefined || /^rediss?:\/\//.test(v), "must be a redis:// or rediss:// URL"),
   // At least 100: one verification may need a few dozen new counters, and must not evict its own.
-  KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE: z.coerce
-    .number()
-    .int()
-    .min(100)
-    .max(10_000_000)
-    .default(DEFAULT_COUNTERS_PER_WORKSPACE),
+  KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE: z.coerce.number().int().min(100).max(10_000_000).default(DEFAULT_COUNTERS_PER_WORKSPACE),
   REDIS_CONNECT_TIMEOUT_MS: milliseconds(500),
   REDIS_COMMAND_TIMEOUT_MS: milliseconds(500),
   KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE: z.enum(["open", "closed"], { error: 'must be "open" or "closed"' }).default("open"),
   KEYHAVEN_DATA_DIR: z.string().min(1).default("./.keyhaven"),
-  KEYHAVEN_ROOT_KEY: optionalNonEmpty.refine(
-    (v) => v === undefined || v.length >= 16,
-    "must be at least 16 characters long",
-  ),
-  KEYHAVEN_ADMIN_TOKEN: optionalNonEmpty.refine(
-    (v) => v === undefined || v.length >= 16,
-    "must be at least 16 characters long",
-  ),
-  KEYHAVEN_METRICS_TOKEN: optionalNonEmpty.refine(
-    (v) => v === undefined || v.length >= 16,
-    "must be at least 16 characters long",
-  ),
+  KEYHAVEN_ROOT_KEY: optionalNonEmpty.refine((v) => v === undefined || v.length >= 16, "must be at least 16 characters long"),
+  KEYHAVEN_ADMIN_TOKEN: optionalNonEmpty.refine((v) => v === undefined || v.length >= 16, "must be at least 16 characters long"),
+  KEYHAVEN_METRICS_TOKEN: optionalNonEmpty.refine((v) => v === undefined || v.length >= 16, "must be at least 16 characters long"),
   KEYHAVEN_ENCRYPTION_KEY: encryptionKeySchema,
   KEYHAVEN_ENCRYPTION_KEY_FILE: optionalNonEmpty,
   KEYHAVEN_PUBLIC_URL: optionalNonEmpty.refine(
@@ -217,9 +196,7 @@ export function loadConfig(
 ): Config {
   const ignored = new Set(ignoreEncryptionKey ? ["KEYHAVEN_ENCRYPTION_KEY", "KEYHAVEN_ENCRYPTION_KEY_FILE"] : []);
   // An empty (or blank) variable means unset, so its default applies: `PORT=` must not mean port 0.
-  const set = Object.fromEntries(
-    Object.entries(env).filter(([name, v]) => v !== undefined && v.trim() !== "" && !ignored.has(name)),
-  );
+  const set = Object.fromEntries(Object.entries(env).filter(([name, v]) => v !== undefined && v.trim() !== "" && !ignored.has(name)));
   const parsed = envSchema.safeParse(set);
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);

@@ -50,10 +50,19 @@ export function classifyPostgresError(err: unknown): DependencyUnavailableError 
     const errno = (e as { errno?: unknown }).errno;
     if (typeof code !== "string") continue;
     if (code === DISK_FULL_SQLSTATE || code === "ENOSPC") {
-      return new DependencyUnavailableError("PostgreSQL", "PostgreSQL cannot write: its disk is full", `SQLSTATE ${DISK_FULL_SQLSTATE}`, true);
+      return new DependencyUnavailableError(
+        "PostgreSQL",
+        "PostgreSQL cannot write: its disk is full",
+        `SQLSTATE ${DISK_FULL_SQLSTATE}`,
+        true,
+      );
     }
     if (SOCKET_CODES.has(code) || POSTGRES_JS_CODES.has(code) || UNAVAILABLE_SQLSTATES.has(code) || code.startsWith("08")) {
-      return new DependencyUnavailableError("PostgreSQL", "PostgreSQL is unreachable", typeof errno === "string" ? `${code} ${errno}` : code);
+      return new DependencyUnavailableError(
+        "PostgreSQL",
+        "PostgreSQL is unreachable",
+        typeof errno === "string" ? `${code} ${errno}` : code,
+      );
     }
   }
   return undefined;

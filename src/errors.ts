@@ -1,11 +1,5 @@
 import { KeyringError } from "./crypto/keyring.errors.js";
-import {
-  ConflictError,
-  type DomainError,
-  type ErrorDetails,
-  NotFoundError,
-  PreconditionFailedError,
-} from "./domain-errors.js";
+import { ConflictError, type DomainError, type ErrorDetails, NotFoundError, PreconditionFailedError } from "./domain-errors.js";
 
 export const errorCodes = [
   "BAD_REQUEST",
@@ -53,7 +47,6 @@ export const codeToStatus: Record<ErrorCode, number> = {
   SERVICE_UNAVAILABLE: 503,
 };
 
-
 /**
  * keyhaven additions to the envelope, for programs: which of the request's items a refusal is about, read by the
  * import CLI instead of the message's wording (v1 clients ignore fields they do not know).
@@ -94,12 +87,6 @@ export type ErrorEnvelope = {
 };
 
 /** The one place that writes an error body. `docs` is this server's own error reference for the code. */
-export function errorEnvelope(
-  code: ErrorCode,
-  message: string,
-  requestId: string,
-  origin: string,
-  fields?: ErrorFields,
-): ErrorEnvelope {
+export function errorEnvelope(code: ErrorCode, message: string, requestId: string, origin: string, fields?: ErrorFields): ErrorEnvelope {
   return { error: { code, docs: `${origin}/docs/errors/${code}`, message, requestId, ...fields } };
 }

@@ -89,10 +89,7 @@ function startupBanner(
       "                  None at hand? Restart with KEYHAVEN_ROOT_KEY=<a secret of 16+ characters>: it becomes one.",
     );
   }
-  lines.push(
-    `  operator routes: ${config.adminToken ? "enabled (KEYHAVEN_ADMIN_TOKEN)" : "disabled (set KEYHAVEN_ADMIN_TOKEN)"}`,
-    "",
-  );
+  lines.push(`  operator routes: ${config.adminToken ? "enabled (KEYHAVEN_ADMIN_TOKEN)" : "disabled (set KEYHAVEN_ADMIN_TOKEN)"}`, "");
   return lines.join("\n");
 }
 

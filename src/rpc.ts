@@ -44,12 +44,7 @@ export type RpcContext<A extends AuthKind = AuthKind, P = undefined> = BaseConte
     checked: P;
   };
 
-export type Rpc<
-  I extends z.ZodType = z.ZodType,
-  O extends z.ZodType = z.ZodType,
-  A extends AuthKind = AuthKind,
-  P = unknown,
-> = {
+export type Rpc<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType, A extends AuthKind = AuthKind, P = unknown> = {
   method: "GET" | "POST";
   /** `/v1/<service>.<method>` */
   path: `/v1/${string}`;
@@ -108,8 +103,7 @@ function epochOnce(deps: Deps): { read: () => Promise<bigint>; known: () => bigi
   let reading: Promise<bigint> | undefined;
   let known: bigint | undefined;
   return {
-    read: () =>
-      (reading ??= deps.epochs.current().then((epoch) => (known = epoch))),
+    read: () => (reading ??= deps.epochs.current().then((epoch) => (known = epoch))),
     known: () => known,
   };
 }

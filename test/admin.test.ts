@@ -163,12 +163,7 @@ describe("operator routes with KEYHAVEN_ADMIN_TOKEN configured", () => {
     it("refuses a body without enabled with 400 BAD_REQUEST and changes nothing", async () => {
       const workspaceId = await newWorkspace();
       expectError(await admin("/v1/workspaces.updateWorkspace", { workspaceId }), 400, "BAD_REQUEST", /^enabled: /);
-      expectError(
-        await admin("/v1/workspaces.updateWorkspace", { workspaceId, enabled: "false" }),
-        400,
-        "BAD_REQUEST",
-        /^enabled: /,
-      );
+      expectError(await admin("/v1/workspaces.updateWorkspace", { workspaceId, enabled: "false" }), 400, "BAD_REQUEST", /^enabled: /);
       expect(await h.sql(`select enabled from workspaces where id = '${workspaceId}'`)).toEqual([{ enabled: true }]);
     });
   });
@@ -193,7 +188,12 @@ describe("operator routes with KEYHAVEN_ADMIN_TOKEN configured", () => {
 
     it("answers 404 NOT_FOUND for an unknown key, and for a key deleted already", async () => {
       const { keyId } = await newRootKey(await newWorkspace());
-      expectError(await admin("/v1/rootKeys.deleteRootKey", { keyId: "rk_doesnotexist" }), 404, "NOT_FOUND", "root key rk_doesnotexist not found");
+      expectError(
+        await admin("/v1/rootKeys.deleteRootKey", { keyId: "rk_doesnotexist" }),
+        404,
+        "NOT_FOUND",
+        "root key rk_doesnotexist not found",
+      );
       expect((await admin("/v1/rootKeys.deleteRootKey", { keyId })).status).toBe(200);
       expectError(await admin("/v1/rootKeys.deleteRootKey", { keyId }), 404, "NOT_FOUND", `root key ${keyId} not found`);
     });

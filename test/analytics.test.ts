@@ -2,11 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stopBackgroundJobs } from "../src/background.js";
 import { ManualClock } from "../src/clock.js";
 import { openPostgres } from "../src/db/client.js";
-import {
-  MAX_TAG_SETS_PER_KEY_HOUR,
-  OVERFLOW_TAGS,
-  VerificationAnalytics,
-} from "../src/modules/analytics/verification-analytics.js";
+import { MAX_TAG_SETS_PER_KEY_HOUR, OVERFLOW_TAGS, VerificationAnalytics } from "../src/modules/analytics/verification-analytics.js";
 import { describeRootKeyAuth } from "./auth-suite.js";
 import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
 import { freePort, waitFor } from "./wait.js";
@@ -29,15 +25,16 @@ beforeAll(async () => {
 });
 afterAll(() => h.close());
 
-const verify = (key: string, extra: Record<string, unknown> = {}, harness = h) =>
-  harness.post("/v1/keys.verifyKey", { key, ...extra });
+const verify = (key: string, extra: Record<string, unknown> = {}, harness = h) => harness.post("/v1/keys.verifyKey", { key, ...extra });
 
 const countsOf = (where: string, harness = h) =>
   harness.sql<{ key_id: string; outcome: string; tags: string[]; n: number; workspace_id: string; api_id: string }>(
     `select key_id, outcome, tags, count::int as n, workspace_id, api_id from verification_counts where ${where} order by outcome, tags`,
   );
 const total = async (where: string, harness = h) =>
-  Number((await harness.sql<{ n: string | null }>(`select coalesce(sum(count), 0)::int as n from verification_counts where ${where}`))[0]!.n);
+  Number(
+    (await harness.sql<{ n: string | null }>(`select coalesce(sum(count), 0)::int as n from verification_counts where ${where}`))[0]!.n,
+  );
 
 const keyVerifications = (query: Record<string, string>, rootKey: string | undefined = t.rootKey) =>
   h.get("/v1/keys.getVerifications", query, rootKey);
@@ -184,7 +181,11 @@ describe("keys.getVerifications", () => {
   it("accepts read_key on the key's API, and refuses other permissions", async () => {
     const { keyId } = await h.importKey(t, apiId);
     expect((await keyVerifications({ keyId }, await h.rootKey(t.workspaceId, [`api.${apiId}.read_key`]))).status).toBe(200);
-    expectError(await keyVerifications({ keyId }, await h.rootKey(t.workspaceId, [`api.${apiId}.read_api`])), 403, "INSUFFICIENT_PERMISSIONS");
+    expectError(
+      await keyVerifications({ keyId }, await h.rootKey(t.workspaceId, [`api.${apiId}.read_api`])),
+      403,
+      "INSUFFICIENT_PERMISSIONS",
+    );
   });
 });
 
@@ -239,7 +240,9 @@ describe("analytics.getVerifications", () => {
       ...(thisHourCounted ? [thisHour] : []),
     ]);
     for (const row of hourly) {
-      expect(row).toEqual(row.time === Number(latest!.hour) ? { ...zeros, time: row.time, valid: 3, disabled: 1, total: 4 } : { ...zeros, time: row.time });
+      expect(row).toEqual(
+        row.time === Number(latest!.hour) ? { ...zeros, time: row.time, valid: 3, disabled: 1, total: 4 } : { ...zeros, time: row.time },
+      );
     }
 
     const daily = (await analytics({ apiId: api, start: String(now - 2 * DAY), groupBy: "day", order: "desc", orderBy: "time" })).body;
@@ -255,27 +258,48 @@ describe("analytics.getVerifications", () => {
       { ...zeros, keyId: k1.keyId, valid: 3, total: 3 },
       { ...zeros, keyId: k2.keyId, disabled: 1, total: 1 },
     ]);
-    expect((await analytics({ apiId: api, start: start(), groupBy: "key", orderBy: "total", order: "desc", limit: "1" })).body).toHaveLength(1);
+    expect(
+      (await analytics({ apiId: api, start: start(), groupBy: "key", orderBy: "total", order: "desc", limit: "1" })).body,
+    ).toHaveLength(1);
 
     const byIdentity = (await analytics({ apiId: api, start: start(), groupBy: "identity" })).body;
-    expect(byIdentity).toEqual([{ ...zeros, identity: { id: expect.stringMatching(/^id_/), externalId: "customer-a" }, valid: 3, total: 3 }]);
+    expect(byIdentity).toEqual([
+      { ...zeros, identity: { id: expect.stringMatching(/^id_/), externalId: "customer-a" }, valid: 3, total: 3 },
+    ]);
     expect((await analytics({ apiId: api, start: start(), externalId: "customer-a" })).body).toEqual([{ ...zeros, valid: 3, total: 3 }]);
     expect((await analytics({ apiId: api, start: start(), keyId: k2.keyId })).body).toEqual([{ ...zeros, disabled: 1, total: 1 }]);
     // The SDK sends a keyId array comma-joined.
     expect((await analytics({ apiId: api, start: start(), keyId: `${k1.keyId},${k2.keyId}` })).body[0].total).toBe(4);
-    expectError(await analytics({ apiId: api, start: start(), externalId: "nobody" }), 404, "NOT_FOUND", "identity with externalId nobody not found");
+    expectError(
+      await analytics({ apiId: api, start: start(), externalId: "nobody" }),
+      404,
+      "NOT_FOUND",
+      "identity with externalId nobody not found",
+    );
   });
 
   it("filters by tags (all of them) and groups by tag set or single tag", async () => {
     expect((await analytics({ apiId: api, start: start(), tag: "a" })).body[0].total).toBe(2);
     expect((await analytics({ apiId: api, start: start(), tag: "b" })).body[0].total).toBe(2);
-    const both = await h.app.inject({ method: "GET", url: `/v1/analytics.getVerifications?apiId=${api}&start=${start()}&tag=a&tag=b`, headers: { authorization: `Bearer ${t.rootKey}` } });
+    const both = await h.app.inject({
+      method: "GET",
+      url: `/v1/analytics.getVerifications?apiId=${api}&start=${start()}&tag=a&tag=b`,
+      headers: { authorization: `Bearer ${t.rootKey}` },
+    });
     expect(JSON.parse(both.body)[0].total).toBe(1);
 
     const byTag = (await analytics({ apiId: api, start: start(), groupBy: "tag" })).body;
-    expect(byTag.map((r: { tag: string; total: number }) => [r.tag, r.total])).toEqual([["a", 2], ["b", 2]]);
+    expect(byTag.map((r: { tag: string; total: number }) => [r.tag, r.total])).toEqual([
+      ["a", 2],
+      ["b", 2],
+    ]);
     const byTags = (await analytics({ apiId: api, start: start(), groupBy: "tags" })).body;
-    expect(byTags.map((r: { tags: string[]; total: number }) => [r.tags, r.total])).toEqual([[[], 1], [["a"], 1], [["a", "b"], 1], [["b"], 1]]);
+    expect(byTags.map((r: { tags: string[]; total: number }) => [r.tags, r.total])).toEqual([
+      [[], 1],
+      [["a"], 1],
+      [["a", "b"], 1],
+      [["b"], 1],
+    ]);
   });
 
   it("refuses bad queries with 400", async () => {
@@ -283,8 +307,18 @@ describe("analytics.getVerifications", () => {
     expectError(await analytics({ start: "0" }), 400, "BAD_REQUEST", /^apiId: /);
     expectError(await analytics({ apiId: api, start: "10", end: "10" }), 400, "BAD_REQUEST", "start cannot be equal or greater than end");
     expectError(await analytics({ apiId: api, start: start(), groupBy: "week" }), 400, "BAD_REQUEST", /^groupBy/);
-    expectError(await analytics({ apiId: api, start: start(), groupBy: "tag,tags" }), 400, "BAD_REQUEST", "You can not group by tag and tags at the same time");
-    expectError(await analytics({ apiId: api, start: start(), orderBy: "time" }), 400, "BAD_REQUEST", "orderBy=time needs groupBy hour, day or month");
+    expectError(
+      await analytics({ apiId: api, start: start(), groupBy: "tag,tags" }),
+      400,
+      "BAD_REQUEST",
+      "You can not group by tag and tags at the same time",
+    );
+    expectError(
+      await analytics({ apiId: api, start: start(), orderBy: "time" }),
+      400,
+      "BAD_REQUEST",
+      "orderBy=time needs groupBy hour, day or month",
+    );
     expectError(await analytics({ apiId: api, start: start(), orderBy: "nope" }), 400, "BAD_REQUEST", /^orderBy: /);
     expectError(await analytics({ apiId: api, start: start(), limit: "0" }), 400, "BAD_REQUEST", /^limit: /);
     expectError(await analytics({ apiId: api, start: "0", groupBy: "hour" }), 400, "BAD_REQUEST", /more than 10000 hours/);
@@ -293,7 +327,11 @@ describe("analytics.getVerifications", () => {
 
   it("accepts read_api on the API and refuses other permissions", async () => {
     expect((await analytics({ apiId: api, start: start() }, await h.rootKey(t.workspaceId, [`api.${api}.read_api`]))).status).toBe(200);
-    expectError(await analytics({ apiId: api, start: start() }, await h.rootKey(t.workspaceId, [`api.${api}.read_key`])), 403, "INSUFFICIENT_PERMISSIONS");
+    expectError(
+      await analytics({ apiId: api, start: start() }, await h.rootKey(t.workspaceId, [`api.${api}.read_key`])),
+      403,
+      "INSUFFICIENT_PERMISSIONS",
+    );
   });
 });
 
@@ -356,7 +394,9 @@ describe("analytics.getVerifications: time slices on a fixed clock", () => {
     expect(times(upTo1130)).toEqual(times(upTo1030));
     expect(totals(upTo1130)).toEqual(totals(upTo1030));
     // In descending time order with a limit, end's slice comes first.
-    const latest = (await query({ apiId: api, start, end: hourOf(T) + HOUR + 30 * 60_000, groupBy: "hour", orderBy: "time", order: "desc", limit: 2 })).body;
+    const latest = (
+      await query({ apiId: api, start, end: hourOf(T) + HOUR + 30 * 60_000, groupBy: "hour", orderBy: "time", order: "desc", limit: 2 })
+    ).body;
     expect(times(latest)).toEqual([hourOf(T) + HOUR, hourOf(T)]);
     // The same rule per day: two empty days, then day T with its counts; the day after T has no row.
     const day = Date.UTC(2024, 11, 5);

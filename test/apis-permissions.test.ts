@@ -10,7 +10,12 @@ const it = test
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     return res.body;
   })
-  .extend("updateApi", async ({ h, t }) => (body: Record<string, unknown>, rootKey = t.rootKey) => h.post("/v1/apis.updateApi", body, rootKey));
+  .extend(
+    "updateApi",
+    async ({ h, t }) =>
+      (body: Record<string, unknown>, rootKey = t.rootKey) =>
+        h.post("/v1/apis.updateApi", body, rootKey),
+  );
 
 describe("apis.createApi and apis.getApi", () => {
   it("creates an API with its settings and reads it back", async ({ h, t }) => {
@@ -100,20 +105,33 @@ describe("IP allow-lists: apis.createApi, apis.updateApi and apis.getApi", () =>
     ["256.0.0.1", 'ipWhitelist: "256.0.0.1" is not an IPv4 or IPv6 address'],
     ["10.0.0.1:8080", 'ipWhitelist: "10.0.0.1:8080" is not an IPv4 or IPv6 address'],
     ["", "ipWhitelist: must list at least one address (send null to apis.updateApi to remove the list)"],
-  ])("refuses the list %j with 400 naming the bad entry, on createApi and updateApi", async ([ipWhitelist, message], { h, t, getApi, updateApi }) => {
-    const before = await h.sql<any>(`select count(*)::int as n from apis`);
-    expectError(await h.post("/v1/apis.createApi", { name: "bad-list", ipWhitelist }, t.rootKey), 400, "BAD_REQUEST", message);
-    expect(await h.sql<any>(`select count(*)::int as n from apis`)).toEqual(before);
-    const { apiId } = (await h.post("/v1/apis.createApi", { name: "kept", ipWhitelist: "10.0.0.1" }, t.rootKey)).body;
-    expectError(await updateApi({ apiId, ipWhitelist }), 400, "BAD_REQUEST", message);
-    expect((await getApi(apiId)).ipWhitelist).toBe("10.0.0.1");
-  });
+  ])(
+    "refuses the list %j with 400 naming the bad entry, on createApi and updateApi",
+    async ([ipWhitelist, message], { h, t, getApi, updateApi }) => {
+      const before = await h.sql<any>(`select count(*)::int as n from apis`);
+      expectError(await h.post("/v1/apis.createApi", { name: "bad-list", ipWhitelist }, t.rootKey), 400, "BAD_REQUEST", message);
+      expect(await h.sql<any>(`select count(*)::int as n from apis`)).toEqual(before);
+      const { apiId } = (await h.post("/v1/apis.createApi", { name: "kept", ipWhitelist: "10.0.0.1" }, t.rootKey)).body;
+      expectError(await updateApi({ apiId, ipWhitelist }), 400, "BAD_REQUEST", message);
+      expect((await getApi(apiId)).ipWhitelist).toBe("10.0.0.1");
+    },
+  );
 
   it("refuses a list that is not a string, and a list longer than 4096 characters", async ({ h, t }) => {
-    expectError(await h.post("/v1/apis.createApi", { name: "bad-list", ipWhitelist: ["10.0.0.1"] }, t.rootKey), 400, "BAD_REQUEST", /^ipWhitelist: /);
+    expectError(
+      await h.post("/v1/apis.createApi", { name: "bad-list", ipWhitelist: ["10.0.0.1"] }, t.rootKey),
+      400,
+      "BAD_REQUEST",
+      /^ipWhitelist: /,
+    );
     const long = Array.from({ length: 500 }, (_, i) => `10.0.${i >> 8}.${i & 255}`).join(",");
     expect(long.length).toBeGreaterThan(4096);
-    expectError(await h.post("/v1/apis.createApi", { name: "bad-list", ipWhitelist: long }, t.rootKey), 400, "BAD_REQUEST", "ipWhitelist: String must contain at most 4096 character(s)");
+    expectError(
+      await h.post("/v1/apis.createApi", { name: "bad-list", ipWhitelist: long }, t.rootKey),
+      400,
+      "BAD_REQUEST",
+      "ipWhitelist: String must contain at most 4096 character(s)",
+    );
   });
 
   it("updateApi sets, replaces and removes (null) the list", async ({ h, t, getApi, updateApi }) => {

@@ -9,8 +9,7 @@ beforeAll(async () => {
 });
 afterAll(() => h.close());
 
-const count = (table: string) => async (h: Harness) =>
-  Number((await h.sql<{ n: string }>(`select count(*) as n from ${table}`))[0]!.n);
+const count = (table: string) => async (h: Harness) => Number((await h.sql<{ n: string }>(`select count(*) as n from ${table}`))[0]!.n);
 
 const createApiIn = async (h: Harness, rootKey: string) =>
   (await h.post("/v1/apis.createApi", { name: "auth-suite-api" }, rootKey)).body.apiId as string;
@@ -73,9 +72,7 @@ describeRootKeyAuth(() => h, {
   countRows: count("permissions"),
   async expectForOtherWorkspace(res, h, _owner, other) {
     expect(res.status).toBe(200);
-    const [row] = await h.sql<{ workspace_id: string }>(
-      `select workspace_id from permissions where id = '${res.body.permissionId}'`,
-    );
+    const [row] = await h.sql<{ workspace_id: string }>(`select workspace_id from permissions where id = '${res.body.permissionId}'`);
     expect(row!.workspace_id).toBe(other.workspaceId);
   },
 });
@@ -100,9 +97,7 @@ describe("root keys and customer keys are not interchangeable", () => {
     const t = await h.tenant();
     const apiId = await createApiIn(h, t.rootKey);
     const customerKey = "customer_key_for_the_auth_test";
-    expect(
-      (await h.post("/v1/migrations.createKeys", [{ apiId, plaintext: customerKey }], t.rootKey)).status,
-    ).toBe(200);
+    expect((await h.post("/v1/migrations.createKeys", [{ apiId, plaintext: customerKey }], t.rootKey)).status).toBe(200);
     expectError(await h.post("/v1/apis.createApi", { name: "nope" }, customerKey), 403, "UNAUTHORIZED", "root key required");
   });
 

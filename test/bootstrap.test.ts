@@ -51,12 +51,8 @@ describe("bootstrap", () => {
 
   /** Every value in every table of the public schema, as one string. */
   async function everythingStored(): Promise<string> {
-    const tables = await query<{ table_name: string }>(
-      "select table_name from information_schema.tables where table_schema = 'public'",
-    );
-    const dumps = await Promise.all(
-      tables.map(async (t) => JSON.stringify(await query(`select * from "${t.table_name}"`))),
-    );
+    const tables = await query<{ table_name: string }>("select table_name from information_schema.tables where table_schema = 'public'");
+    const dumps = await Promise.all(tables.map(async (t) => JSON.stringify(await query(`select * from "${t.table_name}"`))));
     return dumps.join("\n");
   }
 
@@ -233,9 +229,7 @@ describe("resolveMasterKey", () => {
   it("prefers KEYHAVEN_ENCRYPTION_KEY over an existing encryption.key", () => {
     const fromFile = resolveMasterKey(loadConfig({ KEYHAVEN_DATA_DIR: dataDir })).key!;
     const encryptionKey = randomBytes(32);
-    const master = resolveMasterKey(
-      loadConfig({ KEYHAVEN_DATA_DIR: dataDir, KEYHAVEN_ENCRYPTION_KEY: encryptionKey.toString("base64") }),
-    );
+    const master = resolveMasterKey(loadConfig({ KEYHAVEN_DATA_DIR: dataDir, KEYHAVEN_ENCRYPTION_KEY: encryptionKey.toString("base64") }));
 
     expect(master.key!.equals(encryptionKey)).toBe(true);
     expect(master.key!.equals(fromFile)).toBe(false);

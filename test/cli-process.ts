@@ -57,7 +57,10 @@ export function keyhaven(args: string[], env: Record<string, string> = {}, launc
 }
 
 /** Runs `keyhaven <args>` to its end: its exit code and everything it printed. */
-export async function runKeyhaven(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; out: string; err: string }> {
+export async function runKeyhaven(
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<{ code: number | null; out: string; err: string }> {
   const cli = keyhaven(args, env);
   const [code] = (await once(cli.child, "close")) as [number | null];
   return { code, out: cli.stdout(), err: cli.stderr() };
@@ -111,7 +114,10 @@ export function until(what: string, check: () => boolean, proc: Cli, seconds = 4
       if (check()) finish();
     };
     const onExit = () => finish(check() ? undefined : new Error(`exited before ${what}:\n${proc.stdout()}\n${proc.stderr()}`));
-    const timer = setTimeout(() => finish(new Error(`not ${what} within ${seconds} s:\n${proc.stdout()}\n${proc.stderr()}`)), seconds * 1000);
+    const timer = setTimeout(
+      () => finish(new Error(`not ${what} within ${seconds} s:\n${proc.stdout()}\n${proc.stderr()}`)),
+      seconds * 1000,
+    );
     for (const stream of streams) stream.on("data", onData);
     proc.child.on("exit", onExit);
     if (check()) finish();
@@ -144,4 +150,3 @@ export async function emptyDatabase(templateUrl: string, prefix: string): Promis
     },
   };
 }
-

@@ -127,7 +127,12 @@ describe("keyhaven serve with the embedded store", () => {
 
       server.child.kill("SIGTERM");
       // The server has taken the signal once it refuses new connections.
-      await waitFor("refusing new connections", () => fetch(`${base}/v1/liveness`).then(() => false, () => true));
+      await waitFor("refusing new connections", () =>
+        fetch(`${base}/v1/liveness`).then(
+          () => false,
+          () => true,
+        ),
+      );
       expect(server.child.exitCode, "exited with a request in flight").toBeNull();
       await expect(fetch(`${base}/v1/liveness`)).rejects.toThrow();
 
@@ -185,7 +190,9 @@ async function modulesLoadedBy(args: string[], env: Record<string, string> = {})
       ...env,
     });
     expect(await withinSeconds(cli.exited, 40), cli.stderr()).toEqual({ code: 0, signal: null });
-    const urls = readFileSync(record, "utf8").split("\n").filter((u) => u.startsWith("file:"));
+    const urls = readFileSync(record, "utf8")
+      .split("\n")
+      .filter((u) => u.startsWith("file:"));
     const packages = new Set(urls.flatMap((u) => u.match(/\/node_modules\/((?:@[^/]+\/)?[^/]+)\/(?!.*\/node_modules\/)/)?.[1] ?? []));
     const root = pathToFileURL(PROJECT_ROOT).href;
     const files = urls.filter((u) => u.startsWith(root) && !u.includes("/node_modules/")).map((u) => u.slice(root.length));
@@ -383,7 +390,16 @@ describe("keyhaven import reads the server's refusals from the envelope's fields
   }
 
   async function runOne(url: string, keys: ValidKey[], skipExisting: boolean) {
-    const options = { baseUrl: url, rootKey: "root", attempts: 1, timeoutMs: 10_000, concurrency: 1, continueOnError: true, skipExisting, backoffMs: 1 };
+    const options = {
+      baseUrl: url,
+      rootKey: "root",
+      attempts: 1,
+      timeoutMs: 10_000,
+      concurrency: 1,
+      continueOnError: true,
+      skipExisting,
+      backoffMs: 1,
+    };
     const journal = { states: new Map(), record: () => {} } as unknown as Journal;
     const progress = { start: () => {}, advance: () => {}, note: () => {}, finish: () => {} } as unknown as Progress;
     const batch: Batch = { index: 0, keys, body: JSON.stringify(keys.map((k) => k.key)), digest: "d" };
@@ -424,7 +440,9 @@ describe("keyhaven import reads the server's refusals from the envelope's fields
     const keys = [keyOn(10), keyOn(11), { ...keyOn(12), key: { ...keyOn(12).key, roles: ["gone"] } }, keyOn(13)];
     // Messages reworded: the lines still come from the fields.
     expect(explainFailure(0, keys, 409, "CONFLICT", "already there", { reason: "KEY_EXISTS", keyIndex: 3 }).lines).toEqual([13]);
-    expect(explainFailure(0, keys, 409, "CONFLICT", "twice", { reason: "DUPLICATE_IN_REQUEST", keyIndex: 3, sameAsKeyIndex: 1 }).lines).toEqual([11, 13]);
+    expect(
+      explainFailure(0, keys, 409, "CONFLICT", "twice", { reason: "DUPLICATE_IN_REQUEST", keyIndex: 3, sameAsKeyIndex: 1 }).lines,
+    ).toEqual([11, 13]);
     expect(explainFailure(0, keys, 412, "PRECONDITION_FAILED", "no such roles", { missingRoles: ["gone"] }).lines).toEqual([12]);
     expect(explainFailure(0, keys, 400, "BAD_REQUEST", "bad", { keyIndex: 2 }).lines).toEqual([12]);
     expect(explainFailure(0, keys, 500, "INTERNAL_SERVER_ERROR", "the key at index 2 broke", {}).lines).toEqual([10, 11, 12, 13]);

@@ -84,7 +84,12 @@ describe("loadConfig", () => {
   });
 
   it("bounds slow clients by default: headers 10 s, whole request 30 s, idle keep-alive 30 s, 10,000 connections", () => {
-    expect(loadConfig({}).http).toEqual({ headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 30_000, maxConnections: 10_000 });
+    expect(loadConfig({}).http).toEqual({
+      headersTimeoutMs: 10_000,
+      requestTimeoutMs: 30_000,
+      keepAliveTimeoutMs: 30_000,
+      maxConnections: 10_000,
+    });
     expect(
       loadConfig({
         KEYHAVEN_HEADERS_TIMEOUT_MS: "2000",

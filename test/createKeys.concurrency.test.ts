@@ -68,7 +68,10 @@ describe("two concurrent imports sharing one hash", () => {
     const batches = Array.from({ length: 8 }, () => batchOf(100));
     const results = await Promise.all(batches.map((b, i) => post(urls[i % 2]!, b)));
     expect(results.map((r) => r.status)).toEqual(Array(8).fill(200));
-    const all = batches.flat().map((k) => `'${k.hash.value}'`).join(",");
+    const all = batches
+      .flat()
+      .map((k) => `'${k.hash.value}'`)
+      .join(",");
     const rows = await h.sql<{ n: string }>(`select count(*) as n from keys where hash in (${all})`);
     expect(Number(rows[0]!.n)).toBe(800);
   });

@@ -14,7 +14,12 @@ const byHash = (api: string, n: number) =>
 
 // The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), and helpers over them.
 const it = test
-  .extend("importKeys", async ({ h, t }) => (body: unknown, rootKey = t.rootKey) => h.post("/v1/migrations.createKeys", body, rootKey))
+  .extend(
+    "importKeys",
+    async ({ h, t }) =>
+      (body: unknown, rootKey = t.rootKey) =>
+        h.post("/v1/migrations.createKeys", body, rootKey),
+  )
   .extend("snapshot", async ({ count }) => async () => ({
     keys: await count("keys"),
     identities: await count("identities"),
@@ -86,9 +91,7 @@ describe("migrations.createKeys stores every field", () => {
     // As v1's import: the identities it creates carry no meta (keys.createKey and keys.updateKey store {}).
     expect(identity.meta).toBeNull();
     expect(await h.sql(`select role_id from keys_roles where key_id = '${keyId}'`)).toEqual([{ role_id: roleId }]);
-    expect(await h.sql(`select permission_id from keys_permissions where key_id = '${keyId}'`)).toEqual([
-      { permission_id: permissionId },
-    ]);
+    expect(await h.sql(`select permission_id from keys_permissions where key_id = '${keyId}'`)).toEqual([{ permission_id: permissionId }]);
     const ratelimits = await h.sql<any>(`select name, "limit", duration, auto_apply from ratelimits where key_id = '${keyId}'`);
     expect(ratelimits.map((r) => ({ ...r, duration: Number(r.duration) }))).toEqual([
       { name: "default", limit: 10, duration: 60_000, auto_apply: true },
@@ -206,7 +209,12 @@ describe("migrations.createKeys batches", () => {
   });
 
   it("refuses an object where the array belongs", async ({ apiId, importKeys }) => {
-    expectError(await importKeys({ apiId, hash: { value: "x", variant: "sha256_base64" } }), 400, "BAD_REQUEST", ": Expected array, received object");
+    expectError(
+      await importKeys({ apiId, hash: { value: "x", variant: "sha256_base64" } }),
+      400,
+      "BAD_REQUEST",
+      ": Expected array, received object",
+    );
   });
 
   it("imports keys into several APIs of the workspace in one call", async ({ h, t, apiId, newApi, importKeys }) => {
@@ -227,31 +235,67 @@ describe("migrations.createKeys validation", () => {
   // v1's wording (zod 3's), exact.
   const cases: [string, unknown, string | RegExp][] = [
     ["a prefix longer than 8", one({ prefix: "123456789" }), "0.prefix: String must contain at most 8 character(s)"],
-    ["an environment longer than 256", one({ environment: "e".repeat(257) }), "0.environment: String must contain at most 256 character(s)"],
+    [
+      "an environment longer than 256",
+      one({ environment: "e".repeat(257) }),
+      "0.environment: String must contain at most 256 character(s)",
+    ],
     ["remaining 0", one({ remaining: 0 }), "0.remaining: Number must be greater than or equal to 1"],
     ["a negative remaining", one({ remaining: -5 }), "0.remaining: Number must be greater than or equal to 1"],
     ["a fractional remaining", one({ remaining: 1.5 }), "0.remaining: Expected integer, received float"],
     ["remaining beyond 32 bits", one({ remaining: 2 ** 31 }), "0.remaining: Number must be less than or equal to 2147483647"],
-    ["refill without remaining", one({ refill: { interval: "daily", amount: 10 } }), /^0\.refill: remaining must be set if you are using refill\.$/],
+    [
+      "refill without remaining",
+      one({ refill: { interval: "daily", amount: 10 } }),
+      /^0\.refill: remaining must be set if you are using refill\.$/,
+    ],
     [
       "refillDay with a daily refill",
       one({ remaining: 5, refill: { interval: "daily", amount: 10, refillDay: 3 } }),
       // v1 raised it in its handler: no path.
       "when interval is set to 'daily', 'refillDay' must be null.",
     ],
-    ["refillDay 32", one({ remaining: 5, refill: { interval: "monthly", amount: 10, refillDay: 32 } }), "0.refill.refillDay: Number must be less than or equal to 31"],
-    ["refillDay 0", one({ remaining: 5, refill: { interval: "monthly", amount: 10, refillDay: 0 } }), "0.refill.refillDay: Number must be greater than or equal to 1"],
-    ["an unknown refill interval", one({ remaining: 5, refill: { interval: "weekly", amount: 10 } }), "0.refill.interval: Invalid enum value. Expected 'daily' | 'monthly', received 'weekly'"],
-    ["a refill amount of 0", one({ remaining: 5, refill: { interval: "daily", amount: 0 } }), "0.refill.amount: Number must be greater than or equal to 1"],
+    [
+      "refillDay 32",
+      one({ remaining: 5, refill: { interval: "monthly", amount: 10, refillDay: 32 } }),
+      "0.refill.refillDay: Number must be less than or equal to 31",
+    ],
+    [
+      "refillDay 0",
+      one({ remaining: 5, refill: { interval: "monthly", amount: 10, refillDay: 0 } }),
+      "0.refill.refillDay: Number must be greater than or equal to 1",
+    ],
+    [
+      "an unknown refill interval",
+      one({ remaining: 5, refill: { interval: "weekly", amount: 10 } }),
+      "0.refill.interval: Invalid enum value. Expected 'daily' | 'monthly', received 'weekly'",
+    ],
+    [
+      "a refill amount of 0",
+      one({ remaining: 5, refill: { interval: "daily", amount: 0 } }),
+      "0.refill.amount: Number must be greater than or equal to 1",
+    ],
     ["neither hash nor plaintext", [{ apiId: anyApi }], /^0: provide either `hash` or `plaintext`$/],
     ["both hash and plaintext", one({ plaintext: "abc" }), /^0: provide either `hash` or `plaintext`, not both$/],
-    ["an unknown hash variant", one({ hash: { value: "x", variant: "sha512_hex" } }), "0.hash.variant: Invalid enum value. Expected 'sha256_base64', received 'sha512_hex'"],
+    [
+      "an unknown hash variant",
+      one({ hash: { value: "x", variant: "sha512_hex" } }),
+      "0.hash.variant: Invalid enum value. Expected 'sha256_base64', received 'sha512_hex'",
+    ],
     ["a hash without value", one({ hash: { variant: "sha256_base64" } }), "0.hash.value: Required"],
     ["an empty plaintext", [{ apiId: anyApi, plaintext: "" }], "0.plaintext: String must contain at least 1 character(s)"],
     ["a missing apiId", [{ hash: { value: randomHash(), variant: "sha256_base64" } }], "0.apiId: Required"],
     ["a ratelimit without refillInterval", one({ ratelimit: { limit: 10, refillRate: 10 } }), "0.ratelimit.refillInterval: Required"],
-    ["a ratelimit limit of 0", one({ ratelimit: { limit: 0, refillRate: 1, refillInterval: 1000 } }), "0.ratelimit.limit: Number must be greater than or equal to 1"],
-    ["an unknown ratelimit type", one({ ratelimit: { type: "slow", limit: 1, refillRate: 1, refillInterval: 1000 } }), "0.ratelimit.type: Invalid enum value. Expected 'fast' | 'consistent', received 'slow'"],
+    [
+      "a ratelimit limit of 0",
+      one({ ratelimit: { limit: 0, refillRate: 1, refillInterval: 1000 } }),
+      "0.ratelimit.limit: Number must be greater than or equal to 1",
+    ],
+    [
+      "an unknown ratelimit type",
+      one({ ratelimit: { type: "slow", limit: 1, refillRate: 1, refillInterval: 1000 } }),
+      "0.ratelimit.type: Invalid enum value. Expected 'fast' | 'consistent', received 'slow'",
+    ],
     ["a fractional expires", one({ expires: 1.5 }), "0.expires: Expected integer, received float"],
     ["a negative expires", one({ expires: -1 }), "0.expires: Number must be greater than or equal to 0"],
     ["an expires past year 9999", one({ expires: 253_402_300_800_000 }), "0.expires: Number must be less than or equal to 253402300799999"],
@@ -259,7 +303,11 @@ describe("migrations.createKeys validation", () => {
     ["an empty role name", one({ roles: [""] }), "0.roles.0: String must contain at least 1 character(s)"],
     ["a role name longer than 512", one({ roles: ["r".repeat(513)] }), "0.roles.0: String must contain at most 512 character(s)"],
     ["a non-boolean enabled", one({ enabled: "yes" }), "0.enabled: Expected boolean, received string"],
-    ["a hash value longer than 512", one({ hash: { value: "h".repeat(513), variant: "sha256_base64" } }), "0.hash.value: String must contain at most 512 character(s)"],
+    [
+      "a hash value longer than 512",
+      one({ hash: { value: "h".repeat(513), variant: "sha256_base64" } }),
+      "0.hash.value: String must contain at most 512 character(s)",
+    ],
   ];
 
   it.for(cases)("refuses %s with 400 naming the field, and writes nothing", async ([, body, message], { importKeys, snapshot }) => {
@@ -295,30 +343,33 @@ describe("migrations.createKeys validation", () => {
 });
 
 describe("migrations.createKeys is all or nothing", () => {
-  it.for([0, 50, 99])("rolls back everything when the key at index %i already exists", async (position, { apiId, importKeys, count, snapshot, createRole, createPermission }) => {
-    const existing = byHash(apiId, 1);
-    expect((await importKeys(existing)).status).toBe(200);
-    await createRole(`rollback.role.${position}`);
-    await createPermission(`rollback.perm.${position}`);
+  it.for([0, 50, 99])(
+    "rolls back everything when the key at index %i already exists",
+    async (position, { apiId, importKeys, count, snapshot, createRole, createPermission }) => {
+      const existing = byHash(apiId, 1);
+      expect((await importKeys(existing)).status).toBe(200);
+      await createRole(`rollback.role.${position}`);
+      await createPermission(`rollback.perm.${position}`);
 
-    const batch: any[] = byHash(apiId, 100).map((k, i) => ({
-      ...k,
-      externalId: `rollback-identity-${position}-${i}`,
-      roles: [`rollback.role.${position}`],
-      permissions: [`rollback.perm.${position}`],
-      ratelimit: { limit: 1, refillRate: 1, refillInterval: 1000 },
-      ...(i % 2 === 0 && { hash: undefined, plaintext: `plain-${position}-${i}-${randomHash()}` }),
-    }));
-    batch[position] = { ...existing[0] };
-    const before = await snapshot();
-    const res = await importKeys(batch);
-    expectError(res, 409, "CONFLICT", `the key at index ${position} already exists; no key of this request was created`);
-    // What the import CLI reads (never the message's wording) to set an existing key aside.
-    expect(res.body.error).toMatchObject({ reason: "KEY_EXISTS", keyIndex: position });
-    expect(JSON.stringify(res.body)).not.toContain(existing[0]!.hash.value);
-    expect(await snapshot()).toEqual(before);
-    expect(await count(`identities where external_id like 'rollback-identity-${position}-%'`)).toBe(0);
-  });
+      const batch: any[] = byHash(apiId, 100).map((k, i) => ({
+        ...k,
+        externalId: `rollback-identity-${position}-${i}`,
+        roles: [`rollback.role.${position}`],
+        permissions: [`rollback.perm.${position}`],
+        ratelimit: { limit: 1, refillRate: 1, refillInterval: 1000 },
+        ...(i % 2 === 0 && { hash: undefined, plaintext: `plain-${position}-${i}-${randomHash()}` }),
+      }));
+      batch[position] = { ...existing[0] };
+      const before = await snapshot();
+      const res = await importKeys(batch);
+      expectError(res, 409, "CONFLICT", `the key at index ${position} already exists; no key of this request was created`);
+      // What the import CLI reads (never the message's wording) to set an existing key aside.
+      expect(res.body.error).toMatchObject({ reason: "KEY_EXISTS", keyIndex: position });
+      expect(JSON.stringify(res.body)).not.toContain(existing[0]!.hash.value);
+      expect(await snapshot()).toEqual(before);
+      expect(await count(`identities where external_id like 'rollback-identity-${position}-%'`)).toBe(0);
+    },
+  );
 
   it("refuses two copies of one key in the same request, naming both indexes", async ({ apiId, importKeys, snapshot }) => {
     const batch = byHash(apiId, 20);
@@ -340,7 +391,13 @@ describe("migrations.createKeys is all or nothing", () => {
     expectError(res, 409, "CONFLICT", "the key at index 1 is the same key as the one at index 0");
   });
 
-  it("refuses a key that exists in another workspace (hashes are unique everywhere)", async ({ h, apiId, newApi, importKeys, snapshot }) => {
+  it("refuses a key that exists in another workspace (hashes are unique everywhere)", async ({
+    h,
+    apiId,
+    newApi,
+    importKeys,
+    snapshot,
+  }) => {
     const other = await h.tenant();
     const otherApi = await newApi(other);
     const [k] = byHash(otherApi, 1);
@@ -360,7 +417,10 @@ describe("migrations.createKeys is all or nothing", () => {
   it("rolls back and names missing roles with 412", async ({ apiId, importKeys, snapshot, createRole }) => {
     await createRole("present.role");
     const before = await snapshot();
-    const batch = byHash(apiId, 5).map((k, i) => ({ ...k, roles: i === 3 ? ["present.role", "absent.one", "absent.two"] : ["present.role"] }));
+    const batch = byHash(apiId, 5).map((k, i) => ({
+      ...k,
+      roles: i === 3 ? ["present.role", "absent.one", "absent.two"] : ["present.role"],
+    }));
     const res = await importKeys(batch);
     expectError(res, 412, "PRECONDITION_FAILED", 'Roles ["absent.one","absent.two"] are missing, please create them first');
     expect(res.body.error.missingRoles).toEqual(["absent.one", "absent.two"]);
@@ -381,11 +441,7 @@ describe("migrations.createKeys is all or nothing", () => {
     await createRole("other.workspace.role", other);
     await createPermission("other.workspace.perm", other);
     expectError(await importKeys([{ ...byHash(apiId, 1)[0], roles: ["other.workspace.role"] }]), 412, "PRECONDITION_FAILED");
-    expectError(
-      await importKeys([{ ...byHash(apiId, 1)[0], permissions: ["other.workspace.perm"] }]),
-      412,
-      "PRECONDITION_FAILED",
-    );
+    expectError(await importKeys([{ ...byHash(apiId, 1)[0], permissions: ["other.workspace.perm"] }]), 412, "PRECONDITION_FAILED");
   });
 
   it("matches permissions by name, as v1 imports do", async ({ h, t, apiId, importKeys }) => {
@@ -396,7 +452,13 @@ describe("migrations.createKeys is all or nothing", () => {
     expect(links).toEqual([{ permission_id: res.body.permissionId }]);
   });
 
-  it("refuses an API of another workspace with 404, as if it did not exist, and writes nothing", async ({ h, apiId, newApi, importKeys, snapshot }) => {
+  it("refuses an API of another workspace with 404, as if it did not exist, and writes nothing", async ({
+    h,
+    apiId,
+    newApi,
+    importKeys,
+    snapshot,
+  }) => {
     const other = await h.tenant();
     const otherApi = await newApi(other);
     const before = await snapshot();
@@ -419,7 +481,9 @@ describe("migrations.createKeys identities", () => {
     expect(res.status).toBe(200);
     const identities = await h.sql<any>(`select id from identities where external_id = '${externalId}'`);
     expect(identities).toHaveLength(1);
-    const keys = await h.sql<any>(`select distinct identity_id from keys where id in (${res.body.keyIds.map((id: string) => `'${id}'`).join(",")})`);
+    const keys = await h.sql<any>(
+      `select distinct identity_id from keys where id in (${res.body.keyIds.map((id: string) => `'${id}'`).join(",")})`,
+    );
     expect(keys).toEqual([{ identity_id: identities[0].id }]);
   });
 
@@ -468,7 +532,13 @@ describe("migrations.createKeys permissions of the root key", () => {
     expect(await snapshot()).toEqual(before);
   });
 
-  it("accepts api.*.create_key for any API of the workspace, and wants encrypt_key too for a plaintext", async ({ h, t, apiId, importKeys, snapshot }) => {
+  it("accepts api.*.create_key for any API of the workspace, and wants encrypt_key too for a plaintext", async ({
+    h,
+    t,
+    apiId,
+    importKeys,
+    snapshot,
+  }) => {
     const wide = await h.rootKey(t.workspaceId, ["api.*.create_key"]);
     expect((await importKeys(byHash(apiId, 1), wide)).status).toBe(200);
     const before = await snapshot();
@@ -483,7 +553,13 @@ describe("migrations.createKeys permissions of the root key", () => {
     expect((await importKeys([{ apiId, plaintext: `p_${randomHash()}` }], both)).status).toBe(200);
   });
 
-  it("never creates a key for a root key holding only encrypt_key, plaintext or not (v1 did for plaintext)", async ({ h, t, apiId, importKeys, snapshot }) => {
+  it("never creates a key for a root key holding only encrypt_key, plaintext or not (v1 did for plaintext)", async ({
+    h,
+    t,
+    apiId,
+    importKeys,
+    snapshot,
+  }) => {
     const encryptOnly = await h.rootKey(t.workspaceId, [`api.${apiId}.encrypt_key`, "api.*.encrypt_key"]);
     const before = await snapshot();
     expectError(await importKeys([{ apiId, plaintext: `p_${randomHash()}` }], encryptOnly), 403, "INSUFFICIENT_PERMISSIONS");
@@ -491,24 +567,41 @@ describe("migrations.createKeys permissions of the root key", () => {
     expect(await snapshot()).toEqual(before);
   });
 
-  it("checks the root key's permissions before the roles and permissions it names, which it cannot probe", async ({ h, t, apiId, importKeys, createRole }) => {
+  it("checks the root key's permissions before the roles and permissions it names, which it cannot probe", async ({
+    h,
+    t,
+    apiId,
+    importKeys,
+    createRole,
+  }) => {
     await createRole("existing.role.probe");
     const weak = await h.rootKey(t.workspaceId, ["api.*.read_key"]);
     for (const roles of [["missing.role.x"], ["existing.role.probe"]]) {
-      expectError(await importKeys([{ ...byHash(apiId, 1)[0], roles }], weak), 403, "INSUFFICIENT_PERMISSIONS", /^the key at index 0 needs /);
+      expectError(
+        await importKeys([{ ...byHash(apiId, 1)[0], roles }], weak),
+        403,
+        "INSUFFICIENT_PERMISSIONS",
+        /^the key at index 0 needs /,
+      );
     }
     expectError(await importKeys([{ ...byHash(apiId, 1)[0], permissions: ["missing.perm.x"] }], weak), 403, "INSUFFICIENT_PERMISSIONS");
   });
 });
 
 describe("migrations.createKeys with many role and permission names", () => {
-  it("answers 100 keys naming 1,000 distinct missing roles each with 412, not a 500 (one parameter for all names)", async ({ apiId, importKeys, snapshot }) => {
+  it("answers 100 keys naming 1,000 distinct missing roles each with 412, not a 500 (one parameter for all names)", async ({
+    apiId,
+    importKeys,
+    snapshot,
+  }) => {
     const names = (key: number, kind: string) => Array.from({ length: 1000 }, (_, i) => `${kind}${(key * 1000 + i).toString(36)}`);
     const before = await snapshot();
     const roles = byHash(apiId, 100).map((k, i) => ({ ...k, roles: names(i, "r") }));
     const res = await importKeys(roles);
     expectError(res, 412, "PRECONDITION_FAILED", /^Roles \["r0","r1",.*"r\w+"\] are missing, please create them first$/);
-    expect(JSON.parse(res.body.error.message.slice("Roles ".length, -" are missing, please create them first".length))).toHaveLength(100_000);
+    expect(JSON.parse(res.body.error.message.slice("Roles ".length, -" are missing, please create them first".length))).toHaveLength(
+      100_000,
+    );
     const permissions = byHash(apiId, 100).map((k, i) => ({ ...k, permissions: names(i, "p") }));
     expectError(await importKeys(permissions), 412, "PRECONDITION_FAILED", /^Permissions \["p0",/);
     expect(await snapshot()).toEqual(before);
@@ -539,10 +632,28 @@ describe("migrations.createKeys without an encryption key", () => {
 describe("migrations.createKeys writes the columns schema.ts declares", () => {
   it("plans a value for every column but those an import leaves to their default, so a new column is decided on", () => {
     const plan = planImport(
-      [{ apiId: "api_x", hash: { value: randomHash(), variant: "sha256_base64" }, roles: ["r"], permissions: ["p"], ratelimit: { limit: 1, refillRate: 1, refillInterval: 1000 } }],
-      { workspaceId: "ws_x", roleIds: new Map([["r", "role_x"]]), permissionIds: new Map([["p", "perm_x"]]), keyring: {} as Keyring, dataKey: undefined, now: 1 },
+      [
+        {
+          apiId: "api_x",
+          hash: { value: randomHash(), variant: "sha256_base64" },
+          roles: ["r"],
+          permissions: ["p"],
+          ratelimit: { limit: 1, refillRate: 1, refillInterval: 1000 },
+        },
+      ],
+      {
+        workspaceId: "ws_x",
+        roleIds: new Map([["r", "role_x"]]),
+        permissionIds: new Map([["p", "perm_x"]]),
+        keyring: {} as Keyring,
+        dataKey: undefined,
+        now: 1,
+      },
     );
-    const unset = (table: Table, row: object) => Object.keys(getTableColumns(table)).filter((field) => !Object.hasOwn(row, field)).sort();
+    const unset = (table: Table, row: object) =>
+      Object.keys(getTableColumns(table))
+        .filter((field) => !Object.hasOwn(row, field))
+        .sort();
     expect(unset(keys, plan.keys[0]!)).toEqual(["deletedAtM", "lastRefillAt", "updatedAtM"]);
     // Links and default rate limits are planned as what they connect; their one writer (insertKeyLinks,
     // setKeyDefaultRatelimits, shared with keys.createKey) builds the rows.

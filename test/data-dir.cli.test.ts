@@ -102,7 +102,10 @@ describe("a one-shot command stopped by a signal", () => {
       migrate.child.kill("SIGTERM");
       const exit = await withinSeconds(migrate.exited, 30);
       // 143 when the signal came first, as it all but always does; 0 if migrate finished first.
-      expect([{ code: 143, signal: null }, { code: 0, signal: null }]).toContainEqual(exit);
+      expect([
+        { code: 143, signal: null },
+        { code: 0, signal: null },
+      ]).toContainEqual(exit);
       expect(existsSync(lockFile)).toBe(false);
     },
     TIMEOUT,

@@ -64,7 +64,10 @@ describe.runIf(process.env.TEST_DATABASE_URL)("when PostgreSQL is frozen or cut"
       { DATABASE_STATEMENT_TIMEOUT_MS: "1000", DATABASE_CONNECT_TIMEOUT_MS: "1000", ...env },
       { postgresVia: (url) => proxy.urlFor(url), logger: logs.logger },
     );
-    cleanup.push(() => proxy.close(), () => h.close());
+    cleanup.push(
+      () => proxy.close(),
+      () => h.close(),
+    );
     return { proxy, logs, h };
   }
 
@@ -188,7 +191,10 @@ describe.runIf(redisAnswers)("when Redis is frozen or killed", () => {
     const proxy = await FaultProxy.start({ host: redisTarget.hostname, port: Number(redisTarget.port || 6379) });
     const logs = logCapture();
     const h = await createHarness(env, { redisUrl: proxy.urlFor(redisTarget.toString()), logger: logs.logger });
-    cleanup.push(() => proxy.close(), () => h.close());
+    cleanup.push(
+      () => proxy.close(),
+      () => h.close(),
+    );
     const { key, tenant } = await setUp(h);
     expect((await verify(h, key, limited)).body).toMatchObject({ valid: true, ratelimit: { remaining: 999 } });
     return { proxy, logs, h, key, tenant };
@@ -210,7 +216,9 @@ describe.runIf(redisAnswers)("when Redis is frozen or killed", () => {
     const back = await timed(async () => {
       await expect.poll(async () => (await verify(h, key, limited)).status, { timeout: 10_000, interval: 50 }).toBe(200);
     });
-    console.log(`Redis frozen (closed): first 503 after ${first.ms} ms, 2 more in ${more.ms} ms; serving again ${back.ms} ms after it was back`);
+    console.log(
+      `Redis frozen (closed): first 503 after ${first.ms} ms, 2 more in ${more.ms} ms; serving again ${back.ms} ms after it was back`,
+    );
     expect(back.ms).toBeLessThan(3000);
     expect((await readiness(h)).status).toBe(200);
     await expect.poll(() => logs.count("Redis reachable again")).toBe(1);

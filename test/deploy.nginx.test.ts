@@ -90,18 +90,33 @@ describe.runIf(nginxBinary && templateUrl)("deploy/nginx.conf in front of two ke
     const port = await freePort();
     base = `http://127.0.0.1:${port}`;
     const confFile = path.join(dir, "nginx.conf");
-    writeFileSync(confFile, renderNginxConf(replicas.map((r) => r.address), port, dir));
+    writeFileSync(
+      confFile,
+      renderNginxConf(
+        replicas.map((r) => r.address),
+        port,
+        dir,
+      ),
+    );
     nginx = spawnProcess(
       nginxBinary!,
       ["-p", dir, "-c", confFile, "-e", "stderr", "-g", `daemon off; pid ${dir}/nginx.pid; error_log stderr warn;`],
       {},
       { detached: true },
     );
-    await waitFor("nginx answering 200", () => fetch(`${base}/v1/liveness`).then((res) => res.status === 200, () => false), {
-      timeoutMs: 30_000,
-      intervalMs: 100,
-      detail: () => nginx.stderr(),
-    });
+    await waitFor(
+      "nginx answering 200",
+      () =>
+        fetch(`${base}/v1/liveness`).then(
+          (res) => res.status === 200,
+          () => false,
+        ),
+      {
+        timeoutMs: 30_000,
+        intervalMs: 100,
+        detail: () => nginx.stderr(),
+      },
+    );
   }, 300_000);
 
   afterAll(async () => {
@@ -204,56 +219,48 @@ describe.runIf(nginxBinary && templateUrl)("deploy/nginx.conf in front of two ke
     );
   }
 
-  it(
-    "loses no request when a replica is SIGKILLed under load, except POSTs in flight on it",
-    async () => {
-      const api = await call("POST", "/v1/apis.createApi", { name: "behind-nginx" });
-      expect(api.status).toBe(200);
-      const created = await call("POST", "/v1/keys.createKey", { apiId: api.body.apiId });
-      expect(created.status).toBe(200);
-      ({ key, keyId } = created.body as { key: string; keyId: string });
+  it("loses no request when a replica is SIGKILLed under load, except POSTs in flight on it", async () => {
+    const api = await call("POST", "/v1/apis.createApi", { name: "behind-nginx" });
+    expect(api.status).toBe(200);
+    const created = await call("POST", "/v1/keys.createKey", { apiId: api.body.apiId });
+    expect(created.status).toBe(200);
+    ({ key, keyId } = created.body as { key: string; keyId: string });
 
-      const [victim, survivor] = replicas as [Replica, Replica];
-      const { result, load } = await loadThrough(() => victim.cli.child.kill("SIGKILL"));
-      expect(await withinSeconds(victim.cli.exited, 10)).toEqual({ code: null, signal: "SIGKILL" });
-      report("one replica SIGKILLed", result, load, victim.address, survivor.address);
+    const [victim, survivor] = replicas as [Replica, Replica];
+    const { result, load } = await loadThrough(() => victim.cli.child.kill("SIGKILL"));
+    expect(await withinSeconds(victim.cli.exited, 10)).toEqual({ code: null, signal: "SIGKILL" });
+    report("one replica SIGKILLed", result, load, victim.address, survivor.address);
 
-      // Both replicas served before the kill; the survivor carried the rest.
-      expect(servedBy(load, victim.address)).toBeGreaterThan(0);
-      expect(servedBy(load, survivor.address)).toBeGreaterThanOrEqual(AFTER);
-      expectOnlyPostsSentToFail(load, victim.address);
-    },
-    240_000,
-  );
+    // Both replicas served before the kill; the survivor carried the rest.
+    expect(servedBy(load, victim.address)).toBeGreaterThan(0);
+    expect(servedBy(load, survivor.address)).toBeGreaterThanOrEqual(AFTER);
+    expectOnlyPostsSentToFail(load, victim.address);
+  }, 240_000);
 
-  it(
-    "serves what reaches a replica stopped with SIGTERM under load (a rolling restart): no 503, GETs never fail",
-    async () => {
-      expect(key).toBeDefined(); // runs after the test above: the killed replica comes back on its address
-      const [restarted, stopping] = replicas as [Replica, Replica];
-      restarted.cli = keyhaven(["serve"], { ...replicaEnv, PORT: restarted.address.split(":")[1]! });
-      await started(restarted.cli, 150);
-      // nginx tries the address again once fail_timeout has passed since its last failure there.
-      await waitFor(
-        "nginx using the restarted replica",
-        async () => {
-          // An answer nginx could not pass on (its 502 page is not JSON) is one more try, as is any other miss.
-          for (let i = 0; i < 4; i++) await call("GET", `/v1/keys.getKey?keyId=${keyId}`).catch(() => undefined);
-          const tail = readFileSync(path.join(dir, "access.log"), "utf8").trim().split("\n").slice(-4);
-          return tail.some((l) => l.split("\t")[3] === restarted.address);
-        },
-        { timeoutMs: 30_000, intervalMs: 500 },
-      );
+  it("serves what reaches a replica stopped with SIGTERM under load (a rolling restart): no 503, GETs never fail", async () => {
+    expect(key).toBeDefined(); // runs after the test above: the killed replica comes back on its address
+    const [restarted, stopping] = replicas as [Replica, Replica];
+    restarted.cli = keyhaven(["serve"], { ...replicaEnv, PORT: restarted.address.split(":")[1]! });
+    await started(restarted.cli, 150);
+    // nginx tries the address again once fail_timeout has passed since its last failure there.
+    await waitFor(
+      "nginx using the restarted replica",
+      async () => {
+        // An answer nginx could not pass on (its 502 page is not JSON) is one more try, as is any other miss.
+        for (let i = 0; i < 4; i++) await call("GET", `/v1/keys.getKey?keyId=${keyId}`).catch(() => undefined);
+        const tail = readFileSync(path.join(dir, "access.log"), "utf8").trim().split("\n").slice(-4);
+        return tail.some((l) => l.split("\t")[3] === restarted.address);
+      },
+      { timeoutMs: 30_000, intervalMs: 500 },
+    );
 
-      const { result, load } = await loadThrough(() => stopping.cli.child.kill("SIGTERM"));
-      expect(await withinSeconds(stopping.cli.exited, 30)).toEqual({ code: 0, signal: null });
-      report("one replica stopped with SIGTERM", result, load, stopping.address, restarted.address);
-      expect(servedBy(load, stopping.address)).toBeGreaterThan(0);
-      // No 503 (a closing server used to answer requests on kept-alive connections with one, outside the envelope):
-      // what reaches the stopping replica is served. Left: a POST nginx sends on a kept-alive connection at the
-      // moment the replica closes it as idle (docs/operations.md, "Load balancer and health").
-      expectOnlyPostsSentToFail(load, stopping.address);
-    },
-    240_000,
-  );
+    const { result, load } = await loadThrough(() => stopping.cli.child.kill("SIGTERM"));
+    expect(await withinSeconds(stopping.cli.exited, 30)).toEqual({ code: 0, signal: null });
+    report("one replica stopped with SIGTERM", result, load, stopping.address, restarted.address);
+    expect(servedBy(load, stopping.address)).toBeGreaterThan(0);
+    // No 503 (a closing server used to answer requests on kept-alive connections with one, outside the envelope):
+    // what reaches the stopping replica is served. Left: a POST nginx sends on a kept-alive connection at the
+    // moment the replica closes it as idle (docs/operations.md, "Load balancer and health").
+    expectOnlyPostsSentToFail(load, stopping.address);
+  }, 240_000);
 });

@@ -81,9 +81,25 @@ describe.runIf(process.platform === "linux")("stopping the production command wi
         `POST /v1/keys.verifyKey HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\n` +
           `Content-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`,
       );
-      await expect.poll(() => fetch(`${url}/v1/liveness`).then(() => "open", () => "closed")).toBe("open");
+      await expect
+        .poll(() =>
+          fetch(`${url}/v1/liveness`).then(
+            () => "open",
+            () => "closed",
+          ),
+        )
+        .toBe("open");
       process.kill(cli.child.pid!, "SIGTERM");
-      await expect.poll(() => fetch(`${url}/v1/liveness`).then(() => "open", () => "closed"), { timeout: 10_000 }).toBe("closed");
+      await expect
+        .poll(
+          () =>
+            fetch(`${url}/v1/liveness`).then(
+              () => "open",
+              () => "closed",
+            ),
+          { timeout: 10_000 },
+        )
+        .toBe("closed");
       socket.write(`${body.slice(5)}GET /v1/liveness HTTP/1.1\r\nHost: ${hostname}\r\n\r\n`);
       await withinSeconds(closed, 10);
       expect(answers.match(/HTTP\/1\.1 \d{3} [^\r\n]*/g), answers).toEqual(["HTTP/1.1 200 OK"]);

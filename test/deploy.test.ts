@@ -198,7 +198,9 @@ describe("Dockerfile", () => {
   });
 
   it("keeps local state and dependencies out of the build context", () => {
-    const ignored = read(".dockerignore").split("\n").map((l) => l.trim());
+    const ignored = read(".dockerignore")
+      .split("\n")
+      .map((l) => l.trim());
     for (const entry of ["node_modules", "dist", ".keyhaven", ".git", ".env"]) expect(ignored).toContain(entry);
   });
 });

@@ -24,15 +24,16 @@ const enqueue = (body: unknown, rootKey = t.rootKey, harness = h) => harness.pos
 const getMigration = (migrationId: string, rootKey = t.rootKey, harness = h) =>
   harness.get("/v1/migrations.getMigration", { migrationId }, rootKey);
 
-const count = async (query: string, harness = h) =>
-  Number((await harness.sql<{ n: string }>(`select count(*) as n from ${query}`))[0]!.n);
+const count = async (query: string, harness = h) => Number((await harness.sql<{ n: string }>(`select count(*) as n from ${query}`))[0]!.n);
 
 const batchesOf = (migrationId: string, harness = h) =>
   harness.sql<{ id: string; status: string; imported: number; failed: number; keys: unknown }>(
     `select id, status, imported, failed, keys from migration_batches where migration_id = '${migrationId}' order by id`,
   );
-const processed = (migrationId: string, harness = h) => async () =>
-  (await batchesOf(migrationId, harness)).every((b) => b.status !== "pending");
+const processed =
+  (migrationId: string, harness = h) =>
+  async () =>
+    (await batchesOf(migrationId, harness)).every((b) => b.status !== "pending");
 
 describe("migrations.enqueueKeys stores the batch, then the worker imports it", () => {
   it("answers 202 {} once the batch is stored, with plaintexts only encrypted, then the keys appear", async () => {
@@ -131,7 +132,15 @@ describe("migrations.enqueueKeys stores the batch, then the worker imports it", 
       migrationId,
       batches: { pending: 0, done: 0, failed: 1 },
       keys: { enqueued: 2, imported: 1, failed: 1 },
-      errors: [{ batchId: expect.any(Number), enqueuedAt: expect.any(Number), index: 1, code: "CONFLICT", message: "the key at index 1 already exists" }],
+      errors: [
+        {
+          batchId: expect.any(Number),
+          enqueuedAt: expect.any(Number),
+          index: 1,
+          code: "CONFLICT",
+          message: "the key at index 1 already exists",
+        },
+      ],
     });
     expect(JSON.stringify(body)).not.toContain(existing.key);
     expect(JSON.stringify(body)).not.toContain(hashKey(existing.key));
@@ -261,7 +270,12 @@ describe("migrations.enqueueKeys refuses bad batches and writes nothing", () => 
       "BAD_REQUEST",
       "keys.0: provide either `hash` or `plaintext`, not both",
     );
-    await refused({ migrationId: "m", apiId, keys: [byHash({ ratelimit: { limit: 1 } })] }, 400, "BAD_REQUEST", /^keys\.0\.ratelimit\.duration: /);
+    await refused(
+      { migrationId: "m", apiId, keys: [byHash({ ratelimit: { limit: 1 } })] },
+      400,
+      "BAD_REQUEST",
+      /^keys\.0\.ratelimit\.duration: /,
+    );
     await refused(
       { migrationId: "m", apiId, keys: [byHash({ ratelimit: { limit: 1, duration: 999 } })] },
       400,
@@ -280,8 +294,18 @@ describe("migrations.enqueueKeys refuses bad batches and writes nothing", () => 
 
   it("refuses a key repeated within the batch (409), roles or permissions that do not exist (412), an unknown API (404)", async () => {
     const plaintext = secret();
-    await refused({ migrationId: "m", apiId, keys: [{ plaintext }, byHash(), { plaintext }] }, 409, "CONFLICT", "the key at index 2 is the same key as the one at index 0");
-    await refused({ migrationId: "m", apiId, keys: [byHash({ roles: ["nope"] })] }, 412, "PRECONDITION_FAILED", 'Roles ["nope"] are missing, please create them first');
+    await refused(
+      { migrationId: "m", apiId, keys: [{ plaintext }, byHash(), { plaintext }] },
+      409,
+      "CONFLICT",
+      "the key at index 2 is the same key as the one at index 0",
+    );
+    await refused(
+      { migrationId: "m", apiId, keys: [byHash({ roles: ["nope"] })] },
+      412,
+      "PRECONDITION_FAILED",
+      'Roles ["nope"] are missing, please create them first',
+    );
     await refused(
       { migrationId: "m", apiId, keys: [byHash({ permissions: ["nope"] })] },
       412,

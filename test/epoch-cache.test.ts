@@ -146,7 +146,11 @@ describe("the epoch behind these caches", () => {
     const namespace = uniq("ns");
     expect((await limit(t, { namespace, identifier: "x" })).status).toBe(200);
     before = await epoch();
-    const set = await h.post("/v1/ratelimits.setOverride", { namespaceName: namespace, identifier: "yyy", limit: 1, duration: HOUR }, t.rootKey);
+    const set = await h.post(
+      "/v1/ratelimits.setOverride",
+      { namespaceName: namespace, identifier: "yyy", limit: 1, duration: HOUR },
+      t.rootKey,
+    );
     expect(set.status, JSON.stringify(set.body)).toBe(200);
     expect(await epoch()).toBe(before + 1n);
 

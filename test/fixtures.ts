@@ -30,14 +30,29 @@ export const test = base
   })
   .extend("t", { scope: "file" }, async ({ h }) => h.tenant())
   .extend("apiId", { scope: "file" }, async ({ h, t }) => h.createApi(t))
-  .extend("newApi", async ({ h }) => (tenant: Tenant) => h.createApi(tenant))
-  .extend("importKey", async ({ h, t, apiId }) => (fields: Record<string, unknown> = {}, tenant = t, api = apiId) => h.importKey(tenant, api, fields))
+  .extend(
+    "newApi",
+    async ({ h }) =>
+      (tenant: Tenant) =>
+        h.createApi(tenant),
+  )
+  .extend(
+    "importKey",
+    async ({ h, t, apiId }) =>
+      (fields: Record<string, unknown> = {}, tenant = t, api = apiId) =>
+        h.importKey(tenant, api, fields),
+  )
   .extend("createRole", async ({ h, t }) => async (name: string, tenant = t): Promise<string> => {
     const res = await h.post("/v1/permissions.createRole", { name }, tenant.rootKey);
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     return res.body.roleId;
   })
-  .extend("count", async ({ h }) => (query: string) => countIn(h, query))
+  .extend(
+    "count",
+    async ({ h }) =>
+      (query: string) =>
+        countIn(h, query),
+  )
   .extend(
     "keyRoles",
     async ({ h }) =>

@@ -227,11 +227,8 @@ export function expectError(res: Response, status: number, code: string, message
     res.body.error.requestId === res.headers["unkey-request-id"] &&
     typeof res.body.error.docs === "string" &&
     res.body.error.docs.endsWith(`/docs/errors/${code}`) &&
-    (message === undefined ||
-      (typeof message === "string" ? res.body.error.message === message : message.test(res.body.error.message)));
+    (message === undefined || (typeof message === "string" ? res.body.error.message === message : message.test(res.body.error.message)));
   if (!ok) {
-    throw new Error(
-      `expected ${status} ${code}${message ? ` (${message})` : ""}, got ${res.status} ${JSON.stringify(res.body)}`,
-    );
+    throw new Error(`expected ${status} ${code}${message ? ` (${message})` : ""}, got ${res.status} ${JSON.stringify(res.body)}`);
   }
 }

@@ -66,7 +66,11 @@ function expectTimeoutAnswer(raw: string) {
   expect(head).toMatch(/\r\nConnection: close(\r\n|$)/);
   const requestId = head.match(/\r\nUnkey-Request-Id: (req_\w+)/)?.[1];
   expect(requestId).toBeDefined();
-  expect(body.error).toMatchObject({ code: "REQUEST_TIMEOUT", requestId, message: "the request was not received in time; send it again, whole" });
+  expect(body.error).toMatchObject({
+    code: "REQUEST_TIMEOUT",
+    requestId,
+    message: "the request was not received in time; send it again, whole",
+  });
   expect(body.error.docs).toMatch(/\/docs\/errors\/REQUEST_TIMEOUT$/);
 }
 
@@ -185,7 +189,9 @@ describe("the connection cap (KEYHAVEN_MAX_CONNECTIONS=2)", () => {
       await c.closed;
     }
     // Below the cap again: new connections are served.
-    await expect.poll(async () => (await fetch(`http://127.0.0.1:${cappedPort}/v1/liveness`)).status, { timeout: CLOSE_WITHIN_MS }).toBe(200);
+    await expect
+      .poll(async () => (await fetch(`http://127.0.0.1:${cappedPort}/v1/liveness`)).status, { timeout: CLOSE_WITHIN_MS })
+      .toBe(200);
   });
 });
 

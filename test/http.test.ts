@@ -14,7 +14,12 @@ const it = test
           .inject({ method: "POST", url, payload, headers: { authorization: `Bearer ${t.rootKey}`, ...headers } })
           .then((r) => ({ status: r.statusCode, body: JSON.parse(r.body), headers: r.headers })),
   )
-  .extend("countApis", async ({ h }) => async () => Number((await h.sql<{ n: string }>("select count(*) as n from apis"))[0]!.n));
+  .extend(
+    "countApis",
+    async ({ h }) =>
+      async () =>
+        Number((await h.sql<{ n: string }>("select count(*) as n from apis"))[0]!.n),
+  );
 
 describe("the call convention", () => {
   it("answers liveness without authentication", async ({ h }) => {
@@ -71,7 +76,10 @@ describe("the call convention", () => {
         });
         req.on("response", (res) => {
           let text = "";
-          res.setEncoding("utf8").on("data", (d: string) => (text += d)).on("end", () => resolve(text));
+          res
+            .setEncoding("utf8")
+            .on("data", (d: string) => (text += d))
+            .on("end", () => resolve(text));
         });
         req.on("error", reject);
         req.end(JSON.stringify({ name: "ok-name" }));
@@ -95,7 +103,6 @@ describe("the call convention", () => {
 });
 
 describe("bad bodies are clean 4xx errors that change nothing", () => {
-
   it("refuses malformed JSON", async ({ rawPost, countApis }) => {
     const before = await countApis();
     const res = await rawPost("/v1/apis.createApi", '{"name": "abc"', { "content-type": "application/json" });
@@ -160,7 +167,10 @@ describe("bad bodies are clean 4xx errors that change nothing", () => {
   });
 
   it("refuses a body of more than 50,000 objects and arrays before parsing it, and takes 50,000", async ({ rawPost }) => {
-    const body = (n: number) => `[{"apiId":"api_missing","plaintext":"sk_0123456789","meta":{"a":[${Array(n - 4).fill("[]").join(",")}]}}]`;
+    const body = (n: number) =>
+      `[{"apiId":"api_missing","plaintext":"sk_0123456789","meta":{"a":[${Array(n - 4)
+        .fill("[]")
+        .join(",")}]}}]`;
     expectError(
       await rawPost("/v1/migrations.createKeys", body(50_001), { "content-type": "application/json" }),
       400,

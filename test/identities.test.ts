@@ -35,7 +35,9 @@ describe("identities.createIdentity", () => {
     expect(id).toMatch(/^id_/);
     const [row] = await h.sql<any>(`select * from identities where id = '${id}'`);
     expect(row).toMatchObject({ workspace_id: t.workspaceId, external_id: externalId, meta: { plan: "pro" } });
-    const rls = await h.sql<any>(`select name, "limit", duration, auto_apply, key_id, identity_id from ratelimits where identity_id = '${id}'`);
+    const rls = await h.sql<any>(
+      `select name, "limit", duration, auto_apply, key_id, identity_id from ratelimits where identity_id = '${id}'`,
+    );
     expect(rls).toHaveLength(1);
     expect(rls[0]).toMatchObject({ name: "tokens", limit: 10, auto_apply: false, key_id: null, identity_id: id });
     expect(Number(rls[0].duration)).toBe(60_000);
@@ -79,21 +81,51 @@ describe("identities.createIdentity", () => {
     const post = (body: unknown) => h.post("/v1/identities.createIdentity", body, t.rootKey);
     expectError(await post({ externalId: "ab" }), 400, "BAD_REQUEST", /^externalId: /);
     expectError(await post({}), 400, "BAD_REQUEST", /^externalId: /);
-    expectError(await post({ externalId: "abc", ratelimits: [{ name: "a", limit: 0, duration: 1000 }] }), 400, "BAD_REQUEST", /^ratelimits\.0\.limit: /);
-    expectError(await post({ externalId: "abc", ratelimits: [{ name: "a", limit: 1, duration: 999 }] }), 400, "BAD_REQUEST", /^ratelimits\.0\.duration: /);
-    expectError(await post({ externalId: "abc", meta: "nope" }), 400, "BAD_REQUEST", /^meta: /);
-    // Bounded by what the columns hold: these were 500s (an int4 overflow, names too long for a unique index).
-    expectError(await post({ externalId: "x".repeat(257) }), 400, "BAD_REQUEST", /^externalId: /);
-    expectError(await post({ externalId: "abc", ratelimits: [{ name: "a", limit: 2 ** 31, duration: 1000 }] }), 400, "BAD_REQUEST", /^ratelimits\.0\.limit: /);
-    expectError(await post({ externalId: "abc", ratelimits: [{ name: "n".repeat(9000), limit: 1, duration: 1000 }] }), 400, "BAD_REQUEST", /^ratelimits\.0\.name: /);
     expectError(
-      await h.post("/v1/identities.updateIdentity", { externalId: "abc", ratelimits: [{ name: "a", limit: 2 ** 31, duration: 1000 }] }, t.rootKey),
+      await post({ externalId: "abc", ratelimits: [{ name: "a", limit: 0, duration: 1000 }] }),
       400,
       "BAD_REQUEST",
       /^ratelimits\.0\.limit: /,
     );
     expectError(
-      await post({ externalId: unique("user"), ratelimits: [{ name: "a", limit: 1, duration: 1000 }, { name: "a", limit: 2, duration: 1000 }] }),
+      await post({ externalId: "abc", ratelimits: [{ name: "a", limit: 1, duration: 999 }] }),
+      400,
+      "BAD_REQUEST",
+      /^ratelimits\.0\.duration: /,
+    );
+    expectError(await post({ externalId: "abc", meta: "nope" }), 400, "BAD_REQUEST", /^meta: /);
+    // Bounded by what the columns hold: these were 500s (an int4 overflow, names too long for a unique index).
+    expectError(await post({ externalId: "x".repeat(257) }), 400, "BAD_REQUEST", /^externalId: /);
+    expectError(
+      await post({ externalId: "abc", ratelimits: [{ name: "a", limit: 2 ** 31, duration: 1000 }] }),
+      400,
+      "BAD_REQUEST",
+      /^ratelimits\.0\.limit: /,
+    );
+    expectError(
+      await post({ externalId: "abc", ratelimits: [{ name: "n".repeat(9000), limit: 1, duration: 1000 }] }),
+      400,
+      "BAD_REQUEST",
+      /^ratelimits\.0\.name: /,
+    );
+    expectError(
+      await h.post(
+        "/v1/identities.updateIdentity",
+        { externalId: "abc", ratelimits: [{ name: "a", limit: 2 ** 31, duration: 1000 }] },
+        t.rootKey,
+      ),
+      400,
+      "BAD_REQUEST",
+      /^ratelimits\.0\.limit: /,
+    );
+    expectError(
+      await post({
+        externalId: unique("user"),
+        ratelimits: [
+          { name: "a", limit: 1, duration: 1000 },
+          { name: "a", limit: 2, duration: 1000 },
+        ],
+      }),
       409,
       "CONFLICT",
       'Ratelimit with name "a" is already defined in the request',
@@ -106,13 +138,19 @@ describe("identities.getIdentity", () => {
   it("reads an identity by id and by externalId", async () => {
     const { id, externalId } = await newIdentity(t, {
       meta: { a: 1 },
-      ratelimits: [{ name: "b", limit: 5, duration: 2000 }, { name: "a", limit: 1, duration: 1000 }],
+      ratelimits: [
+        { name: "b", limit: 5, duration: 2000 },
+        { name: "a", limit: 1, duration: 1000 },
+      ],
     });
     const expected = {
       id,
       externalId,
       meta: { a: 1 },
-      ratelimits: [{ name: "a", limit: 1, duration: 1000 }, { name: "b", limit: 5, duration: 2000 }],
+      ratelimits: [
+        { name: "a", limit: 1, duration: 1000 },
+        { name: "b", limit: 5, duration: 2000 },
+      ],
     };
     const byId = await h.get("/v1/identities.getIdentity", { identityId: id }, t.rootKey);
     expect(byId.status).toBe(200);
@@ -131,15 +169,30 @@ describe("identities.getIdentity", () => {
     expectError(await h.get("/v1/identities.getIdentity", {}, t.rootKey), 400, "BAD_REQUEST", "Provide either identityId or externalId");
     // Checked before the root key, as v1 did.
     expectError(await h.get("/v1/identities.getIdentity", {}), 400, "BAD_REQUEST", "Provide either identityId or externalId");
-    expectError(await h.get("/v1/identities.getIdentity", { identityId: "id_nope" }, t.rootKey), 404, "NOT_FOUND", "identity id_nope not found");
-    expectError(await h.get("/v1/identities.getIdentity", { externalId: "nobody" }, t.rootKey), 404, "NOT_FOUND", "identity nobody not found");
+    expectError(
+      await h.get("/v1/identities.getIdentity", { identityId: "id_nope" }, t.rootKey),
+      404,
+      "NOT_FOUND",
+      "identity id_nope not found",
+    );
+    expectError(
+      await h.get("/v1/identities.getIdentity", { externalId: "nobody" }, t.rootKey),
+      404,
+      "NOT_FOUND",
+      "identity nobody not found",
+    );
   });
 
   it("answers an identity of another workspace exactly like a missing one", async () => {
     const { id, externalId } = await newIdentity(t);
     const other = await h.tenant();
     expectError(await h.get("/v1/identities.getIdentity", { identityId: id }, other.rootKey), 404, "NOT_FOUND", `identity ${id} not found`);
-    expectError(await h.get("/v1/identities.getIdentity", { externalId }, other.rootKey), 404, "NOT_FOUND", `identity ${externalId} not found`);
+    expectError(
+      await h.get("/v1/identities.getIdentity", { externalId }, other.rootKey),
+      404,
+      "NOT_FOUND",
+      `identity ${externalId} not found`,
+    );
   });
 
   it("accepts identity.*.read_identity and identity.<id>.read_identity, but not another identity's", async () => {
@@ -231,12 +284,22 @@ describe("identities.updateIdentity", () => {
   it("updates meta and reconciles rate limits by name: update, insert, delete", async () => {
     const { id, externalId } = await newIdentity(t, {
       meta: { old: true },
-      ratelimits: [{ name: "keep", limit: 1, duration: 1000 }, { name: "drop", limit: 2, duration: 2000 }],
+      ratelimits: [
+        { name: "keep", limit: 1, duration: 1000 },
+        { name: "drop", limit: 2, duration: 2000 },
+      ],
     });
     const [keepBefore] = await h.sql<{ id: string }>(`select id from ratelimits where identity_id = '${id}' and name = 'keep'`);
     const res = await h.post(
       "/v1/identities.updateIdentity",
-      { identityId: id, meta: { new: 1 }, ratelimits: [{ name: "keep", limit: 9, duration: 9000 }, { name: "add", limit: 3, duration: 3000 }] },
+      {
+        identityId: id,
+        meta: { new: 1 },
+        ratelimits: [
+          { name: "keep", limit: 9, duration: 9000 },
+          { name: "add", limit: 3, duration: 3000 },
+        ],
+      },
       t.rootKey,
     );
     expect(res.status, JSON.stringify(res.body)).toBe(200);
@@ -244,7 +307,10 @@ describe("identities.updateIdentity", () => {
       id,
       externalId,
       meta: { new: 1 },
-      ratelimits: [{ name: "add", limit: 3, duration: 3000 }, { name: "keep", limit: 9, duration: 9000 }],
+      ratelimits: [
+        { name: "add", limit: 3, duration: 3000 },
+        { name: "keep", limit: 9, duration: 9000 },
+      ],
     });
     const rows = await h.sql<{ id: string; name: string }>(`select id, name from ratelimits where identity_id = '${id}' order by name`);
     expect(rows.map((r) => r.name)).toEqual(["add", "keep"]);
@@ -268,7 +334,14 @@ describe("identities.updateIdentity", () => {
     expectError(
       await h.post(
         "/v1/identities.updateIdentity",
-        { identityId: id, meta: { x: 1 }, ratelimits: [{ name: "r", limit: 5, duration: 1000 }, { name: "r", limit: 6, duration: 1000 }] },
+        {
+          identityId: id,
+          meta: { x: 1 },
+          ratelimits: [
+            { name: "r", limit: 5, duration: 1000 },
+            { name: "r", limit: 6, duration: 1000 },
+          ],
+        },
         t.rootKey,
       ),
       409,
@@ -297,7 +370,11 @@ describe("identities.deleteIdentity", () => {
     const imported = await h.post("/v1/migrations.createKeys", [{ apiId, plaintext, externalId }], t.rootKey);
     expect(imported.status, JSON.stringify(imported.body)).toBe(200);
     const [ident] = await h.sql<{ id: string }>(`select id from identities where external_id = '${externalId}'`);
-    await h.post("/v1/identities.updateIdentity", { identityId: ident!.id, ratelimits: [{ name: "r", limit: 1, duration: 60_000 }] }, t.rootKey);
+    await h.post(
+      "/v1/identities.updateIdentity",
+      { identityId: ident!.id, ratelimits: [{ name: "r", limit: 1, duration: 60_000 }] },
+      t.rootKey,
+    );
     const res = await h.post("/v1/identities.deleteIdentity", { identityId: ident!.id }, t.rootKey);
     expect(res.status).toBe(200);
     expect(res.body).toEqual({});
@@ -313,7 +390,12 @@ describe("identities.deleteIdentity", () => {
 
   it("answers an unknown or foreign identity with the same 404 and deletes nothing", async () => {
     const { id } = await newIdentity(t);
-    expectError(await h.post("/v1/identities.deleteIdentity", { identityId: "id_nope" }, t.rootKey), 404, "NOT_FOUND", "identity id_nope not found");
+    expectError(
+      await h.post("/v1/identities.deleteIdentity", { identityId: "id_nope" }, t.rootKey),
+      404,
+      "NOT_FOUND",
+      "identity id_nope not found",
+    );
     expectError(
       await h.post("/v1/identities.deleteIdentity", { identityId: id }, (await h.tenant()).rootKey),
       404,
@@ -341,7 +423,10 @@ describe("identity rate limits at verification", () => {
     const k2 = `sk_${randomBytes(16).toString("hex")}`;
     const imported = await h.post(
       "/v1/migrations.createKeys",
-      [{ apiId, plaintext: k1, externalId }, { apiId, plaintext: k2, externalId }],
+      [
+        { apiId, plaintext: k1, externalId },
+        { apiId, plaintext: k2, externalId },
+      ],
       t.rootKey,
     );
     expect(imported.status, JSON.stringify(imported.body)).toBe(200);
@@ -367,9 +452,14 @@ describe("identity rate limits at verification", () => {
     }
     expect(results).toEqual([true, true, false, false, false, false]);
 
-    await h.post("/v1/identities.updateIdentity", { externalId, ratelimits: [{ name: "hourly", limit: 4, duration: 3_600_000 }] }, t.rootKey);
+    await h.post(
+      "/v1/identities.updateIdentity",
+      { externalId, ratelimits: [{ name: "hourly", limit: 4, duration: 3_600_000 }] },
+      t.rootKey,
+    );
     const after: boolean[] = [];
-    for (let i = 0; i < 4; i++) after.push((await verify({ key: i % 2 === 0 ? k2 : k1, apiId, ratelimits: [{ name: "hourly" }] })).body.valid);
+    for (let i = 0; i < 4; i++)
+      after.push((await verify({ key: i % 2 === 0 ? k2 : k1, apiId, ratelimits: [{ name: "hourly" }] })).body.valid);
     expect(after).toEqual([true, true, false, false]);
   });
 

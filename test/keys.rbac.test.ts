@@ -20,7 +20,12 @@ const it = test
      values ('${roleId}', '${permissionId}', '${tenant.workspaceId}', ${Date.now()})`,
     );
   })
-  .extend("call", async ({ h, t }) => (route: string, body: unknown, rootKey = t.rootKey) => h.post(`/v1/keys.${route}`, body, rootKey))
+  .extend(
+    "call",
+    async ({ h, t }) =>
+      (route: string, body: unknown, rootKey = t.rootKey) =>
+        h.post(`/v1/keys.${route}`, body, rootKey),
+  )
   .extend("ok", async ({ t, call }) => async (route: string, body: unknown, rootKey = t.rootKey) => {
     const res = await call(route, body, rootKey);
     expect(res.status, JSON.stringify(res.body)).toBe(200);
@@ -35,11 +40,23 @@ const it = test
           return r.body;
         }),
   )
-  .extend("allowed", async ({ verify }) => async (key: string, permission: string) => (await verify(key, permission)).valid as boolean);
+  .extend(
+    "allowed",
+    async ({ verify }) =>
+      async (key: string, permission: string) =>
+        (await verify(key, permission)).valid as boolean,
+  );
 const sorted = (ids: string[]) => [...ids].sort();
 
 describe("keys.addPermissions", () => {
-  it("connects permissions by slug and by id, answers all of them, and the next verification sees them", async ({ importKey, createPermission, ok, verify, allowed, keyPermissions }) => {
+  it("connects permissions by slug and by id, answers all of them, and the next verification sees them", async ({
+    importKey,
+    createPermission,
+    ok,
+    verify,
+    allowed,
+    keyPermissions,
+  }) => {
     const [s1, s2] = [unique("docs.read"), unique("docs.write")];
     const p1 = await createPermission(`${s1}.name`, s1);
     const p2 = await createPermission(s2);
@@ -56,7 +73,12 @@ describe("keys.addPermissions", () => {
     expect(await verify(key, { and: [s1, s2] })).toMatchObject({ valid: true });
   });
 
-  it("keeps the permissions the key already has and accepts ones it already holds", async ({ importKey, createPermission, ok, keyPermissions }) => {
+  it("keeps the permissions the key already has and accepts ones it already holds", async ({
+    importKey,
+    createPermission,
+    ok,
+    keyPermissions,
+  }) => {
     const [s1, s2] = [unique("a"), unique("b")];
     const p1 = await createPermission(s1);
     const p2 = await createPermission(s2);
@@ -68,7 +90,13 @@ describe("keys.addPermissions", () => {
     expect(await keyPermissions(keyId)).toEqual(sorted([p1, p2]));
   });
 
-  it("creates a missing permission with create (name = slug) when the root key may create permissions", async ({ h, t, importKey, ok, allowed }) => {
+  it("creates a missing permission with create (name = slug) when the root key may create permissions", async ({
+    h,
+    t,
+    importKey,
+    ok,
+    allowed,
+  }) => {
     const slug = unique("new.perm");
     const rootKey = await h.rootKey(t.workspaceId, ["rbac.*.add_permission_to_key", "rbac.*.create_permission"]);
     const { key, keyId } = await importKey();
@@ -79,7 +107,15 @@ describe("keys.addPermissions", () => {
     expect(await allowed(key, slug)).toBe(true);
   });
 
-  it("refuses to create without rbac.*.create_permission (403 UNAUTHORIZED) and changes nothing", async ({ h, t, importKey, createPermission, call, count, keyPermissions }) => {
+  it("refuses to create without rbac.*.create_permission (403 UNAUTHORIZED) and changes nothing", async ({
+    h,
+    t,
+    importKey,
+    createPermission,
+    call,
+    count,
+    keyPermissions,
+  }) => {
     const existing = unique("existing");
     const slug = unique("never");
     await createPermission(existing);
@@ -94,7 +130,13 @@ describe("keys.addPermissions", () => {
     expect(await count(`permissions where slug = '${slug}'`)).toBe(0);
   });
 
-  it("answers 404 for an unknown slug or id, and a missing one in the middle of the list changes nothing", async ({ importKey, createPermission, call, count, keyPermissions }) => {
+  it("answers 404 for an unknown slug or id, and a missing one in the middle of the list changes nothing", async ({
+    importKey,
+    createPermission,
+    call,
+    count,
+    keyPermissions,
+  }) => {
     const [s1, s3] = [unique("first"), unique("third")];
     await createPermission(s1);
     await createPermission(s3);
@@ -157,7 +199,13 @@ describe("keys.addPermissions", () => {
 });
 
 describe("keys.removePermissions", () => {
-  it("disconnects every requested permission, by slug (name or slug field) and by id, and answers {}", async ({ importKey, createPermission, ok, allowed, keyPermissions }) => {
+  it("disconnects every requested permission, by slug (name or slug field) and by id, and answers {}", async ({
+    importKey,
+    createPermission,
+    ok,
+    allowed,
+    keyPermissions,
+  }) => {
     const [s1, s2, s3, s4] = [unique("r1"), unique("r2"), unique("r3"), unique("keep")];
     const p1 = await createPermission(`${s1}.name`, s1);
     const p2 = await createPermission(s2);
@@ -180,7 +228,14 @@ describe("keys.removePermissions", () => {
     expect(await ok("removePermissions", { keyId, permissions: [{ name: slug }] })).toEqual({});
   });
 
-  it("answers 200 for unknown permissions and ones the key does not hold, still removing the others (as v1)", async ({ h, importKey, createPermission, ok, allowed, keyPermissions }) => {
+  it("answers 200 for unknown permissions and ones the key does not hold, still removing the others (as v1)", async ({
+    h,
+    importKey,
+    createPermission,
+    ok,
+    allowed,
+    keyPermissions,
+  }) => {
     const [s1, s2, s3] = [unique("a"), unique("b"), unique("kept")];
     await createPermission(s1);
     const p2 = await createPermission(s2);
@@ -216,7 +271,13 @@ describe("keys.removePermissions", () => {
 });
 
 describe("keys.setPermissions", () => {
-  it("makes the key's direct permissions exactly the requested ones and answers them", async ({ importKey, createPermission, ok, allowed, keyPermissions }) => {
+  it("makes the key's direct permissions exactly the requested ones and answers them", async ({
+    importKey,
+    createPermission,
+    ok,
+    allowed,
+    keyPermissions,
+  }) => {
     const [s1, s2, s3] = [unique("old"), unique("kept"), unique("new")];
     await createPermission(s1);
     const p2 = await createPermission(s2);
@@ -241,7 +302,12 @@ describe("keys.setPermissions", () => {
     expect(await allowed(key, slug)).toBe(true);
   });
 
-  it("answers 404 'not found and not allowed to create' for a missing one without create, changing nothing", async ({ importKey, createPermission, call, keyPermissions }) => {
+  it("answers 404 'not found and not allowed to create' for a missing one without create, changing nothing", async ({
+    importKey,
+    createPermission,
+    call,
+    keyPermissions,
+  }) => {
     const s1 = unique("s1");
     const p1 = await createPermission(s1);
     const s2 = unique("s2");
@@ -257,7 +323,15 @@ describe("keys.setPermissions", () => {
     expect(await keyPermissions(keyId)).toEqual([p1]);
   });
 
-  it("needs remove_permission_from_key to disconnect (403 UNAUTHORIZED)", async ({ h, t, importKey, createPermission, call, ok, keyPermissions }) => {
+  it("needs remove_permission_from_key to disconnect (403 UNAUTHORIZED)", async ({
+    h,
+    t,
+    importKey,
+    createPermission,
+    call,
+    ok,
+    keyPermissions,
+  }) => {
     const [s1, s2] = [unique("held"), unique("wanted")];
     const p1 = await createPermission(s1);
     await createPermission(s2);
@@ -270,7 +344,15 @@ describe("keys.setPermissions", () => {
     expect((await keyPermissions(keyId)).length).toBe(2);
   });
 
-  it("needs add_permission_to_key to connect and create_permission to create (403 INSUFFICIENT_PERMISSIONS)", async ({ h, t, importKey, createPermission, call, count, keyPermissions }) => {
+  it("needs add_permission_to_key to connect and create_permission to create (403 INSUFFICIENT_PERMISSIONS)", async ({
+    h,
+    t,
+    importKey,
+    createPermission,
+    call,
+    count,
+    keyPermissions,
+  }) => {
     const s1 = unique("s1");
     await createPermission(s1);
     const { keyId } = await importKey();
@@ -289,7 +371,15 @@ describe("keys.setPermissions", () => {
 });
 
 describe("keys.addRoles / removeRoles / setRoles", () => {
-  it("connects roles by name and by id, and the next verification sees the role's permissions", async ({ importKey, createRole, createPermission, grantToRole, ok, allowed, keyRoles }) => {
+  it("connects roles by name and by id, and the next verification sees the role's permissions", async ({
+    importKey,
+    createRole,
+    createPermission,
+    grantToRole,
+    ok,
+    allowed,
+    keyRoles,
+  }) => {
     const [r1, r2] = [unique("admin"), unique("reader")];
     const role1 = await createRole(r1);
     const role2 = await createRole(r2);
@@ -305,7 +395,15 @@ describe("keys.addRoles / removeRoles / setRoles", () => {
     expect(await allowed(key, slug)).toBe(true);
   });
 
-  it("creates a missing role with create when the root key may create roles, and refuses otherwise (403 UNAUTHORIZED)", async ({ h, t, importKey, call, ok, count, keyRoles }) => {
+  it("creates a missing role with create when the root key may create roles, and refuses otherwise (403 UNAUTHORIZED)", async ({
+    h,
+    t,
+    importKey,
+    call,
+    ok,
+    count,
+    keyRoles,
+  }) => {
     const name = unique("made");
     const { keyId } = await importKey();
     const weak = await h.rootKey(t.workspaceId, ["rbac.*.add_role_to_key"]);
@@ -335,7 +433,15 @@ describe("keys.addRoles / removeRoles / setRoles", () => {
     expect(await keyRoles(keyId)).toEqual([]);
   });
 
-  it("removes every requested role, by name and by id, and the next verification no longer sees its permissions", async ({ importKey, createRole, createPermission, grantToRole, ok, allowed, keyRoles }) => {
+  it("removes every requested role, by name and by id, and the next verification no longer sees its permissions", async ({
+    importKey,
+    createRole,
+    createPermission,
+    grantToRole,
+    ok,
+    allowed,
+    keyRoles,
+  }) => {
     const [r1, r2, r3] = [unique("a"), unique("b"), unique("keep")];
     const role1 = await createRole(r1);
     const role2 = await createRole(r2);
@@ -349,7 +455,13 @@ describe("keys.addRoles / removeRoles / setRoles", () => {
     expect(await allowed(key, slug)).toBe(false);
   });
 
-  it("answers 200 for unknown roles and ones the key does not have, still removing the others (as v1)", async ({ h, importKey, createRole, ok, keyRoles }) => {
+  it("answers 200 for unknown roles and ones the key does not have, still removing the others (as v1)", async ({
+    h,
+    importKey,
+    createRole,
+    ok,
+    keyRoles,
+  }) => {
     const [r1, r2, r3] = [unique("a"), unique("b"), unique("keep")];
     await createRole(r1);
     await createRole(r2);
@@ -370,7 +482,14 @@ describe("keys.addRoles / removeRoles / setRoles", () => {
     expect(await keyRoles(keyId)).toEqual([role3]);
   });
 
-  it("set refuses a root key with neither add nor remove permission before looking at the key, even for its current set", async ({ h, t, importKey, createRole, createPermission, call }) => {
+  it("set refuses a root key with neither add nor remove permission before looking at the key, even for its current set", async ({
+    h,
+    t,
+    importKey,
+    createRole,
+    createPermission,
+    call,
+  }) => {
     const r1 = unique("current");
     await createRole(r1);
     const slug = unique("current.perm");
@@ -381,7 +500,12 @@ describe("keys.addRoles / removeRoles / setRoles", () => {
     for (const rootKey of [nothing, unrelated]) {
       for (const id of [keyId, "key_missing0000000000"]) {
         const roles = await call("setRoles", { keyId: id, roles: [{ name: r1 }] }, rootKey);
-        expectError(roles, 403, "INSUFFICIENT_PERMISSIONS", /^Missing permissions: need one of \["\*", "rbac\.\*\.add_role_to_key", "rbac\.\*\.remove_role_from_key"\]/);
+        expectError(
+          roles,
+          403,
+          "INSUFFICIENT_PERMISSIONS",
+          /^Missing permissions: need one of \["\*", "rbac\.\*\.add_role_to_key", "rbac\.\*\.remove_role_from_key"\]/,
+        );
         const perms = await call("setPermissions", { keyId: id, permissions: [{ slug }] }, rootKey);
         expectError(perms, 403, "INSUFFICIENT_PERMISSIONS", /add_permission_to_key", "rbac\.\*\.remove_permission_from_key"\]/);
       }
@@ -391,7 +515,16 @@ describe("keys.addRoles / removeRoles / setRoles", () => {
     expect((await call("setRoles", { keyId, roles: [{ name: r1 }] }, addOnly)).status).toBe(200);
   });
 
-  it("setRoles replaces the key's roles, creating with create, and checks remove / add / create separately", async ({ h, t, importKey, createRole, call, ok, count, keyRoles }) => {
+  it("setRoles replaces the key's roles, creating with create, and checks remove / add / create separately", async ({
+    h,
+    t,
+    importKey,
+    createRole,
+    call,
+    ok,
+    count,
+    keyRoles,
+  }) => {
     const [r1, r2] = [unique("old"), unique("new")];
     const role1 = await createRole(r1);
     const role2 = await createRole(r2);
@@ -403,11 +536,7 @@ describe("keys.addRoles / removeRoles / setRoles", () => {
     expectError(await call("setRoles", { keyId, roles: [{ name: r2 }] }, removeOnly), 403, "INSUFFICIENT_PERMISSIONS");
     const created = unique("created");
     const noCreate = await h.rootKey(t.workspaceId, ["rbac.*.add_role_to_key", "rbac.*.remove_role_from_key"]);
-    expectError(
-      await call("setRoles", { keyId, roles: [{ name: created, create: true }] }, noCreate),
-      403,
-      "INSUFFICIENT_PERMISSIONS",
-    );
+    expectError(await call("setRoles", { keyId, roles: [{ name: created, create: true }] }, noCreate), 403, "INSUFFICIENT_PERMISSIONS");
     expectError(
       await call("setRoles", { keyId, roles: [{ name: created }] }, noCreate),
       404,
@@ -436,7 +565,15 @@ describe("the key itself", () => {
     ["setRoles", "roles", { name: "x" }],
   ];
 
-  it("answers 404 'key <id> not found' for a missing, deleted or other workspace's key on every route", async ({ h, t, newApi, importKey, call, keyRoles, keyPermissions }) => {
+  it("answers 404 'key <id> not found' for a missing, deleted or other workspace's key on every route", async ({
+    h,
+    t,
+    newApi,
+    importKey,
+    call,
+    keyRoles,
+    keyPermissions,
+  }) => {
     const other = await h.tenant();
     const theirs = (await importKey({}, other, await newApi(other))).keyId;
     const deleted = (await importKey()).keyId;

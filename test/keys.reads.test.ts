@@ -32,8 +32,7 @@ async function importKeys(h: Harness, tenant: Tenant, items: Record<string, unkn
 const importOne = async (fields: Record<string, unknown>) => (await importKeys(h, t, [{ apiId, ...fields }]))[0]!;
 
 /** `null` sends no Authorization header at all. */
-const getKey = (query: Record<string, string>, rootKey: string | null = t.rootKey) =>
-  h.get("/v1/keys.getKey", query, rootKey ?? undefined);
+const getKey = (query: Record<string, string>, rootKey: string | null = t.rootKey) => h.get("/v1/keys.getKey", query, rootKey ?? undefined);
 const listKeys = (query: Record<string, string>, rootKey: string | null = t.rootKey) =>
   h.get("/v1/apis.listKeys", query, rootKey ?? undefined);
 const whoami = (body: unknown, rootKey: string | null = t.rootKey) => h.post("/v1/keys.whoami", body, rootKey ?? undefined);
@@ -379,7 +378,11 @@ describe("apis.listKeys", () => {
   it("pages through 250 keys by id: each once, in order, with a cursor until the last page and the exact total", async () => {
     const api = await newApi(h, t);
     for (let i = 0; i < 3; i++) {
-      await importKeys(h, t, Array.from({ length: i < 2 ? 100 : 50 }, () => byHash(api)));
+      await importKeys(
+        h,
+        t,
+        Array.from({ length: i < 2 ? 100 : 50 }, () => byHash(api)),
+      );
     }
     const expected = (await h.sql<{ id: string }>(`select id from keys where api_id = '${api}' order by id`)).map((r) => r.id);
     expect(expected).toHaveLength(250);
@@ -497,9 +500,19 @@ describe("apis.listKeys", () => {
 
   it("refuses a NUL character in any text parameter with a 400, on both GET routes", async () => {
     for (const field of ["apiId", "cursor", "ownerId", "externalId"]) {
-      expectError(await listKeys({ apiId, [field]: "a\u0000b" }), 400, "BAD_REQUEST", `${field}: must not contain the NUL character or unpaired surrogates`);
+      expectError(
+        await listKeys({ apiId, [field]: "a\u0000b" }),
+        400,
+        "BAD_REQUEST",
+        `${field}: must not contain the NUL character or unpaired surrogates`,
+      );
     }
-    expectError(await getKey({ keyId: "key_\u0000" }), 400, "BAD_REQUEST", "keyId: must not contain the NUL character or unpaired surrogates");
+    expectError(
+      await getKey({ keyId: "key_\u0000" }),
+      400,
+      "BAD_REQUEST",
+      "keyId: must not contain the NUL character or unpaired surrogates",
+    );
   });
 });
 

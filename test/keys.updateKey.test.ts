@@ -11,7 +11,12 @@ const recent = (value: unknown) => Math.abs(ms(value)! - Date.now()) < 60_000;
 
 // The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), and helpers over them.
 const it = test
-  .extend("update", async ({ h, t }) => (body: Record<string, unknown>, rootKey = t.rootKey) => h.post("/v1/keys.updateKey", body, rootKey))
+  .extend(
+    "update",
+    async ({ h, t }) =>
+      (body: Record<string, unknown>, rootKey = t.rootKey) =>
+        h.post("/v1/keys.updateKey", body, rootKey),
+  )
   .extend("updateOk", async ({ t, update }) => async (body: Record<string, unknown>, rootKey = t.rootKey) => {
     const res = await update(body, rootKey);
     expect(res.status, JSON.stringify(res.body)).toBe(200);
@@ -26,14 +31,19 @@ const it = test
           return r.body;
         }),
   )
-  .extend("row", async ({ h }) => async (keyId: string) => (await h.sql<any>(`select * from keys where id = '${keyId}'`))[0])
+  .extend(
+    "row",
+    async ({ h }) =>
+      async (keyId: string) =>
+        (await h.sql<any>(`select * from keys where id = '${keyId}'`))[0],
+  )
   .extend(
     "defaultLimit",
     async ({ h }) =>
       async (keyId: string) =>
-        (
-          await h.sql<any>(`select "limit", duration, auto_apply from ratelimits where key_id = '${keyId}' and name = 'default'`)
-        ).map((r) => ({ ...r, duration: Number(r.duration) })),
+        (await h.sql<any>(`select "limit", duration, auto_apply from ratelimits where key_id = '${keyId}' and name = 'default'`)).map(
+          (r) => ({ ...r, duration: Number(r.duration) }),
+        ),
   )
   /** Moves a key's creation and last refill back by `days`, so that a refill falls due. */
   .extend(
@@ -52,7 +62,12 @@ const it = test
 const sorted = (ids: string[]) => [...ids].sort();
 
 describe("keys.updateKey changes only the fields it is given", () => {
-  it("sets name, meta, environment and expires one at a time, leaving every other field as it was", async ({ apiId, importKey, updateOk, row }) => {
+  it("sets name, meta, environment and expires one at a time, leaving every other field as it was", async ({
+    apiId,
+    importKey,
+    updateOk,
+    row,
+  }) => {
     const expires = Date.now() + 86_400_000;
     const { keyId } = await importKey({ name: "old", meta: { plan: "free" }, environment: "prod", remaining: 10 });
     const before = await row(keyId);
@@ -181,7 +196,14 @@ describe("remaining", () => {
     expect(body).not.toHaveProperty("remaining");
   });
 
-  it("stores remaining 0 (an exhausted key, as v1), which updateRemaining or updateKey can top up later", async ({ h, t, importKey, updateOk, verify, row }) => {
+  it("stores remaining 0 (an exhausted key, as v1), which updateRemaining or updateKey can top up later", async ({
+    h,
+    t,
+    importKey,
+    updateOk,
+    verify,
+    row,
+  }) => {
     const { key, keyId } = await importKey({ remaining: 3 });
     expect(await verify(key)).toMatchObject({ valid: true, remaining: 2 });
     await updateOk({ keyId, remaining: 0 });
@@ -319,7 +341,12 @@ describe("writes of remaining keep lazy refills right", () => {
     expect(await verify(key)).toMatchObject({ valid: true, remaining: 4 });
   });
 
-  it("does not apply a refill on top of a remaining set on a key that was unlimited with a refill kept", async ({ importKey, updateOk, verify, backdate }) => {
+  it("does not apply a refill on top of a remaining set on a key that was unlimited with a refill kept", async ({
+    importKey,
+    updateOk,
+    verify,
+    backdate,
+  }) => {
     const { key, keyId } = await importKey({ remaining: 2, refill: { interval: "daily", amount: 10 } });
     await updateOk({ keyId, remaining: null });
     await backdate(keyId, 2);
@@ -542,7 +569,14 @@ describe("roles: replaced by the given set", () => {
     expect(await keyRoles(keyId)).toEqual([role.id]);
   });
 
-  it("needs no create permission when a role asked to be created already exists", async ({ h, t, importKey, updateOk, keyRoles, createRole }) => {
+  it("needs no create permission when a role asked to be created already exists", async ({
+    h,
+    t,
+    importKey,
+    updateOk,
+    keyRoles,
+    createRole,
+  }) => {
     const name = unique("existing");
     const id = await createRole(name);
     const rootKey = await h.rootKey(t.workspaceId, ["api.*.update_key", "rbac.*.add_role_to_key"]);
@@ -551,7 +585,19 @@ describe("roles: replaced by the given set", () => {
     expect(await keyRoles(keyId)).toEqual([id]);
   });
 
-  it("needs the add and remove permissions of keys.setRoles / keys.setPermissions to change roles or permissions", async ({ h, t, importKey, update, updateOk, verify, row, keyRoles, keyPermissions, createRole, createPermission }) => {
+  it("needs the add and remove permissions of keys.setRoles / keys.setPermissions to change roles or permissions", async ({
+    h,
+    t,
+    importKey,
+    update,
+    updateOk,
+    verify,
+    row,
+    keyRoles,
+    keyPermissions,
+    createRole,
+    createPermission,
+  }) => {
     const role = await createRole(unique("granted-role"));
     const perm = unique("granted.perm");
     const permId = await createPermission(perm);
@@ -559,8 +605,18 @@ describe("roles: replaced by the given set", () => {
     const { key, keyId } = await importKey({ name: "before" });
     const before = await row(keyId);
     // update_key alone used to grant any role or permission (found by a security review).
-    expectError(await update({ keyId, name: "after", roles: [{ id: role }] }, updateOnly), 403, "INSUFFICIENT_PERMISSIONS", /rbac\.\*\.add_role_to_key/);
-    expectError(await update({ keyId, permissions: [{ id: permId }] }, updateOnly), 403, "INSUFFICIENT_PERMISSIONS", /rbac\.\*\.add_permission_to_key/);
+    expectError(
+      await update({ keyId, name: "after", roles: [{ id: role }] }, updateOnly),
+      403,
+      "INSUFFICIENT_PERMISSIONS",
+      /rbac\.\*\.add_role_to_key/,
+    );
+    expectError(
+      await update({ keyId, permissions: [{ id: permId }] }, updateOnly),
+      403,
+      "INSUFFICIENT_PERMISSIONS",
+      /rbac\.\*\.add_permission_to_key/,
+    );
     expect(await row(keyId)).toEqual(before);
     expect((await verify(key)).permissions).toEqual([]);
 
@@ -611,7 +667,13 @@ describe("roles: replaced by the given set", () => {
 });
 
 describe("permissions: replaced by the given set", () => {
-  it("replaces the key's direct permissions, matching names against slugs, and by id", async ({ importKey, updateOk, verify, keyPermissions, createPermission }) => {
+  it("replaces the key's direct permissions, matching names against slugs, and by id", async ({
+    importKey,
+    updateOk,
+    verify,
+    keyPermissions,
+    createPermission,
+  }) => {
     const [s1, s2, s3] = [unique("docs.read"), unique("docs.write"), unique("docs.delete")];
     const p1 = await createPermission(`${s1}.name`, s1);
     await createPermission(s2);
@@ -646,7 +708,14 @@ describe("permissions: replaced by the given set", () => {
     expect(await keyPermissions(keyId)).toEqual([]);
   });
 
-  it("creates a missing permission on request (name = slug), with rbac.*.create_permission", async ({ h, t, importKey, updateOk, verify, keyPermissions }) => {
+  it("creates a missing permission on request (name = slug), with rbac.*.create_permission", async ({
+    h,
+    t,
+    importKey,
+    updateOk,
+    verify,
+    keyPermissions,
+  }) => {
     const slug = unique("billing.read");
     const rootKey = await h.rootKey(t.workspaceId, ["api.*.update_key", "rbac.*.create_permission", "rbac.*.add_permission_to_key"]);
     const { key, keyId } = await importKey();
@@ -657,7 +726,15 @@ describe("permissions: replaced by the given set", () => {
     expect((await verify(key)).permissions).toEqual([slug]);
   });
 
-  it("refuses to create a permission without rbac.*.create_permission (403), changing nothing", async ({ h, t, importKey, update, count, keyPermissions, createPermission }) => {
+  it("refuses to create a permission without rbac.*.create_permission (403), changing nothing", async ({
+    h,
+    t,
+    importKey,
+    update,
+    count,
+    keyPermissions,
+    createPermission,
+  }) => {
     const slug = unique("forbidden.perm");
     const rootKey = await h.rootKey(t.workspaceId, ["api.*.update_key", "rbac.*.create_role"]);
     const existing = unique("kept");
@@ -677,17 +754,22 @@ describe("permissions: replaced by the given set", () => {
     const { keyId } = await importKey();
     const slug = unique("ghost.perm");
     expectError(await update({ keyId, permissions: [{ name: slug }] }), 404, "NOT_FOUND", `permission ${slug} not found`);
-    expectError(
-      await update({ keyId, permissions: [{ id: "perm_missing" }] }),
-      404,
-      "NOT_FOUND",
-      "permission perm_missing not found",
-    );
+    expectError(await update({ keyId, permissions: [{ id: "perm_missing" }] }), 404, "NOT_FOUND", "permission perm_missing not found");
   });
 });
 
 describe("an update is all or nothing", () => {
-  it("leaves the key, its identity, limit, roles and permissions exactly as they were when a role is missing", async ({ importKey, update, row, count, keyRoles, keyPermissions, defaultLimit, createRole, createPermission }) => {
+  it("leaves the key, its identity, limit, roles and permissions exactly as they were when a role is missing", async ({
+    importKey,
+    update,
+    row,
+    count,
+    keyRoles,
+    keyPermissions,
+    defaultLimit,
+    createRole,
+    createPermission,
+  }) => {
     const role = unique("kept-role");
     const roleId = await createRole(role);
     const perm = unique("kept.perm");
@@ -718,7 +800,13 @@ describe("an update is all or nothing", () => {
     expect(await keyPermissions(keyId)).toEqual([permId]);
   });
 
-  it("leaves everything as it was when a permission is missing after the roles were replaced", async ({ importKey, update, row, keyRoles, createRole }) => {
+  it("leaves everything as it was when a permission is missing after the roles were replaced", async ({
+    importKey,
+    update,
+    row,
+    keyRoles,
+    createRole,
+  }) => {
     const role = unique("kept-role");
     const roleId = await createRole(role);
     const { keyId } = await importKey({ name: "before", roles: [role] });

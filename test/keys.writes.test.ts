@@ -20,8 +20,7 @@ const suffix = () => randomBytes(4).toString("hex");
 
 const newApi = (tenant: Tenant, options: Record<string, unknown> = {}) => h.createApi(tenant, options);
 
-const createKeyRequest = (body: Record<string, unknown>, rootKey = t.rootKey) =>
-  h.post("/v1/keys.createKey", body, rootKey);
+const createKeyRequest = (body: Record<string, unknown>, rootKey = t.rootKey) => h.post("/v1/keys.createKey", body, rootKey);
 
 async function createKey(body: Record<string, unknown> = {}, rootKey = t.rootKey): Promise<{ keyId: string; key: string }> {
   const res = await createKeyRequest({ apiId, ...body }, rootKey);
@@ -208,9 +207,7 @@ describe("keys.createKey identities", () => {
     const b = await createKey({ ownerId: "ignored-owner", externalId: external });
     const rowB = await keyRow(b.keyId);
     expect(rowB.owner_id).toBe(external);
-    expect((await h.sql<any>(`select external_id from identities where id = '${rowB.identity_id}'`))[0].external_id).toBe(
-      external,
-    );
+    expect((await h.sql<any>(`select external_id from identities where id = '${rowB.identity_id}'`))[0].external_id).toBe(external);
     expect(await count(`identities where external_id = 'ignored-owner'`)).toBe(0);
   });
 
@@ -313,29 +310,26 @@ describe("keys.createKey roles and permissions", () => {
       { permissions: ["missing.perm"] },
       /^permissions \["missing.perm"\] do not exist/,
     ],
-  ])(
-    "refuses a missing %s without the permission to create it (403) and writes nothing at all",
-    async (_kind, perms, body, message) => {
-      const rootKey = await h.rootKey(t.workspaceId, perms);
-      const existingRole = `present.${suffix()}`;
-      expect((await h.post("/v1/permissions.createRole", { name: existingRole }, t.rootKey)).status).toBe(200);
-      const before = await snapshot();
-      const res = await createKeyRequest(
-        {
-          apiId,
-          externalId: `nobody-${suffix()}`,
-          ratelimit: { limit: 1, duration: 1000 },
-          roles: [existingRole, ...((body as { roles?: string[] }).roles ?? [])],
-          // In the role case a new permission is also asked for, which that key may create.
-          permissions: (body as { permissions?: string[] }).permissions ?? [`new.allowed.${suffix()}`],
-          remaining: 5,
-        },
-        rootKey,
-      );
-      expectError(res, 403, "INSUFFICIENT_PERMISSIONS", message);
-      expect(await snapshot()).toEqual(before);
-    },
-  );
+  ])("refuses a missing %s without the permission to create it (403) and writes nothing at all", async (_kind, perms, body, message) => {
+    const rootKey = await h.rootKey(t.workspaceId, perms);
+    const existingRole = `present.${suffix()}`;
+    expect((await h.post("/v1/permissions.createRole", { name: existingRole }, t.rootKey)).status).toBe(200);
+    const before = await snapshot();
+    const res = await createKeyRequest(
+      {
+        apiId,
+        externalId: `nobody-${suffix()}`,
+        ratelimit: { limit: 1, duration: 1000 },
+        roles: [existingRole, ...((body as { roles?: string[] }).roles ?? [])],
+        // In the role case a new permission is also asked for, which that key may create.
+        permissions: (body as { permissions?: string[] }).permissions ?? [`new.allowed.${suffix()}`],
+        remaining: 5,
+      },
+      rootKey,
+    );
+    expectError(res, 403, "INSUFFICIENT_PERMISSIONS", message);
+    expect(await snapshot()).toEqual(before);
+  });
 });
 
 describe("keys.createKey recoverable keys", () => {
@@ -500,8 +494,7 @@ describe("a created key verifies", () => {
 });
 
 describe("keys.deleteKey", () => {
-  const deleteKey = (body: Record<string, unknown>, rootKey: string | undefined = t.rootKey) =>
-    h.post("/v1/keys.deleteKey", body, rootKey);
+  const deleteKey = (body: Record<string, unknown>, rootKey: string | undefined = t.rootKey) => h.post("/v1/keys.deleteKey", body, rootKey);
 
   it("soft-deletes: the key verifies NOT_FOUND at once and its row stays with deleted_at_m", async () => {
     const { keyId, key } = await createKey();
@@ -742,12 +735,7 @@ describe("apis.deleteApi", () => {
   it("refuses an API protected from deletions (412 DELETE_PROTECTED) and changes nothing", async () => {
     const protectedApi = await newApi(t, { deleteProtection: true });
     const { key } = await createKey({ apiId: protectedApi });
-    expectError(
-      await deleteApi({ apiId: protectedApi }),
-      412,
-      "DELETE_PROTECTED",
-      `api ${protectedApi} is protected from deletions`,
-    );
+    expectError(await deleteApi({ apiId: protectedApi }), 412, "DELETE_PROTECTED", `api ${protectedApi} is protected from deletions`);
     expect((await h.sql<any>(`select deleted_at_m from apis where id = '${protectedApi}'`))[0].deleted_at_m).toBeNull();
     expect(await verify(key)).toMatchObject({ valid: true });
   });
@@ -899,8 +887,7 @@ describeRootKeyAuth(() => h, {
   }),
   insufficientPermissions: ["api.*.read_key", "api.*.create_key", "api.other.update_key"],
   missingRequest: (valid) => ({ body: { ...(valid.body as object), keyId: "key_missing0000000000" } }),
-  countRows: async (h) =>
-    Number((await h.sql<{ n: string }>(`select coalesce(sum(remaining_requests), 0) as n from keys`))[0]!.n),
+  countRows: async (h) => Number((await h.sql<{ n: string }>(`select coalesce(sum(remaining_requests), 0) as n from keys`))[0]!.n),
   async expectForOtherWorkspace(res) {
     expectError(res, 404, "NOT_FOUND", /^key key_\w+ not found$/);
   },
@@ -911,8 +898,7 @@ describeRootKeyAuth(() => h, {
   path: "/v1/apis.deleteApi",
   validRequest: async (h, owner) => ({ body: { apiId: await createApiIn(h, owner.rootKey) } }),
   insufficientPermissions: ["api.*.delete_key", "api.*.read_api", "api.other.delete_api"],
-  countRows: async (h) =>
-    Number((await h.sql<{ n: string }>(`select count(*) as n from apis where deleted_at_m is null`))[0]!.n),
+  countRows: async (h) => Number((await h.sql<{ n: string }>(`select count(*) as n from apis where deleted_at_m is null`))[0]!.n),
   async expectForOtherWorkspace(res) {
     expectError(res, 404, "NOT_FOUND", /^api api_\w+ not found$/);
   },

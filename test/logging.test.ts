@@ -124,7 +124,9 @@ describe("a failed query", () => {
   it("is logged with the database's message and code, never the query's parameters (key hashes)", async () => {
     const t = await h.tenant();
     const apiId = await h.createApi(t);
-    const hash = createHash("sha256").update(`sk_${randomBytes(16).toString("hex")}`).digest("base64");
+    const hash = createHash("sha256")
+      .update(`sk_${randomBytes(16).toString("hex")}`)
+      .digest("base64");
     const res = await app.inject({
       method: "POST",
       url: "/v1/migrations.createKeys",
@@ -141,8 +143,14 @@ describe("a failed query", () => {
   it("is stored for migrations.getMigration as its SQLSTATE only", async () => {
     const t = await h.tenant();
     const apiId = await h.createApi(t);
-    const hash = createHash("sha256").update(`sk_${randomBytes(16).toString("hex")}`).digest("base64");
-    const res = await h.post("/v1/migrations.enqueueKeys", { migrationId: "m-logging", apiId, keys: [{ hash: { value: hash, variant: "sha256_base64" } }] }, t.rootKey);
+    const hash = createHash("sha256")
+      .update(`sk_${randomBytes(16).toString("hex")}`)
+      .digest("base64");
+    const res = await h.post(
+      "/v1/migrations.enqueueKeys",
+      { migrationId: "m-logging", apiId, keys: [{ hash: { value: hash, variant: "sha256_base64" } }] },
+      t.rootKey,
+    );
     expect(res.status, JSON.stringify(res.body)).toBe(202);
     // A failure that retrying cannot fix (not a connection, timeout, lock or serialization failure): failed at once.
     expect(await h.jobs.migrationWorker.processNext()).toBe(true);

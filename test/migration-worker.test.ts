@@ -166,7 +166,13 @@ describe("a batch that fails in a way retrying cannot fix", () => {
         batches: { pending: 0, done: 0, failed: 1 },
         keys: { enqueued: 2, imported: 0, failed: 2 },
         retrying: [],
-        errors: [{ index: null, code: "INTERNAL_SERVER_ERROR", message: "the batch could not be imported: unexpected database error (SQLSTATE P0001)" }],
+        errors: [
+          {
+            index: null,
+            code: "INTERNAL_SERVER_ERROR",
+            message: "the batch could not be imported: unexpected database error (SQLSTATE P0001)",
+          },
+        ],
       };
       expect(await getMigration(migrationId)).toMatchObject(failed);
       // Kept for the retry: none of its keys exists.
@@ -198,7 +204,12 @@ describe("a batch that fails in a way retrying cannot fix", () => {
     const migrationId = newMigrationId();
     await enqueue(migrationId, [byHash()]);
     const other = await h.tenant();
-    expectError(await retryMigration({ workspaceId: other.workspaceId, migrationId }), 404, "NOT_FOUND", `migration ${migrationId} not found`);
+    expectError(
+      await retryMigration({ workspaceId: other.workspaceId, migrationId }),
+      404,
+      "NOT_FOUND",
+      `migration ${migrationId} not found`,
+    );
     expectError(await retryMigration({ workspaceId: t.workspaceId, migrationId }, "wrong-token"), 403, "UNAUTHORIZED");
     const asRootKey = await h.post("/v1/migrations.retryMigration", { workspaceId: t.workspaceId, migrationId }, t.rootKey);
     expectError(asRootKey, 403, "UNAUTHORIZED");
@@ -258,7 +269,10 @@ describe.runIf(process.env.TEST_DATABASE_URL)("a table lock held longer than the
       const startedAt = Date.now();
       worker.start();
       const attempts = async () =>
-        Number((await harness.sql<{ attempts: number }>(`select attempts from migration_batches where migration_id = '${migrationId}'`))[0]!.attempts);
+        Number(
+          (await harness.sql<{ attempts: number }>(`select attempts from migration_batches where migration_id = '${migrationId}'`))[0]!
+            .attempts,
+        );
       // More attempts than the old code made before giving the batch up (5).
       await expect.poll(attempts, { timeout: 30_000, interval: 50 }).toBeGreaterThanOrEqual(8);
       const heldMs = Date.now() - startedAt;
@@ -274,7 +288,9 @@ describe.runIf(process.env.TEST_DATABASE_URL)("a table lock held longer than the
       await expect.poll(count, { timeout: 30_000, interval: 50 }).toBe(100);
       const after = (await harness.get("/v1/migrations.getMigration", { migrationId }, tenant.rootKey)).body;
       expect(after).toMatchObject({ batches: { pending: 0, done: 1, failed: 0 }, keys: { imported: 100, failed: 0 }, retrying: [] });
-      console.log(`lock held ${heldMs} ms: ${during.retrying[0].attempts} attempts; all 100 keys imported ${Date.now() - startedAt} ms after the lock was taken`);
+      console.log(
+        `lock held ${heldMs} ms: ${during.retrying[0].attempts} attempts; all 100 keys imported ${Date.now() - startedAt} ms after the lock was taken`,
+      );
     } finally {
       await worker.stop();
       await locker.end({ timeout: 5 });

@@ -17,7 +17,13 @@ beforeAll(async () => {
 afterAll(() => h.close());
 
 const operationOf = (path: string, method: string) => doc.paths[path]?.[method.toLowerCase()];
-const operatorPaths = ["/v1/workspaces.createWorkspace", "/v1/workspaces.updateWorkspace", "/v1/rootKeys.createRootKey", "/v1/rootKeys.deleteRootKey", "/v1/migrations.retryMigration"];
+const operatorPaths = [
+  "/v1/workspaces.createWorkspace",
+  "/v1/workspaces.updateWorkspace",
+  "/v1/rootKeys.createRootKey",
+  "/v1/rootKeys.deleteRootKey",
+  "/v1/migrations.retryMigration",
+];
 const openPaths = ["/v1/liveness", "/v1/readiness", "/v1/keys.verifyKey"];
 
 /** The JSON schema zod itself gives for a route's input, as the provider makes it (unrepresentable `meta` checks become their `.meta()`; @fastify/swagger writes `const: x` as `enum: [x]`). */
@@ -105,7 +111,10 @@ describe("GET /openapi.json", () => {
     for (const rpc of rpcs) {
       const { responses } = operationOf(rpc.path, rpc.method);
       const ref = (status: number) => responses[String(status)]?.content["application/json"].schema.$ref;
-      const errorStatuses = Object.keys(responses).map(Number).filter((s) => s >= 400).sort((a, b) => a - b);
+      const errorStatuses = Object.keys(responses)
+        .map(Number)
+        .filter((s) => s >= 400)
+        .sort((a, b) => a - b);
       const expected = [...new Set([...rpc.errors, 500, ...(rpc.method === "POST" ? [413] : [])])].sort((a, b) => a - b);
       expect(errorStatuses, rpc.path).toEqual(expected);
       for (const status of errorStatuses) expect(ref(status), `${rpc.path} ${status}`).toBe(`#/components/schemas/Error${status}`);

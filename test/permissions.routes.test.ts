@@ -193,12 +193,7 @@ describe("permissions.deleteRole", () => {
   it("answers an unknown or already deleted role with 404", async () => {
     const role = await newRole(t);
     expect((await h.post("/v1/permissions.deleteRole", { roleId: role.id }, t.rootKey)).status).toBe(200);
-    expectError(
-      await h.post("/v1/permissions.deleteRole", { roleId: role.id }, t.rootKey),
-      404,
-      "NOT_FOUND",
-      `Role ${role.id} not found`,
-    );
+    expectError(await h.post("/v1/permissions.deleteRole", { roleId: role.id }, t.rootKey), 404, "NOT_FOUND", `Role ${role.id} not found`);
   });
 
   it("requires roleId", async () => {
@@ -228,7 +223,9 @@ describe("permissions.addPermissionsToRole and permissions.removePermissionsFrom
     expect(res.status).toBe(200);
     expect(res.body).toEqual({});
     expect(await rolePermissionIds(role.id)).toEqual([b.id]);
-    expect((await h.post("/v1/permissions.removePermissionsFromRole", { roleId: role.id, permissions: [{ id: a.id }] }, t.rootKey)).status).toBe(200);
+    expect(
+      (await h.post("/v1/permissions.removePermissionsFromRole", { roleId: role.id, permissions: [{ id: a.id }] }, t.rootKey)).status,
+    ).toBe(200);
     expect(await rolePermissionIds(role.id)).toEqual([b.id]);
     expect(await count(`permissions where id = '${a.id}'`)).toBe(1);
   });
@@ -301,15 +298,24 @@ describe("concurrent changes to roles and permissions", () => {
     const requests = [
       ...roles.flatMap((r) => [
         h.post("/v1/permissions.addPermissionsToRole", { roleId: r.id, permissions: perms.map((p) => ({ id: p.id })) }, tenant.rootKey),
-        h.post("/v1/permissions.removePermissionsFromRole", { roleId: r.id, permissions: perms.slice(0, 2).map((p) => ({ slug: p.slug })) }, tenant.rootKey),
+        h.post(
+          "/v1/permissions.removePermissionsFromRole",
+          { roleId: r.id, permissions: perms.slice(0, 2).map((p) => ({ slug: p.slug })) },
+          tenant.rootKey,
+        ),
       ]),
       ...perms.slice(0, 3).map((p) => h.post("/v1/permissions.deletePermission", { permissionId: p.id }, tenant.rootKey)),
       h.post("/v1/permissions.deleteRole", { roleId: roles[0]!.id }, tenant.rootKey),
     ];
     const statuses = (await Promise.all(requests)).map((r) => r.status);
-    expect(statuses.every((s) => s === 200 || s === 404), JSON.stringify(statuses)).toBe(true);
-    expect(await count(`roles_permissions rp where rp.workspace_id = '${tenant.workspaceId}'
-      and not exists (select 1 from permissions p where p.id = rp.permission_id)`)).toBe(0);
+    expect(
+      statuses.every((s) => s === 200 || s === 404),
+      JSON.stringify(statuses),
+    ).toBe(true);
+    expect(
+      await count(`roles_permissions rp where rp.workspace_id = '${tenant.workspaceId}'
+      and not exists (select 1 from permissions p where p.id = rp.permission_id)`),
+    ).toBe(0);
     expect(await count(`roles_permissions where role_id = '${roles[0]!.id}'`)).toBe(0);
   });
 });
@@ -323,10 +329,25 @@ describe("another workspace's roles and permissions are answered as missing", ()
     const mine = await newRole(other);
     const myPerm = await newPermission(other);
     const before = await rbacRows();
-    expectError(await h.get("/v1/permissions.getPermission", { permissionId: p.id }, other.rootKey), 404, "NOT_FOUND", `permission ${p.id} not found`);
+    expectError(
+      await h.get("/v1/permissions.getPermission", { permissionId: p.id }, other.rootKey),
+      404,
+      "NOT_FOUND",
+      `permission ${p.id} not found`,
+    );
     expectError(await h.get("/v1/permissions.getRole", { roleId: role.id }, other.rootKey), 404, "NOT_FOUND", `role ${role.id} not found`);
-    expectError(await h.post("/v1/permissions.deletePermission", { permissionId: p.id }, other.rootKey), 404, "NOT_FOUND", `Permission ${p.id} not found`);
-    expectError(await h.post("/v1/permissions.deleteRole", { roleId: role.id }, other.rootKey), 404, "NOT_FOUND", `Role ${role.id} not found`);
+    expectError(
+      await h.post("/v1/permissions.deletePermission", { permissionId: p.id }, other.rootKey),
+      404,
+      "NOT_FOUND",
+      `Permission ${p.id} not found`,
+    );
+    expectError(
+      await h.post("/v1/permissions.deleteRole", { roleId: role.id }, other.rootKey),
+      404,
+      "NOT_FOUND",
+      `Role ${role.id} not found`,
+    );
     for (const method of ["addPermissionsToRole", "removePermissionsFromRole"]) {
       expectError(
         await h.post(`/v1/permissions.${method}`, { roleId: role.id, permissions: [{ id: myPerm.id }] }, other.rootKey),
@@ -368,12 +389,16 @@ describe("role-based checks set up through the API are seen by the very next ver
     const { key } = await importKeyWithRole(tenant, "role.R");
     expect((await verify(key, "perm.P")).body).toMatchObject({ valid: false, code: "INSUFFICIENT_PERMISSIONS" });
 
-    expect((await h.post("/v1/permissions.addPermissionsToRole", { roleId: role.id, permissions: [{ slug: "perm.P" }] }, tenant.rootKey)).status).toBe(200);
+    expect(
+      (await h.post("/v1/permissions.addPermissionsToRole", { roleId: role.id, permissions: [{ slug: "perm.P" }] }, tenant.rootKey)).status,
+    ).toBe(200);
     const granted = await verify(key, "perm.P");
     expect(granted.status).toBe(200);
     expect(granted.body).toMatchObject({ valid: true, code: "VALID" });
 
-    expect((await h.post("/v1/permissions.removePermissionsFromRole", { roleId: role.id, permissions: [{ id: p.id }] }, tenant.rootKey)).status).toBe(200);
+    expect(
+      (await h.post("/v1/permissions.removePermissionsFromRole", { roleId: role.id, permissions: [{ id: p.id }] }, tenant.rootKey)).status,
+    ).toBe(200);
     expect((await verify(key, "perm.P")).body).toMatchObject({ valid: false, code: "INSUFFICIENT_PERMISSIONS" });
   });
 
@@ -423,7 +448,9 @@ describeRootKeyAuth(() => h, {
   insufficientPermissions: ["rbac.*.create_permission", "rbac.*.read_role"],
   expectForOtherWorkspace: async (res, _h, owner) => {
     expect(res.status).toBe(200);
-    const ownerIds = (await h.sql<{ id: string }>(`select id from permissions where workspace_id = '${owner.workspaceId}'`)).map((r) => r.id);
+    const ownerIds = (await h.sql<{ id: string }>(`select id from permissions where workspace_id = '${owner.workspaceId}'`)).map(
+      (r) => r.id,
+    );
     expect(res.body.some((p: { id: string }) => ownerIds.includes(p.id))).toBe(false);
   },
   countRows: rbacRows,

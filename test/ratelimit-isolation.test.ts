@@ -70,10 +70,16 @@ describe.each(setups)("rate-limit counters $label", ({ redisArgs }) => {
     );
     // And distinct identifiers in ratelimits.limit, past the quota too.
     for (let i = 0; i < QUOTA + 20; i++) {
-      const res = await h.post("/v1/ratelimits.limit", { namespace: "flood", identifier: `id-${i}`, limit: 5, duration: MAX_WINDOW_MS }, attacker.rootKey);
+      const res = await h.post(
+        "/v1/ratelimits.limit",
+        { namespace: "flood", identifier: `id-${i}`, limit: 5, duration: MAX_WINDOW_MS },
+        attacker.rootKey,
+      );
       statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
     }
-    console.log(`flood of ${FLOOD_REQUESTS} × ${LIMITS_PER_REQUEST} ad-hoc limits: ${Date.now() - started} ms, statuses ${JSON.stringify([...statuses])}`);
+    console.log(
+      `flood of ${FLOOD_REQUESTS} × ${LIMITS_PER_REQUEST} ad-hoc limits: ${Date.now() - started} ms, statuses ${JSON.stringify([...statuses])}`,
+    );
 
     // The victim's 4th and 5th attempts are still refused, and nothing answered 500.
     for (let i = 0; i < 2; i++) {

@@ -37,7 +37,12 @@ describe.each(backends)("the %s rate limiter", (_, make) => {
     const c = check();
     const results = [];
     for (let i = 0; i < 4; i++) results.push((await limiter.check([c], now))[0]!);
-    expect(results.map((r) => [r.passed, r.remaining])).toEqual([[true, 2], [true, 1], [true, 0], [false, 0]]);
+    expect(results.map((r) => [r.passed, r.remaining])).toEqual([
+      [true, 2],
+      [true, 1],
+      [true, 0],
+      [false, 0],
+    ]);
     expect(results[0]!.reset).toBe(1_800_000_060_000);
     expect((await limiter.check([c], 1_800_000_059_999))[0]!.passed).toBe(false);
     const next = (await limiter.check([c], 1_800_000_060_000))[0]!;
@@ -66,9 +71,13 @@ describe.each(backends)("the %s rate limiter", (_, make) => {
     const victim = check({ name: "login", limit: 3, duration: 600_000 });
     for (let i = 0; i < 3; i++) expect((await limiter.check([victim], now))[0]!.passed).toBe(true);
     // Another workspace creates three times its quota of counters, the first one with the shortest window.
-    const flood = (i: number) => check({ workspaceId: "ws_b", identifier: "key_b", name: `flood-${i}`, limit: 5, duration: i === 0 ? 120_000 : 3_600_000 });
+    const flood = (i: number) =>
+      check({ workspaceId: "ws_b", identifier: "key_b", name: `flood-${i}`, limit: 5, duration: i === 0 ? 120_000 : 3_600_000 });
     for (let i = 0; i < 3 * QUOTA; i += 20) {
-      await limiter.check(Array.from({ length: 20 }, (_, j) => flood(i + j)), now);
+      await limiter.check(
+        Array.from({ length: 20 }, (_, j) => flood(i + j)),
+        now,
+      );
     }
     expect((await limiter.check([victim], now))[0]).toMatchObject({ passed: false, remaining: 0 });
     // Within ws_b, each new counter evicted the soonest-expiring: flood-0 first, the newest ones stay.
@@ -83,7 +92,14 @@ describe("the memory rate limiter's bound", () => {
     const limiter = new MemoryRateLimiter(60_000, 100);
     try {
       const now = 0; // every window of the long counters below starts here, so the shortest one ends first
-      const one = (identifier: string, duration: number) => ({ workspaceId: "ws_a", name: "adhoc", identifier, limit: 5, duration, cost: 1 });
+      const one = (identifier: string, duration: number) => ({
+        workspaceId: "ws_a",
+        name: "adhoc",
+        identifier,
+        limit: 5,
+        duration,
+        cost: 1,
+      });
       const remaining = async (c: LimitCheck, at: number) => (await limiter.check([{ ...c, cost: 0 }], at))[0]!.remaining;
       // 50 counters of a 1 s window, then 100 of windows from 1 to 100 hours long, ending at different times.
       for (let i = 0; i < 50; i++) await limiter.check([one(`short-${i}`, 1000)], now);
@@ -230,9 +246,11 @@ describe("across two replicas over real sockets", () => {
   afterAll(() => closeReplica());
 
   const verifyAt = (i: number, body: unknown) =>
-    fetch(`${urls[i % 2]}/v1/keys.verifyKey`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) }).then(
-      (r) => r.json() as Promise<any>,
-    );
+    fetch(`${urls[i % 2]}/v1/keys.verifyKey`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    }).then((r) => r.json() as Promise<any>);
 
   it("lets exactly 10 of 100 concurrent verifications through a limit of 10 per window", async () => {
     // A one-hour window, on a clock that stands still mid-hour: the burst sees one window.

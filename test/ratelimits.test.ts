@@ -115,7 +115,9 @@ describe("POST /v1/ratelimits.limit", () => {
     const apiId = await h.createApi(t);
     const { keyId } = await h.importKey(t, apiId, { ratelimit: { limit: 1, refillRate: 1, refillInterval: HOUR } });
     expect((await limitCall({ namespace: "default", identifier: keyId, limit: 1, duration: HOUR })).body.success).toBe(true);
-    const [keyCounter] = await h.ratelimiter.check([{ workspaceId: t.workspaceId, name: "default", identifier: keyId, limit: 1, duration: HOUR, cost: 0 }]);
+    const [keyCounter] = await h.ratelimiter.check([
+      { workspaceId: t.workspaceId, name: "default", identifier: keyId, limit: 1, duration: HOUR, cost: 0 },
+    ]);
     expect(keyCounter).toMatchObject({ passed: true, remaining: 1 });
   });
 
@@ -220,7 +222,13 @@ describe("POST /v1/ratelimits.limit", () => {
 
   it("refuses a body over its limit with 413 and writes nothing", async () => {
     const before = await countRows();
-    const res = await limitCall({ namespace: uniq("ns"), identifier: "u", limit: 1, duration: 60_000, meta: { pad: "x".repeat(1_100_000) } });
+    const res = await limitCall({
+      namespace: uniq("ns"),
+      identifier: "u",
+      limit: 1,
+      duration: 60_000,
+      meta: { pad: "x".repeat(1_100_000) },
+    });
     expectError(res, 413, "PAYLOAD_TOO_LARGE");
     expect(await countRows()).toBe(before);
   });
@@ -247,7 +255,12 @@ describe("POST /v1/ratelimits.setOverride", () => {
     const empties: Record<string, string>[] = [{ namespaceId: "" }, { namespaceName: "" }, { namespaceId: "", namespaceName: "" }];
     for (const empty of empties) {
       expectError(await h.post("/v1/ratelimits.setOverride", { ...body, ...empty }, t.rootKey), 400, "BAD_REQUEST", message);
-      expectError(await h.post("/v1/ratelimits.deleteOverride", { identifier: "user_1", ...empty }, t.rootKey), 400, "BAD_REQUEST", message);
+      expectError(
+        await h.post("/v1/ratelimits.deleteOverride", { identifier: "user_1", ...empty }, t.rootKey),
+        400,
+        "BAD_REQUEST",
+        message,
+      );
       expectError(await h.get("/v1/ratelimits.getOverride", { identifier: "user_1", ...empty }, t.rootKey), 400, "BAD_REQUEST", message);
       expectError(await h.get("/v1/ratelimits.listOverrides", empty, t.rootKey), 400, "BAD_REQUEST", message);
     }
@@ -262,10 +275,23 @@ describe("POST /v1/ratelimits.setOverride", () => {
   it("refuses a request naming no namespace (400) and an unknown one (404), writing nothing", async () => {
     const before = await countRows();
     const body = { identifier: "user_1", limit: 5, duration: 60_000 };
-    expectError(await h.post("/v1/ratelimits.setOverride", body, t.rootKey), 400, "BAD_REQUEST", "You must provide a namespaceId or a namespaceName");
+    expectError(
+      await h.post("/v1/ratelimits.setOverride", body, t.rootKey),
+      400,
+      "BAD_REQUEST",
+      "You must provide a namespaceId or a namespaceName",
+    );
     // Checked before the root key, as v1 did: the same 400 without one.
-    for (const [method, route] of [["post", "setOverride"], ["post", "deleteOverride"], ["get", "getOverride"], ["get", "listOverrides"]] as const) {
-      const res = method === "post" ? await h.post(`/v1/ratelimits.${route}`, body) : await h.get(`/v1/ratelimits.${route}`, { identifier: "user_1" });
+    for (const [method, route] of [
+      ["post", "setOverride"],
+      ["post", "deleteOverride"],
+      ["get", "getOverride"],
+      ["get", "listOverrides"],
+    ] as const) {
+      const res =
+        method === "post"
+          ? await h.post(`/v1/ratelimits.${route}`, body)
+          : await h.get(`/v1/ratelimits.${route}`, { identifier: "user_1" });
       expectError(res, 400, "BAD_REQUEST", "You must provide a namespaceId or a namespaceName");
     }
     expectError(
@@ -310,9 +336,9 @@ describe("GET /v1/ratelimits.getOverride", () => {
     expect((await h.get("/v1/ratelimits.getOverride", { namespaceId: ns.id, identifier: "user_*" }, t.rootKey)).body).toEqual(expected);
     expect((await h.get("/v1/ratelimits.getOverride", { namespaceName: ns.name, identifier: "user_*" }, t.rootKey)).body).toEqual(expected);
     // Given both, the id decides.
-    expect((await h.get("/v1/ratelimits.getOverride", { namespaceId: ns.id, namespaceName: "nope", identifier: "user_*" }, t.rootKey)).body).toEqual(
-      expected,
-    );
+    expect(
+      (await h.get("/v1/ratelimits.getOverride", { namespaceId: ns.id, namespaceName: "nope", identifier: "user_*" }, t.rootKey)).body,
+    ).toEqual(expected);
     expectError(
       await h.get("/v1/ratelimits.getOverride", { namespaceId: ns.id, identifier: "user_1" }, t.rootKey),
       404,
@@ -365,7 +391,12 @@ describe("GET /v1/ratelimits.listOverrides", () => {
     for (const limit of ["0", "101", "1.5", "x"]) {
       expectError(await h.get("/v1/ratelimits.listOverrides", { namespaceId: ns.id, limit }, t.rootKey), 400, "BAD_REQUEST", /^limit: /);
     }
-    expectError(await h.get("/v1/ratelimits.listOverrides", {}, t.rootKey), 400, "BAD_REQUEST", "You must provide a namespaceId or a namespaceName");
+    expectError(
+      await h.get("/v1/ratelimits.listOverrides", {}, t.rootKey),
+      400,
+      "BAD_REQUEST",
+      "You must provide a namespaceId or a namespaceName",
+    );
     expectError(
       await h.get("/v1/ratelimits.listOverrides", { namespaceId: "rlns_nope" }, t.rootKey),
       404,
@@ -408,7 +439,11 @@ describe("GET /v1/ratelimits.listNamespaces (keyhaven extension)", () => {
       const res = await list({}, await h.rootKey(tenant.workspaceId, perms));
       expect(res.body.namespaces, perms[0]).toEqual([{ id: ns.id, name: ns.name }]);
     }
-    expectError(await list({}, await h.rootKey(tenant.workspaceId, [`ratelimit.${ns.id}.read_namespace`])), 403, "INSUFFICIENT_PERMISSIONS");
+    expectError(
+      await list({}, await h.rootKey(tenant.workspaceId, [`ratelimit.${ns.id}.read_namespace`])),
+      403,
+      "INSUFFICIENT_PERMISSIONS",
+    );
     for (const limit of ["0", "101", "1.5", "x"]) expectError(await list({ limit }, tenant.rootKey), 400, "BAD_REQUEST", /^limit: /);
     expectError(await list({ cursor: "" }, tenant.rootKey), 400, "BAD_REQUEST", /^cursor: /);
     expectError(await list({ cursor: "x".repeat(513) }, tenant.rootKey), 400, "BAD_REQUEST", /^cursor: /);
@@ -473,7 +508,12 @@ describe("another workspace's namespaces and overrides", () => {
         "NOT_FOUND",
         `Namespace ${label} not found`,
       );
-      expectError(await h.get("/v1/ratelimits.getOverride", { ...by, identifier: "user_1" }, other.rootKey), 404, "NOT_FOUND", "Namespace not found");
+      expectError(
+        await h.get("/v1/ratelimits.getOverride", { ...by, identifier: "user_1" }, other.rootKey),
+        404,
+        "NOT_FOUND",
+        "Namespace not found",
+      );
       expectError(await h.get("/v1/ratelimits.listOverrides", by, other.rootKey), 404, "NOT_FOUND", `Namespace ${label} not found`);
       expectError(
         await h.post("/v1/ratelimits.deleteOverride", { ...by, identifier: "user_1" }, other.rootKey),
@@ -515,7 +555,12 @@ describeRootKeyAuth(() => h, {
     const limitOnly = await hh.rootKey(other.workspaceId, ["ratelimit.*.limit"]);
     const name = uniq("ns");
     await createNamespace(owner, name);
-    expectError(await limitCall({ namespace: name, identifier: "u", limit: 1, duration: 1000 }, limitOnly), 404, "NOT_FOUND", `namespace ${name} not found`);
+    expectError(
+      await limitCall({ namespace: name, identifier: "u", limit: 1, duration: 1000 }, limitOnly),
+      404,
+      "NOT_FOUND",
+      `namespace ${name} not found`,
+    );
   },
   countRows,
 });
@@ -624,7 +669,13 @@ describe("across two replicas over real sockets", () => {
     expect(results.every((r) => r.status === 200)).toBe(true);
     expect(results.filter((r) => r.body.success)).toHaveLength(10);
     expect(results.filter((r) => !r.body.success)).toHaveLength(90);
-    expect(results.map((r) => r.body.remaining).sort((a, b) => a - b).slice(0, 91).every((r) => r === 0)).toBe(true);
+    expect(
+      results
+        .map((r) => r.body.remaining)
+        .sort((a, b) => a - b)
+        .slice(0, 91)
+        .every((r) => r === 0),
+    ).toBe(true);
     const rows = await h.sql(`select id from ratelimit_namespaces where workspace_id = '${tenant.workspaceId}' and name = '${namespace}'`);
     expect(rows).toHaveLength(1);
   });
@@ -632,9 +683,12 @@ describe("across two replicas over real sockets", () => {
   it("sees an override set on one replica in the very next call on the other", async () => {
     const ns = await createNamespace(t);
     const identifier = uniq("user");
-    const call = (i: number) => postAt(i, "/v1/ratelimits.limit", { namespace: ns.name, identifier, limit: 100, duration: 60_000, cost: 0 });
+    const call = (i: number) =>
+      postAt(i, "/v1/ratelimits.limit", { namespace: ns.name, identifier, limit: 100, duration: 60_000, cost: 0 });
     expect((await call(1)).body.limit).toBe(100);
-    expect((await postAt(0, "/v1/ratelimits.setOverride", { namespaceId: ns.id, identifier, limit: 2, duration: 60_000 })).status).toBe(200);
+    expect((await postAt(0, "/v1/ratelimits.setOverride", { namespaceId: ns.id, identifier, limit: 2, duration: 60_000 })).status).toBe(
+      200,
+    );
     expect((await call(1)).body.limit).toBe(2);
     expect((await postAt(1, "/v1/ratelimits.deleteOverride", { namespaceId: ns.id, identifier })).status).toBe(200);
     expect((await call(0)).body.limit).toBe(100);

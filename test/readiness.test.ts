@@ -25,10 +25,14 @@ const readiness = async (app: FastifyInstance) => {
 
 /** Readiness once it answers `status` (it follows the dependencies' state, checked every 200 ms). */
 const eventually = (app: FastifyInstance, status: number, timeoutMs = 15_000) =>
-  waitFor(`readiness ${status}`, async () => {
-    const res = await readiness(app);
-    return res.status === status && res;
-  }, { timeoutMs, intervalMs: 200 });
+  waitFor(
+    `readiness ${status}`,
+    async () => {
+      const res = await readiness(app);
+      return res.status === status && res;
+    },
+    { timeoutMs, intervalMs: 200 },
+  );
 
 let h: Harness;
 beforeAll(async () => {

@@ -29,7 +29,11 @@ describe("resetMasterKey: the way out when the encryption key is lost", () => {
   it("deletes stored plaintexts and data keys, keeps verification, and lets a new key start and store plaintexts", async () => {
     const imported = [await h.importKey(t, apiId), await h.importKey(t, apiId)];
     const queued = `sk_${randomBytes(16).toString("hex")}`;
-    const enqueue = await h.post("/v1/migrations.enqueueKeys", { migrationId: "mig_reset", apiId, keys: [{ plaintext: queued }] }, t.rootKey);
+    const enqueue = await h.post(
+      "/v1/migrations.enqueueKeys",
+      { migrationId: "mig_reset", apiId, keys: [{ plaintext: queued }] },
+      t.rootKey,
+    );
     expect(enqueue.status, JSON.stringify(enqueue.body)).toBe(202);
     expect(await count(h, "encrypted_keys")).toBe(2);
 
@@ -49,7 +53,10 @@ describe("resetMasterKey: the way out when the encryption key is lost", () => {
     // Any new key is accepted now; with it, plaintexts are stored again and old keys simply have none.
     const newMaster = randomBytes(32);
     await expect(assertMasterKeyMatches(h.db, newMaster)).resolves.toBeUndefined();
-    const config = loadConfig({ ...(h.databaseUrl && { DATABASE_URL: h.databaseUrl }), KEYHAVEN_ENCRYPTION_KEY: newMaster.toString("base64") });
+    const config = loadConfig({
+      ...(h.databaseUrl && { DATABASE_URL: h.databaseUrl }),
+      KEYHAVEN_ENCRYPTION_KEY: newMaster.toString("base64"),
+    });
     const app = await buildApp({ deps: await createServices(config, h.store, { masterKey: newMaster, ratelimiter: h.ratelimiter }) });
     try {
       const fresh = `sk_${randomBytes(16).toString("hex")}`;

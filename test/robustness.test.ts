@@ -83,16 +83,15 @@ async function makeFixture(tag: string): Promise<Fixture> {
   const roleName = `role-${tag}`;
   const permissionName = `perm.${tag}`;
   const roleId = (await ok(await h.post("/v1/permissions.createRole", { name: roleName }, t.rootKey))).roleId;
-  const permissionId = (await ok(await h.post("/v1/permissions.createPermission", { name: permissionName }, t.rootKey)))
-    .permissionId;
+  const permissionId = (await ok(await h.post("/v1/permissions.createPermission", { name: permissionName }, t.rootKey))).permissionId;
   const { key, keyId } = await h.importKey(t, apiId, { roles: [roleName], permissions: [permissionName], remaining: 100 });
   const externalId = `user-${tag}`;
   const identityId = (await ok(await h.post("/v1/identities.createIdentity", { externalId }, t.rootKey))).identityId;
   const namespaceName = `ns-${tag}`;
-  await ok(await h.post("/v1/ratelimits.limit", { namespace: namespaceName, identifier: "someone", limit: 10, duration: 60_000 }, t.rootKey));
   await ok(
-    await h.post("/v1/ratelimits.setOverride", { namespaceName, identifier: "someone", limit: 5, duration: 60_000 }, t.rootKey),
+    await h.post("/v1/ratelimits.limit", { namespace: namespaceName, identifier: "someone", limit: 10, duration: 60_000 }, t.rootKey),
   );
+  await ok(await h.post("/v1/ratelimits.setOverride", { namespaceName, identifier: "someone", limit: 5, duration: 60_000 }, t.rootKey));
   const [ns] = await h.sql<{ id: string }>(
     `select id from ratelimit_namespaces where workspace_id = '${t.workspaceId}' and name = '${namespaceName}'`,
   );
@@ -224,7 +223,23 @@ const VALUES: Array<[string, string]> = [
 
 /** Fewer values for nested properties (one level down), to keep the barrage within its time. */
 const NESTED_VALUES = VALUES.filter(([l]) =>
-  ["string", "empty string", "-1", "1.5", "1e308", "2**53+1", "2**31", "true", "null", "[]", "{}", "100k string", "lone high surrogate", "NUL", "depth 5000 object"].includes(l),
+  [
+    "string",
+    "empty string",
+    "-1",
+    "1.5",
+    "1e308",
+    "2**53+1",
+    "2**31",
+    "true",
+    "null",
+    "[]",
+    "{}",
+    "100k string",
+    "lone high surrogate",
+    "NUL",
+    "depth 5000 object",
+  ].includes(l),
 );
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -283,23 +298,46 @@ const SPECS: Record<string, () => Base[]> = {
   "POST /v1/apis.updateApi": () => both((ids) => ({ apiId: ids.apiId, ipWhitelist: "10.0.0.1, 2001:db8::1" })),
   "POST /v1/apis.deleteKeys": () => both((ids) => ({ apiId: ids.apiId, permanent: false })),
   "GET /v1/apis.listKeys": () =>
-    both((ids) => ({ apiId: ids.apiId, limit: "10", cursor: "key_0", ownerId: "o", externalId: ids.externalId, decrypt: "false", revalidateKeysCache: "false" })),
-  "POST /v1/keys.verifyKey": () => [
-    ...both((ids) => ({
-      key: ids.key === B.key ? MISSING.key : ids.key,
+    both((ids) => ({
       apiId: ids.apiId,
-      tags: ["t1", "t2"],
-      authorization: { permissions: { and: ["perm.a", { or: ["perm.b", "perm.c"] }] } },
-      remaining: { cost: 1 },
-      ratelimit: { cost: 1 },
-      ratelimits: [{ name: "requests", cost: 1, limit: 10, duration: 60_000 }],
-    }), "none"),
+      limit: "10",
+      cursor: "key_0",
+      ownerId: "o",
+      externalId: ids.externalId,
+      decrypt: "false",
+      revalidateKeysCache: "false",
+    })),
+  "POST /v1/keys.verifyKey": () => [
+    ...both(
+      (ids) => ({
+        key: ids.key === B.key ? MISSING.key : ids.key,
+        apiId: ids.apiId,
+        tags: ["t1", "t2"],
+        authorization: { permissions: { and: ["perm.a", { or: ["perm.b", "perm.c"] }] } },
+        remaining: { cost: 1 },
+        ratelimit: { cost: 1 },
+        ratelimits: [{ name: "requests", cost: 1, limit: 10, duration: 60_000 }],
+      }),
+      "none",
+    ),
   ],
   "POST /v1/keys.createKey": () => [
-    ...both((ids) => ({ apiId: ids.apiId, byteLength: 16, ...keyFields(ids), ratelimit: { async: true, limit: 10, duration: 60_000 }, recoverable: false })),
+    ...both((ids) => ({
+      apiId: ids.apiId,
+      byteLength: 16,
+      ...keyFields(ids),
+      ratelimit: { async: true, limit: 10, duration: 60_000 },
+      recoverable: false,
+    })),
     {
       label: "root key without permissions",
-      input: { apiId: "__A_API__", byteLength: 16, ...keyFields(MISSING), ratelimit: { async: true, limit: 10, duration: 60_000 }, recoverable: false },
+      input: {
+        apiId: "__A_API__",
+        byteLength: 16,
+        ...keyFields(MISSING),
+        ratelimit: { async: true, limit: 10, duration: 60_000 },
+        recoverable: false,
+      },
       auth: "noPerm",
     },
   ],
@@ -326,9 +364,12 @@ const SPECS: Record<string, () => Base[]> = {
     { label: "missing key", input: { key: MISSING.key }, auth: "root" },
     { label: "key of another workspace", input: { key: "__B_KEY__" }, auth: "root" },
   ],
-  "POST /v1/keys.addPermissions": () => both((ids) => ({ keyId: ids.keyId, permissions: [{ name: "perm.new", create: true }, { id: ids.permissionId }] })),
-  "POST /v1/keys.removePermissions": () => both((ids) => ({ keyId: ids.keyId, permissions: [{ id: ids.permissionId }, { name: "perm.a" }] })),
-  "POST /v1/keys.setPermissions": () => both((ids) => ({ keyId: ids.keyId, permissions: [{ name: "perm.new", create: true }, { id: ids.permissionId }] })),
+  "POST /v1/keys.addPermissions": () =>
+    both((ids) => ({ keyId: ids.keyId, permissions: [{ name: "perm.new", create: true }, { id: ids.permissionId }] })),
+  "POST /v1/keys.removePermissions": () =>
+    both((ids) => ({ keyId: ids.keyId, permissions: [{ id: ids.permissionId }, { name: "perm.a" }] })),
+  "POST /v1/keys.setPermissions": () =>
+    both((ids) => ({ keyId: ids.keyId, permissions: [{ name: "perm.new", create: true }, { id: ids.permissionId }] })),
   "POST /v1/keys.addRoles": () => both((ids) => ({ keyId: ids.keyId, roles: [{ name: "role-new", create: true }, { id: ids.roleId }] })),
   "POST /v1/keys.removeRoles": () => both((ids) => ({ keyId: ids.keyId, roles: [{ id: ids.roleId }, { name: "role-a" }] })),
   "POST /v1/keys.setRoles": () => both((ids) => ({ keyId: ids.keyId, roles: [{ name: "role-new", create: true }, { id: ids.roleId }] })),
@@ -357,7 +398,10 @@ const SPECS: Record<string, () => Base[]> = {
     ...both((ids) => ({
       migrationId: "mig-robust",
       apiId: ids.apiId,
-      keys: [{ plaintext: "sk_robust_enqueued_0123456789", ...keyFields(ids) }, { hash: { value: "i4wPHdL316Ad/9xCZ+3ItroneDEAtVKFq6p772fNdvE=", variant: "sha256_base64" } }],
+      keys: [
+        { plaintext: "sk_robust_enqueued_0123456789", ...keyFields(ids) },
+        { hash: { value: "i4wPHdL316Ad/9xCZ+3ItroneDEAtVKFq6p772fNdvE=", variant: "sha256_base64" } },
+      ],
     })),
     {
       label: "root key without permissions",
@@ -367,9 +411,25 @@ const SPECS: Record<string, () => Base[]> = {
   ],
   "GET /v1/migrations.getMigration": () => both((ids) => ({ migrationId: ids.migrationId })),
   "GET /v1/analytics.getVerifications": () =>
-    both((ids) => ({ apiId: ids.apiId, externalId: ids.externalId, keyId: ids.keyId, tag: "t1", start: "0", end: String(FAR), groupBy: "key", limit: "10", orderBy: "total", order: "desc" })),
+    both((ids) => ({
+      apiId: ids.apiId,
+      externalId: ids.externalId,
+      keyId: ids.keyId,
+      tag: "t1",
+      start: "0",
+      end: String(FAR),
+      groupBy: "key",
+      limit: "10",
+      orderBy: "total",
+      order: "desc",
+    })),
   "POST /v1/permissions.createPermission": () => [
-    { label: "name that exists", input: { name: "__A_PERM__", slug: "__A_PERM__", description: "d" }, auth: "root", guard: ["name", "slug"] },
+    {
+      label: "name that exists",
+      input: { name: "__A_PERM__", slug: "__A_PERM__", description: "d" },
+      auth: "root",
+      guard: ["name", "slug"],
+    },
     { label: "root key without permissions", input: { name: "perm.robust", slug: "perm.robust", description: "d" }, auth: "noPerm" },
   ],
   "POST /v1/permissions.createRole": () => [
@@ -382,8 +442,10 @@ const SPECS: Record<string, () => Base[]> = {
   "GET /v1/permissions.getRole": () => both((ids) => ({ roleId: ids.roleId })),
   "GET /v1/permissions.listRoles": () => [{ label: "no query", input: {}, auth: "root" }],
   "POST /v1/permissions.deleteRole": () => both((ids) => ({ roleId: ids.roleId })),
-  "POST /v1/permissions.addPermissionsToRole": () => both((ids) => ({ roleId: ids.roleId, permissions: [{ id: ids.permissionId }, { slug: "perm.a" }] })),
-  "POST /v1/permissions.removePermissionsFromRole": () => both((ids) => ({ roleId: ids.roleId, permissions: [{ id: ids.permissionId }, { slug: "perm.a" }] })),
+  "POST /v1/permissions.addPermissionsToRole": () =>
+    both((ids) => ({ roleId: ids.roleId, permissions: [{ id: ids.permissionId }, { slug: "perm.a" }] })),
+  "POST /v1/permissions.removePermissionsFromRole": () =>
+    both((ids) => ({ roleId: ids.roleId, permissions: [{ id: ids.permissionId }, { slug: "perm.a" }] })),
   "POST /v1/identities.createIdentity": () => [
     {
       label: "externalId that exists",
@@ -401,13 +463,22 @@ const SPECS: Record<string, () => Base[]> = {
     ...both((ids) => ({ identityId: ids.identityId })),
     ...both((ids) => ({ externalId: ids.externalId })).map((b) => ({ ...b, label: `${b.label} (externalId)` })),
   ],
-  "GET /v1/identities.listIdentities": () => [{ label: "query", input: { environment: "default", limit: "10", cursor: "id_0" }, auth: "root" }],
+  "GET /v1/identities.listIdentities": () => [
+    { label: "query", input: { environment: "default", limit: "10", cursor: "id_0" }, auth: "root" },
+  ],
   "POST /v1/identities.updateIdentity": () => [
-    ...both((ids) => ({ identityId: ids.identityId, environment: "default", meta: { a: 1 }, ratelimits: [{ name: "tokens", limit: 10, duration: 60_000 }] })),
-    ...both((ids) => ({ externalId: ids.externalId, meta: { a: 1 }, ratelimits: [{ name: "tokens", limit: 10, duration: 60_000 }] })).map((b) => ({
-      ...b,
-      label: `${b.label} (externalId)`,
+    ...both((ids) => ({
+      identityId: ids.identityId,
+      environment: "default",
+      meta: { a: 1 },
+      ratelimits: [{ name: "tokens", limit: 10, duration: 60_000 }],
     })),
+    ...both((ids) => ({ externalId: ids.externalId, meta: { a: 1 }, ratelimits: [{ name: "tokens", limit: 10, duration: 60_000 }] })).map(
+      (b) => ({
+        ...b,
+        label: `${b.label} (externalId)`,
+      }),
+    ),
   ],
   "POST /v1/identities.deleteIdentity": () => both((ids) => ({ identityId: ids.identityId })),
   "POST /v1/ratelimits.limit": () => [
@@ -435,7 +506,10 @@ const SPECS: Record<string, () => Base[]> = {
   ],
   "GET /v1/ratelimits.getOverride": () => [
     ...both((ids) => ({ namespaceId: ids.namespaceId, identifier: "someone" })),
-    ...both((ids) => ({ namespaceName: ids.namespaceName, identifier: "someone" })).map((b) => ({ ...b, label: `${b.label} (namespaceName)` })),
+    ...both((ids) => ({ namespaceName: ids.namespaceName, identifier: "someone" })).map((b) => ({
+      ...b,
+      label: `${b.label} (namespaceName)`,
+    })),
   ],
   "GET /v1/ratelimits.listOverrides": () => [
     ...both((ids) => ({ namespaceId: ids.namespaceId, limit: "10", cursor: "x" })),
@@ -444,7 +518,10 @@ const SPECS: Record<string, () => Base[]> = {
   "GET /v1/ratelimits.listNamespaces": () => [{ label: "query", input: { limit: "10", cursor: "ns-a" }, auth: "root" }],
   "POST /v1/ratelimits.deleteOverride": () => [
     ...both((ids) => ({ namespaceId: ids.namespaceId, identifier: "someone" })),
-    ...both((ids) => ({ namespaceName: ids.namespaceName, identifier: "someone" })).map((b) => ({ ...b, label: `${b.label} (namespaceName)` })),
+    ...both((ids) => ({ namespaceName: ids.namespaceName, identifier: "someone" })).map((b) => ({
+      ...b,
+      label: `${b.label} (namespaceName)`,
+    })),
   ],
   "POST /v1/workspaces.createWorkspace": () => [{ label: "wrong admin token", input: { name: "robust-ws" }, auth: "badAdmin" }],
   "POST /v1/workspaces.updateWorkspace": () => [
@@ -528,20 +605,32 @@ function bodyMutations(base: Base, seed: number): Array<{ label: string; payload
     const v = root[prop];
     if (Array.isArray(v)) {
       const el = v.length ? v[0] : "x";
-      out.push({ label: `${prop} = 10,000 elements`, payload: JSON.stringify(wrap({ ...root, [prop]: Array.from({ length: 10_000 }, () => el) })) });
-      out.push({ label: `${prop} = 10,000 numbers`, payload: JSON.stringify(wrap({ ...root, [prop]: Array.from({ length: 10_000 }, (_, i) => i) })) });
+      out.push({
+        label: `${prop} = 10,000 elements`,
+        payload: JSON.stringify(wrap({ ...root, [prop]: Array.from({ length: 10_000 }, () => el) })),
+      });
+      out.push({
+        label: `${prop} = 10,000 numbers`,
+        payload: JSON.stringify(wrap({ ...root, [prop]: Array.from({ length: 10_000 }, (_, i) => i) })),
+      });
       // One level down, inside the first element.
       if (el && typeof el === "object" && !Array.isArray(el)) {
         for (const sub of Object.keys(el)) {
           for (const [vl, raw] of NESTED_VALUES) {
-            out.push({ label: `${prop}[0].${sub} = ${vl}`, payload: withRaw(wrap({ ...root, [prop]: [{ ...el, [sub]: RAW(0) }, ...v.slice(1)] }), [raw]) });
+            out.push({
+              label: `${prop}[0].${sub} = ${vl}`,
+              payload: withRaw(wrap({ ...root, [prop]: [{ ...el, [sub]: RAW(0) }, ...v.slice(1)] }), [raw]),
+            });
           }
         }
       }
     } else if (v && typeof v === "object") {
       for (const sub of Object.keys(v)) {
         for (const [vl, raw] of NESTED_VALUES) {
-          out.push({ label: `${prop}.${sub} = ${vl}`, payload: withRaw(wrap({ ...root, [prop]: { ...(v as object), [sub]: RAW(0) } }), [raw]) });
+          out.push({
+            label: `${prop}.${sub} = ${vl}`,
+            payload: withRaw(wrap({ ...root, [prop]: { ...(v as object), [sub]: RAW(0) } }), [raw]),
+          });
         }
       }
     }
@@ -640,9 +729,13 @@ function queryMutations(base: Base, props: string[], seed: number): Array<{ labe
   ];
   for (const prop of props) {
     const rest = enc(Object.fromEntries(Object.entries(input).filter(([k]) => k !== prop)));
-    for (const [vl, raw] of values) out.push({ label: `${prop} = ${vl}`, query: [...rest, `${encodeURIComponent(prop)}=${raw}`].join("&") });
+    for (const [vl, raw] of values)
+      out.push({ label: `${prop} = ${vl}`, query: [...rest, `${encodeURIComponent(prop)}=${raw}`].join("&") });
     out.push({ label: `${prop} repeated`, query: [...rest, `${prop}=a`, `${prop}=b`].join("&") });
-    out.push({ label: `${prop} repeated 1000 times`, query: [...rest, ...Array.from({ length: 1000 }, (_, i) => `${prop}=${i}`)].join("&") });
+    out.push({
+      label: `${prop} repeated 1000 times`,
+      query: [...rest, ...Array.from({ length: 1000 }, (_, i) => `${prop}=${i}`)].join("&"),
+    });
     out.push({ label: `${prop}[] bracket`, query: [...rest, `${prop}[]=a`, `${prop}[x]=b`].join("&") });
     out.push({ label: `${prop} without =`, query: [...rest, prop].join("&") });
     out.push({ label: `${prop} missing`, query: rest.join("&") });
@@ -657,7 +750,10 @@ function queryMutations(base: Base, props: string[], seed: number): Array<{ labe
   for (let i = 0; i < 4; i++) {
     let q = "";
     const len = 1 + Math.floor(rand() * 120);
-    for (let j = 0; j < len; j++) q += `%${Math.floor(rand() * 256).toString(16).padStart(2, "0")}`;
+    for (let j = 0; j < len; j++)
+      q += `%${Math.floor(rand() * 256)
+        .toString(16)
+        .padStart(2, "0")}`;
     out.push({ label: `random bytes #${i}`, query: [...all, `${props[0] ?? "q"}=${q}`].join("&") });
   }
   return out;
@@ -682,7 +778,13 @@ function buildRequests(op: Operation): Req[] {
       for (const m of queryMutations(base, props, seed)) {
         reqs.push({ label: tag + m.label, method: "GET", url: `${op.path}?${m.query}`, headers: { ...auth } });
       }
-      reqs.push({ label: `${tag}GET with a JSON body`, method: "GET", url: op.path, headers: { ...auth, "content-type": "application/json" }, payload: "{" });
+      reqs.push({
+        label: `${tag}GET with a JSON body`,
+        method: "GET",
+        url: op.path,
+        headers: { ...auth, "content-type": "application/json" },
+        payload: "{",
+      });
     }
   }
   // Authorization garbage, on the first base.
@@ -699,20 +801,46 @@ function buildRequests(op: Operation): Req[] {
     ["unknown token", "Bearer khroot_unknown_0123456789"],
     ["100k token", `Bearer ${HUGE}`],
     ["latin1 token", "Bearer \u00e9\u00e8\u00ff"],
-    ["admin token on a root-key route / root key on an admin route", `Bearer ${op.security.includes("adminToken") ? A.t.rootKey : ADMIN_TOKEN}`],
+    [
+      "admin token on a root-key route / root key on an admin route",
+      `Bearer ${op.security.includes("adminToken") ? A.t.rootKey : ADMIN_TOKEN}`,
+    ],
   ];
   for (const [l, v] of authValues) {
-    reqs.push({ label: `[auth] ${l}`, method: op.method, url, headers: { ...ct, ...(v === undefined ? {} : { authorization: v }) }, payload });
+    reqs.push({
+      label: `[auth] ${l}`,
+      method: op.method,
+      url,
+      headers: { ...ct, ...(v === undefined ? {} : { authorization: v }) },
+      payload,
+    });
   }
   // The wrong method.
-  reqs.push({ label: "[method] the other method", method: op.method === "POST" ? "GET" : "POST", url: op.path, headers: { ...ct, ...authHeader("root") }, payload: "{}" });
-  reqs.push({ label: "[method] PUT", method: "PUT", url: op.path, headers: { ...authHeader("root"), "content-type": "application/json" }, payload: "{}" });
+  reqs.push({
+    label: "[method] the other method",
+    method: op.method === "POST" ? "GET" : "POST",
+    url: op.path,
+    headers: { ...ct, ...authHeader("root") },
+    payload: "{}",
+  });
+  reqs.push({
+    label: "[method] PUT",
+    method: "PUT",
+    url: op.path,
+    headers: { ...authHeader("root"), "content-type": "application/json" },
+    payload: "{}",
+  });
   reqs.push({ label: "[path] trailing slash", method: op.method, url: `${op.path}/`, headers: { ...ct, ...authHeader("root") }, payload });
   return reqs;
 }
 
 function describeRequest(r: Req): string {
-  const p = r.payload === undefined ? "" : Buffer.isBuffer(r.payload) ? ` body=<${r.payload.length} bytes ${r.payload.toString("hex").slice(0, 80)}>` : ` body=${r.payload.length > 300 ? `${r.payload.slice(0, 300)}… (${r.payload.length} chars)` : r.payload}`;
+  const p =
+    r.payload === undefined
+      ? ""
+      : Buffer.isBuffer(r.payload)
+        ? ` body=<${r.payload.length} bytes ${r.payload.toString("hex").slice(0, 80)}>`
+        : ` body=${r.payload.length > 300 ? `${r.payload.slice(0, 300)}… (${r.payload.length} chars)` : r.payload}`;
   const url = r.url.length > 300 ? `${r.url.slice(0, 300)}… (${r.url.length} chars)` : r.url;
   const ct = r.headers["content-type"] === undefined ? "" : ` content-type=${r.headers["content-type"]}`;
   return `${r.label} :: ${r.method} ${url}${ct}${p}`;
@@ -735,7 +863,8 @@ function violation(res: { statusCode: number; body: string; headers: Record<stri
   if (codeToStatus[e.code as keyof typeof codeToStatus] !== res.statusCode) return `code ${e.code} with status ${res.statusCode}`;
   if (typeof e.message !== "string" || e.message.trim() === "") return "empty error message";
   if (typeof e.docs !== "string" || !e.docs.endsWith(`/docs/errors/${e.code}`)) return `bad docs ${JSON.stringify(e.docs)}`;
-  if (typeof e.requestId !== "string" || e.requestId === "" || e.requestId !== res.headers["unkey-request-id"]) return "requestId missing or not the Unkey-Request-Id header";
+  if (typeof e.requestId !== "string" || e.requestId === "" || e.requestId !== res.headers["unkey-request-id"])
+    return "requestId missing or not the Unkey-Request-Id header";
   return undefined;
 }
 
@@ -752,7 +881,11 @@ describe("robustness: malformed input never gives a 5xx, always the error envelo
 
   afterAll(() => {
     const total = Object.values(counts).reduce((a, b) => a + b, 0);
-    console.log(`robustness: ${total} requests over ${Object.keys(counts).length} operations\n${Object.entries(counts).map(([k, n]) => `  ${n}\t${k}`).join("\n")}`);
+    console.log(
+      `robustness: ${total} requests over ${Object.keys(counts).length} operations\n${Object.entries(counts)
+        .map(([k, n]) => `  ${n}\t${k}`)
+        .join("\n")}`,
+    );
   });
 
   it("covers every operation of /openapi.json", () => {
@@ -762,27 +895,34 @@ describe("robustness: malformed input never gives a 5xx, always the error envelo
 
   for (const op of operations) {
     const key = `${op.method} ${op.path}`;
-    it.skipIf(!SPECS[key])(key, async () => {
-      const reqs = buildRequests(op);
-      counts[key] = reqs.length;
-      const failures: string[] = [];
-      const before = await tableSnapshot(h);
-      for (const r of reqs) {
-        let res;
-        try {
-          res = await h.app.inject({ method: r.method as any, url: r.url, headers: r.headers, payload: r.payload });
-        } catch (err) {
-          failures.push(`${describeRequest(r)}\n    -> threw ${(err as Error).stack ?? err}`);
-          continue;
+    it.skipIf(!SPECS[key])(
+      key,
+      async () => {
+        const reqs = buildRequests(op);
+        counts[key] = reqs.length;
+        const failures: string[] = [];
+        const before = await tableSnapshot(h);
+        for (const r of reqs) {
+          let res;
+          try {
+            res = await h.app.inject({ method: r.method as any, url: r.url, headers: r.headers, payload: r.payload });
+          } catch (err) {
+            failures.push(`${describeRequest(r)}\n    -> threw ${(err as Error).stack ?? err}`);
+            continue;
+          }
+          if (process.env.ROBUST_DEBUG && res.statusCode < 300 && op.method === "POST")
+            console.log(`2xx ${key} ${describeRequest(r).slice(0, 400)} -> ${res.statusCode} ${res.body.slice(0, 200)}`);
+          const why = violation(res);
+          if (why) failures.push(`${describeRequest(r)}\n    -> ${why}: ${res.statusCode} ${res.body.slice(0, 500)}`);
         }
-        if (process.env.ROBUST_DEBUG && res.statusCode < 300 && op.method === "POST") console.log(`2xx ${key} ${describeRequest(r).slice(0, 400)} -> ${res.statusCode} ${res.body.slice(0, 200)}`);
-        const why = violation(res);
-        if (why) failures.push(`${describeRequest(r)}\n    -> ${why}: ${res.statusCode} ${res.body.slice(0, 500)}`);
-      }
-      const after = await tableSnapshot(h);
-      const changed = Object.keys({ ...before, ...after }).filter((t) => before[t] !== after[t]).map((t) => `${t}: ${before[t]} -> ${after[t]}`);
-      expect(failures, failures.join("\n")).toEqual([]);
-      expect(changed, `tables changed by the barrage of ${key}`).toEqual([]);
-    }, 60_000);
+        const after = await tableSnapshot(h);
+        const changed = Object.keys({ ...before, ...after })
+          .filter((t) => before[t] !== after[t])
+          .map((t) => `${t}: ${before[t]} -> ${after[t]}`);
+        expect(failures, failures.join("\n")).toEqual([]);
+        expect(changed, `tables changed by the barrage of ${key}`).toEqual([]);
+      },
+      60_000,
+    );
   }
 });

@@ -40,7 +40,9 @@ async function decryptedPlaintexts(app: FastifyInstance, t: Tenant, apiId: strin
 }
 
 const fingerprints = async () =>
-  (await h.sql<{ id: string; f: string; wrapped: string }>("select id, master_key_fingerprint as f, wrapped from encryption_keys order by id"));
+  await h.sql<{ id: string; f: string; wrapped: string }>(
+    "select id, master_key_fingerprint as f, wrapped from encryption_keys order by id",
+  );
 
 beforeAll(async () => {
   h = await createHarness();
@@ -240,11 +242,22 @@ describe("starting with another encryption key", () => {
     const dataDir = mkdtempSync(path.join(os.tmpdir(), "keyhaven-wrong-key-"));
     const right = randomBytes(32);
     const wrong = randomBytes(32);
-    const env = (key: Buffer) => ({ KEYHAVEN_DATA_DIR: dataDir, KEYHAVEN_ENCRYPTION_KEY: key.toString("base64"), PORT: "0", HOST: "127.0.0.1", KEYHAVEN_ROOT_KEY: "wrong-key-test-root-key" });
+    const env = (key: Buffer) => ({
+      KEYHAVEN_DATA_DIR: dataDir,
+      KEYHAVEN_ENCRYPTION_KEY: key.toString("base64"),
+      PORT: "0",
+      HOST: "127.0.0.1",
+      KEYHAVEN_ROOT_KEY: "wrong-key-test-root-key",
+    });
     try {
       // A fresh store takes any key; storing a plaintext makes the workspace's data key.
       let server = await startServer(loadConfig(env(right)), () => {});
-      const api = await server.app.inject({ method: "POST", url: "/v1/apis.createApi", headers: { authorization: "Bearer wrong-key-test-root-key", "content-type": "application/json" }, payload: { name: "sealed" } });
+      const api = await server.app.inject({
+        method: "POST",
+        url: "/v1/apis.createApi",
+        headers: { authorization: "Bearer wrong-key-test-root-key", "content-type": "application/json" },
+        payload: { name: "sealed" },
+      });
       const imported = await server.app.inject({
         method: "POST",
         url: "/v1/migrations.createKeys",
@@ -255,7 +268,9 @@ describe("starting with another encryption key", () => {
       await server.close();
 
       await expect(startServer(loadConfig(env(wrong)), () => {})).rejects.toThrow(
-        new RegExp(`fingerprint ${fingerprint(wrong)}\\) is not the key that wrapped this store's data keys \\(fingerprint ${fingerprint(right)}\\)`),
+        new RegExp(
+          `fingerprint ${fingerprint(wrong)}\\) is not the key that wrapped this store's data keys \\(fingerprint ${fingerprint(right)}\\)`,
+        ),
       );
       server = await startServer(loadConfig(env(right)), () => {});
       await server.close();

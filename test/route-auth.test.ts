@@ -77,9 +77,7 @@ const minimalInput = (): Record<string, unknown> => ({
 
 function call(rpc: Rpc, token: string | undefined): Promise<Response> {
   const input = minimalInput()[routeName(rpc)] ?? {};
-  return rpc.method === "GET"
-    ? h.get(rpc.path, input as Record<string, string>, token)
-    : h.post(rpc.path, input, token);
+  return rpc.method === "GET" ? h.get(rpc.path, input as Record<string, string>, token) : h.post(rpc.path, input, token);
 }
 
 /**
@@ -95,7 +93,9 @@ function expectRefused(rpc: Rpc, res: Response, token: string | undefined, failu
       expectError(res, 403, "UNAUTHORIZED", token === undefined ? "key required" : "key not found");
     }
   } catch (err) {
-    failures.push(`${route} (auth ${rpc.auth}) ${token === undefined ? "without credentials" : "with a wrong token"}: ${(err as Error).message}`);
+    failures.push(
+      `${route} (auth ${rpc.auth}) ${token === undefined ? "without credentials" : "with a wrong token"}: ${(err as Error).message}`,
+    );
   }
 }
 
@@ -156,7 +156,12 @@ describe("authentication of every registered route", () => {
       "start cannot be equal or greater than end",
     );
     const noNamespace = "You must provide a namespaceId or a namespaceName";
-    expectError(await h.post("/v1/ratelimits.setOverride", { identifier: "ident", limit: 1, duration: 1000 }), 400, "BAD_REQUEST", noNamespace);
+    expectError(
+      await h.post("/v1/ratelimits.setOverride", { identifier: "ident", limit: 1, duration: 1000 }),
+      400,
+      "BAD_REQUEST",
+      noNamespace,
+    );
     expectError(await h.get("/v1/ratelimits.getOverride", { identifier: "ident" }), 400, "BAD_REQUEST", noNamespace);
     expectError(await h.get("/v1/ratelimits.listOverrides", {}), 400, "BAD_REQUEST", noNamespace);
     expectError(await h.post("/v1/ratelimits.deleteOverride", { identifier: "ident" }), 400, "BAD_REQUEST", noNamespace);
@@ -165,9 +170,7 @@ describe("authentication of every registered route", () => {
   });
 
   it("sends each refused route an input it validates, so the refusal is authentication's, not validation's", () => {
-    const invalid = rpcs
-      .filter((rpc) => !rpc.input.safeParse(minimalInput()[routeName(rpc)] ?? {}).success)
-      .map(routeName);
+    const invalid = rpcs.filter((rpc) => !rpc.input.safeParse(minimalInput()[routeName(rpc)] ?? {}).success).map(routeName);
     expect(invalid).toEqual([]);
   });
 });

@@ -184,16 +184,12 @@ describe("@unkey/api@0.38.0: keys.getVerifications and analytics.getVerification
 
     const perKey = await unkey.keys.getVerifications({ keyId: created.keyId });
     expect(perKey.error).toBeUndefined();
-    expect(perKey.result!.verifications).toEqual([
-      { time: expect.any(Number), success: 2, rateLimited: 0, usageExceeded: 1 },
-    ]);
+    expect(perKey.result!.verifications).toEqual([{ time: expect.any(Number), success: 2, rateLimited: 0, usageExceeded: 1 }]);
 
     const start = Date.now() - 3_600_000;
     const grouped = await unkey.analytics.getVerifications({ apiId, start, groupBy: ["key", "tag"], keyId: [created.keyId] });
     expect(grouped.error).toBeUndefined();
-    expect(grouped.result).toEqual([
-      expect.objectContaining({ keyId: created.keyId, tag: "sdk", valid: 2, usageExceeded: 1, total: 3 }),
-    ]);
+    expect(grouped.result).toEqual([expect.objectContaining({ keyId: created.keyId, tag: "sdk", valid: 2, usageExceeded: 1, total: 3 })]);
     const totals = await unkey.analytics.getVerifications({ apiId, start });
     expect(totals.result).toEqual([expect.objectContaining({ valid: 2, usageExceeded: 1, total: 3 })]);
   });

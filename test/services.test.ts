@@ -25,7 +25,16 @@ describe("createServices: no state shared between two sets of services in one pr
     expect((await a.post("/v1/keys.verifyKey", { key })).body.code).toBe("VALID");
     expect(a.services.verificationCache.size).toBe(1);
     expect(b.services.verificationCache.size).toBe(0);
-    for (const piece of ["epochs", "verificationCache", "remainingSpender", "rootKeys", "limitLookups", "metrics", "analytics", "migrationWorker"] as const) {
+    for (const piece of [
+      "epochs",
+      "verificationCache",
+      "remainingSpender",
+      "rootKeys",
+      "limitLookups",
+      "metrics",
+      "analytics",
+      "migrationWorker",
+    ] as const) {
       expect(a.services[piece], piece).not.toBe(b.services[piece]);
     }
     // The other store does not know the key, and its answer is its own.

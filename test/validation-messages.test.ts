@@ -17,17 +17,42 @@ describe("zod 3's wording, over the routes", () => {
     ["a string too long", "apis.createApi", () => ({ name: "n".repeat(257) }), "name: String must contain at most 256 character(s)"],
     ["a number where a string belongs", "apis.createApi", () => ({ name: 1 }), "name: Expected string, received number"],
     ["null where a string belongs", "apis.createApi", () => ({ name: null }), "name: Expected string, received null"],
-    ["a float where an integer belongs", "keys.createKey", (apiId) => ({ apiId, byteLength: 16.5 }), "byteLength: Expected integer, received float"],
-    ["a string where a number belongs", "keys.createKey", (apiId) => ({ apiId, byteLength: "16" }), "byteLength: Expected number, received string"],
-    ["a number below its minimum", "keys.createKey", (apiId) => ({ apiId, byteLength: 15 }), "byteLength: Number must be greater than or equal to 16"],
-    ["a number above its maximum", "keys.createKey", (apiId) => ({ apiId, byteLength: 256 }), "byteLength: Number must be less than or equal to 255"],
+    [
+      "a float where an integer belongs",
+      "keys.createKey",
+      (apiId) => ({ apiId, byteLength: 16.5 }),
+      "byteLength: Expected integer, received float",
+    ],
+    [
+      "a string where a number belongs",
+      "keys.createKey",
+      (apiId) => ({ apiId, byteLength: "16" }),
+      "byteLength: Expected number, received string",
+    ],
+    [
+      "a number below its minimum",
+      "keys.createKey",
+      (apiId) => ({ apiId, byteLength: 15 }),
+      "byteLength: Number must be greater than or equal to 16",
+    ],
+    [
+      "a number above its maximum",
+      "keys.createKey",
+      (apiId) => ({ apiId, byteLength: 256 }),
+      "byteLength: Number must be less than or equal to 255",
+    ],
     [
       "a nested number below its minimum",
       "keys.createKey",
       (apiId) => ({ apiId, ratelimit: { limit: 0, duration: 1000 } }),
       "ratelimit.limit: Number must be greater than or equal to 1",
     ],
-    ["a string where a boolean belongs", "keys.createKey", (apiId) => ({ apiId, enabled: "true" }), "enabled: Expected boolean, received string"],
+    [
+      "a string where a boolean belongs",
+      "keys.createKey",
+      (apiId) => ({ apiId, enabled: "true" }),
+      "enabled: Expected boolean, received string",
+    ],
     ["an array where an object belongs", "keys.createKey", (apiId) => ({ apiId, meta: [1] }), "meta: Expected object, received array"],
     ["an array for the whole body", "apis.createApi", () => [{ name: "okay" }], ": Expected object, received array"],
     ["an object for the whole array body", "migrations.createKeys", (apiId) => ({ apiId }), ": Expected array, received object"],
@@ -43,15 +68,30 @@ describe("zod 3's wording, over the routes", () => {
       (apiId) => ({ apiId, ratelimit: { type: 1, limit: 1, duration: 1000 } }),
       "ratelimit.type: Expected 'fast' | 'consistent', received number",
     ],
-    ["an empty array below its minimum", "keys.addPermissions", () => ({ keyId: "key_x", permissions: [] }), "permissions: Array must contain at least 1 element(s)"],
+    [
+      "an empty array below its minimum",
+      "keys.addPermissions",
+      () => ({ keyId: "key_x", permissions: [] }),
+      "permissions: Array must contain at least 1 element(s)",
+    ],
     [
       "an array above its maximum",
       "migrations.createKeys",
       (apiId) => Array.from({ length: 101 }, () => ({ apiId, plaintext: "x" })),
       ": Array must contain at most 100 element(s)",
     ],
-    ["an element of an array", "keys.createKey", (apiId) => ({ apiId, roles: [""] }), "roles.0: String must contain at least 1 character(s)"],
-    ["a value matching no member of a union", "permissions.createPermission", () => ({ name: "ok.name", description: 5 }), "description: Invalid input"],
+    [
+      "an element of an array",
+      "keys.createKey",
+      (apiId) => ({ apiId, roles: [""] }),
+      "roles.0: String must contain at least 1 character(s)",
+    ],
+    [
+      "a value matching no member of a union",
+      "permissions.createPermission",
+      () => ({ name: "ok.name", description: 5 }),
+      "description: Invalid input",
+    ],
   ];
 
   it.for(cases)("%s (%s)", async ([, route, body, message], { h, t, apiId }) => {
@@ -75,7 +115,12 @@ describe("zod 3's wording, over the routes", () => {
       "BAD_REQUEST",
       "name: must contain only letters, digits and the characters _ . : -",
     );
-    expectError(await h.post("/v1/keys.createKey", { apiId, ratelimit: { limit: 1 } }, t.rootKey), 400, "BAD_REQUEST", "ratelimit.duration: duration is required (or the deprecated refillInterval)");
+    expectError(
+      await h.post("/v1/keys.createKey", { apiId, ratelimit: { limit: 1 } }, t.rootKey),
+      400,
+      "BAD_REQUEST",
+      "ratelimit.duration: duration is required (or the deprecated refillInterval)",
+    );
   });
 });
 
@@ -86,7 +131,12 @@ describe("zod 3's wording for the kinds no route raises today", () => {
   };
 
   it.each<[string, z.ZodType, unknown, string]>([
-    ["an unknown key of a strict object", z.strictObject({ a: z.string() }), { a: "x", b: 1, c: 2 }, ": Unrecognized key(s) in object: 'b', 'c'"],
+    [
+      "an unknown key of a strict object",
+      z.strictObject({ a: z.string() }),
+      { a: "x", b: 1, c: 2 },
+      ": Unrecognized key(s) in object: 'b', 'c'",
+    ],
     ["a literal", z.object({ l: z.literal("x") }), { l: "y" }, 'l: Invalid literal value, expected "x"'],
     ["a positive number", z.object({ p: z.number().positive() }), { p: 0 }, "p: Number must be greater than 0"],
     ["NaN", z.object({ n: z.number() }), { n: Number.NaN }, "n: Expected number, received nan"],
@@ -106,7 +156,12 @@ describe("v1's own messages of four routes", () => {
     const override = { identifier: "user_1", limit: 1, duration: 60_000 };
     expectError(await h.post("/v1/ratelimits.setOverride", { namespaceId: "", ...override }, t.rootKey), 400, "BAD_REQUEST", message);
     expectError(await h.post("/v1/ratelimits.deleteOverride", { identifier: "user_1" }, t.rootKey), 400, "BAD_REQUEST", message);
-    expectError(await h.get("/v1/ratelimits.getOverride", { namespaceId: "", identifier: "user_1" }, t.rootKey), 400, "BAD_REQUEST", message);
+    expectError(
+      await h.get("/v1/ratelimits.getOverride", { namespaceId: "", identifier: "user_1" }, t.rootKey),
+      400,
+      "BAD_REQUEST",
+      message,
+    );
   });
 
   it("migrations.createKeys: a refillDay with a daily refill, without a path", async ({ h, t, apiId }) => {
@@ -120,7 +175,12 @@ describe("v1's own messages of four routes", () => {
   });
 
   it("keys.getVerifications for an unknown keyId", async ({ h, t }) => {
-    expectError(await h.get("/v1/keys.getVerifications", { keyId: "key_unknown" }, t.rootKey), 404, "NOT_FOUND", "key key_unknown not found");
+    expectError(
+      await h.get("/v1/keys.getVerifications", { keyId: "key_unknown" }, t.rootKey),
+      404,
+      "NOT_FOUND",
+      "key key_unknown not found",
+    );
   });
 
   it("permissions.createPermission for a name the workspace has, naming the name", async ({ h, t }) => {

@@ -12,8 +12,18 @@ import { test } from "./fixtures.js";
 
 // The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), and readers over them.
 const it = test
-  .extend("verify", async ({ h }) => async (body: Record<string, unknown>) => (await h.post("/v1/keys.verifyKey", body)).body)
-  .extend("epoch", async ({ h }) => async () => (await h.sql<{ e: string }>("select sum(value)::text as e from keyhaven_epoch"))[0]!.e)
+  .extend(
+    "verify",
+    async ({ h }) =>
+      async (body: Record<string, unknown>) =>
+        (await h.post("/v1/keys.verifyKey", body)).body,
+  )
+  .extend(
+    "epoch",
+    async ({ h }) =>
+      async () =>
+        (await h.sql<{ e: string }>("select sum(value)::text as e from keyhaven_epoch"))[0]!.e,
+  )
   .extend(
     "remainingOf",
     async ({ h }) =>
@@ -82,11 +92,7 @@ describe("the verification cache never answers with stale data", () => {
     const { key } = await h.importKey(t, apiId, { externalId });
     expect(await verify({ key })).not.toHaveProperty("ratelimit");
     await ok(
-      h.post(
-        "/v1/identities.updateIdentity",
-        { externalId, ratelimits: [{ name: "burst", limit: 1, duration: 60_000 }] },
-        t.rootKey,
-      ),
+      h.post("/v1/identities.updateIdentity", { externalId, ratelimits: [{ name: "burst", limit: 1, duration: 60_000 }] }, t.rootKey),
     );
     expect(await verify({ key, ratelimits: [{ name: "burst" }] })).toMatchObject({ valid: true });
     expect(await verify({ key, ratelimits: [{ name: "burst" }] })).toMatchObject({ code: "RATE_LIMITED" });
@@ -152,7 +158,10 @@ describe("batched lookups", () => {
     const imported = await Promise.all(Array.from({ length: 20 }, (_, i) => h.importKey(t, apiId, { name: `k${i}` })));
     const cache = new VerificationCache(h.db, new EpochReader(h.db));
     const asks = [
-      ...imported.flatMap((k, i) => [{ hash: hashKey(k.key), name: `k${i}` }, { hash: hashKey(k.key), name: `k${i}` }]),
+      ...imported.flatMap((k, i) => [
+        { hash: hashKey(k.key), name: `k${i}` },
+        { hash: hashKey(k.key), name: `k${i}` },
+      ]),
       ...Array.from({ length: 20 }, () => ({ hash: hashKey(randomBytes(16).toString("hex")), name: undefined })),
     ];
     for (let round = 0; round < 2; round++) {
@@ -172,7 +181,12 @@ describe("batched lookups", () => {
 });
 
 describe("batched spending of remaining uses", () => {
-  it("grants exactly the uses there are to concurrent spends through two spenders, reporting each one's remainder", async ({ h, t, apiId, remainingOf }) => {
+  it("grants exactly the uses there are to concurrent spends through two spenders, reporting each one's remainder", async ({
+    h,
+    t,
+    apiId,
+    remainingOf,
+  }) => {
     const { keyId } = await h.importKey(t, apiId, { remaining: 25 });
     const spenders = [new RemainingSpender(h.db), new RemainingSpender(h.db)];
     const results = await Promise.all(Array.from({ length: 80 }, (_, i) => spenders[i % 2]!.spend(keyId, 1)));

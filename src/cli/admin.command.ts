@@ -128,7 +128,10 @@ function buildRequest(positionals: string[], values: Values): Request {
     if (action === "create") {
       none();
       if (!values.workspace?.trim()) throw new UsageError("root-key create needs --workspace <workspaceId>");
-      const permissions = (values.permission ?? []).flatMap((p) => p.split(",")).map((p) => p.trim()).filter(Boolean);
+      const permissions = (values.permission ?? [])
+        .flatMap((p) => p.split(","))
+        .map((p) => p.trim())
+        .filter(Boolean);
       // "No permissions" is said explicitly: a forgotten --permission must not quietly make a key that can do nothing.
       if (values["no-permissions"]) {
         if (values.permission !== undefined) {

@@ -263,11 +263,7 @@ function withStateOf<T extends object>(client: T, state: DependencyState): T {
 }
 
 /** Applies the committed migrations; on PostgreSQL under an advisory lock, then runs `then` while still holding it. */
-export async function migrateAndRun<T>(
-  store: Store,
-  databaseUrl: string | undefined,
-  then: () => Promise<T>,
-): Promise<T> {
+export async function migrateAndRun<T>(store: Store, databaseUrl: string | undefined, then: () => Promise<T>): Promise<T> {
   if (store.kind === "pglite" || databaseUrl === undefined) {
     await migratePglite(store.db as never, { migrationsFolder: MIGRATIONS_DIR });
     return then();

@@ -129,7 +129,10 @@ function readLockFile(file: string): { text: string; holder: LockHolder | undefi
   try {
     const parsed = JSON.parse(text) as Partial<LockHolder>;
     if (Number.isInteger(parsed.pid) && typeof parsed.host === "string") {
-      return { text, holder: { pid: parsed.pid!, host: parsed.host, since: String(parsed.since ?? "?"), command: String(parsed.command ?? "") } };
+      return {
+        text,
+        holder: { pid: parsed.pid!, host: parsed.host, since: String(parsed.since ?? "?"), command: String(parsed.command ?? "") },
+      };
     }
   } catch {}
   return { text, holder: undefined };

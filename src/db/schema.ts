@@ -225,10 +225,7 @@ export const keysPermissions = pgTable(
     workspaceId: text("workspace_id").notNull(),
     createdAtM: ms("created_at_m").notNull(),
   },
-  (t) => [
-    primaryKey({ columns: [t.keyId, t.permissionId] }),
-    index("keys_permissions_permission_idx").on(t.permissionId),
-  ],
+  (t) => [primaryKey({ columns: [t.keyId, t.permissionId] }), index("keys_permissions_permission_idx").on(t.permissionId)],
 );
 
 export const rolesPermissions = pgTable(
@@ -243,10 +240,7 @@ export const rolesPermissions = pgTable(
     workspaceId: text("workspace_id").notNull(),
     createdAtM: ms("created_at_m").notNull(),
   },
-  (t) => [
-    primaryKey({ columns: [t.roleId, t.permissionId] }),
-    index("roles_permissions_permission_idx").on(t.permissionId),
-  ],
+  (t) => [primaryKey({ columns: [t.roleId, t.permissionId] }), index("roles_permissions_permission_idx").on(t.permissionId)],
 );
 
 /** Named rate limits of a key or of an identity; the key's limit named `default` is applied automatically. */
@@ -286,11 +280,7 @@ export const ratelimitNamespaces = pgTable(
     updatedAtM: ms("updated_at_m"),
     deletedAtM: ms("deleted_at_m"),
   },
-  (t) => [
-    uniqueIndex("ratelimit_namespaces_workspace_name_idx")
-      .on(t.workspaceId, t.name)
-      .where(sql`${t.deletedAtM} is null`),
-  ],
+  (t) => [uniqueIndex("ratelimit_namespaces_workspace_name_idx").on(t.workspaceId, t.name).where(sql`${t.deletedAtM} is null`)],
 );
 
 /**
@@ -318,13 +308,9 @@ export const ratelimitOverrides = pgTable(
   (t) => [
     uniqueIndex("ratelimit_overrides_namespace_identifier_idx").on(t.namespaceId, t.identifier),
     // listOverrides pages a namespace's live overrides by id.
-    index("ratelimit_overrides_live_by_namespace_idx")
-      .on(t.namespaceId, t.id)
-      .where(sql`${t.deletedAtM} is null`),
+    index("ratelimit_overrides_live_by_namespace_idx").on(t.namespaceId, t.id).where(sql`${t.deletedAtM} is null`),
     // ratelimits.limit scans only a namespace's live wildcard overrides after the exact lookup.
-    index("ratelimit_overrides_wildcards_idx")
-      .on(t.namespaceId)
-      .where(sql`${t.deletedAtM} is null and strpos(${t.identifier}, '*') > 0`),
+    index("ratelimit_overrides_wildcards_idx").on(t.namespaceId).where(sql`${t.deletedAtM} is null and strpos(${t.identifier}, '*') > 0`),
   ],
 );
 

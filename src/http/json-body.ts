@@ -14,8 +14,7 @@ export const MAX_JSON_CONTAINERS = 50_000;
  */
 export const MAX_JSON_OBJECT_PROPERTIES = 1_000;
 
-const UNSTORABLE_STRING =
-  "JSON strings must not contain the NUL character (\\u0000) or unpaired surrogates (\\ud800-\\udfff)";
+const UNSTORABLE_STRING = "JSON strings must not contain the NUL character (\\u0000) or unpaired surrogates (\\ud800-\\udfff)";
 
 /**
  * Parses a request body, refusing what PostgreSQL cannot store (so it is a 400 here, never a 500 later):

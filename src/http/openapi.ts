@@ -26,15 +26,10 @@ function errorEnvelopeSchema(codes: readonly ErrorCode[]) {
       reason: z
         .enum(["KEY_EXISTS", "DUPLICATE_IN_REQUEST"])
         .optional()
-        .describe(
-          "keyhaven addition, on an import's 409: the key at `keyIndex` exists already, or repeats the one at `sameAsKeyIndex`.",
-        ),
+        .describe("keyhaven addition, on an import's 409: the key at `keyIndex` exists already, or repeats the one at `sameAsKeyIndex`."),
       sameAsKeyIndex: z.number().int().optional().describe("keyhaven addition: the earlier key a `DUPLICATE_IN_REQUEST` repeats."),
       missingRoles: z.array(z.string()).optional().describe("keyhaven addition, on an import's 412: the role names missing."),
-      missingPermissions: z
-        .array(z.string())
-        .optional()
-        .describe("keyhaven addition, on an import's 412: the permission names missing."),
+      missingPermissions: z.array(z.string()).optional().describe("keyhaven addition, on an import's 412: the permission names missing."),
     }),
   });
 }
@@ -88,8 +83,7 @@ export function errorStatusesOf(rpc: Rpc): number[] {
 function errorResponse(status: number, rpc: Rpc) {
   const codes = codesByStatus.get(status) ?? [];
   const links = codes.map((c) => `[${c}](/docs/errors/${c})`).join(", ");
-  const title =
-    status === 413 ? `The request body is larger than ${bodyLimitOf(rpc)} bytes, this route's limit.` : statusTitles[status];
+  const title = status === 413 ? `The request body is larger than ${bodyLimitOf(rpc)} bytes, this route's limit.` : statusTitles[status];
   return {
     description: `${title ?? `HTTP ${status}`} Codes: ${links}.`,
     content: { "application/json": { schema: { $ref: `#/components/schemas/${errorComponentName(status)}` } } },

@@ -54,10 +54,7 @@ export function windowOf(duration: number, now: number) {
  * memory however long the names and identifiers it was asked under (up to 512 characters each).
  */
 export function counterId(c: LimitCheck, window: number): string {
-  return createHash("sha256")
-    .update(`${c.identifier}\u0000${c.name}\u0000${c.duration}\u0000${window}`)
-    .digest("base64url")
-    .slice(0, 22);
+  return createHash("sha256").update(`${c.identifier}\u0000${c.name}\u0000${c.duration}\u0000${window}`).digest("base64url").slice(0, 22);
 }
 
 /** Decides pass or fail for every check from the counts before it, the same way in every backend. */
@@ -108,9 +105,7 @@ export async function warnIfRedisUnreachable(
   } catch (err) {
     const reason = findDependencyFailure(err)?.reason ?? (err instanceof Error ? err.message : String(err));
     const meanwhile =
-      config.ratelimitOnRedisFailure === "open"
-        ? "verifications skip the Redis-backed rate limits"
-        : "rate-limited requests answer 503";
+      config.ratelimitOnRedisFailure === "open" ? "verifications skip the Redis-backed rate limits" : "rate-limited requests answer 503";
     log.warn(
       { redis: redactUrl(config.redisUrl), reason },
       `REDIS_URL ${redactUrl(config.redisUrl)} does not answer (${reason}); until it does, ${meanwhile}`,

@@ -127,16 +127,9 @@ export class RedisRateLimiter implements RateLimiter {
     const indexes = checks.map((c) => `${this.prefix}{${c.workspaceId}}`);
     const ids = checks.map((c) => counterId(c, windowOf(c.duration, now).window));
     const keys = checks.flatMap((_, i) => [`${indexes[i]}:${ids[i]}`, indexes[i]!]);
-    const args = checks.flatMap((c, i) => [
-      c.limit,
-      c.cost,
-      Math.max(1, windowOf(c.duration, now).reset - now + 1000),
-      ids[i]!,
-    ]);
+    const args = checks.flatMap((c, i) => [c.limit, c.cost, Math.max(1, windowOf(c.duration, now).reset - now + 1000), ids[i]!]);
     const currents = (
-      await this.command(() =>
-        this.redis.keyhavenCheck(keys.length, ...keys, checks.length, this.countersPerWorkspace, ...args),
-      )
+      await this.command(() => this.redis.keyhavenCheck(keys.length, ...keys, checks.length, this.countersPerWorkspace, ...args))
     ).map(Number);
     return decide(checks, currents, now).outcomes;
   }

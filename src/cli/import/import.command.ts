@@ -102,7 +102,9 @@ export async function importCommand(argv: string[]): Promise<number> {
 
 async function runImport(values: ImportValues, positionals: string[]): Promise<number> {
   if (positionals.length !== 1) {
-    throw new UsageError(positionals.length === 0 ? "FILE is required (see keyhaven import --help)" : `one FILE only, got ${positionals.length}`);
+    throw new UsageError(
+      positionals.length === 0 ? "FILE is required (see keyhaven import --help)" : `one FILE only, got ${positionals.length}`,
+    );
   }
   const file = positionals[0]!;
   const apiId = values.api?.trim();
@@ -200,20 +202,31 @@ async function runImport(values: ImportValues, positionals: string[]): Promise<n
   const unlock = journalCall(journalPath, () => lockJournal(journalPath));
   let journal: Journal | undefined;
   try {
-    journal = journalCall(journalPath, () => Journal.open(journalPath, {
-      file: path.resolve(file),
-      fileSha256: sha256,
-      apiId,
-      batchSize,
-      batches: batchSizes.length,
-      keys: keyCount,
-    }));
+    journal = journalCall(journalPath, () =>
+      Journal.open(journalPath, {
+        file: path.resolve(file),
+        fileSha256: sha256,
+        apiId,
+        batchSize,
+        batches: batchSizes.length,
+        keys: keyCount,
+      }),
+    );
     let doneEarlier = 0;
     for (const [index, state] of journal.states) if (state.state === "done") doneEarlier += batchSizes[index] ?? 0;
     const quiet = values.quiet === true;
     const progress = new Progress(keyCount, process.stderr, { tty: process.stderr.isTTY === true, every, enabled: !quiet });
     const runner = new ImportRunner(
-      { baseUrl, rootKey: rootKey!, attempts, timeoutMs: timeoutSeconds * 1000, concurrency, continueOnError: values["continue-on-error"] === true, skipExisting: values["skip-existing"] === true, backoffMs: 250 },
+      {
+        baseUrl,
+        rootKey: rootKey!,
+        attempts,
+        timeoutMs: timeoutSeconds * 1000,
+        concurrency,
+        continueOnError: values["continue-on-error"] === true,
+        skipExisting: values["skip-existing"] === true,
+        backoffMs: 250,
+      },
       journal,
       progress,
     );

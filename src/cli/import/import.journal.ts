@@ -21,7 +21,16 @@ export type JournalHeader = {
 export type BatchEvent =
   | { batch: number; lines: [number, number]; digest: string; state: "sent"; at: string }
   | { batch: number; lines: [number, number]; digest: string; state: "done"; imported: number; alreadyPresent: number[]; at: string }
-  | { batch: number; lines: [number, number]; digest: string; state: "failed"; code: string; message: string; inDoubt: boolean; at: string };
+  | {
+      batch: number;
+      lines: [number, number];
+      digest: string;
+      state: "failed";
+      code: string;
+      message: string;
+      inDoubt: boolean;
+      at: string;
+    };
 
 export type BatchState = { state: "sent" | "done" | "failed"; digest: string; event: BatchEvent };
 

@@ -90,7 +90,9 @@ type CellType = "string" | "integer" | "boolean" | "json";
  * An empty cell means the field is absent. Derived from the server's own item schema (migrations.schemas.ts), so
  * a field added there is a column here.
  */
-export const CSV_COLUMNS: Record<string, CellType> = csvColumns(z.toJSONSchema(importKeySchema, { io: "input", unrepresentable: "any" }) as JsonSchemaNode);
+export const CSV_COLUMNS: Record<string, CellType> = csvColumns(
+  z.toJSONSchema(importKeySchema, { io: "input", unrepresentable: "any" }) as JsonSchemaNode,
+);
 
 type JsonSchemaNode = { type?: string; properties?: Record<string, JsonSchemaNode> };
 
@@ -316,7 +318,11 @@ class LineCounter {
       const chunk = this.chunks[0]!;
       const chunkEnd = this.chunkStart + chunk.length;
       const until = Math.min(offset, chunkEnd);
-      for (let i = chunk.indexOf(10, this.position - this.chunkStart); i !== -1 && i < until - this.chunkStart; i = chunk.indexOf(10, i + 1)) {
+      for (
+        let i = chunk.indexOf(10, this.position - this.chunkStart);
+        i !== -1 && i < until - this.chunkStart;
+        i = chunk.indexOf(10, i + 1)
+      ) {
         this.breaks += 1;
       }
       this.position = until;

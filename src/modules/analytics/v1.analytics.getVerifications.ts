@@ -110,8 +110,7 @@ export const getVerifications = defineRpc({
     const byTags = groupBy.has("tags");
     const byTag = groupBy.has("tag");
     // Grouped by time alone (and in time order): every slice before `end`'s gets a row, empty ones as zeros.
-    const fill =
-      time !== undefined && !byKey && !byIdentity && !byTags && !byTag && (input.orderBy ?? "time") === "time";
+    const fill = time !== undefined && !byKey && !byIdentity && !byTags && !byTag && (input.orderBy ?? "time") === "time";
     const slices = fill ? timeSlices(time!, input.start, end) : [];
 
     const rows = await queryVerifications(db, {

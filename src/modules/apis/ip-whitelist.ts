@@ -38,7 +38,7 @@ export function ipWhitelistProblem(list: string): string | undefined {
  */
 export const ipWhitelistInput = z
   .string()
-  .min(1, { error: 'must list at least one address (send null to apis.updateApi to remove the list)' })
+  .min(1, { error: "must list at least one address (send null to apis.updateApi to remove the list)" })
   .max(MAX_IP_WHITELIST_LENGTH)
   .superRefine((list, ctx) => {
     const problem = ipWhitelistProblem(list);

@@ -16,7 +16,12 @@ export const deleteKeys = defineRpc({
   returns: "How many keys were deleted.",
   input: z.object({
     apiId: idInput.describe("The API whose keys are deleted; the API stays."),
-    permanent: z.boolean().default(false).describe("Remove the rows, soft-deleted ones included, so that the keys can be imported again. Default false: deleted keys stop verifying but stay stored."),
+    permanent: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Remove the rows, soft-deleted ones included, so that the keys can be imported again. Default false: deleted keys stop verifying but stay stored.",
+      ),
   }),
   output: z.object({ deletedKeys: z.int().describe("How many keys were deleted.") }),
   handler: async (input, { deps, rootKey: auth }) => {

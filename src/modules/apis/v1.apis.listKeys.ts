@@ -37,10 +37,7 @@ export const listKeys = defineRpc({
       or: [
         "*",
         {
-          and: [
-            { or: ["api.*.read_key", `api.${apiId}.read_key`] },
-            { or: ["api.*.read_api", `api.${apiId}.read_api`] },
-          ],
+          and: [{ or: ["api.*.read_key", `api.${apiId}.read_key`] }, { or: ["api.*.read_api", `api.${apiId}.read_api`] }],
         },
       ],
     });

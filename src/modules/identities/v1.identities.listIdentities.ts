@@ -30,7 +30,10 @@ export const listIdentities = defineRpc({
       limit: input.limit,
       cursor: input.cursor,
     });
-    const rls = await identityRatelimits(deps.db, rows.map((r) => r.id));
+    const rls = await identityRatelimits(
+      deps.db,
+      rows.map((r) => r.id),
+    );
     return {
       identities: rows.map((r) => ({ id: r.id, externalId: r.externalId, ratelimits: rls.get(r.id) ?? [] })),
       ...(rows.length === input.limit && { cursor: rows[rows.length - 1]!.id }),

@@ -36,9 +36,7 @@ export const updateIdentity = defineRpc({
     const row = await findIdentity(
       deps.db,
       auth.workspaceId,
-      input.identityId !== undefined
-        ? { identityId: input.identityId }
-        : { externalId: input.externalId!, environment: input.environment },
+      input.identityId !== undefined ? { identityId: input.identityId } : { externalId: input.externalId!, environment: input.environment },
     );
     if (!row) throw new ApiError("NOT_FOUND", `identity ${input.identityId ?? input.externalId} not found`);
     await writeIdentity(deps.db, {

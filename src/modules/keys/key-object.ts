@@ -7,7 +7,6 @@ import { ApiError } from "../../errors.js";
 import type { KeyObjectRow } from "./key-objects.repository.js";
 import { metaSchema } from "./keys.schemas.js";
 
-
 /** v1's key object (contract 2.1), shared by keys.getKey and apis.listKeys. Absent values are omitted, never null. */
 export const keyObjectSchema = z.object({
   id: z.string(),

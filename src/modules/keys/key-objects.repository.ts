@@ -123,4 +123,3 @@ export async function countKeys(db: Db, filter: ApiKeysFilter): Promise<number> 
   const [row] = await db.select({ n: count() }).from(keys).where(apiKeysCondition(db, filter));
   return row?.n ?? 0;
 }
-

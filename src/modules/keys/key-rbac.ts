@@ -1,17 +1,7 @@
 import { z } from "zod";
-import {
-  ensurePermission,
-  ensureRole,
-  findPermissionsByIdOrSlug,
-  findRolesByIdOrName,
-} from "../permissions/permissions.repository.js";
+import { ensurePermission, ensureRole, findPermissionsByIdOrSlug, findRolesByIdOrName } from "../permissions/permissions.repository.js";
 import { describeQuery, type PermissionQuery } from "../../auth/permissions.js";
-import {
-  hasPermission,
-  missingPermissions,
-  type RootKeyAuth,
-  requirePermission,
-} from "../../auth/root-key.js";
+import { hasPermission, missingPermissions, type RootKeyAuth, requirePermission } from "../../auth/root-key.js";
 import type { Db } from "../../db/client.js";
 import { NotFoundError } from "../../domain-errors.js";
 import { ApiError, type ErrorCode } from "../../errors.js";
@@ -76,8 +66,7 @@ export const connectionSchema = z
 /** `{id?, name?}` of removeRoles. */
 export const disconnectionSchema = z.object(named).refine(eitherIdOrName, "provide either `id` or `name`");
 
-const bySlug = (c: { id?: string; name?: string; slug?: string }) =>
-  c.id !== undefined || c.name !== undefined || c.slug !== undefined;
+const bySlug = (c: { id?: string; name?: string; slug?: string }) => c.id !== undefined || c.name !== undefined || c.slug !== undefined;
 
 /** `{id?, name?, slug?, create?}` of setPermissions: `name` and `slug` both name the slug (`name` wins). */
 export const permissionSlugSchema = z
@@ -189,7 +178,12 @@ export async function removeFromKey(
     const names = input.wanted.flatMap((w) => (w.id === undefined ? [w.name!] : []));
     // Only what an entry names: `find` matches the ids, and the names (a permission's slug) of entries without one.
     const found = await k.find(tx, auth.workspaceId, ids, names);
-    await deleteKeyLinks(tx, k.kind, key.id, found.map((f) => f.id));
+    await deleteKeyLinks(
+      tx,
+      k.kind,
+      key.id,
+      found.map((f) => f.id),
+    );
   });
   return {};
 }

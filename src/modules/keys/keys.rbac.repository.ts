@@ -59,5 +59,10 @@ export async function replaceKeyLinks(
 ): Promise<void> {
   const t = linkTables[kind];
   await db.delete(t.table).where(and(eq(t.key, key.id), ids.length > 0 ? notInArray(t.column, ids) : undefined));
-  await insertKeyLinks(db, kind, ids.map((id) => ({ keyId: key.id, id, workspaceId: key.workspaceId })), now);
+  await insertKeyLinks(
+    db,
+    kind,
+    ids.map((id) => ({ keyId: key.id, id, workspaceId: key.workspaceId })),
+    now,
+  );
 }

@@ -44,9 +44,7 @@ export async function hardDeleteKey(db: Db, keyId: string): Promise<boolean> {
   return rows.length > 0;
 }
 
-export type RemainingChange =
-  | { op: "increment" | "decrement"; value: number }
-  | { op: "set"; value: number | null };
+export type RemainingChange = { op: "increment" | "decrement"; value: number } | { op: "set"; value: number | null };
 
 /**
  * Changes a live key's remaining uses in one atomic UPDATE, after applying any refill that is due, so that
@@ -77,10 +75,7 @@ export async function changeKeyRemaining(
   } else {
     const value = change.value;
     set = {
-      remaining:
-        change.op === "increment"
-          ? sql`${effectiveRemaining} + ${value}`
-          : sql`greatest(${effectiveRemaining} - ${value}, 0)`,
+      remaining: change.op === "increment" ? sql`${effectiveRemaining} + ${value}` : sql`greatest(${effectiveRemaining} - ${value}, 0)`,
       lastRefillAt: lastRefillAfterWrite,
     };
     where = and(
@@ -125,17 +120,10 @@ export async function insertNewKey(db: Db, input: NewKey): Promise<void> {
     if (dataKey?.newRow) await tx.insert(encryptionKeys).values(dataKey.newRow);
 
     const roleIds = await resolveRoles(tx, workspaceId, input.roleNames, input.createMissingRoles, now);
-    const permissionIds = await resolvePermissions(
-      tx,
-      workspaceId,
-      input.permissionSlugs,
-      input.createMissingPermissions,
-      now,
-    );
+    const permissionIds = await resolvePermissions(tx, workspaceId, input.permissionSlugs, input.createMissingPermissions, now);
 
     // v1's keys.createKey stores `meta {}` on the identity it creates.
-    const identityId =
-      externalId === undefined ? null : (await upsertIdentities(tx, workspaceId, [externalId], {}, now)).get(externalId)!;
+    const identityId = externalId === undefined ? null : (await upsertIdentities(tx, workspaceId, [externalId], {}, now)).get(externalId)!;
 
     await tx.insert(keys).values({ ...row, identityId });
     if (input.encrypted) {
@@ -148,8 +136,18 @@ export async function insertNewKey(db: Db, input: NewKey): Promise<void> {
       });
     }
     if (input.ratelimit) await setKeyDefaultRatelimits(tx, [{ keyId, workspaceId, ...input.ratelimit }], now);
-    await insertKeyLinks(tx, "role", roleIds.map((id) => ({ keyId, id, workspaceId })), now);
-    await insertKeyLinks(tx, "permission", permissionIds.map((id) => ({ keyId, id, workspaceId })), now);
+    await insertKeyLinks(
+      tx,
+      "role",
+      roleIds.map((id) => ({ keyId, id, workspaceId })),
+      now,
+    );
+    await insertKeyLinks(
+      tx,
+      "permission",
+      permissionIds.map((id) => ({ keyId, id, workspaceId })),
+      now,
+    );
   });
 }
 
@@ -174,10 +172,7 @@ async function resolvePermissions(db: Db, workspaceId: string, slugs: string[], 
   if (rows.length !== slugs.length) {
     const found = new Set(rows.map((r) => r.slug));
     const gone = slugs.filter((s) => !found.has(s));
-    throw new ConflictError(
-      "permission",
-      `permissions ${JSON.stringify(gone)} were deleted while the key was being created`,
-    );
+    throw new ConflictError("permission", `permissions ${JSON.stringify(gone)} were deleted while the key was being created`);
   }
   return rows.map((r) => r.id);
 }

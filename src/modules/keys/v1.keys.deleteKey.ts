@@ -10,8 +10,7 @@ export const deleteKey = defineRpc({
   method: "POST",
   path: "/v1/keys.deleteKey",
   auth: "rootKey",
-  summary:
-    "Deletes a key: it stops verifying at once. With `permanent: true` the row is removed, so the same key can be imported again.",
+  summary: "Deletes a key: it stops verifying at once. With `permanent: true` the row is removed, so the same key can be imported again.",
   errors: [400, 403, 404, 503],
   returns: "The key is deleted.",
   input: z.object({ keyId: idInput, permanent: z.boolean().default(false) }),

@@ -24,9 +24,7 @@ export const getVerifications = defineRpc({
     granularity: z.enum(["day"]).default("day"),
   }),
   output: z.object({
-    verifications: z.array(
-      z.object({ time: z.number(), success: z.number(), rateLimited: z.number(), usageExceeded: z.number() }),
-    ),
+    verifications: z.array(z.object({ time: z.number(), success: z.number(), rateLimited: z.number(), usageExceeded: z.number() })),
   }),
   // The input's own 400s come before authentication, as before.
   beforeAuth: (input, { deps }) => {
@@ -53,7 +51,13 @@ export const getVerifications = defineRpc({
     }
     requirePermission(auth, readKeyPermission([...new Set(keys.map((k) => k.apiId))]));
     const from = start - (start % HOUR_MS);
-    const verifications = await dailyKeyVerifications(db, auth.workspaceId, keys.map((k) => k.id), from, end);
+    const verifications = await dailyKeyVerifications(
+      db,
+      auth.workspaceId,
+      keys.map((k) => k.id),
+      from,
+      end,
+    );
     return { verifications };
   },
 });

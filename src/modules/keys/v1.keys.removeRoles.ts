@@ -8,8 +8,7 @@ export const removeRoles = defineRpc({
   path: "/v1/keys.removeRoles",
   auth: "rootKey",
   bodyLimit: LARGE_BODY_LIMIT,
-  summary:
-    "Disconnects roles (by id or name) from a key; every entry is honoured, and one naming no role of the key changes nothing.",
+  summary: "Disconnects roles (by id or name) from a key; every entry is honoured, and one naming no role of the key changes nothing.",
   errors: [400, 403, 404, 503],
   returns: "The roles are removed from the key.",
   input: z.object({ keyId: idInput, roles: entries(disconnectionSchema) }),

@@ -11,7 +11,6 @@ import { upsertIdentities } from "../identities/identities.repository.js";
 import { deleteKeyDefaultRatelimit, setKeyDefaultRatelimits } from "./keys.ratelimit.repository.js";
 import { type KeyChanges, lockKeyForUpdate, updateKeyColumns } from "./keys.update.repository.js";
 
-
 export const updateKeyInput = z.object({
   keyId: idInput,
   name: z.string().max(1024).nullable().optional(),
@@ -22,7 +21,10 @@ export const updateKeyInput = z.object({
   ratelimit: keyRatelimitSchema.nullable().optional(),
   // 0 is an exhausted key (as v1), which updateRemaining or updateKey can top up later; null makes it unlimited.
   remaining: z.int().min(0).max(MAX_INT32).nullable().optional(),
-  refill: refillSchema.extend({ refillDay: z.int().min(1).max(31).nullable().optional() }).nullable().optional(),
+  refill: refillSchema
+    .extend({ refillDay: z.int().min(1).max(31).nullable().optional() })
+    .nullable()
+    .optional(),
   enabled: z.boolean().optional(),
   environment: z.string().max(256).nullable().optional(),
   roles: z.array(connectionSchema).max(1000).optional(),
@@ -101,9 +103,7 @@ async function keyChanges(db: Db, auth: RootKeyAuth, input: UpdateKeyInput, now:
   if (owner !== undefined) {
     changes.ownerId = owner;
     // v1's keys.updateKey stores `meta {}` on the identity it creates, as keys.createKey does.
-    changes.identityId =
-      owner === null ? null : (await upsertIdentities(db, auth.workspaceId, [owner], {}, now)).get(owner)!;
+    changes.identityId = owner === null ? null : (await upsertIdentities(db, auth.workspaceId, [owner], {}, now)).get(owner)!;
   }
   return changes;
 }
-

@@ -6,7 +6,6 @@ import { defineRpc } from "../../rpc.js";
 import { MAX_INT32 } from "./keys.schemas.js";
 import { changeKeyRemaining, findLiveKeyForWrite, type RemainingChange } from "./keys.writes.repository.js";
 
-
 export const updateRemaining = defineRpc({
   method: "POST",
   path: "/v1/keys.updateRemaining",

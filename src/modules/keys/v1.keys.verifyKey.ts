@@ -17,7 +17,11 @@ export const MAX_RATELIMITS_PER_REQUEST = 20;
 const output = z.object({
   requestId: z.string().describe("The request id, as in the `Unkey-Request-Id` header."),
   valid: z.boolean().describe("Whether the key may be accepted: true exactly when `code` is VALID."),
-  code: z.enum(verificationCodes).describe("The outcome, checked in this order: NOT_FOUND, DISABLED, FORBIDDEN (another API), EXPIRED, INSUFFICIENT_PERMISSIONS, RATE_LIMITED, USAGE_EXCEEDED, else VALID."),
+  code: z
+    .enum(verificationCodes)
+    .describe(
+      "The outcome, checked in this order: NOT_FOUND, DISABLED, FORBIDDEN (another API), EXPIRED, INSUFFICIENT_PERMISSIONS, RATE_LIMITED, USAGE_EXCEEDED, else VALID.",
+    ),
   keyId: z.string().optional().describe("The key's id, when the key exists."),
   apiId: z.string().optional().describe("keyhaven extension: the API of the key, when the key exists."),
   name: z.string().optional(),
@@ -27,14 +31,13 @@ const output = z.object({
   remaining: z.number().optional().describe("Uses left after this verification, for a key with limited uses."),
   ratelimit: z
     .object({ limit: z.number().optional(), remaining: z.number(), reset: z.number() })
-    .optional().describe("The rate limit that applied (its `default` limit when applied): what remains in the window and when it resets (unix ms)."),
+    .optional()
+    .describe("The rate limit that applied (its `default` limit when applied): what remains in the window and when it resets (unix ms)."),
   enabled: z.boolean().optional(),
   permissions: z.array(z.string()).optional().describe("The key's permissions, direct and through its roles."),
   roles: z.array(z.string()).optional().describe("The key's roles."),
   environment: z.string().optional(),
-  identity: z
-    .object({ id: z.string(), externalId: z.string(), meta: metaSchema })
-    .optional(),
+  identity: z.object({ id: z.string(), externalId: z.string(), meta: metaSchema }).optional(),
   // keyhaven extension, only when true: Redis did not answer and KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE=open.
   ratelimitSkipped: z.literal(true).optional(),
 });
@@ -50,18 +53,27 @@ export const verifyKey = defineRpc({
   input: z.object({
     key: z.string().min(1).max(1024).describe("The key to verify, as your customer sent it."),
     // "" is accepted (it names no API, so the answer is FORBIDDEN), as in v1.
-    apiId: z.string().max(MAX_ID_LENGTH).optional().describe("Accept only a key of this API (else code FORBIDDEN). Without it, a key of any API verifies."),
+    apiId: z
+      .string()
+      .max(MAX_ID_LENGTH)
+      .optional()
+      .describe("Accept only a key of this API (else code FORBIDDEN). Without it, a key of any API verifies."),
     tags: z.array(z.string().min(1).max(128)).max(10).optional().describe("Labels counted with this verification in analytics."),
     authorization: z
       .object({ permissions: z.unknown().optional() })
-      .optional().describe("A permission query the key must satisfy (else INSUFFICIENT_PERMISSIONS): a permission name, or `{and: [...]}` / `{or: [...]}`, nested."),
+      .optional()
+      .describe(
+        "A permission query the key must satisfy (else INSUFFICIENT_PERMISSIONS): a permission name, or `{and: [...]}` / `{or: [...]}`, nested.",
+      ),
     remaining: z
       .object({ cost: z.int().min(0).max(MAX_INT32).default(1) })
-      .optional().describe("How many uses this verification spends (default 1; 0 is free)."),
+      .optional()
+      .describe("How many uses this verification spends (default 1; 0 is free)."),
     // Deprecated in v1 and ignored there too; accepted so that old clients validate.
     ratelimit: z
       .object({ cost: z.int().min(0).max(MAX_INT32).optional() })
-      .optional().describe("Deprecated in v1 and ignored; use `ratelimits`."),
+      .optional()
+      .describe("Deprecated in v1 and ignored; use `ratelimits`."),
     ratelimits: z
       .array(
         z.object({
@@ -72,7 +84,10 @@ export const verifyKey = defineRpc({
         }),
       )
       .max(MAX_RATELIMITS_PER_REQUEST, { error: `at most ${MAX_RATELIMITS_PER_REQUEST} rate limits per request` })
-      .optional().describe("Rate limits to apply besides the key's auto-applied ones: a configured limit by `name`, or an ad-hoc one with `limit` per `duration` ms. All or nothing: a refusal charges none."),
+      .optional()
+      .describe(
+        "Rate limits to apply besides the key's auto-applied ones: a configured limit by `name`, or an ad-hoc one with `limit` per `duration` ms. All or nothing: a refusal charges none.",
+      ),
   }),
   output,
   handler: async (input, { deps, req, reply, optionalRootKey }) => {
@@ -91,7 +106,12 @@ export const verifyKey = defineRpc({
     deps.metrics.recordVerification(result.code);
     // Synchronous and in memory only (written in the background): verifications of existing keys, as v1 counts.
     if (subject !== undefined) {
-      deps.analytics.record({ keyId: result.keyId!, ...subject, identityId: result.identity?.id }, result.code, input.tags, deps.clock.now());
+      deps.analytics.record(
+        { keyId: result.keyId!, ...subject, identityId: result.identity?.id },
+        result.code,
+        input.tags,
+        deps.clock.now(),
+      );
     }
     return { requestId: req.id, ...result };
   },

@@ -1,4 +1,3 @@
-
 import { type PermissionQuery, parsePermissionQuery, PermissionQueryError, satisfies } from "../../auth/permissions.js";
 import { hashKey } from "../../crypto/hash.js";
 import type { Deps } from "../../deps.js";
@@ -177,7 +176,14 @@ function limitChecks(key: FoundKey, requested: NonNullable<VerifyRequest["rateli
   const checks = new Map<string, LimitCheck>();
   for (const rl of configured.values()) {
     if (rl.autoApply) {
-      checks.set(rl.name, { workspaceId, name: rl.name, identifier: identifierOf(rl.owner), limit: rl.limit, duration: Number(rl.duration), cost: 1 });
+      checks.set(rl.name, {
+        workspaceId,
+        name: rl.name,
+        identifier: identifierOf(rl.owner),
+        limit: rl.limit,
+        duration: Number(rl.duration),
+        cost: 1,
+      });
     }
   }
   for (const r of requested) {
@@ -195,7 +201,14 @@ function limitChecks(key: FoundKey, requested: NonNullable<VerifyRequest["rateli
           : `ratelimit "${r.name}" was requested but does not exist for key "${key.id}" and there is no identity connected`,
       );
     }
-    checks.set(r.name, { workspaceId, name: rl.name, identifier: identifierOf(rl.owner), limit: rl.limit, duration: Number(rl.duration), cost });
+    checks.set(r.name, {
+      workspaceId,
+      name: rl.name,
+      identifier: identifierOf(rl.owner),
+      limit: rl.limit,
+      duration: Number(rl.duration),
+      cost,
+    });
   }
   return [...checks.values()];
 }
@@ -206,4 +219,3 @@ function reportRatelimit(outcomes: LimitOutcome[]): Verification["ratelimit"] {
   const named = outcomes.find((o) => o.name === "default") ?? shown;
   return { limit: named.limit, remaining: shown.remaining, reset: shown.reset };
 }
-

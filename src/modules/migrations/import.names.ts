@@ -32,12 +32,9 @@ export async function resolveImportNames(
   const roleIds = await findRoleIdsByName(db, workspaceId, roleNames);
   const missingRoles = missingNames(roleNames, roleIds);
   if (missingRoles.length > 0) {
-    throw new PreconditionFailedError(
-      "role",
-      `Roles ${JSON.stringify(missingRoles)} are missing, please create them first`,
+    throw new PreconditionFailedError("role", `Roles ${JSON.stringify(missingRoles)} are missing, please create them first`, missingRoles, {
       missingRoles,
-      { missingRoles },
-    );
+    });
   }
   const permissionNames = unique(items.flatMap((k) => k.permissions ?? []));
   const permissionIds = await findPermissionIdsByName(db, workspaceId, permissionNames);

@@ -123,7 +123,8 @@ export class MigrationWorker {
       } catch (err) {
         failures++;
         // An outage is logged once per change of state by the store (dependency.ts), not at every poll.
-        if (!findDependencyFailure(err)) this.log.error({ err, failures }, "the migration worker could not reach its queue; it tries again");
+        if (!findDependencyFailure(err))
+          this.log.error({ err, failures }, "the migration worker could not reach its queue; it tries again");
       }
       if (!worked && !this.stopping) await this.idle(failures > 0 ? this.retryDelayMs(failures) : this.pollIntervalMs);
     }
@@ -178,7 +179,10 @@ export class MigrationWorker {
       if (isTransientFailure(err)) {
         const nextAttemptAtM = this.now() + this.retryDelayMs(batch.attempts + 1);
         await deferMigrationBatch(this.db, batch, { message, nextAttemptAtM });
-        this.log.warn({ ...context, nextAttemptAt: nextAttemptAtM }, "importing an enqueued migration batch failed; it will be tried again");
+        this.log.warn(
+          { ...context, nextAttemptAt: nextAttemptAtM },
+          "importing an enqueued migration batch failed; it will be tried again",
+        );
       } else {
         await failMigrationBatch(this.db, batch, message, this.now());
         this.log.error(context, "importing an enqueued migration batch failed in a way retrying cannot fix; it is failed");
@@ -216,7 +220,10 @@ async function importBatch(tx: Db, batch: PendingBatch): Promise<{ imported: num
   });
 
   for (let attempt = 1; ; attempt++) {
-    const existing = await findExistingHashes(tx, candidates.map((c) => c.key.sealed.hash));
+    const existing = await findExistingHashes(
+      tx,
+      candidates.map((c) => c.key.sealed.hash),
+    );
     candidates = candidates.filter(({ index, key }) => {
       if (!existing.has(key.sealed.hash)) return true;
       errors.push({ keyIndex: index, code: "CONFLICT", message: `the key at index ${index} already exists` });

@@ -21,7 +21,6 @@ export class ImportConflictError extends ConflictError {
   }
 }
 
-
 /**
  * The second phase of an import: one transaction that only inserts. A key whose hash already exists (in any
  * workspace, or committed meanwhile by a concurrent import) is skipped by ON CONFLICT, detected by its missing id,
@@ -116,10 +115,7 @@ export async function claimPendingBatch(tx: Db, now: number): Promise<PendingBat
     })
     .from(migrationBatches)
     .where(
-      and(
-        eq(migrationBatches.status, "pending"),
-        or(isNull(migrationBatches.nextAttemptAtM), lte(migrationBatches.nextAttemptAtM, now)),
-      ),
+      and(eq(migrationBatches.status, "pending"), or(isNull(migrationBatches.nextAttemptAtM), lte(migrationBatches.nextAttemptAtM, now))),
     )
     .orderBy(asc(migrationBatches.id))
     .limit(1)
@@ -130,7 +126,10 @@ export async function claimPendingBatch(tx: Db, now: number): Promise<PendingBat
 /** Hashes among `hashes` that a key (in any workspace, deleted ones included) already has. */
 export async function findExistingHashes(db: Db, hashes: string[]): Promise<Set<string>> {
   if (hashes.length === 0) return new Set();
-  const rows = await db.select({ hash: keys.hash }).from(keys).where(sql`${keys.hash} = any(${textArray(hashes)})`);
+  const rows = await db
+    .select({ hash: keys.hash })
+    .from(keys)
+    .where(sql`${keys.hash} = any(${textArray(hashes)})`);
   return new Set(rows.map((r) => r.hash));
 }
 
@@ -140,11 +139,7 @@ export type BatchError = { keyIndex: number | null; code: string; message: strin
  * Marks a processed batch done (every key imported) or failed, with the reason for each key not imported, and
  * drops its sealed keys: what was imported lives in `keys` now, and what was not cannot be by retrying.
  */
-export async function finishMigrationBatch(
-  db: Db,
-  batch: PendingBatch,
-  result: { imported: number; errors: BatchError[] },
-): Promise<void> {
+export async function finishMigrationBatch(db: Db, batch: PendingBatch, result: { imported: number; errors: BatchError[] }): Promise<void> {
   const now = Date.now();
   const failed = batch.keys.length - result.imported;
   if (result.errors.length > 0) {
@@ -237,11 +232,7 @@ export type MigrationSummary = {
 };
 
 /** What the workspace's batches of `migrationId` add up to; undefined when it has none. */
-export async function summarizeMigration(
-  db: Db,
-  workspaceId: string,
-  migrationId: string,
-): Promise<MigrationSummary | undefined> {
+export async function summarizeMigration(db: Db, workspaceId: string, migrationId: string): Promise<MigrationSummary | undefined> {
   const rows = await db
     .select({
       apiId: migrationBatches.apiId,

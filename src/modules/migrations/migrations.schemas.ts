@@ -8,18 +8,32 @@ export const MAX_KEYS_PER_IMPORT = 100;
 const sharedKeyFields = {
   prefix: z.string().max(8).optional().describe("The key's prefix, kept for display."),
   name: z.string().max(1024).optional().describe("A name for people."),
-  plaintext: z.string().min(1).max(1024).optional().describe("The key itself: stored as its SHA-256 hash and encrypted (needs an encryption key and `encrypt_key`). Exactly one of `plaintext` and `hash`."),
+  plaintext: z
+    .string()
+    .min(1)
+    .max(1024)
+    .optional()
+    .describe(
+      "The key itself: stored as its SHA-256 hash and encrypted (needs an encryption key and `encrypt_key`). Exactly one of `plaintext` and `hash`.",
+    ),
   hash: z
     .object({
       value: z.string().min(1).max(512),
       variant: z.enum(["sha256_base64"]),
     })
-    .optional().describe("The key's SHA-256 as standard padded base64 (`openssl dgst -sha256 -binary | base64`), when you do not have the key itself."),
+    .optional()
+    .describe(
+      "The key's SHA-256 as standard padded base64 (`openssl dgst -sha256 -binary | base64`), when you do not have the key itself.",
+    ),
   start: z.string().max(64).optional().describe("The first characters shown for the key. Default: taken from the plaintext."),
   ownerId: z.string().max(256).optional().describe("Deprecated in v1: kept as given."),
   meta: metaSchema.optional().describe("Any JSON object; verifications return it."),
   roles: z.array(z.string().min(1).max(512)).max(1000).optional().describe("Names of existing roles (412 when one is missing)."),
-  permissions: z.array(z.string().min(1).max(512)).max(1000).optional().describe("Names (slugs) of existing permissions (412 when one is missing)."),
+  permissions: z
+    .array(z.string().min(1).max(512))
+    .max(1000)
+    .optional()
+    .describe("Names (slugs) of existing permissions (412 when one is missing)."),
   expires: expiresSchema.optional().describe("When the key expires, unix ms; 0 means never."),
   // The spec states "greater than 1"; keyhaven accepts 1 so that a key with one use left can be imported.
   remaining: z.int().min(1).max(MAX_INT32).optional().describe("Uses left. Unset: unlimited."),
@@ -66,16 +80,14 @@ export const importKeySchema = z
         refillRate: z.int().min(1).max(MAX_INT32),
         refillInterval: z.int().min(1).max(Number.MAX_SAFE_INTEGER),
       })
-      .optional().describe("Kept as the key's `default` rate limit: `limit` verifications per `refillInterval` ms."),
+      .optional()
+      .describe("Kept as the key's `default` rate limit: `limit` verifications per `refillInterval` ms."),
   })
   .superRefine(checkImportKey);
 
 export type ImportKey = z.output<typeof importKeySchema>;
 
-export const createKeysInputSchema = z
-  .array(importKeySchema)
-  .max(MAX_KEYS_PER_IMPORT)
-  .describe("Up to 100 keys, imported all or nothing.");
+export const createKeysInputSchema = z.array(importKeySchema).max(MAX_KEYS_PER_IMPORT).describe("Up to 100 keys, imported all or nothing.");
 
 /**
  * One key of `migrations.enqueueKeys` (contract 6.3): createKeys' fields without `apiId` (given once for the
@@ -93,14 +105,19 @@ export const enqueueKeySchema = z
         refillRate: z.int().min(1).max(MAX_INT32).optional(),
         refillInterval: z.int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
       })
-      .optional().describe("Kept as the key's `default` rate limit: `limit` verifications per `duration` ms."),
+      .optional()
+      .describe("Kept as the key's `default` rate limit: `limit` verifications per `duration` ms."),
   })
   .superRefine(checkImportKey);
 
 export type EnqueueKey = z.output<typeof enqueueKeySchema>;
 
 export const enqueueKeysInputSchema = z.object({
-  migrationId: z.string().min(1).max(256).describe("Your name for the migration; migrations.getMigration reports on every batch enqueued under it."),
+  migrationId: z
+    .string()
+    .min(1)
+    .max(256)
+    .describe("Your name for the migration; migrations.getMigration reports on every batch enqueued under it."),
   apiId: z.string().min(1).max(256).describe("The API the keys are imported into."),
   keys: z.array(enqueueKeySchema).max(MAX_KEYS_PER_IMPORT).describe("Up to 100 keys, stored at once and imported by a worker."),
 });

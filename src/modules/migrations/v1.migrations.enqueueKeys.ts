@@ -23,7 +23,13 @@ export const enqueueKeys = defineRpc({
   status: 202,
   handler: async ({ migrationId, apiId, keys }, { deps, rootKey: auth }) => {
     const { db, keyring } = deps;
-    requirePermission(auth, importPermission(apiId, keys.some((k) => k.plaintext !== undefined)));
+    requirePermission(
+      auth,
+      importPermission(
+        apiId,
+        keys.some((k) => k.plaintext !== undefined),
+      ),
+    );
     if (!(await findApi(db, auth.workspaceId, apiId))) throw new ApiError("NOT_FOUND", `api ${apiId} not found`);
     if (keys.length === 0) return {};
     await resolveImportNames(db, auth.workspaceId, keys);

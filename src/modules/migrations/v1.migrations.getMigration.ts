@@ -27,24 +27,32 @@ export const getMigration = defineRpc({
     keys: z
       .object({ enqueued: z.number(), imported: z.number(), failed: z.number() })
       .describe("Keys enqueued, imported, and not imported."),
-    retrying: z.array(
-      z.object({
-        batchId: z.number(),
-        enqueuedAt: z.number(),
-        attempts: z.number(),
-        lastError: z.string().nullable(),
-        nextAttemptAt: z.number().nullable(),
-      }),
-    ).describe("Pending batches whose last attempt failed transiently (at most 100): the SQLSTATE of that failure (`lastError`) and when they are tried next (unix ms)."),
-    errors: z.array(
-      z.object({
-        batchId: z.number(),
-        enqueuedAt: z.number(),
-        index: z.number().nullable(),
-        code: z.string(),
-        message: z.string(),
-      }),
-    ).describe("Why keys were not imported (at most 1000): `index` is the key's position in its batch, null for the whole batch. Never a key or its hash."),
+    retrying: z
+      .array(
+        z.object({
+          batchId: z.number(),
+          enqueuedAt: z.number(),
+          attempts: z.number(),
+          lastError: z.string().nullable(),
+          nextAttemptAt: z.number().nullable(),
+        }),
+      )
+      .describe(
+        "Pending batches whose last attempt failed transiently (at most 100): the SQLSTATE of that failure (`lastError`) and when they are tried next (unix ms).",
+      ),
+    errors: z
+      .array(
+        z.object({
+          batchId: z.number(),
+          enqueuedAt: z.number(),
+          index: z.number().nullable(),
+          code: z.string(),
+          message: z.string(),
+        }),
+      )
+      .describe(
+        "Why keys were not imported (at most 1000): `index` is the key's position in its batch, null for the whole batch. Never a key or its hash.",
+      ),
   }),
   handler: async ({ migrationId }, { deps, rootKey: auth }) => {
     const { db } = deps;

@@ -14,10 +14,7 @@ export async function insertPermission(
   return id;
 }
 
-export async function insertRole(
-  db: Db,
-  input: { workspaceId: string; name: string; description?: string | undefined },
-): Promise<string> {
+export async function insertRole(db: Db, input: { workspaceId: string; name: string; description?: string | undefined }): Promise<string> {
   const id = newId("role");
   await db.insert(roles).values({ id, ...input, description: input.description || null, createdAtM: Date.now() });
   return id;
@@ -63,11 +60,7 @@ export async function findRoleIdsByName(db: Db, workspaceId: string, names: stri
  * permissions share a name, the one whose slug equals the name wins, else the oldest, so the choice never changes
  * between calls.
  */
-export async function findPermissionIdsByName(
-  db: Db,
-  workspaceId: string,
-  names: string[],
-): Promise<Map<string, string>> {
+export async function findPermissionIdsByName(db: Db, workspaceId: string, names: string[]): Promise<Map<string, string>> {
   if (names.length === 0) return new Map();
   const rows = await db
     .select({ id: permissions.id, name: permissions.name, slug: permissions.slug, createdAtM: permissions.createdAtM })
@@ -209,10 +202,7 @@ export async function findPermissionsByIdOrSlug(
     .where(
       and(
         eq(permissions.workspaceId, workspaceId),
-        or(
-          ids.length > 0 ? inArray(permissions.id, ids) : undefined,
-          slugs.length > 0 ? inArray(permissions.slug, slugs) : undefined,
-        ),
+        or(ids.length > 0 ? inArray(permissions.id, ids) : undefined, slugs.length > 0 ? inArray(permissions.slug, slugs) : undefined),
       ),
     )
     .orderBy(permissions.id);

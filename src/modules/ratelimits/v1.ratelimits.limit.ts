@@ -57,7 +57,10 @@ export const limit = defineRpc({
   // memory unless something it depends on changed since.
   beforeAuth: (_input, { epoch }) => epoch(),
   handler: async (input, { deps, rootKey: auth, checked: epoch }) => {
-    const found = await deps.limitLookups.find({ workspaceId: auth.workspaceId, name: input.namespace, identifier: input.identifier }, epoch);
+    const found = await deps.limitLookups.find(
+      { workspaceId: auth.workspaceId, name: input.namespace, identifier: input.identifier },
+      epoch,
+    );
     let namespaceId: string;
     if (found) {
       namespaceId = found.namespaceId;
@@ -72,7 +75,13 @@ export const limit = defineRpc({
     }
     const applied = found?.override ?? { limit: input.limit, duration: input.duration };
     const outcomes = await checkLimits(deps, [
-      { workspaceId: auth.workspaceId, name: COUNTER_NAME, identifier: `${namespaceId}\u0000${input.identifier}`, ...applied, cost: input.cost },
+      {
+        workspaceId: auth.workspaceId,
+        name: COUNTER_NAME,
+        identifier: `${namespaceId}\u0000${input.identifier}`,
+        ...applied,
+        cost: input.cost,
+      },
     ]);
     if (outcomes === undefined) {
       const reset = windowOf(applied.duration, deps.clock.now()).reset;

@@ -61,3 +61,33 @@ export class PreconditionFailedError extends DomainError {
     super(message, details);
   }
 }
+
+/** The input breaks a rule no schema can state alone (a combination of fields, a value against the stored state). */
+export class InvalidInputError extends DomainError {}
+
+/** The caller's permissions do not satisfy what the operation needs (`need`, described; `have`, what it holds). */
+export class PermissionDeniedError extends DomainError {
+  constructor(
+    readonly need: string,
+    readonly have: readonly string[],
+  ) {
+    super(`Missing permissions: need ${need}, have [${have.map((p) => JSON.stringify(p)).join(", ")}]`);
+  }
+}
+
+/** The workspace the request acts in is disabled. */
+export class WorkspaceDisabledError extends DomainError {
+  constructor() {
+    super("workspace is disabled");
+  }
+}
+
+/** The thing to delete is protected from deletion. */
+export class DeleteProtectedError extends DomainError {
+  constructor(
+    readonly what: string,
+    readonly id: string,
+  ) {
+    super(`${what} ${id} is protected from deletions`);
+  }
+}

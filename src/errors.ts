@@ -1,5 +1,15 @@
 import { KeyringError } from "./crypto/keyring.errors.js";
-import { ConflictError, type DomainError, type ErrorDetails, NotFoundError, PreconditionFailedError } from "./domain-errors.js";
+import {
+  ConflictError,
+  DeleteProtectedError,
+  type DomainError,
+  type ErrorDetails,
+  InvalidInputError,
+  NotFoundError,
+  PermissionDeniedError,
+  PreconditionFailedError,
+  WorkspaceDisabledError,
+} from "./domain-errors.js";
 
 export const errorCodes = [
   "BAD_REQUEST",
@@ -79,6 +89,10 @@ export function apiErrorOf(err: DomainError | KeyringError): ApiError {
   if (err instanceof NotFoundError) return new ApiError("NOT_FOUND", err.message, err.details);
   if (err instanceof ConflictError) return new ApiError("CONFLICT", err.message, err.details);
   if (err instanceof PreconditionFailedError) return new ApiError("PRECONDITION_FAILED", err.message, err.details);
+  if (err instanceof InvalidInputError) return new ApiError("BAD_REQUEST", err.message, err.details);
+  if (err instanceof PermissionDeniedError) return new ApiError("INSUFFICIENT_PERMISSIONS", err.message);
+  if (err instanceof WorkspaceDisabledError) return new ApiError("FORBIDDEN", err.message);
+  if (err instanceof DeleteProtectedError) return new ApiError("DELETE_PROTECTED", err.message);
   return new ApiError("INTERNAL_SERVER_ERROR", "internal server error");
 }
 

@@ -4,6 +4,7 @@ import { hashKey } from "../crypto/hash.js";
 import { ApiError, type ErrorCode } from "../errors.js";
 import { liveKeyHashExists, prepareRootKeyLookup } from "../modules/rootKeys/rootKeys.repository.js";
 import type { Clock } from "../clock.js";
+import { PermissionDeniedError } from "../domain-errors.js";
 import { bearerToken } from "./bearer.js";
 import { describeQuery, type PermissionQuery, satisfies } from "./permissions.js";
 
@@ -124,11 +125,12 @@ export function hasPermission(auth: RootKeyAuth, query: PermissionQuery): boolea
   return satisfies(query, auth.permissions);
 }
 
+/** Throws the core's PermissionDeniedError (v1: 403 INSUFFICIENT_PERMISSIONS) unless `auth` satisfies `query`. */
 export function requirePermission(auth: RootKeyAuth, query: PermissionQuery): void {
-  if (!satisfies(query, auth.permissions)) throw missingPermissions(auth, describeQuery(query));
+  if (!satisfies(query, auth.permissions)) throw new PermissionDeniedError(describeQuery(query), [...auth.permissions]);
 }
 
 /** The 403 of a root key that lacks what `need` describes; it names what the key holds, never anything looked up. */
 export function missingPermissions(auth: RootKeyAuth, need: string, code: ErrorCode = "INSUFFICIENT_PERMISSIONS"): ApiError {
-  return new ApiError(code, `Missing permissions: need ${need}, have [${[...auth.permissions].map((p) => JSON.stringify(p)).join(", ")}]`);
+  return new ApiError(code, new PermissionDeniedError(need, [...auth.permissions]).message);
 }

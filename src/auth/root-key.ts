@@ -2,7 +2,7 @@ import type { Db } from "../db/client.js";
 import { EpochCache, type EpochReader } from "../db/epoch.js";
 import { hashKey } from "../crypto/hash.js";
 import { ApiError, type ErrorCode } from "../errors.js";
-import { liveKeyHashExists, prepareRootKeyLookup } from "../modules/rootKeys/rootKeys.repository.js";
+import { liveKeyHashExists, prepareRootKeyLookup } from "./root-key.repository.js";
 import type { Clock } from "../clock.js";
 import { PermissionDeniedError } from "../domain-errors.js";
 import { bearerToken } from "./bearer.js";

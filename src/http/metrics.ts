@@ -3,8 +3,10 @@ import { collectDefaultMetrics, Counter, Gauge, type Metric, Registry } from "pr
 import { ApiError } from "../errors.js";
 import { bearerToken } from "../auth/bearer.js";
 import { secretsEqual } from "../crypto/hash.js";
-import type { Deps } from "../deps.js";
-import { checkDatabase } from "../modules/liveness/health.js";
+import type { Config } from "../config.js";
+import type { Db, Store } from "../db/client.js";
+import type { RateLimiter } from "../ratelimit/window.js";
+import { checkDatabase } from "./health.js";
 
 /** Latency buckets in seconds: verifications take well under a millisecond to tens of milliseconds. */
 export const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -91,7 +93,7 @@ export class AppMetrics {
   readonly requests = new RequestStats();
   private readonly verificationCounts = new Map<string, number>();
 
-  constructor(deps: Pick<Deps, "config" | "store" | "db" | "ratelimiter">) {
+  constructor(deps: { config: Pick<Config, "databasePoolSize">; store: Pick<Store, "kind">; db: Db; ratelimiter: RateLimiter }) {
     for (const metric of this.requests.metrics()) this.registry.registerMetric(metric);
     const verificationCounts = this.verificationCounts;
     new Counter({
@@ -148,7 +150,7 @@ export class AppMetrics {
  * Instruments every route registered after it (call it before the routes) and serves GET /metrics, which takes
  * `Authorization: Bearer <KEYHAVEN_METRICS_TOKEN>` when that is set.
  */
-export function registerMetrics(app: FastifyInstance, deps: Pick<Deps, "config" | "metrics">): void {
+export function registerMetrics(app: FastifyInstance, deps: { config: Pick<Config, "metricsToken">; metrics: AppMetrics }): void {
   const { metrics } = deps;
   const { requests } = metrics;
 

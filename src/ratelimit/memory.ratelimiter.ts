@@ -6,7 +6,7 @@ import {
   type LimitOutcome,
   type RateLimiter,
   windowOf,
-} from "./ratelimiter.js";
+} from "./window.js";
 
 type Counter = { id: string; count: number; expiresAt: number; seq: number };
 

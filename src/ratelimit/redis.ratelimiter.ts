@@ -8,7 +8,7 @@ import {
   type LimitOutcome,
   type RateLimiter,
   windowOf,
-} from "./ratelimiter.js";
+} from "./window.js";
 
 // KEYS: per limit, its counter, then its workspace's index: a sorted set of the workspace's counter ids scored by
 // expiry (a counter's key is the index's key, ':', its id). ARGV: n, the quota of counters per workspace, then per

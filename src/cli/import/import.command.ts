@@ -397,6 +397,9 @@ function resumeCommand(file: string, apiId: string, values: Record<string, unkno
   return parts.join(" ");
 }
 
+/** `s` as one POSIX shell word: as it is when safe, else in single quotes, each ' in it written '\'' (close, escaped quote, reopen). */
 function quote(s: string): string {
-  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replaceAll("'", `'\\''`)}'`;
+  if (/^[\w@%+=:,./-]+$/.test(s)) return s;
+  const escaped = s.replaceAll("'", "'\\''");
+  return `'${escaped}'`;
 }

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
 import { DISK_FULL_HOLD_MS } from "../../dependency.js";
-import { checkDatabase, checkRedis, HEALTH_TIMEOUT_MS } from "./health.js";
+import { checkDatabase, checkRedis, HEALTH_TIMEOUT_MS } from "../../http/health.js";
 
 export const readiness = defineRpc({
   method: "GET",

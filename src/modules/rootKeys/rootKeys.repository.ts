@@ -1,6 +1,6 @@
-import { and, eq, isNull, ne, sql } from "drizzle-orm";
+import { and, eq, ne } from "drizzle-orm";
 import type { Db } from "../../db/client.js";
-import { keys, rootKeys, workspaces } from "../../db/schema.js";
+import { rootKeys } from "../../db/schema.js";
 import { hashKey } from "../../crypto/hash.js";
 import { generateKey } from "../../crypto/key-gen.js";
 import { newId } from "../../ids.js";
@@ -59,33 +59,4 @@ async function upsertByHash(db: Db, input: NewRootKey, secret: string): Promise<
 export async function deleteRootKeyById(db: Db, id: string): Promise<boolean> {
   const rows = await db.delete(rootKeys).where(eq(rootKeys.id, id)).returning({ id: rootKeys.id });
   return rows.length > 0;
-}
-
-/**
- * The root key with a hash (`{ hash }`), with its workspace's `enabled`: a prepared statement, made once per
- * authenticator (services.ts) and run for every root key not in memory.
- */
-export function prepareRootKeyLookup(db: Db) {
-  return db
-    .select({
-      id: rootKeys.id,
-      workspaceId: rootKeys.workspaceId,
-      permissions: rootKeys.permissions,
-      workspaceEnabled: workspaces.enabled,
-    })
-    .from(rootKeys)
-    .innerJoin(workspaces, eq(workspaces.id, rootKeys.workspaceId))
-    .where(eq(rootKeys.hash, sql.placeholder("hash")))
-    .limit(1)
-    .prepare("keyhaven_root_key_lookup");
-}
-
-/** Whether a live key (a customer's API key, not a root key) has this hash. */
-export async function liveKeyHashExists(db: Db, hash: string): Promise<boolean> {
-  const [row] = await db
-    .select({ id: keys.id })
-    .from(keys)
-    .where(and(eq(keys.hash, hash), isNull(keys.deletedAtM)))
-    .limit(1);
-  return row !== undefined;
 }

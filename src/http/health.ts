@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
-import type { Deps } from "../../deps.js";
+import type { Db } from "../db/client.js";
+import type { RateLimiter } from "../ratelimit/window.js";
 
 /** How long readiness (and a /metrics scrape) waits for PostgreSQL or Redis before calling it down. */
 export const HEALTH_TIMEOUT_MS = 1000;
@@ -21,7 +22,7 @@ async function withTimeout<T>(work: Promise<T>, timeoutMs: number, what: string)
 }
 
 /** `select 1` on the store. postgres.js reconnects on the next query by itself, so "down" recovers without help. */
-export async function checkDatabase(deps: Pick<Deps, "db">, timeoutMs = HEALTH_TIMEOUT_MS): Promise<"up" | "down"> {
+export async function checkDatabase(deps: { db: Db }, timeoutMs = HEALTH_TIMEOUT_MS): Promise<"up" | "down"> {
   try {
     await withTimeout(Promise.resolve(deps.db.execute(sql`select 1`)), timeoutMs, "the database");
     return "up";
@@ -31,7 +32,10 @@ export async function checkDatabase(deps: Pick<Deps, "db">, timeoutMs = HEALTH_T
 }
 
 /** PING on the rate limiter's Redis, when REDIS_URL is set; ioredis keeps reconnecting in the background. */
-export async function checkRedis(deps: Pick<Deps, "ratelimiter">, timeoutMs = HEALTH_TIMEOUT_MS): Promise<ServiceState> {
+export async function checkRedis(
+  deps: { ratelimiter: Pick<RateLimiter, "kind" | "ping"> },
+  timeoutMs = HEALTH_TIMEOUT_MS,
+): Promise<ServiceState> {
   const { ratelimiter } = deps;
   if (ratelimiter.kind !== "redis" || !ratelimiter.ping) return "not configured";
   try {

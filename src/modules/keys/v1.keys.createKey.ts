@@ -34,7 +34,7 @@ export const createKeyInput = z.object({
       "Names (slugs) of the permissions the key gets directly. Missing ones are created when the root key may (`rbac.*.create_permission`), else 403.",
     ),
   expires: expiresSchema.optional().describe("When the key stops verifying (code EXPIRED), in unix ms."),
-  // 0 and negative values are refused by the handler, after the API lookup, with v1's message.
+  // 0 and negative values are refused by the core (core/keys/create-key.ts), after the API lookup, with v1's message.
   remaining: z.int().max(MAX_INT32).optional().describe("Uses left; each verification spends its cost (default 1). Unset: unlimited."),
   refill: refillSchema
     .optional()

@@ -65,13 +65,24 @@ export class PreconditionFailedError extends DomainError {
 /** The input breaks a rule no schema can state alone (a combination of fields, a value against the stored state). */
 export class InvalidInputError extends DomainError {}
 
-/** The caller's permissions do not satisfy what the operation needs (`need`, described; `have`, what it holds). */
+/**
+ * The caller's permissions do not satisfy what the operation needs (`need`, described; `have`, what it holds).
+ * `message` replaces the default text where the operation says more (createKey: which roles are missing).
+ */
 export class PermissionDeniedError extends DomainError {
   constructor(
     readonly need: string,
     readonly have: readonly string[],
+    message = `Missing permissions: need ${need}, have [${have.map((p) => JSON.stringify(p)).join(", ")}]`,
   ) {
-    super(`Missing permissions: need ${need}, have [${have.map((p) => JSON.stringify(p)).join(", ")}]`);
+    super(message);
+  }
+}
+
+/** The caller may read keys but not their plaintext (the decrypt permission is missing). */
+export class DecryptNotAllowedError extends DomainError {
+  constructor(readonly apiId: string) {
+    super("you're not allowed to decrypt this key");
   }
 }
 

@@ -1,6 +1,7 @@
 import { KeyringError } from "./crypto/keyring.errors.js";
 import {
   ConflictError,
+  DecryptNotAllowedError,
   DeleteProtectedError,
   type DomainError,
   type ErrorDetails,
@@ -90,6 +91,8 @@ export function apiErrorOf(err: DomainError | KeyringError): ApiError {
   if (err instanceof ConflictError) return new ApiError("CONFLICT", err.message, err.details);
   if (err instanceof PreconditionFailedError) return new ApiError("PRECONDITION_FAILED", err.message, err.details);
   if (err instanceof InvalidInputError) return new ApiError("BAD_REQUEST", err.message, err.details);
+  // v1 answers a missing decrypt permission with UNAUTHORIZED, not INSUFFICIENT_PERMISSIONS (getKey, listKeys).
+  if (err instanceof DecryptNotAllowedError) return new ApiError("UNAUTHORIZED", err.message);
   if (err instanceof PermissionDeniedError) return new ApiError("INSUFFICIENT_PERMISSIONS", err.message);
   if (err instanceof WorkspaceDisabledError) return new ApiError("FORBIDDEN", err.message);
   if (err instanceof DeleteProtectedError) return new ApiError("DELETE_PROTECTED", err.message);

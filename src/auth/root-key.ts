@@ -121,12 +121,15 @@ export function optionalRootKey(
   return services.rootKeys.optional(authorization, epoch);
 }
 
-export function hasPermission(auth: RootKeyAuth, query: PermissionQuery): boolean {
+/** What a permission check reads of the caller: a root key (RootKeyAuth), or the core's Principal. */
+type PermissionHolder = { readonly permissions: ReadonlySet<string> };
+
+export function hasPermission(auth: PermissionHolder, query: PermissionQuery): boolean {
   return satisfies(query, auth.permissions);
 }
 
 /** Throws the core's PermissionDeniedError (v1: 403 INSUFFICIENT_PERMISSIONS) unless `auth` satisfies `query`. */
-export function requirePermission(auth: RootKeyAuth, query: PermissionQuery): void {
+export function requirePermission(auth: PermissionHolder, query: PermissionQuery): void {
   if (!satisfies(query, auth.permissions)) throw new PermissionDeniedError(describeQuery(query), [...auth.permissions]);
 }
 

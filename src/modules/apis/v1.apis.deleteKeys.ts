@@ -1,10 +1,7 @@
 import { z } from "zod";
-import { apiPermission } from "../../auth/permissions.js";
-import { requirePermission } from "../../auth/root-key.js";
-import { ApiError } from "../../errors.js";
+import { deleteApiKeys } from "../../core/keys/delete-key.js";
 import { defineRpc } from "../../rpc.js";
 import { idInput } from "../../http/input-bounds.js";
-import { deleteKeysOfApi } from "./apis.repository.js";
 
 export const deleteKeys = defineRpc({
   method: "POST",
@@ -24,10 +21,5 @@ export const deleteKeys = defineRpc({
       ),
   }),
   output: z.object({ deletedKeys: z.int().describe("How many keys were deleted.") }),
-  handler: async (input, { deps, rootKey: auth }) => {
-    requirePermission(auth, apiPermission(input.apiId, "delete_key"));
-    const deletedKeys = await deleteKeysOfApi(deps.db, auth.workspaceId, input.apiId, input.permanent, Date.now());
-    if (deletedKeys === undefined) throw new ApiError("NOT_FOUND", `api ${input.apiId} not found`);
-    return { deletedKeys };
-  },
+  handler: async (input, { deps, rootKey }) => ({ deletedKeys: await deleteApiKeys(deps, rootKey, input) }),
 });

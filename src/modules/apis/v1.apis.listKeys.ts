@@ -3,7 +3,8 @@ import { requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { queryBoolean, queryInt, queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
-import { decryptKeyObjectRows, keyObjectSchema, requireDecryptPermission, toKeyObject } from "../keys/key-object.js";
+import { decryptKeyRows, requireDecryptPermission } from "../../core/keys/decrypt-keys.js";
+import { keyObjectSchema, toKeyObject } from "../keys/key-object.js";
 import { type ApiKeysFilter, countKeys, listKeyObjectRows } from "../keys/key-objects.repository.js";
 import { findApi } from "./apis.repository.js";
 
@@ -55,7 +56,7 @@ export const listKeys = defineRpc({
     const rows = await listKeyObjectRows(db, filter, { cursor: input.cursor, limit: input.limit + 1 });
     const page = rows.slice(0, input.limit);
     const total = await countKeys(db, filter);
-    const plaintexts = input.decrypt ? await decryptKeyObjectRows(db, keyring, page) : new Map<string, string>();
+    const plaintexts = input.decrypt ? await decryptKeyRows(db, keyring, page) : new Map<string, string>();
     return {
       keys: page.map((row) => toKeyObject(row, plaintexts.get(row.id))),
       ...(rows.length > input.limit && { cursor: page.at(-1)!.id }),

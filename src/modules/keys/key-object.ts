@@ -1,9 +1,4 @@
 import { z } from "zod";
-import { apiPermission } from "../../auth/permissions.js";
-import { hasPermission, type RootKeyAuth } from "../../auth/root-key.js";
-import type { Keyring } from "../../crypto/keyring.js";
-import type { Db } from "../../db/client.js";
-import { ApiError } from "../../errors.js";
 import type { KeyObjectRow } from "./key-objects.repository.js";
 import { metaSchema } from "./keys.schemas.js";
 
@@ -48,30 +43,6 @@ export const keyObjectSchema = z.object({
 });
 
 export type KeyObject = z.input<typeof keyObjectSchema>;
-
-/** v1 answers a missing decrypt permission with UNAUTHORIZED (not INSUFFICIENT_PERMISSIONS), on getKey and listKeys. */
-export function requireDecryptPermission(auth: RootKeyAuth, apiId: string): void {
-  if (!hasPermission(auth, apiPermission(apiId, "decrypt_key"))) {
-    throw new ApiError("UNAUTHORIZED", "you're not allowed to decrypt this key");
-  }
-}
-
-/** Plaintexts of the rows that have an encrypted copy, by key id. Call only after the decrypt permission check. */
-export async function decryptKeyObjectRows(db: Db, keyring: Keyring, rows: KeyObjectRow[]): Promise<Map<string, string>> {
-  const plaintexts = new Map<string, string>();
-  const sealed = rows.filter((r) => r.encrypted !== null && r.encryptionKeyId !== null);
-  if (sealed.length > 0 && !keyring.available) {
-    throw new ApiError(
-      "PRECONDITION_FAILED",
-      "decrypting keys needs the encryption key they were stored with: set KEYHAVEN_ENCRYPTION_KEY and restart keyhaven",
-    );
-  }
-  // One after another: the first decryption caches the workspace's data key for the rest of the page.
-  for (const row of sealed) {
-    plaintexts.set(row.id, await keyring.decrypt(db, row.workspaceId, row.encryptionKeyId!, row.id, row.encrypted!));
-  }
-  return plaintexts;
-}
 
 export function toKeyObject(row: KeyObjectRow, plaintext?: string): KeyObject {
   return {

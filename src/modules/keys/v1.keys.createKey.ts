@@ -1,15 +1,7 @@
 import { z } from "zod";
-import { apiPermission } from "../../auth/permissions.js";
-import { hasPermission, requirePermission } from "../../auth/root-key.js";
-import { hashKey } from "../../crypto/hash.js";
-import { generateKey } from "../../crypto/key-gen.js";
-import { ApiError } from "../../errors.js";
-import { newId } from "../../ids.js";
+import { type CreateKeyCommand, createKey as createKeyCore } from "../../core/keys/create-key.js";
 import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
-import { findApi } from "../apis/apis.repository.js";
 import { expiresSchema, keyRatelimitSchema, MAX_INT32, metaSchema, refillSchema } from "./keys.schemas.js";
-import { findPermissionsByIdOrSlug, findRoleIdsByName, missingNames } from "../permissions/permissions.repository.js";
-import { insertNewKey, type NewKey } from "./keys.writes.repository.js";
 
 export const createKeyInput = z.object({
   // No minimum length, as in v1: an empty apiId is answered by authentication first, then 404.
@@ -42,7 +34,7 @@ export const createKeyInput = z.object({
       "Names (slugs) of the permissions the key gets directly. Missing ones are created when the root key may (`rbac.*.create_permission`), else 403.",
     ),
   expires: expiresSchema.optional().describe("When the key stops verifying (code EXPIRED), in unix ms."),
-  // 0 and negative values are refused by the handler, after the API lookup, with v1's message.
+  // 0 and negative values are refused by the core (core/keys/create-key.ts), after the API lookup, with v1's message.
   remaining: z.int().max(MAX_INT32).optional().describe("Uses left; each verification spends its cost (default 1). Unset: unlimited."),
   refill: refillSchema
     .optional()
@@ -74,95 +66,19 @@ export const createKey = defineRpc({
     keyId: z.string().describe("The key's id (`key_…`), for the routes that manage it."),
     key: z.string().describe("The key itself, to give to your customer. Shown only in this answer; keyhaven stores its hash."),
   }),
-  handler: async (input, { deps, rootKey: auth }) => {
-    const { db, keyring } = deps;
-    requirePermission(auth, apiPermission(input.apiId, "create_key"));
-    const workspaceId = auth.workspaceId;
-
-    const api = await findApi(db, workspaceId, input.apiId);
-    if (!api) throw new ApiError("NOT_FOUND", `api ${input.apiId} not found`);
-    if (input.recoverable && !api.storeEncryptedKeys) {
-      throw new ApiError("PRECONDITION_FAILED", `api ${input.apiId} does not support recoverable keys`);
-    }
-    // v1 refuses 0 only; keyhaven refuses negative values too (a key cannot have fewer than no uses left).
-    if (input.remaining !== undefined && input.remaining <= 0) {
-      throw new ApiError("BAD_REQUEST", "remaining must be greater than 0.");
-    }
-    if (input.refill && input.remaining === undefined) {
-      throw new ApiError("BAD_REQUEST", "remaining must be set if you are using refill.");
-    }
-    if (input.refill?.interval === "daily" && input.refill.refillDay !== undefined) {
-      throw new ApiError("BAD_REQUEST", "when interval is set to 'daily', 'refillDay' must be null.");
-    }
-
-    const permissionSlugs = [...new Set(input.permissions ?? [])];
-    const existingPermissions = new Set((await findPermissionsByIdOrSlug(db, workspaceId, [], permissionSlugs)).map((p) => p.slug));
-    const missingPermissions = missingNames(permissionSlugs, existingPermissions);
-    const createMissingPermissions = hasPermission(auth, { or: ["*", "rbac.*.create_permission"] });
-    if (missingPermissions.length > 0 && !createMissingPermissions) {
-      throw new ApiError(
-        "INSUFFICIENT_PERMISSIONS",
-        `permissions ${JSON.stringify(missingPermissions)} do not exist; creating them needs one of the permissions "*" or "rbac.*.create_permission"`,
-      );
-    }
-    const roleNames = [...new Set(input.roles ?? [])];
-    const missingRoles = missingNames(roleNames, await findRoleIdsByName(db, workspaceId, roleNames));
-    const createMissingRoles = hasPermission(auth, { or: ["*", "rbac.*.create_role"] });
-    if (missingRoles.length > 0 && !createMissingRoles) {
-      throw new ApiError(
-        "INSUFFICIENT_PERMISSIONS",
-        `roles ${JSON.stringify(missingRoles)} do not exist; creating them needs one of the permissions "*" or "rbac.*.create_role"`,
-      );
-    }
-    if (input.recoverable && !hasPermission(auth, apiPermission(input.apiId, "encrypt_key"))) {
-      throw new ApiError(
-        "INSUFFICIENT_PERMISSIONS",
-        `insufficient permissions to encrypt keys: need one of "*", "api.*.encrypt_key" or "api.${input.apiId}.encrypt_key"`,
-      );
-    }
-    const dataKey = input.recoverable ? await keyring.dataKeyFor(db, workspaceId) : undefined;
-
-    const now = Date.now();
-    const keyId = newId("key");
-    const prefix = input.prefix ?? api.defaultPrefix ?? undefined;
-    const key = generateKey(prefix, input.byteLength ?? api.defaultBytes ?? 16);
-    const externalId = input.externalId ?? input.ownerId;
-    const newKey: NewKey = {
-      row: {
-        id: keyId,
-        workspaceId,
-        apiId: api.id,
-        hash: hashKey(key),
-        // As v1: `prefix_` and four characters for a requested prefix, else the first five characters of the key,
-        // even when the key carries the API's default prefix.
-        start: key.slice(0, (input.prefix?.length ?? 0) + 5),
-        prefix: prefix || null,
-        name: input.name ?? null,
-        ownerId: externalId ?? null,
-        meta: input.meta ?? null,
-        // v1 stores `expires: 0` as "never expires".
-        expires: input.expires ? new Date(input.expires) : null,
-        remaining: input.remaining ?? null,
-        refillDay: input.refill?.interval === "monthly" ? (input.refill.refillDay ?? 1) : null,
-        refillAmount: input.refill?.amount ?? null,
-        lastRefillAt: input.refill ? new Date(now) : null,
-        enabled: input.enabled ?? true,
-        environment: input.environment ?? null,
-        createdAtM: now,
-      },
-      externalId,
-      roleNames,
-      createMissingRoles,
-      permissionSlugs,
-      createMissingPermissions,
-      ratelimit: input.ratelimit && {
-        limit: input.ratelimit.limit,
-        duration: (input.ratelimit.duration ?? input.ratelimit.refillInterval)!,
-      },
-      encrypted: dataKey && { encrypted: keyring.encrypt(dataKey, keyId, key), dataKey },
-    };
-    await insertNewKey(db, newKey);
-    if (dataKey?.newRow) keyring.remember(dataKey);
-    return { keyId, key };
-  },
+  handler: (input, { deps, rootKey }) => createKeyCore(deps, rootKey, createKeyCommand(input)),
 });
+
+/** v1's request as the core's command: v1's aliases and quirks are resolved here. */
+function createKeyCommand(input: CreateKeyInput): CreateKeyCommand {
+  const { ownerId, externalId, expires, ratelimit, ...rest } = input;
+  return {
+    ...rest,
+    // externalId wins over v1's deprecated ownerId.
+    externalId: externalId ?? ownerId,
+    // v1 stores `expires: 0` as "never expires".
+    expires: expires || undefined,
+    // v1's deprecated refillInterval stands in for duration.
+    ratelimit: ratelimit && { limit: ratelimit.limit, duration: (ratelimit.duration ?? ratelimit.refillInterval)! },
+  };
+}

@@ -1,10 +1,7 @@
 import { z } from "zod";
-import { apiPermission } from "../../auth/permissions.js";
-import { requirePermission } from "../../auth/root-key.js";
-import { ApiError } from "../../errors.js";
+import { deleteKey as deleteKeyCore } from "../../core/keys/delete-key.js";
 import { defineRpc } from "../../rpc.js";
 import { idInput } from "../../http/input-bounds.js";
-import { findLiveKeyForWrite, hardDeleteKey, softDeleteKey } from "./keys.writes.repository.js";
 
 export const deleteKey = defineRpc({
   method: "POST",
@@ -15,16 +12,9 @@ export const deleteKey = defineRpc({
   returns: "The key is deleted.",
   input: z.object({ keyId: idInput, permanent: z.boolean().default(false) }),
   output: z.object({}),
-  handler: async (input, { deps, rootKey: auth }) => {
-    const { db } = deps;
-    const notFound = new ApiError("NOT_FOUND", `key ${input.keyId} not found`);
-    // Authenticated before the lookup (v1 looked first), so a wrong root key learns nothing about the id; another
-    // workspace's key is answered as a missing one.
-    const key = await findLiveKeyForWrite(db, input.keyId);
-    if (!key || key.workspaceId !== auth.workspaceId) throw notFound;
-    requirePermission(auth, apiPermission(key.apiId, "delete_key"));
-    const deleted = input.permanent ? await hardDeleteKey(db, key.id) : await softDeleteKey(db, key.id, Date.now());
-    if (!deleted) throw notFound;
+  // Authenticated before the lookup (v1 looked first), so a wrong root key learns nothing about the id.
+  handler: async (input, { deps, rootKey }) => {
+    await deleteKeyCore(deps, rootKey, input);
     return {};
   },
 });

@@ -4,7 +4,8 @@ import { requirePermission } from "../../auth/root-key.js";
 import { ApiError } from "../../errors.js";
 import { queryBoolean, queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
-import { decryptKeyObjectRows, keyObjectSchema, requireDecryptPermission, toKeyObject } from "./key-object.js";
+import { decryptKeyRows, requireDecryptPermission } from "../../core/keys/decrypt-keys.js";
+import { keyObjectSchema, toKeyObject } from "./key-object.js";
 import { findKeyObjectRow } from "./key-objects.repository.js";
 
 export const getKey = defineRpc({
@@ -29,7 +30,7 @@ export const getKey = defineRpc({
     requirePermission(auth, apiPermission(row.apiId, "read_key"));
     if (!input.decrypt) return toKeyObject(row);
     requireDecryptPermission(auth, row.apiId);
-    const plaintexts = await decryptKeyObjectRows(db, keyring, [row]);
+    const plaintexts = await decryptKeyRows(db, keyring, [row]);
     return toKeyObject(row, plaintexts.get(row.id));
   },
 });

@@ -1,10 +1,7 @@
 import { z } from "zod";
-import { apiPermission } from "../../auth/permissions.js";
-import { requirePermission } from "../../auth/root-key.js";
-import { ApiError } from "../../errors.js";
+import { updateRemaining as updateRemainingCore } from "../../core/keys/update-remaining.js";
 import { defineRpc } from "../../rpc.js";
 import { MAX_INT32 } from "./keys.schemas.js";
-import { changeKeyRemaining, findLiveKeyForWrite, type RemainingChange } from "./keys.writes.repository.js";
 
 export const updateRemaining = defineRpc({
   method: "POST",
@@ -21,33 +18,6 @@ export const updateRemaining = defineRpc({
     value: z.int().min(0).max(MAX_INT32).nullable(),
   }),
   output: z.object({ remaining: z.int().nullable() }),
-  handler: async (input, { deps, rootKey: auth }) => {
-    const { db } = deps;
-    const { op, value } = input;
-    const notFound = new ApiError("NOT_FOUND", `key ${input.keyId} not found`);
-    // Authenticated before the lookup (v1 looked first), so a wrong root key learns nothing about the id; another
-    // workspace's key is answered as a missing one.
-    const key = await findLiveKeyForWrite(db, input.keyId);
-    if (!key || key.workspaceId !== auth.workspaceId) throw notFound;
-    requirePermission(auth, apiPermission(key.apiId, "update_key"));
-
-    const unlimited = () =>
-      new ApiError("BAD_REQUEST", `cannot ${op} a key with unlimited remaining requests, please 'set' a value instead.`);
-    let change: RemainingChange;
-    if (op === "set") {
-      change = { op, value };
-    } else {
-      if (key.remaining === null) throw unlimited();
-      if (value === null) throw new ApiError("BAD_REQUEST", `cannot ${op} a key by null.`);
-      change = { op, value };
-    }
-    const result = await changeKeyRemaining(db, key.id, change, Date.now());
-    if (result) return result;
-
-    // Nothing was updated: tell why from the key as it is now (a concurrent request may have changed it).
-    const current = await findLiveKeyForWrite(db, key.id);
-    if (!current) throw notFound;
-    if (current.remaining === null) throw unlimited();
-    throw new ApiError("BAD_REQUEST", `cannot increment a key beyond ${MAX_INT32} remaining requests.`);
-  },
+  // Authenticated before the lookup (v1 looked first), so a wrong root key learns nothing about the id.
+  handler: (input, { deps, rootKey }) => updateRemainingCore(deps, rootKey, input),
 });

@@ -1,0 +1,101 @@
+import { describe, expect } from "vitest";
+import { createKey } from "../src/core/keys/create-key.js";
+import { decryptKeyRows, requireDecryptPermission } from "../src/core/keys/decrypt-keys.js";
+import { deleteApiKeys, deleteKey } from "../src/core/keys/delete-key.js";
+import { updateKey } from "../src/core/keys/update-key.js";
+import { updateRemaining } from "../src/core/keys/update-remaining.js";
+import type { Principal } from "../src/core/principal.js";
+import {
+  DecryptNotAllowedError,
+  InvalidInputError,
+  NotFoundError,
+  PermissionDeniedError,
+  PreconditionFailedError,
+} from "../src/domain-errors.js";
+import { test } from "./fixtures.js";
+
+// The key operations of the core, called directly on the harness's services: plain inputs, plain results, domain
+// errors; no HTTP, no v1 field names, no envelope.
+
+const principalOf = (workspaceId: string, permissions: string[] = ["*"]): Principal => ({ workspaceId, permissions: new Set(permissions) });
+
+describe("core/keys", () => {
+  test("creates, updates, changes the remaining uses of and deletes a key without HTTP", async ({ h, t, apiId }) => {
+    const principal = principalOf(t.workspaceId);
+    const created = await createKey(h.services, principal, {
+      apiId,
+      prefix: "core",
+      externalId: "customer-1",
+      remaining: 5,
+      refill: { interval: "monthly", amount: 5 },
+      ratelimit: { limit: 10, duration: 60_000 },
+      roles: ["core-role"],
+    });
+    expect(created.key).toMatch(/^core_/);
+    const [row] = await h.sql<any>(`select * from keys where id = '${created.keyId}'`);
+    expect(row).toMatchObject({
+      start: created.key.slice(0, 9),
+      owner_id: "customer-1",
+      remaining_requests: 5,
+      refill_day: 1,
+      refill_amount: 5,
+    });
+    expect(row.identity_id).not.toBeNull();
+
+    await updateKey(h.services, principal, { keyId: created.keyId, name: "renamed", externalId: null, expires: null, ratelimit: null });
+    const [updated] = await h.sql<any>(`select name, owner_id, identity_id, expires from keys where id = '${created.keyId}'`);
+    expect(updated).toMatchObject({ name: "renamed", owner_id: null, identity_id: null, expires: null });
+    expect(await h.sql(`select 1 from ratelimits where key_id = '${created.keyId}'`)).toHaveLength(0);
+
+    expect(await updateRemaining(h.services, principal, { keyId: created.keyId, op: "increment", value: 3 })).toEqual({ remaining: 8 });
+    expect(await updateRemaining(h.services, principal, { keyId: created.keyId, op: "set", value: null })).toEqual({ remaining: null });
+
+    await deleteKey(h.services, principal, { keyId: created.keyId, permanent: true });
+    expect(await h.sql(`select 1 from keys where id = '${created.keyId}'`)).toHaveLength(0);
+  });
+
+  test("refuses with domain errors, in the words clients see", async ({ h, t, apiId }) => {
+    const principal = principalOf(t.workspaceId);
+    await expect(createKey(h.services, principal, { apiId, remaining: 0 })).rejects.toThrow(
+      new InvalidInputError("remaining must be greater than 0."),
+    );
+    await expect(createKey(h.services, principal, { apiId, refill: { interval: "daily", amount: 1 } })).rejects.toThrow(
+      new InvalidInputError("remaining must be set if you are using refill."),
+    );
+    await expect(createKey(h.services, principal, { apiId: "api_missing" })).rejects.toBeInstanceOf(NotFoundError);
+    await expect(createKey(h.services, principal, { apiId, recoverable: true })).rejects.toThrow(
+      new PreconditionFailedError("api", `api ${apiId} does not support recoverable keys`),
+    );
+    const readOnly = principalOf(t.workspaceId, [`api.${apiId}.create_key`]);
+    const refused = createKey(h.services, readOnly, { apiId, roles: ["never-created-role"] });
+    await expect(refused).rejects.toBeInstanceOf(PermissionDeniedError);
+    await expect(refused).rejects.toThrow(
+      'roles ["never-created-role"] do not exist; creating them needs one of the permissions "*" or "rbac.*.create_role"',
+    );
+    await expect(createKey(h.services, principalOf(t.workspaceId, []), { apiId })).rejects.toBeInstanceOf(PermissionDeniedError);
+
+    const { keyId } = await createKey(h.services, principal, { apiId });
+    await expect(updateRemaining(h.services, principal, { keyId, op: "decrement", value: 1 })).rejects.toThrow(
+      new InvalidInputError("cannot decrement a key with unlimited remaining requests, please 'set' a value instead."),
+    );
+    await expect(updateKey(h.services, principal, { keyId, refill: { interval: "daily", amount: 1 } })).rejects.toThrow(
+      new InvalidInputError("Cannot set refill on a key with unlimited requests"),
+    );
+    // Another workspace's key is a missing one.
+    const other = await h.tenant();
+    await expect(deleteKey(h.services, principalOf(other.workspaceId), { keyId, permanent: false })).rejects.toThrow(
+      new NotFoundError("key", keyId),
+    );
+    await expect(deleteApiKeys(h.services, principalOf(other.workspaceId), { apiId, permanent: false })).rejects.toThrow(
+      new NotFoundError("api", apiId),
+    );
+  });
+
+  test("reading a plaintext needs decrypt_key, and the keyring it was sealed with", async ({ h, t, apiId }) => {
+    expect(() => requireDecryptPermission(principalOf(t.workspaceId, [`api.${apiId}.read_key`]), apiId)).toThrow(DecryptNotAllowedError);
+    expect(() => requireDecryptPermission(principalOf(t.workspaceId, [`api.${apiId}.decrypt_key`]), apiId)).not.toThrow();
+    // Rows without an encrypted copy need no keyring.
+    const row = { id: "key_x", workspaceId: t.workspaceId, encrypted: null, encryptionKeyId: null };
+    expect(await decryptKeyRows(h.db, h.keyring, [row])).toEqual(new Map());
+  });
+});

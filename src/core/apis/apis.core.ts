@@ -3,6 +3,7 @@ import { requirePermission } from "../../auth/root-key.js";
 import type { Db } from "../../db/client.js";
 import { DeleteProtectedError, NotFoundError } from "../../domain-errors.js";
 import { findApi, insertApi, type NewApi, setApiIpWhitelist, softDeleteApiWithKeys } from "../../modules/apis/apis.repository.js";
+import { type ApiKeysFilter, countKeys, type KeyObjectRow, listKeyObjectRows } from "../../modules/keys/key-objects.repository.js";
 import type { Principal } from "../principal.js";
 
 type ApiServices = { db: Db; clock: { now(): number } };
@@ -44,4 +45,34 @@ export async function updateApi(
   if (!(await setApiIpWhitelist(services.db, caller.workspaceId, input.apiId, input.ipWhitelist, services.clock.now()))) {
     throw apiNotFound(input.apiId);
   }
+}
+
+/** The caller may read the API's keys (read_key and read_api on it, or `*`), and the API is a live one of its workspace. */
+export async function assertCanListKeys(services: Pick<ApiServices, "db">, caller: Principal, apiId: string): Promise<void> {
+  requirePermission(caller, {
+    or: ["*", { and: [{ or: ["api.*.read_key", `api.${apiId}.read_key`] }, { or: ["api.*.read_api", `api.${apiId}.read_api`] }] }],
+  });
+  if (!(await findApi(services.db, caller.workspaceId, apiId))) throw apiNotFound(apiId);
+}
+
+/**
+ * A page of the API's live keys by id after `cursor`, the cursor of the next page when there is one, and how many
+ * match in all. `externalId` (the identity's) wins over `ownerId` when both are given. Call assertCanListKeys first.
+ */
+export async function listApiKeys(
+  services: Pick<ApiServices, "db">,
+  caller: Principal,
+  input: { apiId: string; limit: number; cursor?: string | undefined; ownerId?: string | undefined; externalId?: string | undefined },
+): Promise<{ keys: KeyObjectRow[]; cursor?: string; total: number }> {
+  const filter: ApiKeysFilter = {
+    workspaceId: caller.workspaceId,
+    apiId: input.apiId,
+    externalId: input.externalId,
+    ownerId: input.externalId === undefined ? input.ownerId : undefined,
+  };
+  // One row more than the page tells whether another page follows, so the last page carries no cursor.
+  const rows = await listKeyObjectRows(services.db, filter, { cursor: input.cursor, limit: input.limit + 1 });
+  const page = rows.slice(0, input.limit);
+  const total = await countKeys(services.db, filter);
+  return { keys: page, ...(rows.length > input.limit && { cursor: page.at(-1)!.id }), total };
 }

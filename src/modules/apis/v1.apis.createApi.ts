@@ -1,7 +1,6 @@
 import { z } from "zod";
-import { requirePermission } from "../../auth/root-key.js";
+import { createApi as createApiCore } from "../../core/apis/apis.core.js";
 import { defineRpc } from "../../rpc.js";
-import { insertApi } from "./apis.repository.js";
 import { ipWhitelistInput } from "./ip-whitelist.js";
 
 export const createApi = defineRpc({
@@ -28,9 +27,5 @@ export const createApi = defineRpc({
       ),
   }),
   output: z.object({ apiId: z.string().describe("The new API's id (`api_…`)."), name: z.string() }),
-  handler: async (input, { deps, rootKey: auth }) => {
-    requirePermission(auth, { or: ["*", "api.*.create_api"] });
-    const apiId = await insertApi(deps.db, { ...input, workspaceId: auth.workspaceId });
-    return { apiId, name: input.name };
-  },
+  handler: async (input, { deps, rootKey }) => ({ apiId: await createApiCore(deps, rootKey, input), name: input.name }),
 });

@@ -1,10 +1,7 @@
 import { z } from "zod";
-import { apiPermission } from "../../auth/permissions.js";
-import { requirePermission } from "../../auth/root-key.js";
-import { ApiError } from "../../errors.js";
+import { deleteApi as deleteApiCore } from "../../core/apis/apis.core.js";
 import { defineRpc } from "../../rpc.js";
 import { idInput } from "../../http/input-bounds.js";
-import { softDeleteApiWithKeys } from "./apis.repository.js";
 
 export const deleteApi = defineRpc({
   method: "POST",
@@ -15,13 +12,8 @@ export const deleteApi = defineRpc({
   returns: "The API and its keys are deleted.",
   input: z.object({ apiId: idInput.describe("The API to delete, with all its keys.") }),
   output: z.object({}),
-  handler: async (input, { deps, rootKey: auth }) => {
-    requirePermission(auth, apiPermission(input.apiId, "delete_api"));
-    const outcome = await softDeleteApiWithKeys(deps.db, auth.workspaceId, input.apiId, Date.now());
-    if (outcome === "not_found") throw new ApiError("NOT_FOUND", `api ${input.apiId} not found`);
-    if (outcome === "protected") {
-      throw new ApiError("DELETE_PROTECTED", `api ${input.apiId} is protected from deletions`);
-    }
+  handler: async (input, { deps, rootKey }) => {
+    await deleteApiCore(deps, rootKey, input.apiId);
     return {};
   },
 });

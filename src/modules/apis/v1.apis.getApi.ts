@@ -1,10 +1,7 @@
 import { z } from "zod";
-import { apiPermission } from "../../auth/permissions.js";
-import { requirePermission } from "../../auth/root-key.js";
-import { ApiError } from "../../errors.js";
+import { getApi as getApiCore } from "../../core/apis/apis.core.js";
 import { defineRpc } from "../../rpc.js";
 import { idInput } from "../../http/input-bounds.js";
-import { findApi } from "./apis.repository.js";
 
 export const getApi = defineRpc({
   method: "GET",
@@ -21,10 +18,8 @@ export const getApi = defineRpc({
     // keyhaven extension, only when the API has an IP allow-list.
     ipWhitelist: z.string().optional().describe("keyhaven extension: the API's IP allow-list, when it has one."),
   }),
-  handler: async (input, { deps, rootKey: auth }) => {
-    requirePermission(auth, apiPermission(input.apiId, "read_api"));
-    const api = await findApi(deps.db, auth.workspaceId, input.apiId);
-    if (!api) throw new ApiError("NOT_FOUND", `api ${input.apiId} not found`);
+  handler: async (input, { deps, rootKey }) => {
+    const api = await getApiCore(deps, rootKey, input.apiId);
     return {
       id: api.id,
       workspaceId: api.workspaceId,

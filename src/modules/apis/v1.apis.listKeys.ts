@@ -1,12 +1,9 @@
 import { z } from "zod";
-import { requirePermission } from "../../auth/root-key.js";
-import { ApiError } from "../../errors.js";
+import { assertCanListKeys, listApiKeys } from "../../core/apis/apis.core.js";
 import { queryBoolean, queryInt, queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
 import { decryptKeyRows, requireDecryptPermission } from "../../core/keys/decrypt-keys.js";
 import { keyObjectSchema, toKeyObject } from "../keys/key-object.js";
-import { type ApiKeysFilter, countKeys, listKeyObjectRows } from "../keys/key-objects.repository.js";
-import { findApi } from "./apis.repository.js";
 
 export const listKeys = defineRpc({
   method: "GET",
@@ -31,35 +28,14 @@ export const listKeys = defineRpc({
     cursor: z.string().optional().describe("Pass it as `cursor` for the next page; absent on the last page."),
     total: z.number().describe("How many keys match the filters, exactly."),
   }),
-  handler: async (input, { deps, rootKey: auth }) => {
-    const { db, keyring } = deps;
-    const { apiId } = input;
-    requirePermission(auth, {
-      or: [
-        "*",
-        {
-          and: [{ or: ["api.*.read_key", `api.${apiId}.read_key`] }, { or: ["api.*.read_api", `api.${apiId}.read_api`] }],
-        },
-      ],
-    });
-    const api = await findApi(db, auth.workspaceId, apiId);
-    if (!api) throw new ApiError("NOT_FOUND", `api ${apiId} not found`);
-    if (input.decrypt) requireDecryptPermission(auth, apiId);
-
-    const filter: ApiKeysFilter = {
-      workspaceId: auth.workspaceId,
-      apiId,
-      externalId: input.externalId,
-      ownerId: input.externalId === undefined ? input.ownerId : undefined,
-    };
-    // One row more than the page tells whether another page follows, so the last page carries no cursor.
-    const rows = await listKeyObjectRows(db, filter, { cursor: input.cursor, limit: input.limit + 1 });
-    const page = rows.slice(0, input.limit);
-    const total = await countKeys(db, filter);
-    const plaintexts = input.decrypt ? await decryptKeyRows(db, keyring, page) : new Map<string, string>();
+  handler: async (input, { deps, rootKey }) => {
+    await assertCanListKeys(deps, rootKey, input.apiId);
+    if (input.decrypt) requireDecryptPermission(rootKey, input.apiId);
+    const { keys, cursor, total } = await listApiKeys(deps, rootKey, input);
+    const plaintexts = input.decrypt ? await decryptKeyRows(deps.db, deps.keyring, keys) : new Map<string, string>();
     return {
-      keys: page.map((row) => toKeyObject(row, plaintexts.get(row.id))),
-      ...(rows.length > input.limit && { cursor: page.at(-1)!.id }),
+      keys: keys.map((row) => toKeyObject(row, plaintexts.get(row.id))),
+      ...(cursor !== undefined && { cursor }),
       total,
     };
   },

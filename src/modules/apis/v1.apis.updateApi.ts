@@ -1,10 +1,7 @@
 import { z } from "zod";
-import { apiPermission } from "../../auth/permissions.js";
-import { requirePermission } from "../../auth/root-key.js";
-import { ApiError } from "../../errors.js";
 import { idInput } from "../../http/input-bounds.js";
+import { updateApi as updateApiCore } from "../../core/apis/apis.core.js";
 import { defineRpc } from "../../rpc.js";
-import { setApiIpWhitelist } from "./apis.repository.js";
 import { ipWhitelistInput } from "./ip-whitelist.js";
 
 /** keyhaven extension: v1 changed an API's IP allow-list only from its dashboard. */
@@ -23,11 +20,8 @@ export const updateApi = defineRpc({
       .describe("Comma-separated IPv4/IPv6 addresses allowed to verify this API's keys; null removes the list (any caller)."),
   }),
   output: z.object({}),
-  handler: async (input, { deps, rootKey: auth }) => {
-    requirePermission(auth, apiPermission(input.apiId, "update_api"));
-    if (!(await setApiIpWhitelist(deps.db, auth.workspaceId, input.apiId, input.ipWhitelist, Date.now()))) {
-      throw new ApiError("NOT_FOUND", `api ${input.apiId} not found`);
-    }
+  handler: async (input, { deps, rootKey }) => {
+    await updateApiCore(deps, rootKey, { apiId: input.apiId, ipWhitelist: input.ipWhitelist });
     return {};
   },
 });

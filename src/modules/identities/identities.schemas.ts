@@ -1,5 +1,4 @@
 import { z } from "zod";
-import { ApiError } from "../../errors.js";
 import { MAX_INT32 } from "../keys/keys.schemas.js";
 
 // Bounded by what the columns hold (an int4 limit; names and ids in unique indexes), so bad input is a 400.
@@ -19,12 +18,3 @@ export const externalIdInput = z.string().min(3).max(256);
 export const ratelimitOutput = z.object({ name: z.string(), limit: z.number(), duration: z.number() });
 
 export { metaSchema as meta } from "../keys/keys.schemas.js";
-
-/** v1 refuses meta whose JSON encoding is longer than 64 000 characters. */
-export function assertMetaSize(value: Record<string, unknown> | undefined): void {
-  if (value === undefined) return;
-  const size = JSON.stringify(value).length;
-  if (size > 64_000) {
-    throw new ApiError("BAD_REQUEST", `metadata is too large, it must be less than 64k characters when json encoded, got: ${size}`);
-  }
-}

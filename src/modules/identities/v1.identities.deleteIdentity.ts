@@ -1,9 +1,7 @@
 import { z } from "zod";
-import { requirePermission } from "../../auth/root-key.js";
-import { ApiError } from "../../errors.js";
+import { deleteIdentity as deleteIdentityCore } from "../../core/identities/identities.core.js";
 import { defineRpc } from "../../rpc.js";
 import { idInput } from "../../http/input-bounds.js";
-import { deleteIdentity as removeIdentity } from "./identities.repository.js";
 
 export const deleteIdentity = defineRpc({
   method: "POST",
@@ -14,13 +12,8 @@ export const deleteIdentity = defineRpc({
   returns: "The identity is deleted; its keys keep verifying without it.",
   input: z.object({ identityId: idInput }),
   output: z.object({}),
-  handler: async (input, { deps, rootKey: auth }) => {
-    requirePermission(auth, {
-      or: ["*", "identity.*.delete_identity", `identity.${input.identityId}.delete_identity`],
-    });
-    if (!(await removeIdentity(deps.db, auth.workspaceId, input.identityId))) {
-      throw new ApiError("NOT_FOUND", `identity ${input.identityId} not found`);
-    }
+  handler: async (input, { deps, rootKey }) => {
+    await deleteIdentityCore(deps, rootKey, input.identityId);
     return {};
   },
 });

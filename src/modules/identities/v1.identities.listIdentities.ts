@@ -1,8 +1,7 @@
 import { z } from "zod";
-import { requirePermission } from "../../auth/root-key.js";
+import { listIdentities as listIdentitiesCore } from "../../core/identities/identities.core.js";
 import { queryInt, queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
-import { identityRatelimits, listIdentitiesPage } from "./identities.repository.js";
 import { ratelimitOutput } from "./identities.schemas.js";
 
 export const listIdentities = defineRpc({
@@ -22,22 +21,6 @@ export const listIdentities = defineRpc({
     cursor: z.string().optional(),
     total: z.number(),
   }),
-  handler: async (input, { deps, rootKey: auth }) => {
-    requirePermission(auth, { or: ["*", "identity.*.read_identity", `identity.${input.environment}.read_identity`] });
-    const { rows, total } = await listIdentitiesPage(deps.db, {
-      workspaceId: auth.workspaceId,
-      environment: input.environment,
-      limit: input.limit,
-      cursor: input.cursor,
-    });
-    const rls = await identityRatelimits(
-      deps.db,
-      rows.map((r) => r.id),
-    );
-    return {
-      identities: rows.map((r) => ({ id: r.id, externalId: r.externalId, ratelimits: rls.get(r.id) ?? [] })),
-      ...(rows.length === input.limit && { cursor: rows[rows.length - 1]!.id }),
-      total,
-    };
-  },
+  handler: (input, { deps, rootKey }) =>
+    listIdentitiesCore(deps, rootKey, { environment: input.environment, limit: input.limit, cursor: input.cursor }),
 });

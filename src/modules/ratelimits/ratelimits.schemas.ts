@@ -1,9 +1,7 @@
 import { z } from "zod";
-import { ApiError } from "../../errors.js";
 import { MAX_ID_LENGTH } from "../../http/input-bounds.js";
 import { MAX_INT32 } from "../keys/keys.schemas.js";
 import { MAX_WINDOW_MS } from "../../ratelimit/ratelimiter.js";
-import type { NamespaceSelector } from "./ratelimits.repository.js";
 
 /** Namespace names and identifiers: up to 512 characters, the width upstream stored them in. */
 export const MAX_NAME = 512;
@@ -29,17 +27,3 @@ export const namespaceSelectorInput = {
   namespaceId: z.string().max(MAX_ID_LENGTH).optional(),
   namespaceName: z.string().max(MAX_NAME).optional(),
 };
-
-/**
- * v1's check, made before authentication: one of them must be given, and an empty one counts as not given (v1
- * tested `!namespaceId`; its own tests send `namespaceId=`). Returns the selector without the empty one.
- */
-export function givenNamespace(by: NamespaceSelector): NamespaceSelector {
-  const given = { namespaceId: by.namespaceId || undefined, namespaceName: by.namespaceName || undefined };
-  if (given.namespaceId === undefined && given.namespaceName === undefined) {
-    throw new ApiError("BAD_REQUEST", "You must provide a namespaceId or a namespaceName");
-  }
-  return given;
-}
-
-export const namespaceLabel = (by: NamespaceSelector) => by.namespaceId ?? by.namespaceName ?? "";

@@ -1,9 +1,7 @@
 import { z } from "zod";
-import { requirePermission } from "../../auth/root-key.js";
-import { ApiError } from "../../errors.js";
+import { deleteOverride as deleteOverrideCore, givenNamespace } from "../../core/ratelimits/ratelimits.core.js";
 import { defineRpc } from "../../rpc.js";
-import { findNamespace, softDeleteOverride } from "./ratelimits.repository.js";
-import { givenNamespace, namespaceSelectorInput, MAX_NAME, namespaceLabel } from "./ratelimits.schemas.js";
+import { MAX_NAME, namespaceSelectorInput } from "./ratelimits.schemas.js";
 
 export const deleteOverride = defineRpc({
   method: "POST",
@@ -19,13 +17,8 @@ export const deleteOverride = defineRpc({
   output: z.object({}),
   // Which namespace is checked before authentication, as before.
   beforeAuth: (input) => givenNamespace(input),
-  handler: async (input, { deps, rootKey: auth, checked: by }) => {
-    requirePermission(auth, { or: ["*", "ratelimit.*.delete_override"] });
-    const namespace = await findNamespace(deps.db, auth.workspaceId, by);
-    if (!namespace) throw new ApiError("NOT_FOUND", `Namespace ${namespaceLabel(by)} not found`);
-    if (!(await softDeleteOverride(deps.db, namespace.id, input.identifier))) {
-      throw new ApiError("NOT_FOUND", `Override with ${input.identifier} identifier not found`);
-    }
+  handler: async (input, { deps, rootKey, checked: by }) => {
+    await deleteOverrideCore(deps, rootKey, by, input.identifier);
     return {};
   },
 });

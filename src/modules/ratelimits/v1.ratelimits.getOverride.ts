@@ -1,10 +1,8 @@
 import { z } from "zod";
-import { requirePermission } from "../../auth/root-key.js";
-import { ApiError } from "../../errors.js";
+import { getOverride as getOverrideCore, givenNamespace } from "../../core/ratelimits/ratelimits.core.js";
 import { queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
-import { findNamespace, findOverride } from "./ratelimits.repository.js";
-import { givenNamespace, namespaceSelectorInput, MAX_NAME, overrideOutput } from "./ratelimits.schemas.js";
+import { MAX_NAME, namespaceSelectorInput, overrideOutput } from "./ratelimits.schemas.js";
 
 export const getOverride = defineRpc({
   method: "GET",
@@ -20,13 +18,5 @@ export const getOverride = defineRpc({
   output: overrideOutput,
   // Which namespace is checked before authentication, as before.
   beforeAuth: (input) => givenNamespace(input),
-  handler: async (input, { deps, rootKey: auth, checked: by }) => {
-    // v1 did not accept `*` here; keyhaven does, as a `*` key may do everything else.
-    requirePermission(auth, { or: ["*", "ratelimit.*.read_override"] });
-    const namespace = await findNamespace(deps.db, auth.workspaceId, by);
-    if (!namespace) throw new ApiError("NOT_FOUND", "Namespace not found");
-    const override = await findOverride(deps.db, namespace.id, input.identifier);
-    if (!override) throw new ApiError("NOT_FOUND", "Override not found");
-    return override;
-  },
+  handler: (input, { deps, rootKey, checked: by }) => getOverrideCore(deps, rootKey, by, input.identifier),
 });

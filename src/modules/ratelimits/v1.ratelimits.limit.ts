@@ -1,17 +1,9 @@
 import { z } from "zod";
-import { hasPermission, requirePermission } from "../../auth/root-key.js";
-import { ApiError } from "../../errors.js";
-import { checkLimits, windowOf } from "../../ratelimit/ratelimiter.js";
+import { limit as limitCore } from "../../core/ratelimits/ratelimits.core.js";
 import { defineRpc } from "../../rpc.js";
-import { ensureNamespace } from "./ratelimits.repository.js";
 import { metaSchema } from "../keys/keys.schemas.js";
 import { durationSchema, limitSchema, MAX_NAME } from "./ratelimits.schemas.js";
 
-/**
- * Counter names for standalone limits: the namespace id (`rlns_…`) leads the identifier, so they can never share
- * a counter with a key's or an identity's limits (counted under `key_…` / `id_…`), nor with another namespace.
- */
-const COUNTER_NAME = "ratelimits.limit";
 /** v1 set no bound on the (ignored) resources; a hundred is far more than an audit entry names. */
 const MAX_RESOURCES = 100;
 
@@ -56,38 +48,17 @@ export const limit = defineRpc({
   // One epoch for both lookups (the root key's and the namespace's), read first as before: each is answered from
   // memory unless something it depends on changed since.
   beforeAuth: (_input, { epoch }) => epoch(),
-  handler: async (input, { deps, rootKey: auth, checked: epoch }) => {
-    const found = await deps.limitLookups.find(
-      { workspaceId: auth.workspaceId, name: input.namespace, identifier: input.identifier },
-      epoch,
-    );
-    let namespaceId: string;
-    if (found) {
-      namespaceId = found.namespaceId;
-      requirePermission(auth, { or: ["*", "ratelimit.*.limit", `ratelimit.${namespaceId}.limit`] });
-    } else {
-      if (!hasPermission(auth, { or: ["*", "ratelimit.*.create_namespace"] })) {
-        throw new ApiError("NOT_FOUND", `namespace ${input.namespace} not found`);
-      }
-      // Checked before creating, so a key that may not limit leaves nothing behind.
-      requirePermission(auth, { or: ["*", "ratelimit.*.limit"] });
-      namespaceId = await ensureNamespace(deps.db, auth.workspaceId, input.namespace);
-    }
-    const applied = found?.override ?? { limit: input.limit, duration: input.duration };
-    const outcomes = await checkLimits(deps, [
+  handler: (input, { deps, rootKey, checked: epoch }) =>
+    limitCore(
+      deps,
+      rootKey,
       {
-        workspaceId: auth.workspaceId,
-        name: COUNTER_NAME,
-        identifier: `${namespaceId}\u0000${input.identifier}`,
-        ...applied,
+        namespace: input.namespace,
+        identifier: input.identifier,
+        limit: input.limit,
+        duration: input.duration,
         cost: input.cost,
       },
-    ]);
-    if (outcomes === undefined) {
-      const reset = windowOf(applied.duration, deps.clock.now()).reset;
-      return { success: true, limit: applied.limit, remaining: applied.limit, reset, ratelimitSkipped: true as const };
-    }
-    const [outcome] = outcomes;
-    return { success: outcome!.passed, limit: applied.limit, remaining: outcome!.remaining, reset: outcome!.reset };
-  },
+      epoch,
+    ),
 });

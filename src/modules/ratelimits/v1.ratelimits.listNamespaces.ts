@@ -1,8 +1,7 @@
 import { z } from "zod";
-import { requirePermission } from "../../auth/root-key.js";
+import { listNamespaces as listNamespacesCore } from "../../core/ratelimits/ratelimits.core.js";
 import { queryInt, queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
-import { listNamespacesPage } from "./ratelimits.repository.js";
 import { MAX_NAME } from "./ratelimits.schemas.js";
 
 /**
@@ -26,19 +25,5 @@ export const listNamespaces = defineRpc({
     cursor: z.string().optional(),
     total: z.number(),
   }),
-  handler: async (input, { deps, rootKey: auth }) => {
-    // A key holding `ratelimit.<namespaceId>.read_namespace` already knows that id; listing needs the wildcard.
-    requirePermission(auth, { or: ["*", "ratelimit.*.read_namespace"] });
-    const { rows, total } = await listNamespacesPage(deps.db, {
-      workspaceId: auth.workspaceId,
-      limit: input.limit,
-      cursor: input.cursor,
-    });
-    return {
-      namespaces: rows,
-      // Only when another page may exist: a short page is the last one.
-      ...(rows.length === input.limit && { cursor: rows[rows.length - 1]!.name }),
-      total,
-    };
-  },
+  handler: (input, { deps, rootKey }) => listNamespacesCore(deps, rootKey, { limit: input.limit, cursor: input.cursor }),
 });

@@ -1,10 +1,8 @@
 import { z } from "zod";
-import { requirePermission } from "../../auth/root-key.js";
-import { ApiError } from "../../errors.js";
+import { givenNamespace, listOverrides as listOverridesCore } from "../../core/ratelimits/ratelimits.core.js";
 import { queryInt, queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
-import { findNamespace, listOverridesPage } from "./ratelimits.repository.js";
-import { givenNamespace, namespaceSelectorInput, namespaceLabel, overrideOutput } from "./ratelimits.schemas.js";
+import { namespaceSelectorInput, overrideOutput } from "./ratelimits.schemas.js";
 
 export const listOverrides = defineRpc({
   method: "GET",
@@ -21,20 +19,5 @@ export const listOverrides = defineRpc({
   output: z.object({ overrides: z.array(overrideOutput), cursor: z.string().optional(), total: z.number() }),
   // Which namespace is checked before authentication, as before.
   beforeAuth: (input) => givenNamespace(input),
-  handler: async (input, { deps, rootKey: auth, checked: by }) => {
-    requirePermission(auth, { or: ["*", "ratelimit.*.read_override"] });
-    const namespace = await findNamespace(deps.db, auth.workspaceId, by);
-    if (!namespace) throw new ApiError("NOT_FOUND", `Namespace ${namespaceLabel(by)} not found`);
-    const { rows, total } = await listOverridesPage(deps.db, {
-      namespaceId: namespace.id,
-      limit: input.limit,
-      cursor: input.cursor,
-    });
-    return {
-      overrides: rows,
-      // Only when another page may exist: a short page is the last one.
-      ...(rows.length === input.limit && { cursor: rows[rows.length - 1]!.id }),
-      total,
-    };
-  },
+  handler: (input, { deps, rootKey, checked: by }) => listOverridesCore(deps, rootKey, by, { limit: input.limit, cursor: input.cursor }),
 });

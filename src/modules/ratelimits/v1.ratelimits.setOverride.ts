@@ -1,9 +1,7 @@
 import { z } from "zod";
-import { requirePermission } from "../../auth/root-key.js";
-import { ApiError } from "../../errors.js";
+import { givenNamespace, setOverride as setOverrideCore } from "../../core/ratelimits/ratelimits.core.js";
 import { defineRpc } from "../../rpc.js";
-import { findNamespace, upsertOverride } from "./ratelimits.repository.js";
-import { givenNamespace, namespaceSelectorInput, durationSchema, limitSchema, MAX_NAME, namespaceLabel } from "./ratelimits.schemas.js";
+import { durationSchema, limitSchema, MAX_NAME, namespaceSelectorInput } from "./ratelimits.schemas.js";
 
 export const setOverride = defineRpc({
   method: "POST",
@@ -23,18 +21,12 @@ export const setOverride = defineRpc({
   output: z.object({ overrideId: z.string() }),
   // Which namespace is checked before authentication, as before.
   beforeAuth: (input) => givenNamespace(input),
-  handler: async (input, { deps, rootKey: auth, checked: by }) => {
-    requirePermission(auth, { or: ["*", "ratelimit.*.set_override"] });
-    const namespace = await findNamespace(deps.db, auth.workspaceId, by);
-    if (!namespace) throw new ApiError("NOT_FOUND", `Namespace ${namespaceLabel(by)} not found`);
-    const overrideId = await upsertOverride(deps.db, {
-      workspaceId: auth.workspaceId,
-      namespaceId: namespace.id,
+  handler: async (input, { deps, rootKey, checked: by }) => ({
+    overrideId: await setOverrideCore(deps, rootKey, by, {
       identifier: input.identifier,
       limit: input.limit,
       duration: input.duration,
       async: input.async,
-    });
-    return { overrideId };
-  },
+    }),
+  }),
 });

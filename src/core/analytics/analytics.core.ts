@@ -1,0 +1,220 @@
+import type { PermissionQuery } from "../../auth/permissions.js";
+import { requirePermission } from "../../auth/root-key.js";
+import type { Db } from "../../db/client.js";
+import { InvalidInputError, NotFoundError } from "../../domain-errors.js";
+import {
+  type AnalyticsRow,
+  dailyKeyVerifications,
+  emptyCounters,
+  findIdentityId,
+  findKeyScope,
+  findKeysOfOwner,
+  type OutcomeCounter,
+  queryVerifications,
+  type TimeGranularity,
+} from "../../modules/analytics/analytics.repository.js";
+import { findApi } from "../../modules/apis/apis.repository.js";
+import { apiNotFound } from "../apis/apis.core.js";
+import type { Principal } from "../principal.js";
+
+type AnalyticsServices = { db: Db };
+
+const HOUR_MS = 3_600_000;
+/** Time-only groups are answered with one row per slice of the range, empty ones included, up to this many. */
+export const MAX_TIME_SLICES = 10_000;
+
+export type VerificationsGroup = "key" | "identity" | "tags" | "tag" | "month" | "day" | "hour";
+export type VerificationsOrderBy = "time" | "total" | OutcomeCounter;
+
+export type VerificationsQuery = {
+  apiId: string;
+  externalId?: string | undefined;
+  keyIds?: string[] | undefined;
+  tags?: string[] | undefined;
+  start: number;
+  /** Default: now. */
+  end?: number | undefined;
+  groupBy?: VerificationsGroup[] | undefined;
+  limit?: number | undefined;
+  orderBy?: VerificationsOrderBy | undefined;
+  order: "asc" | "desc";
+};
+
+/** What the query's input alone decides: the end of the range, the groups, the time granularity. */
+export type VerificationsPlan = { end: number; groupBy: Set<VerificationsGroup>; time: TimeGranularity | undefined };
+
+/**
+ * The checks of the query's input alone (InvalidInputError), which v1 makes before authenticating: a range that
+ * ends after it starts, not both tag and tags, and orderBy=time only with a time group.
+ */
+export function planVerifications(input: VerificationsQuery, now: number): VerificationsPlan {
+  const end = input.end ?? now;
+  if (input.start >= end) throw new InvalidInputError("start cannot be equal or greater than end");
+  const groupBy = new Set(input.groupBy ?? []);
+  if (groupBy.has("tag") && groupBy.has("tags")) {
+    throw new InvalidInputError("You can not group by tag and tags at the same time");
+  }
+  const time: TimeGranularity | undefined = groupBy.has("month")
+    ? "month"
+    : groupBy.has("day")
+      ? "day"
+      : groupBy.has("hour")
+        ? "hour"
+        : undefined;
+  if (input.orderBy === "time" && !time) {
+    throw new InvalidInputError("orderBy=time needs groupBy hour, day or month");
+  }
+  return { end, groupBy, time };
+}
+
+/**
+ * Verification counts of an API's keys per outcome, filtered and grouped as the query says. Grouped by time alone
+ * (in time order), every slice of the range gets a row, empty ones as zeros.
+ */
+export async function getVerifications(
+  services: AnalyticsServices,
+  caller: Principal,
+  input: VerificationsQuery,
+  { end, groupBy, time }: VerificationsPlan,
+): Promise<AnalyticsRow[]> {
+  const { db } = services;
+  requirePermission(caller, { or: ["*", "api.*.read_api", `api.${input.apiId}.read_api`] });
+  if (!(await findApi(db, caller.workspaceId, input.apiId))) throw apiNotFound(input.apiId);
+  let identityId: string | undefined;
+  if (input.externalId !== undefined) {
+    identityId = await findIdentityId(db, caller.workspaceId, input.externalId);
+    if (!identityId) {
+      throw new NotFoundError("identity", input.externalId, `identity with externalId ${input.externalId} not found`);
+    }
+  }
+
+  const byKey = groupBy.has("key");
+  const byIdentity = groupBy.has("identity");
+  const byTags = groupBy.has("tags");
+  const byTag = groupBy.has("tag");
+  // Grouped by time alone (and in time order): every slice before `end`'s gets a row, empty ones as zeros.
+  const fill = time !== undefined && !byKey && !byIdentity && !byTags && !byTag && (input.orderBy ?? "time") === "time";
+  const slices = fill ? timeSlices(time!, input.start, end) : [];
+
+  const rows = await queryVerifications(db, {
+    workspaceId: caller.workspaceId,
+    apiId: input.apiId,
+    from: input.start - (input.start % HOUR_MS),
+    to: end,
+    keyIds: input.keyIds,
+    identityId,
+    tags: input.tags,
+    time,
+    byKey,
+    byIdentity,
+    byTags,
+    byTag,
+    orderBy: input.orderBy,
+    order: input.order,
+    limit: fill ? undefined : input.limit,
+  });
+  if (!fill) return rows;
+
+  const byTime = new Map(rows.map((r) => [r.time!, r]));
+  const filled: AnalyticsRow[] = slices.map((t) => byTime.get(t) ?? { time: t, ...emptyCounters() });
+  // The slice holding `end` gets no empty row (v1 filled up to, not including, it), but what was counted in it
+  // up to `end`'s hour is answered, as v1 did: the fill never drops a count.
+  const endSlice = byTime.get(sliceStart(time!, end));
+  if (endSlice) filled.push(endSlice);
+  if (input.order === "desc") filled.reverse();
+  return input.limit === undefined ? filled : filled.slice(0, input.limit);
+}
+
+/**
+ * The start of every UTC hour, day or month from the one containing `start` up to, not including, the one
+ * containing `end`, as v1 filled them (ClickHouse `WITH FILL FROM … TO …`, whose TO is exclusive): 30 hours
+ * from 09:00 to 15:00 the next day are 30 rows, 09:00 to 14:00.
+ */
+function timeSlices(granularity: TimeGranularity, start: number, end: number): number[] {
+  const first = sliceStart(granularity, start);
+  const last = sliceStart(granularity, end);
+  const slices: number[] = [];
+  for (let t = first; t < last; t = nextSlice(granularity, t)) {
+    if (slices.length === MAX_TIME_SLICES) {
+      throw new InvalidInputError(
+        `the range from start to end holds more than ${MAX_TIME_SLICES} ${granularity}s; narrow it or group by a longer period`,
+      );
+    }
+    slices.push(t);
+  }
+  return slices;
+}
+
+function sliceStart(granularity: TimeGranularity, ms: number): number {
+  if (granularity === "hour") return ms - (ms % HOUR_MS);
+  if (granularity === "day") return ms - (ms % (24 * HOUR_MS));
+  const d = new Date(ms);
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
+}
+
+function nextSlice(granularity: TimeGranularity, ms: number): number {
+  if (granularity === "hour") return ms + HOUR_MS;
+  if (granularity === "day") return ms + 24 * HOUR_MS;
+  const d = new Date(ms);
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1);
+}
+
+export type KeyVerificationsQuery = {
+  keyId?: string | undefined;
+  ownerId?: string | undefined;
+  start?: number | undefined;
+  end?: number | undefined;
+};
+
+/**
+ * The checks of a key's verification query's input alone (InvalidInputError), which v1 makes before
+ * authenticating: a key or an owner, and a window (default: the last 24 hours before `end`, default now) that does
+ * not end before it starts.
+ */
+export function keyVerificationsWindow(input: KeyVerificationsQuery, now: number): { start: number; end: number } {
+  if (input.keyId === undefined && input.ownerId === undefined) {
+    throw new InvalidInputError("keyId or ownerId must be provided");
+  }
+  const end = input.end ?? now;
+  const start = input.start ?? end - 24 * HOUR_MS;
+  if (start > end) throw new InvalidInputError("start must not be after end");
+  return { start, end };
+}
+
+/**
+ * Daily verification counts (UTC days) of a key, or of every key of an owner (the key's ownerId or its identity's
+ * externalId), in the window.
+ */
+export async function getKeyVerifications(
+  services: AnalyticsServices,
+  caller: Principal,
+  input: KeyVerificationsQuery,
+  { start, end }: { start: number; end: number },
+): Promise<{ time: number; success: number; rateLimited: number; usageExceeded: number }[]> {
+  const { db } = services;
+  // The caller is authenticated before the lookup (v1 looked a keyId up first), so a wrong root key learns nothing
+  // about it; a key of another workspace is answered as a missing one.
+  let keys: { id: string; apiId: string }[];
+  if (input.keyId !== undefined) {
+    const key = await findKeyScope(db, input.keyId);
+    if (!key || key.workspaceId !== caller.workspaceId) throw new NotFoundError("key", input.keyId);
+    keys = [{ id: input.keyId, apiId: key.apiId }];
+  } else {
+    keys = await findKeysOfOwner(db, caller.workspaceId, input.ownerId!);
+    if (keys.length === 0) throw new NotFoundError("key", input.ownerId!, "No keys were found to match your query");
+  }
+  requirePermission(caller, readKeyPermission([...new Set(keys.map((k) => k.apiId))]));
+  const from = start - (start % HOUR_MS);
+  return dailyKeyVerifications(
+    db,
+    caller.workspaceId,
+    keys.map((k) => k.id),
+    from,
+    end,
+  );
+}
+
+/** v1's check: `*`, `api.*.read_key`, or `read_key` on every API the keys belong to. */
+function readKeyPermission(apiIds: string[]): PermissionQuery {
+  return { or: ["*", "api.*.read_key", { and: apiIds.map((id) => `api.${id}.read_key`) }] };
+}

@@ -1,0 +1,167 @@
+import { describeQuery, type PermissionQuery } from "../../auth/permissions.js";
+import { hasPermission, requirePermission } from "../../auth/root-key.js";
+import { type Db, isUniqueViolation } from "../../db/client.js";
+import { ConflictError, InvalidInputError, NotFoundError, PermissionDeniedError } from "../../domain-errors.js";
+import {
+  deleteIdentity as removeIdentity,
+  findIdentity,
+  type IdentityRatelimitInput,
+  identityRatelimits,
+  insertIdentity,
+  listIdentitiesPage,
+  updateIdentity as writeIdentity,
+} from "../../modules/identities/identities.repository.js";
+import type { Principal } from "../principal.js";
+
+type IdentityServices = { db: Db };
+type Meta = Record<string, unknown>;
+
+export type Identity = { id: string; externalId: string; meta: Meta; ratelimits: IdentityRatelimitInput[] };
+
+/** The longest meta, as JSON, an identity keeps (v1: "less than 64k characters when json encoded"). */
+export const MAX_IDENTITY_META_JSON = 64_000;
+
+/** Refuses meta whose JSON encoding is longer than MAX_IDENTITY_META_JSON characters, as v1 did. */
+export function assertMetaSize(value: Meta | undefined): void {
+  if (value === undefined) return;
+  const size = JSON.stringify(value).length;
+  if (size > MAX_IDENTITY_META_JSON) {
+    throw new InvalidInputError(`metadata is too large, it must be less than 64k characters when json encoded, got: ${size}`);
+  }
+}
+
+/** An identity's rate limits are named once each: the second of a name in one request is a conflict. */
+function assertDistinctRatelimitNames(ratelimits: readonly IdentityRatelimitInput[] | undefined): void {
+  const names = new Set<string>();
+  for (const r of ratelimits ?? []) {
+    if (names.has(r.name)) throw new ConflictError("ratelimit", `Ratelimit with name "${r.name}" is already defined in the request`);
+    names.add(r.name);
+  }
+}
+
+/** Either an identityId or an externalId names an identity; the input alone says which (checked before auth in v1). */
+export function assertIdentitySelector(input: { identityId?: string | undefined; externalId?: string | undefined }): void {
+  if (input.identityId === undefined && input.externalId === undefined) {
+    throw new InvalidInputError("Provide either identityId or externalId");
+  }
+}
+
+const identityNotFound = (idOrExternalId: string | undefined) => new NotFoundError("identity", idOrExternalId ?? "");
+
+/** Creates an identity; its externalId is unique in the workspace (ConflictError otherwise). Returns its id. */
+export async function createIdentity(
+  services: IdentityServices,
+  caller: Principal,
+  input: { externalId: string; meta?: Meta | undefined; ratelimits?: IdentityRatelimitInput[] | undefined },
+): Promise<string> {
+  requirePermission(caller, { or: ["*", "identity.*.create_identity"] });
+  assertMetaSize(input.meta);
+  assertDistinctRatelimitNames(input.ratelimits);
+  try {
+    return await insertIdentity(services.db, {
+      workspaceId: caller.workspaceId,
+      externalId: input.externalId,
+      meta: input.meta,
+      ratelimits: input.ratelimits ?? [],
+    });
+  } catch (err) {
+    if (isUniqueViolation(err)) {
+      throw new ConflictError("identity", `Identity with externalId "${input.externalId}" already exists in this workspace`);
+    }
+    throw err;
+  }
+}
+
+async function withRatelimits(db: Db, row: { id: string; externalId: string }, meta: Meta): Promise<Identity> {
+  const ratelimits = (await identityRatelimits(db, [row.id])).get(row.id) ?? [];
+  return { id: row.id, externalId: row.externalId, meta, ratelimits };
+}
+
+/** An identity by id or by externalId, with its rate limits. */
+export async function getIdentity(
+  services: IdentityServices,
+  caller: Principal,
+  input: { identityId?: string | undefined; externalId?: string | undefined },
+): Promise<Identity> {
+  assertIdentitySelector(input);
+  const anyIdentity: PermissionQuery = { or: ["*", "identity.*.read_identity"] };
+  // By id the permission is known before the lookup. By externalId it is too for `*` and identity.*; a caller
+  // with read_identity on some identities only learns neither the id behind the externalId nor whether it exists.
+  if (input.identityId !== undefined) {
+    requirePermission(caller, { or: [...anyIdentity.or, `identity.${input.identityId}.read_identity`] });
+  }
+  const row = await findIdentity(
+    services.db,
+    caller.workspaceId,
+    input.identityId !== undefined ? { identityId: input.identityId } : { externalId: input.externalId! },
+  );
+  const byExternalId = row && input.identityId === undefined ? [`identity.${row.id}.read_identity`] : [];
+  if (input.identityId === undefined && !hasPermission(caller, { or: [...anyIdentity.or, ...byExternalId] })) {
+    throw new PermissionDeniedError(
+      `${describeQuery(anyIdentity)} or read_identity on the identity with externalId ${JSON.stringify(input.externalId)}`,
+      [...caller.permissions],
+    );
+  }
+  if (!row) throw identityNotFound(input.identityId ?? input.externalId);
+  return withRatelimits(services.db, row, (row.meta as Meta | null) ?? {});
+}
+
+/** A page of an environment's identities by id after `cursor`, the cursor of the next page when one may exist, the total. */
+export async function listIdentities(
+  services: IdentityServices,
+  caller: Principal,
+  input: { environment: string; limit: number; cursor?: string | undefined },
+): Promise<{ identities: Omit<Identity, "meta">[]; cursor?: string; total: number }> {
+  requirePermission(caller, { or: ["*", "identity.*.read_identity", `identity.${input.environment}.read_identity`] });
+  const { rows, total } = await listIdentitiesPage(services.db, { workspaceId: caller.workspaceId, ...input });
+  const rls = await identityRatelimits(
+    services.db,
+    rows.map((r) => r.id),
+  );
+  return {
+    identities: rows.map((r) => ({ id: r.id, externalId: r.externalId, ratelimits: rls.get(r.id) ?? [] })),
+    // Only when another page may exist: a short page is the last one.
+    ...(rows.length === input.limit && { cursor: rows[rows.length - 1]!.id }),
+    total,
+  };
+}
+
+/**
+ * Replaces an identity's meta (when given) and reconciles its rate limits by name (when given); the identity is
+ * named by id, else by externalId in an environment.
+ */
+export async function updateIdentity(
+  services: IdentityServices,
+  caller: Principal,
+  input: {
+    identityId?: string | undefined;
+    externalId?: string | undefined;
+    environment: string;
+    meta?: Meta | undefined;
+    ratelimits?: IdentityRatelimitInput[] | undefined;
+  },
+): Promise<Identity> {
+  requirePermission(caller, { or: ["*", "identity.*.update_identity"] });
+  assertIdentitySelector(input);
+  assertMetaSize(input.meta);
+  assertDistinctRatelimitNames(input.ratelimits);
+  const row = await findIdentity(
+    services.db,
+    caller.workspaceId,
+    input.identityId !== undefined ? { identityId: input.identityId } : { externalId: input.externalId!, environment: input.environment },
+  );
+  if (!row) throw identityNotFound(input.identityId ?? input.externalId);
+  await writeIdentity(services.db, {
+    workspaceId: caller.workspaceId,
+    identityId: row.id,
+    meta: input.meta,
+    ratelimits: input.ratelimits,
+  });
+  return withRatelimits(services.db, row, input.meta ?? (row.meta as Meta | null) ?? {});
+}
+
+/** Hard-deletes an identity and its rate limits; its keys keep working without an identity. */
+export async function deleteIdentity(services: IdentityServices, caller: Principal, identityId: string): Promise<void> {
+  requirePermission(caller, { or: ["*", "identity.*.delete_identity", `identity.${identityId}.delete_identity`] });
+  if (!(await removeIdentity(services.db, caller.workspaceId, identityId))) throw identityNotFound(identityId);
+}

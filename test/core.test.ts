@@ -1,0 +1,148 @@
+import { describe, expect } from "vitest";
+import { getKeyVerifications, getVerifications, keyVerificationsWindow, planVerifications } from "../src/core/analytics/analytics.core.js";
+import { createApi, deleteApi, getApi, updateApi } from "../src/core/apis/apis.core.js";
+import { createIdentity, getIdentity, updateIdentity } from "../src/core/identities/identities.core.js";
+import type { Principal } from "../src/core/principal.js";
+import { getOverride, givenNamespace, limit, listNamespaces, setOverride } from "../src/core/ratelimits/ratelimits.core.js";
+import { ConflictError, DeleteProtectedError, InvalidInputError, NotFoundError, PermissionDeniedError } from "../src/domain-errors.js";
+import { test } from "./fixtures.js";
+
+// The core (src/core/<domain>) is called here as a second protocol will call it: a plain principal, plain inputs,
+// plain results, and domain errors that carry no HTTP status, v1 code or envelope.
+
+const HOUR = 3_600_000;
+const principal = (workspaceId: string, permissions: string[]): Principal => ({ workspaceId, permissions: new Set(permissions) });
+
+describe("core: rate limits", () => {
+  test("creates the namespace only for a caller that may create namespaces, and an override replaces the limit", async ({ h, t }) => {
+    const epoch = () => h.services.epochs.current();
+    const input = { namespace: "core-ns", identifier: "alice", limit: 2, duration: 60_000, cost: 1 };
+    const cannotCreate = principal(t.workspaceId, ["ratelimit.*.limit"]);
+    const err = await limit(h.services, cannotCreate, input, await epoch()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(NotFoundError);
+    expect(err).toMatchObject({ what: "namespace", id: "core-ns", message: "namespace core-ns not found" });
+
+    const creator = principal(t.workspaceId, ["ratelimit.*.create_namespace", "ratelimit.*.limit"]);
+    expect(await limit(h.services, creator, input, await epoch())).toMatchObject({ success: true, limit: 2, remaining: 1 });
+    const { namespaces } = await listNamespaces(h.services, principal(t.workspaceId, ["*"]), { limit: 100 });
+    const ns = namespaces.find((n) => n.name === "core-ns")!;
+    expect(ns.id).toMatch(/^rlns_/);
+
+    const owner = principal(t.workspaceId, ["*"]);
+    const overrideId = await setOverride(
+      h.services,
+      owner,
+      { namespaceId: ns.id },
+      { identifier: "alice", limit: 5, duration: 60_000, async: false },
+    );
+    expect(await getOverride(h.services, owner, { namespaceName: "core-ns" }, "alice")).toMatchObject({ id: overrideId, limit: 5 });
+    expect(await limit(h.services, creator, input, await epoch())).toMatchObject({ success: true, limit: 5, remaining: 3 });
+  });
+
+  test("needs a namespace id or name, an empty one counting as none (input alone, before any lookup)", () => {
+    expect(() => givenNamespace({ namespaceId: "", namespaceName: undefined })).toThrow(InvalidInputError);
+    expect(givenNamespace({ namespaceId: "", namespaceName: "n" })).toEqual({ namespaceId: undefined, namespaceName: "n" });
+  });
+
+  test("answers a missing namespace and a missing override with NotFoundError", async ({ h, t }) => {
+    const owner = principal(t.workspaceId, ["*"]);
+    await expect(getOverride(h.services, owner, { namespaceId: "rlns_nope" }, "x")).rejects.toThrow(NotFoundError);
+    await expect(
+      setOverride(h.services, owner, { namespaceName: "nope" }, { identifier: "abc", limit: 1, duration: 1000, async: false }),
+    ).rejects.toThrow("Namespace nope not found");
+  });
+});
+
+describe("core: APIs", () => {
+  test("refuses to delete a protected API with DeleteProtectedError, and a deleted one is not found", async ({ h, t }) => {
+    const owner = principal(t.workspaceId, ["*"]);
+    const protectedId = await createApi(h.services, owner, { name: "protected", deleteProtection: true });
+    const err = await deleteApi(h.services, owner, protectedId).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DeleteProtectedError);
+    expect(err).toMatchObject({ what: "api", id: protectedId, message: `api ${protectedId} is protected from deletions` });
+
+    const apiId = await createApi(h.services, owner, { name: "plain" });
+    await updateApi(h.services, owner, { apiId, ipWhitelist: "127.0.0.1" });
+    expect(await getApi(h.services, owner, apiId)).toMatchObject({ id: apiId, name: "plain", ipWhitelist: "127.0.0.1" });
+    await deleteApi(h.services, owner, apiId);
+    await expect(getApi(h.services, owner, apiId)).rejects.toThrow(new NotFoundError("api", apiId));
+    await expect(getApi(h.services, owner, apiId)).rejects.toThrow(`api ${apiId} not found`);
+  });
+
+  test("checks the caller's permissions with PermissionDeniedError, before any lookup", async ({ h, t }) => {
+    const reader = principal(t.workspaceId, ["api.*.read_api"]);
+    await expect(createApi(h.services, reader, { name: "nope" })).rejects.toThrow(PermissionDeniedError);
+    await expect(deleteApi(h.services, reader, "api_missing")).rejects.toThrow(PermissionDeniedError);
+  });
+});
+
+describe("core: identities", () => {
+  test("answers a taken externalId and a rate-limit name given twice with ConflictError, too large meta with InvalidInputError", async ({
+    h,
+    t,
+  }) => {
+    const owner = principal(t.workspaceId, ["*"]);
+    const id = await createIdentity(h.services, owner, { externalId: "core-user", meta: { plan: "pro" } });
+    await expect(createIdentity(h.services, owner, { externalId: "core-user" })).rejects.toThrow(ConflictError);
+    const twice = [
+      { name: "a", limit: 1, duration: 1000 },
+      { name: "a", limit: 2, duration: 1000 },
+    ];
+    await expect(createIdentity(h.services, owner, { externalId: "core-other", ratelimits: twice })).rejects.toThrow(
+      'Ratelimit with name "a" is already defined in the request',
+    );
+    await expect(updateIdentity(h.services, owner, { identityId: id, environment: "default", ratelimits: twice })).rejects.toThrow(
+      ConflictError,
+    );
+    await expect(createIdentity(h.services, owner, { externalId: "core-big", meta: { blob: "x".repeat(64_000) } })).rejects.toThrow(
+      InvalidInputError,
+    );
+    expect(await getIdentity(h.services, owner, { externalId: "core-user" })).toEqual({
+      id,
+      externalId: "core-user",
+      meta: { plan: "pro" },
+      ratelimits: [],
+    });
+    await expect(getIdentity(h.services, owner, {})).rejects.toThrow(InvalidInputError);
+  });
+
+  test("refuses a caller with read_identity on another identity alike whether the externalId exists or not", async ({ h, t }) => {
+    const owner = principal(t.workspaceId, ["*"]);
+    await createIdentity(h.services, owner, { externalId: "core-secret" });
+    const narrow = principal(t.workspaceId, ["identity.id_other.read_identity"]);
+    const exists = await getIdentity(h.services, narrow, { externalId: "core-secret" }).catch((e: unknown) => e);
+    const missing = await getIdentity(h.services, narrow, { externalId: "core-nobody" }).catch((e: unknown) => e);
+    expect(exists).toBeInstanceOf(PermissionDeniedError);
+    expect(missing).toBeInstanceOf(PermissionDeniedError);
+  });
+});
+
+describe("core: analytics", () => {
+  test("checks the query's input alone with InvalidInputError", () => {
+    const query = { apiId: "api_x", start: 10 * HOUR, order: "asc" as const };
+    expect(() => planVerifications({ ...query, end: 10 * HOUR }, 0)).toThrow("start cannot be equal or greater than end");
+    expect(() => planVerifications({ ...query, groupBy: ["tag", "tags"] }, 20 * HOUR)).toThrow(InvalidInputError);
+    expect(() => planVerifications({ ...query, orderBy: "time" }, 20 * HOUR)).toThrow("orderBy=time needs groupBy hour, day or month");
+    expect(planVerifications({ ...query, groupBy: ["day", "hour"] }, 20 * HOUR)).toMatchObject({ end: 20 * HOUR, time: "day" });
+    expect(() => keyVerificationsWindow({}, 0)).toThrow("keyId or ownerId must be provided");
+    expect(keyVerificationsWindow({ keyId: "key_x" }, 30 * HOUR)).toEqual({ start: 6 * HOUR, end: 30 * HOUR });
+  });
+
+  test("fills every hour of a time-only query with zeros, and answers unknown APIs and keys with NotFoundError", async ({
+    h,
+    t,
+    apiId,
+  }) => {
+    const owner = principal(t.workspaceId, ["*"]);
+    const query = { apiId, start: 100 * HOUR, end: 103 * HOUR + 5, groupBy: ["hour" as const], order: "asc" as const };
+    const rows = await getVerifications(h.services, owner, query, planVerifications(query, 0));
+    expect(rows.map((r) => [r.time, r.total])).toEqual([
+      [100 * HOUR, 0],
+      [101 * HOUR, 0],
+      [102 * HOUR, 0],
+    ]);
+    const missing = { ...query, apiId: "api_missing" };
+    await expect(getVerifications(h.services, owner, missing, planVerifications(missing, 0))).rejects.toThrow("api api_missing not found");
+    await expect(getKeyVerifications(h.services, owner, { keyId: "key_missing" }, { start: 0, end: HOUR })).rejects.toThrow(NotFoundError);
+  });
+});

@@ -65,11 +65,21 @@ export class PreconditionFailedError extends DomainError {
 /** The input breaks a rule no schema can state alone (a combination of fields, a value against the stored state). */
 export class InvalidInputError extends DomainError {}
 
+/**
+ * Which permission check of a compound operation refused, when the adapter answers it apart from the others (v1
+ * answered these two 403 UNAUTHORIZED, every other missing permission 403 INSUFFICIENT_PERMISSIONS):
+ * - `createWhileAdding`: keys.addRoles/addPermissions asked to create a missing role or permission;
+ * - `disconnectWhileSetting`: keys.setRoles/setPermissions (or updateKey's roles/permissions) would disconnect one.
+ */
+export type PermissionCheck = "createWhileAdding" | "disconnectWhileSetting";
+
 /** The caller's permissions do not satisfy what the operation needs (`need`, described; `have`, what it holds). */
 export class PermissionDeniedError extends DomainError {
   constructor(
     readonly need: string,
     readonly have: readonly string[],
+    /** The check that refused, when it is one an adapter may answer differently (PermissionCheck). */
+    readonly check?: PermissionCheck,
   ) {
     super(`Missing permissions: need ${need}, have [${have.map((p) => JSON.stringify(p)).join(", ")}]`);
   }

@@ -90,7 +90,10 @@ export function apiErrorOf(err: DomainError | KeyringError): ApiError {
   if (err instanceof ConflictError) return new ApiError("CONFLICT", err.message, err.details);
   if (err instanceof PreconditionFailedError) return new ApiError("PRECONDITION_FAILED", err.message, err.details);
   if (err instanceof InvalidInputError) return new ApiError("BAD_REQUEST", err.message, err.details);
-  if (err instanceof PermissionDeniedError) return new ApiError("INSUFFICIENT_PERMISSIONS", err.message);
+  // v1 answered creating while adding, and disconnecting while setting, 403 UNAUTHORIZED; any other missing permission
+  // 403 INSUFFICIENT_PERMISSIONS.
+  if (err instanceof PermissionDeniedError)
+    return new ApiError(err.check === undefined ? "INSUFFICIENT_PERMISSIONS" : "UNAUTHORIZED", err.message);
   if (err instanceof WorkspaceDisabledError) return new ApiError("FORBIDDEN", err.message);
   if (err instanceof DeleteProtectedError) return new ApiError("DELETE_PROTECTED", err.message);
   return new ApiError("INTERNAL_SERVER_ERROR", "internal server error");

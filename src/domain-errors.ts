@@ -66,17 +66,30 @@ export class PreconditionFailedError extends DomainError {
 export class InvalidInputError extends DomainError {}
 
 /**
+ * Which permission check of a compound operation refused, when the adapter answers it apart from the others (v1
+ * answered these two 403 UNAUTHORIZED, every other missing permission 403 INSUFFICIENT_PERMISSIONS):
+ * - `createWhileAdding`: keys.addRoles/addPermissions asked to create a missing role or permission;
+ * - `disconnectWhileSetting`: keys.setRoles/setPermissions (or updateKey's roles/permissions) would disconnect one.
+ */
+export type PermissionCheck = "createWhileAdding" | "disconnectWhileSetting";
+
+/**
  * The caller's permissions do not satisfy what the operation needs (`need`, described; `have`, what it holds).
- * `message` replaces the default text where the operation says more (createKey: which roles are missing).
+ * `message` replaces the default text where the operation says more (createKey: which roles are missing); `check`
+ * names the check that refused when an adapter answers it apart (PermissionCheck).
  */
 export class PermissionDeniedError extends DomainError {
   constructor(
     readonly need: string,
     readonly have: readonly string[],
-    message = `Missing permissions: need ${need}, have [${have.map((p) => JSON.stringify(p)).join(", ")}]`,
+    options: { message?: string; check?: PermissionCheck } = {},
   ) {
-    super(message);
+    super(options.message ?? `Missing permissions: need ${need}, have [${have.map((p) => JSON.stringify(p)).join(", ")}]`);
+    this.check = options.check;
   }
+
+  /** The check that refused, when it is one an adapter may answer differently (PermissionCheck). */
+  readonly check?: PermissionCheck;
 }
 
 /** The caller may read keys but not their plaintext (the decrypt permission is missing). */

@@ -93,7 +93,10 @@ export function apiErrorOf(err: DomainError | KeyringError): ApiError {
   if (err instanceof InvalidInputError) return new ApiError("BAD_REQUEST", err.message, err.details);
   // v1 answers a missing decrypt permission with UNAUTHORIZED, not INSUFFICIENT_PERMISSIONS (getKey, listKeys).
   if (err instanceof DecryptNotAllowedError) return new ApiError("UNAUTHORIZED", err.message);
-  if (err instanceof PermissionDeniedError) return new ApiError("INSUFFICIENT_PERMISSIONS", err.message);
+  // v1 answered creating while adding, and disconnecting while setting, 403 UNAUTHORIZED; any other missing permission
+  // 403 INSUFFICIENT_PERMISSIONS.
+  if (err instanceof PermissionDeniedError)
+    return new ApiError(err.check === undefined ? "INSUFFICIENT_PERMISSIONS" : "UNAUTHORIZED", err.message);
   if (err instanceof WorkspaceDisabledError) return new ApiError("FORBIDDEN", err.message);
   if (err instanceof DeleteProtectedError) return new ApiError("DELETE_PROTECTED", err.message);
   return new ApiError("INTERNAL_SERVER_ERROR", "internal server error");

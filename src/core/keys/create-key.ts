@@ -70,28 +70,22 @@ export async function createKey(services: KeyServices, principal: Principal, inp
   const missingPermissions = missingNames(permissionSlugs, existingPermissions);
   const createMissingPermissions = hasPermission(principal, { or: ["*", "rbac.*.create_permission"] });
   if (missingPermissions.length > 0 && !createMissingPermissions) {
-    throw new PermissionDeniedError(
-      '"*" or "rbac.*.create_permission"',
-      [...principal.permissions],
-      `permissions ${JSON.stringify(missingPermissions)} do not exist; creating them needs one of the permissions "*" or "rbac.*.create_permission"`,
-    );
+    throw new PermissionDeniedError('"*" or "rbac.*.create_permission"', [...principal.permissions], {
+      message: `permissions ${JSON.stringify(missingPermissions)} do not exist; creating them needs one of the permissions "*" or "rbac.*.create_permission"`,
+    });
   }
   const roleNames = [...new Set(input.roles ?? [])];
   const missingRoles = missingNames(roleNames, await findRoleIdsByName(db, workspaceId, roleNames));
   const createMissingRoles = hasPermission(principal, { or: ["*", "rbac.*.create_role"] });
   if (missingRoles.length > 0 && !createMissingRoles) {
-    throw new PermissionDeniedError(
-      '"*" or "rbac.*.create_role"',
-      [...principal.permissions],
-      `roles ${JSON.stringify(missingRoles)} do not exist; creating them needs one of the permissions "*" or "rbac.*.create_role"`,
-    );
+    throw new PermissionDeniedError('"*" or "rbac.*.create_role"', [...principal.permissions], {
+      message: `roles ${JSON.stringify(missingRoles)} do not exist; creating them needs one of the permissions "*" or "rbac.*.create_role"`,
+    });
   }
   if (input.recoverable && !hasPermission(principal, apiPermission(input.apiId, "encrypt_key"))) {
-    throw new PermissionDeniedError(
-      `"*", "api.*.encrypt_key" or "api.${input.apiId}.encrypt_key"`,
-      [...principal.permissions],
-      `insufficient permissions to encrypt keys: need one of "*", "api.*.encrypt_key" or "api.${input.apiId}.encrypt_key"`,
-    );
+    throw new PermissionDeniedError(`"*", "api.*.encrypt_key" or "api.${input.apiId}.encrypt_key"`, [...principal.permissions], {
+      message: `insufficient permissions to encrypt keys: need one of "*", "api.*.encrypt_key" or "api.${input.apiId}.encrypt_key"`,
+    });
   }
   const dataKey = input.recoverable ? await keyring.dataKeyFor(db, workspaceId) : undefined;
 

@@ -1,7 +1,8 @@
 import { z } from "zod";
 import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
 import { idInput } from "../../http/input-bounds.js";
-import { connectionSchema, entries, permissionKind, addToKey, connectedSchema } from "./key-rbac.js";
+import { connectionSchema, entries, connectedSchema } from "./key-rbac.js";
+import { addToKey, permissionKind } from "../../core/rbac/key-links.js";
 
 export const addPermissions = defineRpc({
   method: "POST",
@@ -13,5 +14,5 @@ export const addPermissions = defineRpc({
   returns: "The permissions added to the key, by id and name.",
   input: z.object({ keyId: idInput, permissions: entries(connectionSchema) }),
   output: connectedSchema,
-  handler: (input, ctx) => addToKey(permissionKind, { keyId: input.keyId, wanted: input.permissions }, ctx),
+  handler: (input, { deps, rootKey }) => addToKey(deps, rootKey, permissionKind, { keyId: input.keyId, wanted: input.permissions }),
 });

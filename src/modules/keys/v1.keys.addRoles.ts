@@ -1,7 +1,8 @@
 import { z } from "zod";
 import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
 import { idInput } from "../../http/input-bounds.js";
-import { connectionSchema, entries, roleKind, addToKey, connectedSchema } from "./key-rbac.js";
+import { connectionSchema, entries, connectedSchema } from "./key-rbac.js";
+import { addToKey, roleKind } from "../../core/rbac/key-links.js";
 
 export const addRoles = defineRpc({
   method: "POST",
@@ -13,5 +14,5 @@ export const addRoles = defineRpc({
   returns: "The roles added to the key, by id and name.",
   input: z.object({ keyId: idInput, roles: entries(connectionSchema) }),
   output: connectedSchema,
-  handler: (input, ctx) => addToKey(roleKind, { keyId: input.keyId, wanted: input.roles }, ctx),
+  handler: (input, { deps, rootKey }) => addToKey(deps, rootKey, roleKind, { keyId: input.keyId, wanted: input.roles }),
 });

@@ -1,7 +1,8 @@
 import { z } from "zod";
 import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
 import { idInput } from "../../http/input-bounds.js";
-import { permissionSlugRemovalSchema, entries, permissionKind, removeFromKey } from "./key-rbac.js";
+import { permissionSlugRemovalSchema, entries } from "./key-rbac.js";
+import { removeFromKey, permissionKind } from "../../core/rbac/key-links.js";
 
 export const removePermissions = defineRpc({
   method: "POST",
@@ -14,5 +15,8 @@ export const removePermissions = defineRpc({
   returns: "The permissions are removed from the key.",
   input: z.object({ keyId: idInput, permissions: entries(permissionSlugRemovalSchema) }),
   output: z.object({}),
-  handler: (input, ctx) => removeFromKey(permissionKind, { keyId: input.keyId, wanted: input.permissions }, ctx),
+  handler: async (input, { deps, rootKey }) => {
+    await removeFromKey(deps, rootKey, permissionKind, { keyId: input.keyId, wanted: input.permissions });
+    return {};
+  },
 });

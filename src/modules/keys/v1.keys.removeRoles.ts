@@ -1,7 +1,8 @@
 import { z } from "zod";
 import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
 import { idInput } from "../../http/input-bounds.js";
-import { disconnectionSchema, entries, roleKind, removeFromKey } from "./key-rbac.js";
+import { disconnectionSchema, entries } from "./key-rbac.js";
+import { removeFromKey, roleKind } from "../../core/rbac/key-links.js";
 
 export const removeRoles = defineRpc({
   method: "POST",
@@ -13,5 +14,8 @@ export const removeRoles = defineRpc({
   returns: "The roles are removed from the key.",
   input: z.object({ keyId: idInput, roles: entries(disconnectionSchema) }),
   output: z.object({}),
-  handler: (input, ctx) => removeFromKey(roleKind, { keyId: input.keyId, wanted: input.roles }, ctx),
+  handler: async (input, { deps, rootKey }) => {
+    await removeFromKey(deps, rootKey, roleKind, { keyId: input.keyId, wanted: input.roles });
+    return {};
+  },
 });

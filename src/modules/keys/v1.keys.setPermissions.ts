@@ -1,7 +1,8 @@
 import { z } from "zod";
 import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
 import { idInput } from "../../http/input-bounds.js";
-import { permissionSlugSchema, entries, permissionKind, setOnKey, connectedSchema } from "./key-rbac.js";
+import { permissionSlugSchema, entries, connectedSchema } from "./key-rbac.js";
+import { setOnKey, permissionKind } from "../../core/rbac/key-links.js";
 
 export const setPermissions = defineRpc({
   method: "POST",
@@ -13,5 +14,5 @@ export const setPermissions = defineRpc({
   returns: "The key's permissions after the change, by id and name.",
   input: z.object({ keyId: idInput, permissions: entries(permissionSlugSchema) }),
   output: connectedSchema,
-  handler: (input, ctx) => setOnKey(permissionKind, { keyId: input.keyId, wanted: input.permissions }, ctx),
+  handler: (input, { deps, rootKey }) => setOnKey(deps, rootKey, permissionKind, { keyId: input.keyId, wanted: input.permissions }),
 });

@@ -1,7 +1,8 @@
 import { z } from "zod";
 import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
 import { idInput } from "../../http/input-bounds.js";
-import { connectionSchema, entries, roleKind, setOnKey, connectedSchema } from "./key-rbac.js";
+import { connectionSchema, entries, connectedSchema } from "./key-rbac.js";
+import { setOnKey, roleKind } from "../../core/rbac/key-links.js";
 
 export const setRoles = defineRpc({
   method: "POST",
@@ -13,5 +14,5 @@ export const setRoles = defineRpc({
   returns: "The key's roles after the change, by id and name.",
   input: z.object({ keyId: idInput, roles: entries(connectionSchema) }),
   output: connectedSchema,
-  handler: (input, ctx) => setOnKey(roleKind, { keyId: input.keyId, wanted: input.roles }, ctx),
+  handler: (input, { deps, rootKey }) => setOnKey(deps, rootKey, roleKind, { keyId: input.keyId, wanted: input.roles }),
 });

@@ -5,7 +5,7 @@ import { MAX_WINDOW_MS } from "../../ratelimit/ratelimiter.js";
 import { defineRpc } from "../../rpc.js";
 import { maxWindowMessage } from "../ratelimits/ratelimits.schemas.js";
 import { MAX_INT32, metaSchema } from "./keys.schemas.js";
-import { verificationCodes, verifyKey as verify } from "./verification.js";
+import { type VerificationResult, verificationCodes, verifyKey as verify } from "../../core/verification/verify-key.js";
 
 /**
  * Rate limits one verification may name. v1 and v2 state no bound; clients name a handful (v2 keys and identities
@@ -91,7 +91,7 @@ export const verifyKey = defineRpc({
   }),
   output,
   handler: async (input, { deps, req, reply, optionalRootKey }) => {
-    const { subject, triggeredRatelimit, ...result } = await verify(deps, {
+    const result = await verify(deps, {
       key: input.key,
       apiId: input.apiId,
       scope: optionalRootKey,
@@ -100,20 +100,11 @@ export const verifyKey = defineRpc({
       permissions: input.authorization?.permissions,
       remainingCost: input.remaining?.cost ?? 1,
       ratelimits: input.ratelimits,
+      tags: input.tags,
     });
     // Undocumented in v1, which set it for its own tests; v1 clients and test suites read it.
-    if (triggeredRatelimit !== undefined) reply.header("Unkey-Ratelimit-Triggered", triggeredRatelimit);
-    deps.metrics.recordVerification(result.code);
-    // Synchronous and in memory only (written in the background): verifications of existing keys, as v1 counts.
-    if (subject !== undefined) {
-      deps.analytics.record(
-        { keyId: result.keyId!, ...subject, identityId: result.identity?.id },
-        result.code,
-        input.tags,
-        deps.clock.now(),
-      );
-    }
-    return { requestId: req.id, ...result };
+    if (result.triggeredRatelimit !== undefined) reply.header("Unkey-Ratelimit-Triggered", result.triggeredRatelimit);
+    return { requestId: req.id, ...v1Answer(result) };
   },
 });
 
@@ -130,4 +121,18 @@ function callerIp(req: FastifyRequest): string | undefined {
     if (text !== "") return text;
   }
   return req.ip;
+}
+
+/** v1's fields for the core's result: the key's facts flat beside `valid`/`code`, and the rate limit as v1 shows it. */
+function v1Answer(result: VerificationResult): Omit<z.infer<typeof output>, "requestId"> {
+  const { valid, code, key, ratelimit, remaining } = result;
+  return {
+    valid,
+    code,
+    ...key,
+    ...(ratelimit?.state === "applied" && { ratelimit: ratelimit.report }),
+    // keyhaven extension: Redis could not answer, so this verification was not rate limited (failing open).
+    ...(ratelimit?.state === "unavailable" && { ratelimitSkipped: true as const }),
+    ...(remaining !== undefined && { remaining }),
+  };
 }

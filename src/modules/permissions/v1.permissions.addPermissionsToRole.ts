@@ -1,8 +1,7 @@
 import { z } from "zod";
-import { requirePermission } from "../../auth/root-key.js";
 import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
+import { changePermissionsOfRole } from "../../core/rbac/roles-permissions.js";
 import { idInput } from "../../http/input-bounds.js";
-import { changeRolePermissions } from "./permissions.repository.js";
 import { permissionRefs } from "./permissions.schemas.js";
 
 /** keyhaven extension: v1 did this only from its dashboard. Idempotent; all or nothing. */
@@ -16,9 +15,8 @@ export const addPermissionsToRole = defineRpc({
   returns: "The permissions are attached to the role.",
   input: z.object({ roleId: idInput, permissions: permissionRefs }),
   output: z.object({}),
-  handler: async (input, { deps, rootKey: auth }) => {
-    requirePermission(auth, { or: ["*", "rbac.*.add_permission_to_role"] });
-    await changeRolePermissions(deps.db, auth.workspaceId, input.roleId, input.permissions, "add");
+  handler: async (input, { deps, rootKey }) => {
+    await changePermissionsOfRole(deps, rootKey, input, "add");
     return {};
   },
 });

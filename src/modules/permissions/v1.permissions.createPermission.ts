@@ -1,9 +1,6 @@
 import { z } from "zod";
-import { requirePermission } from "../../auth/root-key.js";
-import { isUniqueViolation } from "../../db/client.js";
-import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
-import { insertPermission } from "./permissions.repository.js";
+import { createPermission as create } from "../../core/rbac/roles-permissions.js";
 import { description, identifier } from "./permissions.schemas.js";
 
 export const createPermission = defineRpc({
@@ -15,18 +12,5 @@ export const createPermission = defineRpc({
   returns: "The new permission's id.",
   input: z.object({ name: identifier, slug: identifier.optional(), description: description.optional() }),
   output: z.object({ permissionId: z.string() }),
-  handler: async (input, { deps, rootKey: auth }) => {
-    requirePermission(auth, { or: ["*", "rbac.*.create_permission"] });
-    const slug = input.slug ?? input.name;
-    try {
-      const permissionId = await insertPermission(deps.db, { ...input, slug, workspaceId: auth.workspaceId });
-      return { permissionId };
-    } catch (err) {
-      if (isUniqueViolation(err)) {
-        // v1's message, which names the name (the slug, unique in the workspace, defaults to it).
-        throw new ApiError("CONFLICT", `Permission with name "${input.name}" already exists in this workspace`);
-      }
-      throw err;
-    }
-  },
+  handler: (input, { deps, rootKey }) => create(deps, rootKey, input),
 });

@@ -1,9 +1,6 @@
 import { z } from "zod";
-import { requirePermission } from "../../auth/root-key.js";
-import { isUniqueViolation } from "../../db/client.js";
-import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
-import { insertRole } from "./permissions.repository.js";
+import { createRole as create } from "../../core/rbac/roles-permissions.js";
 import { description } from "./permissions.schemas.js";
 
 export const createRole = defineRpc({
@@ -15,15 +12,5 @@ export const createRole = defineRpc({
   returns: "The new role's id.",
   input: z.object({ name: z.string().min(3).max(256), description: description.optional() }),
   output: z.object({ roleId: z.string() }),
-  handler: async (input, { deps, rootKey: auth }) => {
-    requirePermission(auth, { or: ["*", "rbac.*.create_role"] });
-    try {
-      return { roleId: await insertRole(deps.db, { ...input, workspaceId: auth.workspaceId }) };
-    } catch (err) {
-      if (isUniqueViolation(err)) {
-        throw new ApiError("CONFLICT", `Role with name "${input.name}" already exists in this workspace`);
-      }
-      throw err;
-    }
-  },
+  handler: (input, { deps, rootKey }) => create(deps, rootKey, input),
 });

@@ -1,9 +1,7 @@
 import { z } from "zod";
-import { requirePermission } from "../../auth/root-key.js";
-import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
+import { deletePermission as remove } from "../../core/rbac/roles-permissions.js";
 import { idInput } from "../../http/input-bounds.js";
-import { deletePermission as deletePermissionRow } from "./permissions.repository.js";
 
 export const deletePermission = defineRpc({
   method: "POST",
@@ -14,11 +12,8 @@ export const deletePermission = defineRpc({
   returns: "The permission and its links are deleted.",
   input: z.object({ permissionId: idInput }),
   output: z.object({}),
-  handler: async (input, { deps, rootKey: auth }) => {
-    requirePermission(auth, { or: ["*", "rbac.*.delete_permission"] });
-    if (!(await deletePermissionRow(deps.db, auth.workspaceId, input.permissionId))) {
-      throw new ApiError("NOT_FOUND", `Permission ${input.permissionId} not found`);
-    }
+  handler: async (input, { deps, rootKey }) => {
+    await remove(deps, rootKey, input.permissionId);
     return {};
   },
 });

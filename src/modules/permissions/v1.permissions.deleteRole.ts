@@ -1,9 +1,7 @@
 import { z } from "zod";
-import { requirePermission } from "../../auth/root-key.js";
-import { ApiError } from "../../errors.js";
 import { defineRpc } from "../../rpc.js";
+import { deleteRole as remove } from "../../core/rbac/roles-permissions.js";
 import { idInput } from "../../http/input-bounds.js";
-import { deleteRole as deleteRoleRow } from "./permissions.repository.js";
 
 export const deleteRole = defineRpc({
   method: "POST",
@@ -14,11 +12,8 @@ export const deleteRole = defineRpc({
   returns: "The role and its links are deleted.",
   input: z.object({ roleId: idInput }),
   output: z.object({}),
-  handler: async (input, { deps, rootKey: auth }) => {
-    requirePermission(auth, { or: ["*", "rbac.*.delete_role"] });
-    if (!(await deleteRoleRow(deps.db, auth.workspaceId, input.roleId))) {
-      throw new ApiError("NOT_FOUND", `Role ${input.roleId} not found`);
-    }
+  handler: async (input, { deps, rootKey }) => {
+    await remove(deps, rootKey, input.roleId);
     return {};
   },
 });

@@ -1,8 +1,7 @@
 import { z } from "zod";
-import { requirePermission } from "../../auth/root-key.js";
 import { LARGE_BODY_LIMIT, defineRpc } from "../../rpc.js";
+import { changePermissionsOfRole } from "../../core/rbac/roles-permissions.js";
 import { idInput } from "../../http/input-bounds.js";
-import { changeRolePermissions } from "./permissions.repository.js";
 import { permissionRefs } from "./permissions.schemas.js";
 
 /** keyhaven extension: v1 did this only from its dashboard. Removing a permission the role lacks is a no-op. */
@@ -16,9 +15,8 @@ export const removePermissionsFromRole = defineRpc({
   returns: "The permissions are detached from the role.",
   input: z.object({ roleId: idInput, permissions: permissionRefs }),
   output: z.object({}),
-  handler: async (input, { deps, rootKey: auth }) => {
-    requirePermission(auth, { or: ["*", "rbac.*.remove_permission_from_role"] });
-    await changeRolePermissions(deps.db, auth.workspaceId, input.roleId, input.permissions, "remove");
+  handler: async (input, { deps, rootKey }) => {
+    await changePermissionsOfRole(deps, rootKey, input, "remove");
     return {};
   },
 });

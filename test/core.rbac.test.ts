@@ -1,0 +1,60 @@
+import { describe, expect } from "vitest";
+import { addToKey, removeFromKey, roleKind, setOnKey } from "../src/core/rbac/key-links.js";
+import { NotFoundError, PermissionDeniedError } from "../src/domain-errors.js";
+import { apiErrorOf } from "../src/errors.js";
+import { test as it } from "./fixtures.js";
+
+// The rules of connecting roles to a key, called directly with a plain principal (no root key, no HTTP): domain
+// errors out, and v1's choice of code for them made by apiErrorOf alone.
+
+const principalOf = (workspaceId: string, ...permissions: string[]) => ({ workspaceId, permissions: new Set(permissions) });
+
+describe("core rbac: roles on a key", () => {
+  it("adds, sets and removes with a plain principal", async ({ h, t, importKey, createRole, keyRoles }) => {
+    const { keyId } = await importKey();
+    const roleId = await createRole("core-rbac-a");
+    const all = principalOf(t.workspaceId, "*");
+    expect(await addToKey(h.services, all, roleKind, { keyId, wanted: [{ name: "core-rbac-a" }] })).toEqual([
+      { id: roleId, name: "core-rbac-a" },
+    ]);
+    expect(await keyRoles(keyId)).toEqual([roleId]);
+    const created = await setOnKey(h.services, all, roleKind, { keyId, wanted: [{ name: "core-rbac-b", create: true }] });
+    expect(created.map((c) => c.name)).toEqual(["core-rbac-b"]);
+    expect(await keyRoles(keyId)).toEqual([created[0]!.id]);
+    await removeFromKey(h.services, all, roleKind, { keyId, wanted: [{ name: "core-rbac-b" }] });
+    expect(await keyRoles(keyId)).toEqual([]);
+  });
+
+  it("throws NotFoundError for a key outside the principal's workspace", async ({ h, importKey }) => {
+    const { keyId } = await importKey();
+    const other = await h.tenant();
+    const add = addToKey(h.services, principalOf(other.workspaceId, "*"), roleKind, { keyId, wanted: [{ name: "x" }] });
+    await expect(add).rejects.toBeInstanceOf(NotFoundError);
+    await expect(add).rejects.toThrow(`key ${keyId} not found`);
+  });
+
+  it("says which check refused, and v1 answers those two UNAUTHORIZED", async ({ h, t, importKey, createRole }) => {
+    const { keyId } = await importKey();
+    await createRole("core-rbac-kept");
+    const adder = principalOf(t.workspaceId, "rbac.*.add_role_to_key");
+    const creating = await addToKey(h.services, adder, roleKind, { keyId, wanted: [{ name: "core-rbac-new", create: true }] }).catch(
+      (e: unknown) => e,
+    );
+    expect(creating).toBeInstanceOf(PermissionDeniedError);
+    expect((creating as PermissionDeniedError).check).toBe("createWhileAdding");
+    expect(apiErrorOf(creating as PermissionDeniedError).code).toBe("UNAUTHORIZED");
+
+    await addToKey(h.services, adder, roleKind, { keyId, wanted: [{ name: "core-rbac-kept" }] });
+    const disconnecting = await setOnKey(h.services, adder, roleKind, { keyId, wanted: [] }).catch((e: unknown) => e);
+    expect(disconnecting).toBeInstanceOf(PermissionDeniedError);
+    expect((disconnecting as PermissionDeniedError).check).toBe("disconnectWhileSetting");
+    expect(apiErrorOf(disconnecting as PermissionDeniedError).code).toBe("UNAUTHORIZED");
+
+    const nothing = await removeFromKey(h.services, adder, roleKind, { keyId, wanted: [{ name: "core-rbac-kept" }] }).catch(
+      (e: unknown) => e,
+    );
+    expect(nothing).toBeInstanceOf(PermissionDeniedError);
+    expect((nothing as PermissionDeniedError).check).toBeUndefined();
+    expect(apiErrorOf(nothing as PermissionDeniedError).code).toBe("INSUFFICIENT_PERMISSIONS");
+  });
+});

@@ -1,0 +1,45 @@
+import { describe, expect } from "vitest";
+import { changePermissionsOfRole, createPermission, createRole, deletePermission, deleteRole } from "../src/core/rbac/roles-permissions.js";
+import { ConflictError, NotFoundError, PermissionDeniedError } from "../src/domain-errors.js";
+import { test as it } from "./fixtures.js";
+
+// A workspace's roles and permissions through the core, with a plain principal: domain errors carry v1's messages,
+// which the v1 adapter answers unchanged (409, 404, 403).
+
+const principalOf = (workspaceId: string, ...permissions: string[]) => ({ workspaceId, permissions: new Set(permissions) });
+
+describe("core rbac: roles and permissions", () => {
+  it("creates, connects and deletes, and a taken name is a ConflictError", async ({ h, t }) => {
+    const all = principalOf(t.workspaceId, "*");
+    const { roleId } = await createRole(h.services, all, { name: "core-role" });
+    const { permissionId } = await createPermission(h.services, all, { name: "core.perm" });
+    await changePermissionsOfRole(h.services, all, { roleId, permissions: [{ slug: "core.perm" }] }, "add");
+    expect(await h.sql(`select 1 from roles_permissions where role_id = '${roleId}' and permission_id = '${permissionId}'`)).toHaveLength(
+      1,
+    );
+    await changePermissionsOfRole(h.services, all, { roleId, permissions: [{ id: permissionId }] }, "remove");
+    expect(await h.sql(`select 1 from roles_permissions where role_id = '${roleId}'`)).toHaveLength(0);
+
+    const again = createRole(h.services, all, { name: "core-role" });
+    await expect(again).rejects.toBeInstanceOf(ConflictError);
+    await expect(again).rejects.toThrow('Role with name "core-role" already exists in this workspace');
+    const againPermission = createPermission(h.services, all, { name: "core.perm" });
+    await expect(againPermission).rejects.toBeInstanceOf(ConflictError);
+    await expect(againPermission).rejects.toThrow('Permission with name "core.perm" already exists in this workspace');
+
+    await deleteRole(h.services, all, roleId);
+    await deletePermission(h.services, all, permissionId);
+    const gone = deleteRole(h.services, all, roleId);
+    await expect(gone).rejects.toBeInstanceOf(NotFoundError);
+    await expect(gone).rejects.toThrow(`Role ${roleId} not found`);
+    await expect(deletePermission(h.services, all, permissionId)).rejects.toThrow(`Permission ${permissionId} not found`);
+  });
+
+  it("needs each operation's own permission", async ({ h, t }) => {
+    const reader = principalOf(t.workspaceId, "rbac.*.read_role");
+    await expect(createRole(h.services, reader, { name: "core-denied" })).rejects.toBeInstanceOf(PermissionDeniedError);
+    await expect(
+      changePermissionsOfRole(h.services, reader, { roleId: "role_x", permissions: [{ id: "perm_x" }] }, "remove"),
+    ).rejects.toThrow('Missing permissions: need one of ["*", "rbac.*.remove_permission_from_role"], have ["rbac.*.read_role"]');
+  });
+});

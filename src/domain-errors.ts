@@ -65,13 +65,17 @@ export class PreconditionFailedError extends DomainError {
 /** The input breaks a rule no schema can state alone (a combination of fields, a value against the stored state). */
 export class InvalidInputError extends DomainError {}
 
-/** The caller's permissions do not satisfy what the operation needs (`need`, described; `have`, what it holds). */
+/**
+ * The caller's permissions do not satisfy what the operation needs (`need`, described; `have`, what it holds).
+ * `options.message` replaces the default text where the operation says more (which key of a batch needs what).
+ */
 export class PermissionDeniedError extends DomainError {
   constructor(
     readonly need: string,
     readonly have: readonly string[],
+    options: { message?: string; details?: ErrorDetails } = {},
   ) {
-    super(`Missing permissions: need ${need}, have [${have.map((p) => JSON.stringify(p)).join(", ")}]`);
+    super(options.message ?? `Missing permissions: need ${need}, have [${have.map((p) => JSON.stringify(p)).join(", ")}]`, options.details);
   }
 }
 

@@ -90,7 +90,7 @@ export function apiErrorOf(err: DomainError | KeyringError): ApiError {
   if (err instanceof ConflictError) return new ApiError("CONFLICT", err.message, err.details);
   if (err instanceof PreconditionFailedError) return new ApiError("PRECONDITION_FAILED", err.message, err.details);
   if (err instanceof InvalidInputError) return new ApiError("BAD_REQUEST", err.message, err.details);
-  if (err instanceof PermissionDeniedError) return new ApiError("INSUFFICIENT_PERMISSIONS", err.message);
+  if (err instanceof PermissionDeniedError) return new ApiError("INSUFFICIENT_PERMISSIONS", err.message, err.details);
   if (err instanceof WorkspaceDisabledError) return new ApiError("FORBIDDEN", err.message);
   if (err instanceof DeleteProtectedError) return new ApiError("DELETE_PROTECTED", err.message);
   return new ApiError("INTERNAL_SERVER_ERROR", "internal server error");

@@ -121,12 +121,12 @@ export function optionalRootKey(
   return services.rootKeys.optional(authorization, epoch);
 }
 
-export function hasPermission(auth: RootKeyAuth, query: PermissionQuery): boolean {
+export function hasPermission(auth: Pick<RootKeyAuth, "permissions">, query: PermissionQuery): boolean {
   return satisfies(query, auth.permissions);
 }
 
 /** Throws the core's PermissionDeniedError (v1: 403 INSUFFICIENT_PERMISSIONS) unless `auth` satisfies `query`. */
-export function requirePermission(auth: RootKeyAuth, query: PermissionQuery): void {
+export function requirePermission(auth: Pick<RootKeyAuth, "permissions">, query: PermissionQuery): void {
   if (!satisfies(query, auth.permissions)) throw new PermissionDeniedError(describeQuery(query), [...auth.permissions]);
 }
 

@@ -9,7 +9,7 @@ import {
   insertImport,
   type PendingBatch,
 } from "../../modules/migrations/migrations.repository.js";
-import { toImportKey } from "../../modules/migrations/migrations.schemas.js";
+import type { EnqueueKey, ImportKey } from "../../modules/migrations/migrations.schemas.js";
 import { findImportNames } from "./names.js";
 import { planSealedImport } from "./plan.js";
 
@@ -83,4 +83,20 @@ export async function importBatch(tx: Db, batch: PendingBatch): Promise<{ import
 function withoutSealed<T extends { sealed: unknown }>(key: T): Omit<T, "sealed"> {
   const { sealed: _, ...rest } = key;
   return rest;
+}
+
+/** An enqueued key as createKeys' planner takes it: the batch's API, and the window as the limit's interval. */
+export function toImportKey(apiId: string, key: EnqueueKey): ImportKey {
+  const { ratelimit, ...rest } = key;
+  return {
+    ...rest,
+    apiId,
+    ...(ratelimit && {
+      ratelimit: {
+        limit: ratelimit.limit,
+        refillRate: ratelimit.refillRate ?? ratelimit.limit,
+        refillInterval: ratelimit.duration,
+      },
+    }),
+  };
 }

@@ -48,7 +48,7 @@ import postgres from "postgres";
 import { Keyring } from "../src/crypto/keyring.js";
 import { MIGRATIONS_DIR, redactUrl } from "../src/db/client.js";
 import { newId } from "../src/ids.js";
-import { type KeyRow, planImport } from "../src/modules/migrations/import.plan.js";
+import { type KeyRow, planImport } from "../src/core/import/plan.js";
 import type { ImportKey } from "../src/modules/migrations/migrations.schemas.js";
 import {
   openAdmin,

@@ -75,16 +75,16 @@ export type PermissionCheck = "createWhileAdding" | "disconnectWhileSetting";
 
 /**
  * The caller's permissions do not satisfy what the operation needs (`need`, described; `have`, what it holds).
- * `message` replaces the default text where the operation says more (createKey: which roles are missing); `check`
+ * `message` replaces the default text where the operation says more (createKey: which roles are missing; an import: which key needs what); `details` are facts for programs; `check`
  * names the check that refused when an adapter answers it apart (PermissionCheck).
  */
 export class PermissionDeniedError extends DomainError {
   constructor(
     readonly need: string,
     readonly have: readonly string[],
-    options: { message?: string; check?: PermissionCheck } = {},
+    options: { message?: string; check?: PermissionCheck; details?: ErrorDetails } = {},
   ) {
-    super(options.message ?? `Missing permissions: need ${need}, have [${have.map((p) => JSON.stringify(p)).join(", ")}]`);
+    super(options.message ?? `Missing permissions: need ${need}, have [${have.map((p) => JSON.stringify(p)).join(", ")}]`, options.details);
     this.check = options.check;
   }
 

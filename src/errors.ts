@@ -92,11 +92,11 @@ export function apiErrorOf(err: DomainError | KeyringError): ApiError {
   if (err instanceof PreconditionFailedError) return new ApiError("PRECONDITION_FAILED", err.message, err.details);
   if (err instanceof InvalidInputError) return new ApiError("BAD_REQUEST", err.message, err.details);
   // v1 answers a missing decrypt permission with UNAUTHORIZED, not INSUFFICIENT_PERMISSIONS (getKey, listKeys).
-  if (err instanceof DecryptNotAllowedError) return new ApiError("UNAUTHORIZED", err.message);
+  if (err instanceof DecryptNotAllowedError) return new ApiError("UNAUTHORIZED", err.message, err.details);
   // v1 answered creating while adding, and disconnecting while setting, 403 UNAUTHORIZED; any other missing permission
   // 403 INSUFFICIENT_PERMISSIONS.
   if (err instanceof PermissionDeniedError)
-    return new ApiError(err.check === undefined ? "INSUFFICIENT_PERMISSIONS" : "UNAUTHORIZED", err.message);
+    return new ApiError(err.check === undefined ? "INSUFFICIENT_PERMISSIONS" : "UNAUTHORIZED", err.message, err.details);
   if (err instanceof WorkspaceDisabledError) return new ApiError("FORBIDDEN", err.message);
   if (err instanceof DeleteProtectedError) return new ApiError("DELETE_PROTECTED", err.message);
   return new ApiError("INTERNAL_SERVER_ERROR", "internal server error");

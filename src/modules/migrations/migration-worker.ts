@@ -1,24 +1,14 @@
 import { sql } from "drizzle-orm";
 import type { Db } from "../../db/client.js";
 import { findDependencyFailure, isTransientFailure } from "../../dependency.js";
-import { DomainError } from "../../domain-errors.js";
-import { ApiError } from "../../errors.js";
-import { describeUnexpected } from "../../log.js";
-import { findLiveApiIds } from "../apis/apis.repository.js";
-import { findImportNames } from "./import.names.js";
-import { planSealedImport } from "./import.plan.js";
+import { describeBatchFailure, importBatch } from "../../core/import/batch.js";
 import {
-  type BatchError,
   claimPendingBatch,
   deferMigrationBatch,
   failMigrationBatch,
-  findExistingHashes,
   finishMigrationBatch,
-  ImportConflictError,
-  insertImport,
   type PendingBatch,
 } from "./migrations.repository.js";
-import { toImportKey } from "./migrations.schemas.js";
 
 type Logger = {
   info(obj: unknown, msg?: string): void;
@@ -35,8 +25,6 @@ export const MIGRATION_RETRY_MAX_MS = 5 * 60_000;
 /** The worker's own deadlines, per statement of its transaction: waiting for a lock, and running at all. */
 export const MIGRATION_LOCK_TIMEOUT_MS = 10_000;
 export const MIGRATION_STATEMENT_TIMEOUT_MS = 60_000;
-// A key committed by a concurrent import between the existence check and the insert: check again, this often.
-const CONFLICT_RETRIES = 3;
 
 /**
  * The wait before attempt `attempts + 1` of a batch whose `attempts`th failed: exponential from 1 s, capped at
@@ -172,9 +160,7 @@ export class MigrationWorker {
     } catch (err) {
       if (!claimed) throw err;
       const batch = claimed;
-      // Shown by migrations.getMigration: a domain error's (or an ApiError's) message, else only what kind of failure
-      // it was.
-      const message = err instanceof DomainError || err instanceof ApiError ? err.message : describeUnexpected(err);
+      const message = describeBatchFailure(err);
       const context = { err, batchId: batch.id, migrationId: batch.migrationId, attempts: batch.attempts + 1 };
       if (isTransientFailure(err)) {
         const nextAttemptAtM = this.now() + this.retryDelayMs(batch.attempts + 1);
@@ -190,64 +176,4 @@ export class MigrationWorker {
       return true;
     }
   }
-}
-
-/**
- * Imports what can be imported of a batch with createKeys' planner and insert, inside the claiming transaction.
- * A key that cannot be (it exists already, or a role or permission it names was deleted since it was enqueued)
- * is left out and reported by its index; the API being gone fails the whole batch.
- */
-async function importBatch(tx: Db, batch: PendingBatch): Promise<{ imported: number; errors: BatchError[] }> {
-  const { workspaceId } = batch;
-  const liveApis = await findLiveApiIds(tx, workspaceId, [batch.apiId]);
-  if (!liveApis.has(batch.apiId)) {
-    return { imported: 0, errors: [{ keyIndex: null, code: "NOT_FOUND", message: `api ${batch.apiId} not found` }] };
-  }
-  const errors: BatchError[] = [];
-  const { roleIds, permissionIds } = await findImportNames(tx, workspaceId, batch.keys);
-  let candidates = batch.keys.flatMap((key, index) => {
-    const missingRoles = (key.roles ?? []).filter((r) => !roleIds.has(r));
-    const missingPermissions = (key.permissions ?? []).filter((p) => !permissionIds.has(p));
-    if (missingRoles.length > 0 || missingPermissions.length > 0) {
-      const what = [
-        missingRoles.length > 0 ? `roles ${JSON.stringify(missingRoles)}` : "",
-        missingPermissions.length > 0 ? `permissions ${JSON.stringify(missingPermissions)}` : "",
-      ].filter(Boolean);
-      errors.push({ keyIndex: index, code: "PRECONDITION_FAILED", message: `${what.join(" and ")} no longer exist` });
-      return [];
-    }
-    return [{ key, index }];
-  });
-
-  for (let attempt = 1; ; attempt++) {
-    const existing = await findExistingHashes(
-      tx,
-      candidates.map((c) => c.key.sealed.hash),
-    );
-    candidates = candidates.filter(({ index, key }) => {
-      if (!existing.has(key.sealed.hash)) return true;
-      errors.push({ keyIndex: index, code: "CONFLICT", message: `the key at index ${index} already exists` });
-      return false;
-    });
-    if (candidates.length === 0) break;
-    const plan = planSealedImport(
-      candidates.map(({ key }) => toImportKey(batch.apiId, withoutSealed(key))),
-      candidates.map(({ key }) => key.sealed),
-      { workspaceId, roleIds, permissionIds, now: Date.now() },
-    );
-    try {
-      // insertImport's own transaction is a savepoint here: a conflict undoes only this attempt.
-      await insertImport(tx, plan);
-      break;
-    } catch (err) {
-      if (!(err instanceof ImportConflictError) || attempt >= CONFLICT_RETRIES) throw err;
-    }
-  }
-  errors.sort((a, b) => (a.keyIndex ?? -1) - (b.keyIndex ?? -1));
-  return { imported: candidates.length, errors };
-}
-
-function withoutSealed<T extends { sealed: unknown }>(key: T): Omit<T, "sealed"> {
-  const { sealed: _, ...rest } = key;
-  return rest;
 }

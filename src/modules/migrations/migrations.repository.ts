@@ -7,7 +7,7 @@ import { ConflictError } from "../../domain-errors.js";
 import { upsertIdentities } from "../identities/identities.repository.js";
 import { setKeyDefaultRatelimits } from "../keys/keys.ratelimit.repository.js";
 import { insertKeyLinks } from "../keys/keys.rbac.repository.js";
-import type { ImportPlan, SealedKey } from "./import.plan.js";
+import type { ImportPlan, SealedKey } from "../../core/import/plan.js";
 import type { EnqueueKey } from "./migrations.schemas.js";
 
 /** A key of the import exists already (by hash, in any workspace): nothing of the import was written. */

@@ -121,19 +121,3 @@ export const enqueueKeysInputSchema = z.object({
   apiId: z.string().min(1).max(256).describe("The API the keys are imported into."),
   keys: z.array(enqueueKeySchema).max(MAX_KEYS_PER_IMPORT).describe("Up to 100 keys, stored at once and imported by a worker."),
 });
-
-/** An enqueued key as createKeys' planner takes it: the batch's API, and the window as the limit's interval. */
-export function toImportKey(apiId: string, key: EnqueueKey): ImportKey {
-  const { ratelimit, ...rest } = key;
-  return {
-    ...rest,
-    apiId,
-    ...(ratelimit && {
-      ratelimit: {
-        limit: ratelimit.limit,
-        refillRate: ratelimit.refillRate ?? ratelimit.limit,
-        refillInterval: ratelimit.duration,
-      },
-    }),
-  };
-}

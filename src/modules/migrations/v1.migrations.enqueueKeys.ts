@@ -1,12 +1,6 @@
 import { z } from "zod";
-import { requirePermission } from "../../auth/root-key.js";
-import { ApiError } from "../../errors.js";
+import { enqueueKeys as enqueueImport } from "../../core/import/enqueue-keys.js";
 import { BULK_BODY_LIMIT, defineRpc } from "../../rpc.js";
-import { findApi } from "../apis/apis.repository.js";
-import { resolveImportNames } from "./import.names.js";
-import { importPermission } from "./import.permissions.js";
-import { sealKeys } from "./import.plan.js";
-import { insertMigrationBatch, type QueuedKey } from "./migrations.repository.js";
 import { enqueueKeysInputSchema } from "./migrations.schemas.js";
 
 export const enqueueKeys = defineRpc({
@@ -21,28 +15,8 @@ export const enqueueKeys = defineRpc({
   input: enqueueKeysInputSchema,
   output: z.object({}),
   status: 202,
-  handler: async ({ migrationId, apiId, keys }, { deps, rootKey: auth }) => {
-    const { db, keyring } = deps;
-    requirePermission(
-      auth,
-      importPermission(
-        apiId,
-        keys.some((k) => k.plaintext !== undefined),
-      ),
-    );
-    if (!(await findApi(db, auth.workspaceId, apiId))) throw new ApiError("NOT_FOUND", `api ${apiId} not found`);
-    if (keys.length === 0) return {};
-    await resolveImportNames(db, auth.workspaceId, keys);
-
-    const dataKey = keys.some((k) => k.plaintext !== undefined) ? await keyring.dataKeyFor(db, auth.workspaceId) : undefined;
-    const sealed = sealKeys(keys, { keyring, dataKey });
-    const queued: QueuedKey[] = keys.map(({ plaintext: _, hash: __, ...settings }, i) => ({
-      ...settings,
-      sealed: sealed[i]!,
-    }));
-    await insertMigrationBatch(db, { workspaceId: auth.workspaceId, migrationId, apiId, keys: queued, dataKey });
-    if (dataKey?.newRow) keyring.remember(dataKey);
-    deps.migrationWorker.wake();
+  handler: async (input, { deps, rootKey }) => {
+    if (await enqueueImport(deps, rootKey, input)) deps.migrationWorker.wake();
     return {};
   },
 });

@@ -1,14 +1,7 @@
 import { z } from "zod";
-import { hasPermission, type RootKeyAuth } from "../../auth/root-key.js";
-import { ApiError } from "../../errors.js";
+import { readMigration } from "../../core/import/migration-status.js";
 import { queryText } from "../../http/query.js";
 import { defineRpc } from "../../rpc.js";
-import { listMigrationErrors, listRetryingBatches, summarizeMigration } from "./migrations.repository.js";
-
-/** At most this many errors are listed; `keys.failed` counts them all. */
-export const MAX_LISTED_ERRORS = 1000;
-/** At most this many batches waiting to be tried again are listed; `batches.pending` counts them all. */
-export const MAX_LISTED_RETRYING = 100;
 
 export const getMigration = defineRpc({
   method: "GET",
@@ -54,28 +47,5 @@ export const getMigration = defineRpc({
         "Why keys were not imported (at most 1000): `index` is the key's position in its batch, null for the whole batch. Never a key or its hash.",
       ),
   }),
-  handler: async ({ migrationId }, { deps, rootKey: auth }) => {
-    const { db } = deps;
-    // Decided before the lookup where the root key's permissions alone decide, and never naming the migration's
-    // APIs: a key without read_api on all of them must not learn which they are.
-    const everyApi = hasPermission(auth, { or: ["*", "api.*.read_api"] });
-    const someApi = everyApi || [...auth.permissions].some((p) => /^api\.[^.]+\.read_api$/.test(p));
-    if (!someApi) throw insufficientToRead(auth);
-    const summary = await summarizeMigration(db, auth.workspaceId, migrationId);
-    if (!summary) throw new ApiError("NOT_FOUND", `migration ${migrationId} not found`);
-    if (!everyApi && !summary.apiIds.every((id) => auth.permissions.has(`api.${id}.read_api`))) {
-      throw insufficientToRead(auth);
-    }
-    const retrying = await listRetryingBatches(db, auth.workspaceId, migrationId, MAX_LISTED_RETRYING);
-    const errors = await listMigrationErrors(db, auth.workspaceId, migrationId, MAX_LISTED_ERRORS);
-    return { migrationId, batches: summary.batches, keys: summary.keys, retrying, errors };
-  },
+  handler: async ({ migrationId }, { deps, rootKey }) => readMigration(deps.db, rootKey, migrationId),
 });
-
-function insufficientToRead(auth: RootKeyAuth): ApiError {
-  const held = [...auth.permissions].map((p) => JSON.stringify(p)).join(", ");
-  return new ApiError(
-    "INSUFFICIENT_PERMISSIONS",
-    `Missing permissions: need one of ["*", "api.*.read_api"], or "api.<apiId>.read_api" for every API of the migration, have [${held}]`,
-  );
-}

@@ -1,7 +1,6 @@
 import { z } from "zod";
-import { ApiError } from "../../errors.js";
+import { retryMigration as requeueFailedBatches } from "../../core/import/migration-status.js";
 import { defineRpc } from "../../rpc.js";
-import { retryFailedBatches } from "./migrations.repository.js";
 
 export const retryMigration = defineRpc({
   method: "POST",
@@ -17,8 +16,7 @@ export const retryMigration = defineRpc({
   }),
   output: z.object({ batches: z.number().describe("How many batches that had failed as a whole were queued again.") }),
   handler: async ({ workspaceId, migrationId }, { deps }) => {
-    const batches = await retryFailedBatches(deps.db, workspaceId, migrationId);
-    if (batches === undefined) throw new ApiError("NOT_FOUND", `migration ${migrationId} not found`);
+    const batches = await requeueFailedBatches(deps.db, workspaceId, migrationId);
     if (batches > 0) deps.migrationWorker.wake();
     return { batches };
   },

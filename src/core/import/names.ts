@@ -1,6 +1,6 @@
 import type { Db } from "../../db/client.js";
 import { PreconditionFailedError } from "../../domain-errors.js";
-import { findPermissionIdsByName, findRoleIdsByName, missingNames } from "../permissions/permissions.repository.js";
+import { findPermissionIdsByName, findRoleIdsByName, missingNames } from "../../modules/permissions/permissions.repository.js";
 
 type NamingItem = { roles?: string[] | undefined; permissions?: string[] | undefined };
 

@@ -1,0 +1,157 @@
+import { randomBytes } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect } from "vitest";
+import { describeBatchFailure } from "../src/core/import/batch.js";
+import { enqueueKeys } from "../src/core/import/enqueue-keys.js";
+import { importKeys } from "../src/core/import/import-keys.js";
+import { readMigration, retryMigration } from "../src/core/import/migration-status.js";
+import type { Principal } from "../src/core/principal.js";
+import { hashKey } from "../src/crypto/hash.js";
+import { ConflictError, NotFoundError, PermissionDeniedError, PreconditionFailedError } from "../src/domain-errors.js";
+import { ApiError, apiErrorOf } from "../src/errors.js";
+import { enqueueKeySchema, importKeySchema } from "../src/modules/migrations/migrations.schemas.js";
+import { test } from "./fixtures.js";
+
+// The import's core called directly, as a second protocol's adapter would: a plain principal in (no root key, no
+// request), plain results or domain errors out, and no v1 code, status or envelope anywhere.
+const caller = (workspaceId: string, ...permissions: string[]): Principal => ({
+  workspaceId,
+  permissions: new Set(permissions),
+});
+const randomHash = () => hashKey(randomBytes(16).toString("hex"));
+const byHash = (apiId: string, fields: Record<string, unknown> = {}) =>
+  importKeySchema.parse({ apiId, hash: { value: randomHash(), variant: "sha256_base64" }, ...fields });
+const queued = (fields: Record<string, unknown> = {}) =>
+  enqueueKeySchema.parse({ hash: { value: randomHash(), variant: "sha256_base64" }, ...fields });
+const newMigrationId = () => `mig_${randomBytes(6).toString("hex")}`;
+const rejection = async (promise: Promise<unknown>) => {
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err, "the promise should have been rejected").toBeInstanceOf(Error);
+  return err as Error;
+};
+
+describe("importKeys", () => {
+  test("refuses a key the caller may not import with PermissionDeniedError naming its index, before any lookup", async ({
+    h,
+    t,
+    apiId,
+  }) => {
+    const err = await rejection(
+      importKeys(h.services, caller(t.workspaceId, `api.${apiId}.create_key`), [byHash(apiId), byHash("api_unknown")], Date.now()),
+    );
+    expect(err).toBeInstanceOf(PermissionDeniedError);
+    expect(err.message).toBe('the key at index 1 needs one of the permissions "*", "api.*.create_key" or "api.api_unknown.create_key"');
+    expect((err as PermissionDeniedError).details).toEqual({ keyIndex: 1 });
+    // The v1 adapter's mapping keeps the index as an envelope field, which the import CLI reads.
+    const wire = apiErrorOf(err as PermissionDeniedError);
+    expect([wire.code, wire.message, wire.fields]).toEqual(["INSUFFICIENT_PERMISSIONS", err.message, { keyIndex: 1 }]);
+  });
+
+  test("refuses an unknown API, missing roles and a repeated key with domain errors, and writes nothing", async ({ h, t, apiId }) => {
+    const all = caller(t.workspaceId, "*");
+    const unknownApi = await rejection(importKeys(h.services, all, [byHash(apiId), byHash("api_unknown")], Date.now()));
+    expect(unknownApi).toBeInstanceOf(NotFoundError);
+    expect(unknownApi.message).toBe("api api_unknown not found");
+
+    const missingRole = await rejection(importKeys(h.services, all, [byHash(apiId, { roles: ["nope"] })], Date.now()));
+    expect(missingRole).toBeInstanceOf(PreconditionFailedError);
+    expect((missingRole as PreconditionFailedError).details).toEqual({ missingRoles: ["nope"] });
+
+    const twice = byHash(apiId);
+    const repeated = await rejection(importKeys(h.services, all, [twice, byHash(apiId), twice], Date.now()));
+    expect(repeated).toBeInstanceOf(ConflictError);
+    expect((repeated as ConflictError).details).toEqual({ reason: "DUPLICATE_IN_REQUEST", keyIndex: 2, sameAsKeyIndex: 0 });
+    expect(await h.sql(`select id from keys where hash = '${twice.hash!.value}'`)).toEqual([]);
+  });
+
+  test("imports the keys and answers their ids in order; a key that exists is a ConflictError with its index", async ({ h, t, apiId }) => {
+    const all = caller(t.workspaceId, "*");
+    const items = [byHash(apiId, { name: "first" }), byHash(apiId, { name: "second" })];
+    const ids = await importKeys(h.services, all, items, Date.now());
+    const rows = await h.sql<{ id: string; name: string }>(
+      `select id, name from keys where id in ('${ids[0]}', '${ids[1]}') order by name`,
+    );
+    expect(rows).toEqual([
+      { id: ids[0], name: "first" },
+      { id: ids[1], name: "second" },
+    ]);
+    const exists = await rejection(importKeys(h.services, all, [byHash(apiId), items[1]!], Date.now()));
+    expect(exists).toBeInstanceOf(ConflictError);
+    expect((exists as ConflictError).details).toEqual({ reason: "KEY_EXISTS", keyIndex: 1 });
+  });
+});
+
+describe("enqueueKeys", () => {
+  test("checks the caller's permission before the API, then the API, then the names; stores nothing for none", async ({ h, t, apiId }) => {
+    const denied = await rejection(
+      enqueueKeys(h.services, caller(t.workspaceId, "api.other.create_key"), {
+        migrationId: newMigrationId(),
+        apiId: "api_unknown",
+        keys: [queued()],
+      }),
+    );
+    expect(denied).toBeInstanceOf(PermissionDeniedError);
+    const all = caller(t.workspaceId, "*");
+    const unknownApi = await rejection(
+      enqueueKeys(h.services, all, { migrationId: newMigrationId(), apiId: "api_unknown", keys: [queued()] }),
+    );
+    expect(unknownApi).toBeInstanceOf(NotFoundError);
+    expect(unknownApi.message).toBe("api api_unknown not found");
+    const missing = await rejection(
+      enqueueKeys(h.services, all, { migrationId: newMigrationId(), apiId, keys: [queued({ permissions: ["gone"] })] }),
+    );
+    expect((missing as PreconditionFailedError).details).toEqual({ missingPermissions: ["gone"] });
+
+    const empty = newMigrationId();
+    expect(await enqueueKeys(h.services, all, { migrationId: empty, apiId, keys: [] })).toBe(false);
+    const stored = newMigrationId();
+    expect(await enqueueKeys(h.services, all, { migrationId: stored, apiId, keys: [queued(), queued()] })).toBe(true);
+    const batches = await h.sql<{ migration_id: string }>(
+      `select migration_id from migration_batches where migration_id in ('${empty}', '${stored}')`,
+    );
+    expect(batches).toEqual([{ migration_id: stored }]);
+  });
+});
+
+describe("readMigration and retryMigration", () => {
+  test("refuse a caller without read_api before the lookup, and an unknown migration with NotFoundError", async ({ h, t }) => {
+    const migrationId = newMigrationId();
+    const denied = await rejection(readMigration(h.db, caller(t.workspaceId, "api.*.create_key"), migrationId));
+    expect(denied).toBeInstanceOf(PermissionDeniedError);
+    expect(denied.message).toBe(
+      'Missing permissions: need one of ["*", "api.*.read_api"], or "api.<apiId>.read_api" for every API of the migration, have ["api.*.create_key"]',
+    );
+    const unknown = await rejection(readMigration(h.db, caller(t.workspaceId, "*"), migrationId));
+    expect(unknown).toBeInstanceOf(NotFoundError);
+    expect(unknown.message).toBe(`migration ${migrationId} not found`);
+    const retried = await rejection(retryMigration(h.db, t.workspaceId, migrationId));
+    expect(retried).toBeInstanceOf(NotFoundError);
+    expect(retried.message).toBe(`migration ${migrationId} not found`);
+  });
+});
+
+describe("the worker's failure report", () => {
+  test("shows a domain error's message and only the kind of any other failure, whatever its class", () => {
+    expect(describeBatchFailure(new NotFoundError("api", "api_x"))).toBe("api api_x not found");
+    expect(describeBatchFailure(new Error("duplicate key sk_live_secret"))).toBe("unexpected error");
+    // The core reports by domain errors alone: a wire error reaching it is unexpected, and its text is not shown.
+    expect(describeBatchFailure(new ApiError("CONFLICT", "sk_live_secret"))).toBe("unexpected error");
+  });
+});
+
+describe("src/core", () => {
+  test("imports no wire adapter: not rpc.ts, errors.ts (ApiError), fastify, nor any v1.* file", () => {
+    const files = (readdirSync("src/core", { recursive: true }) as string[]).filter((f) => f.endsWith(".ts"));
+    expect(files.length).toBeGreaterThan(0);
+    const offending = files.flatMap((file) => {
+      const text = readFileSync(join("src/core", file), "utf8");
+      const specifiers = [...text.matchAll(/from\s+"([^"]+)"|import\(\s*"([^"]+)"\s*\)/g)].map((m) => m[1] ?? m[2]!);
+      return specifiers.filter((s) => /(^|\/)(rpc|errors)\.js$|^fastify|(^|\/)v1\.[^/]*$/.test(s)).map((s) => `${file}: ${s}`);
+    });
+    expect(offending).toEqual([]);
+  });
+});

@@ -12,8 +12,8 @@ export const countIn = async (h: Harness, query: string) =>
  * - `h`: the real app on a fresh, migrated database of the file's own (createHarness()).
  * - `t`: a workspace of it with a root key holding `*`.
  * - `apiId`: an API of that workspace.
- * - helpers over them that several files share: `newApi`, `importKey`, `createRole`, `count`, `keyRoles`,
- *   `keyPermissions` (made only for a test that names them).
+ * - helpers over them that several files share: `newApi` (with any createApi settings), `importKey`, `createRole`,
+ *   `count`, `keyRoles`, `keyPermissions` (made only for a test that names them).
  *
  *   import { test } from "./fixtures.js";
  *   test("creates an API", async ({ h, t }) => { ... });
@@ -33,8 +33,8 @@ export const test = base
   .extend(
     "newApi",
     async ({ h }) =>
-      (tenant: Tenant) =>
-        h.createApi(tenant),
+      (tenant: Tenant, settings: Record<string, unknown> = {}) =>
+        h.createApi(tenant, settings),
   )
   .extend(
     "importKey",

@@ -42,7 +42,8 @@ export const test = base
       (fields: Record<string, unknown> = {}, tenant = t, api = apiId) =>
         h.importKey(tenant, api, fields),
   )
-  .extend("createRole", async ({ h, t }) => async (name: string, tenant = t): Promise<string> => {
+  // File-scoped (a closure over the file's h and t) so that a suite-level `it.beforeAll` may create roles too.
+  .extend("createRole", { scope: "file" }, async ({ h, t }) => async (name: string, tenant = t): Promise<string> => {
     const res = await h.post("/v1/permissions.createRole", { name }, tenant.rootKey);
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     return res.body.roleId;

@@ -1,9 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect } from "vitest";
 import { stopBackgroundJobs } from "../src/background.js";
 import { ManualClock } from "../src/clock.js";
 import { openPostgres } from "../src/db/client.js";
 import { MAX_TAG_SETS_PER_KEY_HOUR, OVERFLOW_TAGS, VerificationAnalytics } from "../src/modules/analytics/verification-analytics.js";
 import { describeRootKeyAuth } from "./auth-suite.js";
+import { test } from "./fixtures.js";
 import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
 import { freePort, waitFor } from "./wait.js";
 
@@ -15,34 +16,61 @@ const DAY = 24 * HOUR;
 // day, and none waits for the top of the hour.
 const clock = new ManualClock(Date.now() - (Date.now() % HOUR) + HOUR + 30 * 60_000);
 
-let h: Harness;
-let t: Tenant;
-let apiId: string;
-beforeAll(async () => {
-  h = await createHarness({}, { clock });
-  t = await h.tenant();
-  apiId = await h.createApi(t);
-});
-afterAll(() => h.close());
-
-const verify = (key: string, extra: Record<string, unknown> = {}, harness = h) => harness.post("/v1/keys.verifyKey", { key, ...extra });
-
-const countsOf = (where: string, harness = h) =>
-  harness.sql<{ key_id: string; outcome: string; tags: string[]; n: number; workspace_id: string; api_id: string }>(
-    `select key_id, outcome, tags, count::int as n, workspace_id, api_id from verification_counts where ${where} order by outcome, tags`,
+// The file's harness is the shared `h` fixture of test/fixtures.ts made on that clock (`t` and `apiId` are of it),
+// with helpers over it; `verify` is file-scoped (a closure over h) for the suite setup in an it.beforeAll.
+const it = test
+  // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this destructuring
+  .override("h", { scope: "file" }, async ({}, { onCleanup }) => {
+    const h = await createHarness({}, { clock });
+    onCleanup(() => h.close());
+    return h;
+  })
+  .extend(
+    "verify",
+    { scope: "file" },
+    async ({ h }) =>
+      (key: string, extra: Record<string, unknown> = {}, harness = h) =>
+        harness.post("/v1/keys.verifyKey", { key, ...extra }),
+  )
+  .extend(
+    "countsOf",
+    async ({ h }) =>
+      (where: string, harness = h) =>
+        harness.sql<{ key_id: string; outcome: string; tags: string[]; n: number; workspace_id: string; api_id: string }>(
+          `select key_id, outcome, tags, count::int as n, workspace_id, api_id from verification_counts where ${where} order by outcome, tags`,
+        ),
+  )
+  .extend(
+    "total",
+    async ({ h }) =>
+      async (where: string, harness = h) =>
+        Number(
+          (await harness.sql<{ n: string | null }>(`select coalesce(sum(count), 0)::int as n from verification_counts where ${where}`))[0]!
+            .n,
+        ),
+  )
+  .extend(
+    "keyVerifications",
+    async ({ h, t }) =>
+      (query: Record<string, string>, rootKey: string | undefined = t.rootKey) =>
+        h.get("/v1/keys.getVerifications", query, rootKey),
+  )
+  .extend(
+    "analytics",
+    async ({ h, t }) =>
+      (query: Record<string, string>, rootKey: string | undefined = t.rootKey) =>
+        h.get("/v1/analytics.getVerifications", query, rootKey),
   );
-const total = async (where: string, harness = h) =>
-  Number(
-    (await harness.sql<{ n: string | null }>(`select coalesce(sum(count), 0)::int as n from verification_counts where ${where}`))[0]!.n,
-  );
-
-const keyVerifications = (query: Record<string, string>, rootKey: string | undefined = t.rootKey) =>
-  h.get("/v1/keys.getVerifications", query, rootKey);
-const analytics = (query: Record<string, string>, rootKey: string | undefined = t.rootKey) =>
-  h.get("/v1/analytics.getVerifications", query, rootKey);
 
 describe("verification analytics: recording and writing", () => {
-  it("counts every verification of an existing key per outcome and tags, written within about a second", async () => {
+  it("counts every verification of an existing key per outcome and tags, written within about a second", async ({
+    h,
+    t,
+    apiId,
+    verify,
+    countsOf,
+    total,
+  }) => {
     const { key, keyId } = await h.importKey(t, apiId, { remaining: 2 });
     expect((await verify(key)).body.code).toBe("VALID");
     expect((await verify(key, { tags: ["path=/a", "region=eu"] })).body.code).toBe("VALID");
@@ -62,7 +90,7 @@ describe("verification analytics: recording and writing", () => {
     expect(await total("true")).toBe(await total(`workspace_id = '${t.workspaceId}'`));
   });
 
-  it("adds to the stored counts on later writes (one row per key, hour, outcome and tags)", async () => {
+  it("adds to the stored counts on later writes (one row per key, hour, outcome and tags)", async ({ h, t, apiId, verify, countsOf }) => {
     const { key, keyId } = await h.importKey(t, apiId);
     for (let i = 0; i < 3; i++) await verify(key);
     await h.jobs.analytics.flush();
@@ -71,7 +99,7 @@ describe("verification analytics: recording and writing", () => {
     expect(await countsOf(`key_id = '${keyId}'`)).toMatchObject([{ outcome: "VALID", n: 7 }]);
   });
 
-  it("writes every count recorded before a clean shutdown", async () => {
+  it("writes every count recorded before a clean shutdown", async ({ verify, total }) => {
     const harness = await createHarness();
     const tenant = await harness.tenant();
     const api = await harness.createApi(tenant);
@@ -86,7 +114,7 @@ describe("verification analytics: recording and writing", () => {
     await harness.close();
   });
 
-  it("keeps the counts of a key deleted permanently before they were written, under its API", async () => {
+  it("keeps the counts of a key deleted permanently before they were written, under its API", async ({ h, t, apiId, verify, countsOf }) => {
     const { key, keyId } = await h.importKey(t, apiId);
     const n = 4;
     for (let i = 0; i < n; i++) expect((await verify(key)).body).toMatchObject({ valid: true });
@@ -99,7 +127,7 @@ describe("verification analytics: recording and writing", () => {
     ]);
   });
 
-  it("keeps the counts of a failed write for the next one", async () => {
+  it("keeps the counts of a failed write for the next one", async ({ verify, total }) => {
     const harness = await createHarness();
     try {
       const tenant = await harness.tenant();
@@ -121,7 +149,7 @@ describe("verification analytics: recording and writing", () => {
     }
   });
 
-  it("records nothing with KEYHAVEN_ANALYTICS=off", async () => {
+  it("records nothing with KEYHAVEN_ANALYTICS=off", async ({ verify, total }) => {
     const harness = await createHarness({ KEYHAVEN_ANALYTICS: "off" });
     try {
       const tenant = await harness.tenant();
@@ -137,7 +165,7 @@ describe("verification analytics: recording and writing", () => {
 });
 
 describe("keys.getVerifications", () => {
-  it("answers daily counts of a key: success, rate limited, usage exceeded", async () => {
+  it("answers daily counts of a key: success, rate limited, usage exceeded", async ({ h, t, apiId, verify, keyVerifications }) => {
     const { key, keyId } = await h.importKey(t, apiId, {
       remaining: 3,
       ratelimit: { limit: 4, refillRate: 4, refillInterval: 60_000 },
@@ -156,7 +184,7 @@ describe("keys.getVerifications", () => {
     expect((await keyVerifications({ keyId, start: String(today), granularity: "day" })).body.verifications).toHaveLength(1);
   });
 
-  it("sums every key of an owner (its ownerId, or its identity's externalId)", async () => {
+  it("sums every key of an owner (its ownerId, or its identity's externalId)", async ({ h, t, apiId, verify, keyVerifications }) => {
     const a = await h.importKey(t, apiId, { ownerId: "owner-7" });
     const b = await h.importKey(t, await h.createApi(t), { externalId: "owner-7" });
     await verify(a.key);
@@ -167,7 +195,12 @@ describe("keys.getVerifications", () => {
     expect(res.body.verifications).toMatchObject([{ success: 3, rateLimited: 0, usageExceeded: 0 }]);
   });
 
-  it("refuses a query without keyId or ownerId, a bad window or granularity, and unknown keys", async () => {
+  it("refuses a query without keyId or ownerId, a bad window or granularity, and unknown keys", async ({
+    h,
+    t,
+    apiId,
+    keyVerifications,
+  }) => {
     expectError(await keyVerifications({}), 400, "BAD_REQUEST", "keyId or ownerId must be provided");
     expectError(await keyVerifications({ keyId: "k", granularity: "hour" }), 400, "BAD_REQUEST", /^granularity: /);
     expectError(await keyVerifications({ keyId: "k", start: "x" }), 400, "BAD_REQUEST", /^start: /);
@@ -178,7 +211,7 @@ describe("keys.getVerifications", () => {
     expectError(await keyVerifications({ ownerId: "nobody" }), 404, "NOT_FOUND", "No keys were found to match your query");
   });
 
-  it("accepts read_key on the key's API, and refuses other permissions", async () => {
+  it("accepts read_key on the key's API, and refuses other permissions", async ({ h, t, apiId, keyVerifications }) => {
     const { keyId } = await h.importKey(t, apiId);
     expect((await keyVerifications({ keyId }, await h.rootKey(t.workspaceId, [`api.${apiId}.read_key`]))).status).toBe(200);
     expectError(
@@ -194,7 +227,7 @@ describe("analytics.getVerifications", () => {
   let k1: { key: string; keyId: string };
   let k2: { key: string; keyId: string };
   const start = () => String(clock.now() - 3 * HOUR);
-  beforeAll(async () => {
+  it.beforeAll(async ({ h, t, verify }) => {
     api = await h.createApi(t);
     k1 = await h.importKey(t, api, { externalId: "customer-a" });
     k2 = await h.importKey(t, api, { enabled: false });
@@ -218,13 +251,13 @@ describe("analytics.getVerifications", () => {
     total: 0,
   };
 
-  it("answers one row of totals without groupBy", async () => {
+  it("answers one row of totals without groupBy", async ({ analytics }) => {
     const res = await analytics({ apiId: api, start: start() });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     expect(res.body).toEqual([{ ...zeros, valid: 3, disabled: 1, total: 4 }]);
   });
 
-  it("groups by hour, day and month with every slice of the range, empty ones as zeros", async () => {
+  it("groups by hour, day and month with every slice of the range, empty ones as zeros", async ({ h, analytics }) => {
     const now = clock.now();
     const hourly = (await analytics({ apiId: api, start: String(now - 3 * HOUR), end: String(now), groupBy: "hour" })).body;
     const thisHour = now - (now % HOUR);
@@ -252,7 +285,7 @@ describe("analytics.getVerifications", () => {
     expect(monthly.at(-1)).toEqual({ ...zeros, time: Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1), valid: 3, disabled: 1, total: 4 });
   });
 
-  it("groups by key and identity, and filters by keyId and externalId", async () => {
+  it("groups by key and identity, and filters by keyId and externalId", async ({ analytics }) => {
     const byKey = (await analytics({ apiId: api, start: start(), groupBy: "key", orderBy: "total", order: "desc" })).body;
     expect(byKey).toEqual([
       { ...zeros, keyId: k1.keyId, valid: 3, total: 3 },
@@ -278,7 +311,7 @@ describe("analytics.getVerifications", () => {
     );
   });
 
-  it("filters by tags (all of them) and groups by tag set or single tag", async () => {
+  it("filters by tags (all of them) and groups by tag set or single tag", async ({ h, t, analytics }) => {
     expect((await analytics({ apiId: api, start: start(), tag: "a" })).body[0].total).toBe(2);
     expect((await analytics({ apiId: api, start: start(), tag: "b" })).body[0].total).toBe(2);
     const both = await h.app.inject({
@@ -302,7 +335,7 @@ describe("analytics.getVerifications", () => {
     ]);
   });
 
-  it("refuses bad queries with 400", async () => {
+  it("refuses bad queries with 400", async ({ analytics }) => {
     expectError(await analytics({ apiId: api }), 400, "BAD_REQUEST", /^start: /);
     expectError(await analytics({ start: "0" }), 400, "BAD_REQUEST", /^apiId: /);
     expectError(await analytics({ apiId: api, start: "10", end: "10" }), 400, "BAD_REQUEST", "start cannot be equal or greater than end");
@@ -325,7 +358,7 @@ describe("analytics.getVerifications", () => {
     expectError(await analytics({ apiId: "api_missing", start: start() }), 404, "NOT_FOUND", "api api_missing not found");
   });
 
-  it("accepts read_api on the API and refuses other permissions", async () => {
+  it("accepts read_api on the API and refuses other permissions", async ({ h, t, analytics }) => {
     expect((await analytics({ apiId: api, start: start() }, await h.rootKey(t.workspaceId, [`api.${api}.read_api`]))).status).toBe(200);
     expectError(
       await analytics({ apiId: api, start: start() }, await h.rootKey(t.workspaceId, [`api.${api}.read_key`])),
@@ -409,7 +442,14 @@ describe("analytics.getVerifications: time slices on a fixed clock", () => {
 });
 
 describe("verification analytics: bounds", () => {
-  it("counts at most MAX_TAG_SETS_PER_KEY_HOUR distinct tag sets per key and hour, the rest under one overflow set", async () => {
+  it("counts at most MAX_TAG_SETS_PER_KEY_HOUR distinct tag sets per key and hour, the rest under one overflow set", async ({
+    h,
+    t,
+    apiId,
+    verify,
+    countsOf,
+    total,
+  }) => {
     const { key, keyId } = await h.importKey(t, apiId);
     const { key: disabledKey, keyId: disabledId } = await h.importKey(t, apiId, { enabled: false });
     const sent = MAX_TAG_SETS_PER_KEY_HOUR + 50;
@@ -441,7 +481,13 @@ describe("verification analytics: bounds", () => {
     expect(await total(`key_id = '${disabledId}'`)).toBe(sent - 10);
   });
 
-  it("deletes counts older than KEYHAVEN_ANALYTICS_RETENTION_DAYS in the background, on an injected clock", async () => {
+  it("deletes counts older than KEYHAVEN_ANALYTICS_RETENTION_DAYS in the background, on an injected clock", async ({
+    h,
+    t,
+    apiId,
+    countsOf,
+    total,
+  }) => {
     expect(h.jobs.analytics.retentionDays).toBe(90);
     const { keyId } = await h.importKey(t, apiId);
     const now = Date.now();
@@ -498,7 +544,7 @@ describe("verification analytics: bounds", () => {
 
 const countAll = async (h: Harness) => Number((await h.sql<{ n: string }>("select count(*) as n from verification_counts"))[0]!.n);
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "GET",
   path: "/v1/keys.getVerifications",
   async validRequest(h, owner) {
@@ -513,7 +559,7 @@ describeRootKeyAuth(() => h, {
   },
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "GET",
   path: "/v1/analytics.getVerifications",
   async validRequest(h, owner) {

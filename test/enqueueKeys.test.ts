@@ -1,42 +1,72 @@
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
 import { describeRootKeyAuth } from "./auth-suite.js";
-import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
+import { countIn, test } from "./fixtures.js";
+import { createHarness, expectError, type Harness } from "./helper.js";
 import { waitFor } from "./wait.js";
-
-let h: Harness;
-let t: Tenant;
-let apiId: string;
-beforeAll(async () => {
-  h = await createHarness();
-  t = await h.tenant();
-  apiId = await h.createApi(t);
-});
-afterAll(() => h.close());
 
 const secret = () => `sk_${randomBytes(16).toString("hex")}`;
 const randomHash = () => hashKey(randomBytes(16).toString("hex"));
 const byHash = (fields: Record<string, unknown> = {}) => ({ hash: { value: randomHash(), variant: "sha256_base64" }, ...fields });
 const newMigrationId = () => `mig_${randomBytes(6).toString("hex")}`;
 
-const enqueue = (body: unknown, rootKey = t.rootKey, harness = h) => harness.post("/v1/migrations.enqueueKeys", body, rootKey);
-const getMigration = (migrationId: string, rootKey = t.rootKey, harness = h) =>
-  harness.get("/v1/migrations.getMigration", { migrationId }, rootKey);
-
-const count = async (query: string, harness = h) => Number((await harness.sql<{ n: string }>(`select count(*) as n from ${query}`))[0]!.n);
-
-const batchesOf = (migrationId: string, harness = h) =>
+const batchesIn = (harness: Harness, migrationId: string) =>
   harness.sql<{ id: string; status: string; imported: number; failed: number; keys: unknown }>(
     `select id, status, imported, failed, keys from migration_batches where migration_id = '${migrationId}' order by id`,
   );
-const processed =
-  (migrationId: string, harness = h) =>
-  async () =>
-    (await batchesOf(migrationId, harness)).every((b) => b.status !== "pending");
+
+// The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), and helpers over them; a test with a
+// harness of its own passes it as the last argument.
+const it = test
+  .extend(
+    "enqueue",
+    async ({ h, t }) =>
+      (body: unknown, rootKey = t.rootKey, harness = h) =>
+        harness.post("/v1/migrations.enqueueKeys", body, rootKey),
+  )
+  .extend(
+    "getMigration",
+    async ({ h, t }) =>
+      (migrationId: string, rootKey = t.rootKey, harness = h) =>
+        harness.get("/v1/migrations.getMigration", { migrationId }, rootKey),
+  )
+  .extend(
+    "batchesOf",
+    async ({ h }) =>
+      (migrationId: string, harness = h) =>
+        batchesIn(harness, migrationId),
+  )
+  .extend(
+    "processed",
+    async ({ h }) =>
+      (migrationId: string, harness = h) =>
+      async () =>
+        (await batchesIn(harness, migrationId)).every((b) => b.status !== "pending"),
+  )
+  .extend(
+    "refused",
+    async ({ t, count, enqueue }) =>
+      async (body: unknown, status: number, code: string, message?: string | RegExp, rootKey = t.rootKey) => {
+        const before = await count("migration_batches");
+        const keysBefore = await count("keys");
+        expectError(await enqueue(body, rootKey), status, code, message);
+        expect(await count("migration_batches")).toBe(before);
+        expect(await count("keys")).toBe(keysBefore);
+      },
+  );
 
 describe("migrations.enqueueKeys stores the batch, then the worker imports it", () => {
-  it("answers 202 {} once the batch is stored, with plaintexts only encrypted, then the keys appear", async () => {
+  it("answers 202 {} once the batch is stored, with plaintexts only encrypted, then the keys appear", async ({
+    h,
+    t,
+    apiId,
+    count,
+    enqueue,
+    getMigration,
+    batchesOf,
+    processed,
+  }) => {
     const plaintext = secret();
     const hash = randomHash();
     const migrationId = newMigrationId();
@@ -113,7 +143,15 @@ describe("migrations.enqueueKeys stores the batch, then the worker imports it", 
     });
   });
 
-  it("records a key whose hash already exists as a failure of its index, and imports the others", async () => {
+  it("records a key whose hash already exists as a failure of its index, and imports the others", async ({
+    h,
+    t,
+    apiId,
+    count,
+    enqueue,
+    getMigration,
+    processed,
+  }) => {
     const existing = await h.importKey(t, apiId);
     const migrationId = newMigrationId();
     const fresh = randomHash();
@@ -148,7 +186,7 @@ describe("migrations.enqueueKeys stores the batch, then the worker imports it", 
     expect(JSON.stringify(error)).not.toContain(existing.key);
   });
 
-  it("fails the whole batch when its API is deleted before the worker gets to it", async () => {
+  it("fails the whole batch when its API is deleted before the worker gets to it", async ({ enqueue, getMigration }) => {
     const harness = await createHarness({}, { migrationWorker: false });
     try {
       const tenant = await harness.tenant();
@@ -167,7 +205,12 @@ describe("migrations.enqueueKeys stores the batch, then the worker imports it", 
     }
   });
 
-  it("leaves batches pending while no worker runs, and a new app's worker imports them", async () => {
+  it("leaves batches pending while no worker runs, and a new app's worker imports them", async ({
+    enqueue,
+    getMigration,
+    batchesOf,
+    processed,
+  }) => {
     const harness = await createHarness({}, { migrationWorker: false });
     try {
       const tenant = await harness.tenant();
@@ -181,7 +224,7 @@ describe("migrations.enqueueKeys stores the batch, then the worker imports it", 
       await new Promise((r) => setTimeout(r, 300));
       expect((await batchesOf(migrationId, harness)).map((b) => b.status)).toEqual(["pending", "pending"]);
       expect((await getMigration(migrationId, tenant.rootKey, harness)).body.batches).toEqual({ pending: 2, done: 0, failed: 0 });
-      expect(await count(`keys where api_id = '${api}'`, harness)).toBe(0);
+      expect(await countIn(harness, `keys where api_id = '${api}'`)).toBe(0);
 
       const replica = await harness.replica();
       try {
@@ -190,13 +233,13 @@ describe("migrations.enqueueKeys stores the batch, then the worker imports it", 
         await replica.close();
       }
       expect((await batchesOf(migrationId, harness)).map((b) => b.status)).toEqual(["done", "done"]);
-      expect(await count(`keys where api_id = '${api}'`, harness)).toBe(3);
+      expect(await countIn(harness, `keys where api_id = '${api}'`)).toBe(3);
     } finally {
       await harness.close();
     }
   });
 
-  it("never imports a batch twice when several workers (replicas) run at once", async () => {
+  it("never imports a batch twice when several workers (replicas) run at once", async ({ enqueue, getMigration, processed }) => {
     const harness = await createHarness({}, { migrationWorker: false });
     try {
       const tenant = await harness.tenant();
@@ -212,18 +255,18 @@ describe("migrations.enqueueKeys stores the batch, then the worker imports it", 
       } finally {
         await Promise.all(replicas.map((r) => r.close()));
       }
-      expect(await count(`migration_errors where migration_id = '${migrationId}'`, harness)).toBe(0);
+      expect(await countIn(harness, `migration_errors where migration_id = '${migrationId}'`)).toBe(0);
       expect((await getMigration(migrationId, tenant.rootKey, harness)).body).toMatchObject({
         batches: { pending: 0, done: 12, failed: 0 },
         keys: { enqueued: 240, imported: 240, failed: 0 },
       });
-      expect(await count(`keys where api_id = '${api}'`, harness)).toBe(240);
+      expect(await countIn(harness, `keys where api_id = '${api}'`)).toBe(240);
     } finally {
       await harness.close();
     }
   });
 
-  it("lets the worker finish its batch when the app closes, and stop claiming", async () => {
+  it("lets the worker finish its batch when the app closes, and stop claiming", async ({ enqueue, batchesOf }) => {
     const harness = await createHarness({}, { migrationWorker: false });
     try {
       const tenant = await harness.tenant();
@@ -240,7 +283,7 @@ describe("migrations.enqueueKeys stores the batch, then the worker imports it", 
         expect(["pending", "done"]).toContain(b.status);
       }
       const imported = (await batchesOf(migrationId, harness)).filter((b) => b.status === "done").length;
-      expect(await count(`keys where api_id = '${api}'`, harness)).toBe(imported * 2);
+      expect(await countIn(harness, `keys where api_id = '${api}'`)).toBe(imported * 2);
     } finally {
       await harness.close();
     }
@@ -248,15 +291,7 @@ describe("migrations.enqueueKeys stores the batch, then the worker imports it", 
 });
 
 describe("migrations.enqueueKeys refuses bad batches and writes nothing", () => {
-  const refused = async (body: unknown, status: number, code: string, message?: string | RegExp, rootKey = t.rootKey) => {
-    const before = await count("migration_batches");
-    const keysBefore = await count("keys");
-    expectError(await enqueue(body, rootKey), status, code, message);
-    expect(await count("migration_batches")).toBe(before);
-    expect(await count("keys")).toBe(keysBefore);
-  };
-
-  it("refuses input that fails validation with 400 naming the field", async () => {
+  it("refuses input that fails validation with 400 naming the field", async ({ apiId, refused }) => {
     await refused({ apiId, keys: [byHash()] }, 400, "BAD_REQUEST", /^migrationId: /);
     await refused({ migrationId: "", apiId, keys: [byHash()] }, 400, "BAD_REQUEST", /^migrationId: /);
     await refused({ migrationId: "m", keys: [byHash()] }, 400, "BAD_REQUEST", /^apiId: /);
@@ -292,7 +327,10 @@ describe("migrations.enqueueKeys refuses bad batches and writes nothing", () => 
     await refused({ migrationId: "m", apiId, keys: [byHash({ prefix: "123456789" })] }, 400, "BAD_REQUEST", /^keys\.0\.prefix: /);
   });
 
-  it("refuses a key repeated within the batch (409), roles or permissions that do not exist (412), an unknown API (404)", async () => {
+  it("refuses a key repeated within the batch (409), roles or permissions that do not exist (412), an unknown API (404)", async ({
+    apiId,
+    refused,
+  }) => {
     const plaintext = secret();
     await refused(
       { migrationId: "m", apiId, keys: [{ plaintext }, byHash(), { plaintext }] },
@@ -315,7 +353,7 @@ describe("migrations.enqueueKeys refuses bad batches and writes nothing", () => 
     await refused({ migrationId: "m", apiId: "api_missing", keys: [byHash()] }, 404, "NOT_FOUND", "api api_missing not found");
   });
 
-  it("needs create_key, and encrypt_key too for plaintext", async () => {
+  it("needs create_key, and encrypt_key too for plaintext", async ({ h, t, apiId, enqueue, refused }) => {
     const createOnly = await h.rootKey(t.workspaceId, [`api.${apiId}.create_key`]);
     await refused({ migrationId: "m", apiId, keys: [{ plaintext: secret() }] }, 403, "INSUFFICIENT_PERMISSIONS", undefined, createOnly);
     expect((await enqueue({ migrationId: newMigrationId(), apiId, keys: [byHash()] }, createOnly)).status).toBe(202);
@@ -323,20 +361,20 @@ describe("migrations.enqueueKeys refuses bad batches and writes nothing", () => 
     expect((await enqueue({ migrationId: newMigrationId(), apiId, keys: [{ plaintext: secret() }] }, both)).status).toBe(202);
   });
 
-  it("answers an empty batch with 202 and stores nothing", async () => {
+  it("answers an empty batch with 202 and stores nothing", async ({ apiId, count, enqueue }) => {
     const before = await count("migration_batches");
     expect((await enqueue({ migrationId: newMigrationId(), apiId, keys: [] })).status).toBe(202);
     expect(await count("migration_batches")).toBe(before);
   });
 
-  it("refuses plaintext when no encryption key is configured (412), as createKeys does", async () => {
+  it("refuses plaintext when no encryption key is configured (412), as createKeys does", async ({ enqueue }) => {
     const harness = await createHarness({ KEYHAVEN_ENCRYPTION_KEY: "" });
     try {
       const tenant = await harness.tenant();
       const api = await harness.createApi(tenant);
       const res = await enqueue({ migrationId: "m", apiId: api, keys: [{ plaintext: secret() }] }, tenant.rootKey, harness);
       expectError(res, 412, "PRECONDITION_FAILED");
-      expect(await count("migration_batches", harness)).toBe(0);
+      expect(await countIn(harness, "migration_batches")).toBe(0);
     } finally {
       await harness.close();
     }
@@ -344,11 +382,11 @@ describe("migrations.enqueueKeys refuses bad batches and writes nothing", () => 
 });
 
 describe("migrations.getMigration (keyhaven extension)", () => {
-  it("answers 404 for a migration the workspace has none of", async () => {
+  it("answers 404 for a migration the workspace has none of", async ({ getMigration }) => {
     expectError(await getMigration("never-enqueued"), 404, "NOT_FOUND", "migration never-enqueued not found");
   });
 
-  it("needs read_api on the migration's APIs", async () => {
+  it("needs read_api on the migration's APIs", async ({ h, t, apiId, enqueue, getMigration }) => {
     const migrationId = newMigrationId();
     expect((await enqueue({ migrationId, apiId, keys: [byHash()] })).status).toBe(202);
     const other = await h.rootKey(t.workspaceId, ["api.other.read_api", `api.${apiId}.create_key`]);
@@ -357,7 +395,13 @@ describe("migrations.getMigration (keyhaven extension)", () => {
     expect((await getMigration(migrationId, reader)).status).toBe(200);
   });
 
-  it("never names the migration's APIs to a root key that may not read them, and answers without read_api before looking", async () => {
+  it("never names the migration's APIs to a root key that may not read them, and answers without read_api before looking", async ({
+    h,
+    t,
+    apiId,
+    enqueue,
+    getMigration,
+  }) => {
     const migrationId = newMigrationId();
     expect((await enqueue({ migrationId, apiId, keys: [byHash()] })).status).toBe(202);
     const other = await h.rootKey(t.workspaceId, ["api.other.read_api"]);
@@ -373,32 +417,36 @@ describe("migrations.getMigration (keyhaven extension)", () => {
   });
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "POST",
   path: "/v1/migrations.enqueueKeys",
   async validRequest(h, owner) {
     return { body: { migrationId: newMigrationId(), apiId: await h.createApi(owner), keys: [byHash()] } };
   },
   insufficientPermissions: ["api.*.read_api", "api.*.encrypt_key", "api.other.create_key"],
-  countRows: (h) => count("migration_batches", h),
+  countRows: (h) => countIn(h, "migration_batches"),
   successStatus: 202,
   async expectForOtherWorkspace(res, h) {
     expectError(res, 404, "NOT_FOUND", /^api api_\w+ not found$/);
-    expect(await count("migration_batches", h)).toBeGreaterThanOrEqual(0);
+    expect(await countIn(h, "migration_batches")).toBeGreaterThanOrEqual(0);
   },
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "GET",
   path: "/v1/migrations.getMigration",
   async validRequest(h, owner) {
     const migrationId = newMigrationId();
-    const res = await enqueue({ migrationId, apiId: await h.createApi(owner), keys: [byHash()] }, owner.rootKey, h);
+    const res = await h.post(
+      "/v1/migrations.enqueueKeys",
+      { migrationId, apiId: await h.createApi(owner), keys: [byHash()] },
+      owner.rootKey,
+    );
     expect(res.status).toBe(202);
     return { query: { migrationId } };
   },
   insufficientPermissions: ["api.*.create_key", "api.other.read_api"],
-  countRows: (h) => count("migration_batches", h),
+  countRows: (h) => countIn(h, "migration_batches"),
   async expectForOtherWorkspace(res) {
     expectError(res, 404, "NOT_FOUND", /^migration mig_\w+ not found$/);
   },

@@ -1,33 +1,42 @@
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect } from "vitest";
 import { describeRootKeyAuth } from "./auth-suite.js";
-import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
-
-let h: Harness;
-let t: Tenant;
-beforeAll(async () => {
-  h = await createHarness();
-  t = await h.tenant();
-});
-afterAll(() => h.close());
+import { countIn, test } from "./fixtures.js";
+import { expectError, type Harness, type Tenant } from "./helper.js";
 
 const unique = (prefix: string) => `${prefix}_${randomBytes(4).toString("hex")}`;
-const count = async (query: string) => Number((await h.sql<{ n: string }>(`select count(*) as n from ${query}`))[0]!.n);
-const identityRows = async () => (await count("identities")) + (await count("ratelimits"));
+const identityRowsIn = async (h: Harness) => (await countIn(h, "identities")) + (await countIn(h, "ratelimits"));
 
-async function newIdentity(tenant: Tenant, body: Record<string, unknown> = {}) {
+async function newIdentityIn(h: Harness, tenant: Tenant, body: Record<string, unknown> = {}) {
   const externalId = (body.externalId as string | undefined) ?? unique("user");
   const res = await h.post("/v1/identities.createIdentity", { externalId, ...body }, tenant.rootKey);
   expect(res.status, JSON.stringify(res.body)).toBe(200);
   return { id: res.body.identityId as string, externalId };
 }
 
-const newApi = (tenant: Tenant) => h.createApi(tenant);
-
-const verify = (body: Record<string, unknown>) => h.post("/v1/keys.verifyKey", body);
+// The file's harness and tenant (`h`, `t` of test/fixtures.ts), and helpers over them.
+const it = test
+  .extend(
+    "identityRows",
+    async ({ h }) =>
+      () =>
+        identityRowsIn(h),
+  )
+  .extend(
+    "newIdentity",
+    async ({ h }) =>
+      (tenant: Tenant, body: Record<string, unknown> = {}) =>
+        newIdentityIn(h, tenant, body),
+  )
+  .extend(
+    "verify",
+    async ({ h }) =>
+      (body: Record<string, unknown>) =>
+        h.post("/v1/keys.verifyKey", body),
+  );
 
 describe("identities.createIdentity", () => {
-  it("creates an identity with meta and rate limits that are not applied automatically", async () => {
+  it("creates an identity with meta and rate limits that are not applied automatically", async ({ h, t, newIdentity }) => {
     const { id, externalId } = await newIdentity(t, {
       meta: { plan: "pro" },
       ratelimits: [{ name: "tokens", limit: 10, duration: 60_000 }],
@@ -43,7 +52,7 @@ describe("identities.createIdentity", () => {
     expect(Number(rls[0].duration)).toBe(60_000);
   });
 
-  it("answers a duplicate externalId in the workspace with 409 and creates nothing", async () => {
+  it("answers a duplicate externalId in the workspace with 409 and creates nothing", async ({ h, t, identityRows, newIdentity }) => {
     const { externalId } = await newIdentity(t);
     const before = await identityRows();
     expectError(
@@ -55,12 +64,12 @@ describe("identities.createIdentity", () => {
     expect(await identityRows()).toBe(before);
   });
 
-  it("lets two workspaces use the same externalId", async () => {
+  it("lets two workspaces use the same externalId", async ({ h, t, newIdentity }) => {
     const { externalId } = await newIdentity(t);
     await newIdentity(await h.tenant(), { externalId });
   });
 
-  it("refuses meta longer than 64 000 characters when JSON-encoded", async () => {
+  it("refuses meta longer than 64 000 characters when JSON-encoded", async ({ h, t, identityRows, newIdentity }) => {
     const meta = { blob: "x".repeat(64_000) };
     const size = JSON.stringify(meta).length;
     const before = await identityRows();
@@ -76,7 +85,7 @@ describe("identities.createIdentity", () => {
     await newIdentity(t, { meta: fits });
   });
 
-  it("validates externalId and rate limits", async () => {
+  it("validates externalId and rate limits", async ({ h, t, identityRows }) => {
     const before = await identityRows();
     const post = (body: unknown) => h.post("/v1/identities.createIdentity", body, t.rootKey);
     expectError(await post({ externalId: "ab" }), 400, "BAD_REQUEST", /^externalId: /);
@@ -135,7 +144,7 @@ describe("identities.createIdentity", () => {
 });
 
 describe("identities.getIdentity", () => {
-  it("reads an identity by id and by externalId", async () => {
+  it("reads an identity by id and by externalId", async ({ h, t, newIdentity }) => {
     const { id, externalId } = await newIdentity(t, {
       meta: { a: 1 },
       ratelimits: [
@@ -159,13 +168,13 @@ describe("identities.getIdentity", () => {
     expect(byExternal.body).toEqual(expected);
   });
 
-  it("reports missing meta as {}", async () => {
+  it("reports missing meta as {}", async ({ h, t, newIdentity }) => {
     const { id, externalId } = await newIdentity(t);
     const res = await h.get("/v1/identities.getIdentity", { identityId: id }, t.rootKey);
     expect(res.body).toEqual({ id, externalId, meta: {}, ratelimits: [] });
   });
 
-  it("needs identityId or externalId, and answers an unknown one with 404", async () => {
+  it("needs identityId or externalId, and answers an unknown one with 404", async ({ h, t }) => {
     expectError(await h.get("/v1/identities.getIdentity", {}, t.rootKey), 400, "BAD_REQUEST", "Provide either identityId or externalId");
     // Checked before the root key, as v1 did.
     expectError(await h.get("/v1/identities.getIdentity", {}), 400, "BAD_REQUEST", "Provide either identityId or externalId");
@@ -183,7 +192,7 @@ describe("identities.getIdentity", () => {
     );
   });
 
-  it("answers an identity of another workspace exactly like a missing one", async () => {
+  it("answers an identity of another workspace exactly like a missing one", async ({ h, t, newIdentity }) => {
     const { id, externalId } = await newIdentity(t);
     const other = await h.tenant();
     expectError(await h.get("/v1/identities.getIdentity", { identityId: id }, other.rootKey), 404, "NOT_FOUND", `identity ${id} not found`);
@@ -195,7 +204,7 @@ describe("identities.getIdentity", () => {
     );
   });
 
-  it("accepts identity.*.read_identity and identity.<id>.read_identity, but not another identity's", async () => {
+  it("accepts identity.*.read_identity and identity.<id>.read_identity, but not another identity's", async ({ h, t, newIdentity }) => {
     const { id } = await newIdentity(t);
     const { id: otherId } = await newIdentity(t);
     for (const perm of ["identity.*.read_identity", `identity.${id}.read_identity`]) {
@@ -206,7 +215,7 @@ describe("identities.getIdentity", () => {
     expectError(await h.get("/v1/identities.getIdentity", { identityId: id }, key), 403, "INSUFFICIENT_PERMISSIONS");
   });
 
-  it("tells a root key without the permission neither the id behind an externalId nor whether it exists", async () => {
+  it("tells a root key without the permission neither the id behind an externalId nor whether it exists", async ({ h, t, newIdentity }) => {
     const { id, externalId } = await newIdentity(t);
     const { id: otherId } = await newIdentity(t);
     for (const perms of [[], ["identity.*.create_identity"], [`identity.${otherId}.read_identity`]]) {
@@ -228,7 +237,7 @@ describe("identities.getIdentity", () => {
 });
 
 describe("identities.listIdentities", () => {
-  it("pages through 250 identities, each exactly once, with the total", async () => {
+  it("pages through 250 identities, each exactly once, with the total", async ({ h }) => {
     const tenant = await h.tenant();
     const created = new Set<string>();
     const values: string[] = [];
@@ -253,7 +262,7 @@ describe("identities.listIdentities", () => {
     expect(new Set(seen)).toEqual(created);
   });
 
-  it("lists identities with their rate limits, only of the workspace and environment", async () => {
+  it("lists identities with their rate limits, only of the workspace and environment", async ({ h, t, newIdentity }) => {
     const tenant = await h.tenant();
     const a = await newIdentity(tenant, { ratelimits: [{ name: "r", limit: 3, duration: 5000 }] });
     await newIdentity(t);
@@ -267,13 +276,13 @@ describe("identities.listIdentities", () => {
     expect(staging.body).toEqual({ identities: [], total: 0 });
   });
 
-  it("validates limit", async () => {
+  it("validates limit", async ({ h, t }) => {
     for (const limit of ["0", "101", "1.5", "x", ""]) {
       expectError(await h.get("/v1/identities.listIdentities", { limit }, t.rootKey), 400, "BAD_REQUEST", /^limit: /);
     }
   });
 
-  it("accepts identity.<environment>.read_identity", async () => {
+  it("accepts identity.<environment>.read_identity", async ({ h, t }) => {
     const key = await h.rootKey(t.workspaceId, ["identity.default.read_identity"]);
     expect((await h.get("/v1/identities.listIdentities", {}, key)).status).toBe(200);
     expectError(await h.get("/v1/identities.listIdentities", { environment: "prod" }, key), 403, "INSUFFICIENT_PERMISSIONS");
@@ -281,7 +290,7 @@ describe("identities.listIdentities", () => {
 });
 
 describe("identities.updateIdentity", () => {
-  it("updates meta and reconciles rate limits by name: update, insert, delete", async () => {
+  it("updates meta and reconciles rate limits by name: update, insert, delete", async ({ h, t, newIdentity }) => {
     const { id, externalId } = await newIdentity(t, {
       meta: { old: true },
       ratelimits: [
@@ -319,7 +328,7 @@ describe("identities.updateIdentity", () => {
     expect(read.body).toEqual(res.body);
   });
 
-  it("finds the identity by externalId and leaves what is not given as it was", async () => {
+  it("finds the identity by externalId and leaves what is not given as it was", async ({ h, t, count, newIdentity }) => {
     const { id, externalId } = await newIdentity(t, { meta: { m: 1 }, ratelimits: [{ name: "r", limit: 1, duration: 1000 }] });
     const res = await h.post("/v1/identities.updateIdentity", { externalId }, t.rootKey);
     expect(res.body).toEqual({ id, externalId, meta: { m: 1 }, ratelimits: [{ name: "r", limit: 1, duration: 1000 }] });
@@ -328,7 +337,7 @@ describe("identities.updateIdentity", () => {
     expect(await count(`ratelimits where identity_id = '${id}'`)).toBe(0);
   });
 
-  it("refuses duplicate rate limit names in the request and changes nothing", async () => {
+  it("refuses duplicate rate limit names in the request and changes nothing", async ({ h, t, newIdentity }) => {
     const { id } = await newIdentity(t, { ratelimits: [{ name: "r", limit: 1, duration: 1000 }] });
     const before = await h.sql(`select * from ratelimits where identity_id = '${id}'`);
     expectError(
@@ -352,7 +361,7 @@ describe("identities.updateIdentity", () => {
     expect((await h.sql<any>(`select meta from identities where id = '${id}'`))[0].meta).toBeNull();
   });
 
-  it("answers missing input, unknown and foreign identities, and oversized meta with precise errors", async () => {
+  it("answers missing input, unknown and foreign identities, and oversized meta with precise errors", async ({ h, t, newIdentity }) => {
     const { id } = await newIdentity(t);
     const post = (body: unknown, key = t.rootKey) => h.post("/v1/identities.updateIdentity", body, key);
     expectError(await post({}), 400, "BAD_REQUEST", "Provide either identityId or externalId");
@@ -363,7 +372,7 @@ describe("identities.updateIdentity", () => {
 });
 
 describe("identities.deleteIdentity", () => {
-  it("hard-deletes the identity and its rate limits; its keys keep verifying", async () => {
+  it("hard-deletes the identity and its rate limits; its keys keep verifying", async ({ h, t, newApi, count, verify }) => {
     const apiId = await newApi(t);
     const externalId = unique("user");
     const plaintext = `sk_${randomBytes(16).toString("hex")}`;
@@ -388,7 +397,7 @@ describe("identities.deleteIdentity", () => {
     expect(v.body.identity).toBeUndefined();
   });
 
-  it("answers an unknown or foreign identity with the same 404 and deletes nothing", async () => {
+  it("answers an unknown or foreign identity with the same 404 and deletes nothing", async ({ h, t, count, newIdentity }) => {
     const { id } = await newIdentity(t);
     expectError(
       await h.post("/v1/identities.deleteIdentity", { identityId: "id_nope" }, t.rootKey),
@@ -406,7 +415,7 @@ describe("identities.deleteIdentity", () => {
     expectError(await h.post("/v1/identities.deleteIdentity", {}, t.rootKey), 400, "BAD_REQUEST", /^identityId: /);
   });
 
-  it("accepts identity.<id>.delete_identity for that identity only", async () => {
+  it("accepts identity.<id>.delete_identity for that identity only", async ({ h, t, newIdentity }) => {
     const { id } = await newIdentity(t);
     const { id: otherId } = await newIdentity(t);
     const key = await h.rootKey(t.workspaceId, [`identity.${id}.delete_identity`]);
@@ -416,7 +425,13 @@ describe("identities.deleteIdentity", () => {
 });
 
 describe("identity rate limits at verification", () => {
-  it("shares an identity limit across its keys, applies it only when requested, and sees updates at once", async () => {
+  it("shares an identity limit across its keys, applies it only when requested, and sees updates at once", async ({
+    h,
+    t,
+    newApi,
+    count,
+    verify,
+  }) => {
     const apiId = await newApi(t);
     const externalId = unique("user");
     const k1 = `sk_${randomBytes(16).toString("hex")}`;
@@ -463,7 +478,7 @@ describe("identity rate limits at verification", () => {
     expect(after).toEqual([true, true, false, false]);
   });
 
-  it("answers a request for a limit the identity does not have with 400", async () => {
+  it("answers a request for a limit the identity does not have with 400", async ({ h, t, newApi, verify }) => {
     const apiId = await newApi(t);
     const externalId = unique("user");
     const plaintext = `sk_${randomBytes(16).toString("hex")}`;
@@ -478,29 +493,29 @@ describe("identity rate limits at verification", () => {
   });
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "POST",
   path: "/v1/identities.createIdentity",
   validRequest: async () => ({ body: { externalId: unique("user"), ratelimits: [{ name: "r", limit: 1, duration: 1000 }] } }),
   insufficientPermissions: ["identity.*.read_identity", "identity.*.update_identity"],
   expectForOtherWorkspace: async (res) => expect(res.status).toBe(200),
-  countRows: identityRows,
+  countRows: identityRowsIn,
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "GET",
   path: "/v1/identities.getIdentity",
-  validRequest: async (_h, owner) => ({ query: { identityId: (await newIdentity(owner)).id } }),
+  validRequest: async (h, owner) => ({ query: { identityId: (await newIdentityIn(h, owner)).id } }),
   insufficientPermissions: ["identity.*.create_identity", "identity.*.delete_identity"],
   expectForOtherWorkspace: async (res) => expectError(res, 404, "NOT_FOUND", /^identity id_\S+ not found$/),
-  countRows: identityRows,
+  countRows: identityRowsIn,
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "GET",
   path: "/v1/identities.listIdentities",
-  validRequest: async (_h, owner) => {
-    await newIdentity(owner);
+  validRequest: async (h, owner) => {
+    await newIdentityIn(h, owner);
     return { query: {} };
   },
   insufficientPermissions: ["identity.*.create_identity", "identity.prod.read_identity"],
@@ -508,25 +523,25 @@ describeRootKeyAuth(() => h, {
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ identities: [], total: 0 });
   },
-  countRows: identityRows,
+  countRows: identityRowsIn,
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "POST",
   path: "/v1/identities.updateIdentity",
-  validRequest: async (_h, owner) => ({
-    body: { identityId: (await newIdentity(owner)).id, meta: { a: 1 }, ratelimits: [{ name: "r", limit: 1, duration: 1000 }] },
+  validRequest: async (h, owner) => ({
+    body: { identityId: (await newIdentityIn(h, owner)).id, meta: { a: 1 }, ratelimits: [{ name: "r", limit: 1, duration: 1000 }] },
   }),
   insufficientPermissions: ["identity.*.read_identity", "identity.*.create_identity"],
   expectForOtherWorkspace: async (res) => expectError(res, 404, "NOT_FOUND", /^identity id_\S+ not found$/),
-  countRows: identityRows,
+  countRows: identityRowsIn,
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "POST",
   path: "/v1/identities.deleteIdentity",
-  validRequest: async (_h, owner) => ({ body: { identityId: (await newIdentity(owner)).id } }),
+  validRequest: async (h, owner) => ({ body: { identityId: (await newIdentityIn(h, owner)).id } }),
   insufficientPermissions: ["identity.*.read_identity", "identity.*.update_identity"],
   expectForOtherWorkspace: async (res) => expectError(res, 404, "NOT_FOUND", /^identity id_\S+ not found$/),
-  countRows: identityRows,
+  countRows: identityRowsIn,
 });

@@ -1,20 +1,9 @@
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
 import { describeRootKeyAuth } from "./auth-suite.js";
-import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
-
-let h: Harness;
-let t: Tenant;
-let apiId: string;
-beforeAll(async () => {
-  h = await createHarness();
-  t = await h.tenant();
-  apiId = await newApi(h, t);
-});
-afterAll(() => h.close());
-
-const newApi = (h: Harness, tenant: Tenant) => h.createApi(tenant);
+import { test } from "./fixtures.js";
+import { expectError, type Harness, type Tenant } from "./helper.js";
 
 const secret = () => `sk_${randomBytes(16).toString("hex")}`;
 const randomHash = () => hashKey(randomBytes(16).toString("hex"));
@@ -29,33 +18,62 @@ async function importKeys(h: Harness, tenant: Tenant, items: Record<string, unkn
   expect(res.status, JSON.stringify(res.body)).toBe(200);
   return res.body.keyIds;
 }
-const importOne = async (fields: Record<string, unknown>) => (await importKeys(h, t, [{ apiId, ...fields }]))[0]!;
-
-/** `null` sends no Authorization header at all. */
-const getKey = (query: Record<string, string>, rootKey: string | null = t.rootKey) => h.get("/v1/keys.getKey", query, rootKey ?? undefined);
-const listKeys = (query: Record<string, string>, rootKey: string | null = t.rootKey) =>
-  h.get("/v1/apis.listKeys", query, rootKey ?? undefined);
-const whoami = (body: unknown, rootKey: string | null = t.rootKey) => h.post("/v1/keys.whoami", body, rootKey ?? undefined);
-
-async function createRole(name: string) {
-  const res = await h.post("/v1/permissions.createRole", { name }, t.rootKey);
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return res.body.roleId as string;
-}
-async function createPermission(name: string, slug?: string) {
-  const res = await h.post("/v1/permissions.createPermission", { name, ...(slug && { slug }) }, t.rootKey);
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return res.body.permissionId as string;
-}
-const grantToRole = (roleId: string, permissionId: string) =>
-  h.sql(`insert into roles_permissions (role_id, permission_id, workspace_id, created_at_m)
-         values ('${roleId}', '${permissionId}', '${t.workspaceId}', 0)`);
-
-const backdate = (keyId: string, days: number) =>
-  h.sql(`update keys set created_at_m = created_at_m - ${days * 86_400_000}::bigint,
+// The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), and helpers over them; those a
+// suite's it.beforeAll uses are file-scoped (closures over the file's h, t and apiId).
+const it = test
+  .extend(
+    "importOne",
+    { scope: "file" },
+    async ({ h, t, apiId }) =>
+      async (fields: Record<string, unknown>) =>
+        (await importKeys(h, t, [{ apiId, ...fields }]))[0]!,
+  )
+  /** `null` sends no Authorization header at all. */
+  .extend(
+    "getKey",
+    async ({ h, t }) =>
+      (query: Record<string, string>, rootKey: string | null = t.rootKey) =>
+        h.get("/v1/keys.getKey", query, rootKey ?? undefined),
+  )
+  .extend(
+    "listKeys",
+    async ({ h, t }) =>
+      (query: Record<string, string>, rootKey: string | null = t.rootKey) =>
+        h.get("/v1/apis.listKeys", query, rootKey ?? undefined),
+  )
+  .extend(
+    "whoami",
+    async ({ h, t }) =>
+      (body: unknown, rootKey: string | null = t.rootKey) =>
+        h.post("/v1/keys.whoami", body, rootKey ?? undefined),
+  )
+  .extend("createPermission", { scope: "file" }, async ({ h, t }) => async (name: string, slug?: string) => {
+    const res = await h.post("/v1/permissions.createPermission", { name, ...(slug && { slug }) }, t.rootKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body.permissionId as string;
+  })
+  .extend(
+    "grantToRole",
+    { scope: "file" },
+    async ({ h, t }) =>
+      (roleId: string, permissionId: string) =>
+        h.sql(`insert into roles_permissions (role_id, permission_id, workspace_id, created_at_m)
+         values ('${roleId}', '${permissionId}', '${t.workspaceId}', 0)`),
+  )
+  .extend(
+    "backdate",
+    async ({ h }) =>
+      (keyId: string, days: number) =>
+        h.sql(`update keys set created_at_m = created_at_m - ${days * 86_400_000}::bigint,
          last_refill_at = case when last_refill_at is null then null else last_refill_at - interval '${days} days' end
-         where id = '${keyId}'`);
-const softDelete = (keyId: string) => h.sql(`update keys set deleted_at_m = 1 where id = '${keyId}'`);
+         where id = '${keyId}'`),
+  )
+  .extend(
+    "softDelete",
+    async ({ h }) =>
+      (keyId: string) =>
+        h.sql(`update keys set deleted_at_m = 1 where id = '${keyId}'`),
+  );
 
 const todayMidnightUtc = () => {
   const d = new Date();
@@ -68,7 +86,7 @@ describe("the key object", () => {
   const expires = Date.now() + 7 * 86_400_000;
   let identityId: string;
 
-  beforeAll(async () => {
+  it.beforeAll(async ({ h, importOne, createRole, createPermission, grantToRole }) => {
     const adminRole = await createRole("reads.admin");
     await createRole("reads.viewer");
     const read = await createPermission("documents.read");
@@ -99,7 +117,7 @@ describe("the key object", () => {
     await h.sql(`update keys set updated_at_m = 1760000000000, last_refill_at = now() where id = '${fullKeyId}'`);
   });
 
-  const expectedFullKey = async () => {
+  const expectedFullKey = async (h: Harness, t: Tenant, apiId: string) => {
     const [row] = await h.sql<{ created_at_m: string; last_refill_at: string }>(
       `select created_at_m, last_refill_at from keys where id = '${fullKeyId}'`,
     );
@@ -124,22 +142,27 @@ describe("the key object", () => {
     };
   };
 
-  it("keys.getKey returns every field, with the key's direct permissions by name", async () => {
+  it("keys.getKey returns every field, with the key's direct permissions by name", async ({ h, t, apiId, getKey }) => {
     const res = await getKey({ keyId: fullKeyId });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
-    expect(res.body).toEqual({ ...(await expectedFullKey()), permissions: ["documents.read", "documents.write"] });
+    expect(res.body).toEqual({ ...(await expectedFullKey(h, t, apiId)), permissions: ["documents.read", "documents.write"] });
   });
 
-  it("apis.listKeys returns the same object, with direct and role-derived permissions by slug, each once", async () => {
+  it("apis.listKeys returns the same object, with direct and role-derived permissions by slug, each once", async ({
+    h,
+    t,
+    apiId,
+    listKeys,
+  }) => {
     const res = await listKeys({ apiId, externalId: "reads-customer" });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     expect(res.body).toEqual({
-      keys: [{ ...(await expectedFullKey()), permissions: ["audit.read", "docs.write", "documents.read"] }],
+      keys: [{ ...(await expectedFullKey(h, t, apiId)), permissions: ["audit.read", "docs.write", "documents.read"] }],
       total: 1,
     });
   });
 
-  it("omits every absent field of a minimal key instead of sending null", async () => {
+  it("omits every absent field of a minimal key instead of sending null", async ({ h, t, apiId, getKey }) => {
     const [keyId] = await importKeys(h, t, [byHash(apiId)]);
     const res = await getKey({ keyId: keyId! });
     expect(res.status).toBe(200);
@@ -156,20 +179,24 @@ describe("the key object", () => {
     expect(JSON.stringify(res.body)).not.toContain("null");
   });
 
-  it("reports a daily refill with refillDay null, as v1 does, and no lastRefillAt before the first refill", async () => {
+  it("reports a daily refill with refillDay null, as v1 does, and no lastRefillAt before the first refill", async ({
+    apiId,
+    importOne,
+    getKey,
+  }) => {
     const keyId = await importOne(byHash(apiId, { remaining: 3, refill: { interval: "daily", amount: 7 } }));
     const res = await getKey({ keyId });
     expect(res.body.remaining).toBe(3);
     expect(res.body.refill).toEqual({ interval: "daily", amount: 7, refillDay: null });
   });
 
-  it("omits an identity's meta when it has none", async () => {
+  it("omits an identity's meta when it has none", async ({ apiId, importOne, getKey }) => {
     const keyId = await importOne(byHash(apiId, { externalId: `no-meta-${randomBytes(3).toString("hex")}` }));
     const res = await getKey({ keyId });
     expect(res.body.identity).toEqual({ id: expect.any(String), externalId: expect.stringMatching(/^no-meta-/) });
   });
 
-  it("reports only the rate limit named default, in v1's shape", async () => {
+  it("reports only the rate limit named default, in v1's shape", async ({ h, t, apiId, importOne, getKey }) => {
     const keyId = await importOne(byHash(apiId));
     await h.sql(`insert into ratelimits (id, workspace_id, name, key_id, "limit", duration, auto_apply, created_at_m)
                  values ('rl_other_${keyId}', '${t.workspaceId}', 'search', '${keyId}', 5, 1000, false, 0)`);
@@ -187,7 +214,15 @@ describe("the key object", () => {
 });
 
 describe("remaining is reported with due refills applied, without writing", () => {
-  it("shows a daily refill that is due on getKey, listKeys and whoami alike", async () => {
+  it("shows a daily refill that is due on getKey, listKeys and whoami alike", async ({
+    h,
+    apiId,
+    importOne,
+    getKey,
+    listKeys,
+    whoami,
+    backdate,
+  }) => {
     const plaintext = secret();
     const keyId = await importOne({
       plaintext,
@@ -211,7 +246,7 @@ describe("remaining is reported with due refills applied, without writing", () =
     expect((await getKey({ keyId })).body.remaining).toBe(9);
   });
 
-  it("does not refill a key whose refill is not due yet", async () => {
+  it("does not refill a key whose refill is not due yet", async ({ apiId, importOne, getKey }) => {
     const keyId = await importOne(byHash(apiId, { remaining: 2, refill: { interval: "daily", amount: 10 } }));
     expect((await getKey({ keyId })).body.remaining).toBe(2);
   });
@@ -221,13 +256,13 @@ describe("decrypting keys", () => {
   let plaintext: string;
   let keyId: string;
   let hashedKeyId: string;
-  beforeAll(async () => {
+  it.beforeAll(async ({ apiId, importOne }) => {
     plaintext = secret();
     keyId = await importOne({ plaintext });
     hashedKeyId = await importOne(byHash(apiId));
   });
 
-  it("returns the plaintext with decrypt=true and the decrypt permission", async () => {
+  it("returns the plaintext with decrypt=true and the decrypt permission", async ({ h, t, apiId, getKey }) => {
     const res = await getKey({ keyId, decrypt: "true" });
     expect(res.status).toBe(200);
     expect(res.body.plaintext).toBe(plaintext);
@@ -235,7 +270,7 @@ describe("decrypting keys", () => {
     expect((await getKey({ keyId, decrypt: "true" }, scoped)).body.plaintext).toBe(plaintext);
   });
 
-  it("reads decrypt=false as false, and never sends the plaintext unasked", async () => {
+  it("reads decrypt=false as false, and never sends the plaintext unasked", async ({ apiId, getKey, listKeys }) => {
     for (const query of [{ keyId, decrypt: "false" }, { keyId }] as Record<string, string>[]) {
       const res = await getKey(query);
       expect(res.status).toBe(200);
@@ -246,14 +281,20 @@ describe("decrypting keys", () => {
     expect(listed.body.keys.some((k: any) => "plaintext" in k)).toBe(false);
   });
 
-  it("refuses decrypt values other than true and false", async () => {
+  it("refuses decrypt values other than true and false", async ({ apiId, getKey, listKeys }) => {
     for (const decrypt of ["1", "yes", "", "TRUE"]) {
       expectError(await getKey({ keyId, decrypt }), 400, "BAD_REQUEST", /^decrypt: /);
       expectError(await listKeys({ apiId, decrypt }), 400, "BAD_REQUEST", /^decrypt: /);
     }
   });
 
-  it("refuses decrypt=true without the decrypt permission (403 UNAUTHORIZED), while reading stays allowed", async () => {
+  it("refuses decrypt=true without the decrypt permission (403 UNAUTHORIZED), while reading stays allowed", async ({
+    h,
+    t,
+    apiId,
+    getKey,
+    listKeys,
+  }) => {
     const reader = await h.rootKey(t.workspaceId, ["api.*.read_key", "api.*.read_api", "api.other.decrypt_key"]);
     expectError(await getKey({ keyId, decrypt: "true" }, reader), 403, "UNAUTHORIZED", "you're not allowed to decrypt this key");
     expectError(await listKeys({ apiId, decrypt: "true" }, reader), 403, "UNAUTHORIZED", "you're not allowed to decrypt this key");
@@ -261,13 +302,13 @@ describe("decrypting keys", () => {
     expect((await listKeys({ apiId }, reader)).status).toBe(200);
   });
 
-  it("has no plaintext for a key imported by hash", async () => {
+  it("has no plaintext for a key imported by hash", async ({ getKey }) => {
     const res = await getKey({ keyId: hashedKeyId, decrypt: "true" });
     expect(res.status).toBe(200);
     expect(res.body).not.toHaveProperty("plaintext");
   });
 
-  it("decrypts every stored key of a listed page, and only those", async () => {
+  it("decrypts every stored key of a listed page, and only those", async ({ h, apiId, listKeys }) => {
     const res = await listKeys({ apiId, decrypt: "true" });
     expect(res.status).toBe(200);
     const byId = new Map(res.body.keys.map((k: any) => [k.id, k]));
@@ -280,20 +321,25 @@ describe("decrypting keys", () => {
 });
 
 describe("keys.getKey authenticates before looking the key up", () => {
-  it("asks for a root key whether or not the key exists; with one, an unknown key is 404", async () => {
+  it("asks for a root key whether or not the key exists; with one, an unknown key is 404", async ({ apiId, importOne, getKey }) => {
     const keyId = await importOne(byHash(apiId));
     expectError(await getKey({ keyId }, null), 403, "UNAUTHORIZED", "key required");
     expectError(await getKey({ keyId: "key_does_not_exist" }, null), 403, "UNAUTHORIZED", "key required");
     expectError(await getKey({ keyId: "key_does_not_exist" }), 404, "NOT_FOUND", "key key_does_not_exist not found");
   });
 
-  it("answers a soft-deleted key as unknown", async () => {
+  it("answers a soft-deleted key as unknown", async ({ apiId, importOne, getKey, softDelete }) => {
     const keyId = await importOne(byHash(apiId));
     await softDelete(keyId);
     expectError(await getKey({ keyId }), 404, "NOT_FOUND", `key ${keyId} not found`);
   });
 
-  it("answers another workspace's key exactly as an unknown one, whatever that root key may do", async () => {
+  it("answers another workspace's key exactly as an unknown one, whatever that root key may do", async ({
+    h,
+    apiId,
+    importOne,
+    getKey,
+  }) => {
     const keyId = await importOne(byHash(apiId));
     const other = await h.tenant();
     const weakOther = await h.rootKey(other.workspaceId, ["api.*.create_api"]);
@@ -303,7 +349,7 @@ describe("keys.getKey authenticates before looking the key up", () => {
     }
   });
 
-  it("needs read_key on the key's API", async () => {
+  it("needs read_key on the key's API", async ({ h, t, apiId, importOne, getKey }) => {
     const keyId = await importOne(byHash(apiId));
     const elsewhere = await h.rootKey(t.workspaceId, ["api.api_other.read_key", "api.*.read_api"]);
     expectError(await getKey({ keyId }, elsewhere), 403, "INSUFFICIENT_PERMISSIONS");
@@ -311,14 +357,14 @@ describe("keys.getKey authenticates before looking the key up", () => {
     expect((await getKey({ keyId }, scoped)).status).toBe(200);
   });
 
-  it("refuses a missing or empty keyId with a 400", async () => {
+  it("refuses a missing or empty keyId with a 400", async ({ getKey }) => {
     expectError(await getKey({}), 400, "BAD_REQUEST", /^keyId: /);
     expectError(await getKey({ keyId: "" }), 400, "BAD_REQUEST", /^keyId: /);
   });
 });
 
 describe("keys.whoami", () => {
-  it("tells which key a secret is", async () => {
+  it("tells which key a secret is", async ({ h, importOne, whoami }) => {
     const plaintext = secret();
     const externalId = `who-${randomBytes(3).toString("hex")}`;
     const keyId = await importOne({
@@ -345,14 +391,14 @@ describe("keys.whoami", () => {
     });
   });
 
-  it("omits absent fields and an empty meta", async () => {
+  it("omits absent fields and an empty meta", async ({ importOne, whoami }) => {
     const plaintext = secret();
     const keyId = await importOne({ plaintext, meta: {}, enabled: false });
     const res = await whoami({ key: plaintext });
     expect(res.body).toEqual({ id: keyId, createdAt: expect.any(Number), enabled: false });
   });
 
-  it("answers 404 for an unknown or deleted key, before asking for a root key", async () => {
+  it("answers 404 for an unknown or deleted key, before asking for a root key", async ({ importOne, whoami, softDelete }) => {
     expectError(await whoami({ key: secret() }, null), 404, "NOT_FOUND", "Key not found");
     const plaintext = secret();
     const keyId = await importOne({ plaintext });
@@ -361,22 +407,27 @@ describe("keys.whoami", () => {
     expectError(await whoami({ key: plaintext }), 404, "NOT_FOUND", "Key not found");
   });
 
-  it("answers another workspace's key exactly as an unknown one", async () => {
+  it("answers another workspace's key exactly as an unknown one", async ({ h, importOne, whoami }) => {
     const plaintext = secret();
     await importOne({ plaintext });
     const other = await h.tenant();
     expectError(await whoami({ key: plaintext }, other.rootKey), 404, "NOT_FOUND", "Key not found");
   });
 
-  it("refuses a missing or empty key with a 400", async () => {
+  it("refuses a missing or empty key with a 400", async ({ whoami }) => {
     expectError(await whoami({}), 400, "BAD_REQUEST", /^key: /);
     expectError(await whoami({ key: "" }), 400, "BAD_REQUEST", /^key: /);
   });
 });
 
 describe("apis.listKeys", () => {
-  it("pages through 250 keys by id: each once, in order, with a cursor until the last page and the exact total", async () => {
-    const api = await newApi(h, t);
+  it("pages through 250 keys by id: each once, in order, with a cursor until the last page and the exact total", async ({
+    h,
+    t,
+    newApi,
+    listKeys,
+  }) => {
+    const api = await newApi(t);
     for (let i = 0; i < 3; i++) {
       await importKeys(
         h,
@@ -419,8 +470,8 @@ describe("apis.listKeys", () => {
     expect(past.body).toEqual({ keys: [], total: 250 });
   });
 
-  it("leaves out soft-deleted keys, from the page and from the total", async () => {
-    const api = await newApi(h, t);
+  it("leaves out soft-deleted keys, from the page and from the total", async ({ h, t, newApi, listKeys, softDelete }) => {
+    const api = await newApi(t);
     const ids = await importKeys(h, t, [byHash(api), byHash(api), byHash(api)]);
     await softDelete(ids[1]!);
     const res = await listKeys({ apiId: api });
@@ -428,8 +479,8 @@ describe("apis.listKeys", () => {
     expect(res.body.total).toBe(2);
   });
 
-  it("filters by ownerId and by externalId, externalId winning, with totals that match", async () => {
-    const api = await newApi(h, t);
+  it("filters by ownerId and by externalId, externalId winning, with totals that match", async ({ h, t, newApi, listKeys }) => {
+    const api = await newApi(t);
     const [a1, a2, b1, , c1] = await importKeys(h, t, [
       byHash(api, { ownerId: "owner-a" }),
       byHash(api, { ownerId: "owner-a" }),
@@ -453,27 +504,27 @@ describe("apis.listKeys", () => {
     });
   });
 
-  it("never matches another workspace's identity by externalId", async () => {
+  it("never matches another workspace's identity by externalId", async ({ h, t, newApi, listKeys }) => {
     const other = await h.tenant();
-    const otherApi = await newApi(h, other);
+    const otherApi = await newApi(other);
     await importKeys(h, other, [byHash(otherApi, { externalId: "shared-external-id" })]);
-    const api = await newApi(h, t);
+    const api = await newApi(t);
     await importKeys(h, t, [byHash(api)]);
     expect((await listKeys({ apiId: api, externalId: "shared-external-id" })).body).toEqual({ keys: [], total: 0 });
   });
 
-  it("answers 404 for an unknown, deleted or foreign API, in the same words", async () => {
+  it("answers 404 for an unknown, deleted or foreign API, in the same words", async ({ h, t, newApi, listKeys }) => {
     expectError(await listKeys({ apiId: "api_missing" }), 404, "NOT_FOUND", "api api_missing not found");
     const other = await h.tenant();
-    const otherApi = await newApi(h, other);
+    const otherApi = await newApi(other);
     await importKeys(h, other, [byHash(otherApi)]);
     expectError(await listKeys({ apiId: otherApi }), 404, "NOT_FOUND", `api ${otherApi} not found`);
-    const deleted = await newApi(h, t);
+    const deleted = await newApi(t);
     await h.sql(`update apis set deleted_at_m = 1 where id = '${deleted}'`);
     expectError(await listKeys({ apiId: deleted }), 404, "NOT_FOUND", `api ${deleted} not found`);
   });
 
-  it("needs both read_key and read_api on the API (or *)", async () => {
+  it("needs both read_key and read_api on the API (or *)", async ({ h, t, apiId, listKeys }) => {
     const refused = [["api.*.read_key"], ["api.*.read_api"], [`api.${apiId}.read_key`, "api.other.read_api"]];
     for (const permissions of refused) {
       const rootKey = await h.rootKey(t.workspaceId, permissions);
@@ -486,7 +537,7 @@ describe("apis.listKeys", () => {
     }
   });
 
-  it("validates its query: apiId required, limit an integer from 1 to 100", async () => {
+  it("validates its query: apiId required, limit an integer from 1 to 100", async ({ apiId, listKeys }) => {
     expectError(await listKeys({}), 400, "BAD_REQUEST", /^apiId: /);
     expectError(await listKeys({ apiId: "" }), 400, "BAD_REQUEST", /^apiId: /);
     for (const limit of ["0", "101", "-1", "abc", "1.5", ""]) {
@@ -498,7 +549,7 @@ describe("apis.listKeys", () => {
     expect((await listKeys({ apiId, limit: "100" })).status).toBe(200);
   });
 
-  it("refuses a NUL character in any text parameter with a 400, on both GET routes", async () => {
+  it("refuses a NUL character in any text parameter with a 400, on both GET routes", async ({ apiId, getKey, listKeys }) => {
     for (const field of ["apiId", "cursor", "ownerId", "externalId"]) {
       expectError(
         await listKeys({ apiId, [field]: "a\u0000b" }),
@@ -518,11 +569,11 @@ describe("apis.listKeys", () => {
 
 const countKeys = async (h: Harness) => Number((await h.sql<{ n: string }>(`select count(*) as n from keys`))[0]!.n);
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "GET",
   path: "/v1/keys.getKey",
   async validRequest(h, owner) {
-    const [keyId] = await importKeys(h, owner, [byHash(await newApi(h, owner))]);
+    const [keyId] = await importKeys(h, owner, [byHash(await h.createApi(owner))]);
     return { query: { keyId: keyId! } };
   },
   insufficientPermissions: ["api.*.read_api", "api.*.decrypt_key", "api.other.read_key"],
@@ -533,12 +584,12 @@ describeRootKeyAuth(() => h, {
   },
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "POST",
   path: "/v1/keys.whoami",
   async validRequest(h, owner) {
     const key = secret();
-    await importKeys(h, owner, [{ apiId: await newApi(h, owner), plaintext: key }]);
+    await importKeys(h, owner, [{ apiId: await h.createApi(owner), plaintext: key }]);
     return { body: { key } };
   },
   insufficientPermissions: ["api.*.read_api", "api.*.verify_key", "api.other.read_key"],
@@ -548,11 +599,11 @@ describeRootKeyAuth(() => h, {
   },
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "GET",
   path: "/v1/apis.listKeys",
   async validRequest(h, owner) {
-    const api = await newApi(h, owner);
+    const api = await h.createApi(owner);
     await importKeys(h, owner, [byHash(api)]);
     return { query: { apiId: api } };
   },

@@ -1,51 +1,13 @@
 import { randomBytes } from "node:crypto";
 import bs58 from "bs58";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
 import { describeRootKeyAuth } from "./auth-suite.js";
-import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
-
-let h: Harness;
-let t: Tenant;
-let apiId: string;
-beforeAll(async () => {
-  h = await createHarness();
-  t = await h.tenant();
-  apiId = await newApi(t);
-});
-afterAll(() => h.close());
+import { test } from "./fixtures.js";
+import { expectError, type Harness } from "./helper.js";
 
 const MAX_INT32 = 2_147_483_647;
 const suffix = () => randomBytes(4).toString("hex");
-
-const newApi = (tenant: Tenant, options: Record<string, unknown> = {}) => h.createApi(tenant, options);
-
-const createKeyRequest = (body: Record<string, unknown>, rootKey = t.rootKey) => h.post("/v1/keys.createKey", body, rootKey);
-
-async function createKey(body: Record<string, unknown> = {}, rootKey = t.rootKey): Promise<{ keyId: string; key: string }> {
-  const res = await createKeyRequest({ apiId, ...body }, rootKey);
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return res.body;
-}
-
-const verify = (key: string) => h.post("/v1/keys.verifyKey", { key }).then((r) => r.body);
-const keyRow = async (keyId: string) => (await h.sql<any>(`select * from keys where id = '${keyId}'`))[0];
-const count = async (query: string) => Number((await h.sql<{ n: string }>(`select count(*) as n from ${query}`))[0]!.n);
-
-/** Every table keys.createKey may write to, counted, to prove that a refused request wrote nothing. */
-async function snapshot() {
-  return {
-    keys: await count("keys"),
-    identities: await count("identities"),
-    ratelimits: await count("ratelimits"),
-    encrypted: await count("encrypted_keys"),
-    encryptionKeys: await count("encryption_keys"),
-    roles: await count("roles"),
-    permissions: await count("permissions"),
-    keysRoles: await count("keys_roles"),
-    keysPermissions: await count("keys_permissions"),
-  };
-}
 
 /** The random bytes of a generated key: base58 of `[1, N, N bytes]` after the prefix. */
 function decodeKey(key: string, prefix?: string): Buffer {
@@ -61,13 +23,95 @@ function decodeKey(key: string, prefix?: string): Buffer {
   return bytes.subarray(2);
 }
 
-const backdate = (keyId: string, days: number) =>
-  h.sql(`update keys set created_at_m = created_at_m - ${days * 86_400_000}::bigint,
+// The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), and helpers over them.
+const it = test
+  .extend(
+    "createKeyRequest",
+    async ({ h, t }) =>
+      (body: Record<string, unknown>, rootKey = t.rootKey) =>
+        h.post("/v1/keys.createKey", body, rootKey),
+  )
+  .extend(
+    "createKey",
+    async ({ t, apiId, createKeyRequest }) =>
+      async (body: Record<string, unknown> = {}, rootKey = t.rootKey): Promise<{ keyId: string; key: string }> => {
+        const res = await createKeyRequest({ apiId, ...body }, rootKey);
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        return res.body;
+      },
+  )
+  .extend(
+    "verify",
+    async ({ h }) =>
+      (key: string) =>
+        h.post("/v1/keys.verifyKey", { key }).then((r) => r.body),
+  )
+  .extend(
+    "keyRow",
+    async ({ h }) =>
+      async (keyId: string) =>
+        (await h.sql<any>(`select * from keys where id = '${keyId}'`))[0],
+  )
+  /** Every table keys.createKey may write to, counted, to prove that a refused request wrote nothing. */
+  .extend("snapshot", async ({ count }) => async () => ({
+    keys: await count("keys"),
+    identities: await count("identities"),
+    ratelimits: await count("ratelimits"),
+    encrypted: await count("encrypted_keys"),
+    encryptionKeys: await count("encryption_keys"),
+    roles: await count("roles"),
+    permissions: await count("permissions"),
+    keysRoles: await count("keys_roles"),
+    keysPermissions: await count("keys_permissions"),
+  }))
+  .extend(
+    "backdate",
+    async ({ h }) =>
+      (keyId: string, days: number) =>
+        h.sql(`update keys set created_at_m = created_at_m - ${days * 86_400_000}::bigint,
          last_refill_at = case when last_refill_at is null then null else last_refill_at - interval '${days} days' end
-         where id = '${keyId}'`);
+         where id = '${keyId}'`),
+  )
+  .extend(
+    "deleteKey",
+    async ({ h, t }) =>
+      (body: Record<string, unknown>, rootKey: string | undefined = t.rootKey) =>
+        h.post("/v1/keys.deleteKey", body, rootKey),
+  )
+  .extend(
+    "update",
+    async ({ h, t }) =>
+      (body: Record<string, unknown>, rootKey: string | undefined = t.rootKey) =>
+        h.post("/v1/keys.updateRemaining", body, rootKey),
+  )
+  .extend(
+    "remainingOf",
+    async ({ keyRow }) =>
+      async (keyId: string) =>
+        (await keyRow(keyId)).remaining_requests,
+  )
+  .extend(
+    "deleteApi",
+    async ({ h, t }) =>
+      (body: Record<string, unknown>, rootKey = t.rootKey) =>
+        h.post("/v1/apis.deleteApi", body, rootKey),
+  )
+  .extend(
+    "deleteKeys",
+    async ({ h, t }) =>
+      (body: Record<string, unknown>, rootKey = t.rootKey) =>
+        h.post("/v1/apis.deleteKeys", body, rootKey),
+  );
 
 describe("keys.createKey stores every field", () => {
-  it("round-trips every field to the database and answers only the key id and the key", async () => {
+  it("round-trips every field to the database and answers only the key id and the key", async ({
+    h,
+    t,
+    apiId,
+    count,
+    createKeyRequest,
+    keyRow,
+  }) => {
     const expires = Date.now() + 86_400_000;
     const externalId = `customer-${suffix()}`;
     const res = await createKeyRequest({
@@ -133,7 +177,7 @@ describe("keys.createKey stores every field", () => {
     expect(dump[0]!.row).not.toContain(key);
   });
 
-  it("applies the defaults: 16 random bytes, no prefix, enabled, unlimited, no identity", async () => {
+  it("applies the defaults: 16 random bytes, no prefix, enabled, unlimited, no identity", async ({ count, createKey, keyRow }) => {
     const { keyId, key } = await createKey();
     expect(decodeKey(key)).toHaveLength(16);
     expect(await keyRow(keyId)).toMatchObject({
@@ -154,7 +198,7 @@ describe("keys.createKey stores every field", () => {
     expect(await count(`ratelimits where key_id = '${keyId}'`)).toBe(0);
   });
 
-  it("makes keys of 16 to 255 random bytes, each key different", async () => {
+  it("makes keys of 16 to 255 random bytes, each key different", async ({ createKey }) => {
     const short = await createKey({ byteLength: 16, prefix: "x" });
     const long = await createKey({ byteLength: 255, prefix: "x" });
     expect(decodeKey(short.key, "x")).toHaveLength(16);
@@ -163,13 +207,18 @@ describe("keys.createKey stores every field", () => {
     expect(new Set(keys.map((k) => k.key)).size).toBe(20);
   });
 
-  it("starts `start` with the requested prefix and four characters", async () => {
+  it("starts `start` with the requested prefix and four characters", async ({ createKey, keyRow }) => {
     const { keyId, key } = await createKey({ prefix: "sk_live" });
     expect(key.startsWith("sk_live_")).toBe(true);
     expect((await keyRow(keyId)).start).toBe(key.slice(0, "sk_live_".length + 4));
   });
 
-  it("uses the API's default prefix and byte length, and (as v1) only five characters of start for them", async () => {
+  it("uses the API's default prefix and byte length, and (as v1) only five characters of start for them", async ({
+    t,
+    newApi,
+    createKey,
+    keyRow,
+  }) => {
     const defaults = await newApi(t, { defaultPrefix: "dflt", defaultBytes: 24 });
     const { keyId, key } = await createKey({ apiId: defaults });
     expect(decodeKey(key, "dflt")).toHaveLength(24);
@@ -180,14 +229,17 @@ describe("keys.createKey stores every field", () => {
     expect((await keyRow(overridden.keyId)).start).toBe(overridden.key.slice(0, 8));
   });
 
-  it("stores a daily refill without a refill day, a monthly one on day 1 by default, and expires: 0 as never", async () => {
+  it("stores a daily refill without a refill day, a monthly one on day 1 by default, and expires: 0 as never", async ({
+    createKey,
+    keyRow,
+  }) => {
     const daily = await createKey({ remaining: 3, refill: { interval: "daily", amount: 10 } });
     expect(await keyRow(daily.keyId)).toMatchObject({ refill_day: null, refill_amount: 10, remaining_requests: 3 });
     const monthly = await createKey({ remaining: 3, refill: { interval: "monthly", amount: 10 }, expires: 0 });
     expect(await keyRow(monthly.keyId)).toMatchObject({ refill_day: 1, refill_amount: 10, expires: null });
   });
 
-  it("maps the deprecated refillRate and refillInterval of a rate limit to limit and duration", async () => {
+  it("maps the deprecated refillRate and refillInterval of a rate limit to limit and duration", async ({ h, createKey }) => {
     const { keyId } = await createKey({ ratelimit: { type: "consistent", limit: 5, refillRate: 7, refillInterval: 2000 } });
     const [rl] = await h.sql<any>(`select "limit", duration, auto_apply from ratelimits where key_id = '${keyId}'`);
     expect({ ...rl, duration: Number(rl.duration) }).toEqual({ limit: 5, duration: 2000, auto_apply: true });
@@ -195,7 +247,7 @@ describe("keys.createKey stores every field", () => {
 });
 
 describe("keys.createKey identities", () => {
-  it("creates an identity for ownerId alone, and lets externalId win over ownerId", async () => {
+  it("creates an identity for ownerId alone, and lets externalId win over ownerId", async ({ h, count, createKey, keyRow }) => {
     const owner = `owner-${suffix()}`;
     const a = await createKey({ ownerId: owner });
     const rowA = await keyRow(a.keyId);
@@ -211,7 +263,14 @@ describe("keys.createKey identities", () => {
     expect(await count(`identities where external_id = 'ignored-owner'`)).toBe(0);
   });
 
-  it("reuses the workspace's identity with that externalId, including one made by an import", async () => {
+  it("reuses the workspace's identity with that externalId, including one made by an import", async ({
+    h,
+    t,
+    apiId,
+    count,
+    createKey,
+    keyRow,
+  }) => {
     const external = `reuse-${suffix()}`;
     const imported = await h.post(
       "/v1/migrations.createKeys",
@@ -227,7 +286,7 @@ describe("keys.createKey identities", () => {
     expect((await keyRow(b.keyId)).identity_id).toBe(identity.id);
   });
 
-  it("makes one identity when many keys for a new externalId are created at once", async () => {
+  it("makes one identity when many keys for a new externalId are created at once", async ({ count, createKey, keyRow }) => {
     const external = `concurrent-${suffix()}`;
     const created = await Promise.all(Array.from({ length: 10 }, () => createKey({ externalId: external })));
     expect(await count(`identities where external_id = '${external}'`)).toBe(1);
@@ -235,7 +294,7 @@ describe("keys.createKey identities", () => {
     expect(ids.size).toBe(1);
   });
 
-  it("never links an identity of another workspace", async () => {
+  it("never links an identity of another workspace", async ({ h, newApi, createKey, keyRow }) => {
     const other = await h.tenant();
     const otherApi = await newApi(other);
     const external = `shared-${suffix()}`;
@@ -249,7 +308,7 @@ describe("keys.createKey identities", () => {
 });
 
 describe("keys.createKey roles and permissions", () => {
-  it("links existing roles by name and permissions by slug, without creating any", async () => {
+  it("links existing roles by name and permissions by slug, without creating any", async ({ h, t, count, createKey, snapshot }) => {
     const role = `role.${suffix()}`;
     const slug = `docs.${suffix()}`;
     expect((await h.post("/v1/permissions.createRole", { name: role }, t.rootKey)).status).toBe(200);
@@ -268,7 +327,12 @@ describe("keys.createKey roles and permissions", () => {
     expect(await count(`keys_roles where key_id = '${keyId}'`)).toBe(1);
   });
 
-  it("creates missing roles and permissions (name = slug) with rbac.*.create_role and rbac.*.create_permission", async () => {
+  it("creates missing roles and permissions (name = slug) with rbac.*.create_role and rbac.*.create_permission", async ({
+    h,
+    t,
+    count,
+    createKey,
+  }) => {
     const rootKey = await h.rootKey(t.workspaceId, ["api.*.create_key", "rbac.*.create_role", "rbac.*.create_permission"]);
     const role = `new.role.${suffix()}`;
     const slug = `new.perm.${suffix()}`;
@@ -284,7 +348,11 @@ describe("keys.createKey roles and permissions", () => {
     expect(res.body).toMatchObject({ valid: true, code: "VALID", roles: [role], permissions: [slug] });
   });
 
-  it("creates each new role and permission once when many keys asking for them are created at once", async () => {
+  it("creates each new role and permission once when many keys asking for them are created at once", async ({
+    apiId,
+    count,
+    createKeyRequest,
+  }) => {
     const names = [`race.a.${suffix()}`, `race.b.${suffix()}`, `race.c.${suffix()}`];
     const results = await Promise.all(
       Array.from({ length: 12 }, (_, i) => {
@@ -302,7 +370,7 @@ describe("keys.createKey roles and permissions", () => {
     }
   });
 
-  it.each([
+  it.for<[string, string[], Record<string, unknown>, RegExp]>([
     ["role", ["api.*.create_key", "rbac.*.create_permission"], { roles: ["missing.role"] }, /^roles \["missing.role"\] do not exist/],
     [
       "permission",
@@ -310,30 +378,33 @@ describe("keys.createKey roles and permissions", () => {
       { permissions: ["missing.perm"] },
       /^permissions \["missing.perm"\] do not exist/,
     ],
-  ])("refuses a missing %s without the permission to create it (403) and writes nothing at all", async (_kind, perms, body, message) => {
-    const rootKey = await h.rootKey(t.workspaceId, perms);
-    const existingRole = `present.${suffix()}`;
-    expect((await h.post("/v1/permissions.createRole", { name: existingRole }, t.rootKey)).status).toBe(200);
-    const before = await snapshot();
-    const res = await createKeyRequest(
-      {
-        apiId,
-        externalId: `nobody-${suffix()}`,
-        ratelimit: { limit: 1, duration: 1000 },
-        roles: [existingRole, ...((body as { roles?: string[] }).roles ?? [])],
-        // In the role case a new permission is also asked for, which that key may create.
-        permissions: (body as { permissions?: string[] }).permissions ?? [`new.allowed.${suffix()}`],
-        remaining: 5,
-      },
-      rootKey,
-    );
-    expectError(res, 403, "INSUFFICIENT_PERMISSIONS", message);
-    expect(await snapshot()).toEqual(before);
-  });
+  ])(
+    "refuses a missing %s without the permission to create it (403) and writes nothing at all",
+    async ([, perms, body, message], { h, t, apiId, createKeyRequest, snapshot }) => {
+      const rootKey = await h.rootKey(t.workspaceId, perms);
+      const existingRole = `present.${suffix()}`;
+      expect((await h.post("/v1/permissions.createRole", { name: existingRole }, t.rootKey)).status).toBe(200);
+      const before = await snapshot();
+      const res = await createKeyRequest(
+        {
+          apiId,
+          externalId: `nobody-${suffix()}`,
+          ratelimit: { limit: 1, duration: 1000 },
+          roles: [existingRole, ...((body as { roles?: string[] }).roles ?? [])],
+          // In the role case a new permission is also asked for, which that key may create.
+          permissions: (body as { permissions?: string[] }).permissions ?? [`new.allowed.${suffix()}`],
+          remaining: 5,
+        },
+        rootKey,
+      );
+      expectError(res, 403, "INSUFFICIENT_PERMISSIONS", message);
+      expect(await snapshot()).toEqual(before);
+    },
+  );
 });
 
 describe("keys.createKey recoverable keys", () => {
-  it("refuses recoverable: true on an API that does not store encrypted keys (412)", async () => {
+  it("refuses recoverable: true on an API that does not store encrypted keys (412)", async ({ apiId, createKeyRequest, snapshot }) => {
     const before = await snapshot();
     expectError(
       await createKeyRequest({ apiId, recoverable: true }),
@@ -344,7 +415,13 @@ describe("keys.createKey recoverable keys", () => {
     expect(await snapshot()).toEqual(before);
   });
 
-  it("refuses recoverable: true without encrypt_key (403) and leaves zero rows in every table", async () => {
+  it("refuses recoverable: true without encrypt_key (403) and leaves zero rows in every table", async ({
+    h,
+    t,
+    newApi,
+    createKeyRequest,
+    snapshot,
+  }) => {
     const encrypting = await newApi(t, { storeEncryptedKeys: true });
     const rootKey = await h.rootKey(t.workspaceId, ["api.*.create_key", "rbac.*.create_role", "rbac.*.create_permission"]);
     const before = await snapshot();
@@ -363,7 +440,13 @@ describe("keys.createKey recoverable keys", () => {
     expect(await snapshot()).toEqual(before);
   });
 
-  it("stores a recoverable key encrypted: the row decrypts to the key, which appears nowhere in clear", async () => {
+  it("stores a recoverable key encrypted: the row decrypts to the key, which appears nowhere in clear", async ({
+    h,
+    t,
+    newApi,
+    createKey,
+    verify,
+  }) => {
     const encrypting = await newApi(t, { storeEncryptedKeys: true });
     for (const perms of [["*"], ["api.*.create_key", `api.${encrypting}.encrypt_key`]]) {
       const rootKey = await h.rootKey(t.workspaceId, perms);
@@ -383,7 +466,7 @@ describe("keys.createKey recoverable keys", () => {
 });
 
 describe("keys.createKey is one transaction", () => {
-  it("leaves no row anywhere when its last write fails", async () => {
+  it("leaves no row anywhere when its last write fails", async ({ h, t, newApi, createKeyRequest, snapshot }) => {
     const encrypting = await newApi(t, { storeEncryptedKeys: true });
     // A fault in the database at the rate-limit insert, after the roles, identity, key and ciphertext were written.
     await h.sql(`alter table ratelimits add constraint test_fault check ("limit" <> 7777) not valid`);
@@ -406,7 +489,7 @@ describe("keys.createKey is one transaction", () => {
 });
 
 describe("keys.createKey refuses bad requests and writes nothing", () => {
-  it.each([
+  it.for<[Record<string, unknown>, string | RegExp]>([
     [{ remaining: 0 }, "remaining must be greater than 0."],
     [{ remaining: -5 }, "remaining must be greater than 0."],
     [{ refill: { interval: "daily", amount: 10 } }, "remaining must be set if you are using refill."],
@@ -424,17 +507,23 @@ describe("keys.createKey refuses bad requests and writes nothing", () => {
     [{ roles: [""] }, /^roles\.0: /],
     [{ expires: 1.5 }, /^expires: /],
     [{ meta: "not an object" }, /^meta: /],
-  ])("answers %j with 400", async (body, message) => {
+  ])("answers %j with 400", async ([body, message], { apiId, createKeyRequest, snapshot }) => {
     const before = await snapshot();
     expectError(await createKeyRequest({ apiId, ...body }), 400, "BAD_REQUEST", message);
     expect(await snapshot()).toEqual(before);
   });
 
-  it("answers a missing apiId with 400", async () => {
+  it("answers a missing apiId with 400", async ({ createKeyRequest }) => {
     expectError(await createKeyRequest({}), 400, "BAD_REQUEST", /^apiId: /);
   });
 
-  it("answers an unknown API, a deleted one and another workspace's with the same 404", async () => {
+  it("answers an unknown API, a deleted one and another workspace's with the same 404", async ({
+    h,
+    t,
+    newApi,
+    createKeyRequest,
+    snapshot,
+  }) => {
     const other = await h.tenant();
     const otherApi = await newApi(other);
     const deleted = await newApi(t);
@@ -446,11 +535,13 @@ describe("keys.createKey refuses bad requests and writes nothing", () => {
     expect(await snapshot()).toEqual(before);
   });
 
-  it("answers an empty apiId with a wrong root key by authentication first (403 key not found), as the v1 SDK expects", async () => {
+  it("answers an empty apiId with a wrong root key by authentication first (403 key not found), as the v1 SDK expects", async ({
+    createKeyRequest,
+  }) => {
     expectError(await createKeyRequest({ apiId: "" }, "wrong_root_key"), 403, "UNAUTHORIZED", "key not found");
   });
 
-  it("checks permissions scoped to one API", async () => {
+  it("checks permissions scoped to one API", async ({ h, t, apiId, newApi, createKeyRequest, createKey }) => {
     const scoped = await h.rootKey(t.workspaceId, [`api.${apiId}.create_key`]);
     await createKey({}, scoped);
     const otherApi = await newApi(t);
@@ -459,7 +550,7 @@ describe("keys.createKey refuses bad requests and writes nothing", () => {
 });
 
 describe("a created key verifies", () => {
-  it("verifies VALID with its fields, and counts down its remaining uses", async () => {
+  it("verifies VALID with its fields, and counts down its remaining uses", async ({ createKey, verify }) => {
     const externalId = `verify-${suffix()}`;
     const { keyId, key } = await createKey({
       name: "verified",
@@ -487,16 +578,20 @@ describe("a created key verifies", () => {
     expect(await verify(key)).toMatchObject({ valid: false, code: "USAGE_EXCEEDED", remaining: 0 });
   });
 
-  it("verifies a disabled key as DISABLED", async () => {
+  it("verifies a disabled key as DISABLED", async ({ createKey, verify }) => {
     const { key } = await createKey({ enabled: false });
     expect(await verify(key)).toMatchObject({ valid: false, code: "DISABLED" });
   });
 });
 
 describe("keys.deleteKey", () => {
-  const deleteKey = (body: Record<string, unknown>, rootKey: string | undefined = t.rootKey) => h.post("/v1/keys.deleteKey", body, rootKey);
-
-  it("soft-deletes: the key verifies NOT_FOUND at once and its row stays with deleted_at_m", async () => {
+  it("soft-deletes: the key verifies NOT_FOUND at once and its row stays with deleted_at_m", async ({
+    h,
+    createKey,
+    verify,
+    keyRow,
+    deleteKey,
+  }) => {
     const { keyId, key } = await createKey();
     expect(await verify(key)).toMatchObject({ valid: true });
     const res = await deleteKey({ keyId });
@@ -509,7 +604,16 @@ describe("keys.deleteKey", () => {
     expectError(await deleteKey({ keyId }), 404, "NOT_FOUND", `key ${keyId} not found`);
   });
 
-  it("deletes permanently: the row and what hangs on it are gone, and the same key can be imported again", async () => {
+  it("deletes permanently: the row and what hangs on it are gone, and the same key can be imported again", async ({
+    h,
+    t,
+    apiId,
+    newApi,
+    count,
+    createKey,
+    verify,
+    deleteKey,
+  }) => {
     const encrypting = await newApi(t, { storeEncryptedKeys: true });
     const { keyId, key } = await createKey({
       apiId: encrypting,
@@ -530,18 +634,24 @@ describe("keys.deleteKey", () => {
     expect(await verify(key)).toMatchObject({ valid: true, keyId: imported.body.keyIds[0] });
   });
 
-  it("keeps the hash taken after a soft delete: the same key cannot be imported again", async () => {
+  it("keeps the hash taken after a soft delete: the same key cannot be imported again", async ({ h, t, apiId, createKey, deleteKey }) => {
     const { keyId, key } = await createKey();
     await deleteKey({ keyId });
     expectError(await h.post("/v1/migrations.createKeys", [{ apiId, plaintext: key }], t.rootKey), 409, "CONFLICT");
   });
 
-  it("authenticates before looking the key up: without a root key an unknown key is 403, as an existing one", async () => {
+  it("authenticates before looking the key up: without a root key an unknown key is 403, as an existing one", async ({ deleteKey }) => {
     expectError(await deleteKey({ keyId: "key_missing" }, ""), 403, "UNAUTHORIZED", "key required");
     expectError(await deleteKey({ keyId: "key_missing" }), 404, "NOT_FOUND", "key key_missing not found");
   });
 
-  it("answers another workspace's key exactly as a missing one, and leaves it alone", async () => {
+  it("answers another workspace's key exactly as a missing one, and leaves it alone", async ({
+    h,
+    createKey,
+    verify,
+    keyRow,
+    deleteKey,
+  }) => {
     const other = await h.tenant();
     const { keyId, key } = await createKey();
     for (const permanent of [false, true]) {
@@ -551,7 +661,7 @@ describe("keys.deleteKey", () => {
     expect(await verify(key)).toMatchObject({ valid: true });
   });
 
-  it("accepts delete_key scoped to the key's API and refuses it scoped to another", async () => {
+  it("accepts delete_key scoped to the key's API and refuses it scoped to another", async ({ h, t, apiId, createKey, deleteKey }) => {
     const { keyId } = await createKey();
     const elsewhere = await h.rootKey(t.workspaceId, ["api.api_other.delete_key", "api.*.create_key"]);
     expectError(await deleteKey({ keyId }, elsewhere), 403, "INSUFFICIENT_PERMISSIONS");
@@ -559,17 +669,16 @@ describe("keys.deleteKey", () => {
     expect((await deleteKey({ keyId }, scoped)).status).toBe(200);
   });
 
-  it.each([[{}], [{ keyId: "" }], [{ keyId: "key_x", permanent: "yes" }]])("answers %j with 400", async (body) => {
-    expectError(await deleteKey(body), 400, "BAD_REQUEST");
-  });
+  it.for<[Record<string, unknown>]>([[{}], [{ keyId: "" }], [{ keyId: "key_x", permanent: "yes" }]])(
+    "answers %j with 400",
+    async ([body], { deleteKey }) => {
+      expectError(await deleteKey(body), 400, "BAD_REQUEST");
+    },
+  );
 });
 
 describe("keys.updateRemaining", () => {
-  const update = (body: Record<string, unknown>, rootKey: string | undefined = t.rootKey) =>
-    h.post("/v1/keys.updateRemaining", body, rootKey);
-  const remainingOf = async (keyId: string) => (await keyRow(keyId)).remaining_requests;
-
-  it("increments, decrements and sets, answering and storing the new value", async () => {
+  it("increments, decrements and sets, answering and storing the new value", async ({ createKey, keyRow, update, remainingOf }) => {
     const { keyId } = await createKey({ remaining: 10 });
     expect(await update({ keyId, op: "increment", value: 5 })).toMatchObject({ status: 200, body: { remaining: 15 } });
     expect(await remainingOf(keyId)).toBe(15);
@@ -579,13 +688,18 @@ describe("keys.updateRemaining", () => {
     expect(Number((await keyRow(keyId)).updated_at_m)).toBeGreaterThan(Date.now() - 60_000);
   });
 
-  it("never decrements below 0: a larger decrement leaves 0 and the key exhausted", async () => {
+  it("never decrements below 0: a larger decrement leaves 0 and the key exhausted", async ({ createKey, verify, update }) => {
     const { keyId, key } = await createKey({ remaining: 4 });
     expect((await update({ keyId, op: "decrement", value: 100 })).body).toEqual({ remaining: 0 });
     expect(await verify(key)).toMatchObject({ valid: false, code: "USAGE_EXCEEDED" });
   });
 
-  it("sets 0 to exhaust a key, and null to make it unlimited while keeping its refill settings", async () => {
+  it("sets 0 to exhaust a key, and null to make it unlimited while keeping its refill settings", async ({
+    createKey,
+    verify,
+    keyRow,
+    update,
+  }) => {
     const { keyId, key } = await createKey({ remaining: 4, refill: { interval: "daily", amount: 9 } });
     expect((await update({ keyId, op: "set", value: 0 })).body).toEqual({ remaining: 0 });
     expect(await verify(key)).toMatchObject({ valid: false, code: "USAGE_EXCEEDED" });
@@ -596,7 +710,7 @@ describe("keys.updateRemaining", () => {
     expect(res).not.toHaveProperty("remaining");
   });
 
-  it("refuses to increment or decrement an unlimited key, even by null", async () => {
+  it("refuses to increment or decrement an unlimited key, even by null", async ({ createKey, update }) => {
     const { keyId } = await createKey();
     for (const op of ["increment", "decrement"]) {
       for (const value of [1, null]) {
@@ -611,14 +725,14 @@ describe("keys.updateRemaining", () => {
     expect((await update({ keyId, op: "set", value: 3 })).body).toEqual({ remaining: 3 });
   });
 
-  it("refuses to increment or decrement by null", async () => {
+  it("refuses to increment or decrement by null", async ({ createKey, update, remainingOf }) => {
     const { keyId } = await createKey({ remaining: 5 });
     expectError(await update({ keyId, op: "increment", value: null }), 400, "BAD_REQUEST", "cannot increment a key by null.");
     expectError(await update({ keyId, op: "decrement", value: null }), 400, "BAD_REQUEST", "cannot decrement a key by null.");
     expect(await remainingOf(keyId)).toBe(5);
   });
 
-  it("refuses an increment past the largest remaining count and changes nothing", async () => {
+  it("refuses an increment past the largest remaining count and changes nothing", async ({ createKey, update, remainingOf }) => {
     const { keyId } = await createKey({ remaining: 5 });
     expect((await update({ keyId, op: "set", value: MAX_INT32 })).body).toEqual({ remaining: MAX_INT32 });
     expectError(
@@ -630,20 +744,20 @@ describe("keys.updateRemaining", () => {
     expect(await remainingOf(keyId)).toBe(MAX_INT32);
   });
 
-  it.each([
+  it.for<[Record<string, unknown>, RegExp]>([
     [{ op: "increment", value: -1 }, /^value: /],
     [{ op: "set", value: -1 }, /^value: /],
     [{ op: "set", value: 1.5 }, /^value: /],
     [{ op: "set", value: MAX_INT32 + 1 }, /^value: /],
     [{ op: "set" }, /^value: /],
     [{ op: "multiply", value: 2 }, /^op: /],
-  ])("answers %j with 400 and changes nothing", async (body, message) => {
+  ])("answers %j with 400 and changes nothing", async ([body, message], { createKey, update, remainingOf }) => {
     const { keyId } = await createKey({ remaining: 5 });
     expectError(await update({ keyId, ...body }), 400, "BAD_REQUEST", message);
     expect(await remainingOf(keyId)).toBe(5);
   });
 
-  it("applies a due refill before incrementing, in the same write", async () => {
+  it("applies a due refill before incrementing, in the same write", async ({ createKey, verify, keyRow, backdate, update }) => {
     const { keyId, key } = await createKey({ remaining: 2, refill: { interval: "daily", amount: 10 } });
     await backdate(keyId, 2);
     expect((await update({ keyId, op: "increment", value: 1 })).body).toEqual({ remaining: 11 });
@@ -653,20 +767,25 @@ describe("keys.updateRemaining", () => {
     expect(await verify(key)).toMatchObject({ valid: true, remaining: 10 });
   });
 
-  it("applies a due refill before decrementing", async () => {
+  it("applies a due refill before decrementing", async ({ createKey, backdate, update }) => {
     const { keyId } = await createKey({ remaining: 1, refill: { interval: "daily", amount: 10 } });
     await backdate(keyId, 1);
     expect((await update({ keyId, op: "decrement", value: 4 })).body).toEqual({ remaining: 6 });
   });
 
-  it("sets exactly the value over a due refill: no refill is added on top of it afterwards", async () => {
+  it("sets exactly the value over a due refill: no refill is added on top of it afterwards", async ({
+    createKey,
+    verify,
+    backdate,
+    update,
+  }) => {
     const { keyId, key } = await createKey({ remaining: 1, refill: { interval: "daily", amount: 50 } });
     await backdate(keyId, 1);
     expect((await update({ keyId, op: "set", value: 3 })).body).toEqual({ remaining: 3 });
     expect(await verify(key)).toMatchObject({ valid: true, remaining: 2 });
   });
 
-  it("gives a key made limited again by set a fresh refill period", async () => {
+  it("gives a key made limited again by set a fresh refill period", async ({ createKey, verify, backdate, update }) => {
     const { keyId, key } = await createKey({ remaining: 1, refill: { interval: "daily", amount: 50 } });
     await update({ keyId, op: "set", value: null });
     await backdate(keyId, 3);
@@ -674,7 +793,7 @@ describe("keys.updateRemaining", () => {
     expect(await verify(key)).toMatchObject({ valid: true, remaining: 1 });
   });
 
-  it("loses no update: 50 concurrent increments of 1 add exactly 50", async () => {
+  it("loses no update: 50 concurrent increments of 1 add exactly 50", async ({ createKey, update, remainingOf }) => {
     const { keyId } = await createKey({ remaining: 100 });
     const results = await Promise.all(Array.from({ length: 50 }, () => update({ keyId, op: "increment", value: 1 })));
     expect(results.every((r) => r.status === 200)).toBe(true);
@@ -682,14 +801,20 @@ describe("keys.updateRemaining", () => {
     expect(new Set(results.map((r) => r.body.remaining)).size).toBe(50);
   });
 
-  it("loses no update with increments and decrements racing", async () => {
+  it("loses no update with increments and decrements racing", async ({ createKey, update, remainingOf }) => {
     const { keyId } = await createKey({ remaining: 1000 });
     const ops = Array.from({ length: 40 }, (_, i) => update({ keyId, op: i % 2 ? "decrement" : "increment", value: i % 2 ? 3 : 5 }));
     await Promise.all(ops);
     expect(await remainingOf(keyId)).toBe(1000 + 20 * 5 - 20 * 3);
   });
 
-  it("authenticates before looking the key up, and answers deleted and other workspaces' keys as missing", async () => {
+  it("authenticates before looking the key up, and answers deleted and other workspaces' keys as missing", async ({
+    h,
+    t,
+    createKey,
+    update,
+    remainingOf,
+  }) => {
     expectError(await update({ keyId: "key_missing", op: "set", value: 1 }, ""), 403, "UNAUTHORIZED", "key required");
     expectError(await update({ keyId: "key_missing", op: "set", value: 1 }), 404, "NOT_FOUND", "key key_missing not found");
     const other = await h.tenant();
@@ -700,7 +825,7 @@ describe("keys.updateRemaining", () => {
     expectError(await update({ keyId, op: "set", value: 1 }), 404, "NOT_FOUND", `key ${keyId} not found`);
   });
 
-  it("needs update_key on the key's API", async () => {
+  it("needs update_key on the key's API", async ({ h, t, apiId, createKey, update }) => {
     const { keyId } = await createKey({ remaining: 5 });
     const weak = await h.rootKey(t.workspaceId, ["api.*.delete_key", "api.api_other.update_key"]);
     expectError(await update({ keyId, op: "set", value: 1 }, weak), 403, "INSUFFICIENT_PERMISSIONS");
@@ -710,9 +835,16 @@ describe("keys.updateRemaining", () => {
 });
 
 describe("apis.deleteApi", () => {
-  const deleteApi = (body: Record<string, unknown>, rootKey = t.rootKey) => h.post("/v1/apis.deleteApi", body, rootKey);
-
-  it("deletes the API and all its keys in one go; its keys verify NOT_FOUND afterwards", async () => {
+  it("deletes the API and all its keys in one go; its keys verify NOT_FOUND afterwards", async ({
+    h,
+    t,
+    newApi,
+    createKeyRequest,
+    createKey,
+    verify,
+    keyRow,
+    deleteApi,
+  }) => {
     const doomed = await newApi(t);
     const keys = await Promise.all([createKey({ apiId: doomed }), createKey({ apiId: doomed }), createKey({ apiId: doomed })]);
     const survivor = await createKey();
@@ -732,7 +864,14 @@ describe("apis.deleteApi", () => {
     expectError(await createKeyRequest({ apiId: doomed }), 404, "NOT_FOUND", `api ${doomed} not found`);
   });
 
-  it("refuses an API protected from deletions (412 DELETE_PROTECTED) and changes nothing", async () => {
+  it("refuses an API protected from deletions (412 DELETE_PROTECTED) and changes nothing", async ({
+    h,
+    t,
+    newApi,
+    createKey,
+    verify,
+    deleteApi,
+  }) => {
     const protectedApi = await newApi(t, { deleteProtection: true });
     const { key } = await createKey({ apiId: protectedApi });
     expectError(await deleteApi({ apiId: protectedApi }), 412, "DELETE_PROTECTED", `api ${protectedApi} is protected from deletions`);
@@ -740,7 +879,13 @@ describe("apis.deleteApi", () => {
     expect(await verify(key)).toMatchObject({ valid: true });
   });
 
-  it("never leaves a live key in an API deleted while keys were being created in it", async () => {
+  it("never leaves a live key in an API deleted while keys were being created in it", async ({
+    t,
+    newApi,
+    count,
+    createKeyRequest,
+    deleteApi,
+  }) => {
     const racing = await newApi(t);
     const results = await Promise.all([
       ...Array.from({ length: 10 }, () => createKeyRequest({ apiId: racing })),
@@ -753,7 +898,7 @@ describe("apis.deleteApi", () => {
     expect(await count(`keys where api_id = '${racing}' and deleted_at_m is null`)).toBe(0);
   });
 
-  it("answers an unknown API and another workspace's API with the same 404", async () => {
+  it("answers an unknown API and another workspace's API with the same 404", async ({ h, apiId, createKey, verify, deleteApi }) => {
     const other = await h.tenant();
     const { key } = await createKey();
     expectError(await deleteApi({ apiId }, other.rootKey), 404, "NOT_FOUND", `api ${apiId} not found`);
@@ -761,16 +906,22 @@ describe("apis.deleteApi", () => {
     expect(await verify(key)).toMatchObject({ valid: true });
   });
 
-  it("answers an empty or missing apiId with 400", async () => {
+  it("answers an empty or missing apiId with 400", async ({ deleteApi }) => {
     expectError(await deleteApi({ apiId: "" }), 400, "BAD_REQUEST", /^apiId: /);
     expectError(await deleteApi({}), 400, "BAD_REQUEST", /^apiId: /);
   });
 });
 
 describe("apis.deleteKeys", () => {
-  const deleteKeys = (body: Record<string, unknown>, rootKey = t.rootKey) => h.post("/v1/apis.deleteKeys", body, rootKey);
-
-  it("soft-deletes every live key of the API, counts them, and keeps the API", async () => {
+  it("soft-deletes every live key of the API, counts them, and keeps the API", async ({
+    h,
+    t,
+    newApi,
+    createKey,
+    verify,
+    keyRow,
+    deleteKeys,
+  }) => {
     const target = await newApi(t);
     const keys = await Promise.all([1, 2, 3].map(() => createKey({ apiId: target })));
     const alreadyDeleted = await createKey({ apiId: target });
@@ -790,7 +941,7 @@ describe("apis.deleteKeys", () => {
     expect(await verify(fresh.key)).toMatchObject({ valid: true });
   });
 
-  it("removes the rows with permanent: true", async () => {
+  it("removes the rows with permanent: true", async ({ t, newApi, count, createKey, deleteKeys }) => {
     const target = await newApi(t);
     const keys = await Promise.all([1, 2].map(() => createKey({ apiId: target, ratelimit: { limit: 1, duration: 1000 } })));
     expect((await deleteKeys({ apiId: target, permanent: true })).body).toEqual({ deletedKeys: 2 });
@@ -798,7 +949,15 @@ describe("apis.deleteKeys", () => {
     for (const k of keys) expect(await count(`ratelimits where key_id = '${k.keyId}'`)).toBe(0);
   });
 
-  it("with permanent: true also removes and counts the soft-deleted keys, whose hashes can then be imported again", async () => {
+  it("with permanent: true also removes and counts the soft-deleted keys, whose hashes can then be imported again", async ({
+    h,
+    t,
+    newApi,
+    count,
+    createKey,
+    verify,
+    deleteKeys,
+  }) => {
     const target = await newApi(t);
     const softDeleted = await Promise.all(
       Array.from({ length: 10 }, () => createKey({ apiId: target, roles: [`r-${suffix()}`], permissions: [`p-${suffix()}`] })),
@@ -829,7 +988,13 @@ describe("apis.deleteKeys", () => {
     expect(await verify(live.key)).toMatchObject({ valid: true });
   });
 
-  it("answers an unknown API and another workspace's API with the same 404, deleting nothing", async () => {
+  it("answers an unknown API and another workspace's API with the same 404, deleting nothing", async ({
+    h,
+    apiId,
+    createKey,
+    verify,
+    deleteKeys,
+  }) => {
     const other = await h.tenant();
     const { key } = await createKey();
     expectError(await deleteKeys({ apiId }, other.rootKey), 404, "NOT_FOUND", `api ${apiId} not found`);
@@ -837,7 +1002,7 @@ describe("apis.deleteKeys", () => {
     expect(await verify(key)).toMatchObject({ valid: true });
   });
 
-  it("answers bad input with 400", async () => {
+  it("answers bad input with 400", async ({ apiId, deleteKeys }) => {
     expectError(await deleteKeys({ apiId: "" }), 400, "BAD_REQUEST", /^apiId: /);
     expectError(await deleteKeys({ apiId, permanent: "true" }), 400, "BAD_REQUEST", /^permanent: /);
   });
@@ -856,7 +1021,7 @@ const createKeyIn = async (h: Harness, rootKey: string, body: Record<string, unk
 const liveKeys = async (h: Harness) =>
   Number((await h.sql<{ n: string }>(`select count(*) as n from keys where deleted_at_m is null`))[0]!.n);
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "POST",
   path: "/v1/keys.createKey",
   validRequest: async (h, owner) => ({ body: { apiId: await createApiIn(h, owner.rootKey), remaining: 3 } }),
@@ -867,7 +1032,7 @@ describeRootKeyAuth(() => h, {
   },
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "POST",
   path: "/v1/keys.deleteKey",
   validRequest: async (h, owner) => ({ body: { keyId: await createKeyIn(h, owner.rootKey) } }),
@@ -879,7 +1044,7 @@ describeRootKeyAuth(() => h, {
   },
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "POST",
   path: "/v1/keys.updateRemaining",
   validRequest: async (h, owner) => ({
@@ -893,7 +1058,7 @@ describeRootKeyAuth(() => h, {
   },
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "POST",
   path: "/v1/apis.deleteApi",
   validRequest: async (h, owner) => ({ body: { apiId: await createApiIn(h, owner.rootKey) } }),
@@ -904,7 +1069,7 @@ describeRootKeyAuth(() => h, {
   },
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "POST",
   path: "/v1/apis.deleteKeys",
   validRequest: async (h, owner) => {

@@ -1,72 +1,95 @@
 import { randomBytes } from "node:crypto";
 import postgres from "postgres";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect } from "vitest";
 import { DrizzleQueryError } from "drizzle-orm/errors";
 import { hashKey } from "../src/crypto/hash.js";
 import { isTransientFailure } from "../src/dependency.js";
 import { describeUnexpected } from "../src/log.js";
 import { MigrationWorker, migrationRetryDelayMs } from "../src/modules/migrations/migration-worker.js";
-import { ADMIN_TOKEN, createHarness, expectError, type Harness, type Tenant } from "./helper.js";
+import { test } from "./fixtures.js";
+import { ADMIN_TOKEN, createHarness, expectError } from "./helper.js";
 
 // One app without its own worker: each test drives a worker of its own, with a clock and backoff it controls.
-let h: Harness;
-let t: Tenant;
-let apiId: string;
-beforeAll(async () => {
-  h = await createHarness({}, { migrationWorker: false });
-  t = await h.tenant();
-  apiId = await h.createApi(t);
-  // Inserting a key named `fail:<SQLSTATE>` fails with that SQLSTATE while the fault is switched on.
-  await h.sql("create table keyhaven_test_fault (on_ boolean)");
-  await h.sql(`create function keyhaven_test_fault() returns trigger language plpgsql as $$
+// One app without its own worker (the shared `h` fixture of test/fixtures.ts made so; `t` and `apiId` are of it): each
+// test drives a worker of its own, with a clock and backoff it controls. Helpers over it are fixtures.
+const it = test
+  // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this destructuring
+  .override("h", { scope: "file" }, async ({}, { onCleanup }) => {
+    const h = await createHarness({}, { migrationWorker: false });
+    onCleanup(() => h.close());
+    // Inserting a key named `fail:<SQLSTATE>` fails with that SQLSTATE while the fault is switched on.
+    await h.sql("create table keyhaven_test_fault (on_ boolean)");
+    await h.sql(`create function keyhaven_test_fault() returns trigger language plpgsql as $$
     begin
       if NEW.name like 'fail:%' and exists (select 1 from keyhaven_test_fault) then
         raise exception 'injected by the test' using errcode = substr(NEW.name, 6);
       end if;
       return NEW;
     end $$`);
-  await h.sql("create trigger keyhaven_test_fault before insert on keys for each row execute function keyhaven_test_fault()");
-});
-afterAll(() => h?.close());
+    await h.sql("create trigger keyhaven_test_fault before insert on keys for each row execute function keyhaven_test_fault()");
+    return h;
+  })
+  .extend(
+    "fault",
+    async ({ h }) =>
+      (on: boolean) =>
+        h.sql(on ? "insert into keyhaven_test_fault values (true)" : "delete from keyhaven_test_fault"),
+  )
+  .extend("enqueue", async ({ h, t, apiId }) => async (migrationId: string, keys: unknown[]) => {
+    const res = await h.post("/v1/migrations.enqueueKeys", { migrationId, apiId, keys }, t.rootKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(202);
+  })
+  .extend("getMigration", async ({ h, t }) => async (migrationId: string) => {
+    const res = await h.get("/v1/migrations.getMigration", { migrationId }, t.rootKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body;
+  })
+  .extend(
+    "retryMigration",
+    async ({ h }) =>
+      (body: unknown, token = ADMIN_TOKEN) =>
+        h.post("/v1/migrations.retryMigration", body, undefined, { authorization: `Bearer ${token}` }),
+  )
+  .extend(
+    "batchesOf",
+    async ({ h }) =>
+      (migrationId: string) =>
+        h.sql<{ id: string; status: string; attempts: number; keys: unknown }>(
+          `select id, status, attempts, keys from migration_batches where migration_id = '${migrationId}' order by id`,
+        ),
+  )
+  .extend(
+    "keysNamed",
+    async ({ h }) =>
+      async (name: string) =>
+        Number((await h.sql<{ n: string }>(`select count(*) as n from keys where name = '${name}'`))[0]!.n),
+  )
+  /** A worker on a clock that moves only when the test says, with a fixed 60 s backoff that it records. */
+  .extend("manualWorker", async ({ h }) => () => {
+    let now = Date.now();
+    const delays: number[] = [];
+    const worker = new MigrationWorker(h.db, {
+      now: () => now,
+      retryDelayMs: (attempts) => {
+        delays.push(attempts);
+        return 60_000;
+      },
+    });
+    return { worker, delays, advance: (ms: number) => (now += ms) };
+  });
 
-const fault = (on: boolean) => h.sql(on ? "insert into keyhaven_test_fault values (true)" : "delete from keyhaven_test_fault");
 const randomHash = () => hashKey(randomBytes(16).toString("hex"));
 const byHash = (fields: Record<string, unknown> = {}) => ({ hash: { value: randomHash(), variant: "sha256_base64" }, ...fields });
 const newMigrationId = () => `mig_${randomBytes(6).toString("hex")}`;
-const enqueue = async (migrationId: string, keys: unknown[]) => {
-  const res = await h.post("/v1/migrations.enqueueKeys", { migrationId, apiId, keys }, t.rootKey);
-  expect(res.status, JSON.stringify(res.body)).toBe(202);
-};
-const getMigration = async (migrationId: string) => {
-  const res = await h.get("/v1/migrations.getMigration", { migrationId }, t.rootKey);
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return res.body;
-};
-const retryMigration = (body: unknown, token = ADMIN_TOKEN) =>
-  h.post("/v1/migrations.retryMigration", body, undefined, { authorization: `Bearer ${token}` });
-const batchesOf = (migrationId: string) =>
-  h.sql<{ id: string; status: string; attempts: number; keys: unknown }>(
-    `select id, status, attempts, keys from migration_batches where migration_id = '${migrationId}' order by id`,
-  );
-const keysNamed = async (name: string) =>
-  Number((await h.sql<{ n: string }>(`select count(*) as n from keys where name = '${name}'`))[0]!.n);
-
-/** A worker on a clock that moves only when the test says, with a fixed 60 s backoff that it records. */
-function manualWorker() {
-  let now = Date.now();
-  const delays: number[] = [];
-  const worker = new MigrationWorker(h.db, {
-    now: () => now,
-    retryDelayMs: (attempts) => {
-      delays.push(attempts);
-      return 60_000;
-    },
-  });
-  return { worker, delays, advance: (ms: number) => (now += ms) };
-}
-
 describe("the migration worker retries transient failures for as long as it takes", () => {
-  it("keeps a batch pending through many lock timeouts, imports other batches meanwhile, then imports it", async () => {
+  it("keeps a batch pending through many lock timeouts, imports other batches meanwhile, then imports it", async ({
+    fault,
+    enqueue,
+    getMigration,
+    batchesOf,
+    keysNamed,
+    manualWorker,
+  }) => {
     await fault(true);
     try {
       const { worker, delays, advance } = manualWorker();
@@ -119,7 +142,13 @@ describe("the migration worker retries transient failures for as long as it take
     }
   });
 
-  it("treats connection loss, deadlocks, serialization failures and timeouts as transient", async () => {
+  it("treats connection loss, deadlocks, serialization failures and timeouts as transient", async ({
+    h,
+    fault,
+    enqueue,
+    batchesOf,
+    manualWorker,
+  }) => {
     await fault(true);
     try {
       const { worker } = manualWorker();
@@ -155,7 +184,16 @@ describe("the migration worker retries transient failures for as long as it take
 });
 
 describe("a batch that fails in a way retrying cannot fix", () => {
-  it("is failed at once, and the operator can retry it once the cause is fixed", async () => {
+  it("is failed at once, and the operator can retry it once the cause is fixed", async ({
+    t,
+    fault,
+    enqueue,
+    getMigration,
+    retryMigration,
+    batchesOf,
+    keysNamed,
+    manualWorker,
+  }) => {
     const { worker } = manualWorker();
     const migrationId = newMigrationId();
     await fault(true);
@@ -200,7 +238,7 @@ describe("a batch that fails in a way retrying cannot fix", () => {
     expect((await retryMigration({ workspaceId: t.workspaceId, migrationId })).body).toEqual({ batches: 0 });
   });
 
-  it("is retried only by the operator, of the workspace that enqueued it", async () => {
+  it("is retried only by the operator, of the workspace that enqueued it", async ({ h, t, enqueue, retryMigration }) => {
     const migrationId = newMigrationId();
     await enqueue(migrationId, [byHash()]);
     const other = await h.tenant();
@@ -218,7 +256,15 @@ describe("a batch that fails in a way retrying cannot fix", () => {
 });
 
 describe("the queue keeps no key material once a batch is processed", () => {
-  it("drops the hashes and ciphertexts of imported and partly failed batches", async () => {
+  it("drops the hashes and ciphertexts of imported and partly failed batches", async ({
+    h,
+    t,
+    apiId,
+    enqueue,
+    retryMigration,
+    batchesOf,
+    manualWorker,
+  }) => {
     const { worker } = manualWorker();
     const existing = await h.importKey(t, apiId);
     const migrationId = newMigrationId();

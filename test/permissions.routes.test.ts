@@ -1,55 +1,88 @@
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect } from "vitest";
 import { describeRootKeyAuth } from "./auth-suite.js";
-import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
-
-let h: Harness;
-let t: Tenant;
-beforeAll(async () => {
-  h = await createHarness();
-  t = await h.tenant();
-});
-afterAll(() => h.close());
+import { countIn, test } from "./fixtures.js";
+import { expectError, type Harness, type Tenant } from "./helper.js";
 
 const unique = (prefix: string) => `${prefix}.${randomBytes(4).toString("hex")}`;
 
-async function newPermission(tenant: Tenant, body: Record<string, string> = {}) {
+async function newPermissionIn(h: Harness, tenant: Tenant, body: Record<string, string> = {}) {
   const name = body.name ?? unique("perm");
   const res = await h.post("/v1/permissions.createPermission", { name, ...body }, tenant.rootKey);
   expect(res.status, JSON.stringify(res.body)).toBe(200);
   return { id: res.body.permissionId as string, name, slug: body.slug ?? name };
 }
 
-async function newRole(tenant: Tenant, body: Record<string, string> = {}) {
+async function newRoleIn(h: Harness, tenant: Tenant, body: Record<string, string> = {}) {
   const name = body.name ?? unique("role");
   const res = await h.post("/v1/permissions.createRole", { name, ...body }, tenant.rootKey);
   expect(res.status, JSON.stringify(res.body)).toBe(200);
   return { id: res.body.roleId as string, name };
 }
 
-const count = async (query: string) => Number((await h.sql<{ n: string }>(`select count(*) as n from ${query}`))[0]!.n);
-const rbacRows = async () =>
-  (await count("permissions")) + (await count("roles")) + (await count("roles_permissions")) + (await count("keys_roles"));
-const rolePermissionIds = async (roleId: string) =>
-  (await h.sql<{ permission_id: string }>(`select permission_id from roles_permissions where role_id = '${roleId}' order by 1`)).map(
-    (r) => r.permission_id,
+const rbacRowsIn = async (h: Harness) =>
+  (await countIn(h, "permissions")) +
+  (await countIn(h, "roles")) +
+  (await countIn(h, "roles_permissions")) +
+  (await countIn(h, "keys_roles"));
+
+// The file's harness and tenant (`h`, `t` of test/fixtures.ts), and helpers over them.
+const it = test
+  .extend(
+    "newPermission",
+    async ({ h }) =>
+      (tenant: Tenant, body: Record<string, string> = {}) =>
+        newPermissionIn(h, tenant, body),
+  )
+  .extend(
+    "newRole",
+    async ({ h }) =>
+      (tenant: Tenant, body: Record<string, string> = {}) =>
+        newRoleIn(h, tenant, body),
+  )
+  .extend(
+    "rbacRows",
+    async ({ h }) =>
+      () =>
+        rbacRowsIn(h),
+  )
+  .extend(
+    "rolePermissionIds",
+    async ({ h }) =>
+      async (roleId: string) =>
+        (await h.sql<{ permission_id: string }>(`select permission_id from roles_permissions where role_id = '${roleId}' order by 1`)).map(
+          (r) => r.permission_id,
+        ),
+  )
+  .extend("importKeyWithRole", async ({ h }) => async (tenant: Tenant, roleName: string) => {
+    const { apiId } = (await h.post("/v1/apis.createApi", { name: "rbac-e2e" }, tenant.rootKey)).body;
+    const plaintext = `e2e_${randomBytes(12).toString("hex")}`;
+    const res = await h.post("/v1/migrations.createKeys", [{ apiId, plaintext, roles: [roleName] }], tenant.rootKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return { apiId, key: plaintext };
+  })
+  .extend(
+    "verify",
+    async ({ h }) =>
+      (key: string, permissions: unknown) =>
+        h.post("/v1/keys.verifyKey", { key, authorization: { permissions } }),
   );
 
 describe("permissions.getPermission", () => {
-  it("reads a permission with its description", async () => {
+  it("reads a permission with its description", async ({ h, t, newPermission }) => {
     const p = await newPermission(t, { name: unique("files.read"), slug: unique("files-read"), description: "Read files" });
     const res = await h.get("/v1/permissions.getPermission", { permissionId: p.id }, t.rootKey);
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ id: p.id, name: p.name, slug: p.slug, description: "Read files" });
   });
 
-  it("leaves out the description of a permission that has none", async () => {
+  it("leaves out the description of a permission that has none", async ({ h, t, newPermission }) => {
     const p = await newPermission(t);
     const res = await h.get("/v1/permissions.getPermission", { permissionId: p.id }, t.rootKey);
     expect(res.body).toEqual({ id: p.id, name: p.name, slug: p.slug });
   });
 
-  it("answers an unknown permission with 404", async () => {
+  it("answers an unknown permission with 404", async ({ h, t }) => {
     expectError(
       await h.get("/v1/permissions.getPermission", { permissionId: "perm_nope" }, t.rootKey),
       404,
@@ -58,7 +91,7 @@ describe("permissions.getPermission", () => {
     );
   });
 
-  it("requires permissionId", async () => {
+  it("requires permissionId", async ({ h, t }) => {
     expectError(await h.get("/v1/permissions.getPermission", {}, t.rootKey), 400, "BAD_REQUEST", /^permissionId: /);
     expectError(
       await h.get("/v1/permissions.getPermission", { permissionId: "" }, t.rootKey),
@@ -68,7 +101,7 @@ describe("permissions.getPermission", () => {
     );
   });
 
-  it("accepts rbac.*.read_permission", async () => {
+  it("accepts rbac.*.read_permission", async ({ h, t, newPermission }) => {
     const p = await newPermission(t);
     const reader = await h.rootKey(t.workspaceId, ["rbac.*.read_permission"]);
     expect((await h.get("/v1/permissions.getPermission", { permissionId: p.id }, reader)).status).toBe(200);
@@ -76,7 +109,7 @@ describe("permissions.getPermission", () => {
 });
 
 describe("permissions.listPermissions", () => {
-  it("lists exactly the permissions of the workspace, oldest first", async () => {
+  it("lists exactly the permissions of the workspace, oldest first", async ({ h, newPermission }) => {
     const tenant = await h.tenant();
     const a = await newPermission(tenant, { description: "first" });
     const b = await newPermission(tenant);
@@ -89,7 +122,7 @@ describe("permissions.listPermissions", () => {
     ]);
   });
 
-  it("answers an empty array for a workspace without permissions", async () => {
+  it("answers an empty array for a workspace without permissions", async ({ h }) => {
     const tenant = await h.tenant();
     const res = await h.get("/v1/permissions.listPermissions", {}, tenant.rootKey);
     expect(res.status).toBe(200);
@@ -98,7 +131,7 @@ describe("permissions.listPermissions", () => {
 });
 
 describe("permissions.deletePermission", () => {
-  it("deletes the permission with its links to keys and roles", async () => {
+  it("deletes the permission with its links to keys and roles", async ({ h, t, count, newPermission, newRole, rolePermissionIds }) => {
     const p = await newPermission(t);
     const keep = await newPermission(t);
     const role = await newRole(t);
@@ -117,7 +150,7 @@ describe("permissions.deletePermission", () => {
     expectError(await h.get("/v1/permissions.getPermission", { permissionId: p.id }, t.rootKey), 404, "NOT_FOUND");
   });
 
-  it("answers an unknown or already deleted permission with 404", async () => {
+  it("answers an unknown or already deleted permission with 404", async ({ h, t, newPermission }) => {
     const p = await newPermission(t);
     expect((await h.post("/v1/permissions.deletePermission", { permissionId: p.id }, t.rootKey)).status).toBe(200);
     expectError(
@@ -128,17 +161,17 @@ describe("permissions.deletePermission", () => {
     );
   });
 
-  it.each([
+  it.for<[Record<string, unknown>, string | RegExp]>([
     [{}, /^permissionId: /],
     [{ permissionId: "" }, "permissionId: String must contain at least 1 character(s)"],
     [{ permissionId: 42 }, /^permissionId: /],
-  ])("refuses %j with 400", async (body, message) => {
+  ])("refuses %j with 400", async ([body, message], { h, t }) => {
     expectError(await h.post("/v1/permissions.deletePermission", body, t.rootKey), 400, "BAD_REQUEST", message);
   });
 });
 
 describe("permissions.getRole, permissions.listRoles", () => {
-  it("reads a role, with its description only when it has one", async () => {
+  it("reads a role, with its description only when it has one", async ({ h, t, newRole }) => {
     const r = await newRole(t, { description: "Billing people" });
     expect((await h.get("/v1/permissions.getRole", { roleId: r.id }, t.rootKey)).body).toEqual({
       id: r.id,
@@ -149,15 +182,15 @@ describe("permissions.getRole, permissions.listRoles", () => {
     expect((await h.get("/v1/permissions.getRole", { roleId: bare.id }, t.rootKey)).body).toEqual({ id: bare.id, name: bare.name });
   });
 
-  it("answers an unknown role with 404", async () => {
+  it("answers an unknown role with 404", async ({ h, t }) => {
     expectError(await h.get("/v1/permissions.getRole", { roleId: "role_nope" }, t.rootKey), 404, "NOT_FOUND", "role role_nope not found");
   });
 
-  it("requires roleId", async () => {
+  it("requires roleId", async ({ h, t }) => {
     expectError(await h.get("/v1/permissions.getRole", {}, t.rootKey), 400, "BAD_REQUEST", /^roleId: /);
   });
 
-  it("lists exactly the roles of the workspace, oldest first", async () => {
+  it("lists exactly the roles of the workspace, oldest first", async ({ h, newRole }) => {
     const tenant = await h.tenant();
     expect((await h.get("/v1/permissions.listRoles", {}, tenant.rootKey)).body).toEqual([]);
     const a = await newRole(tenant);
@@ -173,7 +206,13 @@ describe("permissions.getRole, permissions.listRoles", () => {
 });
 
 describe("permissions.deleteRole", () => {
-  it("deletes the role with its links to keys and permissions, keeping the permissions", async () => {
+  it("deletes the role with its links to keys and permissions, keeping the permissions", async ({
+    h,
+    t,
+    count,
+    newPermission,
+    newRole,
+  }) => {
     const p = await newPermission(t);
     const role = await newRole(t);
     await h.post("/v1/permissions.addPermissionsToRole", { roleId: role.id, permissions: [{ id: p.id }] }, t.rootKey);
@@ -190,19 +229,19 @@ describe("permissions.deleteRole", () => {
     expect(await count(`permissions where id = '${p.id}'`)).toBe(1);
   });
 
-  it("answers an unknown or already deleted role with 404", async () => {
+  it("answers an unknown or already deleted role with 404", async ({ h, t, newRole }) => {
     const role = await newRole(t);
     expect((await h.post("/v1/permissions.deleteRole", { roleId: role.id }, t.rootKey)).status).toBe(200);
     expectError(await h.post("/v1/permissions.deleteRole", { roleId: role.id }, t.rootKey), 404, "NOT_FOUND", `Role ${role.id} not found`);
   });
 
-  it("requires roleId", async () => {
+  it("requires roleId", async ({ h, t }) => {
     expectError(await h.post("/v1/permissions.deleteRole", {}, t.rootKey), 400, "BAD_REQUEST", /^roleId: /);
   });
 });
 
 describe("permissions.addPermissionsToRole and permissions.removePermissionsFromRole (keyhaven extensions)", () => {
-  it("connects permissions by id and by slug, and is idempotent", async () => {
+  it("connects permissions by id and by slug, and is idempotent", async ({ h, t, newPermission, newRole, rolePermissionIds }) => {
     const a = await newPermission(t);
     const b = await newPermission(t, { name: unique("b"), slug: unique("b-slug") });
     const role = await newRole(t);
@@ -214,7 +253,14 @@ describe("permissions.addPermissionsToRole and permissions.removePermissionsFrom
     expect(await rolePermissionIds(role.id)).toEqual([a.id, b.id].sort());
   });
 
-  it("disconnects permissions, and removing one the role lacks changes nothing", async () => {
+  it("disconnects permissions, and removing one the role lacks changes nothing", async ({
+    h,
+    t,
+    count,
+    newPermission,
+    newRole,
+    rolePermissionIds,
+  }) => {
     const a = await newPermission(t);
     const b = await newPermission(t);
     const role = await newRole(t);
@@ -230,9 +276,9 @@ describe("permissions.addPermissionsToRole and permissions.removePermissionsFrom
     expect(await count(`permissions where id = '${a.id}'`)).toBe(1);
   });
 
-  it.each(["addPermissionsToRole", "removePermissionsFromRole"])(
+  it.for(["addPermissionsToRole", "removePermissionsFromRole"])(
     "%s answers an unknown permission with 404 naming it, and changes nothing",
-    async (method) => {
+    async (method, { h, t, newPermission, newRole, rolePermissionIds }) => {
       const a = await newPermission(t);
       const role = await newRole(t);
       await h.post("/v1/permissions.addPermissionsToRole", { roleId: role.id, permissions: [{ id: a.id }] }, t.rootKey);
@@ -253,30 +299,39 @@ describe("permissions.addPermissionsToRole and permissions.removePermissionsFrom
     },
   );
 
-  it.each(["addPermissionsToRole", "removePermissionsFromRole"])("%s answers an unknown role with 404", async (method) => {
-    const a = await newPermission(t);
-    expectError(
-      await h.post(`/v1/permissions.${method}`, { roleId: "role_nope", permissions: [{ id: a.id }] }, t.rootKey),
-      404,
-      "NOT_FOUND",
-      "role role_nope not found",
-    );
-  });
+  it.for(["addPermissionsToRole", "removePermissionsFromRole"])(
+    "%s answers an unknown role with 404",
+    async (method, { h, t, newPermission }) => {
+      const a = await newPermission(t);
+      expectError(
+        await h.post(`/v1/permissions.${method}`, { roleId: "role_nope", permissions: [{ id: a.id }] }, t.rootKey),
+        404,
+        "NOT_FOUND",
+        "role role_nope not found",
+      );
+    },
+  );
 
-  it.each([
+  it.for<[Record<string, unknown>, string | RegExp]>([
     [{ permissions: [{ slug: "x.y.z" }] }, /^roleId: /],
     [{ roleId: "role_x" }, /^permissions: /],
     [{ roleId: "role_x", permissions: [] }, "permissions: Array must contain at least 1 element(s)"],
     [{ roleId: "role_x", permissions: [{}] }, /^permissions\.0: provide either id or slug$/],
     [{ roleId: "role_x", permissions: [{ id: "" }] }, "permissions.0.id: String must contain at least 1 character(s)"],
     [{ roleId: "role_x", permissions: "p" }, /^permissions: /],
-  ])("refuses %j with 400", async (body, message) => {
+  ])("refuses %j with 400", async ([body, message], { h, t }) => {
     for (const method of ["addPermissionsToRole", "removePermissionsFromRole"]) {
       expectError(await h.post(`/v1/permissions.${method}`, body, t.rootKey), 400, "BAD_REQUEST", message);
     }
   });
 
-  it("accepts the rbac.*.add_permission_to_role and rbac.*.remove_permission_from_role permissions", async () => {
+  it("accepts the rbac.*.add_permission_to_role and rbac.*.remove_permission_from_role permissions", async ({
+    h,
+    t,
+    newPermission,
+    newRole,
+    rolePermissionIds,
+  }) => {
     const a = await newPermission(t);
     const role = await newRole(t);
     const adder = await h.rootKey(t.workspaceId, ["rbac.*.add_permission_to_role"]);
@@ -291,7 +346,12 @@ describe("permissions.addPermissionsToRole and permissions.removePermissionsFrom
 });
 
 describe("concurrent changes to roles and permissions", () => {
-  it("never answers a 500 when links are added while their permissions and roles are being deleted", async () => {
+  it("never answers a 500 when links are added while their permissions and roles are being deleted", async ({
+    h,
+    count,
+    newPermission,
+    newRole,
+  }) => {
     const tenant = await h.tenant();
     const perms = await Promise.all(Array.from({ length: 6 }, () => newPermission(tenant)));
     const roles = await Promise.all(Array.from({ length: 3 }, () => newRole(tenant)));
@@ -321,7 +381,7 @@ describe("concurrent changes to roles and permissions", () => {
 });
 
 describe("another workspace's roles and permissions are answered as missing", () => {
-  it("gives the same 404 as for an id that does not exist, and changes nothing", async () => {
+  it("gives the same 404 as for an id that does not exist, and changes nothing", async ({ h, newPermission, newRole, rbacRows }) => {
     const owner = await h.tenant();
     const other = await h.tenant();
     const p = await newPermission(owner);
@@ -373,16 +433,13 @@ describe("another workspace's roles and permissions are answered as missing", ()
 });
 
 describe("role-based checks set up through the API are seen by the very next verification", () => {
-  async function importKeyWithRole(tenant: Tenant, roleName: string) {
-    const { apiId } = (await h.post("/v1/apis.createApi", { name: "rbac-e2e" }, tenant.rootKey)).body;
-    const plaintext = `e2e_${randomBytes(12).toString("hex")}`;
-    const res = await h.post("/v1/migrations.createKeys", [{ apiId, plaintext, roles: [roleName] }], tenant.rootKey);
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    return { apiId, key: plaintext };
-  }
-  const verify = (key: string, permissions: unknown) => h.post("/v1/keys.verifyKey", { key, authorization: { permissions } });
-
-  it("grants P through role R once added, and refuses it right after it is removed", async () => {
+  it("grants P through role R once added, and refuses it right after it is removed", async ({
+    h,
+    newPermission,
+    newRole,
+    importKeyWithRole,
+    verify,
+  }) => {
     const tenant = await h.tenant();
     const role = await newRole(tenant, { name: "role.R" });
     const p = await newPermission(tenant, { name: "perm.P" });
@@ -402,7 +459,7 @@ describe("role-based checks set up through the API are seen by the very next ver
     expect((await verify(key, "perm.P")).body).toMatchObject({ valid: false, code: "INSUFFICIENT_PERMISSIONS" });
   });
 
-  it("refuses P at the next verification once P is deleted", async () => {
+  it("refuses P at the next verification once P is deleted", async ({ h, newPermission, newRole, importKeyWithRole, verify }) => {
     const tenant = await h.tenant();
     const role = await newRole(tenant, { name: "role.R" });
     const p = await newPermission(tenant, { name: "perm.P" });
@@ -413,7 +470,7 @@ describe("role-based checks set up through the API are seen by the very next ver
     expect((await verify(key, "perm.P")).body).toMatchObject({ valid: false, code: "INSUFFICIENT_PERMISSIONS" });
   });
 
-  it("refuses P at the next verification once R is deleted", async () => {
+  it("refuses P at the next verification once R is deleted", async ({ h, count, newPermission, newRole, importKeyWithRole, verify }) => {
     const tenant = await h.tenant();
     const role = await newRole(tenant, { name: "role.R" });
     const p = await newPermission(tenant, { name: "perm.P" });
@@ -429,111 +486,111 @@ describe("role-based checks set up through the API are seen by the very next ver
 
 // ---- the shared root-key auth suite, for every route ----
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "GET",
   path: "/v1/permissions.getPermission",
-  validRequest: async (_h, owner) => ({ query: { permissionId: (await newPermission(owner)).id } }),
+  validRequest: async (h, owner) => ({ query: { permissionId: (await newPermissionIn(h, owner)).id } }),
   insufficientPermissions: ["rbac.*.create_permission", "rbac.*.read_role"],
   expectForOtherWorkspace: async (res) => expectError(res, 404, "NOT_FOUND", /^permission perm_\S+ not found$/),
-  countRows: rbacRows,
+  countRows: rbacRowsIn,
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "GET",
   path: "/v1/permissions.listPermissions",
-  validRequest: async (_h, owner) => {
-    await newPermission(owner);
+  validRequest: async (h, owner) => {
+    await newPermissionIn(h, owner);
     return { query: {} };
   },
   insufficientPermissions: ["rbac.*.create_permission", "rbac.*.read_role"],
-  expectForOtherWorkspace: async (res, _h, owner) => {
+  expectForOtherWorkspace: async (res, h, owner) => {
     expect(res.status).toBe(200);
     const ownerIds = (await h.sql<{ id: string }>(`select id from permissions where workspace_id = '${owner.workspaceId}'`)).map(
       (r) => r.id,
     );
     expect(res.body.some((p: { id: string }) => ownerIds.includes(p.id))).toBe(false);
   },
-  countRows: rbacRows,
+  countRows: rbacRowsIn,
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "POST",
   path: "/v1/permissions.deletePermission",
-  validRequest: async (_h, owner) => ({ body: { permissionId: (await newPermission(owner)).id } }),
+  validRequest: async (h, owner) => ({ body: { permissionId: (await newPermissionIn(h, owner)).id } }),
   insufficientPermissions: ["rbac.*.read_permission", "rbac.*.delete_role"],
-  expectForOtherWorkspace: async (res, _h, owner) => {
+  expectForOtherWorkspace: async (res, h, owner) => {
     expectError(res, 404, "NOT_FOUND", /^Permission perm_\S+ not found$/);
-    expect(await count(`permissions where workspace_id = '${owner.workspaceId}'`)).toBe(1);
+    expect(await countIn(h, `permissions where workspace_id = '${owner.workspaceId}'`)).toBe(1);
   },
-  countRows: rbacRows,
+  countRows: rbacRowsIn,
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "GET",
   path: "/v1/permissions.getRole",
-  validRequest: async (_h, owner) => ({ query: { roleId: (await newRole(owner)).id } }),
+  validRequest: async (h, owner) => ({ query: { roleId: (await newRoleIn(h, owner)).id } }),
   insufficientPermissions: ["rbac.*.create_role", "rbac.*.read_permission"],
   expectForOtherWorkspace: async (res) => expectError(res, 404, "NOT_FOUND", /^role role_\S+ not found$/),
-  countRows: rbacRows,
+  countRows: rbacRowsIn,
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "GET",
   path: "/v1/permissions.listRoles",
-  validRequest: async (_h, owner) => {
-    await newRole(owner);
+  validRequest: async (h, owner) => {
+    await newRoleIn(h, owner);
     return { query: {} };
   },
   insufficientPermissions: ["rbac.*.create_role", "rbac.*.read_permission"],
-  expectForOtherWorkspace: async (res, _h, owner) => {
+  expectForOtherWorkspace: async (res, h, owner) => {
     expect(res.status).toBe(200);
     const ownerIds = (await h.sql<{ id: string }>(`select id from roles where workspace_id = '${owner.workspaceId}'`)).map((r) => r.id);
     expect(res.body.some((r: { id: string }) => ownerIds.includes(r.id))).toBe(false);
   },
-  countRows: rbacRows,
+  countRows: rbacRowsIn,
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "POST",
   path: "/v1/permissions.deleteRole",
-  validRequest: async (_h, owner) => ({ body: { roleId: (await newRole(owner)).id } }),
+  validRequest: async (h, owner) => ({ body: { roleId: (await newRoleIn(h, owner)).id } }),
   insufficientPermissions: ["rbac.*.read_role", "rbac.*.delete_permission"],
-  expectForOtherWorkspace: async (res, _h, owner) => {
+  expectForOtherWorkspace: async (res, h, owner) => {
     expectError(res, 404, "NOT_FOUND", /^Role role_\S+ not found$/);
-    expect(await count(`roles where workspace_id = '${owner.workspaceId}'`)).toBe(1);
+    expect(await countIn(h, `roles where workspace_id = '${owner.workspaceId}'`)).toBe(1);
   },
-  countRows: rbacRows,
+  countRows: rbacRowsIn,
 });
 
-async function roleWithPermission(owner: Tenant, linked: boolean) {
-  const role = await newRole(owner);
-  const p = await newPermission(owner);
+async function roleWithPermission(h: Harness, owner: Tenant, linked: boolean) {
+  const role = await newRoleIn(h, owner);
+  const p = await newPermissionIn(h, owner);
   if (linked) {
     await h.post("/v1/permissions.addPermissionsToRole", { roleId: role.id, permissions: [{ id: p.id }] }, owner.rootKey);
   }
   return { roleId: role.id, permissions: [{ id: p.id }] };
 }
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "POST",
   path: "/v1/permissions.addPermissionsToRole",
-  validRequest: async (_h, owner) => ({ body: await roleWithPermission(owner, false) }),
+  validRequest: async (h, owner) => ({ body: await roleWithPermission(h, owner, false) }),
   insufficientPermissions: ["rbac.*.remove_permission_from_role", "rbac.*.create_role", "rbac.*.add_permission_to_key"],
-  expectForOtherWorkspace: async (res, _h, owner) => {
+  expectForOtherWorkspace: async (res, h, owner) => {
     expectError(res, 404, "NOT_FOUND", /^role role_\S+ not found$/);
-    expect(await count(`roles_permissions where workspace_id = '${owner.workspaceId}'`)).toBe(0);
+    expect(await countIn(h, `roles_permissions where workspace_id = '${owner.workspaceId}'`)).toBe(0);
   },
-  countRows: rbacRows,
+  countRows: rbacRowsIn,
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "POST",
   path: "/v1/permissions.removePermissionsFromRole",
-  validRequest: async (_h, owner) => ({ body: await roleWithPermission(owner, true) }),
+  validRequest: async (h, owner) => ({ body: await roleWithPermission(h, owner, true) }),
   insufficientPermissions: ["rbac.*.add_permission_to_role", "rbac.*.delete_role", "rbac.*.remove_permission_from_key"],
-  expectForOtherWorkspace: async (res, _h, owner) => {
+  expectForOtherWorkspace: async (res, h, owner) => {
     expectError(res, 404, "NOT_FOUND", /^role role_\S+ not found$/);
-    expect(await count(`roles_permissions where workspace_id = '${owner.workspaceId}'`)).toBe(1);
+    expect(await countIn(h, `roles_permissions where workspace_id = '${owner.workspaceId}'`)).toBe(1);
   },
-  countRows: rbacRows,
+  countRows: rbacRowsIn,
 });

@@ -1,10 +1,11 @@
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect } from "vitest";
 import { ManualClock } from "../src/clock.js";
 import { MemoryRateLimiter } from "../src/ratelimit/memory.ratelimiter.js";
 import type { LimitCheck, RateLimiter } from "../src/ratelimit/ratelimiter.js";
 import { RedisRateLimiter } from "../src/ratelimit/redis.ratelimiter.js";
-import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
+import { test } from "./fixtures.js";
+import { createHarness, expectError } from "./helper.js";
 
 const QUOTA = 100;
 const backends: [string, () => RateLimiter][] = [["memory", () => new MemoryRateLimiter(60_000, QUOTA)]];
@@ -123,21 +124,24 @@ describe("the memory rate limiter's bound", () => {
 const HOUR = 3_600_000;
 const clock = new ManualClock(Date.now() - (Date.now() % HOUR) + HOUR + 30 * 60_000);
 
-let h: Harness;
-let t: Tenant;
-let apiId: string;
-beforeAll(async () => {
-  h = await createHarness({}, { clock });
-  t = await h.tenant();
-  apiId = (await h.post("/v1/apis.createApi", { name: "limits" }, t.rootKey)).body.apiId;
-});
-afterAll(() => h.close());
-
-const importKey = (fields: Record<string, unknown> = {}) => h.importKey(t, apiId, fields);
-const verify = (body: Record<string, unknown>) => h.post("/v1/keys.verifyKey", body);
+// The keys.verifyKey tests' harness is the shared `h` fixture of test/fixtures.ts made on that clock (`t`, `apiId`
+// and `importKey` are of it).
+const it = test
+  // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this destructuring
+  .override("h", { scope: "file" }, async ({}, { onCleanup }) => {
+    const h = await createHarness({}, { clock });
+    onCleanup(() => h.close());
+    return h;
+  })
+  .extend(
+    "verify",
+    async ({ h }) =>
+      (body: Record<string, unknown>) =>
+        h.post("/v1/keys.verifyKey", body),
+  );
 
 describe("rate limits in keys.verifyKey", () => {
-  it("applies an imported key's limit as its default limit", async () => {
+  it("applies an imported key's limit as its default limit", async ({ importKey, verify }) => {
     const { key } = await importKey({ ratelimit: { limit: 2, refillRate: 2, refillInterval: 3_600_000 } });
     const bodies = [];
     for (let i = 0; i < 3; i++) bodies.push((await verify({ key })).body);
@@ -147,7 +151,7 @@ describe("rate limits in keys.verifyKey", () => {
     expect(bodies[2].ratelimit.reset).toBeGreaterThan(Date.now());
   });
 
-  it("does not spend remaining uses on a rate-limited verification", async () => {
+  it("does not spend remaining uses on a rate-limited verification", async ({ h, importKey, verify }) => {
     const { key, keyId } = await importKey({ remaining: 10, ratelimit: { limit: 1, refillRate: 1, refillInterval: 3_600_000 } });
     expect((await verify({ key })).body).toMatchObject({ valid: true, remaining: 9 });
     expect((await verify({ key })).body).toMatchObject({ code: "RATE_LIMITED" });
@@ -155,14 +159,14 @@ describe("rate limits in keys.verifyKey", () => {
     expect(row.remaining_requests).toBe(9);
   });
 
-  it("checks ad-hoc limits given in the request", async () => {
+  it("checks ad-hoc limits given in the request", async ({ importKey, verify }) => {
     const { key } = await importKey();
     const req = { key, ratelimits: [{ name: "burst", limit: 1, duration: 3_600_000 }] };
     expect((await verify(req)).body).toMatchObject({ valid: true, ratelimit: { limit: 1, remaining: 0 } });
     expect((await verify(req)).body).toMatchObject({ valid: false, code: "RATE_LIMITED" });
   });
 
-  it("refuses a named limit the key does not have with 400", async () => {
+  it("refuses a named limit the key does not have with 400", async ({ importKey, verify }) => {
     const { key, keyId } = await importKey();
     expectError(
       await verify({ key, ratelimits: [{ name: "nope" }] }),
@@ -172,7 +176,7 @@ describe("rate limits in keys.verifyKey", () => {
     );
   });
 
-  it("charges nothing when one of several limits refuses", async () => {
+  it("charges nothing when one of several limits refuses", async ({ importKey, verify }) => {
     const { key } = await importKey({ ratelimit: { limit: 5, refillRate: 5, refillInterval: 3_600_000 } });
     const tight = { name: "tight", limit: 1, duration: 3_600_000 };
     expect((await verify({ key, ratelimits: [tight] })).body.valid).toBe(true);
@@ -181,7 +185,7 @@ describe("rate limits in keys.verifyKey", () => {
     expect((await verify({ key })).body.ratelimit).toMatchObject({ limit: 5, remaining: 3 });
   });
 
-  it("shares an identity's limits among all its keys, and lets a key's own limit of that name win", async () => {
+  it("shares an identity's limits among all its keys, and lets a key's own limit of that name win", async ({ h, t, importKey, verify }) => {
     const externalId = `limited-${randomBytes(4).toString("hex")}`;
     const a = await importKey({ externalId });
     const b = await importKey({ externalId });
@@ -203,7 +207,7 @@ describe("rate limits in keys.verifyKey", () => {
 describe("the Unkey-Ratelimit-Triggered header of keys.verifyKey", () => {
   const TRIGGERED = "unkey-ratelimit-triggered";
 
-  it("names the key's default limit when it refuses, and is absent while the verification is VALID", async () => {
+  it("names the key's default limit when it refuses, and is absent while the verification is VALID", async ({ importKey, verify }) => {
     const { key } = await importKey({ ratelimit: { limit: 1, refillRate: 1, refillInterval: 3_600_000 } });
     const first = await verify({ key });
     expect(first.body.code).toBe("VALID");
@@ -213,7 +217,7 @@ describe("the Unkey-Ratelimit-Triggered header of keys.verifyKey", () => {
     expect(second.headers[TRIGGERED]).toBe("default");
   });
 
-  it("names the request's limit that refused, the first refusing one in v1's order", async () => {
+  it("names the request's limit that refused, the first refusing one in v1's order", async ({ importKey, verify }) => {
     const { key } = await importKey({ ratelimit: { limit: 10, refillRate: 10, refillInterval: 3_600_000 } });
     const tight = { name: "tight", limit: 1, duration: 3_600_000 };
     const zero = { name: "zero", limit: 0, duration: 3_600_000 };
@@ -228,7 +232,7 @@ describe("the Unkey-Ratelimit-Triggered header of keys.verifyKey", () => {
     expect((await verify({ key, ratelimits: [tight, zero] })).headers[TRIGGERED]).toBe("tight");
   });
 
-  it("is absent on answers that no limit refused", async () => {
+  it("is absent on answers that no limit refused", async ({ importKey, verify }) => {
     const { key } = await importKey({ remaining: 1 });
     expect((await verify({ key })).headers[TRIGGERED]).toBeUndefined();
     const exhausted = await verify({ key });
@@ -240,7 +244,7 @@ describe("the Unkey-Ratelimit-Triggered header of keys.verifyKey", () => {
 describe("across two replicas over real sockets", () => {
   let urls: string[];
   let closeReplica: () => Promise<void>;
-  beforeAll(async () => {
+  it.beforeAll(async ({ h }) => {
     ({ urls, closeReplica } = await h.listenWithReplica());
   });
   afterAll(() => closeReplica());
@@ -252,7 +256,7 @@ describe("across two replicas over real sockets", () => {
       body: JSON.stringify(body),
     }).then((r) => r.json() as Promise<any>);
 
-  it("lets exactly 10 of 100 concurrent verifications through a limit of 10 per window", async () => {
+  it("lets exactly 10 of 100 concurrent verifications through a limit of 10 per window", async ({ importKey }) => {
     // A one-hour window, on a clock that stands still mid-hour: the burst sees one window.
     const hour = HOUR;
     const { key } = await importKey({ ratelimit: { limit: 10, refillRate: 10, refillInterval: hour } });
@@ -261,7 +265,7 @@ describe("across two replicas over real sockets", () => {
     expect(results.filter((r) => r.code === "RATE_LIMITED")).toHaveLength(90);
   });
 
-  it("lets exactly 50 of 200 concurrent verifications spend a key with 50 uses", async () => {
+  it("lets exactly 50 of 200 concurrent verifications spend a key with 50 uses", async ({ h, importKey }) => {
     const { key, keyId } = await importKey({ remaining: 50 });
     const results = await Promise.all(Array.from({ length: 200 }, (_, i) => verifyAt(i, { key })));
     expect(results.filter((r) => r.valid)).toHaveLength(50);
@@ -270,7 +274,7 @@ describe("across two replicas over real sockets", () => {
     expect(row.remaining_requests).toBe(0);
   });
 
-  it("sees a disabled or deleted key on the very next verification, on either replica", async () => {
+  it("sees a disabled or deleted key on the very next verification, on either replica", async ({ h, importKey }) => {
     const { key, keyId } = await importKey();
     expect((await verifyAt(0, { key })).valid).toBe(true);
     await h.sql(`update keys set enabled = false where id = '${keyId}'`);

@@ -1,23 +1,16 @@
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect } from "vitest";
 import { MAX_WINDOW_MS } from "../src/ratelimit/ratelimiter.js";
 import { describeRootKeyAuth } from "./auth-suite.js";
-import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
-
-let h: Harness;
-let t: Tenant;
-beforeAll(async () => {
-  h = await createHarness();
-  t = await h.tenant();
-});
-afterAll(() => h.close());
+import { test } from "./fixtures.js";
+import { expectError, type Harness, type Tenant } from "./helper.js";
 
 const HOUR = 3_600_000;
 const uniq = (prefix: string) => `${prefix}-${randomBytes(5).toString("hex")}`;
-const limitCall = (body: Record<string, unknown>, rootKey = t.rootKey) => h.post("/v1/ratelimits.limit", body, rootKey);
+const limitIn = (h: Harness, body: Record<string, unknown>, rootKey: string) => h.post("/v1/ratelimits.limit", body, rootKey);
 
 /** Creates a namespace (through an auto-creating limit call on another identifier) and returns its id. */
-async function createNamespace(tenant: Tenant, name = uniq("ns")): Promise<{ name: string; id: string }> {
+async function createNamespaceIn(h: Harness, tenant: Tenant, name = uniq("ns")): Promise<{ name: string; id: string }> {
   const res = await h.post("/v1/ratelimits.limit", { namespace: name, identifier: "setup", limit: 1, duration: 1000 }, tenant.rootKey);
   expect(res.status, JSON.stringify(res.body)).toBe(200);
   const [row] = await h.sql<{ id: string }>(
@@ -26,18 +19,51 @@ async function createNamespace(tenant: Tenant, name = uniq("ns")): Promise<{ nam
   return { name, id: row!.id };
 }
 
-async function setOverride(tenant: Tenant, body: Record<string, unknown>) {
+async function setOverrideIn(h: Harness, tenant: Tenant, body: Record<string, unknown>) {
   const res = await h.post("/v1/ratelimits.setOverride", { duration: HOUR, ...body }, tenant.rootKey);
   expect(res.status, JSON.stringify(res.body)).toBe(200);
   return res.body.overrideId as string;
 }
 
-const countRows = async () => {
+const countRowsIn = async (h: Harness) => {
   const [r] = await h.sql<{ n: number }>(
     `select (select count(*) from ratelimit_namespaces) + (select count(*) from ratelimit_overrides where deleted_at_m is null) as n`,
   );
   return Number(r!.n);
 };
+
+// The file's harness and tenant (`h`, `t` of test/fixtures.ts), and helpers over them.
+const it = test
+  .extend(
+    "limitCall",
+    async ({ h, t }) =>
+      (body: Record<string, unknown>, rootKey = t.rootKey) =>
+        limitIn(h, body, rootKey),
+  )
+  .extend(
+    "createNamespace",
+    async ({ h }) =>
+      (tenant: Tenant, name?: string) =>
+        createNamespaceIn(h, tenant, name),
+  )
+  .extend(
+    "setOverride",
+    async ({ h }) =>
+      (tenant: Tenant, body: Record<string, unknown>) =>
+        setOverrideIn(h, tenant, body),
+  )
+  .extend(
+    "countRows",
+    async ({ h }) =>
+      () =>
+        countRowsIn(h),
+  )
+  .extend(
+    "list",
+    async ({ h }) =>
+      (query: Record<string, string>, rootKey: string | undefined) =>
+        h.get("/v1/ratelimits.listNamespaces", query, rootKey),
+  );
 
 /** Waits out the end of the current hour when fewer than 10 s are left, so a burst sees one window. */
 async function awayFromHourBoundary() {
@@ -45,7 +71,7 @@ async function awayFromHourBoundary() {
 }
 
 describe("POST /v1/ratelimits.limit", () => {
-  it("counts per fixed window and auto-creates the `default` namespace for a `*` key", async () => {
+  it("counts per fixed window and auto-creates the `default` namespace for a `*` key", async ({ h, limitCall }) => {
     await awayFromHourBoundary();
     const tenant = await h.tenant();
     const identifier = uniq("user");
@@ -64,7 +90,11 @@ describe("POST /v1/ratelimits.limit", () => {
     expect(rows).toEqual([{ name: "default" }]);
   });
 
-  it("charges `cost` units, reads without charging at cost 0, and refuses a cost larger than what is left", async () => {
+  it("charges `cost` units, reads without charging at cost 0, and refuses a cost larger than what is left", async ({
+    t,
+    limitCall,
+    createNamespace,
+  }) => {
     const ns = await createNamespace(t);
     const identifier = uniq("user");
     const call = (cost: number) => limitCall({ namespace: ns.name, identifier, limit: 10, duration: HOUR, cost });
@@ -75,7 +105,7 @@ describe("POST /v1/ratelimits.limit", () => {
     expect((await call(1)).body).toMatchObject({ success: false, remaining: 0 });
   });
 
-  it("accepts the largest limit, cost and window (30 days)", async () => {
+  it("accepts the largest limit, cost and window (30 days)", async ({ limitCall }) => {
     const body = { identifier: uniq("user"), limit: 2 ** 31 - 1, duration: MAX_WINDOW_MS, cost: 2 ** 31 - 1 };
     const res = await limitCall(body);
     expect(res.body).toMatchObject({ success: true, limit: 2 ** 31 - 1, remaining: 0 });
@@ -83,7 +113,7 @@ describe("POST /v1/ratelimits.limit", () => {
     expect((await limitCall({ ...body, cost: 1 })).body).toMatchObject({ success: false, remaining: 0 });
   });
 
-  it("accepts async, meta and resources (async answers exactly like a synchronous call)", async () => {
+  it("accepts async, meta and resources (async answers exactly like a synchronous call)", async ({ t, limitCall, createNamespace }) => {
     const ns = await createNamespace(t);
     const identifier = uniq("user");
     const body = {
@@ -99,7 +129,7 @@ describe("POST /v1/ratelimits.limit", () => {
     expect((await limitCall(body)).body).toMatchObject({ success: false, remaining: 0 });
   });
 
-  it("keeps counters apart per namespace, per workspace, and from key rate limits", async () => {
+  it("keeps counters apart per namespace, per workspace, and from key rate limits", async ({ h, t, limitCall, createNamespace }) => {
     const a = await createNamespace(t);
     const b = await createNamespace(t);
     const other = await h.tenant();
@@ -121,7 +151,11 @@ describe("POST /v1/ratelimits.limit", () => {
     expect(keyCounter).toMatchObject({ passed: true, remaining: 1 });
   });
 
-  it("auto-creates a missing namespace only for a key that may create namespaces; else 404, nothing written", async () => {
+  it("auto-creates a missing namespace only for a key that may create namespaces; else 404, nothing written", async ({
+    h,
+    t,
+    limitCall,
+  }) => {
     const name = uniq("ns");
     const body = { namespace: name, identifier: "u1", limit: 5, duration: 60_000 };
     const limitOnly = await h.rootKey(t.workspaceId, ["ratelimit.*.limit"]);
@@ -145,7 +179,12 @@ describe("POST /v1/ratelimits.limit", () => {
     expect(await rowsOf()).toHaveLength(1);
   });
 
-  it("applies the exact override first, then the most specific matching wildcard", async () => {
+  it("applies the exact override first, then the most specific matching wildcard", async ({
+    t,
+    limitCall,
+    createNamespace,
+    setOverride,
+  }) => {
     const ns = await createNamespace(t);
     await setOverride(t, { namespaceId: ns.id, identifier: "us*", limit: 1 });
     await setOverride(t, { namespaceId: ns.id, identifier: "user_*", limit: 2 });
@@ -161,7 +200,7 @@ describe("POST /v1/ratelimits.limit", () => {
     expect(await limitOf("someone")).toBe(100);
   });
 
-  it("matches `*` against any run of characters and everything else literally", async () => {
+  it("matches `*` against any run of characters and everything else literally", async ({ t, limitCall, createNamespace, setOverride }) => {
     const ns = await createNamespace(t);
     await setOverride(t, { namespaceId: ns.id, identifier: "a%b_*", limit: 7 });
     await setOverride(t, { namespaceId: ns.id, identifier: "*-x-*", limit: 8 });
@@ -179,7 +218,13 @@ describe("POST /v1/ratelimits.limit", () => {
     expect(await limitOf("backslash-1")).toBe(100);
   });
 
-  it("uses an override's limit and duration, sees a change on the next call, and forgets a deleted one", async () => {
+  it("uses an override's limit and duration, sees a change on the next call, and forgets a deleted one", async ({
+    h,
+    t,
+    limitCall,
+    createNamespace,
+    setOverride,
+  }) => {
     await awayFromHourBoundary();
     const ns = await createNamespace(t);
     const identifier = uniq("user");
@@ -196,7 +241,7 @@ describe("POST /v1/ratelimits.limit", () => {
     expect((await call()).body).toMatchObject({ success: true, limit: 100, remaining: 99 });
   });
 
-  it.each([
+  it.for<[Record<string, unknown>, string | RegExp | undefined]>([
     [{ identifier: "" }, /^identifier: /],
     [{ identifier: "x".repeat(513) }, /^identifier: /],
     [{ limit: 0 }, /^limit: /],
@@ -213,14 +258,14 @@ describe("POST /v1/ratelimits.limit", () => {
     [{ resources: [{ type: "project" }] }, /^resources\.0\.id: /],
     [{ identifier: undefined }, /^identifier: /],
     [{ identifier: "a\u0000b" }, undefined],
-  ])("refuses %j with 400 and writes nothing", async (patch, message) => {
+  ])("refuses %j with 400 and writes nothing", async ([patch, message], { limitCall, countRows }) => {
     const before = await countRows();
     const body = { namespace: uniq("ns"), identifier: "u", limit: 10, duration: 60_000, ...patch };
     expectError(await limitCall(body), 400, "BAD_REQUEST", message);
     expect(await countRows()).toBe(before);
   });
 
-  it("refuses a body over its limit with 413 and writes nothing", async () => {
+  it("refuses a body over its limit with 413 and writes nothing", async ({ limitCall, countRows }) => {
     const before = await countRows();
     const res = await limitCall({
       namespace: uniq("ns"),
@@ -235,7 +280,12 @@ describe("POST /v1/ratelimits.limit", () => {
 });
 
 describe("POST /v1/ratelimits.setOverride", () => {
-  it("creates an override by namespace name or id and updates it in place when set again", async () => {
+  it("creates an override by namespace name or id and updates it in place when set again", async ({
+    h,
+    t,
+    createNamespace,
+    setOverride,
+  }) => {
     const ns = await createNamespace(t);
     const id = await setOverride(t, { namespaceName: ns.name, identifier: "user_1", limit: 5, duration: 60_000 });
     expect(id).toMatch(/^rlor_/);
@@ -249,7 +299,12 @@ describe("POST /v1/ratelimits.setOverride", () => {
     ]);
   });
 
-  it("counts an empty namespaceId or namespaceName as not given, as v1 did (its tests send `namespaceId=`)", async () => {
+  it("counts an empty namespaceId or namespaceName as not given, as v1 did (its tests send `namespaceId=`)", async ({
+    h,
+    t,
+    createNamespace,
+    setOverride,
+  }) => {
     const message = "You must provide a namespaceId or a namespaceName";
     const body = { identifier: "user_1", limit: 5, duration: 60_000 };
     const empties: Record<string, string>[] = [{ namespaceId: "" }, { namespaceName: "" }, { namespaceId: "", namespaceName: "" }];
@@ -272,7 +327,7 @@ describe("POST /v1/ratelimits.setOverride", () => {
     expect(got.body).toMatchObject({ identifier: "user_1", limit: 3 });
   });
 
-  it("refuses a request naming no namespace (400) and an unknown one (404), writing nothing", async () => {
+  it("refuses a request naming no namespace (400) and an unknown one (404), writing nothing", async ({ h, t, countRows }) => {
     const before = await countRows();
     const body = { identifier: "user_1", limit: 5, duration: 60_000 };
     expectError(
@@ -309,7 +364,7 @@ describe("POST /v1/ratelimits.setOverride", () => {
     expect(await countRows()).toBe(before);
   });
 
-  it.each([
+  it.for<[Record<string, unknown>, string | RegExp | undefined]>([
     [{ identifier: "ab" }, /^identifier: /],
     [{ identifier: "x".repeat(513) }, /^identifier: /],
     [{ limit: -1 }, /^limit: /],
@@ -319,7 +374,7 @@ describe("POST /v1/ratelimits.setOverride", () => {
     // An empty one counts as not given (the name is used): see above.
     [{ namespaceId: "n".repeat(257) }, "namespaceId: String must contain at most 256 character(s)"],
     [{ async: 1 }, /^async: /],
-  ])("refuses %j with 400 and writes nothing", async (patch, message) => {
+  ])("refuses %j with 400 and writes nothing", async ([patch, message], { h, t, createNamespace, countRows }) => {
     const ns = await createNamespace(t);
     const before = await countRows();
     const body = { namespaceName: ns.name, identifier: "user_1", limit: 5, duration: 60_000, ...patch };
@@ -329,7 +384,7 @@ describe("POST /v1/ratelimits.setOverride", () => {
 });
 
 describe("GET /v1/ratelimits.getOverride", () => {
-  it("reads an override by namespace id or name, `*` identifiers matched literally", async () => {
+  it("reads an override by namespace id or name, `*` identifiers matched literally", async ({ h, t, createNamespace, setOverride }) => {
     const ns = await createNamespace(t);
     const id = await setOverride(t, { namespaceId: ns.id, identifier: "user_*", limit: 5, duration: 60_000 });
     const expected = { id, identifier: "user_*", limit: 5, duration: 60_000, async: false };
@@ -347,7 +402,7 @@ describe("GET /v1/ratelimits.getOverride", () => {
     );
   });
 
-  it("answers 400 without a namespace and 404 for an unknown namespace", async () => {
+  it("answers 400 without a namespace and 404 for an unknown namespace", async ({ h, t }) => {
     expectError(
       await h.get("/v1/ratelimits.getOverride", { identifier: "user_1" }, t.rootKey),
       400,
@@ -365,7 +420,7 @@ describe("GET /v1/ratelimits.getOverride", () => {
 });
 
 describe("GET /v1/ratelimits.listOverrides", () => {
-  it("pages a namespace's live overrides by id with an exact total", async () => {
+  it("pages a namespace's live overrides by id with an exact total", async ({ h, t, createNamespace, setOverride }) => {
     const ns = await createNamespace(t);
     const ids = [];
     for (const identifier of ["aaa", "bbb", "ccc"]) ids.push(await setOverride(t, { namespaceId: ns.id, identifier, limit: 1 }));
@@ -385,7 +440,7 @@ describe("GET /v1/ratelimits.listOverrides", () => {
     expect(second.body.total).toBe(3);
   });
 
-  it("answers an empty namespace with no overrides, and refuses bad limits and unknown namespaces", async () => {
+  it("answers an empty namespace with no overrides, and refuses bad limits and unknown namespaces", async ({ h, t, createNamespace }) => {
     const ns = await createNamespace(t);
     expect((await h.get("/v1/ratelimits.listOverrides", { namespaceId: ns.id }, t.rootKey)).body).toEqual({ overrides: [], total: 0 });
     for (const limit of ["0", "101", "1.5", "x"]) {
@@ -407,9 +462,12 @@ describe("GET /v1/ratelimits.listOverrides", () => {
 });
 
 describe("GET /v1/ratelimits.listNamespaces (keyhaven extension)", () => {
-  const list = (query: Record<string, string>, rootKey: string | undefined) => h.get("/v1/ratelimits.listNamespaces", query, rootKey);
-
-  it("pages the workspace's live namespaces by name, with their ids and an exact total", async () => {
+  it("pages the workspace's live namespaces by name, with their ids and an exact total", async ({
+    h,
+    createNamespace,
+    setOverride,
+    list,
+  }) => {
     const tenant = await h.tenant();
     const made = [];
     for (const name of ["ns-c", "ns-a", "ns-b"]) made.push(await createNamespace(tenant, name));
@@ -432,7 +490,7 @@ describe("GET /v1/ratelimits.listNamespaces (keyhaven extension)", () => {
     expect((await h.get("/v1/ratelimits.getOverride", { namespaceId: a!.id, identifier: "user_1" }, tenant.rootKey)).body.limit).toBe(2);
   });
 
-  it("accepts `*` and ratelimit.*.read_namespace, and refuses bad limits and cursors with 400", async () => {
+  it("accepts `*` and ratelimit.*.read_namespace, and refuses bad limits and cursors with 400", async ({ h, createNamespace, list }) => {
     const tenant = await h.tenant();
     const ns = await createNamespace(tenant);
     for (const perms of [["*"], ["ratelimit.*.read_namespace"]]) {
@@ -451,7 +509,7 @@ describe("GET /v1/ratelimits.listNamespaces (keyhaven extension)", () => {
 });
 
 describe("POST /v1/ratelimits.deleteOverride", () => {
-  it("soft-deletes the override; setting it again revives the same row", async () => {
+  it("soft-deletes the override; setting it again revives the same row", async ({ h, t, createNamespace, setOverride }) => {
     const ns = await createNamespace(t);
     const id = await setOverride(t, { namespaceId: ns.id, identifier: "user_1", limit: 5 });
     const res = await h.post("/v1/ratelimits.deleteOverride", { namespaceName: ns.name, identifier: "user_1" }, t.rootKey);
@@ -475,7 +533,7 @@ describe("POST /v1/ratelimits.deleteOverride", () => {
     expect((await h.get("/v1/ratelimits.getOverride", { namespaceId: ns.id, identifier: "user_1" }, t.rootKey)).body.limit).toBe(9);
   });
 
-  it("answers 400 without a namespace and 404 for an unknown namespace, changing nothing", async () => {
+  it("answers 400 without a namespace and 404 for an unknown namespace, changing nothing", async ({ h, t, countRows }) => {
     const before = await countRows();
     expectError(
       await h.post("/v1/ratelimits.deleteOverride", { identifier: "user_1" }, t.rootKey),
@@ -495,7 +553,7 @@ describe("POST /v1/ratelimits.deleteOverride", () => {
 });
 
 describe("another workspace's namespaces and overrides", () => {
-  it("are answered 404 by every override route, and changed by none", async () => {
+  it("are answered 404 by every override route, and changed by none", async ({ h, t, createNamespace, setOverride }) => {
     const ns = await createNamespace(t);
     const id = await setOverride(t, { namespaceId: ns.id, identifier: "user_1", limit: 5 });
     const other = await h.tenant();
@@ -528,13 +586,11 @@ describe("another workspace's namespaces and overrides", () => {
 });
 
 // The shared root-key suite, once per route.
-const ownerNamespace = async (owner: Tenant) => createNamespace(owner);
-
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "POST",
   path: "/v1/ratelimits.limit",
-  async validRequest(_h, owner) {
-    const ns = await ownerNamespace(owner);
+  async validRequest(h, owner) {
+    const ns = await createNamespaceIn(h, owner);
     return { body: { namespace: ns.name, identifier: "user_1", limit: 10, duration: HOUR } };
   },
   insufficientPermissions: ["ratelimit.*.set_override", "ratelimit.*.read_override"],
@@ -549,71 +605,71 @@ describeRootKeyAuth(() => h, {
     const [ownerNs] = await hh.sql<{ name: string }>(
       `select name from ratelimit_namespaces where workspace_id = '${owner.workspaceId}' order by created_at_m desc limit 1`,
     );
-    const mine = await limitCall({ namespace: ownerNs!.name, identifier: "user_1", limit: 10, duration: HOUR }, owner.rootKey);
+    const mine = await limitIn(hh, { namespace: ownerNs!.name, identifier: "user_1", limit: 10, duration: HOUR }, owner.rootKey);
     expect(mine.body).toMatchObject({ success: true, remaining: 9 });
     // Without the right to create namespaces, the other workspace gets the plain 404.
     const limitOnly = await hh.rootKey(other.workspaceId, ["ratelimit.*.limit"]);
     const name = uniq("ns");
-    await createNamespace(owner, name);
+    await createNamespaceIn(hh, owner, name);
     expectError(
-      await limitCall({ namespace: name, identifier: "u", limit: 1, duration: 1000 }, limitOnly),
+      await limitIn(hh, { namespace: name, identifier: "u", limit: 1, duration: 1000 }, limitOnly),
       404,
       "NOT_FOUND",
       `namespace ${name} not found`,
     );
   },
-  countRows,
+  countRows: countRowsIn,
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "POST",
   path: "/v1/ratelimits.setOverride",
-  async validRequest(_h, owner) {
-    const ns = await ownerNamespace(owner);
+  async validRequest(h, owner) {
+    const ns = await createNamespaceIn(h, owner);
     return { body: { namespaceName: ns.name, identifier: "user_1", limit: 10, duration: HOUR } };
   },
   insufficientPermissions: ["ratelimit.*.read_override", "ratelimit.*.limit", "ratelimit.*.delete_override"],
   async expectForOtherWorkspace(res) {
     expectError(res, 404, "NOT_FOUND", /^Namespace .* not found$/);
   },
-  countRows,
+  countRows: countRowsIn,
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "GET",
   path: "/v1/ratelimits.getOverride",
-  async validRequest(_h, owner) {
-    const ns = await ownerNamespace(owner);
-    await setOverride(owner, { namespaceId: ns.id, identifier: "user_1", limit: 3 });
+  async validRequest(h, owner) {
+    const ns = await createNamespaceIn(h, owner);
+    await setOverrideIn(h, owner, { namespaceId: ns.id, identifier: "user_1", limit: 3 });
     return { query: { namespaceId: ns.id, identifier: "user_1" } };
   },
   insufficientPermissions: ["ratelimit.*.set_override", "ratelimit.*.limit"],
   async expectForOtherWorkspace(res) {
     expectError(res, 404, "NOT_FOUND", "Namespace not found");
   },
-  countRows,
+  countRows: countRowsIn,
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "GET",
   path: "/v1/ratelimits.listOverrides",
-  async validRequest(_h, owner) {
-    const ns = await ownerNamespace(owner);
-    await setOverride(owner, { namespaceId: ns.id, identifier: "user_1", limit: 3 });
+  async validRequest(h, owner) {
+    const ns = await createNamespaceIn(h, owner);
+    await setOverrideIn(h, owner, { namespaceId: ns.id, identifier: "user_1", limit: 3 });
     return { query: { namespaceId: ns.id } };
   },
   insufficientPermissions: ["ratelimit.*.set_override", "ratelimit.*.limit"],
   async expectForOtherWorkspace(res) {
     expectError(res, 404, "NOT_FOUND", /^Namespace rlns_\S+ not found$/);
   },
-  countRows,
+  countRows: countRowsIn,
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "GET",
   path: "/v1/ratelimits.listNamespaces",
-  async validRequest(_h, owner) {
-    await ownerNamespace(owner);
+  async validRequest(h, owner) {
+    await createNamespaceIn(h, owner);
     return { query: { limit: "10" } };
   },
   insufficientPermissions: ["ratelimit.*.read_override", "ratelimit.*.limit", "ratelimit.*.create_namespace"],
@@ -622,15 +678,15 @@ describeRootKeyAuth(() => h, {
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ namespaces: [], total: 0 });
   },
-  countRows,
+  countRows: countRowsIn,
 });
 
-describeRootKeyAuth(() => h, {
+describeRootKeyAuth(it, {
   method: "POST",
   path: "/v1/ratelimits.deleteOverride",
-  async validRequest(_h, owner) {
-    const ns = await ownerNamespace(owner);
-    await setOverride(owner, { namespaceId: ns.id, identifier: "user_1", limit: 3 });
+  async validRequest(h, owner) {
+    const ns = await createNamespaceIn(h, owner);
+    await setOverrideIn(h, owner, { namespaceId: ns.id, identifier: "user_1", limit: 3 });
     return { body: { namespaceId: ns.id, identifier: "user_1" } };
   },
   insufficientPermissions: ["ratelimit.*.set_override", "ratelimit.*.read_override"],
@@ -639,25 +695,27 @@ describeRootKeyAuth(() => h, {
     const rows = await hh.sql(`select id from ratelimit_overrides where workspace_id = '${owner.workspaceId}' and deleted_at_m is null`);
     expect(rows).toHaveLength(1);
   },
-  countRows,
+  countRows: countRowsIn,
 });
 
 describe("across two replicas over real sockets", () => {
   let urls: string[];
   let closeReplica: () => Promise<void>;
-  beforeAll(async () => {
+  let ownerKey: string;
+  it.beforeAll(async ({ h, t }) => {
     ({ urls, closeReplica } = await h.listenWithReplica());
+    ownerKey = t.rootKey;
   });
   afterAll(() => closeReplica());
 
-  const postAt = (i: number, path: string, body: unknown, rootKey = t.rootKey) =>
+  const postAt = (i: number, path: string, body: unknown, rootKey = ownerKey) =>
     fetch(`${urls[i % 2]}${path}`, {
       method: "POST",
       headers: { "content-type": "application/json", authorization: `Bearer ${rootKey}` },
       body: JSON.stringify(body),
     }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }));
 
-  it("lets exactly 10 of 100 concurrent calls through a limit of 10, creating the namespace once", async () => {
+  it("lets exactly 10 of 100 concurrent calls through a limit of 10, creating the namespace once", async ({ h }) => {
     await awayFromHourBoundary();
     const tenant = await h.tenant();
     const namespace = uniq("burst");
@@ -680,7 +738,7 @@ describe("across two replicas over real sockets", () => {
     expect(rows).toHaveLength(1);
   });
 
-  it("sees an override set on one replica in the very next call on the other", async () => {
+  it("sees an override set on one replica in the very next call on the other", async ({ t, createNamespace }) => {
     const ns = await createNamespace(t);
     const identifier = uniq("user");
     const call = (i: number) =>

@@ -1,25 +1,31 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createHarness, type Harness, type Tenant } from "./helper.js";
+import { describe, expect } from "vitest";
+import { test } from "./fixtures.js";
 
-let h: Harness;
-let t: Tenant;
-let apiId: string;
-beforeAll(async () => {
-  h = await createHarness();
-  t = await h.tenant();
-  apiId = (await h.post("/v1/apis.createApi", { name: "refill" }, t.rootKey)).body.apiId;
-});
-afterAll(() => h.close());
-
-async function boundary(refillDay: number | null, at: string): Promise<string> {
-  const [row] = await h.sql<{ b: string }>(
-    `select to_char(keyhaven_refill_boundary(${refillDay === null ? "null" : refillDay}::smallint, '${at}'::timestamptz) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS') as b`,
+// The file's harness, tenant and API (`h`, `t`, `apiId` and `importKey` of test/fixtures.ts), and helpers over them.
+const it = test
+  .extend("boundary", async ({ h }) => async (refillDay: number | null, at: string): Promise<string> => {
+    const [row] = await h.sql<{ b: string }>(
+      `select to_char(keyhaven_refill_boundary(${refillDay === null ? "null" : refillDay}::smallint, '${at}'::timestamptz) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS') as b`,
+    );
+    return row!.b;
+  })
+  .extend(
+    "verify",
+    async ({ h }) =>
+      (key: string) =>
+        h.post("/v1/keys.verifyKey", { key }).then((r) => r.body),
+  )
+  .extend(
+    "backdate",
+    async ({ h }) =>
+      (keyId: string, days: number) =>
+        h.sql(`update keys set created_at_m = created_at_m - ${days * 86_400_000}::bigint,
+         last_refill_at = case when last_refill_at is null then null else last_refill_at - interval '${days} days' end
+         where id = '${keyId}'`),
   );
-  return row!.b;
-}
 
 describe("the refill boundary", () => {
-  it.each([
+  it.for<[number | null, string, string]>([
     [null, "2026-03-10T15:30:00Z", "2026-03-10T00:00:00"],
     [null, "2026-03-10T00:00:00Z", "2026-03-10T00:00:00"],
     [15, "2026-03-20T08:00:00Z", "2026-03-15T00:00:00"],
@@ -33,25 +39,18 @@ describe("the refill boundary", () => {
     [30, "2026-03-15T00:00:00Z", "2026-02-28T00:00:00"],
     [31, "2026-04-30T10:00:00Z", "2026-04-30T00:00:00"],
     [5, "2026-01-03T00:00:00Z", "2025-12-05T00:00:00"],
-  ])("for refill day %s at %s is %s (UTC)", async (day, at, expected) => {
+  ])("for refill day %s at %s is %s (UTC)", async ([day, at, expected], { boundary }) => {
     expect(await boundary(day, at)).toBe(expected);
   });
 });
 
-const importKey = (fields: Record<string, unknown>) => h.importKey(t, apiId, fields);
-const verify = (key: string) => h.post("/v1/keys.verifyKey", { key }).then((r) => r.body);
-const backdate = (keyId: string, days: number) =>
-  h.sql(`update keys set created_at_m = created_at_m - ${days * 86_400_000}::bigint,
-         last_refill_at = case when last_refill_at is null then null else last_refill_at - interval '${days} days' end
-         where id = '${keyId}'`);
-
 describe("refills are applied when due, whether or not any job ran", () => {
-  it("does not refill a key created after today's boundary", async () => {
+  it("does not refill a key created after today's boundary", async ({ importKey, verify }) => {
     const { key } = await importKey({ remaining: 5, refill: { interval: "daily", amount: 10 } });
     expect(await verify(key)).toMatchObject({ valid: true, remaining: 4 });
   });
 
-  it("refills a daily key once after midnight UTC, then counts down from the refill", async () => {
+  it("refills a daily key once after midnight UTC, then counts down from the refill", async ({ h, importKey, verify, backdate }) => {
     const { key, keyId } = await importKey({ remaining: 2, refill: { interval: "daily", amount: 10 } });
     await backdate(keyId, 2);
     expect(await verify(key)).toMatchObject({ valid: true, remaining: 9 });
@@ -61,7 +60,7 @@ describe("refills are applied when due, whether or not any job ran", () => {
     expect(new Date(row.last_refill_at).getTime()).toBeGreaterThan(Date.now() - 60_000);
   });
 
-  it("brings an exhausted key back to life at the boundary", async () => {
+  it("brings an exhausted key back to life at the boundary", async ({ importKey, verify, backdate }) => {
     const { key, keyId } = await importKey({ remaining: 1, refill: { interval: "daily", amount: 3 } });
     expect(await verify(key)).toMatchObject({ valid: true, remaining: 0 });
     expect(await verify(key)).toMatchObject({ valid: false, code: "USAGE_EXCEEDED", remaining: 0 });
@@ -69,20 +68,20 @@ describe("refills are applied when due, whether or not any job ran", () => {
     expect(await verify(key)).toMatchObject({ valid: true, remaining: 2 });
   });
 
-  it("never lowers remaining: a refill sets it to the amount only when that is more", async () => {
+  it("never lowers remaining: a refill sets it to the amount only when that is more", async ({ importKey, verify, backdate }) => {
     const { key, keyId } = await importKey({ remaining: 50, refill: { interval: "daily", amount: 10 } });
     await backdate(keyId, 1);
     expect(await verify(key)).toMatchObject({ valid: true, remaining: 49 });
   });
 
-  it("refills a monthly key whose refill day passed since its last refill", async () => {
+  it("refills a monthly key whose refill day passed since its last refill", async ({ importKey, verify, backdate }) => {
     const { key, keyId } = await importKey({ remaining: 1, refill: { interval: "monthly", amount: 100, refillDay: 1 } });
     await backdate(keyId, 40);
     expect(await verify(key)).toMatchObject({ valid: true, remaining: 99 });
     expect(await verify(key)).toMatchObject({ valid: true, remaining: 98 });
   });
 
-  it("applies one refill exactly once under concurrent verifications", async () => {
+  it("applies one refill exactly once under concurrent verifications", async ({ h, importKey, verify, backdate }) => {
     const { key, keyId } = await importKey({ remaining: 1, refill: { interval: "daily", amount: 30 } });
     await h.sql(`update keys set remaining_requests = 0 where id = '${keyId}'`);
     await backdate(keyId, 1);

@@ -2,31 +2,33 @@ import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect } from "vitest";
 import { buildApp } from "../src/app.js";
 import { createServices } from "../src/services.js";
 import { loadConfig } from "../src/config.js";
 import { assertMasterKeyMatches } from "../src/crypto/keyring.js";
 import { resetMasterKey } from "../src/crypto/reset-master-key.js";
 import { migrateAndRun, openPglite } from "../src/db/client.js";
-import { createHarness, type Harness, type Tenant } from "./helper.js";
+import { countIn, test } from "./fixtures.js";
+import { createHarness } from "./helper.js";
 import { runKeyhaven } from "./cli-process.js";
 
-const count = async (h: Harness, query: string) => Number((await h.sql<{ n: string }>(`select count(*) as n from ${query}`))[0]!.n);
+// The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), the harness made with no worker: an
+// enqueued batch stays pending, as it would while every replica is stopped.
+const it = test
+  // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this destructuring
+  .override("h", { scope: "file" }, async ({}, { onCleanup }) => {
+    const h = await createHarness({}, { migrationWorker: false });
+    onCleanup(() => h.close());
+    return h;
+  });
 
 describe("resetMasterKey: the way out when the encryption key is lost", () => {
-  let h: Harness;
-  let t: Tenant;
-  let apiId: string;
-  beforeAll(async () => {
-    // No worker: an enqueued batch stays pending, as it would while every replica is stopped.
-    h = await createHarness({}, { migrationWorker: false });
-    t = await h.tenant();
-    apiId = await h.createApi(t);
-  });
-  afterAll(() => h.close());
-
-  it("deletes stored plaintexts and data keys, keeps verification, and lets a new key start and store plaintexts", async () => {
+  it("deletes stored plaintexts and data keys, keeps verification, and lets a new key start and store plaintexts", async ({
+    h,
+    t,
+    apiId,
+  }) => {
     const imported = [await h.importKey(t, apiId), await h.importKey(t, apiId)];
     const queued = `sk_${randomBytes(16).toString("hex")}`;
     const enqueue = await h.post(
@@ -35,15 +37,15 @@ describe("resetMasterKey: the way out when the encryption key is lost", () => {
       t.rootKey,
     );
     expect(enqueue.status, JSON.stringify(enqueue.body)).toBe(202);
-    expect(await count(h, "encrypted_keys")).toBe(2);
+    expect(await countIn(h, "encrypted_keys")).toBe(2);
 
     // Before: another key is refused, and the refusal points to the way out.
     await expect(assertMasterKeyMatches(h.db, randomBytes(32))).rejects.toThrow(/keyhaven reset-encryption-key --help/);
 
     expect(await resetMasterKey(h.db)).toEqual({ plaintexts: 2, dataKeys: 1, queuedPlaintexts: 1 });
 
-    expect(await count(h, "encrypted_keys")).toBe(0);
-    expect(await count(h, "encryption_keys")).toBe(0);
+    expect(await countIn(h, "encrypted_keys")).toBe(0);
+    expect(await countIn(h, "encryption_keys")).toBe(0);
     expect(JSON.stringify(await h.sql("select keys from migration_batches"))).not.toMatch(/"encrypted":"/);
     for (const { key } of imported) {
       const res = await h.post("/v1/keys.verifyKey", { key, apiId });
@@ -82,7 +84,7 @@ describe("resetMasterKey: the way out when the encryption key is lost", () => {
     // The enqueued key is still imported (as by hash) once a worker runs, and verifies.
     const replica = await h.replica();
     try {
-      await expect.poll(() => count(h, "migration_batches where status = 'pending'"), { timeout: 20_000 }).toBe(0);
+      await expect.poll(() => countIn(h, "migration_batches where status = 'pending'"), { timeout: 20_000 }).toBe(0);
     } finally {
       await replica.close();
     }

@@ -1,29 +1,69 @@
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
 import { MAX_WINDOW_MS } from "../src/ratelimit/ratelimiter.js";
+import { test } from "./fixtures.js";
 import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
 
-let h: Harness;
-let t: Tenant;
-let apiId: string;
-beforeAll(async () => {
-  h = await createHarness();
-  t = await h.tenant();
-  apiId = (await h.post("/v1/apis.createApi", { name: "verify-api" }, t.rootKey)).body.apiId;
-});
-afterAll(() => h.close());
-
 const secret = () => `sk_${randomBytes(16).toString("hex")}`;
-async function importOne(key: Record<string, unknown>): Promise<string> {
-  const res = await h.post("/v1/migrations.createKeys", [{ apiId, ...key }], t.rootKey);
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  return res.body.keyIds[0];
-}
-const verify = (body: Record<string, unknown>) => h.post("/v1/keys.verifyKey", body, "this header is ignored");
+// Caller addresses for the IP allow-list tests: one on the list, one not.
+const LISTED = "203.0.113.7";
+const UNLISTED = "198.51.100.1";
+
+// The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), and helpers over them.
+const it = test
+  .extend("importOne", async ({ h, t, apiId }) => async (key: Record<string, unknown>): Promise<string> => {
+    const res = await h.post("/v1/migrations.createKeys", [{ apiId, ...key }], t.rootKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body.keyIds[0];
+  })
+  .extend(
+    "verify",
+    async ({ h }) =>
+      (body: Record<string, unknown>) =>
+        h.post("/v1/keys.verifyKey", body, "this header is ignored"),
+  )
+  .extend(
+    "verifyWith",
+    async ({ h }) =>
+      (authorization: string | undefined, body: Record<string, unknown>) =>
+        h.post("/v1/keys.verifyKey", body, undefined, authorization === undefined ? {} : { authorization }),
+  )
+  .extend(
+    "remainingOf",
+    async ({ h }) =>
+      async (keyId: string) =>
+        (await h.sql<{ r: number }>(`select remaining_requests as r from keys where id = '${keyId}'`))[0]!.r,
+  )
+  .extend(
+    "countsOf",
+    async ({ h }) =>
+      async (keyId: string) =>
+        Number((await h.sql<{ n: string }>(`select count(*) as n from verification_counts where key_id = '${keyId}'`))[0]!.n),
+  )
+  .extend(
+    "listedApi",
+    async ({ h, t }) =>
+      (list = `${LISTED}, 2001:db8::1`) =>
+        h.createApi(t, { ipWhitelist: list }),
+  )
+  .extend(
+    "verifyFrom",
+    async ({ h }) =>
+      (body: Record<string, unknown>, headers: Record<string, string> = {}, remoteAddress?: string) =>
+        h.app
+          .inject({
+            method: "POST",
+            url: "/v1/keys.verifyKey",
+            headers: { "content-type": "application/json", ...headers },
+            payload: JSON.stringify(body),
+            ...(remoteAddress !== undefined && { remoteAddress }),
+          })
+          .then((res) => ({ status: res.statusCode, body: JSON.parse(res.body) })),
+  );
 
 describe("keys.verifyKey on imported keys", () => {
-  it("verifies a key imported by plaintext", async () => {
+  it("verifies a key imported by plaintext", async ({ apiId, importOne, verify }) => {
     const key = secret();
     const keyId = await importOne({ plaintext: key, name: "plain", environment: "test", meta: { a: 1 } });
     const res = await verify({ key });
@@ -43,26 +83,26 @@ describe("keys.verifyKey on imported keys", () => {
     });
   });
 
-  it("verifies a key imported by its SHA-256 hash", async () => {
+  it("verifies a key imported by its SHA-256 hash", async ({ apiId, importOne, verify }) => {
     const key = secret();
     const keyId = await importOne({ hash: { value: hashKey(key), variant: "sha256_base64" } });
     const res = await verify({ key, apiId });
     expect(res.body).toMatchObject({ valid: true, code: "VALID", keyId });
   });
 
-  it("answers an unknown key with exactly NOT_FOUND and the request id", async () => {
+  it("answers an unknown key with exactly NOT_FOUND and the request id", async ({ verify }) => {
     const res = await verify({ key: secret() });
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ valid: false, code: "NOT_FOUND", requestId: res.headers["unkey-request-id"] });
   });
 
-  it("answers a disabled imported key with DISABLED", async () => {
+  it("answers a disabled imported key with DISABLED", async ({ importOne, verify }) => {
     const key = secret();
     const keyId = await importOne({ plaintext: key, enabled: false });
     expect((await verify({ key })).body).toMatchObject({ valid: false, code: "DISABLED", keyId, enabled: false });
   });
 
-  it("answers an expired key with EXPIRED and a future one with VALID", async () => {
+  it("answers an expired key with EXPIRED and a future one with VALID", async ({ importOne, verify }) => {
     const past = secret();
     const future = secret();
     await importOne({ plaintext: past, expires: Date.now() - 1000 });
@@ -71,14 +111,18 @@ describe("keys.verifyKey on imported keys", () => {
     expect((await verify({ key: future })).body).toMatchObject({ valid: true, code: "VALID" });
   });
 
-  it("answers FORBIDDEN for another apiId, naming the key's own API (as every answer that names the key does)", async () => {
+  it("answers FORBIDDEN for another apiId, naming the key's own API (as every answer that names the key does)", async ({
+    apiId,
+    importOne,
+    verify,
+  }) => {
     const key = secret();
     await importOne({ plaintext: key });
     const res = await verify({ key, apiId: "api_someone_else" });
     expect(res.body).toMatchObject({ valid: false, code: "FORBIDDEN", apiId });
   });
 
-  it("reports roles, permissions and the identity of an imported key", async () => {
+  it("reports roles, permissions and the identity of an imported key", async ({ h, t, importOne, verify }) => {
     await h.post("/v1/permissions.createRole", { name: "verify.role" }, t.rootKey);
     await h.post("/v1/permissions.createPermission", { name: "verify.perm" }, t.rootKey);
     const key = secret();
@@ -96,7 +140,12 @@ describe("keys.verifyKey on imported keys", () => {
     expectError(await verify({ key, authorization: { permissions: { xor: [] } } }), 400, "BAD_REQUEST", "permission query is invalid");
   });
 
-  it("takes permission queries of up to 100 nodes nested up to 10 levels, and refuses larger ones precisely", async () => {
+  it("takes permission queries of up to 100 nodes nested up to 10 levels, and refuses larger ones precisely", async ({
+    h,
+    t,
+    importOne,
+    verify,
+  }) => {
     await h.post("/v1/permissions.createPermission", { name: "p.99" }, t.rootKey);
     const key = secret();
     await importOne({ plaintext: key, permissions: ["p.99"] });
@@ -129,7 +178,7 @@ describe("keys.verifyKey on imported keys", () => {
     }
   });
 
-  it("counts down remaining uses and stops at zero", async () => {
+  it("counts down remaining uses and stops at zero", async ({ importOne, verify }) => {
     const key = secret();
     await importOne({ plaintext: key, remaining: 2 });
     expect((await verify({ key })).body).toMatchObject({ valid: true, remaining: 1 });
@@ -137,7 +186,7 @@ describe("keys.verifyKey on imported keys", () => {
     expect((await verify({ key })).body).toMatchObject({ valid: false, code: "USAGE_EXCEEDED", remaining: 0 });
   });
 
-  it("answers a key of a disabled workspace with the 403 envelope", async () => {
+  it("answers a key of a disabled workspace with the 403 envelope", async ({ h, verify }) => {
     const other = await h.tenant();
     const otherApi = (await h.post("/v1/apis.createApi", { name: "soon-disabled" }, other.rootKey)).body.apiId;
     const key = secret();
@@ -146,7 +195,7 @@ describe("keys.verifyKey on imported keys", () => {
     expectError(await verify({ key }), 403, "FORBIDDEN", "workspace is disabled");
   });
 
-  it("answers a soft-deleted key with NOT_FOUND on the very next call", async () => {
+  it("answers a soft-deleted key with NOT_FOUND on the very next call", async ({ h, importOne, verify }) => {
     const key = secret();
     const keyId = await importOne({ plaintext: key });
     expect((await verify({ key })).body.valid).toBe(true);
@@ -154,12 +203,12 @@ describe("keys.verifyKey on imported keys", () => {
     expect((await verify({ key })).body).toMatchObject({ valid: false, code: "NOT_FOUND" });
   });
 
-  it("refuses a request without a key with 400", async () => {
+  it("refuses a request without a key with 400", async ({ verify }) => {
     expectError(await verify({}), 400, "BAD_REQUEST", /^key: /);
     expectError(await verify({ key: "" }), 400, "BAD_REQUEST", "key: String must contain at least 1 character(s)");
   });
 
-  it("refuses more than 20 rate limits, or an ad-hoc window over 30 days, with 400 and charges nothing", async () => {
+  it("refuses more than 20 rate limits, or an ad-hoc window over 30 days, with 400 and charges nothing", async ({ importOne, verify }) => {
     const key = secret();
     await importOne({ plaintext: key });
     const adhoc = (n: number, duration = 60_000) => Array.from({ length: n }, (_, i) => ({ name: `l${i}`, limit: 1, duration }));
@@ -181,23 +230,25 @@ describe("keys.verifyKey on imported keys", () => {
 
 describe("keys.verifyKey scope", () => {
   let other: Tenant;
-  beforeAll(async () => {
+  it.beforeAll(async ({ h }) => {
     other = await h.tenant();
   });
-  const verifyWith = (authorization: string | undefined, body: Record<string, unknown>) =>
-    h.post("/v1/keys.verifyKey", body, undefined, authorization === undefined ? {} : { authorization });
-  const remainingOf = async (keyId: string) =>
-    (await h.sql<{ r: number }>(`select remaining_requests as r from keys where id = '${keyId}'`))[0]!.r;
-  const countsOf = async (keyId: string) =>
-    Number((await h.sql<{ n: string }>(`select count(*) as n from verification_counts where key_id = '${keyId}'`))[0]!.n);
 
-  it("names the key's API in every answer that names the key", async () => {
+  it("names the key's API in every answer that names the key", async ({ apiId, importOne, verify }) => {
     const key = secret();
     const keyId = await importOne({ plaintext: key, enabled: false });
     expect((await verify({ key })).body).toMatchObject({ code: "DISABLED", keyId, apiId });
   });
 
-  it("answers a key of another workspace exactly as an unknown one to a valid root key, and spends nothing", async () => {
+  it("answers a key of another workspace exactly as an unknown one to a valid root key, and spends nothing", async ({
+    h,
+    t,
+    apiId,
+    importOne,
+    verifyWith,
+    remainingOf,
+    countsOf,
+  }) => {
     const key = secret();
     const keyId = await importOne({ plaintext: key, remaining: 5 });
     // A root key with no permission at all still scopes: scoping grants nothing, it only narrows.
@@ -216,7 +267,7 @@ describe("keys.verifyKey scope", () => {
     expect((await verifyWith(`Bearer ${weakOwner}`, { key })).body).toMatchObject({ valid: true, keyId, apiId, remaining: 4 });
   });
 
-  it("ignores an Authorization header that is not a valid root key, as v1 does", async () => {
+  it("ignores an Authorization header that is not a valid root key, as v1 does", async ({ h, importOne, verifyWith }) => {
     const key = secret();
     const keyId = await importOne({ plaintext: key });
     const disabled = await h.tenant();
@@ -242,7 +293,7 @@ describe("keys.verifyKey scope", () => {
     }
   });
 
-  it("stops scoping with a root key at once when it is deleted", async () => {
+  it("stops scoping with a root key at once when it is deleted", async ({ h, importOne, verifyWith }) => {
     const key = secret();
     await importOne({ plaintext: key });
     const rootKey = await h.rootKey(other.workspaceId, []);
@@ -285,21 +336,12 @@ describe("keys.verifyKey with KEYHAVEN_VERIFY_REQUIRE_SCOPE=on", () => {
 });
 
 describe("keys.verifyKey and the API's IP allow-list (contract 4.2 step 6)", () => {
-  const LISTED = "203.0.113.7";
-  const UNLISTED = "198.51.100.1";
-  const listedApi = (list = `${LISTED}, 2001:db8::1`) => h.createApi(t, { ipWhitelist: list });
-  const verifyFrom = (body: Record<string, unknown>, headers: Record<string, string> = {}, remoteAddress?: string) =>
-    h.app
-      .inject({
-        method: "POST",
-        url: "/v1/keys.verifyKey",
-        headers: { "content-type": "application/json", ...headers },
-        payload: JSON.stringify(body),
-        ...(remoteAddress !== undefined && { remoteAddress }),
-      })
-      .then((res) => ({ status: res.statusCode, body: JSON.parse(res.body) }));
-
-  it("answers VALID to a listed caller named by True-Client-IP, and FORBIDDEN (200) to an unlisted one", async () => {
+  it("answers VALID to a listed caller named by True-Client-IP, and FORBIDDEN (200) to an unlisted one", async ({
+    h,
+    t,
+    listedApi,
+    verifyFrom,
+  }) => {
     const api = await listedApi();
     const { key, keyId } = await h.importKey(t, api);
     expect(await verifyFrom({ key }, { "true-client-ip": LISTED })).toMatchObject({ status: 200, body: { valid: true, code: "VALID" } });
@@ -311,7 +353,12 @@ describe("keys.verifyKey and the API's IP allow-list (contract 4.2 step 6)", () 
     expect((await verifyFrom({ key }, { "true-client-ip": LISTED }, UNLISTED)).body.code).toBe("VALID");
   });
 
-  it("takes CF-Connecting-IP when there is no True-Client-IP, and True-Client-IP first when both are sent", async () => {
+  it("takes CF-Connecting-IP when there is no True-Client-IP, and True-Client-IP first when both are sent", async ({
+    h,
+    t,
+    listedApi,
+    verifyFrom,
+  }) => {
     const api = await listedApi();
     const { key } = await h.importKey(t, api);
     expect((await verifyFrom({ key }, { "cf-connecting-ip": LISTED })).body.code).toBe("VALID");
@@ -320,7 +367,7 @@ describe("keys.verifyKey and the API's IP allow-list (contract 4.2 step 6)", () 
     expect((await verifyFrom({ key }, { "true-client-ip": UNLISTED, "cf-connecting-ip": LISTED })).body.code).toBe("FORBIDDEN");
   });
 
-  it("without either header, checks the address the server sees (the socket's peer)", async () => {
+  it("without either header, checks the address the server sees (the socket's peer)", async ({ h, t, listedApi, verifyFrom }) => {
     const api = await listedApi();
     const { key } = await h.importKey(t, api);
     expect((await verifyFrom({ key }, {}, LISTED)).body.code).toBe("VALID");
@@ -329,7 +376,7 @@ describe("keys.verifyKey and the API's IP allow-list (contract 4.2 step 6)", () 
     expect((await verifyFrom({ key }, { "x-forwarded-for": LISTED }, UNLISTED)).body.code).toBe("FORBIDDEN");
   });
 
-  it("compares addresses, not spellings, and refuses a caller address that is not an address", async () => {
+  it("compares addresses, not spellings, and refuses a caller address that is not an address", async ({ h, t, listedApi, verifyFrom }) => {
     const api = await listedApi(`10.0.0.1, 2001:db8::1`);
     const { key } = await h.importKey(t, api);
     expect((await verifyFrom({ key }, { "true-client-ip": "2001:DB8:0:0:0:0:0:1" })).body.code).toBe("VALID");
@@ -341,13 +388,18 @@ describe("keys.verifyKey and the API's IP allow-list (contract 4.2 step 6)", () 
     }
   });
 
-  it("lets every caller verify keys of an API without a list", async () => {
+  it("lets every caller verify keys of an API without a list", async ({ h, t, apiId, verifyFrom }) => {
     const { key } = await h.importKey(t, apiId);
     expect((await verifyFrom({ key }, { "true-client-ip": UNLISTED })).body.code).toBe("VALID");
     expect((await verifyFrom({ key }, {}, UNLISTED)).body.code).toBe("VALID");
   });
 
-  it("comes after DISABLED, the other-API FORBIDDEN and EXPIRED, and before permissions, rate limits and remaining uses", async () => {
+  it("comes after DISABLED, the other-API FORBIDDEN and EXPIRED, and before permissions, rate limits and remaining uses", async ({
+    h,
+    t,
+    listedApi,
+    verifyFrom,
+  }) => {
     const api = await listedApi();
     const from = { "true-client-ip": UNLISTED };
     const disabled = await h.importKey(t, api, { enabled: false });
@@ -369,13 +421,13 @@ describe("keys.verifyKey and the API's IP allow-list (contract 4.2 step 6)", () 
     expect(row!.r).toBe(0);
   });
 
-  it("sees apiId's FORBIDDEN first when the key belongs to another API", async () => {
+  it("sees apiId's FORBIDDEN first when the key belongs to another API", async ({ h, t, apiId, listedApi, verifyFrom }) => {
     const api = await listedApi();
     const { key } = await h.importKey(t, api);
     expect((await verifyFrom({ key, apiId }, { "true-client-ip": LISTED })).body).toMatchObject({ code: "FORBIDDEN", apiId: api });
   });
 
-  it("sees apis.updateApi's change on the very next verification (the cached key carries the list)", async () => {
+  it("sees apis.updateApi's change on the very next verification (the cached key carries the list)", async ({ h, t, verifyFrom }) => {
     const api = await h.createApi(t);
     const { key } = await h.importKey(t, api);
     const from = { "true-client-ip": UNLISTED };

@@ -4,7 +4,7 @@ import { ManualClock } from "../src/clock.js";
 import { openPostgres } from "../src/db/client.js";
 import { MAX_TAG_SETS_PER_KEY_HOUR, OVERFLOW_TAGS, VerificationAnalytics } from "../src/modules/analytics/verification-analytics.js";
 import { describeRootKeyAuth } from "./auth-suite.js";
-import { test } from "./fixtures.js";
+import { harnessWith, test } from "./fixtures.js";
 import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
 import { freePort, waitFor } from "./wait.js";
 
@@ -19,12 +19,7 @@ const clock = new ManualClock(Date.now() - (Date.now() % HOUR) + HOUR + 30 * 60_
 // The file's harness is the shared `h` fixture of test/fixtures.ts made on that clock (`t` and `apiId` are of it),
 // with helpers over it; `verify` is file-scoped (a closure over h) for the suite setup in an it.beforeAll.
 const it = test
-  // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this destructuring
-  .override("h", { scope: "file" }, async ({}, { onCleanup }) => {
-    const h = await createHarness({}, { clock });
-    onCleanup(() => h.close());
-    return h;
-  })
+  .override("h", { scope: "file" }, harnessWith({}, { clock }))
   .extend(
     "verify",
     { scope: "file" },

@@ -45,15 +45,6 @@ const it = test
           (r) => ({ ...r, duration: Number(r.duration) }),
         ),
   )
-  /** Moves a key's creation and last refill back by `days`, so that a refill falls due. */
-  .extend(
-    "backdate",
-    async ({ h }) =>
-      (keyId: string, days: number) =>
-        h.sql(`update keys set created_at_m = created_at_m - ${days * 86_400_000}::bigint,
-         last_refill_at = case when last_refill_at is null then null else last_refill_at - interval '${days} days' end
-         where id = '${keyId}'`),
-  )
   .extend("createPermission", async ({ h, t }) => async (name: string, slug?: string, tenant = t): Promise<string> => {
     const res = await h.post("/v1/permissions.createPermission", { name, ...(slug && { slug }) }, tenant.rootKey);
     expect(res.status, JSON.stringify(res.body)).toBe(200);

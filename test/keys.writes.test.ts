@@ -65,14 +65,6 @@ const it = test
     keysPermissions: await count("keys_permissions"),
   }))
   .extend(
-    "backdate",
-    async ({ h }) =>
-      (keyId: string, days: number) =>
-        h.sql(`update keys set created_at_m = created_at_m - ${days * 86_400_000}::bigint,
-         last_refill_at = case when last_refill_at is null then null else last_refill_at - interval '${days} days' end
-         where id = '${keyId}'`),
-  )
-  .extend(
     "deleteKey",
     async ({ h, t }) =>
       (body: Record<string, unknown>, rootKey: string | undefined = t.rootKey) =>

@@ -4,8 +4,8 @@ import { ManualClock } from "../src/clock.js";
 import { MemoryRateLimiter } from "../src/ratelimit/memory.ratelimiter.js";
 import type { LimitCheck, RateLimiter } from "../src/ratelimit/ratelimiter.js";
 import { RedisRateLimiter } from "../src/ratelimit/redis.ratelimiter.js";
-import { test } from "./fixtures.js";
-import { createHarness, expectError } from "./helper.js";
+import { harnessWith, test } from "./fixtures.js";
+import { expectError } from "./helper.js";
 
 const QUOTA = 100;
 const backends: [string, () => RateLimiter][] = [["memory", () => new MemoryRateLimiter(60_000, QUOTA)]];
@@ -126,19 +126,12 @@ const clock = new ManualClock(Date.now() - (Date.now() % HOUR) + HOUR + 30 * 60_
 
 // The keys.verifyKey tests' harness is the shared `h` fixture of test/fixtures.ts made on that clock (`t`, `apiId`
 // and `importKey` are of it).
-const it = test
-  // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this destructuring
-  .override("h", { scope: "file" }, async ({}, { onCleanup }) => {
-    const h = await createHarness({}, { clock });
-    onCleanup(() => h.close());
-    return h;
-  })
-  .extend(
-    "verify",
-    async ({ h }) =>
-      (body: Record<string, unknown>) =>
-        h.post("/v1/keys.verifyKey", body),
-  );
+const it = test.override("h", { scope: "file" }, harnessWith({}, { clock })).extend(
+  "verify",
+  async ({ h }) =>
+    (body: Record<string, unknown>) =>
+      h.post("/v1/keys.verifyKey", body),
+);
 
 describe("rate limits in keys.verifyKey", () => {
   it("applies an imported key's limit as its default limit", async ({ importKey, verify }) => {

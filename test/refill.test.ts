@@ -1,7 +1,8 @@
 import { describe, expect } from "vitest";
 import { test } from "./fixtures.js";
 
-// The file's harness, tenant and API (`h`, `t`, `apiId` and `importKey` of test/fixtures.ts), and helpers over them.
+// The file's harness, tenant and API (`h`, `t`, `apiId`, `importKey` and `backdate` of test/fixtures.ts), and helpers
+// over them.
 const it = test
   .extend("boundary", async ({ h }) => async (refillDay: number | null, at: string): Promise<string> => {
     const [row] = await h.sql<{ b: string }>(
@@ -14,14 +15,6 @@ const it = test
     async ({ h }) =>
       (key: string) =>
         h.post("/v1/keys.verifyKey", { key }).then((r) => r.body),
-  )
-  .extend(
-    "backdate",
-    async ({ h }) =>
-      (keyId: string, days: number) =>
-        h.sql(`update keys set created_at_m = created_at_m - ${days * 86_400_000}::bigint,
-         last_refill_at = case when last_refill_at is null then null else last_refill_at - interval '${days} days' end
-         where id = '${keyId}'`),
   );
 
 describe("the refill boundary", () => {

@@ -9,19 +9,12 @@ import { loadConfig } from "../src/config.js";
 import { assertMasterKeyMatches } from "../src/crypto/keyring.js";
 import { resetMasterKey } from "../src/crypto/reset-master-key.js";
 import { migrateAndRun, openPglite } from "../src/db/client.js";
-import { countIn, test } from "./fixtures.js";
-import { createHarness } from "./helper.js";
+import { countIn, harnessWith, test } from "./fixtures.js";
 import { runKeyhaven } from "./cli-process.js";
 
 // The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), the harness made with no worker: an
 // enqueued batch stays pending, as it would while every replica is stopped.
-const it = test
-  // biome-ignore lint/correctness/noEmptyPattern: vitest reads a fixture's dependencies from this destructuring
-  .override("h", { scope: "file" }, async ({}, { onCleanup }) => {
-    const h = await createHarness({}, { migrationWorker: false });
-    onCleanup(() => h.close());
-    return h;
-  });
+const it = test.override("h", { scope: "file" }, harnessWith({}, { migrationWorker: false }));
 
 describe("resetMasterKey: the way out when the encryption key is lost", () => {
   it("deletes stored plaintexts and data keys, keeps verification, and lets a new key start and store plaintexts", async ({

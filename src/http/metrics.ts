@@ -95,6 +95,9 @@ export class AppMetrics {
 
   constructor(deps: { config: Pick<Config, "databasePoolSize">; store: Pick<Store, "kind">; db: Db; ratelimiter: RateLimiter }) {
     for (const metric of this.requests.metrics()) this.registry.registerMetric(metric);
+    // prom-client counts the process's CPU from when its collectors are registered: register them now, at start,
+    // so that the first scrape reports what the process used until then instead of almost nothing.
+    processMetrics();
     const verificationCounts = this.verificationCounts;
     new Counter({
       name: "keyhaven_key_verifications_total",

@@ -4,7 +4,7 @@ import { describe, expect } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
 import type { Keyring } from "../src/crypto/keyring.js";
 import { keys } from "../src/db/schema.js";
-import { planImport } from "../src/modules/migrations/import.plan.js";
+import { planImport } from "../src/core/import/plan.js";
 import { test } from "./fixtures.js";
 import { createHarness, expectError } from "./helper.js";
 

@@ -1,7 +1,7 @@
 import type { Db } from "../db/client.js";
 import { EpochCache, type EpochReader } from "../db/epoch.js";
 import { hashKey } from "../crypto/hash.js";
-import { ApiError, type ErrorCode } from "../errors.js";
+import { ApiError } from "../errors.js";
 import { liveKeyHashExists, prepareRootKeyLookup } from "./root-key.repository.js";
 import type { Clock } from "../clock.js";
 import { PermissionDeniedError } from "../domain-errors.js";
@@ -131,9 +131,4 @@ export function hasPermission(auth: PermissionHolder, query: PermissionQuery): b
 /** Throws the core's PermissionDeniedError (v1: 403 INSUFFICIENT_PERMISSIONS) unless `auth` satisfies `query`. */
 export function requirePermission(auth: PermissionHolder, query: PermissionQuery): void {
   if (!satisfies(query, auth.permissions)) throw new PermissionDeniedError(describeQuery(query), [...auth.permissions]);
-}
-
-/** The 403 of a root key that lacks what `need` describes; it names what the key holds, never anything looked up. */
-export function missingPermissions(auth: RootKeyAuth, need: string, code: ErrorCode = "INSUFFICIENT_PERMISSIONS"): ApiError {
-  return new ApiError(code, new PermissionDeniedError(need, [...auth.permissions]).message);
 }

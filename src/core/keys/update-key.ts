@@ -1,9 +1,9 @@
 import { apiPermission } from "../../auth/permissions.js";
-import { type RootKeyAuth, requirePermission } from "../../auth/root-key.js";
+import { requirePermission } from "../../auth/root-key.js";
 import type { Db } from "../../db/client.js";
 import { InvalidInputError, NotFoundError } from "../../domain-errors.js";
 import { upsertIdentities } from "../../modules/identities/identities.repository.js";
-import { permissionKind, replaceOnKey, roleKind, type Wanted } from "../../modules/keys/key-rbac.js";
+import { permissionKind, replaceOnKey, roleKind, type Wanted } from "../rbac/key-links.js";
 import { deleteKeyDefaultRatelimit, setKeyDefaultRatelimits } from "../../modules/keys/keys.ratelimit.repository.js";
 import { type KeyChanges, lockKeyForUpdate, updateKeyColumns } from "../../modules/keys/keys.update.repository.js";
 import type { Principal } from "../principal.js";
@@ -36,8 +36,7 @@ export type UpdateKeyCommand = {
  * keys.setPermissions' permission checks) and the rate limit are written in one transaction.
  */
 export async function updateKey(services: KeyServices, principal: Principal, input: UpdateKeyCommand): Promise<void> {
-  // replaceOnKey types its caller as a root key; it reads only the workspace and the permissions.
-  const auth = principal as RootKeyAuth;
+  const auth = principal;
   await services.db.transaction(async (tx) => {
     const key = await lockKeyForUpdate(tx, principal.workspaceId, input.keyId);
     if (!key) throw new NotFoundError("key", input.keyId);

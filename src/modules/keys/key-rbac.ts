@@ -6,7 +6,6 @@ import { z } from "zod";
  */
 
 // keys.updateKey (v1.keys.updateKey.ts) still imports these from here.
-export { permissionKind, replaceOnKey, roleKind, type Wanted } from "../../core/rbac/key-links.js";
 import type { Wanted } from "../../core/rbac/key-links.js";
 
 // ---- Request schemas ----

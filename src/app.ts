@@ -10,7 +10,6 @@ import {
 import type { Config } from "./config.js";
 import { findDependencyFailure } from "./dependency.js";
 import type { Deps } from "./deps.js";
-import { KeyringError } from "./crypto/keyring.errors.js";
 import { DomainError } from "./domain-errors.js";
 import { ApiError, apiErrorOf, type ErrorCode, type ErrorFields, errorEnvelope } from "./errors.js";
 import { registerErrorReference } from "./http/error-reference.js";
@@ -150,7 +149,7 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
     // The core throws domain errors; here, and only here, they become v1's codes and statuses (apiErrorOf).
-    const answered = err instanceof DomainError || err instanceof KeyringError ? apiErrorOf(err) : err;
+    const answered = err instanceof DomainError ? apiErrorOf(err) : err;
     if (answered instanceof ApiError) {
       return reply.code(answered.status).send(sendError(req, answered.code, answered.message, answered.fields));
     }

@@ -1,4 +1,3 @@
-import { KeyringError } from "./crypto/keyring.errors.js";
 import {
   ConflictError,
   DecryptNotAllowedError,
@@ -83,10 +82,7 @@ export class ApiError extends Error {
 }
 
 /** The v1 answer to a core error: the one place where domain errors become codes and statuses. */
-export function apiErrorOf(err: DomainError | KeyringError): ApiError {
-  // The keyring's refusals (no encryption key, or not the one that wrapped the data key): the request needs what is
-  // missing.
-  if (err instanceof KeyringError) return new ApiError("PRECONDITION_FAILED", err.message);
+export function apiErrorOf(err: DomainError): ApiError {
   if (err instanceof NotFoundError) return new ApiError("NOT_FOUND", err.message, err.details);
   if (err instanceof ConflictError) return new ApiError("CONFLICT", err.message, err.details);
   if (err instanceof PreconditionFailedError) return new ApiError("PRECONDITION_FAILED", err.message, err.details);

@@ -11,6 +11,7 @@ import {
   createMissingRoles,
   findPermissionsByIdOrSlug,
   findRolesByIdOrName,
+  missingNames,
 } from "../permissions/permissions.repository.js";
 import { setKeyDefaultRatelimits } from "./keys.ratelimit.repository.js";
 import { insertKeyLinks } from "./keys.rbac.repository.js";
@@ -156,9 +157,8 @@ async function resolveRoles(db: Db, workspaceId: string, names: string[], create
   if (names.length === 0) return [];
   if (create) await createMissingRoles(db, workspaceId, names, now);
   const rows = await findRolesByIdOrName(db, workspaceId, [], names, { lockForShare: true });
-  if (rows.length !== names.length) {
-    const found = new Set(rows.map((r) => r.name));
-    const gone = names.filter((n) => !found.has(n));
+  const gone = missingNames(names, new Set(rows.map((r) => r.name)));
+  if (gone.length > 0) {
     throw new ConflictError("role", `roles ${JSON.stringify(gone)} were deleted while the key was being created`);
   }
   return rows.map((r) => r.id);
@@ -169,9 +169,8 @@ async function resolvePermissions(db: Db, workspaceId: string, slugs: string[], 
   if (slugs.length === 0) return [];
   if (create) await createMissingPermissions(db, workspaceId, slugs, now);
   const rows = await findPermissionsByIdOrSlug(db, workspaceId, [], slugs, { lockForShare: true });
-  if (rows.length !== slugs.length) {
-    const found = new Set(rows.map((r) => r.slug));
-    const gone = slugs.filter((s) => !found.has(s));
+  const gone = missingNames(slugs, new Set(rows.map((r) => r.slug)));
+  if (gone.length > 0) {
     throw new ConflictError("permission", `permissions ${JSON.stringify(gone)} were deleted while the key was being created`);
   }
   return rows.map((r) => r.id);

@@ -60,6 +60,23 @@ export type Harness = {
   close(): Promise<void>;
 };
 
+/**
+ * Copies the migrated template into a database of its own. PostgreSQL refuses the copy (55006, "source database is
+ * being accessed by other users") while any other session is in the template, as another file's copy or an
+ * autovacuum worker can be for a moment: try again until it is free, for at most about 10 s.
+ */
+async function copyTemplate(admin: postgres.Sql, name: string, template: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await admin.unsafe(`create database ${name} template ${template}`);
+      return;
+    } catch (err) {
+      if ((err as { code?: string }).code !== "55006" || attempt >= 40) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 50 + Math.random() * 200));
+    }
+  }
+}
+
 /** Builds the real app on a fresh, migrated database of its own (PGlite, or a copy of the PostgreSQL template). */
 export async function createHarness(
   env: Record<string, string> = {},
@@ -84,7 +101,7 @@ export async function createHarness(
     const name = `keyhaven_test_${randomBytes(6).toString("hex")}`;
     const template = new URL(templateUrl).pathname.slice(1);
     const admin = postgres(templateUrl.replace(`/${template}`, "/postgres"), { max: 1, onnotice: () => {} });
-    await admin.unsafe(`create database ${name} template ${template}`);
+    await copyTemplate(admin, name, template);
     databaseUrl = templateUrl.replace(`/${template}`, `/${name}`);
     store = openPostgres(options.postgresVia?.(databaseUrl) ?? databaseUrl, 4, postgresTimeouts(env));
     dropDatabase = async () => {

@@ -46,10 +46,10 @@ import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
 import { Keyring } from "../src/crypto/keyring.js";
-import { MIGRATIONS_DIR, redactUrl } from "../src/db/client.js";
-import { newId } from "../src/ids.js";
-import { type KeyRow, planImport } from "../src/core/import/plan.js";
-import type { ImportKey } from "../src/modules/migrations/migrations.schemas.js";
+import { MIGRATIONS_DIR, redactUrl } from "../src/storage/client.js";
+import { newId } from "../src/core/ids.js";
+import { type KeyRow, planImport } from "../src/core/import/import.plan.js";
+import type { ImportKey } from "../src/wire/v1/migrations/migrations.schemas.js";
 import {
   openAdmin,
   envIntList,
@@ -382,7 +382,7 @@ async function runHttp(
     dispose = cleanup.add(`remove ${dir}`, () => rm(dir, { recursive: true, force: true }));
     storeEnv = { KEYHAVEN_DATA_DIR: dir };
     countRows = async () => {
-      // keyhaven keeps its cluster in <KEYHAVEN_DATA_DIR>/pgdata (src/db/client.ts); read it once the server is gone.
+      // keyhaven keeps its cluster in <KEYHAVEN_DATA_DIR>/pgdata (src/storage/client.ts); read it once the server is gone.
       const pg = new PGlite(path.join(dir, "pgdata"));
       try {
         await pg.waitReady;

@@ -4,9 +4,9 @@
  * workspace, each under a 256-character name. Run: node --expose-gc --import tsx bench/ratelimit-memory.bench.ts
  * (COUNTERS=200000 by default). The figures in docs/operations.md and docs/benchmarks.md come from here.
  */
-import { MemoryRateLimiter } from "../src/ratelimit/memory.ratelimiter.js";
-import type { LimitCheck } from "../src/ratelimit/ratelimiter.js";
-import { RedisRateLimiter } from "../src/ratelimit/redis.ratelimiter.js";
+import { MemoryRateLimiter } from "../src/storage/ratelimits/memory.ratelimiter.js";
+import type { LimitCheck } from "../src/storage/ratelimits/ratelimiter.js";
+import { RedisRateLimiter } from "../src/storage/ratelimits/redis.ratelimiter.js";
 import { startRedisServer } from "../test/redis-server.js";
 
 const N = Number(process.env.COUNTERS ?? 200_000);

@@ -38,7 +38,7 @@
 import { randomBytes } from "node:crypto";
 import os from "node:os";
 import path from "node:path";
-import { redactUrl } from "../src/db/client.js";
+import { redactUrl } from "../src/storage/client.js";
 import {
   type Admin,
   type ChildServer,

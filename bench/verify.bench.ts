@@ -50,7 +50,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { redactUrl } from "../src/db/client.js";
+import { redactUrl } from "../src/storage/client.js";
 import {
   openAdmin,
   envIntList,

@@ -8,19 +8,19 @@ import {
   validatorCompiler,
 } from "fastify-type-provider-zod";
 import type { Config } from "./config.js";
-import { findDependencyFailure } from "./dependency.js";
+import { findDependencyFailure } from "./storage/dependency.js";
 import type { Deps } from "./deps.js";
-import { DomainError } from "./domain-errors.js";
-import { ApiError, apiErrorOf, type ErrorCode, type ErrorFields, errorEnvelope } from "./errors.js";
-import { registerErrorReference } from "./http/error-reference.js";
-import { parseJsonBody } from "./http/json-body.js";
+import { DomainError } from "./core/errors.js";
+import { ApiError, apiErrorOf, type ErrorCode, type ErrorFields, errorEnvelope } from "./http/errors.js";
+import { registerErrorReference } from "./wire/v1/errorReference.js";
+import { parseJsonBody } from "./http/jsonBody.js";
 import { registerMetrics } from "./http/metrics.js";
-import { registerOpenApi } from "./http/openapi.js";
-import { newId } from "./ids.js";
+import { registerOpenApi } from "./wire/v1/openapi.js";
+import { newId } from "./core/ids.js";
 import { serializeError } from "./log.js";
-import { BULK_BODY_LIMIT, registerRpc } from "./rpc.js";
-import { rpcs } from "./routes.js";
-import { issueText } from "./validation-messages.js";
+import { BULK_BODY_LIMIT, registerRpc } from "./wire/v1/rpc.js";
+import { rpcs } from "./wire/v1/routes.js";
+import { issueText } from "./http/validation.messages.js";
 
 /** The timeouts of config.http, as Fastify and Node's HTTP server take them. */
 function httpServerOptions(config: Config) {

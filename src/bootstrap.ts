@@ -1,7 +1,7 @@
 import type { Config } from "./config.js";
-import type { Db } from "./db/client.js";
-import { insertRootKey, upsertRootKey } from "./modules/rootKeys/rootKeys.repository.js";
-import { findDefaultWorkspaceId, insertWorkspace, setDefaultWorkspaceId } from "./modules/workspaces/workspaces.repository.js";
+import type { Db } from "./storage/client.js";
+import { insertRootKey, upsertRootKey } from "./storage/rootKeys/rootKeys.repository.js";
+import { findDefaultWorkspaceId, insertWorkspace, setDefaultWorkspaceId } from "./storage/workspaces/workspaces.repository.js";
 
 export type BootstrapResult = {
   workspaceId: string;

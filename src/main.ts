@@ -4,9 +4,9 @@ import { startBackgroundJobs, stopBackgroundJobs } from "./background.js";
 import { bootstrap } from "./bootstrap.js";
 import type { Config } from "./config.js";
 import { assertMasterKeyMatches } from "./crypto/keyring.js";
-import { resolveMasterKey } from "./crypto/master-key.js";
-import { migrateAndRun, openPglite, openPostgres, redactUrl, type Store } from "./db/client.js";
-import { warnIfRedisUnreachable } from "./ratelimit/ratelimiter.js";
+import { resolveMasterKey } from "./crypto/masterKey.js";
+import { migrateAndRun, openPglite, openPostgres, redactUrl, type Store } from "./storage/client.js";
+import { warnIfRedisUnreachable } from "./storage/ratelimits/ratelimiter.js";
 import { createServices } from "./services.js";
 
 export async function openStore(config: Config): Promise<Store> {

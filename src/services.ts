@@ -1,16 +1,16 @@
 import { type Clock, systemClock } from "./clock.js";
 import type { Config } from "./config.js";
 import { Keyring } from "./crypto/keyring.js";
-import type { Db, Store } from "./db/client.js";
-import { EpochReader } from "./db/epoch.js";
+import type { Db, Store } from "./storage/client.js";
+import { EpochReader } from "./storage/epoch.js";
 import { AppMetrics } from "./http/metrics.js";
-import { RootKeyAuthenticator } from "./auth/root-key.js";
-import { VerificationAnalytics } from "./modules/analytics/verification-analytics.js";
-import { RemainingSpender } from "./modules/keys/remaining-spender.js";
-import { VerificationCache } from "./modules/keys/verification-cache.js";
-import { MigrationWorker } from "./modules/migrations/migration-worker.js";
-import { LimitLookupCache } from "./modules/ratelimits/ratelimits.repository.js";
-import { openRateLimiter, type RateLimiter } from "./ratelimit/ratelimiter.js";
+import { RootKeyAuthenticator } from "./core/auth/rootKeys.authenticator.js";
+import { VerificationAnalytics } from "./storage/analytics/analytics.recorder.js";
+import { RemainingSpender } from "./storage/keys/remaining.spender.js";
+import { VerificationCache } from "./storage/keys/verification.cache.js";
+import { MigrationWorker } from "./core/import/import.worker.js";
+import { LimitLookupCache } from "./storage/ratelimits/ratelimits.repository.js";
+import { openRateLimiter, type RateLimiter } from "./storage/ratelimits/ratelimiter.js";
 
 /**
  * Every stateful piece of one keyhaven process, built once by createServices and passed to every handler (as

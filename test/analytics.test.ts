@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect } from "vitest";
 import { stopBackgroundJobs } from "../src/background.js";
 import { ManualClock } from "../src/clock.js";
-import { openPostgres } from "../src/db/client.js";
-import { MAX_TAG_SETS_PER_KEY_HOUR, OVERFLOW_TAGS, VerificationAnalytics } from "../src/modules/analytics/verification-analytics.js";
+import { openPostgres } from "../src/storage/client.js";
+import { MAX_TAG_SETS_PER_KEY_HOUR, OVERFLOW_TAGS, VerificationAnalytics } from "../src/storage/analytics/analytics.recorder.js";
 import { describeRootKeyAuth } from "./auth-suite.js";
 import { harnessWith, test } from "./fixtures.js";
 import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";

@@ -10,10 +10,10 @@ import { bootstrap } from "../src/bootstrap.js";
 import { loadConfig } from "../src/config.js";
 import { startServer } from "../src/main.js";
 import { hashKey } from "../src/crypto/hash.js";
-import { MemoryRateLimiter } from "../src/ratelimit/memory.ratelimiter.js";
-import { resolveMasterKey } from "../src/crypto/master-key.js";
-import { migrateAndRun, openPglite, rowsOf, type Store } from "../src/db/client.js";
-import { deleteRootKeyById, insertRootKey } from "../src/modules/rootKeys/rootKeys.repository.js";
+import { MemoryRateLimiter } from "../src/storage/ratelimits/memory.ratelimiter.js";
+import { resolveMasterKey } from "../src/crypto/masterKey.js";
+import { migrateAndRun, openPglite, rowsOf, type Store } from "../src/storage/client.js";
+import { deleteRootKeyById, insertRootKey } from "../src/storage/rootKeys/rootKeys.repository.js";
 
 type RootKeyRow = { id: string; workspace_id: string; hash: string; start: string; permissions: string[] };
 

@@ -6,7 +6,7 @@ import path from "node:path";
 import { sql } from "drizzle-orm";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { openPglite, rowsOf } from "../src/db/client.js";
+import { openPglite, rowsOf } from "../src/storage/client.js";
 import { type Cli, keyhaven, killAll, PROJECT_ROOT, until } from "./cli-process.js";
 import { freePort } from "./wait.js";
 

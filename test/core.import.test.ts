@@ -2,15 +2,15 @@ import { randomBytes } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect } from "vitest";
-import { describeBatchFailure } from "../src/core/import/batch.js";
-import { enqueueKeys } from "../src/core/import/enqueue-keys.js";
-import { importKeys } from "../src/core/import/import-keys.js";
-import { readMigration, retryMigration } from "../src/core/import/migration-status.js";
+import { describeBatchFailure } from "../src/core/import/import.batch.js";
+import { enqueueKeys } from "../src/core/import/import.enqueue.js";
+import { importKeys } from "../src/core/import/import.keys.js";
+import { readMigration, retryMigration } from "../src/core/import/import.status.js";
 import type { Principal } from "../src/core/principal.js";
 import { hashKey } from "../src/crypto/hash.js";
-import { ConflictError, NotFoundError, PermissionDeniedError, PreconditionFailedError } from "../src/domain-errors.js";
-import { ApiError, apiErrorOf } from "../src/errors.js";
-import { enqueueKeySchema, importKeySchema } from "../src/modules/migrations/migrations.schemas.js";
+import { ConflictError, NotFoundError, PermissionDeniedError, PreconditionFailedError } from "../src/core/errors.js";
+import { ApiError, apiErrorOf } from "../src/http/errors.js";
+import { enqueueKeySchema, importKeySchema } from "../src/wire/v1/migrations/migrations.schemas.js";
 import { test } from "./fixtures.js";
 
 // The import's core called directly, as a second protocol's adapter would: a plain principal in (no root key, no

@@ -1,9 +1,9 @@
 import { describe, expect } from "vitest";
-import { createKey } from "../src/core/keys/create-key.js";
-import { decryptKeyRows, requireDecryptPermission } from "../src/core/keys/decrypt-keys.js";
-import { deleteApiKeys, deleteKey } from "../src/core/keys/delete-key.js";
-import { updateKey } from "../src/core/keys/update-key.js";
-import { updateRemaining } from "../src/core/keys/update-remaining.js";
+import { createKey } from "../src/core/keys/keys.create.js";
+import { decryptKeyRows, requireDecryptPermission } from "../src/core/keys/keys.decrypt.js";
+import { deleteApiKeys, deleteKey } from "../src/core/keys/keys.delete.js";
+import { updateKey } from "../src/core/keys/keys.update.js";
+import { updateRemaining } from "../src/core/keys/keys.updateRemaining.js";
 import type { Principal } from "../src/core/principal.js";
 import {
   DecryptNotAllowedError,
@@ -11,7 +11,7 @@ import {
   NotFoundError,
   PermissionDeniedError,
   PreconditionFailedError,
-} from "../src/domain-errors.js";
+} from "../src/core/errors.js";
 import { test } from "./fixtures.js";
 
 // The key operations of the core, called directly on the harness's services: plain inputs, plain results, domain

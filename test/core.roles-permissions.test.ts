@@ -1,6 +1,12 @@
 import { describe, expect } from "vitest";
-import { changePermissionsOfRole, createPermission, createRole, deletePermission, deleteRole } from "../src/core/rbac/roles-permissions.js";
-import { ConflictError, NotFoundError, PermissionDeniedError } from "../src/domain-errors.js";
+import {
+  changePermissionsOfRole,
+  createPermission,
+  createRole,
+  deletePermission,
+  deleteRole,
+} from "../src/core/rbac/rbac.rolesPermissions.js";
+import { ConflictError, NotFoundError, PermissionDeniedError } from "../src/core/errors.js";
 import { test as it } from "./fixtures.js";
 
 // A workspace's roles and permissions through the core, with a plain principal: domain errors carry v1's messages,

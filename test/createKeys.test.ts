@@ -3,8 +3,8 @@ import { getTableColumns, type Table } from "drizzle-orm";
 import { describe, expect } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
 import type { Keyring } from "../src/crypto/keyring.js";
-import { keys } from "../src/db/schema.js";
-import { planImport } from "../src/core/import/plan.js";
+import { keys } from "../src/storage/schema.js";
+import { planImport } from "../src/core/import/import.plan.js";
 import { test } from "./fixtures.js";
 import { createHarness, expectError } from "./helper.js";
 

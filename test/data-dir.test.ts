@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
-import { DataDirError, LOCK_FILE_NAME, lockDataDir, prepareDataDir } from "../src/db/data-dir.js";
+import { DataDirError, LOCK_FILE_NAME, lockDataDir, prepareDataDir } from "../src/storage/dataDir.js";
 
 let root: string;
 let dataDir: string;

@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EpochCache } from "../src/db/epoch.js";
+import { EpochCache } from "../src/storage/epoch.js";
 import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
 
 // Root keys and ratelimits.limit's namespace/override lookups are kept in memory behind the store's epoch
-// (src/db/epoch.ts, migration root_key_epoch). Each case first makes a request (so the entry is cached), then
+// (src/storage/epoch.ts, migration root_key_epoch). Each case first makes a request (so the entry is cached), then
 // changes what it depends on, and expects the very next request, on this app or on a replica, to see the change.
 
 let h: Harness;

@@ -6,7 +6,7 @@ import postgres from "postgres";
 import type { TestProject } from "vitest/node";
 import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
-import { MIGRATIONS_DIR } from "../src/db/client.js";
+import { MIGRATIONS_DIR } from "../src/storage/client.js";
 
 declare module "vitest" {
   export interface ProvidedContext {

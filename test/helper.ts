@@ -7,13 +7,13 @@ import { type BackgroundJobs, startBackgroundJobs, stopBackgroundJobs } from "..
 import type { Clock } from "../src/clock.js";
 import { type Config, loadConfig } from "../src/config.js";
 import type { Keyring } from "../src/crypto/keyring.js";
-import { type Db, migrateAndRun, openPglite, openPostgres, type Store } from "../src/db/client.js";
-import { insertRootKey } from "../src/modules/rootKeys/rootKeys.repository.js";
-import { MemoryRateLimiter } from "../src/ratelimit/memory.ratelimiter.js";
-import type { RateLimiter } from "../src/ratelimit/ratelimiter.js";
-import { RedisRateLimiter } from "../src/ratelimit/redis.ratelimiter.js";
+import { type Db, migrateAndRun, openPglite, openPostgres, type Store } from "../src/storage/client.js";
+import { insertRootKey } from "../src/storage/rootKeys/rootKeys.repository.js";
+import { MemoryRateLimiter } from "../src/storage/ratelimits/memory.ratelimiter.js";
+import type { RateLimiter } from "../src/storage/ratelimits/ratelimiter.js";
+import { RedisRateLimiter } from "../src/storage/ratelimits/redis.ratelimiter.js";
 import { createServices, type Services } from "../src/services.js";
-import { insertWorkspace, setWorkspaceEnabled } from "../src/modules/workspaces/workspaces.repository.js";
+import { insertWorkspace, setWorkspaceEnabled } from "../src/storage/workspaces/workspaces.repository.js";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
 
@@ -188,7 +188,7 @@ export async function createHarness(
       return toResponse(res);
     },
     async sql<T>(query: string) {
-      const { rowsOf } = await import("../src/db/client.js");
+      const { rowsOf } = await import("../src/storage/client.js");
       const { sql } = await import("drizzle-orm");
       return rowsOf<T>(await store.db.execute(sql.raw(query)));
     },

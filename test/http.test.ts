@@ -1,6 +1,6 @@
 import http from "node:http";
 import { describe, expect } from "vitest";
-import { BULK_BODY_LIMIT, DEFAULT_BODY_LIMIT } from "../src/rpc.js";
+import { BULK_BODY_LIMIT, DEFAULT_BODY_LIMIT } from "../src/wire/v1/rpc.js";
 import { test } from "./fixtures.js";
 import { createHarness, expectError } from "./helper.js";
 
@@ -233,7 +233,7 @@ describe("the error reference that error.docs points to", () => {
     expect(page.body).toContain("UNAUTHORIZED");
     expect(page.body).toContain("Cause.");
     expect(page.body).toContain("Fix.");
-    const { errorCodes } = await import("../src/errors.js");
+    const { errorCodes } = await import("../src/http/errors.js");
     const index = await h.app.inject({ method: "GET", url: "/docs/errors" });
     for (const code of errorCodes) expect(index.body).toContain(`id="${code}"`);
   });

@@ -3,9 +3,9 @@ import postgres from "postgres";
 import { describe, expect } from "vitest";
 import { DrizzleQueryError } from "drizzle-orm/errors";
 import { hashKey } from "../src/crypto/hash.js";
-import { isTransientFailure } from "../src/dependency.js";
+import { isTransientFailure } from "../src/storage/dependency.js";
 import { describeUnexpected } from "../src/log.js";
-import { MigrationWorker, migrationRetryDelayMs } from "../src/modules/migrations/migration-worker.js";
+import { MigrationWorker, migrationRetryDelayMs } from "../src/core/import/import.worker.js";
 import { harnessWith, test } from "./fixtures.js";
 import { ADMIN_TOKEN, createHarness, expectError } from "./helper.js";
 

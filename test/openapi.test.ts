@@ -1,8 +1,8 @@
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { codeToStatus, errorCodes } from "../src/errors.js";
-import { rpcs } from "../src/routes.js";
+import { codeToStatus, errorCodes } from "../src/http/errors.js";
+import { rpcs } from "../src/wire/v1/routes.js";
 import { ADMIN_TOKEN, createHarness, type Harness } from "./helper.js";
 
 let h: Harness;

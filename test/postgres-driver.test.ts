@@ -2,8 +2,8 @@ import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { sql } from "drizzle-orm";
 import { describe, expect, inject, it } from "vitest";
-import { openPostgres } from "../src/db/client.js";
-import { findDependencyFailure } from "../src/dependency.js";
+import { openPostgres } from "../src/storage/client.js";
+import { findDependencyFailure } from "../src/storage/dependency.js";
 import { FaultProxy } from "./fault-proxy.js";
 
 const templateUrl = inject("templateDatabaseUrl");
@@ -13,14 +13,14 @@ const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url));
  * postgres.js 3.4.9 buffers small writes behind a setImmediate; when the server ends the connection first, that
  * callback wrote to a null socket and threw outside any promise, ending the whole process (porsager/postgres#1154,
  * #1208). keyhaven patches the driver (patches/postgres+3.4.9.patch, applied by patch-package on install) so that the
- * pending statements fail instead, and its own per-statement deadline (src/db/client.ts) bounds any that the driver
+ * pending statements fail instead, and its own per-statement deadline (src/storage/client.ts) bounds any that the driver
  * leaves unanswered. The scenario runs through keyhaven's store in a process of its own, which must survive.
  */
 async function runScenario(body: string): Promise<{ code: number | null; out: string }> {
   const script = `
     import { sql as q } from "drizzle-orm";
     import postgres from "postgres";
-    import { openPostgres, rowsOf } from "./src/db/client.ts";
+    import { openPostgres, rowsOf } from "./src/storage/client.ts";
     const url = ${JSON.stringify(templateUrl)};
     const store = openPostgres(url, 2, { connectTimeoutMs: 2000, statementTimeoutMs: 1000 });
     const killer = postgres(url, { max: 1, onnotice() {} });

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock } from "../src/clock.js";
-import type { MemoryRateLimiter } from "../src/ratelimit/memory.ratelimiter.js";
-import { MAX_WINDOW_MS } from "../src/ratelimit/ratelimiter.js";
+import type { MemoryRateLimiter } from "../src/storage/ratelimits/memory.ratelimiter.js";
+import { MAX_WINDOW_MS } from "../src/storage/ratelimits/ratelimiter.js";
 import { createHarness, type Harness, type Tenant } from "./helper.js";
 import { hasRedisServer, type OwnRedis, startRedisServer } from "./redis-server.js";
 

@@ -1,9 +1,9 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect } from "vitest";
 import { ManualClock } from "../src/clock.js";
-import { MemoryRateLimiter } from "../src/ratelimit/memory.ratelimiter.js";
-import type { LimitCheck, RateLimiter } from "../src/ratelimit/ratelimiter.js";
-import { RedisRateLimiter } from "../src/ratelimit/redis.ratelimiter.js";
+import { MemoryRateLimiter } from "../src/storage/ratelimits/memory.ratelimiter.js";
+import type { LimitCheck, RateLimiter } from "../src/storage/ratelimits/ratelimiter.js";
+import { RedisRateLimiter } from "../src/storage/ratelimits/redis.ratelimiter.js";
 import { harnessWith, test } from "./fixtures.js";
 import { expectError } from "./helper.js";
 

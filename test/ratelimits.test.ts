@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, describe, expect } from "vitest";
-import { MAX_WINDOW_MS } from "../src/ratelimit/ratelimiter.js";
+import { MAX_WINDOW_MS } from "../src/storage/ratelimits/ratelimiter.js";
 import { describeRootKeyAuth } from "./auth-suite.js";
 import { test } from "./fixtures.js";
 import { expectError, type Harness, type Tenant } from "./helper.js";

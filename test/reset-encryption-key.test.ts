@@ -7,8 +7,8 @@ import { buildApp } from "../src/app.js";
 import { createServices } from "../src/services.js";
 import { loadConfig } from "../src/config.js";
 import { assertMasterKeyMatches } from "../src/crypto/keyring.js";
-import { resetMasterKey } from "../src/crypto/reset-master-key.js";
-import { migrateAndRun, openPglite } from "../src/db/client.js";
+import { resetMasterKey } from "../src/crypto/masterKey.reset.js";
+import { migrateAndRun, openPglite } from "../src/storage/client.js";
 import { countIn, harnessWith, test } from "./fixtures.js";
 import { runKeyhaven } from "./cli-process.js";
 

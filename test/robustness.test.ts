@@ -11,7 +11,7 @@
  */
 import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { codeToStatus, errorCodes } from "../src/errors.js";
+import { codeToStatus, errorCodes } from "../src/http/errors.js";
 import { ADMIN_TOKEN, createHarness, type Harness, type Tenant } from "./helper.js";
 import { tableSnapshot } from "./table-snapshot.js";
 import { waitFor } from "./wait.js";

@@ -9,10 +9,10 @@ import { createServices } from "../src/services.js";
 import { loadConfig } from "../src/config.js";
 import { startServer } from "../src/main.js";
 import { Keyring } from "../src/crypto/keyring.js";
-import { RotationError, rotateMasterKey } from "../src/crypto/rotate-master-key.js";
+import { RotationError, rotateMasterKey } from "../src/crypto/masterKey.rotate.js";
 import { fingerprint } from "../src/crypto/vault.js";
-import { migrateAndRun, openPglite } from "../src/db/client.js";
-import { insertWorkspace } from "../src/modules/workspaces/workspaces.repository.js";
+import { migrateAndRun, openPglite } from "../src/storage/client.js";
+import { insertWorkspace } from "../src/storage/workspaces/workspaces.repository.js";
 import { runKeyhaven } from "./cli-process.js";
 import { createHarness, type Harness, type Tenant } from "./helper.js";
 
@@ -145,7 +145,7 @@ describe("keyhaven rotate-encryption-key", () => {
     const workspaceId = await insertWorkspace(store.db, "rotation");
     const keyring = new Keyring(current);
     const dk = await keyring.dataKeyFor(store.db, workspaceId);
-    const { encryptionKeys } = await import("../src/db/schema.js");
+    const { encryptionKeys } = await import("../src/storage/schema.js");
     await store.db.insert(encryptionKeys).values(dk.newRow!);
     await store.close();
 
@@ -163,7 +163,7 @@ describe("keyhaven rotate-encryption-key", () => {
 
     const reopened = await openPglite(dataDir);
     try {
-      const { rowsOf } = await import("../src/db/client.js");
+      const { rowsOf } = await import("../src/storage/client.js");
       const { sql } = await import("drizzle-orm");
       const rows = rowsOf<{ f: string }>(await reopened.db.execute(sql`select master_key_fingerprint as f from encryption_keys`));
       expect(rows).toEqual([{ f: fingerprint(next) }]);

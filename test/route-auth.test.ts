@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { rpcs } from "../src/routes.js";
-import type { Rpc } from "../src/rpc.js";
+import { rpcs } from "../src/wire/v1/routes.js";
+import type { Rpc } from "../src/wire/v1/rpc.js";
 import { createHarness, expectError, type Harness, type Response } from "./helper.js";
 
 /**
  * Every registered route refuses a caller without credentials, and one with a wrong bearer token, before its
- * handler runs: registerRpc enforces the route's declared `auth`. The loop runs over the registry (src/routes.ts),
+ * handler runs: registerRpc enforces the route's declared `auth`. The loop runs over the registry (src/wire/v1/routes.ts),
  * so a new route is covered without being named here; only the routes anybody may call are listed, explicitly.
  */
 

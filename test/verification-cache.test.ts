@@ -1,12 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
-import { EpochReader } from "../src/db/epoch.js";
-import { RemainingSpender } from "../src/modules/keys/remaining-spender.js";
-import { VerificationCache } from "../src/modules/keys/verification-cache.js";
+import { EpochReader } from "../src/storage/epoch.js";
+import { RemainingSpender } from "../src/storage/keys/remaining.spender.js";
+import { VerificationCache } from "../src/storage/keys/verification.cache.js";
 import { test } from "./fixtures.js";
 
-// Verification answers from an in-process cache (src/modules/keys/verification-cache.ts) validated against the
+// Verification answers from an in-process cache (src/storage/keys/verification.cache.ts) validated against the
 // database's epoch. Each case below first verifies the key (so it is cached), then changes it through the API, and
 // expects the very next verification to see the change.
 

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
-import { MAX_WINDOW_MS } from "../src/ratelimit/ratelimiter.js";
+import { MAX_WINDOW_MS } from "../src/storage/ratelimits/ratelimiter.js";
 import { test } from "./fixtures.js";
 import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
 

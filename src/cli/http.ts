@@ -1,6 +1,6 @@
 /** The client commands' one way to call a keyhaven server: a JSON POST with a bearer token. */
 
-import type { ErrorFields } from "../errors.js";
+import type { ErrorFields } from "../http/errors.js";
 
 export const DEFAULT_URL = "http://127.0.0.1:8080";
 

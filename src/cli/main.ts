@@ -61,7 +61,7 @@ async function migrate(): Promise<void> {
   const [{ loadConfig }, { bootstrap }, { migrateAndRun }, { generatedRootKeyNotice, openStore }] = await Promise.all([
     import("../config.js"),
     import("../bootstrap.js"),
-    import("../db/client.js"),
+    import("../storage/client.js"),
     import("../main.js"),
   ]);
   const config = loadConfig();
@@ -91,13 +91,13 @@ export async function run(argv: string[]): Promise<void> {
     return;
   }
   if (argv[0] === "reset-encryption-key") {
-    const { resetEncryptionKeyCommand } = await import("./reset-encryption-key.command.js");
+    const { resetEncryptionKeyCommand } = await import("./resetEncryptionKey.command.js");
     process.exitCode = await resetEncryptionKeyCommand(argv.slice(1));
     return;
   }
   if (argv[0] === "rotate-encryption-key") {
     exitOnStopSignals();
-    const { rotateEncryptionKeyCommand } = await import("./rotate-encryption-key.command.js");
+    const { rotateEncryptionKeyCommand } = await import("./rotateEncryptionKey.command.js");
     process.exitCode = await rotateEncryptionKeyCommand(argv.slice(1));
     return;
   }

@@ -1,4 +1,4 @@
-import { PreconditionFailedError } from "../domain-errors.js";
+import { PreconditionFailedError } from "../core/errors.js";
 
 /**
  * The keyring's refusals: a precondition of the store (an encryption key, the right one) is missing, so they are

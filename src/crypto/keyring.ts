@@ -1,8 +1,8 @@
 import { ConfigError } from "../config.js";
-import type { Db } from "../db/client.js";
-import type { encryptionKeys } from "../db/schema.js";
-import { newId } from "../ids.js";
-import { type DataKeyRow, findDataKey, findMasterKeyFingerprints, findNewestDataKey } from "./encryption-keys.repository.js";
+import type { Db } from "../storage/client.js";
+import type { encryptionKeys } from "../storage/schema.js";
+import { newId } from "../core/ids.js";
+import { type DataKeyRow, findDataKey, findMasterKeyFingerprints, findNewestDataKey } from "../storage/crypto/encryptionKeys.repository.js";
 import { KeyringError } from "./keyring.errors.js";
 import { fingerprint, newDataKey, open, seal } from "./vault.js";
 

@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
-import type { Db } from "../db/client.js";
-import type { RateLimiter } from "../ratelimit/window.js";
+import type { Db } from "../storage/client.js";
+import type { RateLimiter } from "../storage/ratelimits/ratelimiter.window.js";
 
 /** How long readiness (and a /metrics scrape) waits for PostgreSQL or Redis before calling it down. */
 export const HEALTH_TIMEOUT_MS = 1000;

@@ -1,11 +1,11 @@
 import type { FastifyInstance, onResponseHookHandler } from "fastify";
 import { collectDefaultMetrics, Counter, Gauge, type Metric, Registry } from "prom-client";
-import { ApiError } from "../errors.js";
-import { bearerToken } from "../auth/bearer.js";
+import { ApiError } from "./errors.js";
+import { bearerToken } from "./bearer.js";
 import { secretsEqual } from "../crypto/hash.js";
 import type { Config } from "../config.js";
-import type { Db, Store } from "../db/client.js";
-import type { RateLimiter } from "../ratelimit/window.js";
+import type { Db, Store } from "../storage/client.js";
+import type { RateLimiter } from "../storage/ratelimits/ratelimiter.window.js";
 import { checkDatabase } from "./health.js";
 
 /** Latency buckets in seconds: verifications take well under a millisecond to tens of milliseconds. */

@@ -3,7 +3,7 @@ import { statSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { loadCliEnv } from "../../config.js";
-import { MAX_KEYS_PER_IMPORT } from "../../modules/migrations/migrations.schemas.js";
+import { MAX_KEYS_PER_IMPORT } from "../../wire/v1/migrations/migrations.schemas.js";
 import { DEFAULT_URL, parseBaseUrl } from "../http.js";
 import { Journal, JournalMismatch, lockJournal } from "./import.journal.js";
 import { type FileFormat, formatOf, type LineError, readSource } from "./import.parse.js";

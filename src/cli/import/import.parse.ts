@@ -5,7 +5,7 @@ import { pipeline } from "node:stream/promises";
 import { isUtf8 } from "node:buffer";
 import { CsvError, parse as parseCsv } from "csv-parse";
 import { z } from "zod";
-import { importKeySchema } from "../../modules/migrations/migrations.schemas.js";
+import { importKeySchema } from "../../wire/v1/migrations/migrations.schemas.js";
 
 /** What reading the import file yields, in file order: a record to validate, a bad line, or a fatal file error. */
 export type SourceItem =

@@ -1,4 +1,4 @@
-import type { ErrorFields } from "../../errors.js";
+import type { ErrorFields } from "../../http/errors.js";
 import { postJson } from "../http.js";
 import type { Journal } from "./import.journal.js";
 import type { Progress } from "./import.progress.js";

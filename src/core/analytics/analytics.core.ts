@@ -1,7 +1,7 @@
-import type { PermissionQuery } from "../../auth/permissions.js";
-import { requirePermission } from "../../auth/root-key.js";
-import type { Db } from "../../db/client.js";
-import { InvalidInputError, NotFoundError } from "../../domain-errors.js";
+import type { PermissionQuery } from "../auth/permissions.query.js";
+import { requirePermission } from "../auth/rootKeys.authenticator.js";
+import type { Db } from "../../storage/client.js";
+import { InvalidInputError, NotFoundError } from "../errors.js";
 import {
   type AnalyticsRow,
   dailyKeyVerifications,
@@ -12,8 +12,8 @@ import {
   type OutcomeCounter,
   queryVerifications,
   type TimeGranularity,
-} from "../../modules/analytics/analytics.repository.js";
-import { findApi } from "../../modules/apis/apis.repository.js";
+} from "../../storage/analytics/analytics.repository.js";
+import { findApi } from "../../storage/apis/apis.repository.js";
 import { apiNotFound } from "../apis/apis.core.js";
 import type { Principal } from "../principal.js";
 

@@ -1,9 +1,9 @@
-import { apiPermission } from "../../auth/permissions.js";
-import { requirePermission } from "../../auth/root-key.js";
-import type { Db } from "../../db/client.js";
-import { DeleteProtectedError, NotFoundError } from "../../domain-errors.js";
-import { findApi, insertApi, type NewApi, setApiIpWhitelist, softDeleteApiWithKeys } from "../../modules/apis/apis.repository.js";
-import { type ApiKeysFilter, countKeys, type KeyObjectRow, listKeyObjectRows } from "../../modules/keys/key-objects.repository.js";
+import { apiPermission } from "../auth/permissions.query.js";
+import { requirePermission } from "../auth/rootKeys.authenticator.js";
+import type { Db } from "../../storage/client.js";
+import { DeleteProtectedError, NotFoundError } from "../errors.js";
+import { findApi, insertApi, type NewApi, setApiIpWhitelist, softDeleteApiWithKeys } from "../../storage/apis/apis.repository.js";
+import { type ApiKeysFilter, countKeys, type KeyObjectRow, listKeyObjectRows } from "../../storage/keys/keyObjects.repository.js";
 import type { Principal } from "../principal.js";
 
 type ApiServices = { db: Db; clock: { now(): number } };

@@ -1,7 +1,7 @@
-import { describeQuery, type PermissionQuery } from "../../auth/permissions.js";
-import { hasPermission, requirePermission } from "../../auth/root-key.js";
-import { type Db, isUniqueViolation } from "../../db/client.js";
-import { ConflictError, InvalidInputError, NotFoundError, PermissionDeniedError } from "../../domain-errors.js";
+import { describeQuery, type PermissionQuery } from "../auth/permissions.query.js";
+import { hasPermission, requirePermission } from "../auth/rootKeys.authenticator.js";
+import { type Db, isUniqueViolation } from "../../storage/client.js";
+import { ConflictError, InvalidInputError, NotFoundError, PermissionDeniedError } from "../errors.js";
 import {
   deleteIdentity as removeIdentity,
   findIdentity,
@@ -10,7 +10,7 @@ import {
   insertIdentity,
   listIdentitiesPage,
   updateIdentity as writeIdentity,
-} from "../../modules/identities/identities.repository.js";
+} from "../../storage/identities/identities.repository.js";
 import type { Principal } from "../principal.js";
 
 type IdentityServices = { db: Db };

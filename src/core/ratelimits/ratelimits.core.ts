@@ -1,7 +1,7 @@
-import { hasPermission, requirePermission } from "../../auth/root-key.js";
+import { hasPermission, requirePermission } from "../auth/rootKeys.authenticator.js";
 import type { Config } from "../../config.js";
-import type { Db } from "../../db/client.js";
-import { InvalidInputError, NotFoundError } from "../../domain-errors.js";
+import type { Db } from "../../storage/client.js";
+import { InvalidInputError, NotFoundError } from "../errors.js";
 import {
   ensureNamespace,
   findNamespace,
@@ -13,8 +13,8 @@ import {
   type OverrideRow,
   softDeleteOverride,
   upsertOverride,
-} from "../../modules/ratelimits/ratelimits.repository.js";
-import { checkLimits, type RateLimiter, windowOf } from "../../ratelimit/ratelimiter.js";
+} from "../../storage/ratelimits/ratelimits.repository.js";
+import { checkLimits, type RateLimiter, windowOf } from "../../storage/ratelimits/ratelimiter.js";
 import type { Principal } from "../principal.js";
 
 /** What the rate-limit core needs of the services. */

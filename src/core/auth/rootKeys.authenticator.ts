@@ -1,0 +1,134 @@
+import type { Db } from "../../storage/client.js";
+import { EpochCache, type EpochReader } from "../../storage/epoch.js";
+import { hashKey } from "../../crypto/hash.js";
+import { ApiError } from "../../http/errors.js";
+import { liveKeyHashExists, prepareRootKeyLookup } from "../../storage/rootKeys/rootKeys.auth.repository.js";
+import type { Clock } from "../../clock.js";
+import { PermissionDeniedError } from "../errors.js";
+import { bearerToken } from "../../http/bearer.js";
+import { describeQuery, type PermissionQuery, satisfies } from "./permissions.query.js";
+
+export type RootKeyAuth = {
+  readonly rootKeyId: string;
+  readonly workspaceId: string;
+  readonly permissions: ReadonlySet<string>;
+};
+
+type CachedRootKey = { auth: RootKeyAuth; workspaceEnabled: boolean };
+
+/** Root keys kept in memory per process (by hash), beyond which the oldest are dropped first. */
+export const ROOT_KEY_CACHE_ENTRIES = 10_000;
+
+/** Every root key is at least this long: generated ones are much longer, KEYHAVEN_ROOT_KEY needs 16 characters. */
+const MIN_ROOT_KEY_LENGTH = 16;
+/** How long a token found to be no root key is remembered by `optional` (see there), and how many. */
+export const UNKNOWN_ROOT_KEY_TTL_MS = 60_000;
+const UNKNOWN_ROOT_KEY_ENTRIES = 10_000;
+
+/**
+ * Authenticates root keys, with the root keys of this process in memory. One per process (services.ts builds it):
+ * its cache and its memory of unknown tokens belong to that process's store and are never shared with another.
+ */
+export class RootKeyAuthenticator {
+  private readonly cache: EpochCache<CachedRootKey>;
+  /** Hashes of tokens that were no root key, with when that answer expires; oldest first. */
+  private readonly unknown = new Map<string, number>();
+
+  constructor(
+    private readonly db: Db,
+    private readonly epochs: EpochReader,
+    private readonly clock: Clock,
+  ) {
+    const lookup = prepareRootKeyLookup(db);
+    this.cache = new EpochCache<CachedRootKey>(async (hash) => {
+      const [row] = await lookup.execute({ hash });
+      if (!row) return undefined;
+      const auth = { rootKeyId: row.id, workspaceId: row.workspaceId, permissions: new Set(row.permissions) };
+      return { auth, workspaceEnabled: row.workspaceEnabled };
+    }, ROOT_KEY_CACHE_ENTRIES);
+  }
+
+  /**
+   * Authenticates `Authorization: Bearer <root key>` with v1's codes and messages (all 403, as v1 clients expect).
+   *
+   * Every request reads the store's epoch (one small query shared by the requests that arrive together; see
+   * storage/epoch.ts); the root key is read from the database only when it is not in memory at that epoch. Deleting a
+   * root key, changing its permissions or disabling its workspace moves the epoch, so the next request on every
+   * replica sees it. `epoch` may be passed by a caller that reads it for other caches of the same request.
+   */
+  async authenticate(authorization: string | undefined, epoch?: bigint): Promise<RootKeyAuth> {
+    const token = bearerToken(authorization);
+    if (token === "") throw new ApiError("UNAUTHORIZED", "key required");
+    const hash = hashKey(token);
+    const found = await this.find(hash, epoch);
+    if (!found) {
+      // Only on the failure path: tell a customer's API key used as a root key apart from an unknown one.
+      throw new ApiError("UNAUTHORIZED", (await liveKeyHashExists(this.db, hash)) ? "root key required" : "key not found");
+    }
+    if (!found.workspaceEnabled) throw new ApiError("FORBIDDEN", "workspace is disabled");
+    return found.auth;
+  }
+
+  /**
+   * The root key of an `Authorization: Bearer` header when it is one of an enabled workspace, else undefined: for
+   * a route where the header is optional (keys.verifyKey ignores anything else, as v1 does). Never throws for what
+   * the header holds. A header that cannot be a root key (absent, shorter than any root key, such as the SDK's
+   * `Bearer public`) costs nothing; a token found to be no root key is remembered for a minute, so a client that
+   * always sends the same foreign token costs no query per request. That is exact for generated root keys (nobody
+   * can send one before it exists); a secret chosen by the operator that was sent before it became a root key is
+   * recognised at most a minute late.
+   */
+  async optional(authorization: string | undefined, epoch?: bigint): Promise<RootKeyAuth | undefined> {
+    if (authorization === undefined) return undefined;
+    const token = bearerToken(authorization);
+    if (token.length < MIN_ROOT_KEY_LENGTH) return undefined;
+    const hash = hashKey(token);
+    const now = this.clock.now();
+    const until = this.unknown.get(hash);
+    if (until !== undefined) {
+      if (until > now) return undefined;
+      this.unknown.delete(hash);
+    }
+    const found = await this.find(hash, epoch);
+    if (found === undefined) {
+      this.unknown.set(hash, now + UNKNOWN_ROOT_KEY_TTL_MS);
+      if (this.unknown.size > UNKNOWN_ROOT_KEY_ENTRIES) this.unknown.delete(this.unknown.keys().next().value!);
+      return undefined;
+    }
+    return found.workspaceEnabled ? found.auth : undefined;
+  }
+
+  private async find(hash: string, epoch: bigint | undefined): Promise<CachedRootKey | undefined> {
+    return this.cache.get(hash, epoch ?? (await this.epochs.current()));
+  }
+}
+
+/** `services.rootKeys.authenticate`: what handlers call (they hold the services as `deps`). */
+export function authenticateRootKey(
+  services: { rootKeys: RootKeyAuthenticator },
+  authorization: string | undefined,
+  epoch?: bigint,
+): Promise<RootKeyAuth> {
+  return services.rootKeys.authenticate(authorization, epoch);
+}
+
+/** `services.rootKeys.optional`: the root key of an optional `Authorization` header (keys.verifyKey). */
+export function optionalRootKey(
+  services: { rootKeys: RootKeyAuthenticator },
+  authorization: string | undefined,
+  epoch?: bigint,
+): Promise<RootKeyAuth | undefined> {
+  return services.rootKeys.optional(authorization, epoch);
+}
+
+/** What a permission check reads of the caller: a root key (RootKeyAuth), or the core's Principal. */
+type PermissionHolder = { readonly permissions: ReadonlySet<string> };
+
+export function hasPermission(auth: PermissionHolder, query: PermissionQuery): boolean {
+  return satisfies(query, auth.permissions);
+}
+
+/** Throws the core's PermissionDeniedError (v1: 403 INSUFFICIENT_PERMISSIONS) unless `auth` satisfies `query`. */
+export function requirePermission(auth: PermissionHolder, query: PermissionQuery): void {
+  if (!satisfies(query, auth.permissions)) throw new PermissionDeniedError(describeQuery(query), [...auth.permissions]);
+}

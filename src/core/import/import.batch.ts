@@ -1,0 +1,102 @@
+import type { Db } from "../../storage/client.js";
+import { DomainError } from "../errors.js";
+import { describeUnexpected } from "../../log.js";
+import { findLiveApiIds } from "../../storage/apis/apis.repository.js";
+import {
+  type BatchError,
+  findExistingHashes,
+  ImportConflictError,
+  insertImport,
+  type PendingBatch,
+} from "../../storage/import/migrations.repository.js";
+import type { EnqueueKey, ImportKey } from "../../wire/v1/migrations/migrations.schemas.js";
+import { findImportNames } from "./import.names.js";
+import { planSealedImport } from "./import.plan.js";
+
+// A key committed by a concurrent import between the existence check and the insert: check again, this often.
+const CONFLICT_RETRIES = 3;
+
+/**
+ * What migrations.getMigration shows of a batch that failed as a whole: a domain error's message (the core's
+ * refusals are written for the client), else only what kind of failure it was (never a driver's text, which may
+ * quote a key).
+ */
+export function describeBatchFailure(err: unknown): string {
+  return err instanceof DomainError ? err.message : describeUnexpected(err);
+}
+
+/**
+ * Imports what can be imported of a batch with createKeys' planner and insert, inside the claiming transaction.
+ * A key that cannot be (it exists already, or a role or permission it names was deleted since it was enqueued)
+ * is left out and reported by its index; the API being gone fails the whole batch.
+ */
+export async function importBatch(tx: Db, batch: PendingBatch): Promise<{ imported: number; errors: BatchError[] }> {
+  const { workspaceId } = batch;
+  const liveApis = await findLiveApiIds(tx, workspaceId, [batch.apiId]);
+  if (!liveApis.has(batch.apiId)) {
+    return { imported: 0, errors: [{ keyIndex: null, code: "NOT_FOUND", message: `api ${batch.apiId} not found` }] };
+  }
+  const errors: BatchError[] = [];
+  const { roleIds, permissionIds } = await findImportNames(tx, workspaceId, batch.keys);
+  let candidates = batch.keys.flatMap((key, index) => {
+    const missingRoles = (key.roles ?? []).filter((r) => !roleIds.has(r));
+    const missingPermissions = (key.permissions ?? []).filter((p) => !permissionIds.has(p));
+    if (missingRoles.length > 0 || missingPermissions.length > 0) {
+      const what = [
+        missingRoles.length > 0 ? `roles ${JSON.stringify(missingRoles)}` : "",
+        missingPermissions.length > 0 ? `permissions ${JSON.stringify(missingPermissions)}` : "",
+      ].filter(Boolean);
+      errors.push({ keyIndex: index, code: "PRECONDITION_FAILED", message: `${what.join(" and ")} no longer exist` });
+      return [];
+    }
+    return [{ key, index }];
+  });
+
+  for (let attempt = 1; ; attempt++) {
+    const existing = await findExistingHashes(
+      tx,
+      candidates.map((c) => c.key.sealed.hash),
+    );
+    candidates = candidates.filter(({ index, key }) => {
+      if (!existing.has(key.sealed.hash)) return true;
+      errors.push({ keyIndex: index, code: "CONFLICT", message: `the key at index ${index} already exists` });
+      return false;
+    });
+    if (candidates.length === 0) break;
+    const plan = planSealedImport(
+      candidates.map(({ key }) => toImportKey(batch.apiId, withoutSealed(key))),
+      candidates.map(({ key }) => key.sealed),
+      { workspaceId, roleIds, permissionIds, now: Date.now() },
+    );
+    try {
+      // insertImport's own transaction is a savepoint here: a conflict undoes only this attempt.
+      await insertImport(tx, plan);
+      break;
+    } catch (err) {
+      if (!(err instanceof ImportConflictError) || attempt >= CONFLICT_RETRIES) throw err;
+    }
+  }
+  errors.sort((a, b) => (a.keyIndex ?? -1) - (b.keyIndex ?? -1));
+  return { imported: candidates.length, errors };
+}
+
+function withoutSealed<T extends { sealed: unknown }>(key: T): Omit<T, "sealed"> {
+  const { sealed: _, ...rest } = key;
+  return rest;
+}
+
+/** An enqueued key as createKeys' planner takes it: the batch's API, and the window as the limit's interval. */
+export function toImportKey(apiId: string, key: EnqueueKey): ImportKey {
+  const { ratelimit, ...rest } = key;
+  return {
+    ...rest,
+    apiId,
+    ...(ratelimit && {
+      ratelimit: {
+        limit: ratelimit.limit,
+        refillRate: ratelimit.refillRate ?? ratelimit.limit,
+        refillInterval: ratelimit.duration,
+      },
+    }),
+  };
+}

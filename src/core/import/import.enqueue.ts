@@ -1,0 +1,48 @@
+import { requirePermission } from "../auth/rootKeys.authenticator.js";
+import type { Keyring } from "../../crypto/keyring.js";
+import type { Db } from "../../storage/client.js";
+import { NotFoundError } from "../errors.js";
+import { findApi } from "../../storage/apis/apis.repository.js";
+import { insertMigrationBatch, type QueuedKey } from "../../storage/import/migrations.repository.js";
+import type { EnqueueKey } from "../../wire/v1/migrations/migrations.schemas.js";
+import { resolveImportNames } from "./import.names.js";
+import { importPermission } from "./import.permissions.js";
+import { sealKeys } from "./import.plan.js";
+import type { Principal } from "../principal.js";
+
+export type EnqueueInput = { migrationId: string; apiId: string; keys: EnqueueKey[] };
+
+/**
+ * Stores a batch of keys for the migration worker to import (plaintexts sealed first, never stored in clear).
+ * Returns whether a batch was stored (an empty one is not). The checks, in this order: the caller's permission for
+ * the API (PermissionDeniedError), the API (NotFoundError), the roles and permissions named
+ * (PreconditionFailedError), a key repeated in the batch (ConflictError with `details`).
+ */
+export async function enqueueKeys(
+  store: { db: Db; keyring: Keyring },
+  caller: Principal,
+  { migrationId, apiId, keys }: EnqueueInput,
+): Promise<boolean> {
+  const { db, keyring } = store;
+  const { workspaceId } = caller;
+  requirePermission(
+    caller,
+    importPermission(
+      apiId,
+      keys.some((k) => k.plaintext !== undefined),
+    ),
+  );
+  if (!(await findApi(db, workspaceId, apiId))) throw new NotFoundError("api", apiId);
+  if (keys.length === 0) return false;
+  await resolveImportNames(db, workspaceId, keys);
+
+  const dataKey = keys.some((k) => k.plaintext !== undefined) ? await keyring.dataKeyFor(db, workspaceId) : undefined;
+  const sealed = sealKeys(keys, { keyring, dataKey });
+  const queued: QueuedKey[] = keys.map(({ plaintext: _, hash: __, ...settings }, i) => ({
+    ...settings,
+    sealed: sealed[i]!,
+  }));
+  await insertMigrationBatch(db, { workspaceId, migrationId, apiId, keys: queued, dataKey });
+  if (dataKey?.newRow) keyring.remember(dataKey);
+  return true;
+}

@@ -1,0 +1,53 @@
+import { hasPermission } from "../auth/rootKeys.authenticator.js";
+import type { Keyring } from "../../crypto/keyring.js";
+import type { Db } from "../../storage/client.js";
+import { NotFoundError, PermissionDeniedError } from "../errors.js";
+import { findLiveApiIds } from "../../storage/apis/apis.repository.js";
+import type { ImportKey } from "../../wire/v1/migrations/migrations.schemas.js";
+import { insertImport } from "../../storage/import/migrations.repository.js";
+import { resolveImportNames } from "./import.names.js";
+import { describeImportPermission, importPermission } from "./import.permissions.js";
+import { planImport } from "./import.plan.js";
+import type { Principal } from "../principal.js";
+
+/**
+ * Imports existing keys, all or nothing, and returns their ids in the order of `items`. The checks, in this order
+ * (the order a client observes): the caller's permissions for every key first (a caller that may not import learns
+ * nothing about the workspace's APIs, roles or permissions; PermissionDeniedError with `details.keyIndex`), then
+ * the APIs (NotFoundError), the roles and permissions named (PreconditionFailedError), a key repeated in the batch,
+ * and a key that exists already (ConflictError with `details`).
+ */
+export async function importKeys(
+  store: { db: Db; keyring: Keyring },
+  caller: Principal,
+  items: ImportKey[],
+  now: number,
+): Promise<string[]> {
+  const { db, keyring } = store;
+  if (items.length === 0) return [];
+  const { workspaceId } = caller;
+
+  items.forEach((item, index) => {
+    const withPlaintext = item.plaintext !== undefined;
+    if (!hasPermission(caller, importPermission(item.apiId, withPlaintext))) {
+      throw new PermissionDeniedError(describeImportPermission(item.apiId, withPlaintext), [...caller.permissions], {
+        message: `the key at index ${index} needs ${describeImportPermission(item.apiId, withPlaintext)}`,
+        details: { keyIndex: index },
+      });
+    }
+  });
+  const liveApiIds = await findLiveApiIds(db, workspaceId, unique(items.map((k) => k.apiId)));
+  const missingApi = items.find((item) => !liveApiIds.has(item.apiId));
+  if (missingApi) throw new NotFoundError("api", missingApi.apiId);
+  const { roleIds, permissionIds } = await resolveImportNames(db, workspaceId, items);
+
+  const dataKey = items.some((k) => k.plaintext !== undefined) ? await keyring.dataKeyFor(db, workspaceId) : undefined;
+  const plan = planImport(items, { workspaceId, roleIds, permissionIds, keyring, dataKey, now });
+  const keyIds = await insertImport(db, plan);
+  if (dataKey?.newRow) keyring.remember(dataKey);
+  return keyIds;
+}
+
+function unique<T>(values: T[]): T[] {
+  return [...new Set(values)];
+}

@@ -1,0 +1,55 @@
+import type { Db } from "../../storage/client.js";
+import { PreconditionFailedError } from "../errors.js";
+import { findPermissionIdsByName, findRoleIdsByName, missingNames } from "../../storage/rbac/permissions.repository.js";
+
+type NamingItem = { roles?: string[] | undefined; permissions?: string[] | undefined };
+
+/**
+ * The ids of the roles and permissions the keys name (both by name, as v1's import does), by name; names the
+ * workspace lacks are absent. migrations.createKeys, migrations.enqueueKeys and the migration worker resolve
+ * them here.
+ */
+export async function findImportNames(
+  db: Db,
+  workspaceId: string,
+  items: NamingItem[],
+): Promise<{ roleIds: Map<string, string>; permissionIds: Map<string, string> }> {
+  const roleIds = await findRoleIdsByName(db, workspaceId, unique(items.flatMap((k) => k.roles ?? [])));
+  const permissionIds = await findPermissionIdsByName(db, workspaceId, unique(items.flatMap((k) => k.permissions ?? [])));
+  return { roleIds, permissionIds };
+}
+
+/**
+ * findImportNames, or a PreconditionFailedError naming the missing ones. `migrations.createKeys` and
+ * `migrations.enqueueKeys` refuse such a batch before anything is written.
+ */
+export async function resolveImportNames(
+  db: Db,
+  workspaceId: string,
+  items: NamingItem[],
+): Promise<{ roleIds: Map<string, string>; permissionIds: Map<string, string> }> {
+  const roleNames = unique(items.flatMap((k) => k.roles ?? []));
+  const roleIds = await findRoleIdsByName(db, workspaceId, roleNames);
+  const missingRoles = missingNames(roleNames, roleIds);
+  if (missingRoles.length > 0) {
+    throw new PreconditionFailedError("role", `Roles ${JSON.stringify(missingRoles)} are missing, please create them first`, missingRoles, {
+      missingRoles,
+    });
+  }
+  const permissionNames = unique(items.flatMap((k) => k.permissions ?? []));
+  const permissionIds = await findPermissionIdsByName(db, workspaceId, permissionNames);
+  const missingPermissions = missingNames(permissionNames, permissionIds);
+  if (missingPermissions.length > 0) {
+    throw new PreconditionFailedError(
+      "permission",
+      `Permissions ${JSON.stringify(missingPermissions)} are missing, please create them first`,
+      missingPermissions,
+      { missingPermissions },
+    );
+  }
+  return { roleIds, permissionIds };
+}
+
+function unique<T>(values: T[]): T[] {
+  return [...new Set(values)];
+}

@@ -1,0 +1,46 @@
+import { hasPermission } from "../auth/rootKeys.authenticator.js";
+import type { Db } from "../../storage/client.js";
+import { NotFoundError, PermissionDeniedError } from "../errors.js";
+import {
+  listMigrationErrors,
+  listRetryingBatches,
+  retryFailedBatches,
+  summarizeMigration,
+} from "../../storage/import/migrations.repository.js";
+import type { Principal } from "../principal.js";
+
+/** At most this many errors are listed; `keys.failed` counts them all. */
+export const MAX_LISTED_ERRORS = 1000;
+/** At most this many batches waiting to be tried again are listed; `batches.pending` counts them all. */
+export const MAX_LISTED_RETRYING = 100;
+
+const READ_NEED = `one of ["*", "api.*.read_api"], or "api.<apiId>.read_api" for every API of the migration`;
+
+/**
+ * The progress of a migration's enqueued batches: counts, the batches waiting to be retried, and why keys were not
+ * imported. The caller needs read_api on every API of the migration (PermissionDeniedError, never naming them);
+ * decided before the lookup where its permissions alone decide. NotFoundError when no batch has this migrationId.
+ */
+export async function readMigration(db: Db, caller: Principal, migrationId: string) {
+  const everyApi = hasPermission(caller, { or: ["*", "api.*.read_api"] });
+  const someApi = everyApi || [...caller.permissions].some((p) => /^api\.[^.]+\.read_api$/.test(p));
+  if (!someApi) throw new PermissionDeniedError(READ_NEED, [...caller.permissions]);
+  const summary = await summarizeMigration(db, caller.workspaceId, migrationId);
+  if (!summary) throw new NotFoundError("migration", migrationId);
+  if (!everyApi && !summary.apiIds.every((id) => caller.permissions.has(`api.${id}.read_api`))) {
+    throw new PermissionDeniedError(READ_NEED, [...caller.permissions]);
+  }
+  const retrying = await listRetryingBatches(db, caller.workspaceId, migrationId, MAX_LISTED_RETRYING);
+  const errors = await listMigrationErrors(db, caller.workspaceId, migrationId, MAX_LISTED_ERRORS);
+  return { migrationId, batches: summary.batches, keys: summary.keys, retrying, errors };
+}
+
+/**
+ * Queues again a migration's batches that failed as a whole (an operator's act, once the cause is fixed) and
+ * returns how many; NotFoundError when the workspace has no such migration.
+ */
+export async function retryMigration(db: Db, workspaceId: string, migrationId: string): Promise<number> {
+  const batches = await retryFailedBatches(db, workspaceId, migrationId);
+  if (batches === undefined) throw new NotFoundError("migration", migrationId);
+  return batches;
+}

@@ -1,5 +1,0 @@
-import type { Keyring } from "../../crypto/keyring.js";
-import type { Db } from "../../db/client.js";
-
-/** What the key operations use of the services (services.ts's Services has them). */
-export type KeyServices = { readonly db: Db; readonly keyring: Keyring };

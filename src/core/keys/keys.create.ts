@@ -1,0 +1,129 @@
+import { apiPermission } from "../auth/permissions.query.js";
+import { hasPermission, requirePermission } from "../auth/rootKeys.authenticator.js";
+import { hashKey } from "../../crypto/hash.js";
+import { generateKey } from "../../crypto/keyGen.js";
+import { InvalidInputError, NotFoundError, PermissionDeniedError, PreconditionFailedError } from "../errors.js";
+import { newId } from "../ids.js";
+import { findApi } from "../../storage/apis/apis.repository.js";
+import { insertNewKey, type NewKey } from "../../storage/keys/keys.writes.repository.js";
+import { findPermissionsByIdOrSlug, findRoleIdsByName, missingNames } from "../../storage/rbac/permissions.repository.js";
+import type { Principal } from "../principal.js";
+import type { KeyServices } from "./keys.services.js";
+
+/** A new key, as any protocol asks for it (the adapter resolves its own aliases and quirks first). */
+export type CreateKeyCommand = {
+  apiId: string;
+  /** Put before the key with an underscore; default: the API's default prefix, else none. */
+  prefix?: string | undefined;
+  name?: string | undefined;
+  /** Random bytes; default: the API's default, else 16. */
+  byteLength?: number | undefined;
+  /** The customer's id: links the workspace's identity with it, created if needed. */
+  externalId?: string | undefined;
+  meta?: Record<string, unknown> | undefined;
+  roles?: string[] | undefined;
+  permissions?: string[] | undefined;
+  /** When the key stops verifying, unix ms; undefined: never. */
+  expires?: number | undefined;
+  /** Uses left; undefined: unlimited. */
+  remaining?: number | undefined;
+  refill?: { interval: "daily" | "monthly"; amount: number; refillDay?: number | undefined } | undefined;
+  /** The key's own (`default`) rate limit. */
+  ratelimit?: { limit: number; duration: number } | undefined;
+  enabled?: boolean | undefined;
+  /** Also store the key encrypted (needs the encrypt_key permission and an API that stores encrypted keys). */
+  recoverable?: boolean | undefined;
+  environment?: string | undefined;
+};
+
+export type CreatedKey = { keyId: string; key: string };
+
+/**
+ * Creates a key and everything it links to (roles, permissions, identity, rate limit, encrypted copy) in one
+ * transaction. The order of the checks is the order of the answers clients see: create_key, the API, recoverable,
+ * remaining and refill, missing permissions and roles (created when the caller may), encrypt_key.
+ */
+export async function createKey(services: KeyServices, principal: Principal, input: CreateKeyCommand): Promise<CreatedKey> {
+  const { db, keyring } = services;
+  requirePermission(principal, apiPermission(input.apiId, "create_key"));
+  const { workspaceId } = principal;
+
+  const api = await findApi(db, workspaceId, input.apiId);
+  if (!api) throw new NotFoundError("api", input.apiId);
+  if (input.recoverable && !api.storeEncryptedKeys) {
+    throw new PreconditionFailedError("api", `api ${input.apiId} does not support recoverable keys`);
+  }
+  // The texts are v1's (its handler's own messages); a second protocol may word them differently later.
+  // v1 refuses 0 only; keyhaven refuses negative values too (a key cannot have fewer than no uses left).
+  if (input.remaining !== undefined && input.remaining <= 0) {
+    throw new InvalidInputError("remaining must be greater than 0.");
+  }
+  if (input.refill && input.remaining === undefined) {
+    throw new InvalidInputError("remaining must be set if you are using refill.");
+  }
+  if (input.refill?.interval === "daily" && input.refill.refillDay !== undefined) {
+    throw new InvalidInputError("when interval is set to 'daily', 'refillDay' must be null.");
+  }
+
+  const permissionSlugs = [...new Set(input.permissions ?? [])];
+  const existingPermissions = new Set((await findPermissionsByIdOrSlug(db, workspaceId, [], permissionSlugs)).map((p) => p.slug));
+  const missingPermissions = missingNames(permissionSlugs, existingPermissions);
+  const createMissingPermissions = hasPermission(principal, { or: ["*", "rbac.*.create_permission"] });
+  if (missingPermissions.length > 0 && !createMissingPermissions) {
+    throw new PermissionDeniedError('"*" or "rbac.*.create_permission"', [...principal.permissions], {
+      message: `permissions ${JSON.stringify(missingPermissions)} do not exist; creating them needs one of the permissions "*" or "rbac.*.create_permission"`,
+    });
+  }
+  const roleNames = [...new Set(input.roles ?? [])];
+  const missingRoles = missingNames(roleNames, await findRoleIdsByName(db, workspaceId, roleNames));
+  const createMissingRoles = hasPermission(principal, { or: ["*", "rbac.*.create_role"] });
+  if (missingRoles.length > 0 && !createMissingRoles) {
+    throw new PermissionDeniedError('"*" or "rbac.*.create_role"', [...principal.permissions], {
+      message: `roles ${JSON.stringify(missingRoles)} do not exist; creating them needs one of the permissions "*" or "rbac.*.create_role"`,
+    });
+  }
+  if (input.recoverable && !hasPermission(principal, apiPermission(input.apiId, "encrypt_key"))) {
+    throw new PermissionDeniedError(`"*", "api.*.encrypt_key" or "api.${input.apiId}.encrypt_key"`, [...principal.permissions], {
+      message: `insufficient permissions to encrypt keys: need one of "*", "api.*.encrypt_key" or "api.${input.apiId}.encrypt_key"`,
+    });
+  }
+  const dataKey = input.recoverable ? await keyring.dataKeyFor(db, workspaceId) : undefined;
+
+  const now = Date.now();
+  const keyId = newId("key");
+  const prefix = input.prefix ?? api.defaultPrefix ?? undefined;
+  const key = generateKey(prefix, input.byteLength ?? api.defaultBytes ?? 16);
+  const newKey: NewKey = {
+    row: {
+      id: keyId,
+      workspaceId,
+      apiId: api.id,
+      hash: hashKey(key),
+      // As v1: `prefix_` and four characters for a requested prefix, else the first five characters of the key,
+      // even when the key carries the API's default prefix.
+      start: key.slice(0, (input.prefix?.length ?? 0) + 5),
+      prefix: prefix || null,
+      name: input.name ?? null,
+      ownerId: input.externalId ?? null,
+      meta: input.meta ?? null,
+      expires: input.expires !== undefined ? new Date(input.expires) : null,
+      remaining: input.remaining ?? null,
+      refillDay: input.refill?.interval === "monthly" ? (input.refill.refillDay ?? 1) : null,
+      refillAmount: input.refill?.amount ?? null,
+      lastRefillAt: input.refill ? new Date(now) : null,
+      enabled: input.enabled ?? true,
+      environment: input.environment ?? null,
+      createdAtM: now,
+    },
+    externalId: input.externalId,
+    roleNames,
+    createMissingRoles,
+    permissionSlugs,
+    createMissingPermissions,
+    ratelimit: input.ratelimit,
+    encrypted: dataKey && { encrypted: keyring.encrypt(dataKey, keyId, key), dataKey },
+  };
+  await insertNewKey(db, newKey);
+  if (dataKey?.newRow) keyring.remember(dataKey);
+  return { keyId, key };
+}

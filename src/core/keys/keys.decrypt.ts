@@ -1,0 +1,31 @@
+import { apiPermission } from "../auth/permissions.query.js";
+import { hasPermission } from "../auth/rootKeys.authenticator.js";
+import type { Keyring } from "../../crypto/keyring.js";
+import type { Db } from "../../storage/client.js";
+import { DecryptNotAllowedError, PreconditionFailedError } from "../errors.js";
+import type { Principal } from "../principal.js";
+
+/** Reading a key's plaintext needs the decrypt_key permission of its API (v1: 403 UNAUTHORIZED otherwise). */
+export function requireDecryptPermission(principal: Principal, apiId: string): void {
+  if (!hasPermission(principal, apiPermission(apiId, "decrypt_key"))) throw new DecryptNotAllowedError(apiId);
+}
+
+/** What decryption reads of a key row: its encrypted copy, if it has one. */
+export type SealedKeyRow = { id: string; workspaceId: string; encrypted: string | null; encryptionKeyId: string | null };
+
+/** Plaintexts of the rows that have an encrypted copy, by key id. Call only after requireDecryptPermission. */
+export async function decryptKeyRows(db: Db, keyring: Keyring, rows: readonly SealedKeyRow[]): Promise<Map<string, string>> {
+  const plaintexts = new Map<string, string>();
+  const sealed = rows.filter((r) => r.encrypted !== null && r.encryptionKeyId !== null);
+  if (sealed.length > 0 && !keyring.available) {
+    throw new PreconditionFailedError(
+      "encryption key",
+      "decrypting keys needs the encryption key they were stored with: set KEYHAVEN_ENCRYPTION_KEY and restart keyhaven",
+    );
+  }
+  // One after another: the first decryption caches the workspace's data key for the rest of the page.
+  for (const row of sealed) {
+    plaintexts.set(row.id, await keyring.decrypt(db, row.workspaceId, row.encryptionKeyId!, row.id, row.encrypted!));
+  }
+  return plaintexts;
+}

@@ -1,0 +1,5 @@
+import type { Keyring } from "../../crypto/keyring.js";
+import type { Db } from "../../storage/client.js";
+
+/** What the key operations use of the services (services.ts's Services has them). */
+export type KeyServices = { readonly db: Db; readonly keyring: Keyring };

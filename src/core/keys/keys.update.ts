@@ -1,0 +1,95 @@
+import { apiPermission } from "../auth/permissions.query.js";
+import { requirePermission } from "../auth/rootKeys.authenticator.js";
+import type { Db } from "../../storage/client.js";
+import { InvalidInputError, NotFoundError } from "../errors.js";
+import { upsertIdentities } from "../../storage/identities/identities.repository.js";
+import { permissionKind, replaceOnKey, roleKind, type Wanted } from "../rbac/rbac.keyLinks.js";
+import { deleteKeyDefaultRatelimit, setKeyDefaultRatelimits } from "../../storage/keys/keys.ratelimit.repository.js";
+import { type KeyChanges, lockKeyForUpdate, updateKeyColumns } from "../../storage/keys/keys.update.repository.js";
+import type { Principal } from "../principal.js";
+import type { KeyServices } from "./keys.services.js";
+
+/** A change to a key: an absent (undefined) field is left as it is, null clears it. */
+export type UpdateKeyCommand = {
+  keyId: string;
+  name?: string | null | undefined;
+  /** The customer's id: links the identity with it (created if needed); null unlinks. */
+  externalId?: string | null | undefined;
+  meta?: Record<string, unknown> | null | undefined;
+  /** Unix ms; null: never expires. */
+  expires?: number | null | undefined;
+  /** The key's own (`default`) rate limit; null removes it. */
+  ratelimit?: { limit: number; duration: number } | null | undefined;
+  /** null: unlimited; 0: exhausted. */
+  remaining?: number | null | undefined;
+  refill?: { interval: "daily" | "monthly"; amount: number; refillDay?: number | null | undefined } | null | undefined;
+  enabled?: boolean | undefined;
+  environment?: string | null | undefined;
+  /** The key's roles and permissions become exactly these (by id, else by name; created on request). */
+  roles?: Wanted[] | undefined;
+  permissions?: Wanted[] | undefined;
+};
+
+/**
+ * Updates a key, all or nothing: the key is locked, its API's update_key permission checked, the refill rules
+ * applied, then the columns, the identity link, the roles and permissions (with keys.setRoles' and
+ * keys.setPermissions' permission checks) and the rate limit are written in one transaction.
+ */
+export async function updateKey(services: KeyServices, principal: Principal, input: UpdateKeyCommand): Promise<void> {
+  const auth = principal;
+  await services.db.transaction(async (tx) => {
+    const key = await lockKeyForUpdate(tx, principal.workspaceId, input.keyId);
+    if (!key) throw new NotFoundError("key", input.keyId);
+    requirePermission(principal, apiPermission(key.apiId, "update_key"));
+    if (input.refill) {
+      if (input.remaining === null) throw new InvalidInputError("Cannot set refill on a key with unlimited requests");
+      if (input.refill.interval === "daily" && input.refill.refillDay != null) {
+        throw new InvalidInputError("Cannot set 'refillDay' if 'interval' is 'daily'");
+      }
+      if (input.remaining === undefined && key.remaining === null) {
+        throw new InvalidInputError("Cannot set refill on a key with unlimited requests");
+      }
+    }
+    const { keyId: _, ...fields } = input;
+    if (Object.values(fields).every((v) => v === undefined)) return;
+
+    const now = Date.now();
+    const changes = await keyChanges(tx, principal, input, now);
+
+    const missing = (kind: string) => (name: string) => `${kind} ${name} not found`;
+    if (input.roles !== undefined) await replaceOnKey(tx, auth, roleKind, key, input.roles, now, missing("role"));
+    if (input.permissions !== undefined) {
+      await replaceOnKey(tx, auth, permissionKind, key, input.permissions, now, missing("permission"));
+    }
+    if (input.ratelimit === null) await deleteKeyDefaultRatelimit(tx, key.id);
+    if (input.ratelimit) {
+      const { limit, duration } = input.ratelimit;
+      await setKeyDefaultRatelimits(tx, [{ keyId: key.id, workspaceId: key.workspaceId, limit, duration }], now);
+    }
+    await updateKeyColumns(tx, key, changes, now);
+  });
+}
+
+/** The key's own columns to write; an externalId links the key to that identity, created if needed. */
+async function keyChanges(db: Db, principal: Principal, input: UpdateKeyCommand, now: number): Promise<KeyChanges> {
+  const changes: KeyChanges = {};
+  if (input.name !== undefined) changes.name = input.name;
+  if (input.meta !== undefined) changes.meta = input.meta;
+  if (input.expires !== undefined) changes.expires = input.expires === null ? null : new Date(input.expires);
+  if (input.remaining !== undefined) changes.remaining = input.remaining;
+  if (input.refill !== undefined) {
+    changes.refill = input.refill && {
+      amount: input.refill.amount,
+      day: input.refill.interval === "monthly" ? (input.refill.refillDay ?? 1) : null,
+    };
+  }
+  if (input.enabled !== undefined) changes.enabled = input.enabled;
+  if (input.environment !== undefined) changes.environment = input.environment;
+  const owner = input.externalId;
+  if (owner !== undefined) {
+    changes.ownerId = owner;
+    // The identity a key update creates gets `meta {}`, as one created by createKey does.
+    changes.identityId = owner === null ? null : (await upsertIdentities(db, principal.workspaceId, [owner], {}, now)).get(owner)!;
+  }
+  return changes;
+}

@@ -1,0 +1,42 @@
+import { apiPermission } from "../auth/permissions.query.js";
+import { requirePermission } from "../auth/rootKeys.authenticator.js";
+import { MAX_INT32 } from "../../storage/int32.js";
+import { InvalidInputError, NotFoundError } from "../errors.js";
+import { changeKeyRemaining, findLiveKeyForWrite } from "../../storage/keys/keys.writes.repository.js";
+import type { Principal } from "../principal.js";
+import type { KeyServices } from "./keys.services.js";
+
+/** Increment or decrement (never below 0) by `value`, or set to `value` (null: unlimited). */
+export type UpdateRemainingCommand = { keyId: string; op: "increment" | "decrement" | "set"; value: number | null };
+
+/**
+ * Changes a key's remaining uses atomically, after any refill that is due, and answers them (null: unlimited).
+ * Another workspace's key is a missing one; an unlimited key can only be set.
+ */
+export async function updateRemaining(
+  services: KeyServices,
+  principal: Principal,
+  input: UpdateRemainingCommand,
+): Promise<{ remaining: number | null }> {
+  const { db } = services;
+  const { op, value } = input;
+  const notFound = () => new NotFoundError("key", input.keyId);
+  const key = await findLiveKeyForWrite(db, input.keyId);
+  if (!key || key.workspaceId !== principal.workspaceId) throw notFound();
+  requirePermission(principal, apiPermission(key.apiId, "update_key"));
+
+  const unlimited = () => new InvalidInputError(`cannot ${op} a key with unlimited remaining requests, please 'set' a value instead.`);
+  if (op !== "set") {
+    if (key.remaining === null) throw unlimited();
+    if (value === null) throw new InvalidInputError(`cannot ${op} a key by null.`);
+  }
+  const change = op === "set" ? { op, value } : { op, value: value! };
+  const result = await changeKeyRemaining(db, key.id, change, Date.now());
+  if (result) return result;
+
+  // Nothing was updated: tell why from the key as it is now (a concurrent request may have changed it).
+  const current = await findLiveKeyForWrite(db, key.id);
+  if (!current) throw notFound();
+  if (current.remaining === null) throw unlimited();
+  throw new InvalidInputError(`cannot increment a key beyond ${MAX_INT32} remaining requests.`);
+}

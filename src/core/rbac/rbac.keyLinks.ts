@@ -1,0 +1,206 @@
+import { hasPermission, type RootKeyAuth, requirePermission } from "../auth/rootKeys.authenticator.js";
+import { describeQuery, type PermissionQuery } from "../auth/permissions.query.js";
+import type { Db } from "../../storage/client.js";
+import { NotFoundError, type PermissionCheck, PermissionDeniedError } from "../errors.js";
+import { deleteKeyLinks, findKeyLinkIds, insertKeyLinks, replaceKeyLinks } from "../../storage/keys/keys.rbac.repository.js";
+import { lockKeyForUpdate } from "../../storage/keys/keys.update.repository.js";
+import { ensurePermission, ensureRole, findPermissionsByIdOrSlug, findRolesByIdOrName } from "../../storage/rbac/permissions.repository.js";
+import type { Services } from "../../services.js";
+
+/**
+ * The rules of connecting roles and permissions to a key (v1: keys.addPermissions / removePermissions /
+ * setPermissions / addRoles / removeRoles / setRoles, and the `roles`/`permissions` of keys.updateKey). Permissions
+ * are named by slug, roles by name; every call is one transaction, so one bad entry changes nothing. Refusals are
+ * domain errors: NotFoundError (the key, or a role or permission named), PermissionDeniedError (with `check` set
+ * for the two checks v1 answers differently).
+ */
+
+/** The caller, as the core sees it: its workspace and the permissions it holds (a root key's RootKeyAuth). */
+export type Principal = Pick<RootKeyAuth, "workspaceId" | "permissions">;
+
+/** What these rules use of the process's services. */
+export type RbacServices = Pick<Services, "db">;
+
+type Key = { id: string; workspaceId: string };
+
+/** A requested role or permission: by id, else by name (a permission's slug), created on request. */
+export type Wanted = { id?: string | undefined; name?: string | undefined; create?: boolean | undefined };
+export type Connected = { id: string; name: string };
+
+export type RbacKind = {
+  kind: "permission" | "role";
+  /** The id, the name matched against (slug or name) and the name answered, of those found. */
+  find(db: Db, workspaceId: string, ids: string[], names: string[]): Promise<{ id: string; match: string; name: string }[]>;
+  /** Creates it when missing and locks it; undefined when a concurrent delete removed it meanwhile. */
+  ensure(db: Db, workspaceId: string, name: string, now: number): Promise<string | undefined>;
+  permissions: { add: string; remove: string; create: string };
+};
+
+export const permissionKind: RbacKind = {
+  kind: "permission",
+  find: async (db, ws, ids, names) =>
+    (await findPermissionsByIdOrSlug(db, ws, ids, names)).map((p) => ({ id: p.id, match: p.slug, name: p.name })),
+  ensure: ensurePermission,
+  permissions: {
+    add: "rbac.*.add_permission_to_key",
+    remove: "rbac.*.remove_permission_from_key",
+    create: "rbac.*.create_permission",
+  },
+};
+
+export const roleKind: RbacKind = {
+  kind: "role",
+  find: async (db, ws, ids, names) =>
+    (await findRolesByIdOrName(db, ws, ids, names)).map((r) => ({ id: r.id, match: r.name, name: r.name })),
+  ensure: ensureRole,
+  permissions: { add: "rbac.*.add_role_to_key", remove: "rbac.*.remove_role_from_key", create: "rbac.*.create_role" },
+};
+
+const anyOf = (permission: string): PermissionQuery => ({ or: ["*", permission] });
+
+function deny(check: PermissionCheck, principal: Principal, query: PermissionQuery): never {
+  throw new PermissionDeniedError(describeQuery(query), [...principal.permissions], { check });
+}
+
+/**
+ * The requested entries as `{id, name}`, in request order without repeats: by id, else by name; a missing name is
+ * created when the entry says `create` (after `allowCreate`), else NotFoundError with `missing(name)`.
+ */
+async function resolve(
+  db: Db,
+  principal: Principal,
+  k: RbacKind,
+  wanted: Wanted[],
+  now: number,
+  rules: { missing(name: string): string; allowCreate(): void },
+): Promise<Connected[]> {
+  const ids = wanted.flatMap((w) => (w.id !== undefined ? [w.id] : []));
+  const names = wanted.flatMap((w) => (w.id === undefined ? [w.name!] : []));
+  const found = await k.find(db, principal.workspaceId, ids, names);
+  const byId = new Map(found.map((f) => [f.id, f.name]));
+  const byName = new Map(found.map((f) => [f.match, { id: f.id, name: f.name }]));
+  const result = new Map<string, Connected>();
+  for (const w of wanted) {
+    if (w.id !== undefined) {
+      const foundName = byId.get(w.id);
+      if (foundName === undefined) throw new NotFoundError(k.kind, w.id);
+      result.set(w.id, { id: w.id, name: foundName });
+      continue;
+    }
+    const wantedName = w.name!;
+    let hit = byName.get(wantedName);
+    if (hit === undefined) {
+      if (!w.create) throw new NotFoundError(k.kind, wantedName, rules.missing(wantedName));
+      rules.allowCreate();
+      // Created roles are named by their name, created permissions get name = slug.
+      const id = await k.ensure(db, principal.workspaceId, wantedName, now);
+      // Deleted by a concurrent call between its creation and this lookup: it is not found (a 404 as v1 declares).
+      if (id === undefined) throw new NotFoundError(k.kind, wantedName);
+      hit = { id, name: wantedName };
+      byName.set(wantedName, hit);
+    }
+    result.set(hit.id, hit);
+  }
+  return [...result.values()];
+}
+
+async function lockKey(tx: Db, principal: Principal, keyId: string): Promise<Key> {
+  const key = await lockKeyForUpdate(tx, principal.workspaceId, keyId);
+  if (!key) throw new NotFoundError("key", keyId);
+  return key;
+}
+
+/** add: or(`*`, add_x_to_key); creating needs or(`*`, create_x), else check `createWhileAdding`. */
+export async function addToKey(
+  services: RbacServices,
+  principal: Principal,
+  k: RbacKind,
+  input: { keyId: string; wanted: Wanted[] },
+): Promise<Connected[]> {
+  requirePermission(principal, anyOf(k.permissions.add));
+  return services.db.transaction(async (tx) => {
+    const key = await lockKey(tx, principal, input.keyId);
+    const now = Date.now();
+    const connected = await resolve(tx, principal, k, input.wanted, now, {
+      missing: (name) => `${k.kind} ${name} not found`,
+      allowCreate: () => {
+        if (!hasPermission(principal, anyOf(k.permissions.create))) deny("createWhileAdding", principal, anyOf(k.permissions.create));
+      },
+    });
+    const links = connected.map((c) => ({ keyId: key.id, id: c.id, workspaceId: key.workspaceId }));
+    await insertKeyLinks(tx, k.kind, links, now);
+    return connected;
+  });
+}
+
+/**
+ * remove: or(`*`, remove_x_from_key). Entries that name nothing in the workspace, or nothing connected to the key,
+ * change nothing and are no error (as v1); the others are disconnected.
+ */
+export async function removeFromKey(
+  services: RbacServices,
+  principal: Principal,
+  k: RbacKind,
+  input: { keyId: string; wanted: Wanted[] },
+): Promise<void> {
+  requirePermission(principal, anyOf(k.permissions.remove));
+  await services.db.transaction(async (tx) => {
+    const key = await lockKey(tx, principal, input.keyId);
+    const ids = input.wanted.flatMap((w) => (w.id !== undefined ? [w.id] : []));
+    const names = input.wanted.flatMap((w) => (w.id === undefined ? [w.name!] : []));
+    // Only what an entry names: `find` matches the ids, and the names (a permission's slug) of entries without one.
+    const found = await k.find(tx, principal.workspaceId, ids, names);
+    await deleteKeyLinks(
+      tx,
+      k.kind,
+      key.id,
+      found.map((f) => f.id),
+    );
+  });
+}
+
+/**
+ * set: the key's set becomes exactly the requested one (replaceOnKey's rules). A principal with neither
+ * add_x_to_key nor remove_x_from_key is refused before anything is looked up, so it cannot learn a key's current
+ * set (or whether the key exists) by sending the set it guesses.
+ */
+export async function setOnKey(
+  services: RbacServices,
+  principal: Principal,
+  k: RbacKind,
+  input: { keyId: string; wanted: Wanted[] },
+): Promise<Connected[]> {
+  requirePermission(principal, { or: ["*", k.permissions.add, k.permissions.remove] });
+  return services.db.transaction(async (tx) => {
+    const key = await lockKey(tx, principal, input.keyId);
+    return replaceOnKey(tx, principal, k, key, input.wanted, Date.now(), (name) => `${k.kind} ${name} not found and not allowed to create`);
+  });
+}
+
+/**
+ * Makes the locked key's set exactly `wanted`: disconnecting needs remove_x_from_key (check
+ * `disconnectWhileSetting`), creating create_x and connecting add_x_to_key. keys.setRoles, keys.setPermissions and
+ * the `roles`/`permissions` of keys.updateKey (which v1 delegated to them) all go through it.
+ */
+export async function replaceOnKey(
+  tx: Db,
+  principal: Principal,
+  k: RbacKind,
+  key: Key,
+  wanted: Wanted[],
+  now: number,
+  missing: (name: string) => string,
+): Promise<Connected[]> {
+  const connected = await resolve(tx, principal, k, wanted, now, {
+    missing,
+    allowCreate: () => requirePermission(principal, anyOf(k.permissions.create)),
+  });
+  const current = new Set(await findKeyLinkIds(tx, k.kind, key.id));
+  const next = new Set(connected.map((c) => c.id));
+  if ([...current].some((c) => !next.has(c)) && !hasPermission(principal, anyOf(k.permissions.remove))) {
+    deny("disconnectWhileSetting", principal, anyOf(k.permissions.remove));
+  }
+  if ([...next].some((n) => !current.has(n))) requirePermission(principal, anyOf(k.permissions.add));
+  await replaceKeyLinks(tx, k.kind, key, [...next], now);
+  return connected;
+}

@@ -1,0 +1,78 @@
+import { requirePermission } from "../auth/rootKeys.authenticator.js";
+import { isUniqueViolation } from "../../storage/client.js";
+import { ConflictError, NotFoundError } from "../errors.js";
+import {
+  changeRolePermissions,
+  deletePermission as deletePermissionRow,
+  deleteRole as deleteRoleRow,
+  insertPermission,
+  insertRole,
+  type PermissionRef,
+} from "../../storage/rbac/permissions.repository.js";
+import type { Principal, RbacServices } from "./rbac.keyLinks.js";
+
+/**
+ * The rules of a workspace's roles and permissions themselves (v1: permissions.createRole / createPermission /
+ * deleteRole / deletePermission, and keyhaven's addPermissionsToRole / removePermissionsFromRole). Each needs `*` or
+ * its own rbac permission (PermissionDeniedError); names collide as ConflictError, unknown ids are NotFoundError.
+ */
+
+/** A role, by a name unique in the workspace (ConflictError when taken). */
+export async function createRole(
+  services: RbacServices,
+  principal: Principal,
+  input: { name: string; description?: string | undefined },
+): Promise<{ roleId: string }> {
+  requirePermission(principal, { or: ["*", "rbac.*.create_role"] });
+  try {
+    return { roleId: await insertRole(services.db, { ...input, workspaceId: principal.workspaceId }) };
+  } catch (err) {
+    if (isUniqueViolation(err)) throw new ConflictError("role", `Role with name "${input.name}" already exists in this workspace`);
+    throw err;
+  }
+}
+
+/** A permission, by a slug (default: the name) unique in the workspace (ConflictError when taken). */
+export async function createPermission(
+  services: RbacServices,
+  principal: Principal,
+  input: { name: string; slug?: string | undefined; description?: string | undefined },
+): Promise<{ permissionId: string }> {
+  requirePermission(principal, { or: ["*", "rbac.*.create_permission"] });
+  const slug = input.slug ?? input.name;
+  try {
+    return { permissionId: await insertPermission(services.db, { ...input, slug, workspaceId: principal.workspaceId }) };
+  } catch (err) {
+    if (isUniqueViolation(err)) {
+      // v1's message, which names the name (the slug, unique in the workspace, defaults to it).
+      throw new ConflictError("permission", `Permission with name "${input.name}" already exists in this workspace`);
+    }
+    throw err;
+  }
+}
+
+/** Deletes a role for good, with its links to keys and permissions. */
+export async function deleteRole(services: RbacServices, principal: Principal, roleId: string): Promise<void> {
+  requirePermission(principal, { or: ["*", "rbac.*.delete_role"] });
+  if (!(await deleteRoleRow(services.db, principal.workspaceId, roleId)))
+    throw new NotFoundError("role", roleId, `Role ${roleId} not found`);
+}
+
+/** Deletes a permission for good, with its links to keys and roles. */
+export async function deletePermission(services: RbacServices, principal: Principal, permissionId: string): Promise<void> {
+  requirePermission(principal, { or: ["*", "rbac.*.delete_permission"] });
+  if (!(await deletePermissionRow(services.db, principal.workspaceId, permissionId))) {
+    throw new NotFoundError("permission", permissionId, `Permission ${permissionId} not found`);
+  }
+}
+
+/** Connects (`add`) or disconnects (`remove`) permissions and a role; all or nothing, idempotent. */
+export async function changePermissionsOfRole(
+  services: RbacServices,
+  principal: Principal,
+  input: { roleId: string; permissions: PermissionRef[] },
+  change: "add" | "remove",
+): Promise<void> {
+  requirePermission(principal, { or: ["*", change === "add" ? "rbac.*.add_permission_to_role" : "rbac.*.remove_permission_from_role"] });
+  await changeRolePermissions(services.db, principal.workspaceId, input.roleId, input.permissions, change);
+}

@@ -1,0 +1,233 @@
+import type { Db } from "../client.js";
+import { findDependencyFailure } from "../dependency.js";
+import { DAY_MS, deleteVerificationCountsBefore, upsertVerificationCounts, type VerificationCountRow } from "./analytics.repository.js";
+
+const HOUR_MS = 3_600_000;
+/** How often the counts in memory are written to the database. */
+export const ANALYTICS_FLUSH_INTERVAL_MS = 1000;
+/** Distinct tag sets counted per key and hour (per process); further ones are counted under OVERFLOW_TAGS. */
+export const MAX_TAG_SETS_PER_KEY_HOUR = 100;
+/** A tag set no request can send (tags have 1 to 128 characters): where tag sets beyond the bound are counted. */
+export const OVERFLOW_TAGS: readonly string[] = Object.freeze([""]);
+/** Distinct counts (key, hour, outcome, tags) held in memory at most, e.g. while the database is unreachable. */
+export const MAX_PENDING_ROWS = 100_000;
+
+type Logger = { info(obj: unknown, msg?: string): void; warn(obj: unknown, msg?: string): void; error(obj: unknown, msg?: string): void };
+
+export type AnalyticsOptions = {
+  /** Counts of hours that started more than this many days ago are deleted (KEYHAVEN_ANALYTICS_RETENTION_DAYS). */
+  retentionDays: number;
+  maxTagSetsPerKeyHour?: number;
+  maxPendingRows?: number;
+  /** How often expired counts are deleted (the first time when started). */
+  cleanupIntervalMs?: number;
+  /** The clock the retention is measured on (injectable, so a test need not wait days). */
+  now?: () => number;
+};
+
+/**
+ * Counts verification outcomes in process memory and writes them to `verification_counts` about once a second
+ * and when the app closes. Recording is synchronous and cheap: one map lookup and an increment per verification,
+ * never a query, so it adds nothing measurable to keys.verifyKey. A failed write keeps its counts for the next one.
+ *
+ * What callers control is bounded: a key gets at most `maxTagSetsPerKeyHour` distinct tag sets per hour in this
+ * process (more are counted under OVERFLOW_TAGS), memory holds at most `maxPendingRows` distinct counts (beyond,
+ * new ones are dropped and logged, while existing ones keep counting), and counts older than the retention are
+ * deleted in the background.
+ */
+export class VerificationAnalytics {
+  /** Hour (unix ms) → key id, outcome and tags → the count so far. */
+  private pending = new Map<number, Map<string, VerificationCountRow>>();
+  private pendingRows = 0;
+  /** Hour → key id → the tag sets (joined) this process has counted for it: the bound of distinct tag sets. */
+  private tagSets = new Map<number, Map<string, Set<string>>>();
+  /** Verifications not counted because memory was full, since the last successful write. */
+  private dropped = 0;
+  private flushTimer: NodeJS.Timeout | undefined;
+  private cleanupTimer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> | undefined;
+  private log: Logger = { info: () => {}, warn: () => {}, error: () => {} };
+  private readonly maxTagSets: number;
+  private readonly maxPendingRows: number;
+  private readonly cleanupIntervalMs: number;
+  private readonly now: () => number;
+  readonly retentionDays: number;
+
+  constructor(
+    private readonly db: Db,
+    readonly enabled: boolean,
+    options: AnalyticsOptions,
+  ) {
+    this.retentionDays = options.retentionDays;
+    this.maxTagSets = options.maxTagSetsPerKeyHour ?? MAX_TAG_SETS_PER_KEY_HOUR;
+    this.maxPendingRows = options.maxPendingRows ?? MAX_PENDING_ROWS;
+    this.cleanupIntervalMs = options.cleanupIntervalMs ?? HOUR_MS;
+    this.now = options.now ?? Date.now;
+  }
+
+  /**
+   * Counts one verification of an existing key (v1 counts only those). Its workspace and API are stored with the
+   * count, so the count stays even if the key is deleted permanently before it is written. `tags` are kept as
+   * sent, up to the bound of distinct tag sets; `at` is unix ms.
+   */
+  record(
+    key: { keyId: string; workspaceId: string; apiId: string; identityId: string | undefined },
+    outcome: string,
+    tags: string[] | undefined,
+    at: number,
+  ): void {
+    if (!this.enabled) return;
+    const hourM = at - (at % HOUR_MS);
+    let hour = this.pending.get(hourM);
+    if (hour === undefined) this.pending.set(hourM, (hour = new Map()));
+    const counted = tags === undefined || tags.length === 0 ? [] : this.boundTags(key.keyId, hourM, tags);
+    // NUL never occurs in a key id, code or tag (the JSON body parser refuses it), so it separates them safely.
+    const id = counted.length === 0 ? `${key.keyId}\u0000${outcome}` : `${key.keyId}\u0000${outcome}\u0000${counted.join("\u0000")}`;
+    const row = hour.get(id);
+    if (row !== undefined) {
+      row.count++;
+      row.identity_id = key.identityId ?? null;
+      return;
+    }
+    if (this.pendingRows >= this.maxPendingRows) {
+      this.drop(1);
+      return;
+    }
+    this.pendingRows++;
+    hour.set(id, {
+      key_id: key.keyId,
+      workspace_id: key.workspaceId,
+      api_id: key.apiId,
+      hour_m: hourM,
+      outcome,
+      tags: [...counted],
+      identity_id: key.identityId ?? null,
+      count: 1,
+    });
+  }
+
+  /** The tag set to count: as sent while the key has fewer than the bound this hour, else OVERFLOW_TAGS. */
+  private boundTags(keyId: string, hourM: number, tags: string[]): readonly string[] {
+    let hour = this.tagSets.get(hourM);
+    if (hour === undefined) {
+      // Verifications are recorded as they happen, so only this hour and the one before can still grow.
+      for (const h of this.tagSets.keys()) if (h < hourM - HOUR_MS) this.tagSets.delete(h);
+      this.tagSets.set(hourM, (hour = new Map()));
+    }
+    let seen = hour.get(keyId);
+    if (seen === undefined) hour.set(keyId, (seen = new Set()));
+    const joined = tags.join("\u0000");
+    if (seen.has(joined)) return tags;
+    if (seen.size >= this.maxTagSets) return OVERFLOW_TAGS;
+    seen.add(joined);
+    return tags;
+  }
+
+  private drop(count: number): void {
+    if (this.dropped === 0) {
+      this.log.warn(
+        { maxPendingRows: this.maxPendingRows },
+        "verification counts held in memory reached their bound (is the database unreachable?); new counts are dropped until a write succeeds",
+      );
+    }
+    this.dropped += count;
+  }
+
+  /** Verifications counted and not yet written. */
+  get unwritten(): number {
+    let n = 0;
+    for (const hour of this.pending.values()) for (const row of hour.values()) n += row.count;
+    return n;
+  }
+
+  /** Starts writing the counts every second (when enabled) and deleting expired ones every cleanup interval. */
+  start(log?: Logger): void {
+    if (log) this.log = log;
+    if (this.enabled && !this.flushTimer) {
+      this.flushTimer = setInterval(() => {
+        this.flush().catch((err) => {
+          // An outage is logged once per change of state by the store (dependency.ts), not at every flush.
+          if (!findDependencyFailure(err)) this.log.error({ err }, "writing verification counts failed; kept for the next try");
+        });
+      }, ANALYTICS_FLUSH_INTERVAL_MS);
+      this.flushTimer.unref();
+    }
+    if (!this.cleanupTimer) {
+      const cleanup = () => {
+        this.deleteExpired().catch((err) => {
+          if (!findDependencyFailure(err)) this.log.error({ err }, "deleting expired verification counts failed");
+        });
+      };
+      this.cleanupTimer = setInterval(cleanup, this.cleanupIntervalMs);
+      this.cleanupTimer.unref();
+      cleanup();
+    }
+  }
+
+  /** Deletes the counts of hours that started before the retention window; returns how many rows went. */
+  async deleteExpired(): Promise<number> {
+    const deleted = await deleteVerificationCountsBefore(this.db, this.now() - this.retentionDays * DAY_MS);
+    if (deleted > 0) this.log.info({ deleted, retentionDays: this.retentionDays }, "deleted expired verification counts");
+    return deleted;
+  }
+
+  /** Stops the timers and writes what is left (called when the app closes, after the last request finished). */
+  async stop(): Promise<void> {
+    clearInterval(this.flushTimer);
+    clearInterval(this.cleanupTimer);
+    this.flushTimer = undefined;
+    this.cleanupTimer = undefined;
+    try {
+      await this.flush();
+    } catch (err) {
+      this.log.error({ err, lost: this.unwritten }, "writing verification counts at shutdown failed");
+      throw err;
+    }
+  }
+
+  /** Writes every count in memory in one statement; on failure they are merged back for the next call. */
+  async flush(): Promise<void> {
+    while (this.flushing) await this.flushing.catch(() => {});
+    if (this.pending.size === 0) return;
+    const batch = this.pending;
+    this.pending = new Map();
+    this.pendingRows = 0;
+    const rows = [...batch.values()].flatMap((hour) => [...hour.values()]);
+    this.flushing = upsertVerificationCounts(this.db, rows).then(
+      () => {
+        if (this.dropped > 0) {
+          this.log.warn({ dropped: this.dropped }, "verification counts are written again; some were dropped while memory was full");
+          this.dropped = 0;
+        }
+      },
+      (err: unknown) => {
+        this.mergeBack(batch);
+        throw err;
+      },
+    );
+    try {
+      await this.flushing;
+    } finally {
+      this.flushing = undefined;
+    }
+  }
+
+  /** Puts the counts of a failed write back, within the bound of rows held in memory. */
+  private mergeBack(batch: Map<number, Map<string, VerificationCountRow>>): void {
+    for (const [hourM, hour] of batch) {
+      let current = this.pending.get(hourM);
+      if (!current) this.pending.set(hourM, (current = new Map()));
+      for (const [id, row] of hour) {
+        const newer = current.get(id);
+        if (newer) {
+          newer.count += row.count;
+        } else if (this.pendingRows < this.maxPendingRows) {
+          current.set(id, row);
+          this.pendingRows++;
+        } else {
+          this.drop(row.count);
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,139 @@
+import { and, eq, inArray, isNull } from "drizzle-orm";
+import type { Db } from "../client.js";
+import { apis } from "../schema.js";
+import { newId } from "../../core/ids.js";
+import { sql } from "drizzle-orm";
+import { rowsOf } from "../client.js";
+import { keys } from "../schema.js";
+
+export type NewApi = {
+  workspaceId: string;
+  name: string;
+  storeEncryptedKeys?: boolean | undefined;
+  defaultPrefix?: string | undefined;
+  defaultBytes?: number | undefined;
+  deleteProtection?: boolean | undefined;
+  ipWhitelist?: string | undefined;
+};
+
+export async function insertApi(db: Db, input: NewApi): Promise<string> {
+  const id = newId("api");
+  await db.insert(apis).values({
+    id,
+    workspaceId: input.workspaceId,
+    name: input.name,
+    storeEncryptedKeys: input.storeEncryptedKeys ?? false,
+    defaultPrefix: input.defaultPrefix ?? null,
+    defaultBytes: input.defaultBytes ?? null,
+    deleteProtection: input.deleteProtection ?? false,
+    ipWhitelist: input.ipWhitelist ?? null,
+    createdAtM: Date.now(),
+  });
+  return id;
+}
+
+/** The API if it exists, is not deleted and belongs to the workspace; another workspace's API is simply absent. */
+export async function findApi(db: Db, workspaceId: string, apiId: string) {
+  const [row] = await db
+    .select()
+    .from(apis)
+    .where(and(eq(apis.id, apiId), eq(apis.workspaceId, workspaceId), isNull(apis.deletedAtM)))
+    .limit(1);
+  return row;
+}
+
+/**
+ * Sets (or with null removes) a live API's IP allow-list; false when the workspace has no such API. The update moves
+ * the verification epoch (trigger `apis_bump_epoch`), so every replica's next verification sees the new list.
+ */
+export async function setApiIpWhitelist(
+  db: Db,
+  workspaceId: string,
+  apiId: string,
+  ipWhitelist: string | null,
+  now: number,
+): Promise<boolean> {
+  const rows = await db
+    .update(apis)
+    .set({ ipWhitelist, updatedAtM: now })
+    .where(and(eq(apis.id, apiId), eq(apis.workspaceId, workspaceId), isNull(apis.deletedAtM)))
+    .returning({ id: apis.id });
+  return rows.length > 0;
+}
+
+/** Ids among `apiIds` that are live APIs of the workspace. */
+export async function findLiveApiIds(db: Db, workspaceId: string, apiIds: string[]): Promise<Set<string>> {
+  if (apiIds.length === 0) return new Set();
+  const rows = await db
+    .select({ id: apis.id })
+    .from(apis)
+    .where(and(inArray(apis.id, apiIds), eq(apis.workspaceId, workspaceId), isNull(apis.deletedAtM)));
+  return new Set(rows.map((r) => r.id));
+}
+
+// ---- API deletion (apis.deleteApi, apis.deleteKeys) and the lock keys.createKey takes ----
+
+/**
+ * Locks a live API of the workspace until the transaction ends: `share` keeps it from being deleted (creating a
+ * key), `update` also waits for those (deleting the API or its keys). Undefined when there is no such API.
+ */
+export async function lockLiveApi(
+  db: Db,
+  workspaceId: string,
+  apiId: string,
+  strength: "share" | "update",
+): Promise<{ deleteProtection: boolean } | undefined> {
+  const [row] = await db
+    .select({ deleteProtection: apis.deleteProtection })
+    .from(apis)
+    .where(and(eq(apis.id, apiId), eq(apis.workspaceId, workspaceId), isNull(apis.deletedAtM)))
+    .for(strength);
+  return row;
+}
+
+/** Soft-deletes an API and all its live keys in one transaction, unless it is protected from deletions. */
+export async function softDeleteApiWithKeys(
+  db: Db,
+  workspaceId: string,
+  apiId: string,
+  now: number,
+): Promise<"deleted" | "not_found" | "protected"> {
+  return db.transaction(async (tx) => {
+    const api = await lockLiveApi(tx, workspaceId, apiId, "update");
+    if (!api) return "not_found";
+    if (api.deleteProtection) return "protected";
+    await tx.update(apis).set({ deletedAtM: now }).where(eq(apis.id, apiId));
+    await tx
+      .update(keys)
+      .set({ deletedAtM: now })
+      .where(and(eq(keys.apiId, apiId), isNull(keys.deletedAtM)));
+    return "deleted";
+  });
+}
+
+/**
+ * Soft-deletes every live key of a live API, or with `permanent` removes every key row of it, soft-deleted ones
+ * included, so that their hashes can be imported again (as v1). Answers how many keys that was, or undefined
+ * without the API. Removed keys take their roles, permissions, rate limits and encrypted copies with them
+ * (cascade); their verification counts stay, as for keys.deleteKey, being the API's history. The delete and update
+ * triggers move the verification cache's epoch, so no replica answers from a removed key.
+ */
+export async function deleteKeysOfApi(
+  db: Db,
+  workspaceId: string,
+  apiId: string,
+  permanent: boolean,
+  now: number,
+): Promise<number | undefined> {
+  return db.transaction(async (tx) => {
+    if (!(await lockLiveApi(tx, workspaceId, apiId, "update"))) return undefined;
+    // Counted in the database rather than by returning every id: an API may hold very many keys.
+    const affected = permanent
+      ? sql`delete from ${keys} where ${keys.apiId} = ${apiId} returning 1`
+      : sql`update ${keys} set ${sql.identifier(keys.deletedAtM.name)} = ${now}
+            where ${keys.apiId} = ${apiId} and ${keys.deletedAtM} is null returning 1`;
+    const result = await tx.execute(sql`with affected as (${affected}) select count(*)::int as n from affected`);
+    const [row] = rowsOf<{ n: number }>(result);
+    return row!.n;
+  });
+}

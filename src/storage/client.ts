@@ -1,0 +1,306 @@
+import net from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { PGlite } from "@electric-sql/pglite";
+import type { ExtractTablesWithRelations } from "drizzle-orm";
+import type { PgDatabase, PgQueryResultHKT, PgTransaction } from "drizzle-orm/pg-core";
+import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
+import { migrate as migratePglite } from "drizzle-orm/pglite/migrator";
+import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
+import { migrate as migratePostgres } from "drizzle-orm/postgres-js/migrator";
+import postgres from "postgres";
+import { classifyPostgresError, DependencyState, DependencyUnavailableError } from "./dependency.js";
+import { lockDataDir } from "./dataDir.js";
+import * as schema from "./schema.js";
+
+export type Schema = typeof schema;
+/** A drizzle handle on either store; a transaction is one too, so repositories accept both. */
+export type Db = PgDatabase<PgQueryResultHKT, Schema, ExtractTablesWithRelations<Schema>>;
+export type Tx = PgTransaction<PgQueryResultHKT, Schema, ExtractTablesWithRelations<Schema>>;
+
+export type Store = {
+  kind: "postgres" | "pglite";
+  db: Db;
+  /** Where the data lives, for the start-up message (never includes a password). */
+  description: string;
+  /** Whether the store serves, as real statements found; logs changes of state once (see dependency.ts). */
+  state: DependencyState;
+  close(): Promise<void>;
+};
+
+/** Deadlines on PostgreSQL (DATABASE_CONNECT_TIMEOUT_MS, DATABASE_STATEMENT_TIMEOUT_MS). */
+export type PostgresTimeouts = { connectTimeoutMs: number; statementTimeoutMs: number };
+export const DEFAULT_POSTGRES_TIMEOUTS: PostgresTimeouts = { connectTimeoutMs: 3000, statementTimeoutMs: 5000 };
+/**
+ * The client-side deadline is the server's statement_timeout plus this: a slow statement is cancelled by the server
+ * first (a clean error, the connection stays); only a server or network that does not answer at all meets the
+ * client's deadline, and then every connection is dropped so that the pool reconnects.
+ */
+export const CLIENT_DEADLINE_GRACE_MS = 500;
+
+export const MIGRATIONS_DIR = fileURLToPath(new URL("../../migrations", import.meta.url));
+
+// Any fixed 64-bit number; held while migrating and bootstrapping so that replicas starting together take turns.
+const MIGRATION_LOCK_ID = 4_242_424_242;
+
+export function openPostgres(url: string, poolSize: number, timeouts: PostgresTimeouts = DEFAULT_POSTGRES_TIMEOUTS): Store {
+  const state = new DependencyState("PostgreSQL");
+  const sockets = new Set<net.Socket>();
+  let nextHost = 0;
+  const client = postgres(url, {
+    max: poolSize,
+    onnotice: () => {},
+    connection: { application_name: "keyhaven", statement_timeout: timeouts.statementTimeoutMs },
+    connect_timeout: timeouts.connectTimeoutMs / 1000,
+    // The default backoff grows to 20 s after repeated failures, and applies to the first connection after an
+    // outage too: serving would resume up to 20 s after PostgreSQL is back. Connects are cheap; retry fast.
+    backoff: (retries: number) => Math.min(0.05 * retries, 0.5),
+    // Our own sockets, only so that a statement that misses its deadline can drop them (see guardQuery).
+    socket: (options: { host: string[]; port: number[]; path?: string | false }) => {
+      const i = nextHost++ % options.host.length;
+      const socket = options.path ? net.connect(options.path) : net.connect(options.port[i]!, options.host[i]!);
+      // postgres.js reads it for TLS's servername.
+      (socket as net.Socket & { host?: string }).host = options.host[i];
+      sockets.add(socket);
+      socket.once("close", () => sockets.delete(socket));
+      return socket;
+    },
+  } as postgres.Options<Record<string, never>>);
+  const deadline = {
+    ms: timeouts.statementTimeoutMs + CLIENT_DEADLINE_GRACE_MS,
+    state,
+    dropConnections: () => {
+      for (const socket of sockets) socket.destroy();
+    },
+  };
+  const db = drizzlePostgres({ client: withDeadlines(client, deadline), schema }) as unknown as Db;
+  return {
+    kind: "postgres",
+    db,
+    description: `PostgreSQL at ${redactUrl(url)}`,
+    state,
+    // Called once nothing runs any more (main.ts closes the app and the jobs first): a statement still unanswered
+    // after a second is on a connection that will not answer (PostgreSQL frozen), so do not wait longer for it.
+    close: () => client.end({ timeout: 1 }),
+  };
+}
+
+type Deadline = { ms: number; state: DependencyState; dropConnections(): void };
+type PendingQuery = PromiseLike<unknown> & { values(): unknown; cancel(): unknown; state?: unknown };
+
+const WRITE_STATEMENT = /^\s*(insert|update|delete|with\b[\s\S]*\b(insert|update|delete)\b)/i;
+
+/**
+ * The postgres.js client as drizzle uses it (`unsafe`, `begin`, `savepoint`), with a deadline on every statement:
+ * postgres.js has none, and a statement on a frozen connection (server stopped, network partitioned) would wait
+ * for as long as TCP does. Errors that mean "PostgreSQL cannot serve" become DependencyUnavailableError.
+ */
+function withDeadlines<T extends object>(sql: T, deadline: Deadline): T {
+  return new Proxy(sql, {
+    get(target, prop, receiver) {
+      const real = Reflect.get(target, prop, receiver);
+      if (prop === "unsafe") {
+        return (...args: unknown[]) => {
+          const query = (real as (...a: unknown[]) => PendingQuery).apply(target, args);
+          // postgres.js queries are lazy (sent when awaited) and `.values()` must be chosen first, as drizzle does.
+          const lazy = {
+            values() {
+              query.values();
+              return lazy;
+            },
+            // biome-ignore lint/suspicious/noThenProperty: a thenable on purpose, so that `await` sends the query as postgres.js does
+            then(onOk?: (v: unknown) => unknown, onErr?: (e: unknown) => unknown) {
+              return guardQuery(query, String(args[0]), deadline).then(onOk, onErr);
+            },
+          };
+          return lazy;
+        };
+      }
+      if (prop === "begin") {
+        return (...args: unknown[]) => guardBegin(real as (...a: unknown[]) => Promise<unknown>, target, args, deadline);
+      }
+      if (prop === "savepoint" && typeof real === "function") {
+        return (fn: (sql: unknown) => unknown) => real.call(target, (inner: object) => fn(withDeadlines(inner, deadline)));
+      }
+      return real;
+    },
+  });
+}
+
+function guardQuery(query: PendingQuery, text: string, deadline: Deadline): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      const failure = new DependencyUnavailableError("PostgreSQL", "PostgreSQL is unreachable", `no answer within ${deadline.ms} ms`);
+      // `state` is set once postgres.js has sent the statement. Never sent: take it out of the queue, so that it
+      // cannot run after its caller was told it failed. Sent: its connection does not answer; drop them all.
+      if (query.state) deadline.dropConnections();
+      else void Promise.resolve(query.cancel()).catch(() => {});
+      deadline.state.failed(failure);
+      reject(failure);
+    }, deadline.ms);
+    query.then(
+      (rows) => {
+        clearTimeout(timer);
+        deadline.state.succeeded(deadline.state.awaitingWrite && WRITE_STATEMENT.test(text));
+        resolve(rows);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        const failure = classifyPostgresError(err);
+        if (failure) deadline.state.failed(failure);
+        reject(failure ?? err);
+      },
+    );
+  });
+}
+
+/** `begin` with a deadline on getting the transaction started; each statement inside has its own. */
+async function guardBegin(begin: (...a: unknown[]) => Promise<unknown>, target: object, args: unknown[], deadline: Deadline) {
+  const fn = args.pop() as (sql: unknown) => unknown;
+  let started = false;
+  let gaveUp: DependencyUnavailableError | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let giveUp: (reason: string) => void = () => {};
+  const timeout = new Promise<never>((_, reject) => {
+    giveUp = (reason) => {
+      gaveUp = new DependencyUnavailableError("PostgreSQL", "PostgreSQL is unreachable", reason);
+      deadline.dropConnections();
+      deadline.state.failed(gaveUp);
+      reject(gaveUp);
+    };
+    timer = setTimeout(() => {
+      if (!started) giveUp(`no transaction within ${deadline.ms} ms`);
+    }, deadline.ms);
+  });
+  const transaction = begin.call(target, ...args, async (tx: object) => {
+    // Started after its caller was told it failed: it must not write anything.
+    if (gaveUp) throw gaveUp;
+    started = true;
+    clearTimeout(timer);
+    try {
+      return await fn(withDeadlines(tx, deadline));
+    } finally {
+      // The COMMIT or ROLLBACK that follows gets a deadline too: on a connection that died during the transaction,
+      // the driver may never settle it (test/postgres-driver.test.ts).
+      timer = setTimeout(() => giveUp(`no COMMIT or ROLLBACK within ${deadline.ms} ms`), deadline.ms);
+    }
+  });
+  transaction.catch(() => {});
+  try {
+    return await Promise.race([transaction, timeout]);
+  } catch (err) {
+    const failure = classifyPostgresError(err);
+    if (failure) deadline.state.failed(failure);
+    throw failure ?? err;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * The embedded store. On disk it first takes the data directory's lock (data-dir.ts): PGlite is one process's
+ * database, and a second process on the same files would serve writes the first never sees, then lose them.
+ */
+export async function openPglite(
+  dataDir: string,
+  warn: (message: string) => void = (message) => console.error(`keyhaven: ${message}`),
+): Promise<Store> {
+  const inMemory = dataDir.startsWith("memory://");
+  const lock = inMemory ? undefined : lockDataDir(dataDir, warn);
+  let client: PGlite;
+  try {
+    client = inMemory ? new PGlite(dataDir) : new PGlite(path.join(dataDir, "pgdata"));
+    await client.waitReady;
+  } catch (err) {
+    lock?.release();
+    throw err;
+  }
+  const state = new DependencyState("PostgreSQL");
+  const db = drizzlePglite({ client: withStateOf(client, state), schema }) as unknown as Db;
+  return {
+    kind: "pglite",
+    db,
+    description: inMemory ? "embedded PGlite in memory (nothing is kept)" : `embedded PGlite in ${path.resolve(dataDir)}`,
+    state,
+    close: async () => {
+      try {
+        await client.close();
+      } finally {
+        lock?.release();
+      }
+    },
+  };
+}
+
+/**
+ * The PGlite client as drizzle uses it (`query`, `transaction`), reporting to `state`: embedded, it is never
+ * unreachable, but its data directory can fill up (a write then fails with SQLSTATE 53100).
+ */
+function withStateOf<T extends object>(client: T, state: DependencyState): T {
+  return new Proxy(client, {
+    get(target, prop, receiver) {
+      const real = Reflect.get(target, prop, receiver);
+      if (prop === "query") {
+        return async (...args: unknown[]) => {
+          try {
+            const result = await (real as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+            state.succeeded(state.awaitingWrite && WRITE_STATEMENT.test(String(args[0])));
+            return result;
+          } catch (err) {
+            const failure = classifyPostgresError(err);
+            if (failure) state.failed(failure);
+            throw failure ?? err;
+          }
+        };
+      }
+      if (prop === "transaction") {
+        return (fn: (tx: object) => unknown) =>
+          (real as (f: (tx: object) => unknown) => Promise<unknown>).call(target, (tx: object) => fn(withStateOf(tx, state)));
+      }
+      return typeof real === "function" ? real.bind(target) : real;
+    },
+  });
+}
+
+/** Applies the committed migrations; on PostgreSQL under an advisory lock, then runs `then` while still holding it. */
+export async function migrateAndRun<T>(store: Store, databaseUrl: string | undefined, then: () => Promise<T>): Promise<T> {
+  if (store.kind === "pglite" || databaseUrl === undefined) {
+    await migratePglite(store.db as never, { migrationsFolder: MIGRATIONS_DIR });
+    return then();
+  }
+  // One dedicated connection: a session-level advisory lock belongs to the connection that took it.
+  const client = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+  try {
+    await client`select pg_advisory_lock(${MIGRATION_LOCK_ID})`;
+    await migratePostgres(drizzlePostgres({ client }), { migrationsFolder: MIGRATIONS_DIR });
+    return await then();
+  } finally {
+    await client`select pg_advisory_unlock(${MIGRATION_LOCK_ID})`.catch(() => {});
+    await client.end({ timeout: 5 });
+  }
+}
+
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = "***";
+    return u.toString();
+  } catch {
+    return "(unparseable URL)";
+  }
+}
+
+/** Rows of a raw `db.execute` result: postgres.js returns an array, PGlite an object with `rows`. */
+export function rowsOf<T>(result: unknown): T[] {
+  if (Array.isArray(result)) return result as T[];
+  return ((result as { rows?: T[] }).rows ?? []) as T[];
+}
+
+const UNIQUE_VIOLATION = "23505";
+
+export function isUniqueViolation(err: unknown): boolean {
+  for (let e: unknown = err; e && typeof e === "object"; e = (e as { cause?: unknown }).cause) {
+    if ((e as { code?: unknown }).code === UNIQUE_VIOLATION) return true;
+  }
+  return false;
+}

@@ -1,0 +1,177 @@
+import { and, asc, count, eq, gt, inArray, sql } from "drizzle-orm";
+import { insertRecordset } from "../bulk.js";
+import type { Db } from "../client.js";
+import { identities, ratelimits } from "../schema.js";
+import { newId } from "../../core/ids.js";
+
+export type IdentityRatelimitInput = { name: string; limit: number; duration: number };
+export type IdentityRow = typeof identities.$inferSelect;
+
+/** Inserts an identity and its rate limits (auto_apply false) in one transaction; returns the identity id. */
+export async function insertIdentity(
+  db: Db,
+  input: { workspaceId: string; externalId: string; meta?: Record<string, unknown> | undefined; ratelimits: IdentityRatelimitInput[] },
+): Promise<string> {
+  const id = newId("id");
+  const now = Date.now();
+  await db.transaction(async (tx) => {
+    await tx.insert(identities).values({
+      id,
+      workspaceId: input.workspaceId,
+      externalId: input.externalId,
+      meta: input.meta ?? null,
+      createdAtM: now,
+    });
+    await insertIdentityRatelimits(tx, { workspaceId: input.workspaceId, identityId: id }, input.ratelimits, now);
+  });
+  return id;
+}
+
+/**
+ * The one identity upsert: the ids of the workspace's identities with these externalIds, by externalId, each
+ * created (environment `default`, `meta` as given) when the workspace has none; concurrent calls share one
+ * identity. One statement for any number of identities. v1 stores `meta {}` on the identities that keys.createKey
+ * and keys.updateKey create, and null on those of migrations.createKeys (v1-wire-contract.md).
+ */
+export async function upsertIdentities(
+  db: Db,
+  workspaceId: string,
+  externalIds: string[],
+  meta: Record<string, never> | null,
+  now: number,
+): Promise<Map<string, string>> {
+  const rows = await insertRecordset<typeof identities, { id: string; external_id: string }>(
+    db,
+    identities,
+    // In one fixed order, so that concurrent upserts of the same new identities cannot deadlock.
+    [...new Set(externalIds)].sort().map((externalId) => ({
+      id: newId("id"),
+      workspaceId,
+      externalId,
+      environment: "default",
+      meta,
+      createdAtM: now,
+    })),
+    // DO UPDATE (a no-op) rather than DO NOTHING so that existing identities are returned too.
+    sql`on conflict (workspace_id, external_id) do update set external_id = excluded.external_id
+        returning id, external_id`,
+  );
+  return new Map(rows.map((r) => [r.external_id, r.id]));
+}
+
+/** The one writer of an identity's own rate limits (auto_apply false: a verification names the ones it applies). */
+async function insertIdentityRatelimits(
+  db: Db,
+  identity: { workspaceId: string; identityId: string },
+  limits: IdentityRatelimitInput[],
+  now: number,
+): Promise<void> {
+  if (limits.length === 0) return;
+  await db.insert(ratelimits).values(
+    limits.map((r) => ({
+      id: newId("rl"),
+      workspaceId: identity.workspaceId,
+      identityId: identity.identityId,
+      name: r.name,
+      limit: r.limit,
+      duration: r.duration,
+      autoApply: false,
+      createdAtM: now,
+    })),
+  );
+}
+
+/** An identity of the workspace, by id or by (environment, externalId); undefined when absent or of another workspace. */
+export async function findIdentity(
+  db: Db,
+  workspaceId: string,
+  by: { identityId: string } | { externalId: string; environment?: string },
+): Promise<IdentityRow | undefined> {
+  const where =
+    "identityId" in by
+      ? and(eq(identities.workspaceId, workspaceId), eq(identities.id, by.identityId))
+      : and(
+          eq(identities.workspaceId, workspaceId),
+          eq(identities.externalId, by.externalId),
+          ...(by.environment !== undefined ? [eq(identities.environment, by.environment)] : []),
+        );
+  const [row] = await db.select().from(identities).where(where).limit(1);
+  return row;
+}
+
+/** The rate limits of the given identities, by identity id, in name order. */
+export async function identityRatelimits(db: Db, identityIds: string[]): Promise<Map<string, IdentityRatelimitInput[]>> {
+  const out = new Map<string, IdentityRatelimitInput[]>(identityIds.map((id) => [id, []]));
+  if (identityIds.length === 0) return out;
+  const rows = await db
+    .select({ identityId: ratelimits.identityId, name: ratelimits.name, limit: ratelimits.limit, duration: ratelimits.duration })
+    .from(ratelimits)
+    .where(inArray(ratelimits.identityId, identityIds))
+    .orderBy(asc(ratelimits.name));
+  for (const r of rows) out.get(r.identityId!)?.push({ name: r.name, limit: r.limit, duration: r.duration });
+  return out;
+}
+
+/** A page of the workspace's identities in one environment, by id, after `cursor`; plus the environment's total. */
+export async function listIdentitiesPage(
+  db: Db,
+  input: { workspaceId: string; environment: string; limit: number; cursor?: string | undefined },
+): Promise<{ rows: IdentityRow[]; total: number }> {
+  const scope = and(eq(identities.workspaceId, input.workspaceId), eq(identities.environment, input.environment));
+  const rows = await db
+    .select()
+    .from(identities)
+    .where(input.cursor !== undefined ? and(scope, gt(identities.id, input.cursor)) : scope)
+    .orderBy(asc(identities.id))
+    .limit(input.limit);
+  const [totalRow] = await db.select({ n: count() }).from(identities).where(scope);
+  return { rows, total: Number(totalRow?.n ?? 0) };
+}
+
+/**
+ * Updates meta (when given) and reconciles the identity's rate limits by name (when given): existing names are
+ * updated, new ones inserted, missing ones deleted. One transaction.
+ */
+export async function updateIdentity(
+  db: Db,
+  input: {
+    workspaceId: string;
+    identityId: string;
+    meta?: Record<string, unknown> | undefined;
+    ratelimits?: IdentityRatelimitInput[] | undefined;
+  },
+): Promise<void> {
+  const now = Date.now();
+  await db.transaction(async (tx) => {
+    await tx
+      .update(identities)
+      .set({ updatedAtM: now, ...(input.meta !== undefined && { meta: input.meta }) })
+      .where(and(eq(identities.workspaceId, input.workspaceId), eq(identities.id, input.identityId)));
+    if (input.ratelimits === undefined) return;
+    const existing = await tx
+      .select({ id: ratelimits.id, name: ratelimits.name })
+      .from(ratelimits)
+      .where(eq(ratelimits.identityId, input.identityId));
+    const wanted = new Map(input.ratelimits.map((r) => [r.name, r]));
+    const stale = existing.filter((r) => !wanted.has(r.name)).map((r) => r.id);
+    if (stale.length > 0) await tx.delete(ratelimits).where(inArray(ratelimits.id, stale));
+    const byName = new Map(existing.map((r) => [r.name, r.id]));
+    for (const r of input.ratelimits) {
+      const id = byName.get(r.name);
+      if (id !== undefined) {
+        await tx.update(ratelimits).set({ limit: r.limit, duration: r.duration, updatedAtM: now }).where(eq(ratelimits.id, id));
+      } else {
+        await insertIdentityRatelimits(tx, input, [r], now);
+      }
+    }
+  });
+}
+
+/** Hard-deletes an identity of the workspace (its rate limits cascade; keys' identity_id is set null). */
+export async function deleteIdentity(db: Db, workspaceId: string, identityId: string): Promise<boolean> {
+  const rows = await db
+    .delete(identities)
+    .where(and(eq(identities.workspaceId, workspaceId), eq(identities.id, identityId)))
+    .returning({ id: identities.id });
+  return rows.length > 0;
+}

@@ -1,0 +1,302 @@
+import { and, asc, eq, gt, inArray, isNotNull, isNull, lte, or, sql } from "drizzle-orm";
+import type { DataKey } from "../../crypto/keyring.js";
+import type { Db } from "../client.js";
+import { insertRecordset, textArray } from "../bulk.js";
+import { encryptedKeys, encryptionKeys, keys, migrationBatches, migrationErrors } from "../schema.js";
+import { ConflictError } from "../../core/errors.js";
+import { upsertIdentities } from "../identities/identities.repository.js";
+import { setKeyDefaultRatelimits } from "../keys/keys.ratelimit.repository.js";
+import { insertKeyLinks } from "../keys/keys.rbac.repository.js";
+import type { ImportPlan, SealedKey } from "../../core/import/import.plan.js";
+import type { EnqueueKey } from "../../wire/v1/migrations/migrations.schemas.js";
+
+/** A key of the import exists already (by hash, in any workspace): nothing of the import was written. */
+export class ImportConflictError extends ConflictError {
+  declare readonly index: number;
+  constructor(index: number) {
+    super("key", `the key at index ${index} already exists; no key of this request was created`, index, {
+      reason: "KEY_EXISTS",
+      keyIndex: index,
+    });
+  }
+}
+
+/**
+ * The second phase of an import: one transaction that only inserts. A key whose hash already exists (in any
+ * workspace, or committed meanwhile by a concurrent import) is skipped by ON CONFLICT, detected by its missing id,
+ * and turned into a CONFLICT that rolls everything back. Returns the key ids in request order.
+ */
+export async function insertImport(db: Db, plan: ImportPlan): Promise<string[]> {
+  await db.transaction(async (tx) => {
+    if (plan.dataKey?.newRow) await tx.insert(encryptionKeys).values(plan.dataKey.newRow);
+
+    if (plan.identities.size > 0) {
+      // v1's migrations.createKeys stores no meta (null) on the identities it creates.
+      const idByExternalId = await upsertIdentities(tx, plan.workspaceId, [...plan.identities], null, plan.now);
+      plan.keys.forEach((row, i) => {
+        const externalId = plan.externalIds[i];
+        if (externalId !== undefined) row.identityId = idByExternalId.get(externalId) ?? null;
+      });
+    }
+
+    const inserted = await insertRecordset<typeof keys, { id: string }>(
+      tx,
+      keys,
+      plan.keys,
+      sql`on conflict (hash) do nothing returning id`,
+    );
+    if (inserted.length !== plan.keys.length) {
+      const ids = new Set(inserted.map((r) => r.id));
+      const index = plan.keys.findIndex((k) => !ids.has(k.id));
+      throw new ImportConflictError(index);
+    }
+
+    await insertRecordset(tx, encryptedKeys, plan.encrypted);
+    await insertKeyLinks(tx, "role", plan.keyRoles, plan.now);
+    await insertKeyLinks(tx, "permission", plan.keyPermissions, plan.now);
+    await setKeyDefaultRatelimits(tx, plan.ratelimits, plan.now);
+  });
+  return plan.keys.map((k) => k.id);
+}
+
+// migrations.enqueueKeys: the queue of batches and what became of them
+
+/** A key as it waits in `migration_batches.keys`: its settings without plaintext or hash, and its sealed secret. */
+export type QueuedKey = Omit<EnqueueKey, "plaintext" | "hash"> & { sealed: SealedKey };
+
+export type PendingBatch = {
+  id: number;
+  workspaceId: string;
+  migrationId: string;
+  apiId: string;
+  keys: QueuedKey[];
+  keyCount: number;
+  /** Attempts so far that ended in a transient failure. */
+  attempts: number;
+};
+
+/** Stores a batch for the worker, with the workspace's new data key if its ciphertexts are the first under it. */
+export async function insertMigrationBatch(
+  db: Db,
+  batch: { workspaceId: string; migrationId: string; apiId: string; keys: QueuedKey[]; dataKey: DataKey | undefined },
+): Promise<number> {
+  return db.transaction(async (tx) => {
+    if (batch.dataKey?.newRow) await tx.insert(encryptionKeys).values(batch.dataKey.newRow);
+    const [row] = await tx
+      .insert(migrationBatches)
+      .values({
+        workspaceId: batch.workspaceId,
+        migrationId: batch.migrationId,
+        apiId: batch.apiId,
+        keys: batch.keys,
+        keyCount: batch.keys.length,
+        createdAtM: Date.now(),
+      })
+      .returning({ id: migrationBatches.id });
+    return row!.id;
+  });
+}
+
+/**
+ * The oldest pending batch due at `now` (not waiting for its next attempt), locked until the caller's transaction
+ * ends; batches locked by another worker (another replica) are skipped, so no batch is ever processed twice. If
+ * the process dies, the lock goes with its connection and the batch is pending again.
+ */
+export async function claimPendingBatch(tx: Db, now: number): Promise<PendingBatch | undefined> {
+  const [row] = await tx
+    .select({
+      id: migrationBatches.id,
+      workspaceId: migrationBatches.workspaceId,
+      migrationId: migrationBatches.migrationId,
+      apiId: migrationBatches.apiId,
+      keys: migrationBatches.keys,
+      keyCount: migrationBatches.keyCount,
+      attempts: migrationBatches.attempts,
+    })
+    .from(migrationBatches)
+    .where(
+      and(eq(migrationBatches.status, "pending"), or(isNull(migrationBatches.nextAttemptAtM), lte(migrationBatches.nextAttemptAtM, now))),
+    )
+    .orderBy(asc(migrationBatches.id))
+    .limit(1)
+    .for("update", { skipLocked: true });
+  return row && { ...row, keys: (row.keys ?? []) as QueuedKey[] };
+}
+
+/** Hashes among `hashes` that a key (in any workspace, deleted ones included) already has. */
+export async function findExistingHashes(db: Db, hashes: string[]): Promise<Set<string>> {
+  if (hashes.length === 0) return new Set();
+  const rows = await db
+    .select({ hash: keys.hash })
+    .from(keys)
+    .where(sql`${keys.hash} = any(${textArray(hashes)})`);
+  return new Set(rows.map((r) => r.hash));
+}
+
+export type BatchError = { keyIndex: number | null; code: string; message: string };
+
+/**
+ * Marks a processed batch done (every key imported) or failed, with the reason for each key not imported, and
+ * drops its sealed keys: what was imported lives in `keys` now, and what was not cannot be by retrying.
+ */
+export async function finishMigrationBatch(db: Db, batch: PendingBatch, result: { imported: number; errors: BatchError[] }): Promise<void> {
+  const now = Date.now();
+  const failed = batch.keys.length - result.imported;
+  if (result.errors.length > 0) {
+    await db.insert(migrationErrors).values(
+      result.errors.map((e) => ({
+        batchId: batch.id,
+        workspaceId: batch.workspaceId,
+        migrationId: batch.migrationId,
+        keyIndex: e.keyIndex,
+        code: e.code,
+        message: e.message,
+        createdAtM: now,
+      })),
+    );
+  }
+  await db
+    .update(migrationBatches)
+    .set({
+      status: failed === 0 ? "done" : "failed",
+      imported: result.imported,
+      failed,
+      processedAtM: now,
+      keys: null,
+      nextAttemptAtM: null,
+    })
+    .where(eq(migrationBatches.id, batch.id));
+}
+
+/** A transient failure: the batch stays pending, not claimed again before `nextAttemptAtM`. */
+export async function deferMigrationBatch(
+  db: Db,
+  batch: PendingBatch,
+  failure: { message: string; nextAttemptAtM: number },
+): Promise<void> {
+  await db
+    .update(migrationBatches)
+    .set({ attempts: batch.attempts + 1, lastError: failure.message, nextAttemptAtM: failure.nextAttemptAtM })
+    .where(and(eq(migrationBatches.id, batch.id), eq(migrationBatches.status, "pending")));
+}
+
+/**
+ * A failure that retrying cannot fix ended the batch's import, so none of its keys was imported: the batch is
+ * failed as a whole, with the reason. Its sealed keys are kept, for the operator to retry it once the cause is
+ * fixed (retryFailedBatches); none of them exists as a key.
+ */
+export async function failMigrationBatch(db: Db, batch: PendingBatch, message: string, now: number): Promise<void> {
+  await db.transaction(async (tx) => {
+    const [row] = await tx
+      .update(migrationBatches)
+      .set({ status: "failed", imported: 0, failed: batch.keyCount, processedAtM: now, lastError: message, nextAttemptAtM: null })
+      .where(and(eq(migrationBatches.id, batch.id), eq(migrationBatches.status, "pending")))
+      .returning({ id: migrationBatches.id });
+    if (!row) return;
+    await tx.insert(migrationErrors).values({
+      batchId: batch.id,
+      workspaceId: batch.workspaceId,
+      migrationId: batch.migrationId,
+      keyIndex: null,
+      code: "INTERNAL_SERVER_ERROR",
+      message: `the batch could not be imported: ${message}`,
+      createdAtM: now,
+    });
+  });
+}
+
+/**
+ * Puts the migration's failed batches that still hold their keys (failed as a whole) back in the queue, as if
+ * just enqueued, and forgets their errors. Returns how many; undefined when the workspace has no such migration.
+ */
+export async function retryFailedBatches(db: Db, workspaceId: string, migrationId: string): Promise<number | undefined> {
+  return db.transaction(async (tx) => {
+    const ofMigration = and(eq(migrationBatches.workspaceId, workspaceId), eq(migrationBatches.migrationId, migrationId));
+    const [any] = await tx.select({ id: migrationBatches.id }).from(migrationBatches).where(ofMigration).limit(1);
+    if (!any) return undefined;
+    const retried = await tx
+      .update(migrationBatches)
+      .set({ status: "pending", imported: 0, failed: 0, attempts: 0, lastError: null, nextAttemptAtM: null, processedAtM: null })
+      .where(and(ofMigration, eq(migrationBatches.status, "failed"), isNotNull(migrationBatches.keys)))
+      .returning({ id: migrationBatches.id });
+    const ids = retried.map((r) => r.id);
+    if (ids.length > 0) await tx.delete(migrationErrors).where(inArray(migrationErrors.batchId, ids));
+    return ids.length;
+  });
+}
+
+export type MigrationSummary = {
+  apiIds: string[];
+  batches: { pending: number; done: number; failed: number };
+  keys: { enqueued: number; imported: number; failed: number };
+};
+
+/** What the workspace's batches of `migrationId` add up to; undefined when it has none. */
+export async function summarizeMigration(db: Db, workspaceId: string, migrationId: string): Promise<MigrationSummary | undefined> {
+  const rows = await db
+    .select({
+      apiId: migrationBatches.apiId,
+      status: migrationBatches.status,
+      batches: sql<string>`count(*)::int8`,
+      enqueued: sql<string>`sum(${migrationBatches.keyCount})::int8`,
+      imported: sql<string>`sum(${migrationBatches.imported})::int8`,
+      failed: sql<string>`sum(${migrationBatches.failed})::int8`,
+    })
+    .from(migrationBatches)
+    .where(and(eq(migrationBatches.workspaceId, workspaceId), eq(migrationBatches.migrationId, migrationId)))
+    .groupBy(migrationBatches.apiId, migrationBatches.status);
+  if (rows.length === 0) return undefined;
+  const summary: MigrationSummary = {
+    apiIds: [...new Set(rows.map((r) => r.apiId))],
+    batches: { pending: 0, done: 0, failed: 0 },
+    keys: { enqueued: 0, imported: 0, failed: 0 },
+  };
+  for (const r of rows) {
+    const status = r.status as keyof MigrationSummary["batches"];
+    summary.batches[status] += Number(r.batches);
+    summary.keys.enqueued += Number(r.enqueued);
+    summary.keys.imported += Number(r.imported);
+    summary.keys.failed += Number(r.failed);
+  }
+  return summary;
+}
+
+/** The migration's pending batches whose last attempt failed (transiently): they will be tried again. */
+export async function listRetryingBatches(db: Db, workspaceId: string, migrationId: string, limit: number) {
+  return db
+    .select({
+      batchId: migrationBatches.id,
+      enqueuedAt: migrationBatches.createdAtM,
+      attempts: migrationBatches.attempts,
+      lastError: migrationBatches.lastError,
+      nextAttemptAt: migrationBatches.nextAttemptAtM,
+    })
+    .from(migrationBatches)
+    .where(
+      and(
+        eq(migrationBatches.workspaceId, workspaceId),
+        eq(migrationBatches.migrationId, migrationId),
+        eq(migrationBatches.status, "pending"),
+        gt(migrationBatches.attempts, 0),
+      ),
+    )
+    .orderBy(asc(migrationBatches.id))
+    .limit(limit);
+}
+
+/** The first `limit` errors of a migration, in the order the batches were enqueued and the keys were in them. */
+export async function listMigrationErrors(db: Db, workspaceId: string, migrationId: string, limit: number) {
+  return db
+    .select({
+      batchId: migrationErrors.batchId,
+      enqueuedAt: migrationBatches.createdAtM,
+      index: migrationErrors.keyIndex,
+      code: migrationErrors.code,
+      message: migrationErrors.message,
+    })
+    .from(migrationErrors)
+    .innerJoin(migrationBatches, eq(migrationBatches.id, migrationErrors.batchId))
+    .where(and(eq(migrationErrors.workspaceId, workspaceId), eq(migrationErrors.migrationId, migrationId)))
+    .orderBy(asc(migrationErrors.batchId), sql`${migrationErrors.keyIndex} asc nulls first`, asc(migrationErrors.id))
+    .limit(limit);
+}

@@ -1,0 +1,125 @@
+import { and, asc, count, eq, gt, inArray, isNull, type SQL, sql } from "drizzle-orm";
+import type { Db } from "../client.js";
+import { apis, encryptedKeys, identities, keys, ratelimits } from "../schema.js";
+import { keyDirectPermissionNames, keyEffectivePermissionSlugs, keyRoleNames } from "./keys.columns.js";
+import { effectiveRemaining, refillDue } from "./keys.refill.js";
+
+// The SQL behind v1's key object (key-object.ts): one statement per page of key objects.
+
+/**
+ * Which permissions a key object lists: getKey shows the key's direct permissions by name; listKeys shows direct
+ * and role-derived ones by slug, each once (contract 2.1).
+ */
+export type PermissionView = "direct-names" | "effective-slugs";
+
+const permissionColumns: Record<PermissionView, SQL<string[]>> = {
+  "direct-names": keyDirectPermissionNames,
+  "effective-slugs": keyEffectivePermissionSlugs,
+};
+
+// A refill that is due but not yet written (refills are lazy) is reported as having happened at its boundary,
+// so that `lastRefillAt` agrees with the `remaining` it explains.
+const effectiveLastRefillAtMs = sql<number | null>`floor(extract(epoch from (case when ${refillDue}
+  then keyhaven_refill_boundary(${keys.refillDay}, now()) else ${keys.lastRefillAt} end)) * 1000)`.mapWith(Number);
+
+/**
+ * One statement loads everything the key objects of a whole page need: roles and permissions come from
+ * correlated subqueries, the `default` rate limit, the identity and the ciphertext from joins (each at most one
+ * row per key), so the number of queries never grows with the page.
+ */
+function selectKeyObjectRows(db: Db, view: PermissionView) {
+  return db
+    .select({
+      id: keys.id,
+      workspaceId: keys.workspaceId,
+      apiId: keys.apiId,
+      start: keys.start,
+      name: keys.name,
+      ownerId: keys.ownerId,
+      meta: keys.meta,
+      createdAtM: keys.createdAtM,
+      updatedAtM: keys.updatedAtM,
+      expires: keys.expires,
+      remaining: effectiveRemaining,
+      refillDay: keys.refillDay,
+      refillAmount: keys.refillAmount,
+      lastRefillAtM: effectiveLastRefillAtMs,
+      enabled: keys.enabled,
+      environment: keys.environment,
+      ratelimitLimit: ratelimits.limit,
+      ratelimitDuration: ratelimits.duration,
+      identityId: identities.id,
+      identityExternalId: identities.externalId,
+      identityMeta: identities.meta,
+      roles: keyRoleNames,
+      permissions: permissionColumns[view],
+      encrypted: encryptedKeys.encrypted,
+      encryptionKeyId: encryptedKeys.encryptionKeyId,
+    })
+    .from(keys)
+    .innerJoin(apis, and(eq(apis.id, keys.apiId), isNull(apis.deletedAtM)))
+    .leftJoin(identities, eq(identities.id, keys.identityId))
+    .leftJoin(ratelimits, and(eq(ratelimits.keyId, keys.id), eq(ratelimits.name, "default")))
+    .leftJoin(encryptedKeys, eq(encryptedKeys.keyId, keys.id));
+}
+
+export type KeyObjectRow = Awaited<ReturnType<typeof selectKeyObjectRows>>[number];
+
+/** A live key (not deleted, in a live API) by id or by hash, in any workspace: callers check the workspace. */
+export async function findKeyObjectRow(
+  db: Db,
+  by: { id: string } | { hash: string },
+  view: PermissionView,
+): Promise<KeyObjectRow | undefined> {
+  const match = "id" in by ? eq(keys.id, by.id) : eq(keys.hash, by.hash);
+  const [row] = await selectKeyObjectRows(db, view)
+    .where(and(match, isNull(keys.deletedAtM)))
+    .limit(1);
+  return row;
+}
+
+export type ApiKeysFilter = {
+  workspaceId: string;
+  apiId: string;
+  /** Matches the identity's external id; wins over ownerId. */
+  externalId?: string | undefined;
+  /** Matches the `owner_id` column. */
+  ownerId?: string | undefined;
+};
+
+function apiKeysCondition(db: Db, f: ApiKeysFilter): SQL | undefined {
+  return and(
+    eq(keys.workspaceId, f.workspaceId),
+    eq(keys.apiId, f.apiId),
+    isNull(keys.deletedAtM),
+    f.externalId !== undefined
+      ? inArray(
+          keys.identityId,
+          db
+            .select({ id: identities.id })
+            .from(identities)
+            .where(and(eq(identities.workspaceId, f.workspaceId), eq(identities.externalId, f.externalId))),
+        )
+      : f.ownerId !== undefined
+        ? eq(keys.ownerId, f.ownerId)
+        : undefined,
+  );
+}
+
+/** Up to `limit` live keys of an API matching the filter, with ids greater than `cursor`, by id ascending. */
+export async function listKeyObjectRows(
+  db: Db,
+  filter: ApiKeysFilter,
+  page: { cursor?: string | undefined; limit: number },
+): Promise<KeyObjectRow[]> {
+  return selectKeyObjectRows(db, "effective-slugs")
+    .where(and(apiKeysCondition(db, filter), page.cursor !== undefined ? gt(keys.id, page.cursor) : undefined))
+    .orderBy(asc(keys.id))
+    .limit(page.limit);
+}
+
+/** The exact number of live keys of an API matching the filter (every page together). */
+export async function countKeys(db: Db, filter: ApiKeysFilter): Promise<number> {
+  const [row] = await db.select({ n: count() }).from(keys).where(apiKeysCondition(db, filter));
+  return row?.n ?? 0;
+}

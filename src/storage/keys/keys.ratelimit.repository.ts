@@ -1,0 +1,37 @@
+import { and, eq, sql } from "drizzle-orm";
+import { insertRecordset } from "../bulk.js";
+import type { Db } from "../client.js";
+import { ratelimits } from "../schema.js";
+import { newId } from "../../core/ids.js";
+
+/** The name of a key's own rate limit (v1's `ratelimit` field of a key), applied to every verification. */
+export const KEY_DEFAULT_RATELIMIT = "default";
+
+export type KeyDefaultRatelimit = { keyId: string; workspaceId: string; limit: number; duration: number };
+
+/**
+ * The one writer of keys' auto-applied `default` rate limits (keys.createKey, keys.updateKey and the imports): a
+ * key that has one gets it updated, the others get it inserted. One statement for any number of keys.
+ */
+export async function setKeyDefaultRatelimits(db: Db, limits: KeyDefaultRatelimit[], now: number): Promise<void> {
+  await insertRecordset(
+    db,
+    ratelimits,
+    limits.map((l) => ({
+      id: newId("rl"),
+      workspaceId: l.workspaceId,
+      name: KEY_DEFAULT_RATELIMIT,
+      keyId: l.keyId,
+      limit: l.limit,
+      duration: l.duration,
+      autoApply: true,
+      createdAtM: now,
+    })),
+    sql`on conflict (key_id, name) do update
+      set "limit" = excluded."limit", duration = excluded.duration, updated_at_m = excluded.created_at_m`,
+  );
+}
+
+export async function deleteKeyDefaultRatelimit(db: Db, keyId: string): Promise<void> {
+  await db.delete(ratelimits).where(and(eq(ratelimits.keyId, keyId), eq(ratelimits.name, KEY_DEFAULT_RATELIMIT)));
+}

@@ -1,0 +1,177 @@
+import { and, eq, isNull, sql } from "drizzle-orm";
+import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
+import type { DataKey } from "../../crypto/keyring.js";
+import type { Db } from "../client.js";
+import { encryptedKeys, encryptionKeys, keys, MAX_INT32 } from "../schema.js";
+import { ConflictError, NotFoundError } from "../../core/errors.js";
+import { lockLiveApi } from "../apis/apis.repository.js";
+import { upsertIdentities } from "../identities/identities.repository.js";
+import {
+  createMissingPermissions,
+  createMissingRoles,
+  findPermissionsByIdOrSlug,
+  findRolesByIdOrName,
+  missingNames,
+} from "../rbac/permissions.repository.js";
+import { setKeyDefaultRatelimits } from "./keys.ratelimit.repository.js";
+import { insertKeyLinks } from "./keys.rbac.repository.js";
+import { effectiveRemaining, lastRefillAfterWrite, refillDue } from "./keys.refill.js";
+
+// Key writes: keys.createKey, keys.deleteKey, keys.updateRemaining.
+
+/** The live key `keyId` in any workspace (the caller compares workspaces), for the write routes. */
+export async function findLiveKeyForWrite(db: Db, keyId: string) {
+  const [row] = await db
+    .select({ id: keys.id, workspaceId: keys.workspaceId, apiId: keys.apiId, remaining: keys.remaining })
+    .from(keys)
+    .where(and(eq(keys.id, keyId), isNull(keys.deletedAtM)))
+    .limit(1);
+  return row;
+}
+
+/** Soft-deletes a live key; false when it was already gone. */
+export async function softDeleteKey(db: Db, keyId: string, now: number): Promise<boolean> {
+  const rows = await db
+    .update(keys)
+    .set({ deletedAtM: now })
+    .where(and(eq(keys.id, keyId), isNull(keys.deletedAtM)))
+    .returning({ id: keys.id });
+  return rows.length > 0;
+}
+
+/** Removes the key row; its encrypted plaintext, roles, permissions and rate limits go with it (cascade). */
+export async function hardDeleteKey(db: Db, keyId: string): Promise<boolean> {
+  const rows = await db.delete(keys).where(eq(keys.id, keyId)).returning({ id: keys.id });
+  return rows.length > 0;
+}
+
+export type RemainingChange = { op: "increment" | "decrement"; value: number } | { op: "set"; value: number | null };
+
+/**
+ * Changes a live key's remaining uses in one atomic UPDATE, after applying any refill that is due, so that
+ * concurrent changes and verifications never lose an update. A decrement stops at 0; an increment past the
+ * int32 range, or an increment/decrement of an unlimited key, updates nothing. Returns undefined when nothing
+ * was updated (the key is gone, unlimited, or the increment would overflow).
+ */
+export async function changeKeyRemaining(
+  db: Db,
+  keyId: string,
+  change: RemainingChange,
+  now: number,
+): Promise<{ remaining: number | null } | undefined> {
+  const live = and(eq(keys.id, keyId), isNull(keys.deletedAtM));
+  let set: PgUpdateSetSource<typeof keys>;
+  let where = live;
+  if (change.op === "set") {
+    set =
+      change.value === null
+        ? { remaining: null }
+        : {
+            remaining: change.value,
+            // A due refill happened before this write; and a key that was unlimited starts its refill period now,
+            // so the value just set is what the next read reports.
+            lastRefillAt: sql`(case when ${keys.refillAmount} is not null and (${refillDue} or ${keys.remaining} is null)
+              then now() else ${keys.lastRefillAt} end)`,
+          };
+  } else {
+    const value = change.value;
+    set = {
+      remaining: change.op === "increment" ? sql`${effectiveRemaining} + ${value}` : sql`greatest(${effectiveRemaining} - ${value}, 0)`,
+      lastRefillAt: lastRefillAfterWrite,
+    };
+    where = and(
+      live,
+      sql`${keys.remaining} is not null`,
+      change.op === "increment" ? sql`${effectiveRemaining}::bigint + ${value} <= ${MAX_INT32}` : undefined,
+    );
+  }
+  const [row] = await db
+    .update(keys)
+    .set({ ...set, updatedAtM: now })
+    .where(where)
+    .returning({ remaining: keys.remaining });
+  return row;
+}
+
+export type NewKey = {
+  /** The key row; its identity is set from `externalId` inside the transaction. */
+  row: typeof keys.$inferInsert & { id: string; workspaceId: string; apiId: string; createdAtM: number };
+  /** The identity to link (found or created by external id). */
+  externalId: string | undefined;
+  roleNames: string[];
+  createMissingRoles: boolean;
+  permissionSlugs: string[];
+  createMissingPermissions: boolean;
+  ratelimit: { limit: number; duration: number } | undefined;
+  /** The plaintext sealed under `dataKey`, for a recoverable key. */
+  encrypted: { encrypted: string; dataKey: DataKey } | undefined;
+};
+
+/**
+ * Writes a new key and everything it links to in one transaction: the data key (when new), missing roles and
+ * permissions, the identity, the key, its `default` rate limit, its encrypted plaintext and its role and
+ * permission links. The API is locked against deletion meanwhile, so a key is never created in a deleted API.
+ */
+export async function insertNewKey(db: Db, input: NewKey): Promise<void> {
+  const { row, externalId } = input;
+  const { workspaceId, id: keyId, createdAtM: now } = row;
+  await db.transaction(async (tx) => {
+    if (!(await lockLiveApi(tx, workspaceId, row.apiId, "share"))) throw new NotFoundError("api", row.apiId);
+    const dataKey = input.encrypted?.dataKey;
+    if (dataKey?.newRow) await tx.insert(encryptionKeys).values(dataKey.newRow);
+
+    const roleIds = await resolveRoles(tx, workspaceId, input.roleNames, input.createMissingRoles, now);
+    const permissionIds = await resolvePermissions(tx, workspaceId, input.permissionSlugs, input.createMissingPermissions, now);
+
+    // v1's keys.createKey stores `meta {}` on the identity it creates.
+    const identityId = externalId === undefined ? null : (await upsertIdentities(tx, workspaceId, [externalId], {}, now)).get(externalId)!;
+
+    await tx.insert(keys).values({ ...row, identityId });
+    if (input.encrypted) {
+      await tx.insert(encryptedKeys).values({
+        keyId,
+        workspaceId,
+        encrypted: input.encrypted.encrypted,
+        encryptionKeyId: input.encrypted.dataKey.id,
+        createdAtM: now,
+      });
+    }
+    if (input.ratelimit) await setKeyDefaultRatelimits(tx, [{ keyId, workspaceId, ...input.ratelimit }], now);
+    await insertKeyLinks(
+      tx,
+      "role",
+      roleIds.map((id) => ({ keyId, id, workspaceId })),
+      now,
+    );
+    await insertKeyLinks(
+      tx,
+      "permission",
+      permissionIds.map((id) => ({ keyId, id, workspaceId })),
+      now,
+    );
+  });
+}
+
+/** Role ids for `names`, created first when allowed; each locked against deletion until the transaction ends. */
+async function resolveRoles(db: Db, workspaceId: string, names: string[], create: boolean, now: number) {
+  if (names.length === 0) return [];
+  if (create) await createMissingRoles(db, workspaceId, names, now);
+  const rows = await findRolesByIdOrName(db, workspaceId, [], names, { lockForShare: true });
+  const gone = missingNames(names, new Set(rows.map((r) => r.name)));
+  if (gone.length > 0) {
+    throw new ConflictError("role", `roles ${JSON.stringify(gone)} were deleted while the key was being created`);
+  }
+  return rows.map((r) => r.id);
+}
+
+/** Permission ids for `slugs` (created with name = slug when allowed), locked like roles. */
+async function resolvePermissions(db: Db, workspaceId: string, slugs: string[], create: boolean, now: number) {
+  if (slugs.length === 0) return [];
+  if (create) await createMissingPermissions(db, workspaceId, slugs, now);
+  const rows = await findPermissionsByIdOrSlug(db, workspaceId, [], slugs, { lockForShare: true });
+  const gone = missingNames(slugs, new Set(rows.map((r) => r.slug)));
+  if (gone.length > 0) {
+    throw new ConflictError("permission", `permissions ${JSON.stringify(gone)} were deleted while the key was being created`);
+  }
+  return rows.map((r) => r.id);
+}

@@ -1,0 +1,102 @@
+import { LRUCache } from "lru-cache";
+import { Coalescer } from "../coalescer.js";
+import type { Db } from "../client.js";
+import type { EpochReader } from "../epoch.js";
+import { type KeyForVerification, prepareVerificationLookup, type VerificationLookup } from "./keys.repository.js";
+
+/** Keys kept in memory per process; beyond this the least recently used entries are dropped first. */
+export const VERIFICATION_CACHE_ENTRIES = 50_000;
+
+/**
+ * The key (undefined when there is none) and the epoch it was confirmed at: read by a statement that started after
+ * the lookup was asked for, so other caches may use it for the same request. Absent when no such statement ran (an
+ * unknown key answered by the lookup of other keys' misses).
+ */
+export type Lookup = { key: KeyForVerification | undefined; epoch: bigint | undefined };
+
+type Waiter = {
+  hash: string;
+  resolve: (found: Lookup) => void;
+  reject: (err: unknown) => void;
+};
+
+/**
+ * The keys verification reads, kept in process memory without ever answering from stale data.
+ *
+ * Every write that can change a verification's answer bumps the database's epoch in the same transaction
+ * (triggers of migration `verification_epoch`). Each lookup waits for a statement that starts after the lookup was
+ * asked for; that statement reads the epoch (and, in the same snapshot, the keys not in memory). Entries read at the
+ * same epoch are still exact, because no write they depend on has committed since; otherwise they are all dropped
+ * and read again. So a write that committed before a verification arrived is always seen by it, on every replica.
+ *
+ * Lookups that arrive while a statement is running are answered together by the next one: under load one small
+ * query serves many verifications, and a key that is verified often is read from the database once per write.
+ */
+export class VerificationCache {
+  private readonly entries: LRUCache<string, KeyForVerification>;
+  /** The epoch every entry was read at; null before the first read. */
+  private epoch: bigint | null = null;
+  private readonly queue: Coalescer<Waiter>;
+  private readonly statement: VerificationLookup;
+
+  /** One per process (services.ts); `epochs` is the process's epoch reader, shared with its other caches. */
+  constructor(
+    db: Db,
+    private readonly epochs: EpochReader,
+    maxEntries = VERIFICATION_CACHE_ENTRIES,
+  ) {
+    this.statement = prepareVerificationLookup(db);
+    this.entries = new LRUCache({ max: maxEntries });
+    this.queue = new Coalescer(
+      (batch) => this.answer(batch),
+      (batch, err) => {
+        for (const w of batch) w.reject(err);
+      },
+    );
+  }
+
+  async lookup(hash: string): Promise<KeyForVerification | undefined> {
+    return (await this.lookupWithEpoch(hash)).key;
+  }
+
+  lookupWithEpoch(hash: string): Promise<Lookup> {
+    return new Promise((resolve, reject) => this.queue.add({ hash, resolve, reject }));
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** One statement for the whole batch (two when only unknown keys were asked for and none exists). */
+  private async answer(batch: Waiter[]): Promise<void> {
+    const missed = new Set(batch.filter((w) => !this.entries.has(w.hash)).map((w) => w.hash));
+    const misses = [...missed];
+    let epoch: bigint | undefined;
+    const found = new Map<string, KeyForVerification>();
+    if (misses.length > 0) {
+      for (const row of await this.statement.execute({ hashes: misses })) {
+        epoch = BigInt(row.epoch);
+        found.set(row.hash, row);
+      }
+    }
+    const hadHits = batch.some((w) => !missed.has(w.hash));
+    if (epoch === undefined && (hadHits || this.epoch === null)) {
+      // Shared with the other caches of this process; its statement starts after this batch was formed.
+      epoch = await this.epochs.current();
+    }
+
+    if (epoch !== undefined && epoch !== this.epoch) {
+      this.entries.clear();
+      this.epoch = epoch;
+    }
+    for (const [hash, row] of found) this.entries.set(hash, row);
+
+    for (const w of batch) {
+      const cached = this.entries.get(w.hash);
+      if (cached) w.resolve({ key: cached, epoch });
+      else if (missed.has(w.hash)) w.resolve({ key: undefined, epoch });
+      // It was in memory, but the epoch moved: asked again by the next statement, which starts after this one.
+      else this.queue.add(w);
+    }
+  }
+}

@@ -1,0 +1,171 @@
+import { and, asc, count, eq, gt, isNull, sql } from "drizzle-orm";
+import type { Db } from "../client.js";
+import { EpochCache } from "../epoch.js";
+import { ratelimitNamespaces, ratelimitOverrides } from "../schema.js";
+import { newId } from "../../core/ids.js";
+
+export type NamespaceSelector = { namespaceId?: string | undefined; namespaceName?: string | undefined };
+export type OverrideRow = { id: string; identifier: string; limit: number; duration: number; async: boolean };
+
+const o = ratelimitOverrides;
+const n = ratelimitNamespaces;
+const identifier = sql.placeholder("identifier");
+
+/**
+ * The override that applies to the identifier, as `{limit, duration}` or null: the exact one, else the matching
+ * wildcard with the most literal (non-`*`) characters, ties broken by identifier in byte order. Two branches so
+ * that each uses its own index: the exact one the unique (namespace_id, identifier) index, the wildcard one the
+ * partial index over live wildcard overrides; a namespace with many exact overrides is never scanned whole.
+ * A wildcard identifier becomes a LIKE pattern: LIKE's own metacharacters (\ % _) are escaped, then `*` is `%`.
+ * Plain SQL: drizzle writes a column of a one-table select unqualified, which inside this subquery would mean
+ * the override's own `id`.
+ */
+const applicableOverride = sql<{ limit: number; duration: number } | null>`(
+  select json_build_object('limit', b."limit", 'duration', b.duration) from (
+    (select ov."limit", ov.duration, ov.identifier, true as exact from ratelimit_overrides ov
+      where ov.namespace_id = ratelimit_namespaces.id and ov.identifier = ${identifier} and ov.deleted_at_m is null)
+    union all
+    (select ov."limit", ov.duration, ov.identifier, false as exact from ratelimit_overrides ov
+      where ov.namespace_id = ratelimit_namespaces.id and ov.deleted_at_m is null and strpos(ov.identifier, '*') > 0
+        and ${identifier} like replace(replace(replace(replace(ov.identifier, '\\', '\\\\'), '%', '\\%'), '_', '\\_'), '*', '%'))
+  ) b
+  order by b.exact desc, length(replace(b.identifier, '*', '')) desc, b.identifier collate "C"
+  limit 1)`;
+
+/** The live namespace by name, with the override that applies to the identifier; no row when there is none. */
+function limitLookup(db: Db) {
+  return db
+    .select({ namespaceId: n.id, override: applicableOverride })
+    .from(n)
+    .where(and(eq(n.workspaceId, sql.placeholder("workspaceId")), eq(n.name, sql.placeholder("name")), isNull(n.deletedAtM)))
+    .limit(1)
+    .prepare("keyhaven_ratelimits_limit_lookup");
+}
+
+export type LimitLookup = { namespaceId: string; override?: { limit: number; duration: number } };
+
+/** (namespace, identifier) pairs kept in memory per process, beyond which the oldest are dropped first. */
+export const LIMIT_LOOKUP_CACHE_ENTRIES = 50_000;
+
+/**
+ * ratelimits.limit is a hot path: its lookup is one prepared statement per process (services.ts builds one of
+ * these), and its answers are kept in memory only while the store's epoch is unchanged. Setting or deleting an
+ * override, or anything that changes a namespace, moves the epoch (migration root_key_epoch), so the next call on
+ * every replica sees it.
+ */
+export class LimitLookupCache {
+  private readonly cache: EpochCache<LimitLookup>;
+
+  constructor(db: Db) {
+    const lookup = limitLookup(db);
+    this.cache = new EpochCache<LimitLookup>(async (key) => {
+      const [workspaceId, name, identifierValue] = JSON.parse(key) as [string, string, string];
+      const [row] = await lookup.execute({ workspaceId, name, identifier: identifierValue });
+      if (!row) return undefined;
+      return { namespaceId: row.namespaceId, ...(row.override && { override: row.override }) };
+    }, LIMIT_LOOKUP_CACHE_ENTRIES);
+  }
+
+  /** The live namespace by name with the override that applies to the identifier, as of `epoch` or later. */
+  find(input: { workspaceId: string; name: string; identifier: string }, epoch: bigint): Promise<LimitLookup | undefined> {
+    return this.cache.get(JSON.stringify([input.workspaceId, input.name, input.identifier]), epoch);
+  }
+}
+
+/** Creates the namespace, or finds the live one another request created first; returns its id. */
+export async function ensureNamespace(db: Db, workspaceId: string, name: string): Promise<string> {
+  const [created] = await db
+    .insert(n)
+    .values({ id: newId("rlns"), workspaceId, name, createdAtM: Date.now() })
+    .onConflictDoNothing({ target: [n.workspaceId, n.name], where: isNull(n.deletedAtM) })
+    .returning({ id: n.id });
+  if (created) return created.id;
+  const existing = await findNamespace(db, workspaceId, { namespaceName: name });
+  if (!existing) throw new Error("ratelimit namespace vanished between insert and select");
+  return existing.id;
+}
+
+/** A live namespace of the workspace, by id when given, else by name. */
+export async function findNamespace(db: Db, workspaceId: string, by: NamespaceSelector) {
+  const match = by.namespaceId !== undefined ? eq(n.id, by.namespaceId) : eq(n.name, by.namespaceName ?? "");
+  const [row] = await db
+    .select({ id: n.id, name: n.name })
+    .from(n)
+    .where(and(eq(n.workspaceId, workspaceId), match, isNull(n.deletedAtM)))
+    .limit(1);
+  return row;
+}
+
+/**
+ * A page of the workspace's live namespaces in name order, after the name `cursor`; plus how many it has in all.
+ * By name so that the page is read from the unique (workspace_id, name) index over live namespaces, however
+ * many namespaces limit calls created.
+ */
+export async function listNamespacesPage(
+  db: Db,
+  input: { workspaceId: string; limit: number; cursor?: string | undefined },
+): Promise<{ rows: { id: string; name: string }[]; total: number }> {
+  const live = and(eq(n.workspaceId, input.workspaceId), isNull(n.deletedAtM));
+  const rows = await db
+    .select({ id: n.id, name: n.name })
+    .from(n)
+    .where(input.cursor !== undefined ? and(live, gt(n.name, input.cursor)) : live)
+    .orderBy(asc(n.name))
+    .limit(input.limit);
+  const [counted] = await db.select({ total: count() }).from(n).where(live);
+  return { rows, total: Number(counted?.total ?? 0) };
+}
+
+const overrideColumns = { id: o.id, identifier: o.identifier, limit: o.limit, duration: o.duration, async: o.async };
+
+/** Creates the override, or updates (and revives, when deleted) the one of this namespace and identifier. */
+export async function upsertOverride(
+  db: Db,
+  input: { workspaceId: string; namespaceId: string; identifier: string; limit: number; duration: number; async: boolean },
+): Promise<string> {
+  const now = Date.now();
+  const [row] = await db
+    .insert(o)
+    .values({ id: newId("rlor"), ...input, createdAtM: now })
+    .onConflictDoUpdate({
+      target: [o.namespaceId, o.identifier],
+      set: { limit: input.limit, duration: input.duration, async: input.async, updatedAtM: now, deletedAtM: null },
+    })
+    .returning({ id: o.id });
+  return row!.id;
+}
+
+export async function findOverride(db: Db, namespaceId: string, identifierValue: string): Promise<OverrideRow | undefined> {
+  const [row] = await db
+    .select(overrideColumns)
+    .from(o)
+    .where(and(eq(o.namespaceId, namespaceId), eq(o.identifier, identifierValue), isNull(o.deletedAtM)))
+    .limit(1);
+  return row;
+}
+
+/** A page of the namespace's live overrides by id, after `cursor`; plus how many it has in all. */
+export async function listOverridesPage(
+  db: Db,
+  input: { namespaceId: string; limit: number; cursor?: string | undefined },
+): Promise<{ rows: OverrideRow[]; total: number }> {
+  const live = and(eq(o.namespaceId, input.namespaceId), isNull(o.deletedAtM));
+  const rows = await db
+    .select(overrideColumns)
+    .from(o)
+    .where(input.cursor !== undefined ? and(live, gt(o.id, input.cursor)) : live)
+    .orderBy(asc(o.id))
+    .limit(input.limit);
+  const [counted] = await db.select({ total: count() }).from(o).where(live);
+  return { rows, total: Number(counted?.total ?? 0) };
+}
+
+/** Soft-deletes the live override; false when there is none. */
+export async function softDeleteOverride(db: Db, namespaceId: string, identifierValue: string): Promise<boolean> {
+  const rows = await db
+    .update(o)
+    .set({ deletedAtM: Date.now() })
+    .where(and(eq(o.namespaceId, namespaceId), eq(o.identifier, identifierValue), isNull(o.deletedAtM)))
+    .returning({ id: o.id });
+  return rows.length > 0;
+}

@@ -1,0 +1,256 @@
+import { and, eq, inArray, or, sql } from "drizzle-orm";
+import { textArray } from "../bulk.js";
+import type { Db } from "../client.js";
+import { permissions, roles, rolesPermissions } from "../schema.js";
+import { NotFoundError } from "../../core/errors.js";
+import { newId } from "../../core/ids.js";
+
+export async function insertPermission(
+  db: Db,
+  input: { workspaceId: string; name: string; slug: string; description?: string | undefined },
+): Promise<string> {
+  const id = newId("perm");
+  await db.insert(permissions).values({ id, ...input, description: input.description || null, createdAtM: Date.now() });
+  return id;
+}
+
+export async function insertRole(db: Db, input: { workspaceId: string; name: string; description?: string | undefined }): Promise<string> {
+  const id = newId("role");
+  await db.insert(roles).values({ id, ...input, description: input.description || null, createdAtM: Date.now() });
+  return id;
+}
+
+/**
+ * Roles of the workspace with one of these ids or names (one parameter each list, however long). `lockForShare`
+ * locks them (in id order, so concurrent callers cannot deadlock) until the caller's transaction ends, so a
+ * concurrent delete waits. The one lookup of roles by name: keys.createKey, the key RBAC routes and the imports.
+ */
+export async function findRolesByIdOrName(
+  db: Db,
+  workspaceId: string,
+  ids: string[],
+  names: string[],
+  { lockForShare = false } = {},
+): Promise<{ id: string; name: string }[]> {
+  if (ids.length === 0 && names.length === 0) return [];
+  const query = db
+    .select({ id: roles.id, name: roles.name })
+    .from(roles)
+    .where(
+      and(
+        eq(roles.workspaceId, workspaceId),
+        or(
+          ids.length > 0 ? sql`${roles.id} = any(${textArray(ids)})` : undefined,
+          names.length > 0 ? sql`${roles.name} = any(${textArray(names)})` : undefined,
+        ),
+      ),
+    )
+    .orderBy(roles.id);
+  return lockForShare ? query.for("share") : query;
+}
+
+/** Role ids by name in the workspace (names are unique per workspace). */
+export async function findRoleIdsByName(db: Db, workspaceId: string, names: string[]): Promise<Map<string, string>> {
+  const rows = await findRolesByIdOrName(db, workspaceId, [], names);
+  return new Map(rows.map((r) => [r.name, r.id]));
+}
+
+/**
+ * Permission ids by name in the workspace, as v1's import names them. Names are not unique (slugs are); when several
+ * permissions share a name, the one whose slug equals the name wins, else the oldest, so the choice never changes
+ * between calls.
+ */
+export async function findPermissionIdsByName(db: Db, workspaceId: string, names: string[]): Promise<Map<string, string>> {
+  if (names.length === 0) return new Map();
+  const rows = await db
+    .select({ id: permissions.id, name: permissions.name, slug: permissions.slug, createdAtM: permissions.createdAtM })
+    .from(permissions)
+    .where(and(eq(permissions.workspaceId, workspaceId), sql`${permissions.name} = any(${textArray(names)})`))
+    .orderBy(permissions.createdAtM, permissions.id);
+  const byName = new Map<string, string>();
+  for (const r of rows) {
+    if (!byName.has(r.name) || r.slug === r.name) byName.set(r.name, r.id);
+  }
+  return byName;
+}
+
+/** The names among `wanted` that `found` lacks, each once, in request order. */
+export function missingNames(wanted: Iterable<string>, found: { has(name: string): boolean }): string[] {
+  return [...new Set(wanted)].filter((n) => !found.has(n));
+}
+
+/** Creates the roles of these names that the workspace lacks; a concurrent creation of the same name is no error. */
+export async function createMissingRoles(db: Db, workspaceId: string, names: string[], now: number): Promise<void> {
+  if (names.length === 0) return;
+  // Inserted in one fixed order, so that concurrent creates of the same new roles cannot deadlock.
+  await db
+    .insert(roles)
+    .values([...new Set(names)].sort().map((name) => ({ id: newId("role"), workspaceId, name, createdAtM: now })))
+    .onConflictDoNothing({ target: [roles.workspaceId, roles.name] });
+}
+
+/** Creates the permissions of these slugs (name = slug) that the workspace lacks, like createMissingRoles. */
+export async function createMissingPermissions(db: Db, workspaceId: string, slugs: string[], now: number): Promise<void> {
+  if (slugs.length === 0) return;
+  await db
+    .insert(permissions)
+    .values([...new Set(slugs)].sort().map((slug) => ({ id: newId("perm"), workspaceId, name: slug, slug, createdAtM: now })))
+    .onConflictDoNothing({ target: [permissions.workspaceId, permissions.slug] });
+}
+
+/**
+ * The role with this name, created when missing, and locked against deletion until the transaction ends;
+ * undefined when a concurrent delete removed it meanwhile.
+ */
+export async function ensureRole(db: Db, workspaceId: string, name: string, now: number): Promise<string | undefined> {
+  await createMissingRoles(db, workspaceId, [name], now);
+  const [row] = await findRolesByIdOrName(db, workspaceId, [], [name], { lockForShare: true });
+  return row?.id;
+}
+
+/** The permission with this slug, created (name = slug) when missing, and locked like ensureRole's role. */
+export async function ensurePermission(db: Db, workspaceId: string, slug: string, now: number): Promise<string | undefined> {
+  await createMissingPermissions(db, workspaceId, [slug], now);
+  const [row] = await findPermissionsByIdOrSlug(db, workspaceId, [], [slug], { lockForShare: true });
+  return row?.id;
+}
+
+// ---- permissions.get/list/deletePermission, permissions.get/list/deleteRole, role <-> permission links ----
+
+export type PermissionRow = { id: string; name: string; slug: string; description: string | null };
+export type RoleRow = { id: string; name: string; description: string | null };
+
+const permissionColumns = {
+  id: permissions.id,
+  name: permissions.name,
+  slug: permissions.slug,
+  description: permissions.description,
+};
+const roleColumns = { id: roles.id, name: roles.name, description: roles.description };
+
+/** The permission with this id in the workspace; one of another workspace is not found. */
+export async function findPermission(db: Db, workspaceId: string, id: string): Promise<PermissionRow | undefined> {
+  const [row] = await db
+    .select(permissionColumns)
+    .from(permissions)
+    .where(and(eq(permissions.workspaceId, workspaceId), eq(permissions.id, id)));
+  return row;
+}
+
+/** Every permission of the workspace, oldest first. */
+export async function listWorkspacePermissions(db: Db, workspaceId: string): Promise<PermissionRow[]> {
+  return db
+    .select(permissionColumns)
+    .from(permissions)
+    .where(eq(permissions.workspaceId, workspaceId))
+    .orderBy(permissions.createdAtM, permissions.id);
+}
+
+/**
+ * Deletes the permission; its links to keys and roles go with it in the same statement (the foreign keys of
+ * keys_permissions and roles_permissions cascade). False when the workspace has no such permission.
+ */
+export async function deletePermission(db: Db, workspaceId: string, id: string): Promise<boolean> {
+  const rows = await db
+    .delete(permissions)
+    .where(and(eq(permissions.workspaceId, workspaceId), eq(permissions.id, id)))
+    .returning({ id: permissions.id });
+  return rows.length > 0;
+}
+
+/** The role with this id in the workspace; one of another workspace is not found. */
+export async function findRole(db: Db, workspaceId: string, id: string): Promise<RoleRow | undefined> {
+  const [row] = await db
+    .select(roleColumns)
+    .from(roles)
+    .where(and(eq(roles.workspaceId, workspaceId), eq(roles.id, id)));
+  return row;
+}
+
+/** Every role of the workspace, oldest first. */
+export async function listWorkspaceRoles(db: Db, workspaceId: string): Promise<RoleRow[]> {
+  return db.select(roleColumns).from(roles).where(eq(roles.workspaceId, workspaceId)).orderBy(roles.createdAtM, roles.id);
+}
+
+/** Deletes the role; its links in keys_roles and roles_permissions cascade in the same statement. */
+export async function deleteRole(db: Db, workspaceId: string, id: string): Promise<boolean> {
+  const rows = await db
+    .delete(roles)
+    .where(and(eq(roles.workspaceId, workspaceId), eq(roles.id, id)))
+    .returning({ id: roles.id });
+  return rows.length > 0;
+}
+
+/** A permission named by id, or else by slug. */
+export type PermissionRef = { id?: string | undefined; slug?: string | undefined };
+
+/**
+ * Permissions of the workspace with one of these ids or slugs. `lockForShare` locks them (in id order, so
+ * concurrent callers cannot deadlock) until the caller's transaction ends, so a concurrent delete waits.
+ */
+export async function findPermissionsByIdOrSlug(
+  db: Db,
+  workspaceId: string,
+  ids: string[],
+  slugs: string[],
+  { lockForShare = false } = {},
+) {
+  if (ids.length === 0 && slugs.length === 0) return [];
+  const query = db
+    .select({ id: permissions.id, slug: permissions.slug, name: permissions.name })
+    .from(permissions)
+    .where(
+      and(
+        eq(permissions.workspaceId, workspaceId),
+        or(ids.length > 0 ? inArray(permissions.id, ids) : undefined, slugs.length > 0 ? inArray(permissions.slug, slugs) : undefined),
+      ),
+    )
+    .orderBy(permissions.id);
+  return lockForShare ? query.for("share") : query;
+}
+
+/**
+ * Connects (`add`) or disconnects (`remove`) permissions and a role, in one transaction. The role and the
+ * permissions are locked FOR SHARE first, so a concurrent delete of either waits rather than breaking a foreign key.
+ * Throws NOT_FOUND for a role or a permission that the workspace does not have; then nothing changes.
+ */
+export async function changeRolePermissions(
+  db: Db,
+  workspaceId: string,
+  roleId: string,
+  refs: PermissionRef[],
+  change: "add" | "remove",
+): Promise<void> {
+  const ids = [...new Set(refs.flatMap((r) => (r.id !== undefined ? [r.id] : [])))];
+  const slugs = [...new Set(refs.flatMap((r) => (r.id === undefined && r.slug !== undefined ? [r.slug] : [])))];
+  await db.transaction(async (tx) => {
+    const [role] = await tx
+      .select({ id: roles.id })
+      .from(roles)
+      .where(and(eq(roles.workspaceId, workspaceId), eq(roles.id, roleId)))
+      .for("share");
+    if (!role) throw new NotFoundError("role", roleId);
+    const found = await findPermissionsByIdOrSlug(tx, workspaceId, ids, slugs, { lockForShare: true });
+    const foundIds = new Set(found.map((p) => p.id));
+    const foundSlugs = new Set(found.map((p) => p.slug));
+    const missingId = ids.find((id) => !foundIds.has(id));
+    if (missingId !== undefined) throw new NotFoundError("permission", missingId);
+    const missingSlug = slugs.find((s) => !foundSlugs.has(s));
+    if (missingSlug !== undefined) {
+      throw new NotFoundError("permission", missingSlug, `permission with slug "${missingSlug}" not found`);
+    }
+    const permissionIds = found.map((p) => p.id);
+    if (permissionIds.length === 0) return;
+    if (change === "add") {
+      const now = Date.now();
+      await tx
+        .insert(rolesPermissions)
+        .values(permissionIds.map((permissionId) => ({ roleId, permissionId, workspaceId, createdAtM: now })))
+        .onConflictDoNothing();
+    } else {
+      await tx
+        .delete(rolesPermissions)
+        .where(and(eq(rolesPermissions.roleId, roleId), inArray(rolesPermissions.permissionId, permissionIds)));
+    }
+  });
+}

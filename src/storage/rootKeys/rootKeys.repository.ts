@@ -1,0 +1,62 @@
+import { and, eq, ne } from "drizzle-orm";
+import type { Db } from "../client.js";
+import { rootKeys } from "../schema.js";
+import { hashKey } from "../../crypto/hash.js";
+import { generateKey } from "../../crypto/keyGen.js";
+import { newId } from "../../core/ids.js";
+
+export const ROOT_KEY_PREFIX = "khroot";
+
+export type NewRootKey = { workspaceId: string; name?: string | undefined; permissions: string[] };
+
+/** Creates a root key with a generated secret, or with `secret` when given; only its hash is stored. */
+export async function insertRootKey(db: Db, input: NewRootKey, secret?: string): Promise<{ keyId: string; key: string }> {
+  const key = secret ?? generateKey(ROOT_KEY_PREFIX, 32);
+  const keyId = newId("rk");
+  await db.insert(rootKeys).values({
+    id: keyId,
+    workspaceId: input.workspaceId,
+    hash: hashKey(key),
+    start: key.slice(0, ROOT_KEY_PREFIX.length + 5),
+    name: input.name ?? null,
+    permissions: input.permissions,
+    createdAtM: Date.now(),
+  });
+  return { keyId, key };
+}
+
+/**
+ * Makes `secret` a root key of the workspace with these permissions, whatever it was before, and revokes every
+ * other root key of that workspace with the same name: the value the name held before (KEYHAVEN_ROOT_KEY changed).
+ */
+export async function upsertRootKey(db: Db, input: NewRootKey & { name: string }, secret: string): Promise<void> {
+  await db.transaction(async (tx) => {
+    await tx
+      .delete(rootKeys)
+      .where(and(eq(rootKeys.workspaceId, input.workspaceId), eq(rootKeys.name, input.name), ne(rootKeys.hash, hashKey(secret))));
+    await upsertByHash(tx, input, secret);
+  });
+}
+
+async function upsertByHash(db: Db, input: NewRootKey, secret: string): Promise<void> {
+  await db
+    .insert(rootKeys)
+    .values({
+      id: newId("rk"),
+      workspaceId: input.workspaceId,
+      hash: hashKey(secret),
+      start: secret.slice(0, 4),
+      name: input.name ?? null,
+      permissions: input.permissions,
+      createdAtM: Date.now(),
+    })
+    .onConflictDoUpdate({
+      target: rootKeys.hash,
+      set: { workspaceId: input.workspaceId, permissions: input.permissions },
+    });
+}
+
+export async function deleteRootKeyById(db: Db, id: string): Promise<boolean> {
+  const rows = await db.delete(rootKeys).where(eq(rootKeys.id, id)).returning({ id: rootKeys.id });
+  return rows.length > 0;
+}

@@ -1,0 +1,392 @@
+import { sql } from "drizzle-orm";
+import {
+  bigint,
+  bigserial,
+  boolean,
+  check,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  smallint,
+  text,
+  timestamp,
+  uniqueIndex,
+} from "drizzle-orm/pg-core";
+
+export { MAX_INT32 } from "./int32.js";
+
+// Timestamps ending in `_at_m` are unix milliseconds, as on the wire. `expires` and `last_refill_at` are
+// timestamptz because the refill and expiry rules are computed in SQL.
+const ms = (name: string) => bigint(name, { mode: "number" });
+
+/** Small key/value table for facts about this installation (the default workspace id). */
+export const settings = pgTable("keyhaven_settings", {
+  name: text("name").primaryKey(),
+  value: text("value").notNull(),
+});
+
+export const workspaces = pgTable("workspaces", {
+  id: text("id").primaryKey(),
+  name: text("name").notNull(),
+  enabled: boolean("enabled").notNull().default(true),
+  createdAtM: ms("created_at_m").notNull(),
+  updatedAtM: ms("updated_at_m"),
+});
+
+export const rootKeys = pgTable(
+  "root_keys",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    // SHA-256 of the root key, standard base64. The key itself is never stored.
+    hash: text("hash").notNull(),
+    start: text("start").notNull(),
+    name: text("name"),
+    permissions: text("permissions").array().notNull(),
+    createdAtM: ms("created_at_m").notNull(),
+  },
+  (t) => [uniqueIndex("root_keys_hash_idx").on(t.hash), index("root_keys_workspace_idx").on(t.workspaceId)],
+);
+
+/** An API and its keyspace (upstream split these into `apis` and `key_auth`; one row serves both here). */
+export const apis = pgTable(
+  "apis",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    storeEncryptedKeys: boolean("store_encrypted_keys").notNull().default(false),
+    defaultPrefix: text("default_prefix"),
+    defaultBytes: integer("default_bytes"),
+    deleteProtection: boolean("delete_protection").notNull().default(false),
+    /** v1's IP allow-list: comma-separated addresses; null (or empty) lets every caller verify (src/core/apis/apis.ipWhitelist.ts). */
+    ipWhitelist: text("ip_whitelist"),
+    createdAtM: ms("created_at_m").notNull(),
+    updatedAtM: ms("updated_at_m"),
+    deletedAtM: ms("deleted_at_m"),
+  },
+  (t) => [index("apis_workspace_idx").on(t.workspaceId)],
+);
+
+export const identities = pgTable(
+  "identities",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    externalId: text("external_id").notNull(),
+    environment: text("environment").notNull().default("default"),
+    meta: jsonb("meta"),
+    createdAtM: ms("created_at_m").notNull(),
+    updatedAtM: ms("updated_at_m"),
+  },
+  (t) => [uniqueIndex("identities_workspace_external_id_idx").on(t.workspaceId, t.externalId)],
+);
+
+export const keys = pgTable(
+  "keys",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    apiId: text("api_id")
+      .notNull()
+      .references(() => apis.id, { onDelete: "cascade" }),
+    // SHA-256 (standard base64) of the key, or the imported hash as given. Unique across every workspace,
+    // because verification looks a key up by its hash alone.
+    hash: text("hash").notNull(),
+    start: text("start").notNull(),
+    prefix: text("prefix"),
+    name: text("name"),
+    ownerId: text("owner_id"),
+    identityId: text("identity_id").references(() => identities.id, { onDelete: "set null" }),
+    meta: jsonb("meta"),
+    expires: timestamp("expires", { withTimezone: true, precision: 3, mode: "date" }),
+    remaining: integer("remaining_requests"),
+    refillDay: smallint("refill_day"),
+    refillAmount: integer("refill_amount"),
+    lastRefillAt: timestamp("last_refill_at", { withTimezone: true, precision: 3, mode: "date" }),
+    enabled: boolean("enabled").notNull().default(true),
+    environment: text("environment"),
+    createdAtM: ms("created_at_m").notNull(),
+    updatedAtM: ms("updated_at_m"),
+    deletedAtM: ms("deleted_at_m"),
+  },
+  (t) => [
+    uniqueIndex("keys_hash_idx").on(t.hash),
+    index("keys_api_idx").on(t.apiId, t.deletedAtM),
+    // listKeys pages an API's live keys in id order: this serves each page without sorting the whole API.
+    index("keys_live_by_api_idx").on(t.apiId, t.id).where(sql`${t.deletedAtM} is null`),
+    index("keys_workspace_idx").on(t.workspaceId),
+    index("keys_owner_idx").on(t.ownerId),
+    index("keys_identity_idx").on(t.identityId),
+    check("keys_remaining_not_negative", sql`${t.remaining} >= 0`),
+  ],
+);
+
+/** Plaintext of imported (or recoverable) keys, AES-256-GCM under the workspace's data key. */
+export const encryptedKeys = pgTable("encrypted_keys", {
+  keyId: text("key_id")
+    .primaryKey()
+    .references(() => keys.id, { onDelete: "cascade" }),
+  // No foreign key: the key row already belongs to the workspace and cascades; a second check per row costs
+  // about a third of this table's insert time in a bulk import.
+  workspaceId: text("workspace_id").notNull(),
+  // base64(nonce || ciphertext || tag); the key id and workspace id are bound in as associated data.
+  encrypted: text("encrypted").notNull(),
+  encryptionKeyId: text("encryption_key_id")
+    .notNull()
+    .references(() => encryptionKeys.id),
+  createdAtM: ms("created_at_m").notNull(),
+});
+
+/** Per-workspace data keys, each wrapped (AES-256-GCM) by KEYHAVEN_ENCRYPTION_KEY. */
+export const encryptionKeys = pgTable(
+  "encryption_keys",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    wrapped: text("wrapped").notNull(),
+    // First bytes of SHA-256 of the master key, so a wrong KEYHAVEN_ENCRYPTION_KEY is told apart from corrupt data.
+    masterKeyFingerprint: text("master_key_fingerprint").notNull(),
+    createdAtM: ms("created_at_m").notNull(),
+  },
+  (t) => [index("encryption_keys_workspace_idx").on(t.workspaceId, t.createdAtM)],
+);
+
+export const permissions = pgTable(
+  "permissions",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    slug: text("slug").notNull(),
+    description: text("description"),
+    createdAtM: ms("created_at_m").notNull(),
+    updatedAtM: ms("updated_at_m"),
+  },
+  (t) => [
+    uniqueIndex("permissions_workspace_slug_idx").on(t.workspaceId, t.slug),
+    index("permissions_workspace_name_idx").on(t.workspaceId, t.name),
+  ],
+);
+
+export const roles = pgTable(
+  "roles",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    description: text("description"),
+    createdAtM: ms("created_at_m").notNull(),
+    updatedAtM: ms("updated_at_m"),
+  },
+  (t) => [uniqueIndex("roles_workspace_name_idx").on(t.workspaceId, t.name)],
+);
+
+export const keysRoles = pgTable(
+  "keys_roles",
+  {
+    keyId: text("key_id")
+      .notNull()
+      .references(() => keys.id, { onDelete: "cascade" }),
+    roleId: text("role_id")
+      .notNull()
+      .references(() => roles.id, { onDelete: "cascade" }),
+    workspaceId: text("workspace_id").notNull(),
+    createdAtM: ms("created_at_m").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.keyId, t.roleId] }), index("keys_roles_role_idx").on(t.roleId)],
+);
+
+export const keysPermissions = pgTable(
+  "keys_permissions",
+  {
+    keyId: text("key_id")
+      .notNull()
+      .references(() => keys.id, { onDelete: "cascade" }),
+    permissionId: text("permission_id")
+      .notNull()
+      .references(() => permissions.id, { onDelete: "cascade" }),
+    workspaceId: text("workspace_id").notNull(),
+    createdAtM: ms("created_at_m").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.keyId, t.permissionId] }), index("keys_permissions_permission_idx").on(t.permissionId)],
+);
+
+export const rolesPermissions = pgTable(
+  "roles_permissions",
+  {
+    roleId: text("role_id")
+      .notNull()
+      .references(() => roles.id, { onDelete: "cascade" }),
+    permissionId: text("permission_id")
+      .notNull()
+      .references(() => permissions.id, { onDelete: "cascade" }),
+    workspaceId: text("workspace_id").notNull(),
+    createdAtM: ms("created_at_m").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.roleId, t.permissionId] }), index("roles_permissions_permission_idx").on(t.permissionId)],
+);
+
+/** Named rate limits of a key or of an identity; the key's limit named `default` is applied automatically. */
+export const ratelimits = pgTable(
+  "ratelimits",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    keyId: text("key_id").references(() => keys.id, { onDelete: "cascade" }),
+    identityId: text("identity_id").references(() => identities.id, { onDelete: "cascade" }),
+    limit: integer("limit").notNull(),
+    duration: ms("duration").notNull(),
+    autoApply: boolean("auto_apply").notNull().default(false),
+    createdAtM: ms("created_at_m").notNull(),
+    updatedAtM: ms("updated_at_m"),
+  },
+  (t) => [
+    uniqueIndex("ratelimits_key_name_idx").on(t.keyId, t.name),
+    uniqueIndex("ratelimits_identity_name_idx").on(t.identityId, t.name),
+    check("ratelimits_owner", sql`(${t.keyId} is null) <> (${t.identityId} is null)`),
+  ],
+);
+
+/** Namespaces of standalone rate limits (`ratelimits.limit`); a name is unique among a workspace's live ones. */
+export const ratelimitNamespaces = pgTable(
+  "ratelimit_namespaces",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    createdAtM: ms("created_at_m").notNull(),
+    updatedAtM: ms("updated_at_m"),
+    deletedAtM: ms("deleted_at_m"),
+  },
+  (t) => [uniqueIndex("ratelimit_namespaces_workspace_name_idx").on(t.workspaceId, t.name).where(sql`${t.deletedAtM} is null`)],
+);
+
+/**
+ * Per-identifier limits of a namespace. `identifier` may contain `*` (any run of characters). One row per
+ * (namespace, identifier), deleted ones included, so setting a deleted override again revives its row and id.
+ */
+export const ratelimitOverrides = pgTable(
+  "ratelimit_overrides",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    namespaceId: text("namespace_id")
+      .notNull()
+      .references(() => ratelimitNamespaces.id, { onDelete: "cascade" }),
+    identifier: text("identifier").notNull(),
+    limit: integer("limit").notNull(),
+    duration: ms("duration").notNull(),
+    async: boolean("async").notNull().default(false),
+    createdAtM: ms("created_at_m").notNull(),
+    updatedAtM: ms("updated_at_m"),
+    deletedAtM: ms("deleted_at_m"),
+  },
+  (t) => [
+    uniqueIndex("ratelimit_overrides_namespace_identifier_idx").on(t.namespaceId, t.identifier),
+    // listOverrides pages a namespace's live overrides by id.
+    index("ratelimit_overrides_live_by_namespace_idx").on(t.namespaceId, t.id).where(sql`${t.deletedAtM} is null`),
+    // ratelimits.limit scans only a namespace's live wildcard overrides after the exact lookup.
+    index("ratelimit_overrides_wildcards_idx").on(t.namespaceId).where(sql`${t.deletedAtM} is null and strpos(${t.identifier}, '*') > 0`),
+  ],
+);
+
+/**
+ * Batches of `migrations.enqueueKeys`, waiting for (or done by) the migration worker. `keys` holds each key's
+ * settings with its secret already sealed (id, hash, ciphertext of a plaintext): never a plaintext.
+ */
+export const migrationBatches = pgTable(
+  "migration_batches",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    migrationId: text("migration_id").notNull(),
+    apiId: text("api_id").notNull(),
+    // The keys' settings and sealed secrets (hash, ciphertext). Null once the batch is done, or failed in a way a
+    // retry cannot fix: the queue must not keep, beyond the import, what could restore a key deleted since.
+    keys: jsonb("keys"),
+    keyCount: integer("key_count").notNull(),
+    // pending, then done (every key imported) or failed (some or all not imported: see migration_errors).
+    status: text("status").notNull().default("pending"),
+    imported: integer("imported").notNull().default(0),
+    failed: integer("failed").notNull().default(0),
+    // Attempts that ended in a transient failure (connection, timeout, lock, serialization); retried with backoff.
+    attempts: integer("attempts").notNull().default(0),
+    // A pending batch is not claimed before this time (unix ms); null: at once.
+    nextAttemptAtM: ms("next_attempt_at_m"),
+    // What the last failed attempt ended with (an SQLSTATE or a kind of failure, never a value).
+    lastError: text("last_error"),
+    createdAtM: ms("created_at_m").notNull(),
+    processedAtM: ms("processed_at_m"),
+  },
+  (t) => [
+    // The worker claims the oldest pending batch: this index holds only those.
+    index("migration_batches_pending_idx").on(t.id).where(sql`${t.status} = 'pending'`),
+    index("migration_batches_migration_idx").on(t.workspaceId, t.migrationId),
+  ],
+);
+
+/** Why keys of an enqueued batch were not imported: per key (`key_index`), or for the whole batch (null). */
+export const migrationErrors = pgTable(
+  "migration_errors",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    batchId: bigint("batch_id", { mode: "number" })
+      .notNull()
+      .references(() => migrationBatches.id, { onDelete: "cascade" }),
+    workspaceId: text("workspace_id").notNull(),
+    migrationId: text("migration_id").notNull(),
+    keyIndex: integer("key_index"),
+    code: text("code").notNull(),
+    message: text("message").notNull(),
+    createdAtM: ms("created_at_m").notNull(),
+  },
+  (t) => [index("migration_errors_migration_idx").on(t.workspaceId, t.migrationId, t.batchId)],
+);
+
+/**
+ * Verification outcomes counted per key, UTC hour, outcome and tags (as sent), upserted by the analytics
+ * flusher. The workspace and API are the key's, read when the counts are written.
+ */
+export const verificationCounts = pgTable(
+  "verification_counts",
+  {
+    keyId: text("key_id").notNull(),
+    hourM: ms("hour_m").notNull(),
+    outcome: text("outcome").notNull(),
+    tags: text("tags").array().notNull().default(sql`'{}'::text[]`),
+    workspaceId: text("workspace_id").notNull(),
+    apiId: text("api_id").notNull(),
+    identityId: text("identity_id"),
+    count: bigint("count", { mode: "number" }).notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.keyId, t.hourM, t.outcome, t.tags] }),
+    index("verification_counts_api_hour_idx").on(t.workspaceId, t.apiId, t.hourM),
+  ],
+);

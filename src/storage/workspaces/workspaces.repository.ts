@@ -1,0 +1,39 @@
+import { eq } from "drizzle-orm";
+import type { Db } from "../client.js";
+import { settings, workspaces } from "../schema.js";
+import { newId } from "../../core/ids.js";
+
+const DEFAULT_WORKSPACE = "default_workspace_id";
+
+export async function insertWorkspace(db: Db, name: string): Promise<string> {
+  const id = newId("ws");
+  await db.insert(workspaces).values({ id, name, createdAtM: Date.now() });
+  return id;
+}
+
+/** Returns false when no such workspace exists. */
+export async function setWorkspaceEnabled(db: Db, id: string, enabled: boolean): Promise<boolean> {
+  const rows = await db
+    .update(workspaces)
+    .set({ enabled, updatedAtM: Date.now() })
+    .where(eq(workspaces.id, id))
+    .returning({ id: workspaces.id });
+  return rows.length > 0;
+}
+
+export async function workspaceExists(db: Db, id: string): Promise<boolean> {
+  const rows = await db.select({ id: workspaces.id }).from(workspaces).where(eq(workspaces.id, id)).limit(1);
+  return rows.length > 0;
+}
+
+export async function findDefaultWorkspaceId(db: Db): Promise<string | undefined> {
+  const [row] = await db.select().from(settings).where(eq(settings.name, DEFAULT_WORKSPACE)).limit(1);
+  return row?.value;
+}
+
+export async function setDefaultWorkspaceId(db: Db, id: string): Promise<void> {
+  await db
+    .insert(settings)
+    .values({ name: DEFAULT_WORKSPACE, value: id })
+    .onConflictDoUpdate({ target: settings.name, set: { value: id } });
+}

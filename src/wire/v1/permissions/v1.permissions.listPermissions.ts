@@ -1,0 +1,20 @@
+import { z } from "zod";
+import { requirePermission } from "../../../core/auth/rootKeys.authenticator.js";
+import { defineRpc } from "../rpc.js";
+import { listWorkspacePermissions } from "../../../storage/rbac/permissions.repository.js";
+import { permissionOutput, toPermissionOutput } from "./permissions.schemas.js";
+
+export const listPermissions = defineRpc({
+  method: "GET",
+  path: "/v1/permissions.listPermissions",
+  auth: "rootKey",
+  summary: "Lists every permission of the workspace, oldest first (no pagination, as in v1).",
+  errors: [403, 503],
+  returns: "Every permission of the workspace.",
+  input: z.object({}),
+  output: z.array(permissionOutput),
+  handler: async (_input, { deps, rootKey: auth }) => {
+    requirePermission(auth, { or: ["*", "rbac.*.read_permission"] });
+    return (await listWorkspacePermissions(deps.db, auth.workspaceId)).map(toPermissionOutput);
+  },
+});

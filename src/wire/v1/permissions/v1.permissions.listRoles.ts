@@ -1,0 +1,20 @@
+import { z } from "zod";
+import { requirePermission } from "../../../core/auth/rootKeys.authenticator.js";
+import { defineRpc } from "../rpc.js";
+import { listWorkspaceRoles } from "../../../storage/rbac/permissions.repository.js";
+import { roleOutput, toRoleOutput } from "./permissions.schemas.js";
+
+export const listRoles = defineRpc({
+  method: "GET",
+  path: "/v1/permissions.listRoles",
+  auth: "rootKey",
+  summary: "Lists every role of the workspace, oldest first (no pagination, as in v1).",
+  errors: [403, 503],
+  returns: "Every role of the workspace.",
+  input: z.object({}),
+  output: z.array(roleOutput),
+  handler: async (_input, { deps, rootKey: auth }) => {
+    requirePermission(auth, { or: ["*", "rbac.*.read_role"] });
+    return (await listWorkspaceRoles(deps.db, auth.workspaceId)).map(toRoleOutput);
+  },
+});

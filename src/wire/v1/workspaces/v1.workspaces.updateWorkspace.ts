@@ -1,0 +1,23 @@
+import { z } from "zod";
+import { ApiError } from "../../../http/errors.js";
+import { defineRpc } from "../rpc.js";
+import { idInput } from "../inputBounds.js";
+import { setWorkspaceEnabled } from "../../../storage/workspaces/workspaces.repository.js";
+
+export const updateWorkspace = defineRpc({
+  method: "POST",
+  path: "/v1/workspaces.updateWorkspace",
+  auth: "admin",
+  summary:
+    "Operator route (keyhaven extension): enables or disables a workspace. A disabled workspace answers every root-key call with 403 FORBIDDEN.",
+  errors: [400, 403, 404, 503],
+  returns: "The workspace is enabled or disabled.",
+  input: z.object({ workspaceId: idInput, enabled: z.boolean() }),
+  output: z.object({}),
+  handler: async (input, { deps }) => {
+    if (!(await setWorkspaceEnabled(deps.db, input.workspaceId, input.enabled))) {
+      throw new ApiError("NOT_FOUND", `workspace ${input.workspaceId} not found`);
+    }
+    return {};
+  },
+});

@@ -45,11 +45,12 @@ import { PGlite } from "@electric-sql/pglite";
 import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
-import { Keyring } from "../src/crypto/keyring.js";
+import { Keyring } from "../src/keyring/keyring.js";
 import { MIGRATIONS_DIR, redactUrl } from "../src/storage/client.js";
-import { newId } from "../src/core/ids.js";
-import { type KeyRow, planImport } from "../src/core/import/import.plan.js";
-import type { ImportKey } from "../src/wire/v1/migrations/migrations.schemas.js";
+import { newId } from "../src/ids.js";
+import { planImport } from "../src/core/import/import.plan.js";
+import type { KeyRow } from "../src/storage/import/import.rows.js";
+import type { ImportKey } from "../src/core/import/import.keys.types.js";
 import {
   openAdmin,
   envIntList,

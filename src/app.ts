@@ -9,14 +9,15 @@ import {
 } from "fastify-type-provider-zod";
 import type { Config } from "./config.js";
 import { findDependencyFailure } from "./storage/dependency.js";
-import type { Deps } from "./deps.js";
-import { DomainError } from "./core/errors.js";
-import { ApiError, apiErrorOf, type ErrorCode, type ErrorFields, errorEnvelope } from "./http/errors.js";
+import type { Services } from "./services.js";
+import { DomainError } from "./errors.js";
+import { ApiError, type ErrorCode, type ErrorFields, errorEnvelope } from "./http/errors.js";
+import { apiErrorOf } from "./wire/v1/errors.js";
 import { registerErrorReference } from "./wire/v1/errorReference.js";
 import { parseJsonBody } from "./http/jsonBody.js";
 import { registerMetrics } from "./http/metrics.js";
 import { registerOpenApi } from "./wire/v1/openapi.js";
-import { newId } from "./core/ids.js";
+import { newId } from "./ids.js";
 import { serializeError } from "./log.js";
 import { BULK_BODY_LIMIT, registerRpc } from "./wire/v1/rpc.js";
 import { rpcs } from "./wire/v1/routes.js";
@@ -51,7 +52,7 @@ function clientErrorAnswer(err: NodeJS.ErrnoException): { status: number; code: 
 }
 
 export type BuildAppOptions = {
-  deps: Deps;
+  deps: Services;
   /** Fastify's logger option: pino options, or false to log nothing (tests). */
   logger?: boolean | Record<string, unknown>;
 };

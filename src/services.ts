@@ -1,6 +1,6 @@
 import { type Clock, systemClock } from "./clock.js";
 import type { Config } from "./config.js";
-import { Keyring } from "./crypto/keyring.js";
+import { Keyring } from "./keyring/keyring.js";
 import type { Db, Store } from "./storage/client.js";
 import { EpochReader } from "./storage/epoch.js";
 import { AppMetrics } from "./http/metrics.js";

@@ -11,7 +11,7 @@ import { loadConfig } from "../src/config.js";
 import { startServer } from "../src/main.js";
 import { hashKey } from "../src/crypto/hash.js";
 import { MemoryRateLimiter } from "../src/storage/ratelimits/memory.ratelimiter.js";
-import { resolveMasterKey } from "../src/crypto/masterKey.js";
+import { resolveMasterKey } from "../src/keyring/masterKey.js";
 import { migrateAndRun, openPglite, rowsOf, type Store } from "../src/storage/client.js";
 import { deleteRootKeyById, insertRootKey } from "../src/storage/rootKeys/rootKeys.repository.js";
 

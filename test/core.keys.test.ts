@@ -5,13 +5,7 @@ import { deleteApiKeys, deleteKey } from "../src/core/keys/keys.delete.js";
 import { updateKey } from "../src/core/keys/keys.update.js";
 import { updateRemaining } from "../src/core/keys/keys.updateRemaining.js";
 import type { Principal } from "../src/core/principal.js";
-import {
-  DecryptNotAllowedError,
-  InvalidInputError,
-  NotFoundError,
-  PermissionDeniedError,
-  PreconditionFailedError,
-} from "../src/core/errors.js";
+import { DecryptNotAllowedError, InvalidInputError, NotFoundError, PermissionDeniedError, PreconditionFailedError } from "../src/errors.js";
 import { test } from "./fixtures.js";
 
 // The key operations of the core, called directly on the harness's services: plain inputs, plain results, domain

@@ -1,7 +1,7 @@
 import { describe, expect } from "vitest";
 import { addToKey, removeFromKey, roleKind, setOnKey } from "../src/core/rbac/rbac.keyLinks.js";
-import { NotFoundError, PermissionDeniedError } from "../src/core/errors.js";
-import { apiErrorOf } from "../src/http/errors.js";
+import { NotFoundError, PermissionDeniedError } from "../src/errors.js";
+import { apiErrorOf } from "../src/wire/v1/errors.js";
 import { test as it } from "./fixtures.js";
 
 // The rules of connecting roles to a key, called directly with a plain principal (no root key, no HTTP): domain

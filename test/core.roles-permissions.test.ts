@@ -6,7 +6,7 @@ import {
   deletePermission,
   deleteRole,
 } from "../src/core/rbac/rbac.rolesPermissions.js";
-import { ConflictError, NotFoundError, PermissionDeniedError } from "../src/core/errors.js";
+import { ConflictError, NotFoundError, PermissionDeniedError } from "../src/errors.js";
 import { test as it } from "./fixtures.js";
 
 // A workspace's roles and permissions through the core, with a plain principal: domain errors carry v1's messages,

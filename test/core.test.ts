@@ -4,7 +4,7 @@ import { createApi, deleteApi, getApi, updateApi } from "../src/core/apis/apis.c
 import { createIdentity, getIdentity, updateIdentity } from "../src/core/identities/identities.core.js";
 import type { Principal } from "../src/core/principal.js";
 import { getOverride, givenNamespace, limit, listNamespaces, setOverride } from "../src/core/ratelimits/ratelimits.core.js";
-import { ConflictError, DeleteProtectedError, InvalidInputError, NotFoundError, PermissionDeniedError } from "../src/core/errors.js";
+import { ConflictError, DeleteProtectedError, InvalidInputError, NotFoundError, PermissionDeniedError } from "../src/errors.js";
 import { test } from "./fixtures.js";
 
 // The core (src/core/<domain>) is called here as a second protocol will call it: a plain principal, plain inputs,

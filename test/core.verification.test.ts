@@ -1,6 +1,6 @@
 import { describe, expect } from "vitest";
 import { verifyKey } from "../src/core/verification/verification.verify.js";
-import { InvalidInputError } from "../src/core/errors.js";
+import { InvalidInputError } from "../src/errors.js";
 import { test as it } from "./fixtures.js";
 
 // The verification core called directly, without HTTP: plain inputs, a plain result in the core's words (no v1

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { getTableColumns, type Table } from "drizzle-orm";
 import { describe, expect } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
-import type { Keyring } from "../src/crypto/keyring.js";
+import type { Keyring } from "../src/keyring/keyring.js";
 import { keys } from "../src/storage/schema.js";
 import { planImport } from "../src/core/import/import.plan.js";
 import { test } from "./fixtures.js";

@@ -2,12 +2,12 @@ import bs58 from "bs58";
 import { describe, expect, it } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
 import { generateKey } from "../src/crypto/keyGen.js";
-import { Keyring } from "../src/crypto/keyring.js";
-import { KeyringError } from "../src/crypto/keyring.errors.js";
+import { Keyring } from "../src/keyring/keyring.js";
+import { KeyringError } from "../src/keyring/keyring.errors.js";
 import type { Db } from "../src/storage/client.js";
 import { ApiError } from "../src/http/errors.js";
 import { open, seal } from "../src/crypto/vault.js";
-import { newId, randomSlice } from "../src/core/ids.js";
+import { newId, randomSlice } from "../src/ids.js";
 import { randomBytes } from "node:crypto";
 
 describe("hashing", () => {

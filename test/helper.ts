@@ -6,7 +6,7 @@ import { buildApp } from "../src/app.js";
 import { type BackgroundJobs, startBackgroundJobs, stopBackgroundJobs } from "../src/background.js";
 import type { Clock } from "../src/clock.js";
 import { type Config, loadConfig } from "../src/config.js";
-import type { Keyring } from "../src/crypto/keyring.js";
+import type { Keyring } from "../src/keyring/keyring.js";
 import { type Db, migrateAndRun, openPglite, openPostgres, type Store } from "../src/storage/client.js";
 import { insertRootKey } from "../src/storage/rootKeys/rootKeys.repository.js";
 import { MemoryRateLimiter } from "../src/storage/ratelimits/memory.ratelimiter.js";

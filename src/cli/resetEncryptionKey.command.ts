@@ -2,8 +2,8 @@ import { randomBytes } from "node:crypto";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { loadConfig } from "../config.js";
-import { embeddedKeyFile, writeKeyFile } from "../crypto/masterKey.js";
-import { resetMasterKey } from "../crypto/masterKey.reset.js";
+import { embeddedKeyFile, writeKeyFile } from "../keyring/masterKey.js";
+import { resetMasterKey } from "../keyring/masterKey.reset.js";
 import { openStore } from "../main.js";
 
 const CONFIRM = "delete-stored-plaintexts";

@@ -2,9 +2,9 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { loadConfig, readEncryptionKeyFile } from "../config.js";
-import { embeddedKeyFile, writeKeyFile } from "../crypto/masterKey.js";
+import { embeddedKeyFile, writeKeyFile } from "../keyring/masterKey.js";
 import { fingerprint } from "../crypto/vault.js";
-import { RotationError, rotateMasterKey } from "../crypto/masterKey.rotate.js";
+import { RotationError, rotateMasterKey } from "../keyring/masterKey.rotate.js";
 import { openStore } from "../main.js";
 
 export const ROTATE_HELP = `Usage: keyhaven rotate-encryption-key --new-key-file <path>

@@ -1,5 +1,20 @@
+import { PermissionDeniedError } from "../errors.js";
+import { describeQuery, type PermissionQuery, satisfies } from "./auth/permissions.query.js";
+
 /**
  * Who calls the core: the workspace it acts in and the permissions it holds, whatever the wire protocol
  * authenticated (v1's RootKeyAuth is this shape).
  */
 export type Principal = { readonly workspaceId: string; readonly permissions: ReadonlySet<string> };
+
+/** What a permission check reads of the caller: a Principal, or anything holding permissions as one does. */
+type PermissionHolder = { readonly permissions: ReadonlySet<string> };
+
+export function hasPermission(auth: PermissionHolder, query: PermissionQuery): boolean {
+  return satisfies(query, auth.permissions);
+}
+
+/** Throws the core's PermissionDeniedError (v1: 403 INSUFFICIENT_PERMISSIONS) unless `auth` satisfies `query`. */
+export function requirePermission(auth: PermissionHolder, query: PermissionQuery): void {
+  if (!satisfies(query, auth.permissions)) throw new PermissionDeniedError(describeQuery(query), [...auth.permissions]);
+}

@@ -1,5 +1,5 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
-import { randomSlice } from "../core/ids.js";
+import { randomSlice } from "../ids.js";
 
 const ALGORITHM = "aes-256-gcm";
 const NONCE_BYTES = 12;

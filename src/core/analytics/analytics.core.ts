@@ -1,7 +1,7 @@
 import type { PermissionQuery } from "../auth/permissions.query.js";
-import { requirePermission } from "../auth/rootKeys.authenticator.js";
+import { requirePermission } from "../principal.js";
 import type { Db } from "../../storage/client.js";
-import { InvalidInputError, NotFoundError } from "../errors.js";
+import { InvalidInputError, NotFoundError } from "../../errors.js";
 import {
   type AnalyticsRow,
   dailyKeyVerifications,

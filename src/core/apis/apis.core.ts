@@ -1,7 +1,7 @@
 import { apiPermission } from "../auth/permissions.query.js";
-import { requirePermission } from "../auth/rootKeys.authenticator.js";
+import { requirePermission } from "../principal.js";
 import type { Db } from "../../storage/client.js";
-import { DeleteProtectedError, NotFoundError } from "../errors.js";
+import { DeleteProtectedError, NotFoundError } from "../../errors.js";
 import { findApi, insertApi, type NewApi, setApiIpWhitelist, softDeleteApiWithKeys } from "../../storage/apis/apis.repository.js";
 import { type ApiKeysFilter, countKeys, type KeyObjectRow, listKeyObjectRows } from "../../storage/keys/keyObjects.repository.js";
 import type { Principal } from "../principal.js";

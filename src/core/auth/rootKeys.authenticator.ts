@@ -1,12 +1,9 @@
 import type { Db } from "../../storage/client.js";
 import { EpochCache, type EpochReader } from "../../storage/epoch.js";
 import { hashKey } from "../../crypto/hash.js";
-import { ApiError } from "../../http/errors.js";
 import { liveKeyHashExists, prepareRootKeyLookup } from "../../storage/rootKeys/rootKeys.auth.repository.js";
 import type { Clock } from "../../clock.js";
-import { PermissionDeniedError } from "../errors.js";
-import { bearerToken } from "../../http/bearer.js";
-import { describeQuery, type PermissionQuery, satisfies } from "./permissions.query.js";
+import { UnauthenticatedError, WorkspaceDisabledError } from "../../errors.js";
 
 export type RootKeyAuth = {
   readonly rootKeyId: string;
@@ -49,39 +46,36 @@ export class RootKeyAuthenticator {
   }
 
   /**
-   * Authenticates `Authorization: Bearer <root key>` with v1's codes and messages (all 403, as v1 clients expect).
+   * Authenticates a root key (the token of `Authorization: Bearer`; "" when none was sent). Refuses with
+   * UnauthenticatedError, whose reason each adapter words, or WorkspaceDisabledError.
    *
    * Every request reads the store's epoch (one small query shared by the requests that arrive together; see
    * storage/epoch.ts); the root key is read from the database only when it is not in memory at that epoch. Deleting a
    * root key, changing its permissions or disabling its workspace moves the epoch, so the next request on every
    * replica sees it. `epoch` may be passed by a caller that reads it for other caches of the same request.
    */
-  async authenticate(authorization: string | undefined, epoch?: bigint): Promise<RootKeyAuth> {
-    const token = bearerToken(authorization);
-    if (token === "") throw new ApiError("UNAUTHORIZED", "key required");
+  async authenticate(token: string, epoch?: bigint): Promise<RootKeyAuth> {
+    if (token === "") throw new UnauthenticatedError("missing");
     const hash = hashKey(token);
     const found = await this.find(hash, epoch);
     if (!found) {
       // Only on the failure path: tell a customer's API key used as a root key apart from an unknown one.
-      throw new ApiError("UNAUTHORIZED", (await liveKeyHashExists(this.db, hash)) ? "root key required" : "key not found");
+      throw new UnauthenticatedError((await liveKeyHashExists(this.db, hash)) ? "notRootKey" : "unknown");
     }
-    if (!found.workspaceEnabled) throw new ApiError("FORBIDDEN", "workspace is disabled");
+    if (!found.workspaceEnabled) throw new WorkspaceDisabledError();
     return found.auth;
   }
 
   /**
-   * The root key of an `Authorization: Bearer` header when it is one of an enabled workspace, else undefined: for
-   * a route where the header is optional (keys.verifyKey ignores anything else, as v1 does). Never throws for what
-   * the header holds. A header that cannot be a root key (absent, shorter than any root key, such as the SDK's
-   * `Bearer public`) costs nothing; a token found to be no root key is remembered for a minute, so a client that
-   * always sends the same foreign token costs no query per request. That is exact for generated root keys (nobody
-   * can send one before it exists); a secret chosen by the operator that was sent before it became a root key is
-   * recognised at most a minute late.
+   * The root key of a token when it is one of an enabled workspace, else undefined: for a route where the header is
+   * optional (v1's keys.verifyKey ignores anything else there). Never throws for what the token holds. A token that
+   * cannot be a root key (absent, shorter than any root key, such as the SDK's `Bearer public`) costs nothing; a token
+   * found to be no root key is remembered for a minute, so a client that always sends the same foreign token costs no
+   * query per request. That is exact for generated root keys (nobody can send one before it exists); a secret chosen
+   * by the operator that was sent before it became a root key is recognised at most a minute late.
    */
-  async optional(authorization: string | undefined, epoch?: bigint): Promise<RootKeyAuth | undefined> {
-    if (authorization === undefined) return undefined;
-    const token = bearerToken(authorization);
-    if (token.length < MIN_ROOT_KEY_LENGTH) return undefined;
+  async optional(token: string | undefined, epoch?: bigint): Promise<RootKeyAuth | undefined> {
+    if (token === undefined || token.length < MIN_ROOT_KEY_LENGTH) return undefined;
     const hash = hashKey(token);
     const now = this.clock.now();
     const until = this.unknown.get(hash);
@@ -101,34 +95,4 @@ export class RootKeyAuthenticator {
   private async find(hash: string, epoch: bigint | undefined): Promise<CachedRootKey | undefined> {
     return this.cache.get(hash, epoch ?? (await this.epochs.current()));
   }
-}
-
-/** `services.rootKeys.authenticate`: what handlers call (they hold the services as `deps`). */
-export function authenticateRootKey(
-  services: { rootKeys: RootKeyAuthenticator },
-  authorization: string | undefined,
-  epoch?: bigint,
-): Promise<RootKeyAuth> {
-  return services.rootKeys.authenticate(authorization, epoch);
-}
-
-/** `services.rootKeys.optional`: the root key of an optional `Authorization` header (keys.verifyKey). */
-export function optionalRootKey(
-  services: { rootKeys: RootKeyAuthenticator },
-  authorization: string | undefined,
-  epoch?: bigint,
-): Promise<RootKeyAuth | undefined> {
-  return services.rootKeys.optional(authorization, epoch);
-}
-
-/** What a permission check reads of the caller: a root key (RootKeyAuth), or the core's Principal. */
-type PermissionHolder = { readonly permissions: ReadonlySet<string> };
-
-export function hasPermission(auth: PermissionHolder, query: PermissionQuery): boolean {
-  return satisfies(query, auth.permissions);
-}
-
-/** Throws the core's PermissionDeniedError (v1: 403 INSUFFICIENT_PERMISSIONS) unless `auth` satisfies `query`. */
-export function requirePermission(auth: PermissionHolder, query: PermissionQuery): void {
-  if (!satisfies(query, auth.permissions)) throw new PermissionDeniedError(describeQuery(query), [...auth.permissions]);
 }

@@ -1,7 +1,7 @@
 import { describeQuery, type PermissionQuery } from "../auth/permissions.query.js";
-import { hasPermission, requirePermission } from "../auth/rootKeys.authenticator.js";
+import { hasPermission, requirePermission } from "../principal.js";
 import { type Db, isUniqueViolation } from "../../storage/client.js";
-import { ConflictError, InvalidInputError, NotFoundError, PermissionDeniedError } from "../errors.js";
+import { ConflictError, InvalidInputError, NotFoundError, PermissionDeniedError } from "../../errors.js";
 import {
   deleteIdentity as removeIdentity,
   findIdentity,

@@ -1,5 +1,5 @@
 import type { Db } from "../../storage/client.js";
-import { DomainError } from "../errors.js";
+import { DomainError } from "../../errors.js";
 import { describeUnexpected } from "../../log.js";
 import { findLiveApiIds } from "../../storage/apis/apis.repository.js";
 import {
@@ -9,7 +9,7 @@ import {
   insertImport,
   type PendingBatch,
 } from "../../storage/import/migrations.repository.js";
-import type { EnqueueKey, ImportKey } from "../../wire/v1/migrations/migrations.schemas.js";
+import type { EnqueueKey, ImportKey } from "./import.keys.types.js";
 import { findImportNames } from "./import.names.js";
 import { planSealedImport } from "./import.plan.js";
 

@@ -1,10 +1,11 @@
-import { requirePermission } from "../auth/rootKeys.authenticator.js";
-import type { Keyring } from "../../crypto/keyring.js";
+import { requirePermission } from "../principal.js";
+import type { Keyring } from "../../keyring/keyring.js";
 import type { Db } from "../../storage/client.js";
-import { NotFoundError } from "../errors.js";
+import { NotFoundError } from "../../errors.js";
 import { findApi } from "../../storage/apis/apis.repository.js";
-import { insertMigrationBatch, type QueuedKey } from "../../storage/import/migrations.repository.js";
-import type { EnqueueKey } from "../../wire/v1/migrations/migrations.schemas.js";
+import type { QueuedKey } from "../../storage/import/import.rows.js";
+import { insertMigrationBatch } from "../../storage/import/migrations.repository.js";
+import type { EnqueueKey } from "./import.keys.types.js";
 import { resolveImportNames } from "./import.names.js";
 import { importPermission } from "./import.permissions.js";
 import { sealKeys } from "./import.plan.js";

@@ -1,9 +1,9 @@
-import { hasPermission } from "../auth/rootKeys.authenticator.js";
-import type { Keyring } from "../../crypto/keyring.js";
+import { hasPermission } from "../principal.js";
+import type { Keyring } from "../../keyring/keyring.js";
 import type { Db } from "../../storage/client.js";
-import { NotFoundError, PermissionDeniedError } from "../errors.js";
+import { NotFoundError, PermissionDeniedError } from "../../errors.js";
 import { findLiveApiIds } from "../../storage/apis/apis.repository.js";
-import type { ImportKey } from "../../wire/v1/migrations/migrations.schemas.js";
+import type { ImportKey } from "./import.keys.types.js";
 import { insertImport } from "../../storage/import/migrations.repository.js";
 import { resolveImportNames } from "./import.names.js";
 import { describeImportPermission, importPermission } from "./import.permissions.js";

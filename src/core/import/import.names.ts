@@ -1,5 +1,5 @@
 import type { Db } from "../../storage/client.js";
-import { PreconditionFailedError } from "../errors.js";
+import { PreconditionFailedError } from "../../errors.js";
 import { findPermissionIdsByName, findRoleIdsByName, missingNames } from "../../storage/rbac/permissions.repository.js";
 
 type NamingItem = { roles?: string[] | undefined; permissions?: string[] | undefined };

@@ -1,31 +1,10 @@
 import { hashKey } from "../../crypto/hash.js";
-import type { DataKey, Keyring } from "../../crypto/keyring.js";
-import type { encryptedKeys, keys } from "../../storage/schema.js";
-import { ConflictError } from "../errors.js";
-import { newId } from "../ids.js";
-import type { KeyDefaultRatelimit } from "../../storage/keys/keys.ratelimit.repository.js";
-import type { KeyLink } from "../../storage/keys/keys.rbac.repository.js";
-import type { ImportKey } from "../../wire/v1/migrations/migrations.schemas.js";
-
-/** Rows of the tables an import writes, as schema.ts declares them (storage/bulk.ts maps fields to columns). */
-export type KeyRow = typeof keys.$inferInsert;
-
-export type ImportPlan = {
-  workspaceId: string;
-  /** When the rows are created (their `created_at_m`). */
-  now: number;
-  keys: KeyRow[];
-  /** The externalIds whose identities the keys link to (created when the workspace has none yet). */
-  identities: Set<string>;
-  /** Per key index: the externalId whose identity it links to. */
-  externalIds: (string | undefined)[];
-  encrypted: (typeof encryptedKeys.$inferInsert)[];
-  keyRoles: KeyLink[];
-  keyPermissions: KeyLink[];
-  /** The keys' `default` rate limits. */
-  ratelimits: KeyDefaultRatelimit[];
-  dataKey: DataKey | undefined;
-};
+import type { Keyring } from "../../keyring/keyring.js";
+import type { DataKey } from "../../storage/crypto/encryptionKeys.repository.js";
+import type { ImportPlan, SealedKey } from "../../storage/import/import.rows.js";
+import { ConflictError } from "../../errors.js";
+import { newId } from "../../ids.js";
+import type { ImportKey } from "./import.keys.types.js";
 
 export type PlanContext = {
   workspaceId: string;
@@ -34,16 +13,6 @@ export type PlanContext = {
   keyring: Keyring;
   dataKey: DataKey | undefined;
   now: number;
-};
-
-/** A key's secret part, settled before its rows are built: its id, hash, `start`, and sealed plaintext if any. */
-export type SealedKey = {
-  id: string;
-  hash: string;
-  start: string;
-  /** The plaintext, AES-256-GCM under the data key `encryptionKeyId`, bound to this id and the workspace. */
-  encrypted: string | null;
-  encryptionKeyId: string | null;
 };
 
 /**

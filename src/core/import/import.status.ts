@@ -1,6 +1,6 @@
-import { hasPermission } from "../auth/rootKeys.authenticator.js";
+import { hasPermission } from "../principal.js";
 import type { Db } from "../../storage/client.js";
-import { NotFoundError, PermissionDeniedError } from "../errors.js";
+import { NotFoundError, PermissionDeniedError } from "../../errors.js";
 import {
   listMigrationErrors,
   listRetryingBatches,

@@ -1,9 +1,9 @@
 import { apiPermission } from "../auth/permissions.query.js";
-import { hasPermission, requirePermission } from "../auth/rootKeys.authenticator.js";
+import { hasPermission, requirePermission } from "../principal.js";
 import { hashKey } from "../../crypto/hash.js";
 import { generateKey } from "../../crypto/keyGen.js";
-import { InvalidInputError, NotFoundError, PermissionDeniedError, PreconditionFailedError } from "../errors.js";
-import { newId } from "../ids.js";
+import { InvalidInputError, NotFoundError, PermissionDeniedError, PreconditionFailedError } from "../../errors.js";
+import { newId } from "../../ids.js";
 import { findApi } from "../../storage/apis/apis.repository.js";
 import { insertNewKey, type NewKey } from "../../storage/keys/keys.writes.repository.js";
 import { findPermissionsByIdOrSlug, findRoleIdsByName, missingNames } from "../../storage/rbac/permissions.repository.js";

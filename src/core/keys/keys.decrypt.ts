@@ -1,8 +1,8 @@
 import { apiPermission } from "../auth/permissions.query.js";
-import { hasPermission } from "../auth/rootKeys.authenticator.js";
-import type { Keyring } from "../../crypto/keyring.js";
+import { hasPermission } from "../principal.js";
+import type { Keyring } from "../../keyring/keyring.js";
 import type { Db } from "../../storage/client.js";
-import { DecryptNotAllowedError, PreconditionFailedError } from "../errors.js";
+import { DecryptNotAllowedError, PreconditionFailedError } from "../../errors.js";
 import type { Principal } from "../principal.js";
 
 /** Reading a key's plaintext needs the decrypt_key permission of its API (v1: 403 UNAUTHORIZED otherwise). */

@@ -1,6 +1,6 @@
 import { apiPermission } from "../auth/permissions.query.js";
-import { requirePermission } from "../auth/rootKeys.authenticator.js";
-import { NotFoundError } from "../errors.js";
+import { requirePermission } from "../principal.js";
+import { NotFoundError } from "../../errors.js";
 import { deleteKeysOfApi } from "../../storage/apis/apis.repository.js";
 import { findLiveKeyForWrite, hardDeleteKey, softDeleteKey } from "../../storage/keys/keys.writes.repository.js";
 import type { Principal } from "../principal.js";

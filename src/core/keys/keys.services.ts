@@ -1,4 +1,4 @@
-import type { Keyring } from "../../crypto/keyring.js";
+import type { Keyring } from "../../keyring/keyring.js";
 import type { Db } from "../../storage/client.js";
 
 /** What the key operations use of the services (services.ts's Services has them). */

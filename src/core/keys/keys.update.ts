@@ -1,7 +1,7 @@
 import { apiPermission } from "../auth/permissions.query.js";
-import { requirePermission } from "../auth/rootKeys.authenticator.js";
+import { requirePermission } from "../principal.js";
 import type { Db } from "../../storage/client.js";
-import { InvalidInputError, NotFoundError } from "../errors.js";
+import { InvalidInputError, NotFoundError } from "../../errors.js";
 import { upsertIdentities } from "../../storage/identities/identities.repository.js";
 import { permissionKind, replaceOnKey, roleKind, type Wanted } from "../rbac/rbac.keyLinks.js";
 import { deleteKeyDefaultRatelimit, setKeyDefaultRatelimits } from "../../storage/keys/keys.ratelimit.repository.js";

@@ -1,7 +1,7 @@
 import { apiPermission } from "../auth/permissions.query.js";
-import { requirePermission } from "../auth/rootKeys.authenticator.js";
+import { requirePermission } from "../principal.js";
 import { MAX_INT32 } from "../../storage/int32.js";
-import { InvalidInputError, NotFoundError } from "../errors.js";
+import { InvalidInputError, NotFoundError } from "../../errors.js";
 import { changeKeyRemaining, findLiveKeyForWrite } from "../../storage/keys/keys.writes.repository.js";
 import type { Principal } from "../principal.js";
 import type { KeyServices } from "./keys.services.js";

@@ -1,7 +1,7 @@
-import { hasPermission, requirePermission } from "../auth/rootKeys.authenticator.js";
+import { hasPermission, requirePermission } from "../principal.js";
 import type { Config } from "../../config.js";
 import type { Db } from "../../storage/client.js";
-import { InvalidInputError, NotFoundError } from "../errors.js";
+import { InvalidInputError, NotFoundError } from "../../errors.js";
 import {
   ensureNamespace,
   findNamespace,

@@ -1,11 +1,10 @@
-import { hasPermission, type RootKeyAuth, requirePermission } from "../auth/rootKeys.authenticator.js";
+import { hasPermission, type Principal, requirePermission } from "../principal.js";
 import { describeQuery, type PermissionQuery } from "../auth/permissions.query.js";
 import type { Db } from "../../storage/client.js";
-import { NotFoundError, type PermissionCheck, PermissionDeniedError } from "../errors.js";
+import { NotFoundError, type PermissionCheck, PermissionDeniedError } from "../../errors.js";
 import { deleteKeyLinks, findKeyLinkIds, insertKeyLinks, replaceKeyLinks } from "../../storage/keys/keys.rbac.repository.js";
 import { lockKeyForUpdate } from "../../storage/keys/keys.update.repository.js";
 import { ensurePermission, ensureRole, findPermissionsByIdOrSlug, findRolesByIdOrName } from "../../storage/rbac/permissions.repository.js";
-import type { Services } from "../../services.js";
 
 /**
  * The rules of connecting roles and permissions to a key (v1: keys.addPermissions / removePermissions /
@@ -15,11 +14,8 @@ import type { Services } from "../../services.js";
  * for the two checks v1 answers differently).
  */
 
-/** The caller, as the core sees it: its workspace and the permissions it holds (a root key's RootKeyAuth). */
-export type Principal = Pick<RootKeyAuth, "workspaceId" | "permissions">;
-
 /** What these rules use of the process's services. */
-export type RbacServices = Pick<Services, "db">;
+export type RbacServices = { readonly db: Db };
 
 type Key = { id: string; workspaceId: string };
 

@@ -1,6 +1,6 @@
-import { requirePermission } from "../auth/rootKeys.authenticator.js";
+import { requirePermission } from "../principal.js";
 import { isUniqueViolation } from "../../storage/client.js";
-import { ConflictError, NotFoundError } from "../errors.js";
+import { ConflictError, NotFoundError } from "../../errors.js";
 import {
   changeRolePermissions,
   deletePermission as deletePermissionRow,
@@ -9,7 +9,8 @@ import {
   insertRole,
   type PermissionRef,
 } from "../../storage/rbac/permissions.repository.js";
-import type { Principal, RbacServices } from "./rbac.keyLinks.js";
+import type { Principal } from "../principal.js";
+import type { RbacServices } from "./rbac.keyLinks.js";
 
 /**
  * The rules of a workspace's roles and permissions themselves (v1: permissions.createRole / createPermission /

@@ -1,10 +1,15 @@
 import { type PermissionQuery, PermissionQueryError, parsePermissionQuery, satisfies } from "../auth/permissions.query.js";
 import { hashKey } from "../../crypto/hash.js";
-import { InvalidInputError, WorkspaceDisabledError } from "../errors.js";
+import { InvalidInputError, WorkspaceDisabledError } from "../../errors.js";
 import { ipAllowed } from "../apis/apis.ipWhitelist.js";
 import type { KeyForVerification as FoundKey, StoredRatelimit } from "../../storage/keys/keys.repository.js";
 import { checkLimits, type LimitCheck, type LimitOutcome } from "../../storage/ratelimits/ratelimiter.js";
-import type { Services } from "../../services.js";
+import type { Clock } from "../../clock.js";
+import type { Config } from "../../config.js";
+import type { VerificationAnalytics } from "../../storage/analytics/analytics.recorder.js";
+import type { RemainingSpender } from "../../storage/keys/remaining.spender.js";
+import type { VerificationCache } from "../../storage/keys/verification.cache.js";
+import type { RateLimiter } from "../../storage/ratelimits/ratelimiter.js";
 
 /** The outcomes of a verification, in the core's words (v1 answers them as its `code` unchanged). */
 export const verificationCodes = [
@@ -21,10 +26,16 @@ export const verificationCodes = [
 export type VerificationCode = (typeof verificationCodes)[number];
 
 /** What verification uses of the process's services (built in services.ts): it stores and caches nothing itself. */
-export type VerificationServices = Pick<
-  Services,
-  "verificationCache" | "remainingSpender" | "ratelimiter" | "config" | "clock" | "metrics" | "analytics"
->;
+export type VerificationServices = {
+  readonly verificationCache: VerificationCache;
+  readonly remainingSpender: RemainingSpender;
+  readonly ratelimiter: RateLimiter;
+  readonly config: Pick<Config, "ratelimitOnRedisFailure">;
+  readonly clock: Clock;
+  /** Counts each outcome for the process's metrics (http/metrics.ts AppMetrics). */
+  readonly metrics: { recordVerification(code: VerificationCode): void };
+  readonly analytics: VerificationAnalytics;
+};
 
 export type VerifyRequest = {
   key: string;

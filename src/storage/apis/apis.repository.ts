@@ -1,7 +1,7 @@
 import { and, eq, inArray, isNull } from "drizzle-orm";
 import type { Db } from "../client.js";
 import { apis } from "../schema.js";
-import { newId } from "../../core/ids.js";
+import { newId } from "../../ids.js";
 import { sql } from "drizzle-orm";
 import { rowsOf } from "../client.js";
 import { keys } from "../schema.js";

@@ -6,6 +6,15 @@ import { encryptionKeys } from "../schema.js";
 
 export type DataKeyRow = typeof encryptionKeys.$inferSelect;
 
+/** A workspace's data key, unwrapped (the keyring holds these). */
+export type DataKey = {
+  id: string;
+  workspaceId: string;
+  key: Buffer;
+  /** Set when the data key is new: the caller inserts it in the same transaction that first uses it. */
+  newRow?: typeof encryptionKeys.$inferInsert;
+};
+
 /** The workspace's newest data key, if it has one. */
 export async function findNewestDataKey(db: Db, workspaceId: string): Promise<DataKeyRow | undefined> {
   const [row] = await db
@@ -37,7 +46,7 @@ export async function rewrapDataKey(tx: Db, id: string, wrapped: string, masterK
   await tx.update(encryptionKeys).set({ wrapped, masterKeyFingerprint }).where(eq(encryptionKeys.id, id));
 }
 
-// What `keyhaven reset-encryption-key` forgets (crypto/masterKey.reset.ts runs these in one transaction).
+// What `keyhaven reset-encryption-key` forgets (keyring/masterKey.reset.ts runs these in one transaction).
 
 /** Makes a replica that would seal under a data key wait until the transaction `tx` ends. */
 export async function lockDataKeysExclusively(tx: Db): Promise<void> {

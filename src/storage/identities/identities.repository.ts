@@ -2,7 +2,7 @@ import { and, asc, count, eq, gt, inArray, sql } from "drizzle-orm";
 import { insertRecordset } from "../bulk.js";
 import type { Db } from "../client.js";
 import { identities, ratelimits } from "../schema.js";
-import { newId } from "../../core/ids.js";
+import { newId } from "../../ids.js";
 
 export type IdentityRatelimitInput = { name: string; limit: number; duration: number };
 export type IdentityRow = typeof identities.$inferSelect;

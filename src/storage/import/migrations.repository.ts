@@ -1,14 +1,13 @@
 import { and, asc, eq, gt, inArray, isNotNull, isNull, lte, or, sql } from "drizzle-orm";
-import type { DataKey } from "../../crypto/keyring.js";
+import type { DataKey } from "../crypto/encryptionKeys.repository.js";
 import type { Db } from "../client.js";
 import { insertRecordset, textArray } from "../bulk.js";
 import { encryptedKeys, encryptionKeys, keys, migrationBatches, migrationErrors } from "../schema.js";
-import { ConflictError } from "../../core/errors.js";
+import { ConflictError } from "../../errors.js";
 import { upsertIdentities } from "../identities/identities.repository.js";
 import { setKeyDefaultRatelimits } from "../keys/keys.ratelimit.repository.js";
 import { insertKeyLinks } from "../keys/keys.rbac.repository.js";
-import type { ImportPlan, SealedKey } from "../../core/import/import.plan.js";
-import type { EnqueueKey } from "../../wire/v1/migrations/migrations.schemas.js";
+import type { ImportPlan, QueuedKey } from "./import.rows.js";
 
 /** A key of the import exists already (by hash, in any workspace): nothing of the import was written. */
 export class ImportConflictError extends ConflictError {
@@ -60,9 +59,6 @@ export async function insertImport(db: Db, plan: ImportPlan): Promise<string[]> 
 }
 
 // migrations.enqueueKeys: the queue of batches and what became of them
-
-/** A key as it waits in `migration_batches.keys`: its settings without plaintext or hash, and its sealed secret. */
-export type QueuedKey = Omit<EnqueueKey, "plaintext" | "hash"> & { sealed: SealedKey };
 
 export type PendingBatch = {
   id: number;

@@ -2,7 +2,7 @@ import { and, eq, sql } from "drizzle-orm";
 import { insertRecordset } from "../bulk.js";
 import type { Db } from "../client.js";
 import { ratelimits } from "../schema.js";
-import { newId } from "../../core/ids.js";
+import { newId } from "../../ids.js";
 
 /** The name of a key's own rate limit (v1's `ratelimit` field of a key), applied to every verification. */
 export const KEY_DEFAULT_RATELIMIT = "default";

@@ -1,9 +1,9 @@
 import { and, eq, isNull, sql } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
-import type { DataKey } from "../../crypto/keyring.js";
+import type { DataKey } from "../crypto/encryptionKeys.repository.js";
 import type { Db } from "../client.js";
 import { encryptedKeys, encryptionKeys, keys, MAX_INT32 } from "../schema.js";
-import { ConflictError, NotFoundError } from "../../core/errors.js";
+import { ConflictError, NotFoundError } from "../../errors.js";
 import { lockLiveApi } from "../apis/apis.repository.js";
 import { upsertIdentities } from "../identities/identities.repository.js";
 import {

@@ -2,7 +2,7 @@ import { and, asc, count, eq, gt, isNull, sql } from "drizzle-orm";
 import type { Db } from "../client.js";
 import { EpochCache } from "../epoch.js";
 import { ratelimitNamespaces, ratelimitOverrides } from "../schema.js";
-import { newId } from "../../core/ids.js";
+import { newId } from "../../ids.js";
 
 export type NamespaceSelector = { namespaceId?: string | undefined; namespaceName?: string | undefined };
 export type OverrideRow = { id: string; identifier: string; limit: number; duration: number; async: boolean };

@@ -2,8 +2,8 @@ import { and, eq, inArray, or, sql } from "drizzle-orm";
 import { textArray } from "../bulk.js";
 import type { Db } from "../client.js";
 import { permissions, roles, rolesPermissions } from "../schema.js";
-import { NotFoundError } from "../../core/errors.js";
-import { newId } from "../../core/ids.js";
+import { NotFoundError } from "../../errors.js";
+import { newId } from "../../ids.js";
 
 export async function insertPermission(
   db: Db,

@@ -3,7 +3,7 @@ import type { Db } from "../client.js";
 import { rootKeys } from "../schema.js";
 import { hashKey } from "../../crypto/hash.js";
 import { generateKey } from "../../crypto/keyGen.js";
-import { newId } from "../../core/ids.js";
+import { newId } from "../../ids.js";
 
 export const ROOT_KEY_PREFIX = "khroot";
 

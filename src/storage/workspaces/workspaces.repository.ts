@@ -1,7 +1,7 @@
 import { eq } from "drizzle-orm";
 import type { Db } from "../client.js";
 import { settings, workspaces } from "../schema.js";
-import { newId } from "../../core/ids.js";
+import { newId } from "../../ids.js";
 
 const DEFAULT_WORKSPACE = "default_workspace_id";
 

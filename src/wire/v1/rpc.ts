@@ -2,8 +2,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import type { z } from "zod";
 import { authenticateAdmin } from "./auth.admin.js";
-import { authenticateRootKey, optionalRootKey, type RootKeyAuth } from "../../core/auth/rootKeys.authenticator.js";
-import type { Deps } from "../../deps.js";
+import type { RootKeyAuth } from "../../core/auth/rootKeys.authenticator.js";
+import { bearerToken } from "../../http/bearer.js";
+import type { Services } from "../../services.js";
 
 /**
  * Who may call a route, enforced by registerRpc before the handler runs (after the input is validated, and after
@@ -19,7 +20,7 @@ export type AuthKind = "rootKey" | "admin" | "optionalRootKey" | "none";
 
 /** What every handler, and a route's `beforeAuth`, gets. */
 export type BaseContext = {
-  deps: Deps;
+  deps: Services;
   req: FastifyRequest;
   /** For the few routes that answer with a header of their own (keys.verifyKey's Unkey-Ratelimit-Triggered). */
   reply: FastifyReply;
@@ -99,7 +100,7 @@ export function defineRpc<I extends z.ZodType, O extends z.ZodType, A extends Au
 }
 
 /** Reads the epoch on first call and remembers it; `known` is what was read, if it was. */
-function epochOnce(deps: Deps): { read: () => Promise<bigint>; known: () => bigint | undefined } {
+function epochOnce(deps: Services): { read: () => Promise<bigint>; known: () => bigint | undefined } {
   let reading: Promise<bigint> | undefined;
   let known: bigint | undefined;
   return {
@@ -111,24 +112,27 @@ function epochOnce(deps: Deps): { read: () => Promise<bigint>; known: () => bigi
 /** Enforces a route's `auth`: throws v1's refusal, or returns what the handler gets of the caller. */
 async function authenticate(
   auth: AuthKind,
-  deps: Deps,
+  deps: Services,
   authorization: string | undefined,
   epoch: ReturnType<typeof epochOnce>,
 ): Promise<Principal<AuthKind>> {
   switch (auth) {
     case "rootKey":
-      return { rootKey: await authenticateRootKey(deps, authorization, epoch.known()) };
+      return { rootKey: await deps.rootKeys.authenticate(bearerToken(authorization), epoch.known()) };
     case "admin":
       authenticateAdmin(deps.config, authorization);
       return {};
     case "optionalRootKey":
-      return { optionalRootKey: (at: bigint | undefined) => optionalRootKey(deps, authorization, at) };
+      return {
+        optionalRootKey: (at: bigint | undefined) =>
+          deps.rootKeys.optional(authorization === undefined ? undefined : bearerToken(authorization), at),
+      };
     case "none":
       return {};
   }
 }
 
-export function registerRpc(app: FastifyInstance, deps: Deps, rpc: Rpc): void {
+export function registerRpc(app: FastifyInstance, deps: Services, rpc: Rpc): void {
   const status = rpc.status ?? 200;
   app.withTypeProvider<ZodTypeProvider>().route({
     method: rpc.method,

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { apiPermission } from "../../../core/auth/permissions.query.js";
-import { requirePermission } from "../../../core/auth/rootKeys.authenticator.js";
+import { requirePermission } from "../../../core/principal.js";
 import { ApiError } from "../../../http/errors.js";
 import { queryBoolean, queryText } from "../query.js";
 import { defineRpc } from "../rpc.js";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { requirePermission } from "../../../core/auth/rootKeys.authenticator.js";
+import { requirePermission } from "../../../core/principal.js";
 import { ApiError } from "../../../http/errors.js";
 import { queryText } from "../query.js";
 import { defineRpc } from "../rpc.js";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { requirePermission } from "../../../core/auth/rootKeys.authenticator.js";
+import { requirePermission } from "../../../core/principal.js";
 import { defineRpc } from "../rpc.js";
 import { listWorkspacePermissions } from "../../../storage/rbac/permissions.repository.js";
 import { permissionOutput, toPermissionOutput } from "./permissions.schemas.js";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { requirePermission } from "../../../core/auth/rootKeys.authenticator.js";
+import { requirePermission } from "../../../core/principal.js";
 import { defineRpc } from "../rpc.js";
 import { listWorkspaceRoles } from "../../../storage/rbac/permissions.repository.js";
 import { roleOutput, toRoleOutput } from "./permissions.schemas.js";

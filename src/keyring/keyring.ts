@@ -1,18 +1,15 @@
 import { ConfigError } from "../config.js";
 import type { Db } from "../storage/client.js";
-import type { encryptionKeys } from "../storage/schema.js";
-import { newId } from "../core/ids.js";
-import { type DataKeyRow, findDataKey, findMasterKeyFingerprints, findNewestDataKey } from "../storage/crypto/encryptionKeys.repository.js";
+import { newId } from "../ids.js";
+import {
+  type DataKey,
+  type DataKeyRow,
+  findDataKey,
+  findMasterKeyFingerprints,
+  findNewestDataKey,
+} from "../storage/crypto/encryptionKeys.repository.js";
 import { KeyringError } from "./keyring.errors.js";
-import { fingerprint, newDataKey, open, seal } from "./vault.js";
-
-export type DataKey = {
-  id: string;
-  workspaceId: string;
-  key: Buffer;
-  /** Set when the data key is new: the caller inserts it in the same transaction that first uses it. */
-  newRow?: typeof encryptionKeys.$inferInsert;
-};
+import { fingerprint, newDataKey, open, seal } from "../crypto/vault.js";
 
 /**
  * Envelope encryption for stored plaintext keys: each workspace has data keys (32 random bytes) kept wrapped

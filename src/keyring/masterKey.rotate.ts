@@ -1,6 +1,6 @@
 import type { Db } from "../storage/client.js";
 import { lockAllDataKeys, rewrapDataKey } from "../storage/crypto/encryptionKeys.repository.js";
-import { fingerprint, open, seal } from "./vault.js";
+import { fingerprint, open, seal } from "../crypto/vault.js";
 
 export type RotationResult = {
   /** Data keys now wrapped by the new master key that were wrapped by the old one. */

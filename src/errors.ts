@@ -106,6 +106,19 @@ export class WorkspaceDisabledError extends DomainError {
   }
 }
 
+/**
+ * Why a caller is no root key: none was sent (`missing`), a customer's API key was sent instead (`notRootKey`), or
+ * the token is not known at all (`unknown`). Each adapter words its own refusal.
+ */
+export type UnauthenticatedReason = "missing" | "notRootKey" | "unknown";
+
+/** The caller could not be authenticated as a root key (UnauthenticatedReason says why). */
+export class UnauthenticatedError extends DomainError {
+  constructor(readonly reason: UnauthenticatedReason) {
+    super(`not authenticated: ${reason}`);
+  }
+}
+
 /** The thing to delete is protected from deletion. */
 export class DeleteProtectedError extends DomainError {
   constructor(

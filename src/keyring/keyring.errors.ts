@@ -1,4 +1,4 @@
-import { PreconditionFailedError } from "../core/errors.js";
+import { PreconditionFailedError } from "../errors.js";
 
 /**
  * The keyring's refusals: a precondition of the store (an encryption key, the right one) is missing, so they are

@@ -21,7 +21,7 @@ import { newId } from "./ids.js";
 import { serializeError } from "./log.js";
 import { BULK_BODY_LIMIT, registerRpc } from "./wire/v1/rpc.js";
 import { rpcs } from "./wire/v1/routes.js";
-import { issueText } from "./http/validation.messages.js";
+import { issueText } from "./validation.messages.js";
 
 /** The timeouts of config.http, as Fastify and Node's HTTP server take them. */
 function httpServerOptions(config: Config) {

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import { z } from "zod";
 // zod 3's wording for the environment's messages too, as for the API's.
-import "./http/validation.messages.js";
+import "./validation.messages.js";
 
 const logLevels = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 

@@ -1,11 +1,11 @@
 import { describe, expect } from "vitest";
 import { z } from "zod";
-import "../src/http/validation.messages.js";
+import "../src/validation.messages.js";
 import { it } from "./fixtures.js";
 import { expectError } from "./helper.js";
 
 // v1 validated with zod 3, and its clients show zod 3's messages: keyhaven words zod 4's issues the same way
-// (src/http/validation.messages.ts), as `<path>: <message>` of the first issue. Each case goes through a real route.
+// (src/validation.messages.ts), as `<path>: <message>` of the first issue. Each case goes through a real route.
 
 // One harness, tenant and API for the file: `h`, `t` and `apiId` of test/fixtures.ts.
 

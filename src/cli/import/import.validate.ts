@@ -3,7 +3,7 @@ import { hashKey } from "../../crypto/hash.js";
 import { type ImportKey, importKeySchema, MAX_KEYS_PER_IMPORT } from "../../wire/v1/migrations/migrations.schemas.js";
 import { unstorableJsonProblem } from "../../http/jsonBody.js";
 import type { LineError } from "./import.parse.js";
-import { isUnprefixed } from "../../http/validation.messages.js";
+import { isUnprefixed } from "../../validation.messages.js";
 
 export type ValidKey = { line: number; key: ImportKey };
 

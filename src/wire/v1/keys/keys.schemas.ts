@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { expectedReceived } from "../../../http/validation.messages.js";
+import { expectedReceived } from "../../../validation.messages.js";
 
 import { MAX_INT32 } from "../../../storage/int32.js";
 

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { expiresSchema, MAX_INT32, metaSchema, refillSchema } from "../keys/keys.schemas.js";
-import { UNPREFIXED } from "../../../http/validation.messages.js";
+import { UNPREFIXED } from "../../../validation.messages.js";
 
 export const MAX_KEYS_PER_IMPORT = 100;
 

@@ -198,7 +198,7 @@ async function guardBegin(begin: (...a: unknown[]) => Promise<unknown>, target: 
 }
 
 /**
- * The embedded store. On disk it first takes the data directory's lock (data-dir.ts): PGlite is one process's
+ * The embedded store. On disk it first takes the data directory's lock (dataDir.ts): PGlite is one process's
  * database, and a second process on the same files would serve writes the first never sees, then lose them.
  */
 export async function openPglite(

@@ -4,7 +4,7 @@ import { apis, encryptedKeys, identities, keys, ratelimits } from "../schema.js"
 import { keyDirectPermissionNames, keyEffectivePermissionSlugs, keyRoleNames } from "./keys.columns.js";
 import { effectiveRemaining, refillDue } from "./keys.refill.js";
 
-// The SQL behind v1's key object (key-object.ts): one statement per page of key objects.
+// The SQL behind v1's key object (wire/v1/keys/keys.object.ts): one statement per page of key objects.
 
 /**
  * Which permissions a key object lists: getKey shows the key's direct permissions by name; listKeys shows direct

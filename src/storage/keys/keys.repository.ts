@@ -17,14 +17,14 @@ export type StoredRatelimit = {
  * Everything verification needs about the live keys with these hashes (`{ hashes }`), in one query, each row with
  * the verification epoch of the same snapshot. `remaining` is the stored value: only whether it is null matters
  * here, since spending reads and writes it in the database. Verification is the hot path: the verification cache
- * (verification-cache.ts) prepares it once and runs it as a prepared statement (drizzle then skips building the
+ * (verification.cache.ts) prepares it once and runs it as a prepared statement (drizzle then skips building the
  * SQL, and PostgreSQL planning it), instead of once per request.
  */
 export function prepareVerificationLookup(db: Db) {
   return db
     .select({
       hash: keys.hash,
-      // Read in the same snapshot as the key: see verification-cache.ts.
+      // Read in the same snapshot as the key: see verification.cache.ts.
       epoch: epochSum,
       id: keys.id,
       workspaceId: keys.workspaceId,

@@ -2,7 +2,7 @@ import { and, eq, isNull, sql } from "drizzle-orm";
 import type { Db } from "../client.js";
 import { keys, rootKeys, workspaces } from "../schema.js";
 
-// The reads that authenticating a root key makes. Beside the authenticator (root-key.ts), below the routes that
+// The reads that authenticating a root key makes. Beside the authenticator (core/auth/rootKeys.authenticator.ts), below the routes that
 // create and delete root keys (storage/rootKeys/rootKeys.repository.ts holds those writes).
 
 /**

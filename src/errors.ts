@@ -1,16 +1,94 @@
 /**
  * Errors of the core (repositories, planners, workers): what went wrong, in plain fields, with no HTTP status, no
- * error code of a wire protocol and no envelope. A wire adapter maps them (v1: apiErrorOf in errors.ts, applied by
- * the error handler in app.ts). `message` is the text a client is shown.
+ * error code of a wire protocol, no envelope and no protocol's wording. A wire adapter maps them (v1: apiErrorOf in
+ * wire/v1/errors.ts, applied by the error handler in app.ts) and words them from `refusal`, the situation and its
+ * facts. `message` is a neutral description for logs; no client is shown it unless an error has no refusal.
  */
 export abstract class DomainError extends Error {
+  /** Why the core refused, with the facts an adapter words it from (absent: only `message` says it). */
+  readonly refusal?: Refusal;
+
   constructor(
-    message: string,
+    why: string | Refusal,
     /** Facts a program may read instead of the message (which key of a batch, which names are missing). */
     readonly details?: ErrorDetails,
   ) {
-    super(message);
+    super(typeof why === "string" ? why : describeRefusal(why));
+    if (typeof why !== "string") this.refusal = why;
   }
+}
+
+/**
+ * Every situation the core refuses in, by kind, with the facts an adapter needs to word it (v1: v1Message in
+ * wire/v1/errors.ts). `during` names the operation where a protocol words one situation apart per operation.
+ */
+export type RefusalFacts = {
+  // Something named does not exist (or is not visible to the caller).
+  notFound: { what: string; id: string };
+  roleToDeleteNotFound: { roleId: string };
+  permissionToDeleteNotFound: { permissionId: string };
+  namespaceNotFound: { namespace: string; during: "getOverride" | "other" };
+  overrideNotFound: { identifier: string; during: "get" | "delete" };
+  identityOfExternalIdNotFound: { externalId: string };
+  noKeysOfOwner: { ownerId: string };
+  /** keys.setRoles / setPermissions naming a role or permission that is missing (and not to be created). */
+  notFoundToSet: { what: string; name: string };
+  // Keys.
+  remainingNotPositive: Record<never, never>;
+  refillOnUnlimited: { during: "create" | "update" };
+  refillDayWithDaily: { during: "create" | "update" };
+  recoverableNotSupported: { apiId: string };
+  encryptionKeyUnavailable: Record<never, never>;
+  remainingUnlimited: { op: "increment" | "decrement" | "set" };
+  remainingByNull: { op: "increment" | "decrement" };
+  remainingBeyondMax: { max: number };
+  // Permissions the caller lacks, where the operation says more than what it needs.
+  missingPermissions: { need: string; have: string[] };
+  createMissingPermissions: { names: string[] };
+  createMissingRoles: { names: string[] };
+  encryptNotAllowed: { apiId: string };
+  decryptNotAllowed: { apiId: string };
+  importKeyNotAllowed: { index: number; need: string };
+  // Identities.
+  metaTooLarge: { size: number; max: number };
+  ratelimitNameRepeated: { name: string };
+  identitySelectorMissing: Record<never, never>;
+  identityExists: { externalId: string };
+  // Roles and permissions.
+  roleExists: { name: string };
+  permissionExists: { name: string };
+  // Rate limits.
+  namespaceSelectorMissing: Record<never, never>;
+  // Imports.
+  importRolesMissing: { names: string[] };
+  importPermissionsMissing: { names: string[] };
+  duplicateInRequest: { index: number; sameAsIndex: number };
+  // Verification.
+  verificationScopeRequired: Record<never, never>;
+  invalidPermissionQuery: { problem: string };
+  ratelimitNotConfigured: { name: string; keyId: string; identity?: { id: string; externalId: string | null } };
+  // Analytics.
+  startNotBeforeEnd: Record<never, never>;
+  startAfterEnd: Record<never, never>;
+  groupByTagAndTags: Record<never, never>;
+  orderByTimeWithoutTime: Record<never, never>;
+  tooManyTimeSlices: { max: number; granularity: string };
+  keyOrOwnerRequired: Record<never, never>;
+  // The workspace, deletion protection.
+  workspaceDisabled: Record<never, never>;
+  deleteProtected: { what: string; id: string };
+};
+
+/** A refusal's kind. */
+export type RefusalKind = keyof RefusalFacts;
+
+/** A refusal: its kind and the facts of that kind. */
+export type Refusal = { [K in RefusalKind]: { kind: K } & RefusalFacts[K] }[RefusalKind];
+
+/** The log text of a refusal: its kind and facts, in no protocol's words. */
+export function describeRefusal(refusal: Refusal): string {
+  const { kind, ...facts } = refusal;
+  return Object.keys(facts).length === 0 ? `refused: ${kind}` : `refused: ${kind} ${JSON.stringify(facts)}`;
 }
 
 /** Structured facts about a refusal; adapters may show them beside the message (v1: extra envelope fields). */
@@ -29,9 +107,9 @@ export class NotFoundError extends DomainError {
   constructor(
     readonly what: string,
     readonly id: string,
-    message = `${what} ${id} not found`,
+    why: string | Refusal = { kind: "notFound", what, id },
   ) {
-    super(message);
+    super(why);
   }
 }
 
@@ -42,11 +120,11 @@ export class NotFoundError extends DomainError {
 export class ConflictError extends DomainError {
   constructor(
     readonly what: string,
-    message: string,
+    why: string | Refusal,
     readonly index?: number,
     details?: ErrorDetails,
   ) {
-    super(message, details);
+    super(why, details);
   }
 }
 
@@ -54,11 +132,11 @@ export class ConflictError extends DomainError {
 export class PreconditionFailedError extends DomainError {
   constructor(
     readonly what: string,
-    message: string,
+    why: string | Refusal,
     readonly names: string[] = [],
     details?: ErrorDetails,
   ) {
-    super(message, details);
+    super(why, details);
   }
 }
 
@@ -75,16 +153,17 @@ export type PermissionCheck = "createWhileAdding" | "disconnectWhileSetting";
 
 /**
  * The caller's permissions do not satisfy what the operation needs (`need`, described; `have`, what it holds).
- * `message` replaces the default text where the operation says more (createKey: which roles are missing; an import: which key needs what); `details` are facts for programs; `check`
- * names the check that refused when an adapter answers it apart (PermissionCheck).
+ * `refusal` replaces the plain `missingPermissions` where the operation says more (createKey: which roles are missing;
+ * an import: which key needs what); `details` are facts for programs; `check` names the check that refused when an
+ * adapter answers it apart (PermissionCheck).
  */
 export class PermissionDeniedError extends DomainError {
   constructor(
     readonly need: string,
     readonly have: readonly string[],
-    options: { message?: string; check?: PermissionCheck; details?: ErrorDetails } = {},
+    options: { refusal?: Refusal; check?: PermissionCheck; details?: ErrorDetails } = {},
   ) {
-    super(options.message ?? `Missing permissions: need ${need}, have [${have.map((p) => JSON.stringify(p)).join(", ")}]`, options.details);
+    super(options.refusal ?? { kind: "missingPermissions", need, have: [...have] }, options.details);
     this.check = options.check;
   }
 
@@ -95,14 +174,14 @@ export class PermissionDeniedError extends DomainError {
 /** The caller may read keys but not their plaintext (the decrypt permission is missing). */
 export class DecryptNotAllowedError extends DomainError {
   constructor(readonly apiId: string) {
-    super("you're not allowed to decrypt this key");
+    super({ kind: "decryptNotAllowed", apiId });
   }
 }
 
 /** The workspace the request acts in is disabled. */
 export class WorkspaceDisabledError extends DomainError {
   constructor() {
-    super("workspace is disabled");
+    super({ kind: "workspaceDisabled" });
   }
 }
 
@@ -125,6 +204,6 @@ export class DeleteProtectedError extends DomainError {
     readonly what: string,
     readonly id: string,
   ) {
-    super(`${what} ${id} is protected from deletions`);
+    super({ kind: "deleteProtected", what, id });
   }
 }

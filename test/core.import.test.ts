@@ -11,6 +11,7 @@ import { ApiError } from "../src/http/errors.js";
 import { apiErrorOf } from "../src/wire/v1/errors.js";
 import { enqueueKeySchema, importKeySchema } from "../src/wire/v1/migrations/migrations.schemas.js";
 import { test } from "./fixtures.js";
+import { v1Words } from "./v1-words.js";
 
 // The import's core called directly, as a second protocol's adapter would: a plain principal in (no root key, no
 // request), plain results or domain errors out, and no v1 code, status or envelope anywhere.
@@ -43,27 +44,32 @@ describe("importKeys", () => {
       importKeys(h.services, caller(t.workspaceId, `api.${apiId}.create_key`), [byHash(apiId), byHash("api_unknown")], Date.now()),
     );
     expect(err).toBeInstanceOf(PermissionDeniedError);
-    expect(err.message).toBe('the key at index 1 needs one of the permissions "*", "api.*.create_key" or "api.api_unknown.create_key"');
+    const need = 'one of the permissions "*", "api.*.create_key" or "api.api_unknown.create_key"';
+    expect((err as PermissionDeniedError).refusal).toEqual({ kind: "importKeyNotAllowed", index: 1, need });
+    expect(v1Words(err)).toBe('the key at index 1 needs one of the permissions "*", "api.*.create_key" or "api.api_unknown.create_key"');
     expect((err as PermissionDeniedError).details).toEqual({ keyIndex: 1 });
     // The v1 adapter's mapping keeps the index as an envelope field, which the import CLI reads.
     const wire = apiErrorOf(err as PermissionDeniedError);
-    expect([wire.code, wire.message, wire.fields]).toEqual(["INSUFFICIENT_PERMISSIONS", err.message, { keyIndex: 1 }]);
+    expect([wire.code, wire.message, wire.fields]).toEqual(["INSUFFICIENT_PERMISSIONS", v1Words(err), { keyIndex: 1 }]);
   });
 
   test("refuses an unknown API, missing roles and a repeated key with domain errors, and writes nothing", async ({ h, t, apiId }) => {
     const all = caller(t.workspaceId, "*");
     const unknownApi = await rejection(importKeys(h.services, all, [byHash(apiId), byHash("api_unknown")], Date.now()));
     expect(unknownApi).toBeInstanceOf(NotFoundError);
-    expect(unknownApi.message).toBe("api api_unknown not found");
+    expect((unknownApi as NotFoundError).refusal).toEqual({ kind: "notFound", what: "api", id: "api_unknown" });
+    expect(v1Words(unknownApi)).toBe("api api_unknown not found");
 
     const missingRole = await rejection(importKeys(h.services, all, [byHash(apiId, { roles: ["nope"] })], Date.now()));
     expect(missingRole).toBeInstanceOf(PreconditionFailedError);
     expect((missingRole as PreconditionFailedError).details).toEqual({ missingRoles: ["nope"] });
+    expect((missingRole as PreconditionFailedError).refusal).toEqual({ kind: "importRolesMissing", names: ["nope"] });
 
     const twice = byHash(apiId);
     const repeated = await rejection(importKeys(h.services, all, [twice, byHash(apiId), twice], Date.now()));
     expect(repeated).toBeInstanceOf(ConflictError);
     expect((repeated as ConflictError).details).toEqual({ reason: "DUPLICATE_IN_REQUEST", keyIndex: 2, sameAsKeyIndex: 0 });
+    expect((repeated as ConflictError).refusal).toEqual({ kind: "duplicateInRequest", index: 2, sameAsIndex: 0 });
     expect(await h.sql(`select id from keys where hash = '${twice.hash!.value}'`)).toEqual([]);
   });
 
@@ -99,11 +105,13 @@ describe("enqueueKeys", () => {
       enqueueKeys(h.services, all, { migrationId: newMigrationId(), apiId: "api_unknown", keys: [queued()] }),
     );
     expect(unknownApi).toBeInstanceOf(NotFoundError);
-    expect(unknownApi.message).toBe("api api_unknown not found");
+    expect((unknownApi as NotFoundError).refusal).toEqual({ kind: "notFound", what: "api", id: "api_unknown" });
+    expect(v1Words(unknownApi)).toBe("api api_unknown not found");
     const missing = await rejection(
       enqueueKeys(h.services, all, { migrationId: newMigrationId(), apiId, keys: [queued({ permissions: ["gone"] })] }),
     );
     expect((missing as PreconditionFailedError).details).toEqual({ missingPermissions: ["gone"] });
+    expect((missing as PreconditionFailedError).refusal).toEqual({ kind: "importPermissionsMissing", names: ["gone"] });
 
     const empty = newMigrationId();
     expect(await enqueueKeys(h.services, all, { migrationId: empty, apiId, keys: [] })).toBe(false);
@@ -121,15 +129,17 @@ describe("readMigration and retryMigration", () => {
     const migrationId = newMigrationId();
     const denied = await rejection(readMigration(h.db, caller(t.workspaceId, "api.*.create_key"), migrationId));
     expect(denied).toBeInstanceOf(PermissionDeniedError);
-    expect(denied.message).toBe(
+    expect((denied as PermissionDeniedError).refusal).toMatchObject({ kind: "missingPermissions", have: ["api.*.create_key"] });
+    expect(v1Words(denied)).toBe(
       'Missing permissions: need one of ["*", "api.*.read_api"], or "api.<apiId>.read_api" for every API of the migration, have ["api.*.create_key"]',
     );
     const unknown = await rejection(readMigration(h.db, caller(t.workspaceId, "*"), migrationId));
     expect(unknown).toBeInstanceOf(NotFoundError);
-    expect(unknown.message).toBe(`migration ${migrationId} not found`);
+    expect((unknown as NotFoundError).refusal).toEqual({ kind: "notFound", what: "migration", id: migrationId });
+    expect(v1Words(unknown)).toBe(`migration ${migrationId} not found`);
     const retried = await rejection(retryMigration(h.db, t.workspaceId, migrationId));
     expect(retried).toBeInstanceOf(NotFoundError);
-    expect(retried.message).toBe(`migration ${migrationId} not found`);
+    expect(v1Words(retried)).toBe(`migration ${migrationId} not found`);
   });
 });
 

@@ -7,6 +7,7 @@ import { updateRemaining } from "../src/core/keys/keys.updateRemaining.js";
 import type { Principal } from "../src/core/principal.js";
 import { DecryptNotAllowedError, InvalidInputError, NotFoundError, PermissionDeniedError, PreconditionFailedError } from "../src/errors.js";
 import { test } from "./fixtures.js";
+import { domainRejection, v1Words } from "./v1-words.js";
 
 // The key operations of the core, called directly on the harness's services: plain inputs, plain results, domain
 // errors; no HTTP, no v1 field names, no envelope.
@@ -48,38 +49,47 @@ describe("core/keys", () => {
     expect(await h.sql(`select 1 from keys where id = '${created.keyId}'`)).toHaveLength(0);
   });
 
-  test("refuses with domain errors, in the words clients see", async ({ h, t, apiId }) => {
+  test("refuses with domain errors, by kind and facts; v1 words them as clients see them", async ({ h, t, apiId }) => {
     const principal = principalOf(t.workspaceId);
-    await expect(createKey(h.services, principal, { apiId, remaining: 0 })).rejects.toThrow(
-      new InvalidInputError("remaining must be greater than 0."),
-    );
-    await expect(createKey(h.services, principal, { apiId, refill: { interval: "daily", amount: 1 } })).rejects.toThrow(
-      new InvalidInputError("remaining must be set if you are using refill."),
-    );
+    const notPositive = await domainRejection(createKey(h.services, principal, { apiId, remaining: 0 }));
+    expect(notPositive).toBeInstanceOf(InvalidInputError);
+    expect(notPositive.refusal).toEqual({ kind: "remainingNotPositive" });
+    expect(v1Words(notPositive)).toBe("remaining must be greater than 0.");
+    const refillUnlimited = await domainRejection(createKey(h.services, principal, { apiId, refill: { interval: "daily", amount: 1 } }));
+    expect(refillUnlimited).toBeInstanceOf(InvalidInputError);
+    expect(refillUnlimited.refusal).toEqual({ kind: "refillOnUnlimited", during: "create" });
+    expect(v1Words(refillUnlimited)).toBe("remaining must be set if you are using refill.");
     await expect(createKey(h.services, principal, { apiId: "api_missing" })).rejects.toBeInstanceOf(NotFoundError);
-    await expect(createKey(h.services, principal, { apiId, recoverable: true })).rejects.toThrow(
-      new PreconditionFailedError("api", `api ${apiId} does not support recoverable keys`),
-    );
+    const notRecoverable = await domainRejection(createKey(h.services, principal, { apiId, recoverable: true }));
+    expect(notRecoverable).toBeInstanceOf(PreconditionFailedError);
+    expect(notRecoverable).toMatchObject({ what: "api", refusal: { kind: "recoverableNotSupported", apiId } });
+    expect(v1Words(notRecoverable)).toBe(`api ${apiId} does not support recoverable keys`);
     const readOnly = principalOf(t.workspaceId, [`api.${apiId}.create_key`]);
-    const refused = createKey(h.services, readOnly, { apiId, roles: ["never-created-role"] });
-    await expect(refused).rejects.toBeInstanceOf(PermissionDeniedError);
-    await expect(refused).rejects.toThrow(
+    const refused = await domainRejection(createKey(h.services, readOnly, { apiId, roles: ["never-created-role"] }));
+    expect(refused).toBeInstanceOf(PermissionDeniedError);
+    expect(refused.refusal).toEqual({ kind: "createMissingRoles", names: ["never-created-role"] });
+    expect(v1Words(refused)).toContain(
       'roles ["never-created-role"] do not exist; creating them needs one of the permissions "*" or "rbac.*.create_role"',
     );
     await expect(createKey(h.services, principalOf(t.workspaceId, []), { apiId })).rejects.toBeInstanceOf(PermissionDeniedError);
 
     const { keyId } = await createKey(h.services, principal, { apiId });
-    await expect(updateRemaining(h.services, principal, { keyId, op: "decrement", value: 1 })).rejects.toThrow(
-      new InvalidInputError("cannot decrement a key with unlimited remaining requests, please 'set' a value instead."),
-    );
-    await expect(updateKey(h.services, principal, { keyId, refill: { interval: "daily", amount: 1 } })).rejects.toThrow(
-      new InvalidInputError("Cannot set refill on a key with unlimited requests"),
-    );
+    const unlimited = await domainRejection(updateRemaining(h.services, principal, { keyId, op: "decrement", value: 1 }));
+    expect(unlimited).toBeInstanceOf(InvalidInputError);
+    expect(unlimited.refusal).toEqual({ kind: "remainingUnlimited", op: "decrement" });
+    expect(v1Words(unlimited)).toBe("cannot decrement a key with unlimited remaining requests, please 'set' a value instead.");
+    const refillOnUnlimited = await domainRejection(updateKey(h.services, principal, { keyId, refill: { interval: "daily", amount: 1 } }));
+    expect(refillOnUnlimited).toBeInstanceOf(InvalidInputError);
+    expect(refillOnUnlimited.refusal).toEqual({ kind: "refillOnUnlimited", during: "update" });
+    expect(v1Words(refillOnUnlimited)).toBe("Cannot set refill on a key with unlimited requests");
     // Another workspace's key is a missing one.
     const other = await h.tenant();
     await expect(deleteKey(h.services, principalOf(other.workspaceId), { keyId, permanent: false })).rejects.toThrow(
       new NotFoundError("key", keyId),
     );
+    const otherKey = await domainRejection(deleteKey(h.services, principalOf(other.workspaceId), { keyId, permanent: false }));
+    expect(otherKey.refusal).toEqual({ kind: "notFound", what: "key", id: keyId });
+    expect(v1Words(otherKey)).toBe(`key ${keyId} not found`);
     await expect(deleteApiKeys(h.services, principalOf(other.workspaceId), { apiId, permanent: false })).rejects.toThrow(
       new NotFoundError("api", apiId),
     );

@@ -8,6 +8,7 @@ import {
 } from "../src/core/rbac/rbac.rolesPermissions.js";
 import { ConflictError, NotFoundError, PermissionDeniedError } from "../src/errors.js";
 import { test as it } from "./fixtures.js";
+import { v1WordsOfRejection } from "./v1-words.js";
 
 // A workspace's roles and permissions through the core, with a plain principal: domain errors carry v1's messages,
 // which the v1 adapter answers unchanged (409, 404, 403).
@@ -28,24 +29,26 @@ describe("core rbac: roles and permissions", () => {
 
     const again = createRole(h.services, all, { name: "core-role" });
     await expect(again).rejects.toBeInstanceOf(ConflictError);
-    await expect(again).rejects.toThrow('Role with name "core-role" already exists in this workspace');
+    expect(await v1WordsOfRejection(again)).toContain('Role with name "core-role" already exists in this workspace');
     const againPermission = createPermission(h.services, all, { name: "core.perm" });
     await expect(againPermission).rejects.toBeInstanceOf(ConflictError);
-    await expect(againPermission).rejects.toThrow('Permission with name "core.perm" already exists in this workspace');
+    expect(await v1WordsOfRejection(againPermission)).toContain('Permission with name "core.perm" already exists in this workspace');
 
     await deleteRole(h.services, all, roleId);
     await deletePermission(h.services, all, permissionId);
     const gone = deleteRole(h.services, all, roleId);
     await expect(gone).rejects.toBeInstanceOf(NotFoundError);
-    await expect(gone).rejects.toThrow(`Role ${roleId} not found`);
-    await expect(deletePermission(h.services, all, permissionId)).rejects.toThrow(`Permission ${permissionId} not found`);
+    expect(await v1WordsOfRejection(gone)).toContain(`Role ${roleId} not found`);
+    expect(await v1WordsOfRejection(deletePermission(h.services, all, permissionId))).toContain(`Permission ${permissionId} not found`);
   });
 
   it("needs each operation's own permission", async ({ h, t }) => {
     const reader = principalOf(t.workspaceId, "rbac.*.read_role");
     await expect(createRole(h.services, reader, { name: "core-denied" })).rejects.toBeInstanceOf(PermissionDeniedError);
-    await expect(
-      changePermissionsOfRole(h.services, reader, { roleId: "role_x", permissions: [{ id: "perm_x" }] }, "remove"),
-    ).rejects.toThrow('Missing permissions: need one of ["*", "rbac.*.remove_permission_from_role"], have ["rbac.*.read_role"]');
+    expect(
+      await v1WordsOfRejection(
+        changePermissionsOfRole(h.services, reader, { roleId: "role_x", permissions: [{ id: "perm_x" }] }, "remove"),
+      ),
+    ).toContain('Missing permissions: need one of ["*", "rbac.*.remove_permission_from_role"], have ["rbac.*.read_role"]');
   });
 });

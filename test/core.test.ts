@@ -6,6 +6,7 @@ import type { Principal } from "../src/core/principal.js";
 import { getOverride, givenNamespace, limit, listNamespaces, setOverride } from "../src/core/ratelimits/ratelimits.core.js";
 import { ConflictError, DeleteProtectedError, InvalidInputError, NotFoundError, PermissionDeniedError } from "../src/errors.js";
 import { test } from "./fixtures.js";
+import { v1Words, v1WordsOfRejection, v1WordsOfThrow } from "./v1-words.js";
 
 // The core (src/core/<domain>) is called here as a second protocol will call it: a plain principal, plain inputs,
 // plain results, and domain errors that carry no HTTP status, v1 code or envelope.
@@ -20,7 +21,8 @@ describe("core: rate limits", () => {
     const cannotCreate = principal(t.workspaceId, ["ratelimit.*.limit"]);
     const err = await limit(h.services, cannotCreate, input, await epoch()).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(NotFoundError);
-    expect(err).toMatchObject({ what: "namespace", id: "core-ns", message: "namespace core-ns not found" });
+    expect(err).toMatchObject({ what: "namespace", id: "core-ns", refusal: { kind: "notFound", what: "namespace", id: "core-ns" } });
+    expect(v1Words(err)).toBe("namespace core-ns not found");
 
     const creator = principal(t.workspaceId, ["ratelimit.*.create_namespace", "ratelimit.*.limit"]);
     expect(await limit(h.services, creator, input, await epoch())).toMatchObject({ success: true, limit: 2, remaining: 1 });
@@ -47,9 +49,11 @@ describe("core: rate limits", () => {
   test("answers a missing namespace and a missing override with NotFoundError", async ({ h, t }) => {
     const owner = principal(t.workspaceId, ["*"]);
     await expect(getOverride(h.services, owner, { namespaceId: "rlns_nope" }, "x")).rejects.toThrow(NotFoundError);
-    await expect(
-      setOverride(h.services, owner, { namespaceName: "nope" }, { identifier: "abc", limit: 1, duration: 1000, async: false }),
-    ).rejects.toThrow("Namespace nope not found");
+    expect(
+      await v1WordsOfRejection(
+        setOverride(h.services, owner, { namespaceName: "nope" }, { identifier: "abc", limit: 1, duration: 1000, async: false }),
+      ),
+    ).toContain("Namespace nope not found");
   });
 });
 
@@ -59,14 +63,15 @@ describe("core: APIs", () => {
     const protectedId = await createApi(h.services, owner, { name: "protected", deleteProtection: true });
     const err = await deleteApi(h.services, owner, protectedId).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DeleteProtectedError);
-    expect(err).toMatchObject({ what: "api", id: protectedId, message: `api ${protectedId} is protected from deletions` });
+    expect(err).toMatchObject({ what: "api", id: protectedId, refusal: { kind: "deleteProtected", what: "api", id: protectedId } });
+    expect(v1Words(err)).toBe(`api ${protectedId} is protected from deletions`);
 
     const apiId = await createApi(h.services, owner, { name: "plain" });
     await updateApi(h.services, owner, { apiId, ipWhitelist: "127.0.0.1" });
     expect(await getApi(h.services, owner, apiId)).toMatchObject({ id: apiId, name: "plain", ipWhitelist: "127.0.0.1" });
     await deleteApi(h.services, owner, apiId);
     await expect(getApi(h.services, owner, apiId)).rejects.toThrow(new NotFoundError("api", apiId));
-    await expect(getApi(h.services, owner, apiId)).rejects.toThrow(`api ${apiId} not found`);
+    expect(await v1WordsOfRejection(getApi(h.services, owner, apiId))).toContain(`api ${apiId} not found`);
   });
 
   test("checks the caller's permissions with PermissionDeniedError, before any lookup", async ({ h, t }) => {
@@ -88,7 +93,7 @@ describe("core: identities", () => {
       { name: "a", limit: 1, duration: 1000 },
       { name: "a", limit: 2, duration: 1000 },
     ];
-    await expect(createIdentity(h.services, owner, { externalId: "core-other", ratelimits: twice })).rejects.toThrow(
+    expect(await v1WordsOfRejection(createIdentity(h.services, owner, { externalId: "core-other", ratelimits: twice }))).toContain(
       'Ratelimit with name "a" is already defined in the request',
     );
     await expect(updateIdentity(h.services, owner, { identityId: id, environment: "default", ratelimits: twice })).rejects.toThrow(
@@ -120,11 +125,13 @@ describe("core: identities", () => {
 describe("core: analytics", () => {
   test("checks the query's input alone with InvalidInputError", () => {
     const query = { apiId: "api_x", start: 10 * HOUR, order: "asc" as const };
-    expect(() => planVerifications({ ...query, end: 10 * HOUR }, 0)).toThrow("start cannot be equal or greater than end");
+    expect(v1WordsOfThrow(() => planVerifications({ ...query, end: 10 * HOUR }, 0))).toContain("start cannot be equal or greater than end");
     expect(() => planVerifications({ ...query, groupBy: ["tag", "tags"] }, 20 * HOUR)).toThrow(InvalidInputError);
-    expect(() => planVerifications({ ...query, orderBy: "time" }, 20 * HOUR)).toThrow("orderBy=time needs groupBy hour, day or month");
+    expect(v1WordsOfThrow(() => planVerifications({ ...query, orderBy: "time" }, 20 * HOUR))).toContain(
+      "orderBy=time needs groupBy hour, day or month",
+    );
     expect(planVerifications({ ...query, groupBy: ["day", "hour"] }, 20 * HOUR)).toMatchObject({ end: 20 * HOUR, time: "day" });
-    expect(() => keyVerificationsWindow({}, 0)).toThrow("keyId or ownerId must be provided");
+    expect(v1WordsOfThrow(() => keyVerificationsWindow({}, 0))).toContain("keyId or ownerId must be provided");
     expect(keyVerificationsWindow({ keyId: "key_x" }, 30 * HOUR)).toEqual({ start: 6 * HOUR, end: 30 * HOUR });
   });
 
@@ -142,7 +149,9 @@ describe("core: analytics", () => {
       [102 * HOUR, 0],
     ]);
     const missing = { ...query, apiId: "api_missing" };
-    await expect(getVerifications(h.services, owner, missing, planVerifications(missing, 0))).rejects.toThrow("api api_missing not found");
+    expect(await v1WordsOfRejection(getVerifications(h.services, owner, missing, planVerifications(missing, 0)))).toContain(
+      "api api_missing not found",
+    );
     await expect(getKeyVerifications(h.services, owner, { keyId: "key_missing" }, { start: 0, end: HOUR })).rejects.toThrow(NotFoundError);
   });
 });

@@ -49,10 +49,10 @@ export type VerificationsPlan = { end: number; groupBy: Set<VerificationsGroup>;
  */
 export function planVerifications(input: VerificationsQuery, now: number): VerificationsPlan {
   const end = input.end ?? now;
-  if (input.start >= end) throw new InvalidInputError("start cannot be equal or greater than end");
+  if (input.start >= end) throw new InvalidInputError({ kind: "startNotBeforeEnd" });
   const groupBy = new Set(input.groupBy ?? []);
   if (groupBy.has("tag") && groupBy.has("tags")) {
-    throw new InvalidInputError("You can not group by tag and tags at the same time");
+    throw new InvalidInputError({ kind: "groupByTagAndTags" });
   }
   const time: TimeGranularity | undefined = groupBy.has("month")
     ? "month"
@@ -62,7 +62,7 @@ export function planVerifications(input: VerificationsQuery, now: number): Verif
         ? "hour"
         : undefined;
   if (input.orderBy === "time" && !time) {
-    throw new InvalidInputError("orderBy=time needs groupBy hour, day or month");
+    throw new InvalidInputError({ kind: "orderByTimeWithoutTime" });
   }
   return { end, groupBy, time };
 }
@@ -84,7 +84,7 @@ export async function getVerifications(
   if (input.externalId !== undefined) {
     identityId = await findIdentityId(db, caller.workspaceId, input.externalId);
     if (!identityId) {
-      throw new NotFoundError("identity", input.externalId, `identity with externalId ${input.externalId} not found`);
+      throw new NotFoundError("identity", input.externalId, { kind: "identityOfExternalIdNotFound", externalId: input.externalId });
     }
   }
 
@@ -136,9 +136,7 @@ function timeSlices(granularity: TimeGranularity, start: number, end: number): n
   const slices: number[] = [];
   for (let t = first; t < last; t = nextSlice(granularity, t)) {
     if (slices.length === MAX_TIME_SLICES) {
-      throw new InvalidInputError(
-        `the range from start to end holds more than ${MAX_TIME_SLICES} ${granularity}s; narrow it or group by a longer period`,
-      );
+      throw new InvalidInputError({ kind: "tooManyTimeSlices", max: MAX_TIME_SLICES, granularity });
     }
     slices.push(t);
   }
@@ -173,11 +171,11 @@ export type KeyVerificationsQuery = {
  */
 export function keyVerificationsWindow(input: KeyVerificationsQuery, now: number): { start: number; end: number } {
   if (input.keyId === undefined && input.ownerId === undefined) {
-    throw new InvalidInputError("keyId or ownerId must be provided");
+    throw new InvalidInputError({ kind: "keyOrOwnerRequired" });
   }
   const end = input.end ?? now;
   const start = input.start ?? end - 24 * HOUR_MS;
-  if (start > end) throw new InvalidInputError("start must not be after end");
+  if (start > end) throw new InvalidInputError({ kind: "startAfterEnd" });
   return { start, end };
 }
 
@@ -201,7 +199,7 @@ export async function getKeyVerifications(
     keys = [{ id: input.keyId, apiId: key.apiId }];
   } else {
     keys = await findKeysOfOwner(db, caller.workspaceId, input.ownerId!);
-    if (keys.length === 0) throw new NotFoundError("key", input.ownerId!, "No keys were found to match your query");
+    if (keys.length === 0) throw new NotFoundError("key", input.ownerId!, { kind: "noKeysOfOwner", ownerId: input.ownerId! });
   }
   requirePermission(caller, readKeyPermission([...new Set(keys.map((k) => k.apiId))]));
   const from = start - (start % HOUR_MS);

@@ -26,7 +26,7 @@ export function assertMetaSize(value: Meta | undefined): void {
   if (value === undefined) return;
   const size = JSON.stringify(value).length;
   if (size > MAX_IDENTITY_META_JSON) {
-    throw new InvalidInputError(`metadata is too large, it must be less than 64k characters when json encoded, got: ${size}`);
+    throw new InvalidInputError({ kind: "metaTooLarge", size, max: MAX_IDENTITY_META_JSON });
   }
 }
 
@@ -34,7 +34,7 @@ export function assertMetaSize(value: Meta | undefined): void {
 function assertDistinctRatelimitNames(ratelimits: readonly IdentityRatelimitInput[] | undefined): void {
   const names = new Set<string>();
   for (const r of ratelimits ?? []) {
-    if (names.has(r.name)) throw new ConflictError("ratelimit", `Ratelimit with name "${r.name}" is already defined in the request`);
+    if (names.has(r.name)) throw new ConflictError("ratelimit", { kind: "ratelimitNameRepeated", name: r.name });
     names.add(r.name);
   }
 }
@@ -42,7 +42,7 @@ function assertDistinctRatelimitNames(ratelimits: readonly IdentityRatelimitInpu
 /** Either an identityId or an externalId names an identity; the input alone says which (checked before auth in v1). */
 export function assertIdentitySelector(input: { identityId?: string | undefined; externalId?: string | undefined }): void {
   if (input.identityId === undefined && input.externalId === undefined) {
-    throw new InvalidInputError("Provide either identityId or externalId");
+    throw new InvalidInputError({ kind: "identitySelectorMissing" });
   }
 }
 
@@ -66,7 +66,7 @@ export async function createIdentity(
     });
   } catch (err) {
     if (isUniqueViolation(err)) {
-      throw new ConflictError("identity", `Identity with externalId "${input.externalId}" already exists in this workspace`);
+      throw new ConflictError("identity", { kind: "identityExists", externalId: input.externalId });
     }
     throw err;
   }

@@ -17,12 +17,15 @@ import { planSealedImport } from "./import.plan.js";
 const CONFLICT_RETRIES = 3;
 
 /**
- * What migrations.getMigration shows of a batch that failed as a whole: a domain error's message (the core's
- * refusals are written for the client), else only what kind of failure it was (never a driver's text, which may
- * quote a key).
+ * What migrations.getMigration shows of a batch that failed as a whole: a domain error's own text, else only what
+ * kind of failure it was (never a driver's text, which may quote a key). This text is stored (migration_errors and
+ * the batch's last error), not answered: it keeps the wording rows were always stored with, so the one refusal a
+ * batch meets as a whole (a thing gone since it was enqueued, thrown by a repository) is worded here, as a row's data.
  */
 export function describeBatchFailure(err: unknown): string {
-  return err instanceof DomainError ? err.message : describeUnexpected(err);
+  if (!(err instanceof DomainError)) return describeUnexpected(err);
+  if (err.refusal?.kind === "notFound") return `${err.refusal.what} ${err.refusal.id} not found`;
+  return err.message;
 }
 
 /**

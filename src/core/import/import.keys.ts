@@ -31,7 +31,7 @@ export async function importKeys(
     const withPlaintext = item.plaintext !== undefined;
     if (!hasPermission(caller, importPermission(item.apiId, withPlaintext))) {
       throw new PermissionDeniedError(describeImportPermission(item.apiId, withPlaintext), [...caller.permissions], {
-        message: `the key at index ${index} needs ${describeImportPermission(item.apiId, withPlaintext)}`,
+        refusal: { kind: "importKeyNotAllowed", index, need: describeImportPermission(item.apiId, withPlaintext) },
         details: { keyIndex: index },
       });
     }

@@ -32,20 +32,15 @@ export async function resolveImportNames(
   const roleIds = await findRoleIdsByName(db, workspaceId, roleNames);
   const missingRoles = missingNames(roleNames, roleIds);
   if (missingRoles.length > 0) {
-    throw new PreconditionFailedError("role", `Roles ${JSON.stringify(missingRoles)} are missing, please create them first`, missingRoles, {
-      missingRoles,
-    });
+    throw new PreconditionFailedError("role", { kind: "importRolesMissing", names: missingRoles }, missingRoles, { missingRoles });
   }
   const permissionNames = unique(items.flatMap((k) => k.permissions ?? []));
   const permissionIds = await findPermissionIdsByName(db, workspaceId, permissionNames);
   const missingPermissions = missingNames(permissionNames, permissionIds);
   if (missingPermissions.length > 0) {
-    throw new PreconditionFailedError(
-      "permission",
-      `Permissions ${JSON.stringify(missingPermissions)} are missing, please create them first`,
+    throw new PreconditionFailedError("permission", { kind: "importPermissionsMissing", names: missingPermissions }, missingPermissions, {
       missingPermissions,
-      { missingPermissions },
-    );
+    });
   }
   return { roleIds, permissionIds };
 }

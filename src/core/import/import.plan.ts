@@ -37,7 +37,7 @@ export function sealKeys(
     const hash = item.plaintext !== undefined ? hashKey(item.plaintext) : item.hash!.value;
     const earlier = indexByHash.get(hash);
     if (earlier !== undefined) {
-      throw new ConflictError("key", `the key at index ${index} is the same key as the one at index ${earlier}`, index, {
+      throw new ConflictError("key", { kind: "duplicateInRequest", index, sameAsIndex: earlier }, index, {
         reason: "DUPLICATE_IN_REQUEST",
         keyIndex: index,
         sameAsKeyIndex: earlier,

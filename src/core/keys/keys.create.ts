@@ -51,18 +51,17 @@ export async function createKey(services: KeyServices, principal: Principal, inp
   const api = await findApi(db, workspaceId, input.apiId);
   if (!api) throw new NotFoundError("api", input.apiId);
   if (input.recoverable && !api.storeEncryptedKeys) {
-    throw new PreconditionFailedError("api", `api ${input.apiId} does not support recoverable keys`);
+    throw new PreconditionFailedError("api", { kind: "recoverableNotSupported", apiId: input.apiId });
   }
-  // The texts are v1's (its handler's own messages); a second protocol may word them differently later.
   // v1 refuses 0 only; keyhaven refuses negative values too (a key cannot have fewer than no uses left).
   if (input.remaining !== undefined && input.remaining <= 0) {
-    throw new InvalidInputError("remaining must be greater than 0.");
+    throw new InvalidInputError({ kind: "remainingNotPositive" });
   }
   if (input.refill && input.remaining === undefined) {
-    throw new InvalidInputError("remaining must be set if you are using refill.");
+    throw new InvalidInputError({ kind: "refillOnUnlimited", during: "create" });
   }
   if (input.refill?.interval === "daily" && input.refill.refillDay !== undefined) {
-    throw new InvalidInputError("when interval is set to 'daily', 'refillDay' must be null.");
+    throw new InvalidInputError({ kind: "refillDayWithDaily", during: "create" });
   }
 
   const permissionSlugs = [...new Set(input.permissions ?? [])];
@@ -71,7 +70,7 @@ export async function createKey(services: KeyServices, principal: Principal, inp
   const createMissingPermissions = hasPermission(principal, { or: ["*", "rbac.*.create_permission"] });
   if (missingPermissions.length > 0 && !createMissingPermissions) {
     throw new PermissionDeniedError('"*" or "rbac.*.create_permission"', [...principal.permissions], {
-      message: `permissions ${JSON.stringify(missingPermissions)} do not exist; creating them needs one of the permissions "*" or "rbac.*.create_permission"`,
+      refusal: { kind: "createMissingPermissions", names: missingPermissions },
     });
   }
   const roleNames = [...new Set(input.roles ?? [])];
@@ -79,12 +78,12 @@ export async function createKey(services: KeyServices, principal: Principal, inp
   const createMissingRoles = hasPermission(principal, { or: ["*", "rbac.*.create_role"] });
   if (missingRoles.length > 0 && !createMissingRoles) {
     throw new PermissionDeniedError('"*" or "rbac.*.create_role"', [...principal.permissions], {
-      message: `roles ${JSON.stringify(missingRoles)} do not exist; creating them needs one of the permissions "*" or "rbac.*.create_role"`,
+      refusal: { kind: "createMissingRoles", names: missingRoles },
     });
   }
   if (input.recoverable && !hasPermission(principal, apiPermission(input.apiId, "encrypt_key"))) {
     throw new PermissionDeniedError(`"*", "api.*.encrypt_key" or "api.${input.apiId}.encrypt_key"`, [...principal.permissions], {
-      message: `insufficient permissions to encrypt keys: need one of "*", "api.*.encrypt_key" or "api.${input.apiId}.encrypt_key"`,
+      refusal: { kind: "encryptNotAllowed", apiId: input.apiId },
     });
   }
   const dataKey = input.recoverable ? await keyring.dataKeyFor(db, workspaceId) : undefined;

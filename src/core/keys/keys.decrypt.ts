@@ -18,10 +18,7 @@ export async function decryptKeyRows(db: Db, keyring: Keyring, rows: readonly Se
   const plaintexts = new Map<string, string>();
   const sealed = rows.filter((r) => r.encrypted !== null && r.encryptionKeyId !== null);
   if (sealed.length > 0 && !keyring.available) {
-    throw new PreconditionFailedError(
-      "encryption key",
-      "decrypting keys needs the encryption key they were stored with: set KEYHAVEN_ENCRYPTION_KEY and restart keyhaven",
-    );
+    throw new PreconditionFailedError("encryption key", { kind: "encryptionKeyUnavailable" });
   }
   // One after another: the first decryption caches the workspace's data key for the rest of the page.
   for (const row of sealed) {

@@ -42,12 +42,12 @@ export async function updateKey(services: KeyServices, principal: Principal, inp
     if (!key) throw new NotFoundError("key", input.keyId);
     requirePermission(principal, apiPermission(key.apiId, "update_key"));
     if (input.refill) {
-      if (input.remaining === null) throw new InvalidInputError("Cannot set refill on a key with unlimited requests");
+      if (input.remaining === null) throw new InvalidInputError({ kind: "refillOnUnlimited", during: "update" });
       if (input.refill.interval === "daily" && input.refill.refillDay != null) {
-        throw new InvalidInputError("Cannot set 'refillDay' if 'interval' is 'daily'");
+        throw new InvalidInputError({ kind: "refillDayWithDaily", during: "update" });
       }
       if (input.remaining === undefined && key.remaining === null) {
-        throw new InvalidInputError("Cannot set refill on a key with unlimited requests");
+        throw new InvalidInputError({ kind: "refillOnUnlimited", during: "update" });
       }
     }
     const { keyId: _, ...fields } = input;
@@ -56,11 +56,8 @@ export async function updateKey(services: KeyServices, principal: Principal, inp
     const now = Date.now();
     const changes = await keyChanges(tx, principal, input, now);
 
-    const missing = (kind: string) => (name: string) => `${kind} ${name} not found`;
-    if (input.roles !== undefined) await replaceOnKey(tx, auth, roleKind, key, input.roles, now, missing("role"));
-    if (input.permissions !== undefined) {
-      await replaceOnKey(tx, auth, permissionKind, key, input.permissions, now, missing("permission"));
-    }
+    if (input.roles !== undefined) await replaceOnKey(tx, auth, roleKind, key, input.roles, now);
+    if (input.permissions !== undefined) await replaceOnKey(tx, auth, permissionKind, key, input.permissions, now);
     if (input.ratelimit === null) await deleteKeyDefaultRatelimit(tx, key.id);
     if (input.ratelimit) {
       const { limit, duration } = input.ratelimit;

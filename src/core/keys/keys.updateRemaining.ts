@@ -25,10 +25,10 @@ export async function updateRemaining(
   if (!key || key.workspaceId !== principal.workspaceId) throw notFound();
   requirePermission(principal, apiPermission(key.apiId, "update_key"));
 
-  const unlimited = () => new InvalidInputError(`cannot ${op} a key with unlimited remaining requests, please 'set' a value instead.`);
+  const unlimited = () => new InvalidInputError({ kind: "remainingUnlimited", op });
   if (op !== "set") {
     if (key.remaining === null) throw unlimited();
-    if (value === null) throw new InvalidInputError(`cannot ${op} a key by null.`);
+    if (value === null) throw new InvalidInputError({ kind: "remainingByNull", op });
   }
   const change = op === "set" ? { op, value } : { op, value: value! };
   const result = await changeKeyRemaining(db, key.id, change, Date.now());
@@ -38,5 +38,5 @@ export async function updateRemaining(
   const current = await findLiveKeyForWrite(db, key.id);
   if (!current) throw notFound();
   if (current.remaining === null) throw unlimited();
-  throw new InvalidInputError(`cannot increment a key beyond ${MAX_INT32} remaining requests.`);
+  throw new InvalidInputError({ kind: "remainingBeyondMax", max: MAX_INT32 });
 }

@@ -90,17 +90,20 @@ export async function limit(services: RatelimitServices, caller: Principal, inpu
 export function givenNamespace(by: NamespaceSelector): NamespaceSelector {
   const given = { namespaceId: by.namespaceId || undefined, namespaceName: by.namespaceName || undefined };
   if (given.namespaceId === undefined && given.namespaceName === undefined) {
-    throw new InvalidInputError("You must provide a namespaceId or a namespaceName");
+    throw new InvalidInputError({ kind: "namespaceSelectorMissing" });
   }
   return given;
 }
 
 const namespaceLabel = (by: NamespaceSelector) => by.namespaceId ?? by.namespaceName ?? "";
 
-/** The live namespace of the caller's workspace; NotFoundError ("Namespace <id or name> not found") otherwise. */
-async function namespaceOf(db: Db, caller: Principal, by: NamespaceSelector, message?: string) {
+/** The live namespace of the caller's workspace; NotFoundError (namespaceNotFound, `during` the operation) otherwise. */
+async function namespaceOf(db: Db, caller: Principal, by: NamespaceSelector, during: "getOverride" | "other" = "other") {
   const namespace = await findNamespace(db, caller.workspaceId, by);
-  if (!namespace) throw new NotFoundError("Namespace", namespaceLabel(by), message);
+  if (!namespace) {
+    const label = namespaceLabel(by);
+    throw new NotFoundError("namespace", label, { kind: "namespaceNotFound", namespace: label, during });
+  }
   return namespace;
 }
 
@@ -127,9 +130,9 @@ export async function getOverride(
 ): Promise<OverrideRow> {
   // v1 did not accept `*` here; keyhaven does, as a `*` key may do everything else.
   requirePermission(caller, { or: ["*", "ratelimit.*.read_override"] });
-  const namespace = await namespaceOf(services.db, caller, by, "Namespace not found");
+  const namespace = await namespaceOf(services.db, caller, by, "getOverride");
   const override = await findOverride(services.db, namespace.id, identifier);
-  if (!override) throw new NotFoundError("Override", identifier, "Override not found");
+  if (!override) throw new NotFoundError("override", identifier, { kind: "overrideNotFound", identifier, during: "get" });
   return override;
 }
 
@@ -143,7 +146,7 @@ export async function deleteOverride(
   requirePermission(caller, { or: ["*", "ratelimit.*.delete_override"] });
   const namespace = await namespaceOf(services.db, caller, by);
   if (!(await softDeleteOverride(services.db, namespace.id, identifier))) {
-    throw new NotFoundError("Override", identifier, `Override with ${identifier} identifier not found`);
+    throw new NotFoundError("override", identifier, { kind: "overrideNotFound", identifier, during: "delete" });
   }
 }
 

@@ -1,7 +1,7 @@
 import { hasPermission, type Principal, requirePermission } from "../principal.js";
 import { describeQuery, type PermissionQuery } from "../auth/permissions.query.js";
 import type { Db } from "../../storage/client.js";
-import { NotFoundError, type PermissionCheck, PermissionDeniedError } from "../../errors.js";
+import { NotFoundError, type PermissionCheck, PermissionDeniedError, type Refusal } from "../../errors.js";
 import { deleteKeyLinks, findKeyLinkIds, insertKeyLinks, replaceKeyLinks } from "../../storage/keys/keys.rbac.repository.js";
 import { lockKeyForUpdate } from "../../storage/keys/keys.update.repository.js";
 import { ensurePermission, ensureRole, findPermissionsByIdOrSlug, findRolesByIdOrName } from "../../storage/rbac/permissions.repository.js";
@@ -60,7 +60,7 @@ function deny(check: PermissionCheck, principal: Principal, query: PermissionQue
 
 /**
  * The requested entries as `{id, name}`, in request order without repeats: by id, else by name; a missing name is
- * created when the entry says `create` (after `allowCreate`), else NotFoundError with `missing(name)`.
+ * created when the entry says `create` (after `allowCreate`), else NotFoundError (`missing(name)` when given).
  */
 async function resolve(
   db: Db,
@@ -68,7 +68,7 @@ async function resolve(
   k: RbacKind,
   wanted: Wanted[],
   now: number,
-  rules: { missing(name: string): string; allowCreate(): void },
+  rules: { missing?(name: string): Refusal; allowCreate(): void },
 ): Promise<Connected[]> {
   const ids = wanted.flatMap((w) => (w.id !== undefined ? [w.id] : []));
   const names = wanted.flatMap((w) => (w.id === undefined ? [w.name!] : []));
@@ -86,7 +86,7 @@ async function resolve(
     const wantedName = w.name!;
     let hit = byName.get(wantedName);
     if (hit === undefined) {
-      if (!w.create) throw new NotFoundError(k.kind, wantedName, rules.missing(wantedName));
+      if (!w.create) throw new NotFoundError(k.kind, wantedName, rules.missing?.(wantedName));
       rules.allowCreate();
       // Created roles are named by their name, created permissions get name = slug.
       const id = await k.ensure(db, principal.workspaceId, wantedName, now);
@@ -118,7 +118,6 @@ export async function addToKey(
     const key = await lockKey(tx, principal, input.keyId);
     const now = Date.now();
     const connected = await resolve(tx, principal, k, input.wanted, now, {
-      missing: (name) => `${k.kind} ${name} not found`,
       allowCreate: () => {
         if (!hasPermission(principal, anyOf(k.permissions.create))) deny("createWhileAdding", principal, anyOf(k.permissions.create));
       },
@@ -169,7 +168,7 @@ export async function setOnKey(
   requirePermission(principal, { or: ["*", k.permissions.add, k.permissions.remove] });
   return services.db.transaction(async (tx) => {
     const key = await lockKey(tx, principal, input.keyId);
-    return replaceOnKey(tx, principal, k, key, input.wanted, Date.now(), (name) => `${k.kind} ${name} not found and not allowed to create`);
+    return replaceOnKey(tx, principal, k, key, input.wanted, Date.now(), (name) => ({ kind: "notFoundToSet", what: k.kind, name }));
   });
 }
 
@@ -185,10 +184,10 @@ export async function replaceOnKey(
   key: Key,
   wanted: Wanted[],
   now: number,
-  missing: (name: string) => string,
+  missing?: (name: string) => Refusal,
 ): Promise<Connected[]> {
   const connected = await resolve(tx, principal, k, wanted, now, {
-    missing,
+    ...(missing && { missing }),
     allowCreate: () => requirePermission(principal, anyOf(k.permissions.create)),
   });
   const current = new Set(await findKeyLinkIds(tx, k.kind, key.id));

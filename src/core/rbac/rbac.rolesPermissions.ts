@@ -28,7 +28,7 @@ export async function createRole(
   try {
     return { roleId: await insertRole(services.db, { ...input, workspaceId: principal.workspaceId }) };
   } catch (err) {
-    if (isUniqueViolation(err)) throw new ConflictError("role", `Role with name "${input.name}" already exists in this workspace`);
+    if (isUniqueViolation(err)) throw new ConflictError("role", { kind: "roleExists", name: input.name });
     throw err;
   }
 }
@@ -45,8 +45,8 @@ export async function createPermission(
     return { permissionId: await insertPermission(services.db, { ...input, slug, workspaceId: principal.workspaceId }) };
   } catch (err) {
     if (isUniqueViolation(err)) {
-      // v1's message, which names the name (the slug, unique in the workspace, defaults to it).
-      throw new ConflictError("permission", `Permission with name "${input.name}" already exists in this workspace`);
+      // Named by the name, as v1 does (the slug, unique in the workspace, defaults to it).
+      throw new ConflictError("permission", { kind: "permissionExists", name: input.name });
     }
     throw err;
   }
@@ -56,14 +56,14 @@ export async function createPermission(
 export async function deleteRole(services: RbacServices, principal: Principal, roleId: string): Promise<void> {
   requirePermission(principal, { or: ["*", "rbac.*.delete_role"] });
   if (!(await deleteRoleRow(services.db, principal.workspaceId, roleId)))
-    throw new NotFoundError("role", roleId, `Role ${roleId} not found`);
+    throw new NotFoundError("role", roleId, { kind: "roleToDeleteNotFound", roleId });
 }
 
 /** Deletes a permission for good, with its links to keys and roles. */
 export async function deletePermission(services: RbacServices, principal: Principal, permissionId: string): Promise<void> {
   requirePermission(principal, { or: ["*", "rbac.*.delete_permission"] });
   if (!(await deletePermissionRow(services.db, principal.workspaceId, permissionId))) {
-    throw new NotFoundError("permission", permissionId, `Permission ${permissionId} not found`);
+    throw new NotFoundError("permission", permissionId, { kind: "permissionToDeleteNotFound", permissionId });
   }
 }
 

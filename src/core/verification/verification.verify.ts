@@ -129,9 +129,7 @@ async function decide(services: VerificationServices, req: VerifyRequest): Promi
   const scopeMatters = key !== undefined || (req.requireScope === true && req.apiId === undefined);
   const scope = scopeMatters ? await req.scope?.(epoch) : undefined;
   if (req.requireScope && req.apiId === undefined && scope === undefined) {
-    throw new InvalidInputError(
-      "apiId is required: this server verifies a key only within an API (apiId) or the workspace of a valid root key (Authorization: Bearer <root key>)",
-    );
+    throw new InvalidInputError({ kind: "verificationScopeRequired" });
   }
   if (!key || (scope !== undefined && key.workspaceId !== scope.workspaceId)) return { valid: false, code: "NOT_FOUND" };
   if (!key.workspaceEnabled) throw new WorkspaceDisabledError();
@@ -171,7 +169,7 @@ function permissionQueryOf(raw: unknown): PermissionQuery | undefined {
   try {
     return parsePermissionQuery(raw);
   } catch (err) {
-    if (err instanceof PermissionQueryError) throw new InvalidInputError(err.message);
+    if (err instanceof PermissionQueryError) throw new InvalidInputError({ kind: "invalidPermissionQuery", problem: err.message });
     throw err;
   }
 }
@@ -233,11 +231,12 @@ function limitChecks(key: FoundKey, requested: NonNullable<VerifyRequest["rateli
     }
     const rl = configured.get(r.name);
     if (!rl) {
-      throw new InvalidInputError(
-        key.identityId
-          ? `ratelimit "${r.name}" was requested but does not exist for key "${key.id}" nor identity { id: ${key.identityId}, externalId: ${key.identityExternalId}}`
-          : `ratelimit "${r.name}" was requested but does not exist for key "${key.id}" and there is no identity connected`,
-      );
+      throw new InvalidInputError({
+        kind: "ratelimitNotConfigured",
+        name: r.name,
+        keyId: key.id,
+        ...(key.identityId && { identity: { id: key.identityId, externalId: key.identityExternalId } }),
+      });
     }
     checks.set(r.name, {
       workspaceId,

@@ -5,9 +5,15 @@ import {
   changeRolePermissions,
   deletePermission as deletePermissionRow,
   deleteRole as deleteRoleRow,
+  findPermission,
+  findRole,
   insertPermission,
   insertRole,
+  listWorkspacePermissions,
+  listWorkspaceRoles,
   type PermissionRef,
+  type PermissionRow,
+  type RoleRow,
 } from "../../storage/rbac/permissions.repository.js";
 import type { Principal } from "../principal.js";
 import type { RbacServices } from "./rbac.keyLinks.js";
@@ -76,4 +82,32 @@ export async function changePermissionsOfRole(
 ): Promise<void> {
   requirePermission(principal, { or: ["*", change === "add" ? "rbac.*.add_permission_to_role" : "rbac.*.remove_permission_from_role"] });
   await changeRolePermissions(services.db, principal.workspaceId, input.roleId, input.permissions, change);
+}
+
+/** A permission of the caller's workspace (one of another workspace is not found). */
+export async function getPermission(services: RbacServices, principal: Principal, permissionId: string): Promise<PermissionRow> {
+  requirePermission(principal, { or: ["*", "rbac.*.read_permission"] });
+  const permission = await findPermission(services.db, principal.workspaceId, permissionId);
+  if (!permission) throw new NotFoundError("permission", permissionId);
+  return permission;
+}
+
+/** Every permission of the caller's workspace, oldest first. */
+export async function listPermissions(services: RbacServices, principal: Principal): Promise<PermissionRow[]> {
+  requirePermission(principal, { or: ["*", "rbac.*.read_permission"] });
+  return listWorkspacePermissions(services.db, principal.workspaceId);
+}
+
+/** A role of the caller's workspace (one of another workspace is not found). */
+export async function getRole(services: RbacServices, principal: Principal, roleId: string): Promise<RoleRow> {
+  requirePermission(principal, { or: ["*", "rbac.*.read_role"] });
+  const role = await findRole(services.db, principal.workspaceId, roleId);
+  if (!role) throw new NotFoundError("role", roleId);
+  return role;
+}
+
+/** Every role of the caller's workspace, oldest first. */
+export async function listRoles(services: RbacServices, principal: Principal): Promise<RoleRow[]> {
+  requirePermission(principal, { or: ["*", "rbac.*.read_role"] });
+  return listWorkspaceRoles(services.db, principal.workspaceId);
 }

@@ -32,7 +32,7 @@ export async function createRole(
 ): Promise<{ roleId: string }> {
   requirePermission(principal, { or: ["*", "rbac.*.create_role"] });
   try {
-    return { roleId: await insertRole(services.db, { ...input, workspaceId: principal.workspaceId }) };
+    return { roleId: await insertRole(services.db, { ...input, workspaceId: principal.workspaceId }, services.clock.now()) };
   } catch (err) {
     if (isUniqueViolation(err)) throw new ConflictError("role", `Role with name "${input.name}" already exists in this workspace`);
     throw err;
@@ -48,7 +48,9 @@ export async function createPermission(
   requirePermission(principal, { or: ["*", "rbac.*.create_permission"] });
   const slug = input.slug ?? input.name;
   try {
-    return { permissionId: await insertPermission(services.db, { ...input, slug, workspaceId: principal.workspaceId }) };
+    return {
+      permissionId: await insertPermission(services.db, { ...input, slug, workspaceId: principal.workspaceId }, services.clock.now()),
+    };
   } catch (err) {
     if (isUniqueViolation(err)) {
       // v1's message, which names the name (the slug, unique in the workspace, defaults to it).
@@ -81,7 +83,7 @@ export async function changePermissionsOfRole(
   change: "add" | "remove",
 ): Promise<void> {
   requirePermission(principal, { or: ["*", change === "add" ? "rbac.*.add_permission_to_role" : "rbac.*.remove_permission_from_role"] });
-  await changeRolePermissions(services.db, principal.workspaceId, input.roleId, input.permissions, change);
+  await changeRolePermissions(services.db, principal.workspaceId, input.roleId, input.permissions, change, services.clock.now());
 }
 
 /** A permission of the caller's workspace (one of another workspace is not found). */

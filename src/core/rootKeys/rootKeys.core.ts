@@ -1,3 +1,4 @@
+import type { Clock } from "../../clock.js";
 import type { Db } from "../../storage/client.js";
 import { NotFoundError } from "../../errors.js";
 import { deleteRootKeyById, insertRootKey } from "../../storage/rootKeys/rootKeys.repository.js";
@@ -7,7 +8,7 @@ import { workspaceExists } from "../../storage/workspaces/workspaces.repository.
  * The operator's rules of root keys (v1 adapter: the admin routes rootKeys.createRootKey / deleteRootKey). The
  * caller is the operator (admin token), checked by the adapter.
  */
-type RootKeyServices = { db: Db };
+type RootKeyServices = { db: Db; clock: Clock };
 
 /**
  * A root key of an existing workspace (NotFoundError otherwise) holding each of `permissions` once; its secret is
@@ -18,7 +19,7 @@ export async function createRootKey(
   input: { workspaceId: string; name?: string | undefined; permissions: string[] },
 ): Promise<{ keyId: string; key: string }> {
   if (!(await workspaceExists(services.db, input.workspaceId))) throw new NotFoundError("workspace", input.workspaceId);
-  return insertRootKey(services.db, { ...input, permissions: [...new Set(input.permissions)] });
+  return insertRootKey(services.db, { ...input, permissions: [...new Set(input.permissions)] }, services.clock.now());
 }
 
 /** Deletes a root key (NotFoundError when there is none); the next call made with it is refused. */

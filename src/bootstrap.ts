@@ -1,3 +1,4 @@
+import { type Clock, systemClock } from "./clock.js";
 import type { Config } from "./config.js";
 import type { Db } from "./storage/client.js";
 import { insertRootKey, upsertRootKey } from "./storage/rootKeys/rootKeys.repository.js";
@@ -12,21 +13,23 @@ export type BootstrapResult = {
 
 /**
  * On a store with no workspace, creates the default one. KEYHAVEN_ROOT_KEY, when set, becomes (or stays) a root
- * key with permission `*` in it; otherwise the first start generates a root key to print once.
+ * key with permission `*` in it; otherwise the first start generates a root key to print once. It runs before the
+ * services exist, so it takes the clock itself (the machine's unless a test gives one).
  */
-export async function bootstrap(db: Db, config: Config): Promise<BootstrapResult> {
+export async function bootstrap(db: Db, config: Config, clock: Clock = systemClock): Promise<BootstrapResult> {
+  const now = clock.now();
   let workspaceId = await findDefaultWorkspaceId(db);
   const createdWorkspace = workspaceId === undefined;
   if (workspaceId === undefined) {
-    workspaceId = await insertWorkspace(db, "default");
+    workspaceId = await insertWorkspace(db, "default", now);
     await setDefaultWorkspaceId(db, workspaceId);
   }
   if (config.rootKey) {
-    await upsertRootKey(db, { workspaceId, name: "KEYHAVEN_ROOT_KEY", permissions: ["*"] }, config.rootKey);
+    await upsertRootKey(db, { workspaceId, name: "KEYHAVEN_ROOT_KEY", permissions: ["*"] }, config.rootKey, now);
     return { workspaceId, createdWorkspace };
   }
   if (createdWorkspace) {
-    const { key } = await insertRootKey(db, { workspaceId, name: "generated on first start", permissions: ["*"] });
+    const { key } = await insertRootKey(db, { workspaceId, name: "generated on first start", permissions: ["*"] }, now);
     return { workspaceId, createdWorkspace, generatedRootKey: key };
   }
   return { workspaceId, createdWorkspace };

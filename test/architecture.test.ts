@@ -37,6 +37,41 @@ describe("the import graph of src/", () => {
     expect(offending).toEqual([]);
   });
 
+  // An adapter parses, calls the core and shapes its answer: the rules (permission checks, not-found, existence)
+  // live in the core, so a handler reaching a repository would bypass them. Types and constants of storage may be
+  // named; a repository's functions may not.
+  test("no file under src/wire/ imports a value from a repository (*.repository.ts)", () => {
+    const files = (readdirSync("src/wire", { recursive: true }) as string[]).filter((f) => f.endsWith(".ts"));
+    expect(files.length).toBeGreaterThan(0);
+    const offending = files.flatMap((f) => {
+      const file = join("src/wire", f);
+      const text = readFileSync(file, "utf8");
+      return [...text.matchAll(/(import|export)\s+(type\s+)?([^;]*?)\s*from\s+"([^"]+)"|import\(\s*"([^"]+)"\s*\)/g)]
+        .filter((m) => /\.repository(\.js)?$/.test((m[4] ?? m[5])!))
+        .filter((m) => {
+          if (m[5] !== undefined) return true; // import("…"): a value at run time
+          if (m[2] !== undefined) return false; // import type { … } / export type { … }
+          // `import { type A, type B }` imports nothing at run time either
+          const names = /\{([^}]*)\}/.exec(m[3]!)?.[1];
+          if (
+            names === undefined ||
+            m[3]!
+              .replace(/\{[^}]*\}/, "")
+              .trim()
+              .replace(/,$/, "") !== ""
+          )
+            return true;
+          return names
+            .split(",")
+            .map((n) => n.trim())
+            .filter((n) => n !== "")
+            .some((n) => !n.startsWith("type "));
+        })
+        .map((m) => `${file} -> ${m[4] ?? m[5]}`);
+    });
+    expect(offending).toEqual([]);
+  });
+
   test("only the v1 adapter imports a v1 route file (v1.<service>.<method>.ts)", () => {
     const offending = importsOf("src")
       .filter(({ file, target }) => /(^|\/)v1\.[^/]*$/.test(target) && !file.startsWith("src/wire/v1/"))

@@ -157,7 +157,7 @@ describe("bootstrap", () => {
     const first = `first-operator-secret-${randomBytes(8).toString("hex")}`;
     const second = `second-operator-secret-${randomBytes(8).toString("hex")}`;
     const { workspaceId } = await bootstrap(store.db, config({ KEYHAVEN_ROOT_KEY: first }));
-    const { key: other } = await insertRootKey(store.db, { workspaceId, name: "ci", permissions: ["*"] });
+    const { key: other } = await insertRootKey(store.db, { workspaceId, name: "ci", permissions: ["*"] }, Date.now());
     expect((await createApiWith(first)).status).toBe(200);
 
     await bootstrap(store.db, config({ KEYHAVEN_ROOT_KEY: second }));

@@ -153,12 +153,12 @@ export async function createHarness(
     onPostgres: templateUrl !== undefined,
     databaseUrl,
     async tenant(permissions = ["*"]) {
-      const workspaceId = await insertWorkspace(store.db, `ws-${randomBytes(3).toString("hex")}`);
-      const { keyId, key } = await insertRootKey(store.db, { workspaceId, permissions });
+      const workspaceId = await insertWorkspace(store.db, `ws-${randomBytes(3).toString("hex")}`, services.clock.now());
+      const { keyId, key } = await insertRootKey(store.db, { workspaceId, permissions }, services.clock.now());
       return { workspaceId, rootKey: key, rootKeyId: keyId };
     },
     async rootKey(workspaceId, permissions) {
-      return (await insertRootKey(store.db, { workspaceId, permissions })).key;
+      return (await insertRootKey(store.db, { workspaceId, permissions }, services.clock.now())).key;
     },
     async createApi(tenant, settings = {}) {
       const res = await harness.post("/v1/apis.createApi", { name: `api-${randomBytes(4).toString("hex")}`, ...settings }, tenant.rootKey);
@@ -172,7 +172,7 @@ export async function createHarness(
       return { key, keyId: res.body.keyIds[0] as string };
     },
     async disableWorkspace(workspaceId) {
-      await setWorkspaceEnabled(store.db, workspaceId, false);
+      await setWorkspaceEnabled(store.db, workspaceId, false, services.clock.now());
     },
     async post(path, body, rootKey, headers = {}) {
       const res = await app.inject({

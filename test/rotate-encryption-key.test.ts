@@ -142,7 +142,7 @@ describe("keyhaven rotate-encryption-key", () => {
     const store = await openPglite(dataDir);
     writeFileSync(keyFile, `${current.toString("base64")}\n`, { mode: 0o600 });
     await migrateAndRun(store, undefined, async () => {});
-    const workspaceId = await insertWorkspace(store.db, "rotation");
+    const workspaceId = await insertWorkspace(store.db, "rotation", Date.now());
     const keyring = new Keyring(current);
     const dk = await keyring.dataKeyFor(store.db, workspaceId);
     const { encryptionKeys } = await import("../src/storage/schema.js");

@@ -10,6 +10,7 @@ import {
   findKeyScope,
   findKeysOfOwner,
   type OutcomeCounter,
+  outcomeCounters,
   queryVerifications,
   type TimeGranularity,
 } from "../../storage/analytics/analytics.repository.js";
@@ -22,6 +23,10 @@ type AnalyticsServices = { db: Db };
 const HOUR_MS = 3_600_000;
 /** Time-only groups are answered with one row per slice of the range, empty ones included, up to this many. */
 export const MAX_TIME_SLICES = 10_000;
+
+/** The outcomes a verification count is split into, in the order the rows list them. */
+export const OUTCOME_COUNTERS = Object.keys(outcomeCounters) as OutcomeCounter[];
+export type { OutcomeCounter };
 
 export type VerificationsGroup = "key" | "identity" | "tags" | "tag" | "month" | "day" | "hour";
 export type VerificationsOrderBy = "time" | "total" | OutcomeCounter;

@@ -12,9 +12,9 @@ type ApiServices = { db: Db; clock: { now(): number } };
 export const apiNotFound = (apiId: string) => new NotFoundError("api", apiId);
 
 /** Creates an API in the caller's workspace; returns its id. */
-export async function createApi(services: Pick<ApiServices, "db">, caller: Principal, input: Omit<NewApi, "workspaceId">): Promise<string> {
+export async function createApi(services: ApiServices, caller: Principal, input: Omit<NewApi, "workspaceId">): Promise<string> {
   requirePermission(caller, { or: ["*", "api.*.create_api"] });
-  return insertApi(services.db, { ...input, workspaceId: caller.workspaceId });
+  return insertApi(services.db, { ...input, workspaceId: caller.workspaceId }, services.clock.now());
 }
 
 export type Api = { id: string; workspaceId: string; name: string; ipWhitelist: string | null };

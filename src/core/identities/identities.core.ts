@@ -12,8 +12,9 @@ import {
   updateIdentity as writeIdentity,
 } from "../../storage/identities/identities.repository.js";
 import type { Principal } from "../principal.js";
+import type { Clock } from "../../clock.js";
 
-type IdentityServices = { db: Db };
+type IdentityServices = { db: Db; clock: Clock };
 type Meta = Record<string, unknown>;
 
 export type Identity = { id: string; externalId: string; meta: Meta; ratelimits: IdentityRatelimitInput[] };
@@ -58,12 +59,16 @@ export async function createIdentity(
   assertMetaSize(input.meta);
   assertDistinctRatelimitNames(input.ratelimits);
   try {
-    return await insertIdentity(services.db, {
-      workspaceId: caller.workspaceId,
-      externalId: input.externalId,
-      meta: input.meta,
-      ratelimits: input.ratelimits ?? [],
-    });
+    return await insertIdentity(
+      services.db,
+      {
+        workspaceId: caller.workspaceId,
+        externalId: input.externalId,
+        meta: input.meta,
+        ratelimits: input.ratelimits ?? [],
+      },
+      services.clock.now(),
+    );
   } catch (err) {
     if (isUniqueViolation(err)) {
       throw new ConflictError("identity", { kind: "identityExists", externalId: input.externalId });
@@ -151,12 +156,16 @@ export async function updateIdentity(
     input.identityId !== undefined ? { identityId: input.identityId } : { externalId: input.externalId!, environment: input.environment },
   );
   if (!row) throw identityNotFound(input.identityId ?? input.externalId);
-  await writeIdentity(services.db, {
-    workspaceId: caller.workspaceId,
-    identityId: row.id,
-    meta: input.meta,
-    ratelimits: input.ratelimits,
-  });
+  await writeIdentity(
+    services.db,
+    {
+      workspaceId: caller.workspaceId,
+      identityId: row.id,
+      meta: input.meta,
+      ratelimits: input.ratelimits,
+    },
+    services.clock.now(),
+  );
   return withRatelimits(services.db, row, input.meta ?? (row.meta as Meta | null) ?? {});
 }
 

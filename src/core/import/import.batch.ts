@@ -33,7 +33,12 @@ export function describeBatchFailure(err: unknown): string {
  * A key that cannot be (it exists already, or a role or permission it names was deleted since it was enqueued)
  * is left out and reported by its index; the API being gone fails the whole batch.
  */
-export async function importBatch(tx: Db, batch: PendingBatch): Promise<{ imported: number; errors: BatchError[] }> {
+export async function importBatch(
+  tx: Db,
+  batch: PendingBatch,
+  /** Business time (the worker's clock), read at each attempt as the keys' creation time. */
+  now: () => number,
+): Promise<{ imported: number; errors: BatchError[] }> {
   const { workspaceId } = batch;
   const liveApis = await findLiveApiIds(tx, workspaceId, [batch.apiId]);
   if (!liveApis.has(batch.apiId)) {
@@ -69,7 +74,7 @@ export async function importBatch(tx: Db, batch: PendingBatch): Promise<{ import
     const plan = planSealedImport(
       candidates.map(({ key }) => toImportKey(batch.apiId, withoutSealed(key))),
       candidates.map(({ key }) => key.sealed),
-      { workspaceId, roleIds, permissionIds, now: Date.now() },
+      { workspaceId, roleIds, permissionIds, now: now() },
     );
     try {
       // insertImport's own transaction is a savepoint here: a conflict undoes only this attempt.

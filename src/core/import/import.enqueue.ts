@@ -1,4 +1,5 @@
 import { requirePermission } from "../principal.js";
+import type { Clock } from "../../clock.js";
 import type { Keyring } from "../../keyring/keyring.js";
 import type { Db } from "../../storage/client.js";
 import { NotFoundError } from "../../errors.js";
@@ -20,7 +21,7 @@ export type EnqueueInput = { migrationId: string; apiId: string; keys: EnqueueKe
  * (PreconditionFailedError), a key repeated in the batch (ConflictError with `details`).
  */
 export async function enqueueKeys(
-  store: { db: Db; keyring: Keyring },
+  store: { db: Db; keyring: Keyring; clock: Clock },
   caller: Principal,
   { migrationId, apiId, keys }: EnqueueInput,
 ): Promise<boolean> {
@@ -43,7 +44,7 @@ export async function enqueueKeys(
     ...settings,
     sealed: sealed[i]!,
   }));
-  await insertMigrationBatch(db, { workspaceId, migrationId, apiId, keys: queued, dataKey });
+  await insertMigrationBatch(db, { workspaceId, migrationId, apiId, keys: queued, dataKey }, store.clock.now());
   if (dataKey?.newRow) keyring.remember(dataKey);
   return true;
 }

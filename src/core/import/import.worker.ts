@@ -149,8 +149,8 @@ export class MigrationWorker {
         const batch = await claimPendingBatch(tx, now);
         if (!batch) return false;
         claimed = batch;
-        const result = await importBatch(tx, batch);
-        await finishMigrationBatch(tx, batch, result);
+        const result = await importBatch(tx, batch, this.now);
+        await finishMigrationBatch(tx, batch, result, this.now());
         this.log.info(
           { batchId: batch.id, migrationId: batch.migrationId, imported: result.imported, failed: result.errors.length },
           "imported an enqueued migration batch",

@@ -88,7 +88,7 @@ export async function createKey(services: KeyServices, principal: Principal, inp
   }
   const dataKey = input.recoverable ? await keyring.dataKeyFor(db, workspaceId) : undefined;
 
-  const now = Date.now();
+  const now = services.clock.now();
   const keyId = newId("key");
   const prefix = input.prefix ?? api.defaultPrefix ?? undefined;
   const key = generateKey(prefix, input.byteLength ?? api.defaultBytes ?? 16);

@@ -15,7 +15,7 @@ export async function deleteKey(services: KeyServices, principal: Principal, inp
   const key = await findLiveKeyForWrite(db, input.keyId);
   if (!key || key.workspaceId !== principal.workspaceId) throw new NotFoundError("key", input.keyId);
   requirePermission(principal, apiPermission(key.apiId, "delete_key"));
-  const deleted = input.permanent ? await hardDeleteKey(db, key.id) : await softDeleteKey(db, key.id, Date.now());
+  const deleted = input.permanent ? await hardDeleteKey(db, key.id) : await softDeleteKey(db, key.id, services.clock.now());
   if (!deleted) throw new NotFoundError("key", input.keyId);
 }
 
@@ -26,7 +26,7 @@ export async function deleteApiKeys(
   input: { apiId: string; permanent: boolean },
 ): Promise<number> {
   requirePermission(principal, apiPermission(input.apiId, "delete_key"));
-  const deleted = await deleteKeysOfApi(services.db, principal.workspaceId, input.apiId, input.permanent, Date.now());
+  const deleted = await deleteKeysOfApi(services.db, principal.workspaceId, input.apiId, input.permanent, services.clock.now());
   if (deleted === undefined) throw new NotFoundError("api", input.apiId);
   return deleted;
 }

@@ -1,5 +1,6 @@
+import type { Clock } from "../../clock.js";
 import type { Keyring } from "../../keyring/keyring.js";
 import type { Db } from "../../storage/client.js";
 
 /** What the key operations use of the services (services.ts's Services has them). */
-export type KeyServices = { readonly db: Db; readonly keyring: Keyring };
+export type KeyServices = { readonly db: Db; readonly keyring: Keyring; readonly clock: Clock };

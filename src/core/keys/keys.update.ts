@@ -53,7 +53,7 @@ export async function updateKey(services: KeyServices, principal: Principal, inp
     const { keyId: _, ...fields } = input;
     if (Object.values(fields).every((v) => v === undefined)) return;
 
-    const now = Date.now();
+    const now = services.clock.now();
     const changes = await keyChanges(tx, principal, input, now);
 
     if (input.roles !== undefined) await replaceOnKey(tx, auth, roleKind, key, input.roles, now);

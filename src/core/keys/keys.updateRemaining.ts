@@ -31,7 +31,7 @@ export async function updateRemaining(
     if (value === null) throw new InvalidInputError({ kind: "remainingByNull", op });
   }
   const change = op === "set" ? { op, value } : { op, value: value! };
-  const result = await changeKeyRemaining(db, key.id, change, Date.now());
+  const result = await changeKeyRemaining(db, key.id, change, services.clock.now());
   if (result) return result;
 
   // Nothing was updated: tell why from the key as it is now (a concurrent request may have changed it).

@@ -62,7 +62,7 @@ export async function limit(services: RatelimitServices, caller: Principal, inpu
     }
     // Checked before creating, so a key that may not limit leaves nothing behind.
     requirePermission(caller, { or: ["*", "ratelimit.*.limit"] });
-    namespaceId = await ensureNamespace(services.db, caller.workspaceId, input.namespace);
+    namespaceId = await ensureNamespace(services.db, caller.workspaceId, input.namespace, services.clock.now());
   }
   const applied = found?.override ?? { limit: input.limit, duration: input.duration };
   const outcomes = await checkLimits(services, [
@@ -111,14 +111,14 @@ export type OverrideInput = { identifier: string; limit: number; duration: numbe
 
 /** Creates or replaces the override of an identifier (or of a `*` pattern) in the namespace; returns its id. */
 export async function setOverride(
-  services: Pick<RatelimitServices, "db">,
+  services: Pick<RatelimitServices, "db" | "clock">,
   caller: Principal,
   by: NamespaceSelector,
   input: OverrideInput,
 ): Promise<string> {
   requirePermission(caller, { or: ["*", "ratelimit.*.set_override"] });
   const namespace = await namespaceOf(services.db, caller, by);
-  return upsertOverride(services.db, { workspaceId: caller.workspaceId, namespaceId: namespace.id, ...input });
+  return upsertOverride(services.db, { workspaceId: caller.workspaceId, namespaceId: namespace.id, ...input }, services.clock.now());
 }
 
 /** The override of the identifier, matched literally (`*` included). */
@@ -138,14 +138,14 @@ export async function getOverride(
 
 /** Deletes the override of the identifier (matched literally); the next limit call no longer sees it. */
 export async function deleteOverride(
-  services: Pick<RatelimitServices, "db">,
+  services: Pick<RatelimitServices, "db" | "clock">,
   caller: Principal,
   by: NamespaceSelector,
   identifier: string,
 ): Promise<void> {
   requirePermission(caller, { or: ["*", "ratelimit.*.delete_override"] });
   const namespace = await namespaceOf(services.db, caller, by);
-  if (!(await softDeleteOverride(services.db, namespace.id, identifier))) {
+  if (!(await softDeleteOverride(services.db, namespace.id, identifier, services.clock.now()))) {
     throw new NotFoundError("override", identifier, { kind: "overrideNotFound", identifier, during: "delete" });
   }
 }

@@ -1,5 +1,6 @@
 import { hasPermission, type Principal, requirePermission } from "../principal.js";
 import { describeQuery, type PermissionQuery } from "../auth/permissions.query.js";
+import type { Clock } from "../../clock.js";
 import type { Db } from "../../storage/client.js";
 import { NotFoundError, type PermissionCheck, PermissionDeniedError, type Refusal } from "../../errors.js";
 import { deleteKeyLinks, findKeyLinkIds, insertKeyLinks, replaceKeyLinks } from "../../storage/keys/keys.rbac.repository.js";
@@ -15,7 +16,7 @@ import { ensurePermission, ensureRole, findPermissionsByIdOrSlug, findRolesByIdO
  */
 
 /** What these rules use of the process's services. */
-export type RbacServices = { readonly db: Db };
+export type RbacServices = { readonly db: Db; readonly clock: Clock };
 
 type Key = { id: string; workspaceId: string };
 
@@ -116,7 +117,7 @@ export async function addToKey(
   requirePermission(principal, anyOf(k.permissions.add));
   return services.db.transaction(async (tx) => {
     const key = await lockKey(tx, principal, input.keyId);
-    const now = Date.now();
+    const now = services.clock.now();
     const connected = await resolve(tx, principal, k, input.wanted, now, {
       allowCreate: () => {
         if (!hasPermission(principal, anyOf(k.permissions.create))) deny("createWhileAdding", principal, anyOf(k.permissions.create));
@@ -168,7 +169,7 @@ export async function setOnKey(
   requirePermission(principal, { or: ["*", k.permissions.add, k.permissions.remove] });
   return services.db.transaction(async (tx) => {
     const key = await lockKey(tx, principal, input.keyId);
-    return replaceOnKey(tx, principal, k, key, input.wanted, Date.now(), (name) => ({ kind: "notFoundToSet", what: k.kind, name }));
+    return replaceOnKey(tx, principal, k, key, input.wanted, services.clock.now(), (name) => ({ kind: "notFoundToSet", what: k.kind, name }));
   });
 }
 

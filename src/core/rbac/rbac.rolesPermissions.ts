@@ -5,9 +5,15 @@ import {
   changeRolePermissions,
   deletePermission as deletePermissionRow,
   deleteRole as deleteRoleRow,
+  findPermission,
+  findRole,
   insertPermission,
   insertRole,
+  listWorkspacePermissions,
+  listWorkspaceRoles,
   type PermissionRef,
+  type PermissionRow,
+  type RoleRow,
 } from "../../storage/rbac/permissions.repository.js";
 import type { Principal } from "../principal.js";
 import type { RbacServices } from "./rbac.keyLinks.js";
@@ -26,7 +32,7 @@ export async function createRole(
 ): Promise<{ roleId: string }> {
   requirePermission(principal, { or: ["*", "rbac.*.create_role"] });
   try {
-    return { roleId: await insertRole(services.db, { ...input, workspaceId: principal.workspaceId }) };
+    return { roleId: await insertRole(services.db, { ...input, workspaceId: principal.workspaceId }, services.clock.now()) };
   } catch (err) {
     if (isUniqueViolation(err)) throw new ConflictError("role", { kind: "roleExists", name: input.name });
     throw err;
@@ -42,7 +48,9 @@ export async function createPermission(
   requirePermission(principal, { or: ["*", "rbac.*.create_permission"] });
   const slug = input.slug ?? input.name;
   try {
-    return { permissionId: await insertPermission(services.db, { ...input, slug, workspaceId: principal.workspaceId }) };
+    return {
+      permissionId: await insertPermission(services.db, { ...input, slug, workspaceId: principal.workspaceId }, services.clock.now()),
+    };
   } catch (err) {
     if (isUniqueViolation(err)) {
       // Named by the name, as v1 does (the slug, unique in the workspace, defaults to it).
@@ -75,5 +83,33 @@ export async function changePermissionsOfRole(
   change: "add" | "remove",
 ): Promise<void> {
   requirePermission(principal, { or: ["*", change === "add" ? "rbac.*.add_permission_to_role" : "rbac.*.remove_permission_from_role"] });
-  await changeRolePermissions(services.db, principal.workspaceId, input.roleId, input.permissions, change);
+  await changeRolePermissions(services.db, principal.workspaceId, input.roleId, input.permissions, change, services.clock.now());
+}
+
+/** A permission of the caller's workspace (one of another workspace is not found). */
+export async function getPermission(services: RbacServices, principal: Principal, permissionId: string): Promise<PermissionRow> {
+  requirePermission(principal, { or: ["*", "rbac.*.read_permission"] });
+  const permission = await findPermission(services.db, principal.workspaceId, permissionId);
+  if (!permission) throw new NotFoundError("permission", permissionId);
+  return permission;
+}
+
+/** Every permission of the caller's workspace, oldest first. */
+export async function listPermissions(services: RbacServices, principal: Principal): Promise<PermissionRow[]> {
+  requirePermission(principal, { or: ["*", "rbac.*.read_permission"] });
+  return listWorkspacePermissions(services.db, principal.workspaceId);
+}
+
+/** A role of the caller's workspace (one of another workspace is not found). */
+export async function getRole(services: RbacServices, principal: Principal, roleId: string): Promise<RoleRow> {
+  requirePermission(principal, { or: ["*", "rbac.*.read_role"] });
+  const role = await findRole(services.db, principal.workspaceId, roleId);
+  if (!role) throw new NotFoundError("role", roleId);
+  return role;
+}
+
+/** Every role of the caller's workspace, oldest first. */
+export async function listRoles(services: RbacServices, principal: Principal): Promise<RoleRow[]> {
+  requirePermission(principal, { or: ["*", "rbac.*.read_role"] });
+  return listWorkspaceRoles(services.db, principal.workspaceId);
 }

@@ -16,7 +16,7 @@ export type NewApi = {
   ipWhitelist?: string | undefined;
 };
 
-export async function insertApi(db: Db, input: NewApi): Promise<string> {
+export async function insertApi(db: Db, input: NewApi, now: number): Promise<string> {
   const id = newId("api");
   await db.insert(apis).values({
     id,
@@ -27,7 +27,7 @@ export async function insertApi(db: Db, input: NewApi): Promise<string> {
     defaultBytes: input.defaultBytes ?? null,
     deleteProtection: input.deleteProtection ?? false,
     ipWhitelist: input.ipWhitelist ?? null,
-    createdAtM: Date.now(),
+    createdAtM: now,
   });
   return id;
 }

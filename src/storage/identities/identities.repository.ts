@@ -11,9 +11,9 @@ export type IdentityRow = typeof identities.$inferSelect;
 export async function insertIdentity(
   db: Db,
   input: { workspaceId: string; externalId: string; meta?: Record<string, unknown> | undefined; ratelimits: IdentityRatelimitInput[] },
+  now: number,
 ): Promise<string> {
   const id = newId("id");
-  const now = Date.now();
   await db.transaction(async (tx) => {
     await tx.insert(identities).values({
       id,
@@ -140,8 +140,8 @@ export async function updateIdentity(
     meta?: Record<string, unknown> | undefined;
     ratelimits?: IdentityRatelimitInput[] | undefined;
   },
+  now: number,
 ): Promise<void> {
-  const now = Date.now();
   await db.transaction(async (tx) => {
     await tx
       .update(identities)

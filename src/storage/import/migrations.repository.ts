@@ -75,6 +75,7 @@ export type PendingBatch = {
 export async function insertMigrationBatch(
   db: Db,
   batch: { workspaceId: string; migrationId: string; apiId: string; keys: QueuedKey[]; dataKey: DataKey | undefined },
+  now: number,
 ): Promise<number> {
   return db.transaction(async (tx) => {
     if (batch.dataKey?.newRow) await tx.insert(encryptionKeys).values(batch.dataKey.newRow);
@@ -86,7 +87,7 @@ export async function insertMigrationBatch(
         apiId: batch.apiId,
         keys: batch.keys,
         keyCount: batch.keys.length,
-        createdAtM: Date.now(),
+        createdAtM: now,
       })
       .returning({ id: migrationBatches.id });
     return row!.id;
@@ -135,8 +136,12 @@ export type BatchError = { keyIndex: number | null; code: string; message: strin
  * Marks a processed batch done (every key imported) or failed, with the reason for each key not imported, and
  * drops its sealed keys: what was imported lives in `keys` now, and what was not cannot be by retrying.
  */
-export async function finishMigrationBatch(db: Db, batch: PendingBatch, result: { imported: number; errors: BatchError[] }): Promise<void> {
-  const now = Date.now();
+export async function finishMigrationBatch(
+  db: Db,
+  batch: PendingBatch,
+  result: { imported: number; errors: BatchError[] },
+  now: number,
+): Promise<void> {
   const failed = batch.keys.length - result.imported;
   if (result.errors.length > 0) {
     await db.insert(migrationErrors).values(

@@ -73,10 +73,10 @@ export class LimitLookupCache {
 }
 
 /** Creates the namespace, or finds the live one another request created first; returns its id. */
-export async function ensureNamespace(db: Db, workspaceId: string, name: string): Promise<string> {
+export async function ensureNamespace(db: Db, workspaceId: string, name: string, now: number): Promise<string> {
   const [created] = await db
     .insert(n)
-    .values({ id: newId("rlns"), workspaceId, name, createdAtM: Date.now() })
+    .values({ id: newId("rlns"), workspaceId, name, createdAtM: now })
     .onConflictDoNothing({ target: [n.workspaceId, n.name], where: isNull(n.deletedAtM) })
     .returning({ id: n.id });
   if (created) return created.id;
@@ -122,8 +122,8 @@ const overrideColumns = { id: o.id, identifier: o.identifier, limit: o.limit, du
 export async function upsertOverride(
   db: Db,
   input: { workspaceId: string; namespaceId: string; identifier: string; limit: number; duration: number; async: boolean },
+  now: number,
 ): Promise<string> {
-  const now = Date.now();
   const [row] = await db
     .insert(o)
     .values({ id: newId("rlor"), ...input, createdAtM: now })
@@ -161,10 +161,10 @@ export async function listOverridesPage(
 }
 
 /** Soft-deletes the live override; false when there is none. */
-export async function softDeleteOverride(db: Db, namespaceId: string, identifierValue: string): Promise<boolean> {
+export async function softDeleteOverride(db: Db, namespaceId: string, identifierValue: string, now: number): Promise<boolean> {
   const rows = await db
     .update(o)
-    .set({ deletedAtM: Date.now() })
+    .set({ deletedAtM: now })
     .where(and(eq(o.namespaceId, namespaceId), eq(o.identifier, identifierValue), isNull(o.deletedAtM)))
     .returning({ id: o.id });
   return rows.length > 0;

@@ -8,15 +8,20 @@ import { newId } from "../../ids.js";
 export async function insertPermission(
   db: Db,
   input: { workspaceId: string; name: string; slug: string; description?: string | undefined },
+  now: number,
 ): Promise<string> {
   const id = newId("perm");
-  await db.insert(permissions).values({ id, ...input, description: input.description || null, createdAtM: Date.now() });
+  await db.insert(permissions).values({ id, ...input, description: input.description || null, createdAtM: now });
   return id;
 }
 
-export async function insertRole(db: Db, input: { workspaceId: string; name: string; description?: string | undefined }): Promise<string> {
+export async function insertRole(
+  db: Db,
+  input: { workspaceId: string; name: string; description?: string | undefined },
+  now: number,
+): Promise<string> {
   const id = newId("role");
-  await db.insert(roles).values({ id, ...input, description: input.description || null, createdAtM: Date.now() });
+  await db.insert(roles).values({ id, ...input, description: input.description || null, createdAtM: now });
   return id;
 }
 
@@ -220,6 +225,7 @@ export async function changeRolePermissions(
   roleId: string,
   refs: PermissionRef[],
   change: "add" | "remove",
+  now: number,
 ): Promise<void> {
   const ids = [...new Set(refs.flatMap((r) => (r.id !== undefined ? [r.id] : [])))];
   const slugs = [...new Set(refs.flatMap((r) => (r.id === undefined && r.slug !== undefined ? [r.slug] : [])))];
@@ -242,7 +248,6 @@ export async function changeRolePermissions(
     const permissionIds = found.map((p) => p.id);
     if (permissionIds.length === 0) return;
     if (change === "add") {
-      const now = Date.now();
       await tx
         .insert(rolesPermissions)
         .values(permissionIds.map((permissionId) => ({ roleId, permissionId, workspaceId, createdAtM: now })))

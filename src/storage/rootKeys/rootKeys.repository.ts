@@ -10,7 +10,7 @@ export const ROOT_KEY_PREFIX = "khroot";
 export type NewRootKey = { workspaceId: string; name?: string | undefined; permissions: string[] };
 
 /** Creates a root key with a generated secret, or with `secret` when given; only its hash is stored. */
-export async function insertRootKey(db: Db, input: NewRootKey, secret?: string): Promise<{ keyId: string; key: string }> {
+export async function insertRootKey(db: Db, input: NewRootKey, now: number, secret?: string): Promise<{ keyId: string; key: string }> {
   const key = secret ?? generateKey(ROOT_KEY_PREFIX, 32);
   const keyId = newId("rk");
   await db.insert(rootKeys).values({
@@ -20,7 +20,7 @@ export async function insertRootKey(db: Db, input: NewRootKey, secret?: string):
     start: key.slice(0, ROOT_KEY_PREFIX.length + 5),
     name: input.name ?? null,
     permissions: input.permissions,
-    createdAtM: Date.now(),
+    createdAtM: now,
   });
   return { keyId, key };
 }
@@ -29,16 +29,16 @@ export async function insertRootKey(db: Db, input: NewRootKey, secret?: string):
  * Makes `secret` a root key of the workspace with these permissions, whatever it was before, and revokes every
  * other root key of that workspace with the same name: the value the name held before (KEYHAVEN_ROOT_KEY changed).
  */
-export async function upsertRootKey(db: Db, input: NewRootKey & { name: string }, secret: string): Promise<void> {
+export async function upsertRootKey(db: Db, input: NewRootKey & { name: string }, secret: string, now: number): Promise<void> {
   await db.transaction(async (tx) => {
     await tx
       .delete(rootKeys)
       .where(and(eq(rootKeys.workspaceId, input.workspaceId), eq(rootKeys.name, input.name), ne(rootKeys.hash, hashKey(secret))));
-    await upsertByHash(tx, input, secret);
+    await upsertByHash(tx, input, secret, now);
   });
 }
 
-async function upsertByHash(db: Db, input: NewRootKey, secret: string): Promise<void> {
+async function upsertByHash(db: Db, input: NewRootKey, secret: string, now: number): Promise<void> {
   await db
     .insert(rootKeys)
     .values({
@@ -48,7 +48,7 @@ async function upsertByHash(db: Db, input: NewRootKey, secret: string): Promise<
       start: secret.slice(0, 4),
       name: input.name ?? null,
       permissions: input.permissions,
-      createdAtM: Date.now(),
+      createdAtM: now,
     })
     .onConflictDoUpdate({
       target: rootKeys.hash,

@@ -5,19 +5,15 @@ import { newId } from "../../ids.js";
 
 const DEFAULT_WORKSPACE = "default_workspace_id";
 
-export async function insertWorkspace(db: Db, name: string): Promise<string> {
+export async function insertWorkspace(db: Db, name: string, now: number): Promise<string> {
   const id = newId("ws");
-  await db.insert(workspaces).values({ id, name, createdAtM: Date.now() });
+  await db.insert(workspaces).values({ id, name, createdAtM: now });
   return id;
 }
 
 /** Returns false when no such workspace exists. */
-export async function setWorkspaceEnabled(db: Db, id: string, enabled: boolean): Promise<boolean> {
-  const rows = await db
-    .update(workspaces)
-    .set({ enabled, updatedAtM: Date.now() })
-    .where(eq(workspaces.id, id))
-    .returning({ id: workspaces.id });
+export async function setWorkspaceEnabled(db: Db, id: string, enabled: boolean, now: number): Promise<boolean> {
+  const rows = await db.update(workspaces).set({ enabled, updatedAtM: now }).where(eq(workspaces.id, id)).returning({ id: workspaces.id });
   return rows.length > 0;
 }
 

@@ -1,13 +1,14 @@
 import { z } from "zod";
 import {
   getVerifications as getVerificationsCore,
+  OUTCOME_COUNTERS,
+  type OutcomeCounter,
   planVerifications,
   type VerificationsQuery,
 } from "../../../core/analytics/analytics.core.js";
 import { queryInt, queryText } from "../query.js";
 import { idInput } from "../inputBounds.js";
 import { defineRpc } from "../rpc.js";
-import { type OutcomeCounter, outcomeCounters } from "../../../storage/analytics/analytics.repository.js";
 
 const groupByValues = ["key", "identity", "tags", "tag", "month", "day", "hour"] as const;
 const orderByValues = [
@@ -80,7 +81,7 @@ export const getVerifications = defineRpc({
   output: z.array(
     z.object({
       time: z.number().optional(),
-      ...Object.fromEntries(Object.keys(outcomeCounters).map((name) => [name, z.number()])),
+      ...Object.fromEntries(OUTCOME_COUNTERS.map((name) => [name, z.number()])),
       total: z.number(),
       keyId: z.string().optional(),
       identity: z.object({ id: z.string(), externalId: z.string() }).optional(),

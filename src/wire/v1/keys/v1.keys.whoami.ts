@@ -1,11 +1,7 @@
 import { z } from "zod";
-import { apiPermission } from "../../../core/auth/permissions.query.js";
-import { requirePermission } from "../../../core/principal.js";
-import { hashKey } from "../../../crypto/hash.js";
-import { ApiError } from "../../../http/errors.js";
+import { findKeyBySecret, requireKeyVisible } from "../../../core/keys/keys.read.js";
 import { defineRpc } from "../rpc.js";
 import { isRecord } from "./keys.object.js";
-import { findKeyObjectRow } from "../../../storage/keys/keyObjects.repository.js";
 import { metaSchema } from "./keys.schemas.js";
 
 export const whoami = defineRpc({
@@ -28,14 +24,9 @@ export const whoami = defineRpc({
     environment: z.string().optional(),
   }),
   // The key is looked up before authenticating, as v1 did: an unknown key is 404 whoever asks.
-  beforeAuth: async (input, { deps }) => {
-    const row = await findKeyObjectRow(deps.db, { hash: hashKey(input.key) }, "direct-names");
-    if (!row) throw new ApiError("NOT_FOUND", "Key not found");
-    return row;
-  },
-  handler: async (_input, { rootKey: auth, checked: row }) => {
-    if (row.workspaceId !== auth.workspaceId) throw new ApiError("NOT_FOUND", "Key not found");
-    requirePermission(auth, apiPermission(row.apiId, "read_key"));
+  beforeAuth: (input, { deps }) => findKeyBySecret(deps, input.key),
+  handler: async (_input, { rootKey: auth, checked }) => {
+    const row = requireKeyVisible(auth, checked);
     return {
       id: row.id,
       ...(row.name !== null && { name: row.name }),

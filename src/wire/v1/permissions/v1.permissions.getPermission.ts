@@ -1,9 +1,7 @@
 import { z } from "zod";
-import { requirePermission } from "../../../core/principal.js";
-import { ApiError } from "../../../http/errors.js";
+import { getPermission as getPermissionCore } from "../../../core/rbac/rbac.rolesPermissions.js";
 import { queryText } from "../query.js";
 import { defineRpc } from "../rpc.js";
-import { findPermission } from "../../../storage/rbac/permissions.repository.js";
 import { permissionOutput, toPermissionOutput } from "./permissions.schemas.js";
 
 export const getPermission = defineRpc({
@@ -16,9 +14,6 @@ export const getPermission = defineRpc({
   input: z.object({ permissionId: queryText.min(1) }),
   output: permissionOutput,
   handler: async (input, { deps, rootKey: auth }) => {
-    requirePermission(auth, { or: ["*", "rbac.*.read_permission"] });
-    const permission = await findPermission(deps.db, auth.workspaceId, input.permissionId);
-    if (!permission) throw new ApiError("NOT_FOUND", `permission ${input.permissionId} not found`);
-    return toPermissionOutput(permission);
+    return toPermissionOutput(await getPermissionCore(deps, auth, input.permissionId));
   },
 });

@@ -1,9 +1,7 @@
 import { z } from "zod";
-import { requirePermission } from "../../../core/principal.js";
-import { ApiError } from "../../../http/errors.js";
+import { getRole as getRoleCore } from "../../../core/rbac/rbac.rolesPermissions.js";
 import { queryText } from "../query.js";
 import { defineRpc } from "../rpc.js";
-import { findRole } from "../../../storage/rbac/permissions.repository.js";
 import { roleOutput, toRoleOutput } from "./permissions.schemas.js";
 
 export const getRole = defineRpc({
@@ -16,9 +14,6 @@ export const getRole = defineRpc({
   input: z.object({ roleId: queryText.min(1) }),
   output: roleOutput,
   handler: async (input, { deps, rootKey: auth }) => {
-    requirePermission(auth, { or: ["*", "rbac.*.read_role"] });
-    const role = await findRole(deps.db, auth.workspaceId, input.roleId);
-    if (!role) throw new ApiError("NOT_FOUND", `role ${input.roleId} not found`);
-    return toRoleOutput(role);
+    return toRoleOutput(await getRoleCore(deps, auth, input.roleId));
   },
 });

@@ -1,7 +1,6 @@
 import { z } from "zod";
-import { requirePermission } from "../../../core/principal.js";
+import { listPermissions as listPermissionsCore } from "../../../core/rbac/rbac.rolesPermissions.js";
 import { defineRpc } from "../rpc.js";
-import { listWorkspacePermissions } from "../../../storage/rbac/permissions.repository.js";
 import { permissionOutput, toPermissionOutput } from "./permissions.schemas.js";
 
 export const listPermissions = defineRpc({
@@ -14,7 +13,6 @@ export const listPermissions = defineRpc({
   input: z.object({}),
   output: z.array(permissionOutput),
   handler: async (_input, { deps, rootKey: auth }) => {
-    requirePermission(auth, { or: ["*", "rbac.*.read_permission"] });
-    return (await listWorkspacePermissions(deps.db, auth.workspaceId)).map(toPermissionOutput);
+    return (await listPermissionsCore(deps, auth)).map(toPermissionOutput);
   },
 });

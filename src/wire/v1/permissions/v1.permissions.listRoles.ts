@@ -1,7 +1,6 @@
 import { z } from "zod";
-import { requirePermission } from "../../../core/principal.js";
+import { listRoles as listRolesCore } from "../../../core/rbac/rbac.rolesPermissions.js";
 import { defineRpc } from "../rpc.js";
-import { listWorkspaceRoles } from "../../../storage/rbac/permissions.repository.js";
 import { roleOutput, toRoleOutput } from "./permissions.schemas.js";
 
 export const listRoles = defineRpc({
@@ -14,7 +13,6 @@ export const listRoles = defineRpc({
   input: z.object({}),
   output: z.array(roleOutput),
   handler: async (_input, { deps, rootKey: auth }) => {
-    requirePermission(auth, { or: ["*", "rbac.*.read_role"] });
-    return (await listWorkspaceRoles(deps.db, auth.workspaceId)).map(toRoleOutput);
+    return (await listRolesCore(deps, auth)).map(toRoleOutput);
   },
 });

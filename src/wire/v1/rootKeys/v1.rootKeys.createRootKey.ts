@@ -1,9 +1,7 @@
 import { z } from "zod";
-import { ApiError } from "../../../http/errors.js";
+import { createRootKey as create } from "../../../core/rootKeys/rootKeys.core.js";
 import { LARGE_BODY_LIMIT, defineRpc } from "../rpc.js";
 import { idInput } from "../inputBounds.js";
-import { workspaceExists } from "../../../storage/workspaces/workspaces.repository.js";
-import { insertRootKey } from "../../../storage/rootKeys/rootKeys.repository.js";
 
 export const createRootKey = defineRpc({
   method: "POST",
@@ -22,9 +20,6 @@ export const createRootKey = defineRpc({
   }),
   output: z.object({ keyId: z.string(), key: z.string() }),
   handler: async (input, { deps }) => {
-    if (!(await workspaceExists(deps.db, input.workspaceId))) {
-      throw new ApiError("NOT_FOUND", `workspace ${input.workspaceId} not found`);
-    }
-    return insertRootKey(deps.db, { ...input, permissions: [...new Set(input.permissions)] });
+    return create(deps, input);
   },
 });

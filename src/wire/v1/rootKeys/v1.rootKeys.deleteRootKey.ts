@@ -1,8 +1,7 @@
 import { z } from "zod";
-import { ApiError } from "../../../http/errors.js";
+import { deleteRootKey as remove } from "../../../core/rootKeys/rootKeys.core.js";
 import { defineRpc } from "../rpc.js";
 import { idInput } from "../inputBounds.js";
-import { deleteRootKeyById } from "../../../storage/rootKeys/rootKeys.repository.js";
 
 export const deleteRootKey = defineRpc({
   method: "POST",
@@ -14,7 +13,7 @@ export const deleteRootKey = defineRpc({
   input: z.object({ keyId: idInput }),
   output: z.object({}),
   handler: async (input, { deps }) => {
-    if (!(await deleteRootKeyById(deps.db, input.keyId))) throw new ApiError("NOT_FOUND", `root key ${input.keyId} not found`);
+    await remove(deps, input.keyId);
     return {};
   },
 });

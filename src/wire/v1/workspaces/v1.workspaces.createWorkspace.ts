@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { defineRpc } from "../rpc.js";
-import { insertWorkspace } from "../../../storage/workspaces/workspaces.repository.js";
+import { createWorkspace as create } from "../../../core/workspaces/workspaces.core.js";
 
 export const createWorkspace = defineRpc({
   method: "POST",
@@ -12,6 +12,6 @@ export const createWorkspace = defineRpc({
   input: z.object({ name: z.string().trim().min(1).max(256) }),
   output: z.object({ workspaceId: z.string() }),
   handler: async (input, { deps }) => {
-    return { workspaceId: await insertWorkspace(deps.db, input.name) };
+    return { workspaceId: await create(deps, input) };
   },
 });

@@ -1,8 +1,7 @@
 import { z } from "zod";
-import { ApiError } from "../../../http/errors.js";
 import { defineRpc } from "../rpc.js";
 import { idInput } from "../inputBounds.js";
-import { setWorkspaceEnabled } from "../../../storage/workspaces/workspaces.repository.js";
+import { enableWorkspace } from "../../../core/workspaces/workspaces.core.js";
 
 export const updateWorkspace = defineRpc({
   method: "POST",
@@ -15,9 +14,7 @@ export const updateWorkspace = defineRpc({
   input: z.object({ workspaceId: idInput, enabled: z.boolean() }),
   output: z.object({}),
   handler: async (input, { deps }) => {
-    if (!(await setWorkspaceEnabled(deps.db, input.workspaceId, input.enabled))) {
-      throw new ApiError("NOT_FOUND", `workspace ${input.workspaceId} not found`);
-    }
+    await enableWorkspace(deps, input);
     return {};
   },
 });

@@ -44,18 +44,8 @@ const it = test
             .n,
         ),
   )
-  .extend(
-    "keyVerifications",
-    async ({ h, t }) =>
-      (query: Record<string, string>, rootKey: string | undefined = t.rootKey) =>
-        h.get("/v1/keys.getVerifications", query, rootKey),
-  )
-  .extend(
-    "analytics",
-    async ({ h, t }) =>
-      (query: Record<string, string>, rootKey: string | undefined = t.rootKey) =>
-        h.get("/v1/analytics.getVerifications", query, rootKey),
-  );
+  .extend("keyVerifications", async ({ route }) => route("/v1/keys.getVerifications"))
+  .extend("analytics", async ({ route }) => route("/v1/analytics.getVerifications"));
 
 describe("verification analytics: recording and writing", () => {
   it("counts every verification of an existing key per outcome and tags, written within about a second", async ({

@@ -14,12 +14,7 @@ const byHash = (api: string, n: number) =>
 
 // The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), and helpers over them.
 const it = test
-  .extend(
-    "importKeys",
-    async ({ h, t }) =>
-      (body: unknown, rootKey = t.rootKey) =>
-        h.post("/v1/migrations.createKeys", body, rootKey),
-  )
+  .extend("importKeys", async ({ route }) => route("/v1/migrations.createKeys"))
   .extend("snapshot", async ({ count }) => async () => ({
     keys: await count("keys"),
     identities: await count("identities"),
@@ -28,12 +23,7 @@ const it = test
     keysRoles: await count("keys_roles"),
     keysPermissions: await count("keys_permissions"),
     ratelimits: await count("ratelimits"),
-  }))
-  .extend("createPermission", async ({ h, t }) => async (name: string, tenant = t) => {
-    const res = await h.post("/v1/permissions.createPermission", { name }, tenant.rootKey);
-    expect(res.status).toBe(200);
-    return res.body.permissionId as string;
-  });
+  }));
 
 describe("migrations.createKeys stores every field", () => {
   it("round-trips every field of a key imported by hash", async ({ h, t, apiId, importKeys, count, createRole, createPermission }) => {
@@ -439,7 +429,7 @@ describe("migrations.createKeys is all or nothing", () => {
   it("does not see roles or permissions of another workspace", async ({ h, apiId, importKeys, createRole, createPermission }) => {
     const other = await h.tenant();
     await createRole("other.workspace.role", other);
-    await createPermission("other.workspace.perm", other);
+    await createPermission("other.workspace.perm", undefined, other);
     expectError(await importKeys([{ ...byHash(apiId, 1)[0], roles: ["other.workspace.role"] }]), 412, "PRECONDITION_FAILED");
     expectError(await importKeys([{ ...byHash(apiId, 1)[0], permissions: ["other.workspace.perm"] }]), 412, "PRECONDITION_FAILED");
   });

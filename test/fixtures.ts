@@ -1,9 +1,42 @@
 import { expect, test as base } from "vitest";
-import { createHarness, type Harness, type Tenant } from "./helper.js";
+import { rpcs } from "../src/wire/v1/routes.js";
+import { createHarness, type Harness, type Response, type Tenant } from "./helper.js";
 
 /** Rows matching `query` (`<table> where …`), counted in `h`'s database. */
 export const countIn = async (h: Harness, query: string) =>
   Number((await h.sql<{ n: string }>(`select count(*) as n from ${query}`))[0]!.n);
+
+const rpcOf = new Map(rpcs.map((rpc) => [rpc.path, rpc]));
+
+/**
+ * One request to a v1 route, sent as the route itself is defined (src/wire/v1/routes.ts), so that no test file keeps
+ * its own list of which route is a read: a GET with `input` as its query, a POST with `input` as its JSON body.
+ */
+export function callRoute(h: Harness, path: string, input: unknown = {}, rootKey?: string, headers?: Record<string, string>) {
+  const rpc = rpcOf.get(path as `/v1/${string}`);
+  if (!rpc) throw new Error(`no v1 route ${path}`);
+  return rpc.method === "GET" ? h.get(path, input as Record<string, string>, rootKey) : h.post(path, input, rootKey, headers);
+}
+
+/**
+ * A caller of one route: `(input, rootKey)` answers the raw response, with the file's root key `t.rootKey` unless told
+ * another (`null`: no Authorization header at all); `.ok(input, rootKey)` expects the route's success status and
+ * answers the body.
+ */
+export type RouteCaller = ((input?: unknown, rootKey?: string | null) => Promise<Response>) & {
+  ok(input?: unknown, rootKey?: string | null): Promise<any>;
+};
+
+export function routeCaller(h: Harness, path: string, defaultRootKey?: string): RouteCaller {
+  const call = (input?: unknown, rootKey: string | null | undefined = defaultRootKey) => callRoute(h, path, input, rootKey ?? undefined);
+  return Object.assign(call, {
+    async ok(input?: unknown, rootKey?: string | null) {
+      const res = await call(input, rootKey);
+      expect(res.status, JSON.stringify(res.body)).toBe(rpcOf.get(path as `/v1/${string}`)?.status ?? 200);
+      return res.body;
+    },
+  });
+}
 
 /**
  * The prologue most test files share, as vitest fixtures of the file's scope instead of `let h; beforeAll(...)`
@@ -12,8 +45,9 @@ export const countIn = async (h: Harness, query: string) =>
  * - `h`: the real app on a fresh, migrated database of the file's own (createHarness()).
  * - `t`: a workspace of it with a root key holding `*`.
  * - `apiId`: an API of that workspace.
+ * - `route`: `route("/v1/keys.createKey")` is a RouteCaller of that route with `t`'s root key.
  * - helpers over them that several files share: `newApi` (with any createApi settings), `importKey`, `createRole`,
- *   `count`, `backdate`, `keyRoles`, `keyPermissions` (made only for a test that names them).
+ *   `createPermission`, `count`, `backdate`, `keyRoles`, `keyPermissions` (made only for a test that names them).
  *
  *   import { test } from "./fixtures.js";
  *   test("creates an API", async ({ h, t }) => { ... });
@@ -42,6 +76,14 @@ export const test = base
   .extend("h", { scope: "file" }, harnessWith())
   .extend("t", { scope: "file" }, async ({ h }) => h.tenant())
   .extend("apiId", { scope: "file" }, async ({ h, t }) => h.createApi(t))
+  // File-scoped so that a suite-level `it.beforeAll` may call routes too.
+  .extend(
+    "route",
+    { scope: "file" },
+    async ({ h, t }) =>
+      (path: `/v1/${string}`) =>
+        routeCaller(h, path, t.rootKey),
+  )
   .extend(
     "newApi",
     async ({ h }) =>
@@ -59,6 +101,11 @@ export const test = base
     const res = await h.post("/v1/permissions.createRole", { name }, tenant.rootKey);
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     return res.body.roleId;
+  })
+  .extend("createPermission", { scope: "file" }, async ({ h, t }) => async (name: string, slug?: string, tenant = t): Promise<string> => {
+    const res = await h.post("/v1/permissions.createPermission", { name, ...(slug && { slug }) }, tenant.rootKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body.permissionId;
   })
   .extend(
     "count",

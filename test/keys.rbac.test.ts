@@ -9,11 +9,6 @@ const unique = (label: string) => `${label}-${randomBytes(4).toString("hex")}`;
 
 // The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), and helpers over them.
 const it = test
-  .extend("createPermission", async ({ h, t }) => async (name: string, slug?: string, tenant = t): Promise<string> => {
-    const res = await h.post("/v1/permissions.createPermission", { name, ...(slug && { slug }) }, tenant.rootKey);
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    return res.body.permissionId;
-  })
   .extend("grantToRole", async ({ h, t }) => async (roleId: string, permissionId: string, tenant = t) => {
     await h.sql(
       `insert into roles_permissions (role_id, permission_id, workspace_id, created_at_m)
@@ -22,23 +17,21 @@ const it = test
   })
   .extend(
     "call",
-    async ({ h, t }) =>
-      (route: string, body: unknown, rootKey = t.rootKey) =>
-        h.post(`/v1/keys.${route}`, body, rootKey),
+    async ({ route }) =>
+      (name: string, body: unknown, rootKey?: string) =>
+        route(`/v1/keys.${name}`)(body, rootKey),
   )
-  .extend("ok", async ({ t, call }) => async (route: string, body: unknown, rootKey = t.rootKey) => {
-    const res = await call(route, body, rootKey);
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    return res.body;
-  })
+  .extend(
+    "ok",
+    async ({ route }) =>
+      (name: string, body: unknown, rootKey?: string) =>
+        route(`/v1/keys.${name}`).ok(body, rootKey),
+  )
   .extend(
     "verify",
-    async ({ h }) =>
+    async ({ route }) =>
       (key: string, permissions: unknown) =>
-        h.post("/v1/keys.verifyKey", { key, authorization: { permissions } }).then((r) => {
-          expect(r.status, JSON.stringify(r.body)).toBe(200);
-          return r.body;
-        }),
+        route("/v1/keys.verifyKey").ok({ key, authorization: { permissions } }, null),
   )
   .extend(
     "allowed",

@@ -29,29 +29,9 @@ const it = test
         (await importKeys(h, t, [{ apiId, ...fields }]))[0]!,
   )
   /** `null` sends no Authorization header at all. */
-  .extend(
-    "getKey",
-    async ({ h, t }) =>
-      (query: Record<string, string>, rootKey: string | null = t.rootKey) =>
-        h.get("/v1/keys.getKey", query, rootKey ?? undefined),
-  )
-  .extend(
-    "listKeys",
-    async ({ h, t }) =>
-      (query: Record<string, string>, rootKey: string | null = t.rootKey) =>
-        h.get("/v1/apis.listKeys", query, rootKey ?? undefined),
-  )
-  .extend(
-    "whoami",
-    async ({ h, t }) =>
-      (body: unknown, rootKey: string | null = t.rootKey) =>
-        h.post("/v1/keys.whoami", body, rootKey ?? undefined),
-  )
-  .extend("createPermission", { scope: "file" }, async ({ h, t }) => async (name: string, slug?: string) => {
-    const res = await h.post("/v1/permissions.createPermission", { name, ...(slug && { slug }) }, t.rootKey);
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    return res.body.permissionId as string;
-  })
+  .extend("getKey", async ({ route }) => route("/v1/keys.getKey"))
+  .extend("listKeys", async ({ route }) => route("/v1/apis.listKeys"))
+  .extend("whoami", async ({ route }) => route("/v1/keys.whoami"))
   .extend(
     "grantToRole",
     { scope: "file" },

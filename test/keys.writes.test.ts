@@ -25,12 +25,7 @@ function decodeKey(key: string, prefix?: string): Buffer {
 
 // The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), and helpers over them.
 const it = test
-  .extend(
-    "createKeyRequest",
-    async ({ h, t }) =>
-      (body: Record<string, unknown>, rootKey = t.rootKey) =>
-        h.post("/v1/keys.createKey", body, rootKey),
-  )
+  .extend("createKeyRequest", async ({ route }) => route("/v1/keys.createKey"))
   .extend(
     "createKey",
     async ({ t, apiId, createKeyRequest }) =>
@@ -64,36 +59,16 @@ const it = test
     keysRoles: await count("keys_roles"),
     keysPermissions: await count("keys_permissions"),
   }))
-  .extend(
-    "deleteKey",
-    async ({ h, t }) =>
-      (body: Record<string, unknown>, rootKey: string | undefined = t.rootKey) =>
-        h.post("/v1/keys.deleteKey", body, rootKey),
-  )
-  .extend(
-    "update",
-    async ({ h, t }) =>
-      (body: Record<string, unknown>, rootKey: string | undefined = t.rootKey) =>
-        h.post("/v1/keys.updateRemaining", body, rootKey),
-  )
+  .extend("deleteKey", async ({ route }) => route("/v1/keys.deleteKey"))
+  .extend("update", async ({ route }) => route("/v1/keys.updateRemaining"))
   .extend(
     "remainingOf",
     async ({ keyRow }) =>
       async (keyId: string) =>
         (await keyRow(keyId)).remaining_requests,
   )
-  .extend(
-    "deleteApi",
-    async ({ h, t }) =>
-      (body: Record<string, unknown>, rootKey = t.rootKey) =>
-        h.post("/v1/apis.deleteApi", body, rootKey),
-  )
-  .extend(
-    "deleteKeys",
-    async ({ h, t }) =>
-      (body: Record<string, unknown>, rootKey = t.rootKey) =>
-        h.post("/v1/apis.deleteKeys", body, rootKey),
-  );
+  .extend("deleteApi", async ({ route }) => route("/v1/apis.deleteApi"))
+  .extend("deleteKeys", async ({ route }) => route("/v1/apis.deleteKeys"));
 
 describe("keys.createKey stores every field", () => {
   it("round-trips every field to the database and answers only the key id and the key", async ({

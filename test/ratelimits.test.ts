@@ -2,12 +2,11 @@ import { randomBytes } from "node:crypto";
 import { afterAll, describe, expect } from "vitest";
 import { MAX_WINDOW_MS } from "../src/storage/ratelimits/ratelimiter.js";
 import { describeRootKeyAuth } from "./auth-suite.js";
-import { test } from "./fixtures.js";
+import { callRoute, test } from "./fixtures.js";
 import { expectError, type Harness, type Tenant } from "./helper.js";
 
 const HOUR = 3_600_000;
 const uniq = (prefix: string) => `${prefix}-${randomBytes(5).toString("hex")}`;
-const limitIn = (h: Harness, body: Record<string, unknown>, rootKey: string) => h.post("/v1/ratelimits.limit", body, rootKey);
 
 /** Creates a namespace (through an auto-creating limit call on another identifier) and returns its id. */
 async function createNamespaceIn(h: Harness, tenant: Tenant, name = uniq("ns")): Promise<{ name: string; id: string }> {
@@ -34,12 +33,7 @@ const countRowsIn = async (h: Harness) => {
 
 // The file's harness and tenant (`h`, `t` of test/fixtures.ts), and helpers over them.
 const it = test
-  .extend(
-    "limitCall",
-    async ({ h, t }) =>
-      (body: Record<string, unknown>, rootKey = t.rootKey) =>
-        limitIn(h, body, rootKey),
-  )
+  .extend("limitCall", async ({ route }) => route("/v1/ratelimits.limit"))
   .extend(
     "createNamespace",
     async ({ h }) =>
@@ -58,12 +52,7 @@ const it = test
       () =>
         countRowsIn(h),
   )
-  .extend(
-    "list",
-    async ({ h }) =>
-      (query: Record<string, string>, rootKey: string | undefined) =>
-        h.get("/v1/ratelimits.listNamespaces", query, rootKey),
-  );
+  .extend("list", async ({ route }) => route("/v1/ratelimits.listNamespaces"));
 
 /** Waits out the end of the current hour when fewer than 10 s are left, so a burst sees one window. */
 async function awayFromHourBoundary() {
@@ -605,14 +594,19 @@ describeRootKeyAuth(it, {
     const [ownerNs] = await hh.sql<{ name: string }>(
       `select name from ratelimit_namespaces where workspace_id = '${owner.workspaceId}' order by created_at_m desc limit 1`,
     );
-    const mine = await limitIn(hh, { namespace: ownerNs!.name, identifier: "user_1", limit: 10, duration: HOUR }, owner.rootKey);
+    const mine = await callRoute(
+      hh,
+      "/v1/ratelimits.limit",
+      { namespace: ownerNs!.name, identifier: "user_1", limit: 10, duration: HOUR },
+      owner.rootKey,
+    );
     expect(mine.body).toMatchObject({ success: true, remaining: 9 });
     // Without the right to create namespaces, the other workspace gets the plain 404.
     const limitOnly = await hh.rootKey(other.workspaceId, ["ratelimit.*.limit"]);
     const name = uniq("ns");
     await createNamespaceIn(hh, owner, name);
     expectError(
-      await limitIn(hh, { namespace: name, identifier: "u", limit: 1, duration: 1000 }, limitOnly),
+      await callRoute(hh, "/v1/ratelimits.limit", { namespace: name, identifier: "u", limit: 1, duration: 1000 }, limitOnly),
       404,
       "NOT_FOUND",
       `namespace ${name} not found`,

@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { Unkey } from "@unkey/api";
 import { describe, expect } from "vitest";
-import { describeRootKeyAuth } from "./auth-suite.js";
-import { countIn, test } from "./fixtures.js";
+import { answersNotFoundLeaving, describeRootKeyAuth, rowsOf } from "./auth-suite.js";
+import { test } from "./fixtures.js";
 import { expectError } from "./helper.js";
 
 const unique = (label: string) => `${label}-${randomBytes(4).toString("hex")}`;
@@ -643,41 +643,18 @@ function authCase(
       return { body: { keyId: res.body.keyIds[0], [opts.field]: [{ name }] } };
     },
     insufficientPermissions: opts.insufficientPermissions,
-    countRows: (h) => countIn(h, table),
-    async expectForOtherWorkspace(res, h, owner) {
-      expectError(res, 404, "NOT_FOUND", /^key key_\w+ not found$/);
-      expect(await countIn(h, `${table} where workspace_id = '${owner.workspaceId}'`)).toBe(opts.removes ? 1 : 0);
-    },
+    countRows: rowsOf(table),
+    expectForOtherWorkspace: answersNotFoundLeaving(/^key key_\w+ not found$/, table, opts.removes ? 1 : 0),
   });
 }
 
-authCase("addPermissions", {
-  field: "permissions",
-  removes: false,
-  insufficientPermissions: ["rbac.*.remove_permission_from_key", "rbac.*.create_permission", "api.*.update_key"],
-});
-authCase("removePermissions", {
-  field: "permissions",
-  removes: true,
-  insufficientPermissions: ["rbac.*.add_permission_to_key", "api.*.update_key"],
-});
-authCase("setPermissions", {
-  field: "permissions",
-  removes: false,
-  insufficientPermissions: ["rbac.*.remove_permission_from_key", "rbac.*.create_permission", "api.*.update_key"],
-});
-authCase("addRoles", {
-  field: "roles",
-  removes: false,
-  insufficientPermissions: ["rbac.*.remove_role_from_key", "rbac.*.create_role", "rbac.*.add_permission_to_key"],
-});
-authCase("removeRoles", {
-  field: "roles",
-  removes: true,
-  insufficientPermissions: ["rbac.*.add_role_to_key", "rbac.*.remove_permission_from_key"],
-});
-authCase("setRoles", {
-  field: "roles",
-  removes: false,
-  insufficientPermissions: ["rbac.*.remove_role_from_key", "rbac.*.create_role", "rbac.*.add_permission_to_key"],
-});
+// [route, field, removes, insufficientPermissions]
+const authCases: [string, "permissions" | "roles", boolean, string[]][] = [
+  ["addPermissions", "permissions", false, ["rbac.*.remove_permission_from_key", "rbac.*.create_permission", "api.*.update_key"]],
+  ["removePermissions", "permissions", true, ["rbac.*.add_permission_to_key", "api.*.update_key"]],
+  ["setPermissions", "permissions", false, ["rbac.*.remove_permission_from_key", "rbac.*.create_permission", "api.*.update_key"]],
+  ["addRoles", "roles", false, ["rbac.*.remove_role_from_key", "rbac.*.create_role", "rbac.*.add_permission_to_key"]],
+  ["removeRoles", "roles", true, ["rbac.*.add_role_to_key", "rbac.*.remove_permission_from_key"]],
+  ["setRoles", "roles", false, ["rbac.*.remove_role_from_key", "rbac.*.create_role", "rbac.*.add_permission_to_key"]],
+];
+for (const [route, field, removes, insufficientPermissions] of authCases) authCase(route, { field, removes, insufficientPermissions });

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect } from "vitest";
-import { describeRootKeyAuth } from "./auth-suite.js";
-import { countIn, test } from "./fixtures.js";
+import { answersNotFoundLeaving, describeRootKeyAuth, rowsOf } from "./auth-suite.js";
+import { test } from "./fixtures.js";
 import { expectError } from "./helper.js";
 
 const unique = (label: string) => `${label}-${randomBytes(4).toString("hex")}`;
@@ -863,9 +863,6 @@ describeRootKeyAuth(it, {
     return { body: { keyId: res.body.keyIds[0], name: renamed } };
   },
   insufficientPermissions: ["api.*.read_key", "api.*.create_key", "api.api_other.update_key"],
-  countRows: (h) => countIn(h, `keys where name = '${renamed}'`),
-  async expectForOtherWorkspace(res, h, owner) {
-    expectError(res, 404, "NOT_FOUND", /^key key_\w+ not found$/);
-    expect(await countIn(h, `keys where name = '${renamed}' and workspace_id = '${owner.workspaceId}'`)).toBe(0);
-  },
+  countRows: rowsOf(`keys where name = '${renamed}'`),
+  expectForOtherWorkspace: answersNotFoundLeaving(/^key key_\w+ not found$/, "keys", 0, ` and name = '${renamed}'`),
 });

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import bs58 from "bs58";
 import { describe, expect } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
-import { describeRootKeyAuth } from "./auth-suite.js";
+import { answersNotFound, describeRootKeyAuth, rowsOf } from "./auth-suite.js";
 import { test } from "./fixtures.js";
 import { expectError, type Harness } from "./helper.js";
 
@@ -985,18 +985,15 @@ const createKeyIn = async (h: Harness, rootKey: string, body: Record<string, unk
   expect(res.status).toBe(200);
   return res.body.keyId as string;
 };
-const liveKeys = async (h: Harness) =>
-  Number((await h.sql<{ n: string }>(`select count(*) as n from keys where deleted_at_m is null`))[0]!.n);
+const liveKeys = rowsOf("keys where deleted_at_m is null");
 
 describeRootKeyAuth(it, {
   method: "POST",
   path: "/v1/keys.createKey",
   validRequest: async (h, owner) => ({ body: { apiId: await createApiIn(h, owner.rootKey), remaining: 3 } }),
   insufficientPermissions: ["api.*.read_key", "api.*.encrypt_key", "api.other.create_key"],
-  countRows: async (h) => Number((await h.sql<{ n: string }>(`select count(*) as n from keys`))[0]!.n),
-  async expectForOtherWorkspace(res) {
-    expectError(res, 404, "NOT_FOUND", /^api api_\w+ not found$/);
-  },
+  countRows: rowsOf("keys"),
+  expectForOtherWorkspace: answersNotFound(/^api api_\w+ not found$/),
 });
 
 describeRootKeyAuth(it, {
@@ -1006,9 +1003,7 @@ describeRootKeyAuth(it, {
   insufficientPermissions: ["api.*.update_key", "api.*.delete_api", "api.other.delete_key"],
   countRows: liveKeys,
   missingRequest: (valid) => ({ body: { ...(valid.body as object), keyId: "key_missing0000000000" } }),
-  async expectForOtherWorkspace(res) {
-    expectError(res, 404, "NOT_FOUND", /^key key_\w+ not found$/);
-  },
+  expectForOtherWorkspace: answersNotFound(/^key key_\w+ not found$/),
 });
 
 describeRootKeyAuth(it, {
@@ -1020,9 +1015,7 @@ describeRootKeyAuth(it, {
   insufficientPermissions: ["api.*.read_key", "api.*.create_key", "api.other.update_key"],
   missingRequest: (valid) => ({ body: { ...(valid.body as object), keyId: "key_missing0000000000" } }),
   countRows: async (h) => Number((await h.sql<{ n: string }>(`select coalesce(sum(remaining_requests), 0) as n from keys`))[0]!.n),
-  async expectForOtherWorkspace(res) {
-    expectError(res, 404, "NOT_FOUND", /^key key_\w+ not found$/);
-  },
+  expectForOtherWorkspace: answersNotFound(/^key key_\w+ not found$/),
 });
 
 describeRootKeyAuth(it, {
@@ -1030,10 +1023,8 @@ describeRootKeyAuth(it, {
   path: "/v1/apis.deleteApi",
   validRequest: async (h, owner) => ({ body: { apiId: await createApiIn(h, owner.rootKey) } }),
   insufficientPermissions: ["api.*.delete_key", "api.*.read_api", "api.other.delete_api"],
-  countRows: async (h) => Number((await h.sql<{ n: string }>(`select count(*) as n from apis where deleted_at_m is null`))[0]!.n),
-  async expectForOtherWorkspace(res) {
-    expectError(res, 404, "NOT_FOUND", /^api api_\w+ not found$/);
-  },
+  countRows: rowsOf("apis where deleted_at_m is null"),
+  expectForOtherWorkspace: answersNotFound(/^api api_\w+ not found$/),
 });
 
 describeRootKeyAuth(it, {
@@ -1046,7 +1037,5 @@ describeRootKeyAuth(it, {
   },
   insufficientPermissions: ["api.*.delete_api", "api.*.update_key", "api.other.delete_key"],
   countRows: liveKeys,
-  async expectForOtherWorkspace(res) {
-    expectError(res, 404, "NOT_FOUND", /^api api_\w+ not found$/);
-  },
+  expectForOtherWorkspace: answersNotFound(/^api api_\w+ not found$/),
 });

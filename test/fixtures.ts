@@ -6,6 +6,24 @@ import { createHarness, type Harness, type Response, type Tenant } from "./helpe
 export const countIn = async (h: Harness, query: string) =>
   Number((await h.sql<{ n: string }>(`select count(*) as n from ${query}`))[0]!.n);
 
+/**
+ * A key's stored ciphertext row (encrypted_keys) with `decrypted`, what the keyring makes of it for `workspaceId`.
+ */
+export async function storedCiphertext(h: Harness, workspaceId: string, keyId: string) {
+  const [enc] = await h.sql<any>(`select * from encrypted_keys where key_id = '${keyId}'`);
+  return { ...enc, decrypted: await h.keyring.decrypt(h.db, workspaceId, enc.encryption_key_id, keyId, enc.encrypted) };
+}
+
+/** Whether `secret` stands in clear in any row of the tables a stored key is written to (keys and its ciphertexts). */
+export async function inClear(h: Harness, secret: string) {
+  const dump = await h.sql<{ row: string }>(
+    `select row_to_json(x)::text as row from (select * from keys) x
+     union all select row_to_json(x)::text from (select * from encrypted_keys) x
+     union all select row_to_json(x)::text from (select * from encryption_keys) x`,
+  );
+  return dump.some((r) => r.row.includes(secret));
+}
+
 const rpcOf = new Map(rpcs.map((rpc) => [rpc.path, rpc]));
 
 /**
@@ -47,7 +65,8 @@ export function routeCaller(h: Harness, path: string, defaultRootKey?: string): 
  * - `apiId`: an API of that workspace.
  * - `route`: `route("/v1/keys.createKey")` is a RouteCaller of that route with `t`'s root key.
  * - helpers over them that several files share: `newApi` (with any createApi settings), `importKey`, `createRole`,
- *   `createPermission`, `count`, `backdate`, `keyRoles`, `keyPermissions` (made only for a test that names them).
+ *   `createPermission`, `count`, `snapshot`, `backdate`, `keyRoles`, `keyPermissions` (made only for a test that
+ *   names them).
  *
  *   import { test } from "./fixtures.js";
  *   test("creates an API", async ({ h, t }) => { ... });
@@ -113,6 +132,18 @@ export const test = base
       (query: string) =>
         countIn(h, query),
   )
+  /** Every table a key's creation or import may write to, counted, to prove that a refused request wrote nothing. */
+  .extend("snapshot", async ({ count }) => async () => ({
+    keys: await count("keys"),
+    identities: await count("identities"),
+    ratelimits: await count("ratelimits"),
+    encrypted: await count("encrypted_keys"),
+    encryptionKeys: await count("encryption_keys"),
+    roles: await count("roles"),
+    permissions: await count("permissions"),
+    keysRoles: await count("keys_roles"),
+    keysPermissions: await count("keys_permissions"),
+  }))
   /** Moves a key's creation and last refill back by `days`, so that a refill falls due. */
   .extend(
     "backdate",

@@ -575,6 +575,13 @@ describe("another workspace's namespaces and overrides", () => {
 });
 
 // The shared root-key suite, once per route.
+/** A new namespace of `tenant` with an override for the identifier `user_1`. */
+async function namespaceWithOverrideIn(h: Harness, tenant: Tenant) {
+  const ns = await createNamespaceIn(h, tenant);
+  await setOverrideIn(h, tenant, { namespaceId: ns.id, identifier: "user_1", limit: 3 });
+  return ns;
+}
+
 describeRootKeyAuthOf(it, { countRows: countRowsIn }, [
   {
     method: "POST",
@@ -628,8 +635,7 @@ describeRootKeyAuthOf(it, { countRows: countRowsIn }, [
     method: "GET",
     path: "/v1/ratelimits.getOverride",
     async validRequest(h, owner) {
-      const ns = await createNamespaceIn(h, owner);
-      await setOverrideIn(h, owner, { namespaceId: ns.id, identifier: "user_1", limit: 3 });
+      const ns = await namespaceWithOverrideIn(h, owner);
       return { query: { namespaceId: ns.id, identifier: "user_1" } };
     },
     insufficientPermissions: ["ratelimit.*.set_override", "ratelimit.*.limit"],
@@ -639,8 +645,7 @@ describeRootKeyAuthOf(it, { countRows: countRowsIn }, [
     method: "GET",
     path: "/v1/ratelimits.listOverrides",
     async validRequest(h, owner) {
-      const ns = await createNamespaceIn(h, owner);
-      await setOverrideIn(h, owner, { namespaceId: ns.id, identifier: "user_1", limit: 3 });
+      const ns = await namespaceWithOverrideIn(h, owner);
       return { query: { namespaceId: ns.id } };
     },
     insufficientPermissions: ["ratelimit.*.set_override", "ratelimit.*.limit"],
@@ -661,8 +666,7 @@ describeRootKeyAuthOf(it, { countRows: countRowsIn }, [
     method: "POST",
     path: "/v1/ratelimits.deleteOverride",
     async validRequest(h, owner) {
-      const ns = await createNamespaceIn(h, owner);
-      await setOverrideIn(h, owner, { namespaceId: ns.id, identifier: "user_1", limit: 3 });
+      const ns = await namespaceWithOverrideIn(h, owner);
       return { body: { namespaceId: ns.id, identifier: "user_1" } };
     },
     insufficientPermissions: ["ratelimit.*.set_override", "ratelimit.*.read_override"],

@@ -7,7 +7,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import postgres from "postgres";
 import { afterAll, beforeAll } from "vitest";
-import { migrateAndRun, openPglite } from "../src/storage/client.js";
+import { migrateAndRun, openPglite, type Store } from "../src/storage/client.js";
 
 /** Real `keyhaven` processes for the CLI and deployment tests, started as a user would run them. */
 
@@ -84,11 +84,18 @@ export function commandSuite(command: string, prefix: string) {
   return { dir: () => dir, run: (args: string[], env: Record<string, string>) => runKeyhaven([command, ...args], env) };
 }
 
-/** A migrated embedded store in `dataDir` (closed again), with its key file `encryption.key` holding `keyFileText`. */
-export async function embeddedStore(dataDir: string, keyFileText: string, mode = 0o600) {
+/**
+ * A migrated embedded store in `dataDir` with what `seed` writes into it (closed again), and its key file
+ * `encryption.key` holding `keyFileText`.
+ */
+export async function embeddedStore(dataDir: string, keyFileText: string, mode = 0o600, seed?: (store: Store) => Promise<void>) {
   const store = await openPglite(dataDir);
-  await migrateAndRun(store, undefined, async () => {});
-  await store.close();
+  try {
+    await migrateAndRun(store, undefined, async () => {});
+    await seed?.(store);
+  } finally {
+    await store.close();
+  }
   const keyFile = path.join(dataDir, "encryption.key");
   writeFileSync(keyFile, keyFileText);
   chmodSync(keyFile, mode);

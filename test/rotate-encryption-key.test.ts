@@ -110,14 +110,14 @@ describe("keyhaven rotate-encryption-key", () => {
   it("rotates an embedded store and replaces its key file", async () => {
     // An embedded store with one workspace data key, wrapped by the generated key file's key.
     const current = randomBytes(32);
-    const { dataDir, keyFile } = await embeddedStore(path.join(dir(), "data"), `${current.toString("base64")}\n`);
-    const store = await openPglite(dataDir);
-    const workspaceId = await insertWorkspace(store.db, "rotation");
-    const keyring = new Keyring(current);
-    const dk = await keyring.dataKeyFor(store.db, workspaceId);
-    const { encryptionKeys } = await import("../src/storage/schema.js");
-    await store.db.insert(encryptionKeys).values(dk.newRow!);
-    await store.close();
+    let workspaceId = "";
+    let dk!: Awaited<ReturnType<Keyring["dataKeyFor"]>>;
+    const { dataDir, keyFile } = await embeddedStore(path.join(dir(), "data"), `${current.toString("base64")}\n`, 0o600, async (store) => {
+      workspaceId = await insertWorkspace(store.db, "rotation");
+      dk = await new Keyring(current).dataKeyFor(store.db, workspaceId);
+      const { encryptionKeys } = await import("../src/storage/schema.js");
+      await store.db.insert(encryptionKeys).values(dk.newRow!);
+    });
 
     const next = randomBytes(32);
     const newKeyFile = path.join(dir(), "new.key");

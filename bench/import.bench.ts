@@ -67,6 +67,7 @@ import {
   indent,
   interrupted,
   post,
+  reportOutcome,
   round,
   startKeyhaven,
   summarizeLatencies,
@@ -551,13 +552,7 @@ async function main(): Promise<void> {
     console.log(`results written to ${path.relative(process.cwd(), file)}`);
   }
 
-  if (failure !== undefined) {
-    console.error(`\nbenchmark failed: ${failure instanceof Error ? (failure.stack ?? failure.message) : String(failure)}`);
-    process.exitCode = 1;
-  } else if (interrupted()) {
-    console.error("\nbenchmark interrupted: the scenario in progress is not reported");
-    process.exitCode = 130;
-  }
+  reportOutcome(failure, [], () => [], "the scenario in progress is not reported");
 }
 
 await main();

@@ -334,6 +334,31 @@ export async function writeResults(prefix: string, startedAt: Date, report: unkn
   return file;
 }
 
+/**
+ * The end of a benchmark's run: prints each failed scenario (named by `where`) and the run's own failure, and sets
+ * the exit code: 1 for any failure, 130 when interrupted (what was being measured is not reported).
+ */
+export function reportOutcome<F extends { error: string }>(
+  failure: unknown,
+  failures: F[],
+  where: (f: F) => (string | number | undefined)[],
+  interruptedNote = "the measurement in progress is not reported",
+): void {
+  if (failures.length > 0) {
+    console.error(`\n${failures.length} scenario(s) failed:`);
+    for (const f of failures) console.error(`  ${where(f).filter(Boolean).join(" ")}:\n${indent(f.error)}`);
+  }
+  if (failure !== undefined) {
+    console.error(`\nbenchmark failed: ${failure instanceof Error ? (failure.stack ?? failure.message) : String(failure)}`);
+    process.exitCode = 1;
+  } else if (interrupted()) {
+    console.error(`\nbenchmark interrupted: ${interruptedNote}`);
+    process.exitCode = 130;
+  } else if (failures.length > 0) {
+    process.exitCode = 1;
+  }
+}
+
 export function indent(text: string): string {
   return text.replace(/^/gm, "    ");
 }

@@ -53,7 +53,6 @@ import {
   readRedisSetting,
   formatTable,
   handleInterrupts,
-  indent,
   interrupted,
   type LatencySummary,
   loadJsonPost,
@@ -62,6 +61,7 @@ import {
   startFixedResponseServer,
   openAdmin,
   post,
+  reportOutcome,
   round,
   startKeyhaven,
   summarizeLatencies,
@@ -352,23 +352,7 @@ async function main(): Promise<void> {
     console.log(`results written to ${path.relative(process.cwd(), file)}`);
   }
 
-  if (report.failures.length > 0) {
-    console.error(`\n${report.failures.length} scenario(s) failed:`);
-    for (const f of report.failures) {
-      console.error(
-        `  ${[f.target, f.namespace, f.connections === undefined ? undefined : `c=${f.connections}`].filter(Boolean).join(" ")}:\n${indent(f.error)}`,
-      );
-    }
-  }
-  if (failure !== undefined) {
-    console.error(`\nbenchmark failed: ${failure instanceof Error ? (failure.stack ?? failure.message) : String(failure)}`);
-    process.exitCode = 1;
-  } else if (interrupted()) {
-    console.error("\nbenchmark interrupted: the measurement in progress is not reported");
-    process.exitCode = 130;
-  } else if (report.failures.length > 0) {
-    process.exitCode = 1;
-  }
+  reportOutcome(failure, report.failures, (f) => [f.target, f.namespace, f.connections === undefined ? undefined : `c=${f.connections}`]);
 }
 
 await main();

@@ -74,6 +74,7 @@ import {
   startFixedResponseServer,
   type LatencySummary,
   post,
+  reportOutcome,
   round,
   startKeyhaven,
   summarizeLatencies,
@@ -531,23 +532,7 @@ async function main(): Promise<void> {
     console.log(`results written to ${path.relative(process.cwd(), file)}`);
   }
 
-  if (report.failures.length > 0) {
-    console.error(`\n${report.failures.length} scenario(s) failed:`);
-    for (const f of report.failures) {
-      console.error(
-        `  ${[f.store, f.keyKind, f.connections === undefined ? undefined : `c=${f.connections}`].filter(Boolean).join(" ")}:\n${indent(f.error)}`,
-      );
-    }
-  }
-  if (failure !== undefined) {
-    console.error(`\nbenchmark failed: ${failure instanceof Error ? (failure.stack ?? failure.message) : String(failure)}`);
-    process.exitCode = 1;
-  } else if (interrupted()) {
-    console.error("\nbenchmark interrupted: the measurement in progress is not reported");
-    process.exitCode = 130;
-  } else if (report.failures.length > 0) {
-    process.exitCode = 1;
-  }
+  reportOutcome(failure, report.failures, (f) => [f.store, f.keyKind, f.connections === undefined ? undefined : `c=${f.connections}`]);
 }
 
 await main();

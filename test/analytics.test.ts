@@ -3,7 +3,7 @@ import { stopBackgroundJobs } from "../src/background.js";
 import { ManualClock } from "../src/clock.js";
 import { openPostgres } from "../src/storage/client.js";
 import { MAX_TAG_SETS_PER_KEY_HOUR, OVERFLOW_TAGS, VerificationAnalytics } from "../src/storage/analytics/analytics.recorder.js";
-import { describeRootKeyAuth } from "./auth-suite.js";
+import { answersNotFound, describeRootKeyAuthOf, rowsOf } from "./auth-suite.js";
 import { harnessWith, test } from "./fixtures.js";
 import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
 import { freePort, waitFor } from "./wait.js";
@@ -44,18 +44,8 @@ const it = test
             .n,
         ),
   )
-  .extend(
-    "keyVerifications",
-    async ({ h, t }) =>
-      (query: Record<string, string>, rootKey: string | undefined = t.rootKey) =>
-        h.get("/v1/keys.getVerifications", query, rootKey),
-  )
-  .extend(
-    "analytics",
-    async ({ h, t }) =>
-      (query: Record<string, string>, rootKey: string | undefined = t.rootKey) =>
-        h.get("/v1/analytics.getVerifications", query, rootKey),
-  );
+  .extend("keyVerifications", async ({ route }) => route("/v1/keys.getVerifications"))
+  .extend("analytics", async ({ route }) => route("/v1/analytics.getVerifications"));
 
 describe("verification analytics: recording and writing", () => {
   it("counts every verification of an existing key per outcome and tags, written within about a second", async ({
@@ -537,32 +527,25 @@ describe("verification analytics: bounds", () => {
   });
 });
 
-const countAll = async (h: Harness) => Number((await h.sql<{ n: string }>("select count(*) as n from verification_counts"))[0]!.n);
-
-describeRootKeyAuth(it, {
-  method: "GET",
-  path: "/v1/keys.getVerifications",
-  async validRequest(h, owner) {
-    const { keyId } = await h.importKey(owner, await h.createApi(owner));
-    return { query: { keyId } };
+describeRootKeyAuthOf(it, { countRows: rowsOf("verification_counts") }, [
+  {
+    method: "GET",
+    path: "/v1/keys.getVerifications",
+    async validRequest(h, owner) {
+      const { keyId } = await h.importKey(owner, await h.createApi(owner));
+      return { query: { keyId } };
+    },
+    insufficientPermissions: ["api.*.read_api", "api.other.read_key"],
+    missingRequest: (valid) => ({ query: { ...valid.query, keyId: "key_missing0000000000" } }),
+    expectForOtherWorkspace: answersNotFound(/^key key_\w+ not found$/),
   },
-  insufficientPermissions: ["api.*.read_api", "api.other.read_key"],
-  countRows: countAll,
-  missingRequest: (valid) => ({ query: { ...valid.query, keyId: "key_missing0000000000" } }),
-  async expectForOtherWorkspace(res) {
-    expectError(res, 404, "NOT_FOUND", /^key key_\w+ not found$/);
+  {
+    method: "GET",
+    path: "/v1/analytics.getVerifications",
+    async validRequest(h, owner) {
+      return { query: { apiId: await h.createApi(owner), start: "0" } };
+    },
+    insufficientPermissions: ["api.*.read_key", "api.other.read_api"],
+    expectForOtherWorkspace: answersNotFound(/^api api_\w+ not found$/),
   },
-});
-
-describeRootKeyAuth(it, {
-  method: "GET",
-  path: "/v1/analytics.getVerifications",
-  async validRequest(h, owner) {
-    return { query: { apiId: await h.createApi(owner), start: "0" } };
-  },
-  insufficientPermissions: ["api.*.read_key", "api.other.read_api"],
-  countRows: countAll,
-  async expectForOtherWorkspace(res) {
-    expectError(res, 404, "NOT_FOUND", /^api api_\w+ not found$/);
-  },
-});
+]);

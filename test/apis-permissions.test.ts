@@ -5,17 +5,13 @@ import { expectError } from "./helper.js";
 // One harness and tenant for the file: the fixtures `h` and `t` of test/fixtures.ts, and two readers of its own.
 // (Extended once for the whole file: a test.extend inside a describe would make a second file-scoped harness.)
 const it = test
-  .extend("getApi", async ({ h, t }) => async (apiId: string) => {
-    const res = await h.get("/v1/apis.getApi", { apiId }, t.rootKey);
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    return res.body;
-  })
   .extend(
-    "updateApi",
-    async ({ h, t }) =>
-      (body: Record<string, unknown>, rootKey = t.rootKey) =>
-        h.post("/v1/apis.updateApi", body, rootKey),
-  );
+    "getApi",
+    async ({ route }) =>
+      (apiId: string) =>
+        route("/v1/apis.getApi").ok({ apiId }),
+  )
+  .extend("updateApi", async ({ route }) => route("/v1/apis.updateApi"));
 
 describe("apis.createApi and apis.getApi", () => {
   it("creates an API with its settings and reads it back", async ({ h, t }) => {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { countIn } from "./fixtures.js";
 import { expectError, type Harness, type Response, type Tenant } from "./helper.js";
 
 export type RouteRequest = { body?: unknown; query?: Record<string, string> };
@@ -113,3 +114,50 @@ export function describeRootKeyAuth(harness: HarnessTest | (() => Harness), c: A
     });
   });
 }
+
+/** describeRootKeyAuth for several routes of a file, with what they have in common (`countRows`, ...) said once. */
+export function describeRootKeyAuthOf<S extends Partial<AuthCase>>(
+  harness: HarnessTest | (() => Harness),
+  shared: S,
+  cases: (Omit<AuthCase, keyof S> & Partial<AuthCase>)[],
+) {
+  for (const c of cases) describeRootKeyAuth(harness, { ...shared, ...c } as AuthCase);
+}
+
+// The answers routes give a root key of another workspace, as `expectForOtherWorkspace` values.
+
+/** `countRows` of the rows that match `query` (`<table> where …`). */
+export const rowsOf = (query: string) => (h: Harness) => countIn(h, query);
+
+/** 404 NOT_FOUND with this message: the owner's thing is as missing for the other workspace as a made-up id. */
+export const answersNotFound = (message: string | RegExp) => async (res: Response) => expectError(res, 404, "NOT_FOUND", message);
+
+/** 404 NOT_FOUND, and the owner's workspace still holds `n` rows of `table` (the refused write left them). */
+export const answersNotFoundLeaving =
+  (message: string | RegExp, table: string, n: number, where = "") =>
+  async (res: Response, h: Harness, owner: Tenant) => {
+    expectError(res, 404, "NOT_FOUND", message);
+    expect(await countIn(h, `${table} where workspace_id = '${owner.workspaceId}'${where}`)).toBe(n);
+  };
+
+/** 200 with exactly `body`: a list route answers the other workspace's own (empty) list. */
+export const answersEmpty = (body: unknown) => async (res: Response) => {
+  expect(res.status).toBe(200);
+  expect(res.body).toEqual(body);
+};
+
+/** 200 with the other workspace's own list (an array of rows with ids), none of them a row of `table` of the owner's. */
+export const listsNoneOfOwners = (table: string) => async (res: Response, h: Harness, owner: Tenant) => {
+  expect(res.status).toBe(200);
+  const ownerIds = (await h.sql<{ id: string }>(`select id from ${table} where workspace_id = '${owner.workspaceId}'`)).map((r) => r.id);
+  expect(res.body.some((r: { id: string }) => ownerIds.includes(r.id))).toBe(false);
+};
+
+/** 200, and the row of `table` the route created (its id in the body's `idField`) belongs to the other workspace. */
+export const createsInOwnWorkspace =
+  (table: string, idField: string) => async (res: Response, h: Harness, owner: Tenant, other: Tenant) => {
+    expect(res.status).toBe(200);
+    const [row] = await h.sql<{ workspace_id: string }>(`select workspace_id from ${table} where id = '${res.body[idField]}'`);
+    expect(row!.workspace_id).toBe(other.workspaceId);
+    expect(row!.workspace_id).not.toBe(owner.workspaceId);
+  };

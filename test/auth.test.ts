@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
-import { describeRootKeyAuth } from "./auth-suite.js";
+import { answersNotFound, createsInOwnWorkspace, describeRootKeyAuth, rowsOf } from "./auth-suite.js";
 import { createHarness, expectError, type Harness } from "./helper.js";
 
 let h: Harness;
@@ -8,8 +8,6 @@ beforeAll(async () => {
   h = await createHarness();
 });
 afterAll(() => h.close());
-
-const count = (table: string) => async (h: Harness) => Number((await h.sql<{ n: string }>(`select count(*) as n from ${table}`))[0]!.n);
 
 const createApiIn = async (h: Harness, rootKey: string) =>
   (await h.post("/v1/apis.createApi", { name: "auth-suite-api" }, rootKey)).body.apiId as string;
@@ -19,13 +17,8 @@ describeRootKeyAuth(() => h, {
   path: "/v1/apis.createApi",
   validRequest: async () => ({ body: { name: "an-api" } }),
   insufficientPermissions: ["api.*.read_api", "api.*.create_key"],
-  countRows: count("apis"),
-  async expectForOtherWorkspace(res, h, owner, other) {
-    expect(res.status).toBe(200);
-    const [row] = await h.sql<{ workspace_id: string }>(`select workspace_id from apis where id = '${res.body.apiId}'`);
-    expect(row!.workspace_id).toBe(other.workspaceId);
-    expect(row!.workspace_id).not.toBe(owner.workspaceId);
-  },
+  countRows: rowsOf("apis"),
+  expectForOtherWorkspace: createsInOwnWorkspace("apis", "apiId"),
 });
 
 describeRootKeyAuth(() => h, {
@@ -33,10 +26,8 @@ describeRootKeyAuth(() => h, {
   path: "/v1/apis.getApi",
   validRequest: async (h, owner) => ({ query: { apiId: await createApiIn(h, owner.rootKey) } }),
   insufficientPermissions: ["api.*.create_api", "api.other.read_api"],
-  countRows: count("apis"),
-  async expectForOtherWorkspace(res) {
-    expectError(res, 404, "NOT_FOUND", /^api api_\w+ not found$/);
-  },
+  countRows: rowsOf("apis"),
+  expectForOtherWorkspace: answersNotFound(/^api api_\w+ not found$/),
 });
 
 describeRootKeyAuth(() => h, {
@@ -44,10 +35,8 @@ describeRootKeyAuth(() => h, {
   path: "/v1/apis.updateApi",
   validRequest: async (h, owner) => ({ body: { apiId: await createApiIn(h, owner.rootKey), ipWhitelist: "10.0.0.1" } }),
   insufficientPermissions: ["api.*.read_api", "api.*.create_api", "api.other.update_api"],
-  countRows: count("apis where ip_whitelist is not null"),
-  async expectForOtherWorkspace(res) {
-    expectError(res, 404, "NOT_FOUND", /^api api_\w+ not found$/);
-  },
+  countRows: rowsOf("apis where ip_whitelist is not null"),
+  expectForOtherWorkspace: answersNotFound(/^api api_\w+ not found$/),
   missingRequest: (valid) => ({ body: { ...(valid.body as Record<string, unknown>), apiId: "api_missing" } }),
 });
 
@@ -56,12 +45,8 @@ describeRootKeyAuth(() => h, {
   path: "/v1/permissions.createRole",
   validRequest: async () => ({ body: { name: `role-${Math.random().toString(36).slice(2)}` } }),
   insufficientPermissions: ["rbac.*.create_permission", "rbac.*.read_role"],
-  countRows: count("roles"),
-  async expectForOtherWorkspace(res, h, _owner, other) {
-    expect(res.status).toBe(200);
-    const [row] = await h.sql<{ workspace_id: string }>(`select workspace_id from roles where id = '${res.body.roleId}'`);
-    expect(row!.workspace_id).toBe(other.workspaceId);
-  },
+  countRows: rowsOf("roles"),
+  expectForOtherWorkspace: createsInOwnWorkspace("roles", "roleId"),
 });
 
 describeRootKeyAuth(() => h, {
@@ -69,12 +54,8 @@ describeRootKeyAuth(() => h, {
   path: "/v1/permissions.createPermission",
   validRequest: async () => ({ body: { name: `perm.${Math.random().toString(36).slice(2)}` } }),
   insufficientPermissions: ["rbac.*.create_role"],
-  countRows: count("permissions"),
-  async expectForOtherWorkspace(res, h, _owner, other) {
-    expect(res.status).toBe(200);
-    const [row] = await h.sql<{ workspace_id: string }>(`select workspace_id from permissions where id = '${res.body.permissionId}'`);
-    expect(row!.workspace_id).toBe(other.workspaceId);
-  },
+  countRows: rowsOf("permissions"),
+  expectForOtherWorkspace: createsInOwnWorkspace("permissions", "permissionId"),
 });
 
 describeRootKeyAuth(() => h, {
@@ -85,10 +66,10 @@ describeRootKeyAuth(() => h, {
     return { body: [{ apiId, hash: { value: hashKey(`k-${Math.random()}`), variant: "sha256_base64" } }] };
   },
   insufficientPermissions: ["api.*.read_key", "api.*.encrypt_key", "api.other.create_key"],
-  countRows: count("keys"),
+  countRows: rowsOf("keys"),
   async expectForOtherWorkspace(res, h) {
     expectError(res, 404, "NOT_FOUND", /^api api_\w+ not found$/);
-    expect(await count("keys")(h)).toBeGreaterThanOrEqual(0);
+    expect(await rowsOf("keys")(h)).toBeGreaterThanOrEqual(0);
   },
 });
 

@@ -1,9 +1,13 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { once } from "node:events";
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
+import path from "node:path";
 import { fileURLToPath } from "node:url";
 import postgres from "postgres";
+import { afterAll, beforeAll } from "vitest";
+import { migrateAndRun, openPglite, type Store } from "../src/storage/client.js";
 
 /** Real `keyhaven` processes for the CLI and deployment tests, started as a user would run them. */
 
@@ -64,6 +68,38 @@ export async function runKeyhaven(
   const cli = keyhaven(args, env);
   const [code] = (await once(cli.child, "close")) as [number | null];
   return { code, out: cli.stdout(), err: cli.stderr() };
+}
+
+/**
+ * One `keyhaven <command>` suite's scaffolding: `run(args, env)` runs the command to its end, and `dir()` is a
+ * temporary directory made before the suite's first test and removed, with all in it, after its last (so call this
+ * inside the describe).
+ */
+export function commandSuite(command: string, prefix: string) {
+  let dir = "";
+  beforeAll(() => {
+    dir = mkdtempSync(path.join(os.tmpdir(), prefix));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  return { dir: () => dir, run: (args: string[], env: Record<string, string>) => runKeyhaven([command, ...args], env) };
+}
+
+/**
+ * A migrated embedded store in `dataDir` with what `seed` writes into it (closed again), and its key file
+ * `encryption.key` holding `keyFileText`.
+ */
+export async function embeddedStore(dataDir: string, keyFileText: string, mode = 0o600, seed?: (store: Store) => Promise<void>) {
+  const store = await openPglite(dataDir);
+  try {
+    await migrateAndRun(store, undefined, async () => {});
+    await seed?.(store);
+  } finally {
+    await store.close();
+  }
+  const keyFile = path.join(dataDir, "encryption.key");
+  writeFileSync(keyFile, keyFileText);
+  chmodSync(keyFile, mode);
+  return { dataDir, keyFile };
 }
 
 /** Whether any process is left in the process group `pgid` (a detached child's pid). */

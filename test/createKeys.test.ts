@@ -5,7 +5,7 @@ import { hashKey } from "../src/crypto/hash.js";
 import type { Keyring } from "../src/keyring/keyring.js";
 import { keys } from "../src/storage/schema.js";
 import { planImport } from "../src/core/import/import.plan.js";
-import { test } from "./fixtures.js";
+import { inClear, storedCiphertext, test } from "./fixtures.js";
 import { createHarness, expectError } from "./helper.js";
 
 const randomHash = () => hashKey(randomBytes(16).toString("hex"));
@@ -13,27 +13,7 @@ const byHash = (api: string, n: number) =>
   Array.from({ length: n }, () => ({ apiId: api, hash: { value: randomHash(), variant: "sha256_base64" } }));
 
 // The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), and helpers over them.
-const it = test
-  .extend(
-    "importKeys",
-    async ({ h, t }) =>
-      (body: unknown, rootKey = t.rootKey) =>
-        h.post("/v1/migrations.createKeys", body, rootKey),
-  )
-  .extend("snapshot", async ({ count }) => async () => ({
-    keys: await count("keys"),
-    identities: await count("identities"),
-    encrypted: await count("encrypted_keys"),
-    encryptionKeys: await count("encryption_keys"),
-    keysRoles: await count("keys_roles"),
-    keysPermissions: await count("keys_permissions"),
-    ratelimits: await count("ratelimits"),
-  }))
-  .extend("createPermission", async ({ h, t }) => async (name: string, tenant = t) => {
-    const res = await h.post("/v1/permissions.createPermission", { name }, tenant.rootKey);
-    expect(res.status).toBe(200);
-    return res.body.permissionId as string;
-  });
+const it = test.extend("importKeys", async ({ route }) => route("/v1/migrations.createKeys"));
 
 describe("migrations.createKeys stores every field", () => {
   it("round-trips every field of a key imported by hash", async ({ h, t, apiId, importKeys, count, createRole, createPermission }) => {
@@ -141,19 +121,14 @@ describe("migrations.createKeys stores every field", () => {
     expect(key.hash).toBe(hashKey(plaintext));
     expect(key.start).toBe(plaintext.slice(0, "sk_live_".length + 4));
 
-    const [enc] = await h.sql<any>(`select * from encrypted_keys where key_id = '${keyId}'`);
+    const enc = await storedCiphertext(h, t.workspaceId, keyId);
     expect(enc.workspace_id).toBe(t.workspaceId);
     expect(enc.encrypted).not.toContain(plaintext);
     expect(Buffer.from(enc.encrypted, "base64").includes(Buffer.from(plaintext))).toBe(false);
-    expect(await h.keyring.decrypt(h.db, t.workspaceId, enc.encryption_key_id, keyId, enc.encrypted)).toBe(plaintext);
+    expect(enc.decrypted).toBe(plaintext);
 
     // The plaintext appears nowhere in the database, in any table.
-    const dump = await h.sql<{ row: string }>(
-      `select row_to_json(x)::text as row from (select * from keys) x
-       union all select row_to_json(x)::text from (select * from encrypted_keys) x
-       union all select row_to_json(x)::text from (select * from encryption_keys) x`,
-    );
-    expect(dump.some((r) => r.row.includes(plaintext))).toBe(false);
+    expect(await inClear(h, plaintext)).toBe(false);
   });
 
   it("binds each ciphertext to its key: moved to another key it does not decrypt", async ({ h, t, apiId, importKeys }) => {
@@ -439,7 +414,7 @@ describe("migrations.createKeys is all or nothing", () => {
   it("does not see roles or permissions of another workspace", async ({ h, apiId, importKeys, createRole, createPermission }) => {
     const other = await h.tenant();
     await createRole("other.workspace.role", other);
-    await createPermission("other.workspace.perm", other);
+    await createPermission("other.workspace.perm", undefined, other);
     expectError(await importKeys([{ ...byHash(apiId, 1)[0], roles: ["other.workspace.role"] }]), 412, "PRECONDITION_FAILED");
     expectError(await importKeys([{ ...byHash(apiId, 1)[0], permissions: ["other.workspace.perm"] }]), 412, "PRECONDITION_FAILED");
   });

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
-import { describeRootKeyAuth } from "./auth-suite.js";
+import { answersNotFound, describeRootKeyAuth, rowsOf } from "./auth-suite.js";
 import { countIn, test } from "./fixtures.js";
 import { createHarness, expectError, type Harness } from "./helper.js";
 import { waitFor } from "./wait.js";
@@ -424,7 +424,7 @@ describeRootKeyAuth(it, {
     return { body: { migrationId: newMigrationId(), apiId: await h.createApi(owner), keys: [byHash()] } };
   },
   insufficientPermissions: ["api.*.read_api", "api.*.encrypt_key", "api.other.create_key"],
-  countRows: (h) => countIn(h, "migration_batches"),
+  countRows: rowsOf("migration_batches"),
   successStatus: 202,
   async expectForOtherWorkspace(res, h) {
     expectError(res, 404, "NOT_FOUND", /^api api_\w+ not found$/);
@@ -446,8 +446,6 @@ describeRootKeyAuth(it, {
     return { query: { migrationId } };
   },
   insufficientPermissions: ["api.*.create_key", "api.other.read_api"],
-  countRows: (h) => countIn(h, "migration_batches"),
-  async expectForOtherWorkspace(res) {
-    expectError(res, 404, "NOT_FOUND", /^migration mig_\w+ not found$/);
-  },
+  countRows: rowsOf("migration_batches"),
+  expectForOtherWorkspace: answersNotFound(/^migration mig_\w+ not found$/),
 });

@@ -1,9 +1,60 @@
 import { expect, test as base } from "vitest";
-import { createHarness, type Harness, type Tenant } from "./helper.js";
+import { rpcs } from "../src/wire/v1/routes.js";
+import { createHarness, type Harness, type Response, type Tenant } from "./helper.js";
 
 /** Rows matching `query` (`<table> where …`), counted in `h`'s database. */
 export const countIn = async (h: Harness, query: string) =>
   Number((await h.sql<{ n: string }>(`select count(*) as n from ${query}`))[0]!.n);
+
+/**
+ * A key's stored ciphertext row (encrypted_keys) with `decrypted`, what the keyring makes of it for `workspaceId`.
+ */
+export async function storedCiphertext(h: Harness, workspaceId: string, keyId: string) {
+  const [enc] = await h.sql<any>(`select * from encrypted_keys where key_id = '${keyId}'`);
+  return { ...enc, decrypted: await h.keyring.decrypt(h.db, workspaceId, enc.encryption_key_id, keyId, enc.encrypted) };
+}
+
+/** Whether `secret` stands in clear in any row of the tables a stored key is written to (keys and its ciphertexts). */
+export async function inClear(h: Harness, secret: string) {
+  const dump = await h.sql<{ row: string }>(
+    `select row_to_json(x)::text as row from (select * from keys) x
+     union all select row_to_json(x)::text from (select * from encrypted_keys) x
+     union all select row_to_json(x)::text from (select * from encryption_keys) x`,
+  );
+  return dump.some((r) => r.row.includes(secret));
+}
+
+const rpcOf = new Map(rpcs.map((rpc) => [rpc.path, rpc]));
+
+/**
+ * One request to a v1 route, sent as the route itself is defined (src/wire/v1/routes.ts), so that no test file keeps
+ * its own list of which route is a read: a GET with `input` as its query, a POST with `input` as its JSON body.
+ */
+export function callRoute(h: Harness, path: string, input: unknown = {}, rootKey?: string, headers?: Record<string, string>) {
+  const rpc = rpcOf.get(path as `/v1/${string}`);
+  if (!rpc) throw new Error(`no v1 route ${path}`);
+  return rpc.method === "GET" ? h.get(path, input as Record<string, string>, rootKey) : h.post(path, input, rootKey, headers);
+}
+
+/**
+ * A caller of one route: `(input, rootKey)` answers the raw response, with the file's root key `t.rootKey` unless told
+ * another (`null`: no Authorization header at all); `.ok(input, rootKey)` expects the route's success status and
+ * answers the body.
+ */
+export type RouteCaller = ((input?: unknown, rootKey?: string | null) => Promise<Response>) & {
+  ok(input?: unknown, rootKey?: string | null): Promise<any>;
+};
+
+export function routeCaller(h: Harness, path: string, defaultRootKey?: string): RouteCaller {
+  const call = (input?: unknown, rootKey: string | null | undefined = defaultRootKey) => callRoute(h, path, input, rootKey ?? undefined);
+  return Object.assign(call, {
+    async ok(input?: unknown, rootKey?: string | null) {
+      const res = await call(input, rootKey);
+      expect(res.status, JSON.stringify(res.body)).toBe(rpcOf.get(path as `/v1/${string}`)?.status ?? 200);
+      return res.body;
+    },
+  });
+}
 
 /**
  * The prologue most test files share, as vitest fixtures of the file's scope instead of `let h; beforeAll(...)`
@@ -12,8 +63,10 @@ export const countIn = async (h: Harness, query: string) =>
  * - `h`: the real app on a fresh, migrated database of the file's own (createHarness()).
  * - `t`: a workspace of it with a root key holding `*`.
  * - `apiId`: an API of that workspace.
+ * - `route`: `route("/v1/keys.createKey")` is a RouteCaller of that route with `t`'s root key.
  * - helpers over them that several files share: `newApi` (with any createApi settings), `importKey`, `createRole`,
- *   `count`, `backdate`, `keyRoles`, `keyPermissions` (made only for a test that names them).
+ *   `createPermission`, `count`, `snapshot`, `backdate`, `keyRoles`, `keyPermissions` (made only for a test that
+ *   names them).
  *
  *   import { test } from "./fixtures.js";
  *   test("creates an API", async ({ h, t }) => { ... });
@@ -42,6 +95,14 @@ export const test = base
   .extend("h", { scope: "file" }, harnessWith())
   .extend("t", { scope: "file" }, async ({ h }) => h.tenant())
   .extend("apiId", { scope: "file" }, async ({ h, t }) => h.createApi(t))
+  // File-scoped so that a suite-level `it.beforeAll` may call routes too.
+  .extend(
+    "route",
+    { scope: "file" },
+    async ({ h, t }) =>
+      (path: `/v1/${string}`) =>
+        routeCaller(h, path, t.rootKey),
+  )
   .extend(
     "newApi",
     async ({ h }) =>
@@ -60,12 +121,29 @@ export const test = base
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     return res.body.roleId;
   })
+  .extend("createPermission", { scope: "file" }, async ({ h, t }) => async (name: string, slug?: string, tenant = t): Promise<string> => {
+    const res = await h.post("/v1/permissions.createPermission", { name, ...(slug && { slug }) }, tenant.rootKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body.permissionId;
+  })
   .extend(
     "count",
     async ({ h }) =>
       (query: string) =>
         countIn(h, query),
   )
+  /** Every table a key's creation or import may write to, counted, to prove that a refused request wrote nothing. */
+  .extend("snapshot", async ({ count }) => async () => ({
+    keys: await count("keys"),
+    identities: await count("identities"),
+    ratelimits: await count("ratelimits"),
+    encrypted: await count("encrypted_keys"),
+    encryptionKeys: await count("encryption_keys"),
+    roles: await count("roles"),
+    permissions: await count("permissions"),
+    keysRoles: await count("keys_roles"),
+    keysPermissions: await count("keys_permissions"),
+  }))
   /** Moves a key's creation and last refill back by `days`, so that a refill falls due. */
   .extend(
     "backdate",

@@ -131,15 +131,6 @@ export async function createHarness(
   const app = await buildApp({ deps: services, logger: options.logger ?? false });
   startBackgroundJobs(services, app.log, options);
 
-  const toResponse = (res: { statusCode: number; body: string; headers: Record<string, unknown> }): Response => {
-    let body: unknown = res.body;
-    try {
-      body = JSON.parse(res.body);
-    } catch {}
-    return { status: res.statusCode, body, headers: res.headers };
-  };
-  const auth = (rootKey?: string) => (rootKey === undefined ? {} : { authorization: `Bearer ${rootKey}` });
-
   const harness: Harness = {
     app,
     store,
@@ -174,19 +165,7 @@ export async function createHarness(
     async disableWorkspace(workspaceId) {
       await setWorkspaceEnabled(store.db, workspaceId, false, services.clock.now());
     },
-    async post(path, body, rootKey, headers = {}) {
-      const res = await app.inject({
-        method: "POST",
-        url: path,
-        headers: { "content-type": "application/json", ...auth(rootKey), ...headers },
-        payload: JSON.stringify(body),
-      });
-      return toResponse(res);
-    },
-    async get(path, query, rootKey) {
-      const res = await app.inject({ method: "GET", url: path, query, headers: auth(rootKey) });
-      return toResponse(res);
-    },
+    ...clientOf(app),
     async sql<T>(query: string) {
       const { rowsOf } = await import("../src/storage/client.js");
       const { sql } = await import("drizzle-orm");
@@ -228,6 +207,47 @@ export async function createHarness(
   };
   return harness;
 }
+
+/** `post` and `get` of a harness, over any app: one of another configuration, or a server's. */
+export function clientOf(app: FastifyInstance): Pick<Harness, "post" | "get"> {
+  const toResponse = (res: { statusCode: number; body: string; headers: Record<string, unknown> }): Response => {
+    let body: unknown = res.body;
+    try {
+      body = JSON.parse(res.body);
+    } catch {}
+    return { status: res.statusCode, body, headers: res.headers };
+  };
+  const auth = (rootKey?: string) => (rootKey === undefined ? {} : { authorization: `Bearer ${rootKey}` });
+  return {
+    async post(path, body, rootKey, headers = {}) {
+      const res = await app.inject({
+        method: "POST",
+        url: path,
+        headers: { "content-type": "application/json", ...auth(rootKey), ...headers },
+        payload: JSON.stringify(body),
+      });
+      return toResponse(res);
+    },
+    async get(path, query, rootKey) {
+      const res = await app.inject({ method: "GET", url: path, query, headers: auth(rootKey) });
+      return toResponse(res);
+    },
+  };
+}
+
+/**
+ * An app on `h`'s database and rate limiter whose keyring holds `master` (and nothing cached): a replica started
+ * with another encryption key. Its `post`/`get` are clientOf's; close it after use.
+ */
+export async function appWithMasterKey(h: Harness, master: Buffer) {
+  const config = loadConfig({ ...(h.databaseUrl && { DATABASE_URL: h.databaseUrl }), KEYHAVEN_ENCRYPTION_KEY: master.toString("base64") });
+  const app = await buildApp({ deps: await createServices(config, h.store, { masterKey: master, ratelimiter: h.ratelimiter }) });
+  return { ...clientOf(app), close: () => app.close() };
+}
+
+/** GET /v1/apis.listKeys with decrypt=true on `client` (a harness or clientOf an app), as `tenant`. */
+export const decryptedKeys = (client: Pick<Harness, "get">, tenant: Tenant, apiId: string) =>
+  client.get("/v1/apis.listKeys", { apiId, decrypt: "true" }, tenant.rootKey);
 
 /** The store's deadlines as the app's config would set them from `env`. */
 function postgresTimeouts(env: Record<string, string>) {

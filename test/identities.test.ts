@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect } from "vitest";
-import { describeRootKeyAuth } from "./auth-suite.js";
+import { answersEmpty, answersNotFound, describeRootKeyAuthOf } from "./auth-suite.js";
 import { countIn, test } from "./fixtures.js";
 import { expectError, type Harness, type Tenant } from "./helper.js";
 
@@ -493,55 +493,45 @@ describe("identity rate limits at verification", () => {
   });
 });
 
-describeRootKeyAuth(it, {
-  method: "POST",
-  path: "/v1/identities.createIdentity",
-  validRequest: async () => ({ body: { externalId: unique("user"), ratelimits: [{ name: "r", limit: 1, duration: 1000 }] } }),
-  insufficientPermissions: ["identity.*.read_identity", "identity.*.update_identity"],
-  expectForOtherWorkspace: async (res) => expect(res.status).toBe(200),
-  countRows: identityRowsIn,
-});
-
-describeRootKeyAuth(it, {
-  method: "GET",
-  path: "/v1/identities.getIdentity",
-  validRequest: async (h, owner) => ({ query: { identityId: (await newIdentityIn(h, owner)).id } }),
-  insufficientPermissions: ["identity.*.create_identity", "identity.*.delete_identity"],
-  expectForOtherWorkspace: async (res) => expectError(res, 404, "NOT_FOUND", /^identity id_\S+ not found$/),
-  countRows: identityRowsIn,
-});
-
-describeRootKeyAuth(it, {
-  method: "GET",
-  path: "/v1/identities.listIdentities",
-  validRequest: async (h, owner) => {
-    await newIdentityIn(h, owner);
-    return { query: {} };
+describeRootKeyAuthOf(it, { countRows: identityRowsIn }, [
+  {
+    method: "POST",
+    path: "/v1/identities.createIdentity",
+    validRequest: async () => ({ body: { externalId: unique("user"), ratelimits: [{ name: "r", limit: 1, duration: 1000 }] } }),
+    insufficientPermissions: ["identity.*.read_identity", "identity.*.update_identity"],
+    expectForOtherWorkspace: async (res) => expect(res.status).toBe(200),
   },
-  insufficientPermissions: ["identity.*.create_identity", "identity.prod.read_identity"],
-  expectForOtherWorkspace: async (res) => {
-    expect(res.status).toBe(200);
-    expect(res.body).toEqual({ identities: [], total: 0 });
+  {
+    method: "GET",
+    path: "/v1/identities.getIdentity",
+    validRequest: async (h, owner) => ({ query: { identityId: (await newIdentityIn(h, owner)).id } }),
+    insufficientPermissions: ["identity.*.create_identity", "identity.*.delete_identity"],
+    expectForOtherWorkspace: answersNotFound(/^identity id_\S+ not found$/),
   },
-  countRows: identityRowsIn,
-});
-
-describeRootKeyAuth(it, {
-  method: "POST",
-  path: "/v1/identities.updateIdentity",
-  validRequest: async (h, owner) => ({
-    body: { identityId: (await newIdentityIn(h, owner)).id, meta: { a: 1 }, ratelimits: [{ name: "r", limit: 1, duration: 1000 }] },
-  }),
-  insufficientPermissions: ["identity.*.read_identity", "identity.*.create_identity"],
-  expectForOtherWorkspace: async (res) => expectError(res, 404, "NOT_FOUND", /^identity id_\S+ not found$/),
-  countRows: identityRowsIn,
-});
-
-describeRootKeyAuth(it, {
-  method: "POST",
-  path: "/v1/identities.deleteIdentity",
-  validRequest: async (h, owner) => ({ body: { identityId: (await newIdentityIn(h, owner)).id } }),
-  insufficientPermissions: ["identity.*.read_identity", "identity.*.update_identity"],
-  expectForOtherWorkspace: async (res) => expectError(res, 404, "NOT_FOUND", /^identity id_\S+ not found$/),
-  countRows: identityRowsIn,
-});
+  {
+    method: "GET",
+    path: "/v1/identities.listIdentities",
+    validRequest: async (h, owner) => {
+      await newIdentityIn(h, owner);
+      return { query: {} };
+    },
+    insufficientPermissions: ["identity.*.create_identity", "identity.prod.read_identity"],
+    expectForOtherWorkspace: answersEmpty({ identities: [], total: 0 }),
+  },
+  {
+    method: "POST",
+    path: "/v1/identities.updateIdentity",
+    validRequest: async (h, owner) => ({
+      body: { identityId: (await newIdentityIn(h, owner)).id, meta: { a: 1 }, ratelimits: [{ name: "r", limit: 1, duration: 1000 }] },
+    }),
+    insufficientPermissions: ["identity.*.read_identity", "identity.*.create_identity"],
+    expectForOtherWorkspace: answersNotFound(/^identity id_\S+ not found$/),
+  },
+  {
+    method: "POST",
+    path: "/v1/identities.deleteIdentity",
+    validRequest: async (h, owner) => ({ body: { identityId: (await newIdentityIn(h, owner)).id } }),
+    insufficientPermissions: ["identity.*.read_identity", "identity.*.update_identity"],
+    expectForOtherWorkspace: answersNotFound(/^identity id_\S+ not found$/),
+  },
+]);

@@ -1,19 +1,14 @@
 import { randomBytes } from "node:crypto";
 import { Unkey } from "@unkey/api";
 import { describe, expect } from "vitest";
-import { describeRootKeyAuth } from "./auth-suite.js";
-import { countIn, test } from "./fixtures.js";
+import { answersNotFoundLeaving, describeRootKeyAuth, rowsOf } from "./auth-suite.js";
+import { test } from "./fixtures.js";
 import { expectError } from "./helper.js";
 
 const unique = (label: string) => `${label}-${randomBytes(4).toString("hex")}`;
 
 // The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), and helpers over them.
 const it = test
-  .extend("createPermission", async ({ h, t }) => async (name: string, slug?: string, tenant = t): Promise<string> => {
-    const res = await h.post("/v1/permissions.createPermission", { name, ...(slug && { slug }) }, tenant.rootKey);
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    return res.body.permissionId;
-  })
   .extend("grantToRole", async ({ h, t }) => async (roleId: string, permissionId: string, tenant = t) => {
     await h.sql(
       `insert into roles_permissions (role_id, permission_id, workspace_id, created_at_m)
@@ -22,23 +17,21 @@ const it = test
   })
   .extend(
     "call",
-    async ({ h, t }) =>
-      (route: string, body: unknown, rootKey = t.rootKey) =>
-        h.post(`/v1/keys.${route}`, body, rootKey),
+    async ({ route }) =>
+      (name: string, body: unknown, rootKey?: string) =>
+        route(`/v1/keys.${name}`)(body, rootKey),
   )
-  .extend("ok", async ({ t, call }) => async (route: string, body: unknown, rootKey = t.rootKey) => {
-    const res = await call(route, body, rootKey);
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    return res.body;
-  })
+  .extend(
+    "ok",
+    async ({ route }) =>
+      (name: string, body: unknown, rootKey?: string) =>
+        route(`/v1/keys.${name}`).ok(body, rootKey),
+  )
   .extend(
     "verify",
-    async ({ h }) =>
+    async ({ route }) =>
       (key: string, permissions: unknown) =>
-        h.post("/v1/keys.verifyKey", { key, authorization: { permissions } }).then((r) => {
-          expect(r.status, JSON.stringify(r.body)).toBe(200);
-          return r.body;
-        }),
+        route("/v1/keys.verifyKey").ok({ key, authorization: { permissions } }, null),
   )
   .extend(
     "allowed",
@@ -650,41 +643,18 @@ function authCase(
       return { body: { keyId: res.body.keyIds[0], [opts.field]: [{ name }] } };
     },
     insufficientPermissions: opts.insufficientPermissions,
-    countRows: (h) => countIn(h, table),
-    async expectForOtherWorkspace(res, h, owner) {
-      expectError(res, 404, "NOT_FOUND", /^key key_\w+ not found$/);
-      expect(await countIn(h, `${table} where workspace_id = '${owner.workspaceId}'`)).toBe(opts.removes ? 1 : 0);
-    },
+    countRows: rowsOf(table),
+    expectForOtherWorkspace: answersNotFoundLeaving(/^key key_\w+ not found$/, table, opts.removes ? 1 : 0),
   });
 }
 
-authCase("addPermissions", {
-  field: "permissions",
-  removes: false,
-  insufficientPermissions: ["rbac.*.remove_permission_from_key", "rbac.*.create_permission", "api.*.update_key"],
-});
-authCase("removePermissions", {
-  field: "permissions",
-  removes: true,
-  insufficientPermissions: ["rbac.*.add_permission_to_key", "api.*.update_key"],
-});
-authCase("setPermissions", {
-  field: "permissions",
-  removes: false,
-  insufficientPermissions: ["rbac.*.remove_permission_from_key", "rbac.*.create_permission", "api.*.update_key"],
-});
-authCase("addRoles", {
-  field: "roles",
-  removes: false,
-  insufficientPermissions: ["rbac.*.remove_role_from_key", "rbac.*.create_role", "rbac.*.add_permission_to_key"],
-});
-authCase("removeRoles", {
-  field: "roles",
-  removes: true,
-  insufficientPermissions: ["rbac.*.add_role_to_key", "rbac.*.remove_permission_from_key"],
-});
-authCase("setRoles", {
-  field: "roles",
-  removes: false,
-  insufficientPermissions: ["rbac.*.remove_role_from_key", "rbac.*.create_role", "rbac.*.add_permission_to_key"],
-});
+// [route, field, removes, insufficientPermissions]
+const authCases: [string, "permissions" | "roles", boolean, string[]][] = [
+  ["addPermissions", "permissions", false, ["rbac.*.remove_permission_from_key", "rbac.*.create_permission", "api.*.update_key"]],
+  ["removePermissions", "permissions", true, ["rbac.*.add_permission_to_key", "api.*.update_key"]],
+  ["setPermissions", "permissions", false, ["rbac.*.remove_permission_from_key", "rbac.*.create_permission", "api.*.update_key"]],
+  ["addRoles", "roles", false, ["rbac.*.remove_role_from_key", "rbac.*.create_role", "rbac.*.add_permission_to_key"]],
+  ["removeRoles", "roles", true, ["rbac.*.add_role_to_key", "rbac.*.remove_permission_from_key"]],
+  ["setRoles", "roles", false, ["rbac.*.remove_role_from_key", "rbac.*.create_role", "rbac.*.add_permission_to_key"]],
+];
+for (const [route, field, removes, insufficientPermissions] of authCases) authCase(route, { field, removes, insufficientPermissions });

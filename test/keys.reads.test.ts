@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
-import { describeRootKeyAuth } from "./auth-suite.js";
+import { answersNotFound, describeRootKeyAuthOf, rowsOf } from "./auth-suite.js";
 import { test } from "./fixtures.js";
 import { expectError, type Harness, type Tenant } from "./helper.js";
 
@@ -29,29 +29,9 @@ const it = test
         (await importKeys(h, t, [{ apiId, ...fields }]))[0]!,
   )
   /** `null` sends no Authorization header at all. */
-  .extend(
-    "getKey",
-    async ({ h, t }) =>
-      (query: Record<string, string>, rootKey: string | null = t.rootKey) =>
-        h.get("/v1/keys.getKey", query, rootKey ?? undefined),
-  )
-  .extend(
-    "listKeys",
-    async ({ h, t }) =>
-      (query: Record<string, string>, rootKey: string | null = t.rootKey) =>
-        h.get("/v1/apis.listKeys", query, rootKey ?? undefined),
-  )
-  .extend(
-    "whoami",
-    async ({ h, t }) =>
-      (body: unknown, rootKey: string | null = t.rootKey) =>
-        h.post("/v1/keys.whoami", body, rootKey ?? undefined),
-  )
-  .extend("createPermission", { scope: "file" }, async ({ h, t }) => async (name: string, slug?: string) => {
-    const res = await h.post("/v1/permissions.createPermission", { name, ...(slug && { slug }) }, t.rootKey);
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    return res.body.permissionId as string;
-  })
+  .extend("getKey", async ({ route }) => route("/v1/keys.getKey"))
+  .extend("listKeys", async ({ route }) => route("/v1/apis.listKeys"))
+  .extend("whoami", async ({ route }) => route("/v1/keys.whoami"))
   .extend(
     "grantToRole",
     { scope: "file" },
@@ -559,49 +539,38 @@ describe("apis.listKeys", () => {
   });
 });
 
-const countKeys = async (h: Harness) => Number((await h.sql<{ n: string }>(`select count(*) as n from keys`))[0]!.n);
-
-describeRootKeyAuth(it, {
-  method: "GET",
-  path: "/v1/keys.getKey",
-  async validRequest(h, owner) {
-    const [keyId] = await importKeys(h, owner, [byHash(await h.createApi(owner))]);
-    return { query: { keyId: keyId! } };
+describeRootKeyAuthOf(it, { countRows: rowsOf("keys") }, [
+  {
+    method: "GET",
+    path: "/v1/keys.getKey",
+    async validRequest(h, owner) {
+      const [keyId] = await importKeys(h, owner, [byHash(await h.createApi(owner))]);
+      return { query: { keyId: keyId! } };
+    },
+    insufficientPermissions: ["api.*.read_api", "api.*.decrypt_key", "api.other.read_key"],
+    missingRequest: (valid) => ({ query: { ...valid.query, keyId: "key_missing0000000000" } }),
+    expectForOtherWorkspace: answersNotFound(/^key key_\w+ not found$/),
   },
-  insufficientPermissions: ["api.*.read_api", "api.*.decrypt_key", "api.other.read_key"],
-  countRows: countKeys,
-  missingRequest: (valid) => ({ query: { ...valid.query, keyId: "key_missing0000000000" } }),
-  async expectForOtherWorkspace(res) {
-    expectError(res, 404, "NOT_FOUND", /^key key_\w+ not found$/);
+  {
+    method: "POST",
+    path: "/v1/keys.whoami",
+    async validRequest(h, owner) {
+      const key = secret();
+      await importKeys(h, owner, [{ apiId: await h.createApi(owner), plaintext: key }]);
+      return { body: { key } };
+    },
+    insufficientPermissions: ["api.*.read_api", "api.*.verify_key", "api.other.read_key"],
+    expectForOtherWorkspace: answersNotFound("Key not found"),
   },
-});
-
-describeRootKeyAuth(it, {
-  method: "POST",
-  path: "/v1/keys.whoami",
-  async validRequest(h, owner) {
-    const key = secret();
-    await importKeys(h, owner, [{ apiId: await h.createApi(owner), plaintext: key }]);
-    return { body: { key } };
+  {
+    method: "GET",
+    path: "/v1/apis.listKeys",
+    async validRequest(h, owner) {
+      const api = await h.createApi(owner);
+      await importKeys(h, owner, [byHash(api)]);
+      return { query: { apiId: api } };
+    },
+    insufficientPermissions: ["api.*.read_key", "api.other.read_api"],
+    expectForOtherWorkspace: answersNotFound(/^api api_\w+ not found$/),
   },
-  insufficientPermissions: ["api.*.read_api", "api.*.verify_key", "api.other.read_key"],
-  countRows: countKeys,
-  async expectForOtherWorkspace(res) {
-    expectError(res, 404, "NOT_FOUND", "Key not found");
-  },
-});
-
-describeRootKeyAuth(it, {
-  method: "GET",
-  path: "/v1/apis.listKeys",
-  async validRequest(h, owner) {
-    const api = await h.createApi(owner);
-    await importKeys(h, owner, [byHash(api)]);
-    return { query: { apiId: api } };
-  },
-  insufficientPermissions: ["api.*.read_key", "api.other.read_api"],
-  countRows: countKeys,
-  async expectForOtherWorkspace(res) {
-    expectError(res, 404, "NOT_FOUND", /^api api_\w+ not found$/);
-  },
-});
+]);

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect } from "vitest";
-import { describeRootKeyAuth } from "./auth-suite.js";
-import { countIn, test } from "./fixtures.js";
+import { answersNotFoundLeaving, describeRootKeyAuth, rowsOf } from "./auth-suite.js";
+import { test } from "./fixtures.js";
 import { expectError } from "./helper.js";
 
 const unique = (label: string) => `${label}-${randomBytes(4).toString("hex")}`;
@@ -11,12 +11,7 @@ const recent = (value: unknown) => Math.abs(ms(value)! - Date.now()) < 60_000;
 
 // The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), and helpers over them.
 const it = test
-  .extend(
-    "update",
-    async ({ h, t }) =>
-      (body: Record<string, unknown>, rootKey = t.rootKey) =>
-        h.post("/v1/keys.updateKey", body, rootKey),
-  )
+  .extend("update", async ({ route }) => route("/v1/keys.updateKey"))
   .extend("updateOk", async ({ t, update }) => async (body: Record<string, unknown>, rootKey = t.rootKey) => {
     const res = await update(body, rootKey);
     expect(res.status, JSON.stringify(res.body)).toBe(200);
@@ -24,12 +19,9 @@ const it = test
   })
   .extend(
     "verify",
-    async ({ h }) =>
+    async ({ route }) =>
       (key: string, extra: Record<string, unknown> = {}) =>
-        h.post("/v1/keys.verifyKey", { key, ...extra }).then((r) => {
-          expect(r.status, JSON.stringify(r.body)).toBe(200);
-          return r.body;
-        }),
+        route("/v1/keys.verifyKey").ok({ key, ...extra }, null),
   )
   .extend(
     "row",
@@ -44,12 +36,7 @@ const it = test
         (await h.sql<any>(`select "limit", duration, auto_apply from ratelimits where key_id = '${keyId}' and name = 'default'`)).map(
           (r) => ({ ...r, duration: Number(r.duration) }),
         ),
-  )
-  .extend("createPermission", async ({ h, t }) => async (name: string, slug?: string, tenant = t): Promise<string> => {
-    const res = await h.post("/v1/permissions.createPermission", { name, ...(slug && { slug }) }, tenant.rootKey);
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    return res.body.permissionId;
-  });
+  );
 const sorted = (ids: string[]) => [...ids].sort();
 
 describe("keys.updateKey changes only the fields it is given", () => {
@@ -876,9 +863,6 @@ describeRootKeyAuth(it, {
     return { body: { keyId: res.body.keyIds[0], name: renamed } };
   },
   insufficientPermissions: ["api.*.read_key", "api.*.create_key", "api.api_other.update_key"],
-  countRows: (h) => countIn(h, `keys where name = '${renamed}'`),
-  async expectForOtherWorkspace(res, h, owner) {
-    expectError(res, 404, "NOT_FOUND", /^key key_\w+ not found$/);
-    expect(await countIn(h, `keys where name = '${renamed}' and workspace_id = '${owner.workspaceId}'`)).toBe(0);
-  },
+  countRows: rowsOf(`keys where name = '${renamed}'`),
+  expectForOtherWorkspace: answersNotFoundLeaving(/^key key_\w+ not found$/, "keys", 0, ` and name = '${renamed}'`),
 });

@@ -2,8 +2,8 @@ import { randomBytes } from "node:crypto";
 import bs58 from "bs58";
 import { describe, expect } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
-import { describeRootKeyAuth } from "./auth-suite.js";
-import { test } from "./fixtures.js";
+import { answersNotFound, describeRootKeyAuth, rowsOf } from "./auth-suite.js";
+import { inClear, storedCiphertext, test } from "./fixtures.js";
 import { expectError, type Harness } from "./helper.js";
 
 const MAX_INT32 = 2_147_483_647;
@@ -25,12 +25,7 @@ function decodeKey(key: string, prefix?: string): Buffer {
 
 // The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), and helpers over them.
 const it = test
-  .extend(
-    "createKeyRequest",
-    async ({ h, t }) =>
-      (body: Record<string, unknown>, rootKey = t.rootKey) =>
-        h.post("/v1/keys.createKey", body, rootKey),
-  )
+  .extend("createKeyRequest", async ({ route }) => route("/v1/keys.createKey"))
   .extend(
     "createKey",
     async ({ t, apiId, createKeyRequest }) =>
@@ -52,48 +47,16 @@ const it = test
       async (keyId: string) =>
         (await h.sql<any>(`select * from keys where id = '${keyId}'`))[0],
   )
-  /** Every table keys.createKey may write to, counted, to prove that a refused request wrote nothing. */
-  .extend("snapshot", async ({ count }) => async () => ({
-    keys: await count("keys"),
-    identities: await count("identities"),
-    ratelimits: await count("ratelimits"),
-    encrypted: await count("encrypted_keys"),
-    encryptionKeys: await count("encryption_keys"),
-    roles: await count("roles"),
-    permissions: await count("permissions"),
-    keysRoles: await count("keys_roles"),
-    keysPermissions: await count("keys_permissions"),
-  }))
-  .extend(
-    "deleteKey",
-    async ({ h, t }) =>
-      (body: Record<string, unknown>, rootKey: string | undefined = t.rootKey) =>
-        h.post("/v1/keys.deleteKey", body, rootKey),
-  )
-  .extend(
-    "update",
-    async ({ h, t }) =>
-      (body: Record<string, unknown>, rootKey: string | undefined = t.rootKey) =>
-        h.post("/v1/keys.updateRemaining", body, rootKey),
-  )
+  .extend("deleteKey", async ({ route }) => route("/v1/keys.deleteKey"))
+  .extend("update", async ({ route }) => route("/v1/keys.updateRemaining"))
   .extend(
     "remainingOf",
     async ({ keyRow }) =>
       async (keyId: string) =>
         (await keyRow(keyId)).remaining_requests,
   )
-  .extend(
-    "deleteApi",
-    async ({ h, t }) =>
-      (body: Record<string, unknown>, rootKey = t.rootKey) =>
-        h.post("/v1/apis.deleteApi", body, rootKey),
-  )
-  .extend(
-    "deleteKeys",
-    async ({ h, t }) =>
-      (body: Record<string, unknown>, rootKey = t.rootKey) =>
-        h.post("/v1/apis.deleteKeys", body, rootKey),
-  );
+  .extend("deleteApi", async ({ route }) => route("/v1/apis.deleteApi"))
+  .extend("deleteKeys", async ({ route }) => route("/v1/apis.deleteKeys"));
 
 describe("keys.createKey stores every field", () => {
   it("round-trips every field to the database and answers only the key id and the key", async ({
@@ -443,15 +406,10 @@ describe("keys.createKey recoverable keys", () => {
     for (const perms of [["*"], ["api.*.create_key", `api.${encrypting}.encrypt_key`]]) {
       const rootKey = await h.rootKey(t.workspaceId, perms);
       const { keyId, key } = await createKey({ apiId: encrypting, recoverable: true, prefix: "rec" }, rootKey);
-      const [enc] = await h.sql<any>(`select * from encrypted_keys where key_id = '${keyId}'`);
+      const enc = await storedCiphertext(h, t.workspaceId, keyId);
       expect(enc.workspace_id).toBe(t.workspaceId);
-      expect(await h.keyring.decrypt(h.db, t.workspaceId, enc.encryption_key_id, keyId, enc.encrypted)).toBe(key);
-      const dump = await h.sql<{ row: string }>(
-        `select row_to_json(x)::text as row from (select * from keys) x
-         union all select row_to_json(x)::text from (select * from encrypted_keys) x
-         union all select row_to_json(x)::text from (select * from encryption_keys) x`,
-      );
-      expect(dump.some((r) => r.row.includes(key))).toBe(false);
+      expect(enc.decrypted).toBe(key);
+      expect(await inClear(h, key)).toBe(false);
       expect(await verify(key)).toMatchObject({ valid: true, keyId });
     }
   });
@@ -1010,18 +968,15 @@ const createKeyIn = async (h: Harness, rootKey: string, body: Record<string, unk
   expect(res.status).toBe(200);
   return res.body.keyId as string;
 };
-const liveKeys = async (h: Harness) =>
-  Number((await h.sql<{ n: string }>(`select count(*) as n from keys where deleted_at_m is null`))[0]!.n);
+const liveKeys = rowsOf("keys where deleted_at_m is null");
 
 describeRootKeyAuth(it, {
   method: "POST",
   path: "/v1/keys.createKey",
   validRequest: async (h, owner) => ({ body: { apiId: await createApiIn(h, owner.rootKey), remaining: 3 } }),
   insufficientPermissions: ["api.*.read_key", "api.*.encrypt_key", "api.other.create_key"],
-  countRows: async (h) => Number((await h.sql<{ n: string }>(`select count(*) as n from keys`))[0]!.n),
-  async expectForOtherWorkspace(res) {
-    expectError(res, 404, "NOT_FOUND", /^api api_\w+ not found$/);
-  },
+  countRows: rowsOf("keys"),
+  expectForOtherWorkspace: answersNotFound(/^api api_\w+ not found$/),
 });
 
 describeRootKeyAuth(it, {
@@ -1031,9 +986,7 @@ describeRootKeyAuth(it, {
   insufficientPermissions: ["api.*.update_key", "api.*.delete_api", "api.other.delete_key"],
   countRows: liveKeys,
   missingRequest: (valid) => ({ body: { ...(valid.body as object), keyId: "key_missing0000000000" } }),
-  async expectForOtherWorkspace(res) {
-    expectError(res, 404, "NOT_FOUND", /^key key_\w+ not found$/);
-  },
+  expectForOtherWorkspace: answersNotFound(/^key key_\w+ not found$/),
 });
 
 describeRootKeyAuth(it, {
@@ -1045,9 +998,7 @@ describeRootKeyAuth(it, {
   insufficientPermissions: ["api.*.read_key", "api.*.create_key", "api.other.update_key"],
   missingRequest: (valid) => ({ body: { ...(valid.body as object), keyId: "key_missing0000000000" } }),
   countRows: async (h) => Number((await h.sql<{ n: string }>(`select coalesce(sum(remaining_requests), 0) as n from keys`))[0]!.n),
-  async expectForOtherWorkspace(res) {
-    expectError(res, 404, "NOT_FOUND", /^key key_\w+ not found$/);
-  },
+  expectForOtherWorkspace: answersNotFound(/^key key_\w+ not found$/),
 });
 
 describeRootKeyAuth(it, {
@@ -1055,10 +1006,8 @@ describeRootKeyAuth(it, {
   path: "/v1/apis.deleteApi",
   validRequest: async (h, owner) => ({ body: { apiId: await createApiIn(h, owner.rootKey) } }),
   insufficientPermissions: ["api.*.delete_key", "api.*.read_api", "api.other.delete_api"],
-  countRows: async (h) => Number((await h.sql<{ n: string }>(`select count(*) as n from apis where deleted_at_m is null`))[0]!.n),
-  async expectForOtherWorkspace(res) {
-    expectError(res, 404, "NOT_FOUND", /^api api_\w+ not found$/);
-  },
+  countRows: rowsOf("apis where deleted_at_m is null"),
+  expectForOtherWorkspace: answersNotFound(/^api api_\w+ not found$/),
 });
 
 describeRootKeyAuth(it, {
@@ -1071,7 +1020,5 @@ describeRootKeyAuth(it, {
   },
   insufficientPermissions: ["api.*.delete_api", "api.*.update_key", "api.other.delete_key"],
   countRows: liveKeys,
-  async expectForOtherWorkspace(res) {
-    expectError(res, 404, "NOT_FOUND", /^api api_\w+ not found$/);
-  },
+  expectForOtherWorkspace: answersNotFound(/^api api_\w+ not found$/),
 });

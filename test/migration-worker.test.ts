@@ -35,15 +35,15 @@ const it = test
       (on: boolean) =>
         h.sql(on ? "insert into keyhaven_test_fault values (true)" : "delete from keyhaven_test_fault"),
   )
-  .extend("enqueue", async ({ h, t, apiId }) => async (migrationId: string, keys: unknown[]) => {
-    const res = await h.post("/v1/migrations.enqueueKeys", { migrationId, apiId, keys }, t.rootKey);
-    expect(res.status, JSON.stringify(res.body)).toBe(202);
+  .extend("enqueue", async ({ route, apiId }) => async (migrationId: string, keys: unknown[]) => {
+    await route("/v1/migrations.enqueueKeys").ok({ migrationId, apiId, keys });
   })
-  .extend("getMigration", async ({ h, t }) => async (migrationId: string) => {
-    const res = await h.get("/v1/migrations.getMigration", { migrationId }, t.rootKey);
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    return res.body;
-  })
+  .extend(
+    "getMigration",
+    async ({ route }) =>
+      (migrationId: string) =>
+        route("/v1/migrations.getMigration").ok({ migrationId }),
+  )
   .extend(
     "retryMigration",
     async ({ h }) =>

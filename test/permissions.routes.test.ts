@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect } from "vitest";
-import { describeRootKeyAuth } from "./auth-suite.js";
+import { answersNotFound, answersNotFoundLeaving, describeRootKeyAuthOf, listsNoneOfOwners } from "./auth-suite.js";
 import { countIn, test } from "./fixtures.js";
 import { expectError, type Harness, type Tenant } from "./helper.js";
 
@@ -486,82 +486,6 @@ describe("role-based checks set up through the API are seen by the very next ver
 
 // ---- the shared root-key auth suite, for every route ----
 
-describeRootKeyAuth(it, {
-  method: "GET",
-  path: "/v1/permissions.getPermission",
-  validRequest: async (h, owner) => ({ query: { permissionId: (await newPermissionIn(h, owner)).id } }),
-  insufficientPermissions: ["rbac.*.create_permission", "rbac.*.read_role"],
-  expectForOtherWorkspace: async (res) => expectError(res, 404, "NOT_FOUND", /^permission perm_\S+ not found$/),
-  countRows: rbacRowsIn,
-});
-
-describeRootKeyAuth(it, {
-  method: "GET",
-  path: "/v1/permissions.listPermissions",
-  validRequest: async (h, owner) => {
-    await newPermissionIn(h, owner);
-    return { query: {} };
-  },
-  insufficientPermissions: ["rbac.*.create_permission", "rbac.*.read_role"],
-  expectForOtherWorkspace: async (res, h, owner) => {
-    expect(res.status).toBe(200);
-    const ownerIds = (await h.sql<{ id: string }>(`select id from permissions where workspace_id = '${owner.workspaceId}'`)).map(
-      (r) => r.id,
-    );
-    expect(res.body.some((p: { id: string }) => ownerIds.includes(p.id))).toBe(false);
-  },
-  countRows: rbacRowsIn,
-});
-
-describeRootKeyAuth(it, {
-  method: "POST",
-  path: "/v1/permissions.deletePermission",
-  validRequest: async (h, owner) => ({ body: { permissionId: (await newPermissionIn(h, owner)).id } }),
-  insufficientPermissions: ["rbac.*.read_permission", "rbac.*.delete_role"],
-  expectForOtherWorkspace: async (res, h, owner) => {
-    expectError(res, 404, "NOT_FOUND", /^Permission perm_\S+ not found$/);
-    expect(await countIn(h, `permissions where workspace_id = '${owner.workspaceId}'`)).toBe(1);
-  },
-  countRows: rbacRowsIn,
-});
-
-describeRootKeyAuth(it, {
-  method: "GET",
-  path: "/v1/permissions.getRole",
-  validRequest: async (h, owner) => ({ query: { roleId: (await newRoleIn(h, owner)).id } }),
-  insufficientPermissions: ["rbac.*.create_role", "rbac.*.read_permission"],
-  expectForOtherWorkspace: async (res) => expectError(res, 404, "NOT_FOUND", /^role role_\S+ not found$/),
-  countRows: rbacRowsIn,
-});
-
-describeRootKeyAuth(it, {
-  method: "GET",
-  path: "/v1/permissions.listRoles",
-  validRequest: async (h, owner) => {
-    await newRoleIn(h, owner);
-    return { query: {} };
-  },
-  insufficientPermissions: ["rbac.*.create_role", "rbac.*.read_permission"],
-  expectForOtherWorkspace: async (res, h, owner) => {
-    expect(res.status).toBe(200);
-    const ownerIds = (await h.sql<{ id: string }>(`select id from roles where workspace_id = '${owner.workspaceId}'`)).map((r) => r.id);
-    expect(res.body.some((r: { id: string }) => ownerIds.includes(r.id))).toBe(false);
-  },
-  countRows: rbacRowsIn,
-});
-
-describeRootKeyAuth(it, {
-  method: "POST",
-  path: "/v1/permissions.deleteRole",
-  validRequest: async (h, owner) => ({ body: { roleId: (await newRoleIn(h, owner)).id } }),
-  insufficientPermissions: ["rbac.*.read_role", "rbac.*.delete_permission"],
-  expectForOtherWorkspace: async (res, h, owner) => {
-    expectError(res, 404, "NOT_FOUND", /^Role role_\S+ not found$/);
-    expect(await countIn(h, `roles where workspace_id = '${owner.workspaceId}'`)).toBe(1);
-  },
-  countRows: rbacRowsIn,
-});
-
 async function roleWithPermission(h: Harness, owner: Tenant, linked: boolean) {
   const role = await newRoleIn(h, owner);
   const p = await newPermissionIn(h, owner);
@@ -571,26 +495,67 @@ async function roleWithPermission(h: Harness, owner: Tenant, linked: boolean) {
   return { roleId: role.id, permissions: [{ id: p.id }] };
 }
 
-describeRootKeyAuth(it, {
-  method: "POST",
-  path: "/v1/permissions.addPermissionsToRole",
-  validRequest: async (h, owner) => ({ body: await roleWithPermission(h, owner, false) }),
-  insufficientPermissions: ["rbac.*.remove_permission_from_role", "rbac.*.create_role", "rbac.*.add_permission_to_key"],
-  expectForOtherWorkspace: async (res, h, owner) => {
-    expectError(res, 404, "NOT_FOUND", /^role role_\S+ not found$/);
-    expect(await countIn(h, `roles_permissions where workspace_id = '${owner.workspaceId}'`)).toBe(0);
+describeRootKeyAuthOf(it, { countRows: rbacRowsIn }, [
+  {
+    method: "GET",
+    path: "/v1/permissions.getPermission",
+    validRequest: async (h, owner) => ({ query: { permissionId: (await newPermissionIn(h, owner)).id } }),
+    insufficientPermissions: ["rbac.*.create_permission", "rbac.*.read_role"],
+    expectForOtherWorkspace: answersNotFound(/^permission perm_\S+ not found$/),
   },
-  countRows: rbacRowsIn,
-});
-
-describeRootKeyAuth(it, {
-  method: "POST",
-  path: "/v1/permissions.removePermissionsFromRole",
-  validRequest: async (h, owner) => ({ body: await roleWithPermission(h, owner, true) }),
-  insufficientPermissions: ["rbac.*.add_permission_to_role", "rbac.*.delete_role", "rbac.*.remove_permission_from_key"],
-  expectForOtherWorkspace: async (res, h, owner) => {
-    expectError(res, 404, "NOT_FOUND", /^role role_\S+ not found$/);
-    expect(await countIn(h, `roles_permissions where workspace_id = '${owner.workspaceId}'`)).toBe(1);
+  {
+    method: "GET",
+    path: "/v1/permissions.listPermissions",
+    validRequest: async (h, owner) => {
+      await newPermissionIn(h, owner);
+      return { query: {} };
+    },
+    insufficientPermissions: ["rbac.*.create_permission", "rbac.*.read_role"],
+    expectForOtherWorkspace: listsNoneOfOwners("permissions"),
   },
-  countRows: rbacRowsIn,
-});
+  {
+    method: "POST",
+    path: "/v1/permissions.deletePermission",
+    validRequest: async (h, owner) => ({ body: { permissionId: (await newPermissionIn(h, owner)).id } }),
+    insufficientPermissions: ["rbac.*.read_permission", "rbac.*.delete_role"],
+    expectForOtherWorkspace: answersNotFoundLeaving(/^Permission perm_\S+ not found$/, "permissions", 1),
+  },
+  {
+    method: "GET",
+    path: "/v1/permissions.getRole",
+    validRequest: async (h, owner) => ({ query: { roleId: (await newRoleIn(h, owner)).id } }),
+    insufficientPermissions: ["rbac.*.create_role", "rbac.*.read_permission"],
+    expectForOtherWorkspace: answersNotFound(/^role role_\S+ not found$/),
+  },
+  {
+    method: "GET",
+    path: "/v1/permissions.listRoles",
+    validRequest: async (h, owner) => {
+      await newRoleIn(h, owner);
+      return { query: {} };
+    },
+    insufficientPermissions: ["rbac.*.create_role", "rbac.*.read_permission"],
+    expectForOtherWorkspace: listsNoneOfOwners("roles"),
+  },
+  {
+    method: "POST",
+    path: "/v1/permissions.deleteRole",
+    validRequest: async (h, owner) => ({ body: { roleId: (await newRoleIn(h, owner)).id } }),
+    insufficientPermissions: ["rbac.*.read_role", "rbac.*.delete_permission"],
+    expectForOtherWorkspace: answersNotFoundLeaving(/^Role role_\S+ not found$/, "roles", 1),
+  },
+  {
+    method: "POST",
+    path: "/v1/permissions.addPermissionsToRole",
+    validRequest: async (h, owner) => ({ body: await roleWithPermission(h, owner, false) }),
+    insufficientPermissions: ["rbac.*.remove_permission_from_role", "rbac.*.create_role", "rbac.*.add_permission_to_key"],
+    expectForOtherWorkspace: answersNotFoundLeaving(/^role role_\S+ not found$/, "roles_permissions", 0),
+  },
+  {
+    method: "POST",
+    path: "/v1/permissions.removePermissionsFromRole",
+    validRequest: async (h, owner) => ({ body: await roleWithPermission(h, owner, true) }),
+    insufficientPermissions: ["rbac.*.add_permission_to_role", "rbac.*.delete_role", "rbac.*.remove_permission_from_key"],
+    expectForOtherWorkspace: answersNotFoundLeaving(/^role role_\S+ not found$/, "roles_permissions", 1),
+  },
+]);

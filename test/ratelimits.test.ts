@@ -1,13 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, describe, expect } from "vitest";
 import { MAX_WINDOW_MS } from "../src/storage/ratelimits/ratelimiter.js";
-import { describeRootKeyAuth } from "./auth-suite.js";
-import { test } from "./fixtures.js";
+import { answersEmpty, answersNotFound, answersNotFoundLeaving, describeRootKeyAuthOf } from "./auth-suite.js";
+import { callRoute, test } from "./fixtures.js";
 import { expectError, type Harness, type Tenant } from "./helper.js";
 
 const HOUR = 3_600_000;
 const uniq = (prefix: string) => `${prefix}-${randomBytes(5).toString("hex")}`;
-const limitIn = (h: Harness, body: Record<string, unknown>, rootKey: string) => h.post("/v1/ratelimits.limit", body, rootKey);
 
 /** Creates a namespace (through an auto-creating limit call on another identifier) and returns its id. */
 async function createNamespaceIn(h: Harness, tenant: Tenant, name = uniq("ns")): Promise<{ name: string; id: string }> {
@@ -34,12 +33,7 @@ const countRowsIn = async (h: Harness) => {
 
 // The file's harness and tenant (`h`, `t` of test/fixtures.ts), and helpers over them.
 const it = test
-  .extend(
-    "limitCall",
-    async ({ h, t }) =>
-      (body: Record<string, unknown>, rootKey = t.rootKey) =>
-        limitIn(h, body, rootKey),
-  )
+  .extend("limitCall", async ({ route }) => route("/v1/ratelimits.limit"))
   .extend(
     "createNamespace",
     async ({ h }) =>
@@ -58,12 +52,7 @@ const it = test
       () =>
         countRowsIn(h),
   )
-  .extend(
-    "list",
-    async ({ h }) =>
-      (query: Record<string, string>, rootKey: string | undefined) =>
-        h.get("/v1/ratelimits.listNamespaces", query, rootKey),
-  );
+  .extend("list", async ({ route }) => route("/v1/ratelimits.listNamespaces"));
 
 /** Waits out the end of the current hour when fewer than 10 s are left, so a burst sees one window. */
 async function awayFromHourBoundary() {
@@ -586,117 +575,109 @@ describe("another workspace's namespaces and overrides", () => {
 });
 
 // The shared root-key suite, once per route.
-describeRootKeyAuth(it, {
-  method: "POST",
-  path: "/v1/ratelimits.limit",
-  async validRequest(h, owner) {
-    const ns = await createNamespaceIn(h, owner);
-    return { body: { namespace: ns.name, identifier: "user_1", limit: 10, duration: HOUR } };
-  },
-  insufficientPermissions: ["ratelimit.*.set_override", "ratelimit.*.read_override"],
-  async expectForOtherWorkspace(res, hh, owner, other) {
-    // The name means the other workspace's own namespace: a `*` key creates it there, with counters of its own.
-    expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ success: true, remaining: 9 });
-    const rows = await hh.sql<{ workspace_id: string }>(
-      `select workspace_id from ratelimit_namespaces where name = (select name from ratelimit_namespaces where workspace_id = '${owner.workspaceId}' order by created_at_m desc limit 1) order by created_at_m`,
-    );
-    expect(rows.map((r) => r.workspace_id)).toEqual([owner.workspaceId, other.workspaceId]);
-    const [ownerNs] = await hh.sql<{ name: string }>(
-      `select name from ratelimit_namespaces where workspace_id = '${owner.workspaceId}' order by created_at_m desc limit 1`,
-    );
-    const mine = await limitIn(hh, { namespace: ownerNs!.name, identifier: "user_1", limit: 10, duration: HOUR }, owner.rootKey);
-    expect(mine.body).toMatchObject({ success: true, remaining: 9 });
-    // Without the right to create namespaces, the other workspace gets the plain 404.
-    const limitOnly = await hh.rootKey(other.workspaceId, ["ratelimit.*.limit"]);
-    const name = uniq("ns");
-    await createNamespaceIn(hh, owner, name);
-    expectError(
-      await limitIn(hh, { namespace: name, identifier: "u", limit: 1, duration: 1000 }, limitOnly),
-      404,
-      "NOT_FOUND",
-      `namespace ${name} not found`,
-    );
-  },
-  countRows: countRowsIn,
-});
+/** A new namespace of `tenant` with an override for the identifier `user_1`. */
+async function namespaceWithOverrideIn(h: Harness, tenant: Tenant) {
+  const ns = await createNamespaceIn(h, tenant);
+  await setOverrideIn(h, tenant, { namespaceId: ns.id, identifier: "user_1", limit: 3 });
+  return ns;
+}
 
-describeRootKeyAuth(it, {
-  method: "POST",
-  path: "/v1/ratelimits.setOverride",
-  async validRequest(h, owner) {
-    const ns = await createNamespaceIn(h, owner);
-    return { body: { namespaceName: ns.name, identifier: "user_1", limit: 10, duration: HOUR } };
+describeRootKeyAuthOf(it, { countRows: countRowsIn }, [
+  {
+    method: "POST",
+    path: "/v1/ratelimits.limit",
+    async validRequest(h, owner) {
+      const ns = await createNamespaceIn(h, owner);
+      return { body: { namespace: ns.name, identifier: "user_1", limit: 10, duration: HOUR } };
+    },
+    insufficientPermissions: ["ratelimit.*.set_override", "ratelimit.*.read_override"],
+    async expectForOtherWorkspace(res, hh, owner, other) {
+      // The name means the other workspace's own namespace: a `*` key creates it there, with counters of its own.
+      expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({ success: true, remaining: 9 });
+      const rows = await hh.sql<{ workspace_id: string }>(
+        `select workspace_id from ratelimit_namespaces where name = (select name from ratelimit_namespaces where workspace_id = '${owner.workspaceId}' order by created_at_m desc limit 1) order by created_at_m`,
+      );
+      expect(rows.map((r) => r.workspace_id)).toEqual([owner.workspaceId, other.workspaceId]);
+      const [ownerNs] = await hh.sql<{ name: string }>(
+        `select name from ratelimit_namespaces where workspace_id = '${owner.workspaceId}' order by created_at_m desc limit 1`,
+      );
+      const mine = await callRoute(
+        hh,
+        "/v1/ratelimits.limit",
+        { namespace: ownerNs!.name, identifier: "user_1", limit: 10, duration: HOUR },
+        owner.rootKey,
+      );
+      expect(mine.body).toMatchObject({ success: true, remaining: 9 });
+      // Without the right to create namespaces, the other workspace gets the plain 404.
+      const limitOnly = await hh.rootKey(other.workspaceId, ["ratelimit.*.limit"]);
+      const name = uniq("ns");
+      await createNamespaceIn(hh, owner, name);
+      expectError(
+        await callRoute(hh, "/v1/ratelimits.limit", { namespace: name, identifier: "u", limit: 1, duration: 1000 }, limitOnly),
+        404,
+        "NOT_FOUND",
+        `namespace ${name} not found`,
+      );
+    },
   },
-  insufficientPermissions: ["ratelimit.*.read_override", "ratelimit.*.limit", "ratelimit.*.delete_override"],
-  async expectForOtherWorkspace(res) {
-    expectError(res, 404, "NOT_FOUND", /^Namespace .* not found$/);
+  {
+    method: "POST",
+    path: "/v1/ratelimits.setOverride",
+    async validRequest(h, owner) {
+      const ns = await createNamespaceIn(h, owner);
+      return { body: { namespaceName: ns.name, identifier: "user_1", limit: 10, duration: HOUR } };
+    },
+    insufficientPermissions: ["ratelimit.*.read_override", "ratelimit.*.limit", "ratelimit.*.delete_override"],
+    expectForOtherWorkspace: answersNotFound(/^Namespace .* not found$/),
   },
-  countRows: countRowsIn,
-});
-
-describeRootKeyAuth(it, {
-  method: "GET",
-  path: "/v1/ratelimits.getOverride",
-  async validRequest(h, owner) {
-    const ns = await createNamespaceIn(h, owner);
-    await setOverrideIn(h, owner, { namespaceId: ns.id, identifier: "user_1", limit: 3 });
-    return { query: { namespaceId: ns.id, identifier: "user_1" } };
+  {
+    method: "GET",
+    path: "/v1/ratelimits.getOverride",
+    async validRequest(h, owner) {
+      const ns = await namespaceWithOverrideIn(h, owner);
+      return { query: { namespaceId: ns.id, identifier: "user_1" } };
+    },
+    insufficientPermissions: ["ratelimit.*.set_override", "ratelimit.*.limit"],
+    expectForOtherWorkspace: answersNotFound("Namespace not found"),
   },
-  insufficientPermissions: ["ratelimit.*.set_override", "ratelimit.*.limit"],
-  async expectForOtherWorkspace(res) {
-    expectError(res, 404, "NOT_FOUND", "Namespace not found");
+  {
+    method: "GET",
+    path: "/v1/ratelimits.listOverrides",
+    async validRequest(h, owner) {
+      const ns = await namespaceWithOverrideIn(h, owner);
+      return { query: { namespaceId: ns.id } };
+    },
+    insufficientPermissions: ["ratelimit.*.set_override", "ratelimit.*.limit"],
+    expectForOtherWorkspace: answersNotFound(/^Namespace rlns_\S+ not found$/),
   },
-  countRows: countRowsIn,
-});
-
-describeRootKeyAuth(it, {
-  method: "GET",
-  path: "/v1/ratelimits.listOverrides",
-  async validRequest(h, owner) {
-    const ns = await createNamespaceIn(h, owner);
-    await setOverrideIn(h, owner, { namespaceId: ns.id, identifier: "user_1", limit: 3 });
-    return { query: { namespaceId: ns.id } };
-  },
-  insufficientPermissions: ["ratelimit.*.set_override", "ratelimit.*.limit"],
-  async expectForOtherWorkspace(res) {
-    expectError(res, 404, "NOT_FOUND", /^Namespace rlns_\S+ not found$/);
-  },
-  countRows: countRowsIn,
-});
-
-describeRootKeyAuth(it, {
-  method: "GET",
-  path: "/v1/ratelimits.listNamespaces",
-  async validRequest(h, owner) {
-    await createNamespaceIn(h, owner);
-    return { query: { limit: "10" } };
-  },
-  insufficientPermissions: ["ratelimit.*.read_override", "ratelimit.*.limit", "ratelimit.*.create_namespace"],
-  async expectForOtherWorkspace(res) {
+  {
+    method: "GET",
+    path: "/v1/ratelimits.listNamespaces",
+    async validRequest(h, owner) {
+      await createNamespaceIn(h, owner);
+      return { query: { limit: "10" } };
+    },
+    insufficientPermissions: ["ratelimit.*.read_override", "ratelimit.*.limit", "ratelimit.*.create_namespace"],
     // Another workspace's key lists its own namespaces: none of the owner's.
-    expect(res.status).toBe(200);
-    expect(res.body).toEqual({ namespaces: [], total: 0 });
+    expectForOtherWorkspace: answersEmpty({ namespaces: [], total: 0 }),
   },
-  countRows: countRowsIn,
-});
-
-describeRootKeyAuth(it, {
-  method: "POST",
-  path: "/v1/ratelimits.deleteOverride",
-  async validRequest(h, owner) {
-    const ns = await createNamespaceIn(h, owner);
-    await setOverrideIn(h, owner, { namespaceId: ns.id, identifier: "user_1", limit: 3 });
-    return { body: { namespaceId: ns.id, identifier: "user_1" } };
+  {
+    method: "POST",
+    path: "/v1/ratelimits.deleteOverride",
+    async validRequest(h, owner) {
+      const ns = await namespaceWithOverrideIn(h, owner);
+      return { body: { namespaceId: ns.id, identifier: "user_1" } };
+    },
+    insufficientPermissions: ["ratelimit.*.set_override", "ratelimit.*.read_override"],
+    expectForOtherWorkspace: answersNotFoundLeaving(
+      /^Namespace rlns_\S+ not found$/,
+      "ratelimit_overrides",
+      1,
+      " and deleted_at_m is null",
+    ),
   },
-  insufficientPermissions: ["ratelimit.*.set_override", "ratelimit.*.read_override"],
-  async expectForOtherWorkspace(res, hh, owner) {
-    expectError(res, 404, "NOT_FOUND", /^Namespace rlns_\S+ not found$/);
-    const rows = await hh.sql(`select id from ratelimit_overrides where workspace_id = '${owner.workspaceId}' and deleted_at_m is null`);
-    expect(rows).toHaveLength(1);
-  },
-  countRows: countRowsIn,
-});
+]);
 
 describe("across two replicas over real sockets", () => {
   let urls: string[];

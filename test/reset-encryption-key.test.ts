@@ -1,16 +1,12 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import os from "node:os";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect } from "vitest";
-import { buildApp } from "../src/app.js";
-import { createServices } from "../src/services.js";
-import { loadConfig } from "../src/config.js";
+import { describe, expect } from "vitest";
 import { assertMasterKeyMatches } from "../src/keyring/keyring.js";
 import { resetMasterKey } from "../src/keyring/masterKey.reset.js";
-import { migrateAndRun, openPglite } from "../src/storage/client.js";
+import { commandSuite, embeddedStore } from "./cli-process.js";
 import { countIn, harnessWith, test } from "./fixtures.js";
-import { runKeyhaven } from "./cli-process.js";
+import { appWithMasterKey, decryptedKeys } from "./helper.js";
 
 // The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), the harness made with no worker: an
 // enqueued batch stays pending, as it would while every replica is stopped.
@@ -48,27 +44,14 @@ describe("resetMasterKey: the way out when the encryption key is lost", () => {
     // Any new key is accepted now; with it, plaintexts are stored again and old keys simply have none.
     const newMaster = randomBytes(32);
     await expect(assertMasterKeyMatches(h.db, newMaster)).resolves.toBeUndefined();
-    const config = loadConfig({
-      ...(h.databaseUrl && { DATABASE_URL: h.databaseUrl }),
-      KEYHAVEN_ENCRYPTION_KEY: newMaster.toString("base64"),
-    });
-    const app = await buildApp({ deps: await createServices(config, h.store, { masterKey: newMaster, ratelimiter: h.ratelimiter }) });
+    const app = await appWithMasterKey(h, newMaster);
     try {
       const fresh = `sk_${randomBytes(16).toString("hex")}`;
-      const created = await app.inject({
-        method: "POST",
-        url: "/v1/migrations.createKeys",
-        headers: { authorization: `Bearer ${t.rootKey}`, "content-type": "application/json" },
-        payload: [{ apiId, plaintext: fresh }],
-      });
-      expect(created.statusCode, created.body).toBe(200);
-      const list = await app.inject({
-        method: "GET",
-        url: `/v1/apis.listKeys?apiId=${apiId}&decrypt=true`,
-        headers: { authorization: `Bearer ${t.rootKey}` },
-      });
-      expect(list.statusCode, list.body).toBe(200);
-      const plaintexts = (list.json() as { keys: { plaintext?: string }[] }).keys.map((k) => k.plaintext).filter(Boolean);
+      const created = await app.post("/v1/migrations.createKeys", [{ apiId, plaintext: fresh }], t.rootKey);
+      expect(created.status, JSON.stringify(created.body)).toBe(200);
+      const list = await decryptedKeys(app, t, apiId);
+      expect(list.status, JSON.stringify(list.body)).toBe(200);
+      const plaintexts = (list.body as { keys: { plaintext?: string }[] }).keys.map((k) => k.plaintext).filter(Boolean);
       expect(plaintexts).toEqual([fresh]);
     } finally {
       await app.close();
@@ -87,22 +70,11 @@ describe("resetMasterKey: the way out when the encryption key is lost", () => {
 });
 
 describe("keyhaven reset-encryption-key", () => {
-  let dir: string;
-  beforeAll(() => {
-    dir = mkdtempSync(path.join(os.tmpdir(), "keyhaven-reset-"));
-  });
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-  const run = (args: string[], env: Record<string, string>) => runKeyhaven(["reset-encryption-key", ...args], env);
+  const { dir, run } = commandSuite("reset-encryption-key", "keyhaven-reset-");
 
   it("changes nothing without the confirmation flag; with it, forgets the lost key file's data and writes a new 0600 key", async () => {
-    const dataDir = path.join(dir, "data");
-    const store = await openPglite(dataDir);
-    await migrateAndRun(store, undefined, async () => {});
-    await store.close();
-    const keyFile = path.join(dataDir, "encryption.key");
-    const lostKeyFile = path.join(dir, "gone.key"); // named by KEYHAVEN_ENCRYPTION_KEY_FILE, but lost
-    writeFileSync(keyFile, "damaged\n", { mode: 0o600 });
+    const { dataDir, keyFile } = await embeddedStore(path.join(dir(), "data"), "damaged\n");
+    const lostKeyFile = path.join(dir(), "gone.key"); // named by KEYHAVEN_ENCRYPTION_KEY_FILE, but lost
     const env = { KEYHAVEN_DATA_DIR: dataDir, KEYHAVEN_ENCRYPTION_KEY_FILE: lostKeyFile };
 
     const refused = await run([], env);

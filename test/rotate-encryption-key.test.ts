@@ -2,19 +2,16 @@ import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, lstatSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { buildApp } from "../src/app.js";
-import { createServices } from "../src/services.js";
 import { loadConfig } from "../src/config.js";
 import { startServer } from "../src/main.js";
 import { Keyring } from "../src/keyring/keyring.js";
 import { RotationError, rotateMasterKey } from "../src/keyring/masterKey.rotate.js";
 import { fingerprint } from "../src/crypto/vault.js";
-import { migrateAndRun, openPglite } from "../src/storage/client.js";
+import { openPglite } from "../src/storage/client.js";
 import { insertWorkspace } from "../src/storage/workspaces/workspaces.repository.js";
-import { runKeyhaven } from "./cli-process.js";
-import { createHarness, type Harness, type Tenant } from "./helper.js";
+import { commandSuite, embeddedStore } from "./cli-process.js";
+import { appWithMasterKey, clientOf, createHarness, decryptedKeys, type Harness, type Tenant } from "./helper.js";
 
 let h: Harness;
 let tenants: Tenant[];
@@ -24,20 +21,7 @@ let oldKey: Buffer;
 const newKey = randomBytes(32);
 
 /** An app on the harness's database whose keyring holds `master` (and nothing cached). */
-async function appWithMaster(master: Buffer): Promise<FastifyInstance> {
-  const config = loadConfig({ ...envOf(h), KEYHAVEN_ENCRYPTION_KEY: master.toString("base64") });
-  return buildApp({ deps: await createServices(config, h.store, { masterKey: master, ratelimiter: h.ratelimiter }) });
-}
-const envOf = (harness: Harness): Record<string, string> => (harness.databaseUrl ? { DATABASE_URL: harness.databaseUrl } : {});
-
-async function decryptedPlaintexts(app: FastifyInstance, t: Tenant, apiId: string) {
-  const res = await app.inject({
-    method: "GET",
-    url: `/v1/apis.listKeys?apiId=${apiId}&decrypt=true`,
-    headers: { authorization: `Bearer ${t.rootKey}` },
-  });
-  return { status: res.statusCode, body: JSON.parse(res.body) };
-}
+const appWithMaster = (master: Buffer) => appWithMasterKey(h, master);
 
 const fingerprints = async () =>
   await h.sql<{ id: string; f: string; wrapped: string }>(
@@ -74,16 +58,16 @@ describe("rotateMasterKey", () => {
     const stale = await appWithMaster(oldKey);
     try {
       for (const [i, t] of tenants.entries()) {
-        const res = await decryptedPlaintexts(rotated, t, apis[i]!);
+        const res = await decryptedKeys(rotated, t, apis[i]!);
         expect(res.status).toBe(200);
         expect(res.body.keys.map((k: { plaintext?: string }) => k.plaintext)).toEqual([plaintexts[i]]);
-        const refused = await decryptedPlaintexts(stale, t, apis[i]!);
+        const refused = await decryptedKeys(stale, t, apis[i]!);
         expect(refused.status).toBe(412);
         expect(refused.body.error.message).toMatch(/KEYHAVEN_ENCRYPTION_KEY is not the key/);
       }
       // Verification never needed the encryption key.
-      const verified = await rotated.inject({ method: "POST", url: "/v1/keys.verifyKey", payload: { key: plaintexts[0] } });
-      expect(JSON.parse(verified.body).code).toBe("VALID");
+      const verified = await rotated.post("/v1/keys.verifyKey", { key: plaintexts[0] });
+      expect(verified.body.code).toBe("VALID");
     } finally {
       await rotated.close();
       await stale.close();
@@ -95,20 +79,15 @@ describe("rotateMasterKey", () => {
     const stale = await appWithMaster(oldKey);
     const t = await h.tenant();
     const apiId = await h.createApi(t);
-    const res = await stale.inject({
-      method: "POST",
-      url: "/v1/migrations.createKeys",
-      headers: { authorization: `Bearer ${t.rootKey}`, "content-type": "application/json" },
-      payload: JSON.stringify([{ apiId, plaintext: "sk_created_by_a_stale_replica" }]),
-    });
-    expect(res.statusCode).toBe(200);
+    const res = await stale.post("/v1/migrations.createKeys", [{ apiId, plaintext: "sk_created_by_a_stale_replica" }], t.rootKey);
+    expect(res.status).toBe(200);
     await stale.close();
 
     expect(await rotateMasterKey(h.db, oldKey, newKey)).toEqual({ rewrapped: 1, alreadyRotated: 2 });
     expect(await rotateMasterKey(h.db, oldKey, newKey)).toEqual({ rewrapped: 0, alreadyRotated: 3 });
     const rotated = await appWithMaster(newKey);
     try {
-      const listed = await decryptedPlaintexts(rotated, t, apiId);
+      const listed = await decryptedKeys(rotated, t, apiId);
       expect(listed.body.keys.map((k: { plaintext?: string }) => k.plaintext)).toEqual(["sk_created_by_a_stale_replica"]);
     } finally {
       await rotated.close();
@@ -126,31 +105,22 @@ describe("rotateMasterKey", () => {
 });
 
 describe("keyhaven rotate-encryption-key", () => {
-  let dir: string;
-  beforeAll(() => {
-    dir = mkdtempSync(path.join(os.tmpdir(), "keyhaven-rotate-"));
-  });
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-  const run = (args: string[], env: Record<string, string>) => runKeyhaven(["rotate-encryption-key", ...args], env);
+  const { dir, run } = commandSuite("rotate-encryption-key", "keyhaven-rotate-");
 
   it("rotates an embedded store and replaces its key file", async () => {
-    const dataDir = path.join(dir, "data");
     // An embedded store with one workspace data key, wrapped by the generated key file's key.
-    const keyFile = path.join(dataDir, "encryption.key");
     const current = randomBytes(32);
-    const store = await openPglite(dataDir);
-    writeFileSync(keyFile, `${current.toString("base64")}\n`, { mode: 0o600 });
-    await migrateAndRun(store, undefined, async () => {});
-    const workspaceId = await insertWorkspace(store.db, "rotation", Date.now());
-    const keyring = new Keyring(current);
-    const dk = await keyring.dataKeyFor(store.db, workspaceId);
-    const { encryptionKeys } = await import("../src/storage/schema.js");
-    await store.db.insert(encryptionKeys).values(dk.newRow!);
-    await store.close();
+    let workspaceId = "";
+    let dk!: Awaited<ReturnType<Keyring["dataKeyFor"]>>;
+    const { dataDir, keyFile } = await embeddedStore(path.join(dir(), "data"), `${current.toString("base64")}\n`, 0o600, async (store) => {
+      workspaceId = await insertWorkspace(store.db, "rotation", Date.now());
+      dk = await new Keyring(current).dataKeyFor(store.db, workspaceId);
+      const { encryptionKeys } = await import("../src/storage/schema.js");
+      await store.db.insert(encryptionKeys).values(dk.newRow!);
+    });
 
     const next = randomBytes(32);
-    const newKeyFile = path.join(dir, "new.key");
+    const newKeyFile = path.join(dir(), "new.key");
     writeFileSync(newKeyFile, `${next.toString("base64")}\n`, { mode: 0o600 });
     const result = await run(["--new-key-file", newKeyFile], { KEYHAVEN_DATA_DIR: dataDir });
     expect(result.err).toBe("");
@@ -175,33 +145,25 @@ describe("keyhaven rotate-encryption-key", () => {
   }, 60_000);
 
   /** A migrated embedded store in a new data directory whose key file holds `current` with `mode`. */
-  async function embeddedStore(name: string, current: Buffer, mode: number) {
-    const dataDir = path.join(dir, name);
-    const store = await openPglite(dataDir);
-    await migrateAndRun(store, undefined, async () => {});
-    await store.close();
-    const keyFile = path.join(dataDir, "encryption.key");
-    writeFileSync(keyFile, `${current.toString("base64")}\n`);
-    chmodSync(keyFile, mode);
-    return { dataDir, keyFile };
-  }
+  const storeWithKey = (name: string, current: Buffer, mode: number) =>
+    embeddedStore(path.join(dir(), name), `${current.toString("base64")}\n`, mode);
 
   it("writes the new key file with mode 0600 and never through a symlink (a stale 0644 .new, a planted .new link)", async () => {
     const current = randomBytes(32);
     const next = randomBytes(32);
-    const newKeyFile = path.join(dir, "next.key");
+    const newKeyFile = path.join(dir(), "next.key");
     writeFileSync(newKeyFile, `${next.toString("base64")}\n`, { mode: 0o600 });
 
     // A `.new` left behind with mode 0644: the old code wrote into it, keeping 0644.
-    const stale = await embeddedStore("stale-new", current, 0o644);
+    const stale = await storeWithKey("stale-new", current, 0o644);
     writeFileSync(`${stale.keyFile}.new`, "left over\n");
     chmodSync(`${stale.keyFile}.new`, 0o644);
     // A `.new` that is a symlink to another file, and a key file that is itself a symlink.
-    const linked = await embeddedStore("linked", current, 0o600);
-    const victim = path.join(dir, "victim.txt");
+    const linked = await storeWithKey("linked", current, 0o600);
+    const victim = path.join(dir(), "victim.txt");
     writeFileSync(victim, "not yours\n");
     symlinkSync(victim, `${linked.keyFile}.new`);
-    const elsewhere = path.join(dir, "elsewhere.key");
+    const elsewhere = path.join(dir(), "elsewhere.key");
     writeFileSync(elsewhere, readFileSync(linked.keyFile), { mode: 0o600 });
     rmSync(linked.keyFile);
     symlinkSync(elsewhere, linked.keyFile);
@@ -223,9 +185,9 @@ describe("keyhaven rotate-encryption-key", () => {
   }, 120_000);
 
   it("refuses a bad new key file and a missing option, changing nothing", async () => {
-    const bad = path.join(dir, "bad.key");
+    const bad = path.join(dir(), "bad.key");
     writeFileSync(bad, "not base64 at all\n");
-    const dataDir = path.join(dir, "data");
+    const dataDir = path.join(dir(), "data");
     const before = readFileSync(path.join(dataDir, "encryption.key"), "utf8");
     const refused = await run(["--new-key-file", bad], { KEYHAVEN_DATA_DIR: dataDir });
     expect(refused.code).toBe(2);
@@ -252,19 +214,14 @@ describe("starting with another encryption key", () => {
     try {
       // A fresh store takes any key; storing a plaintext makes the workspace's data key.
       let server = await startServer(loadConfig(env(right)), () => {});
-      const api = await server.app.inject({
-        method: "POST",
-        url: "/v1/apis.createApi",
-        headers: { authorization: "Bearer wrong-key-test-root-key", "content-type": "application/json" },
-        payload: { name: "sealed" },
-      });
-      const imported = await server.app.inject({
-        method: "POST",
-        url: "/v1/migrations.createKeys",
-        headers: { authorization: "Bearer wrong-key-test-root-key", "content-type": "application/json" },
-        payload: [{ apiId: api.json().apiId, plaintext: "sk_sealed_0123456789" }],
-      });
-      expect(imported.statusCode, imported.body).toBe(200);
+      const client = clientOf(server.app);
+      const api = await client.post("/v1/apis.createApi", { name: "sealed" }, "wrong-key-test-root-key");
+      const imported = await client.post(
+        "/v1/migrations.createKeys",
+        [{ apiId: api.body.apiId, plaintext: "sk_sealed_0123456789" }],
+        "wrong-key-test-root-key",
+      );
+      expect(imported.status, JSON.stringify(imported.body)).toBe(200);
       await server.close();
 
       await expect(startServer(loadConfig(env(wrong)), () => {})).rejects.toThrow(

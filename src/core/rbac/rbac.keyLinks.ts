@@ -169,7 +169,11 @@ export async function setOnKey(
   requirePermission(principal, { or: ["*", k.permissions.add, k.permissions.remove] });
   return services.db.transaction(async (tx) => {
     const key = await lockKey(tx, principal, input.keyId);
-    return replaceOnKey(tx, principal, k, key, input.wanted, services.clock.now(), (name) => ({ kind: "notFoundToSet", what: k.kind, name }));
+    return replaceOnKey(tx, principal, k, key, input.wanted, services.clock.now(), (name) => ({
+      kind: "notFoundToSet",
+      what: k.kind,
+      name,
+    }));
   });
 }
 

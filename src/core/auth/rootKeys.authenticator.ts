@@ -1,3 +1,4 @@
+import { LRUCache } from "lru-cache";
 import type { Db } from "../../storage/client.js";
 import { EpochCache, type EpochReader } from "../../storage/epoch.js";
 import { hashKey } from "../../crypto/hash.js";
@@ -28,8 +29,8 @@ const UNKNOWN_ROOT_KEY_ENTRIES = 10_000;
  */
 export class RootKeyAuthenticator {
   private readonly cache: EpochCache<CachedRootKey>;
-  /** Hashes of tokens that were no root key, with when that answer expires; oldest first. */
-  private readonly unknown = new Map<string, number>();
+  /** Hashes of tokens that were no root key, with when that answer expires; the least recently asked dropped first. */
+  private readonly unknown = new LRUCache<string, number>({ max: UNKNOWN_ROOT_KEY_ENTRIES });
 
   constructor(
     private readonly db: Db,
@@ -86,7 +87,6 @@ export class RootKeyAuthenticator {
     const found = await this.find(hash, epoch);
     if (found === undefined) {
       this.unknown.set(hash, now + UNKNOWN_ROOT_KEY_TTL_MS);
-      if (this.unknown.size > UNKNOWN_ROOT_KEY_ENTRIES) this.unknown.delete(this.unknown.keys().next().value!);
       return undefined;
     }
     return found.workspaceEnabled ? found.auth : undefined;

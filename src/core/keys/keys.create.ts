@@ -7,33 +7,21 @@ import { newId } from "../../ids.js";
 import { findApi } from "../../storage/apis/apis.repository.js";
 import { insertNewKey, type NewKey } from "../../storage/keys/keys.writes.repository.js";
 import { findPermissionsByIdOrSlug, findRoleIdsByName, missingNames } from "../../storage/rbac/permissions.repository.js";
+import type { KeySettings } from "../../storage/import/import.rows.js";
 import type { Principal } from "../principal.js";
 import type { KeyServices } from "./keys.services.js";
 
 /** A new key, as any protocol asks for it (the adapter resolves its own aliases and quirks first). */
-export type CreateKeyCommand = {
+export type CreateKeyCommand = KeySettings & {
   apiId: string;
-  /** Put before the key with an underscore; default: the API's default prefix, else none. */
-  prefix?: string | undefined;
-  name?: string | undefined;
-  /** Random bytes; default: the API's default, else 16. */
+  /** Random bytes; default: the API's default, else 16. (`prefix` defaults to the API's default prefix, else none.) */
   byteLength?: number | undefined;
   /** The customer's id: links the workspace's identity with it, created if needed. */
   externalId?: string | undefined;
-  meta?: Record<string, unknown> | undefined;
-  roles?: string[] | undefined;
-  permissions?: string[] | undefined;
-  /** When the key stops verifying, unix ms; undefined: never. */
-  expires?: number | undefined;
-  /** Uses left; undefined: unlimited. */
-  remaining?: number | undefined;
-  refill?: { interval: "daily" | "monthly"; amount: number; refillDay?: number | undefined } | undefined;
   /** The key's own (`default`) rate limit. */
   ratelimit?: { limit: number; duration: number } | undefined;
-  enabled?: boolean | undefined;
   /** Also store the key encrypted (needs the encrypt_key permission and an API that stores encrypted keys). */
   recoverable?: boolean | undefined;
-  environment?: string | undefined;
 };
 
 export type CreatedKey = { keyId: string; key: string };

@@ -35,14 +35,13 @@ export type SealedKey = {
 };
 
 /**
- * A queued key's settings as `migration_batches.keys` holds them (JSON): what migrations.enqueueKeys was given for
- * the key, less its secret (kept sealed beside it).
+ * The settings every new key may carry, however it is made (keys.createKey, an import): its display prefix, name,
+ * metadata, roles and permissions by name, expiry (unix ms; undefined: never), uses left (undefined: unlimited)
+ * with their refill, enabled flag and environment label.
  */
-export type QueuedKeySettings = {
+export type KeySettings = {
   prefix?: string | undefined;
   name?: string | undefined;
-  start?: string | undefined;
-  ownerId?: string | undefined;
   meta?: Record<string, unknown> | undefined;
   roles?: string[] | undefined;
   permissions?: string[] | undefined;
@@ -51,6 +50,15 @@ export type QueuedKeySettings = {
   refill?: { interval: "daily" | "monthly"; amount: number; refillDay?: number | undefined } | undefined;
   enabled?: boolean | undefined;
   environment?: string | undefined;
+};
+
+/**
+ * A queued key's settings as `migration_batches.keys` holds them (JSON): what migrations.enqueueKeys was given for
+ * the key, less its secret (kept sealed beside it).
+ */
+export type QueuedKeySettings = KeySettings & {
+  start?: string | undefined;
+  ownerId?: string | undefined;
   ratelimit?:
     | {
         async?: boolean | undefined;

@@ -63,6 +63,11 @@ export type RefusalFacts = {
   importRolesMissing: { names: string[] };
   importPermissionsMissing: { names: string[] };
   duplicateInRequest: { index: number; sameAsIndex: number };
+  // An enqueued batch's keys not imported by the worker (stored with the batch, worded when a client reads them).
+  importKeyExists: { index: number };
+  importNamesGone: { roles: string[]; permissions: string[] };
+  /** The batch failed as a whole: from a refusal of the core (`cause`), else only what kind of failure it was. */
+  importBatchFailed: { cause?: Refusal; failure?: string };
   // Verification.
   verificationScopeRequired: Record<never, never>;
   invalidPermissionQuery: { problem: string };

@@ -156,6 +156,9 @@ export class InvalidInputError extends DomainError {}
  */
 export type PermissionCheck = "createWhileAdding" | "disconnectWhileSetting";
 
+/** A permission query: a permission string, or `{and: [...]}` / `{or: [...]}` of queries, nested. */
+export type PermissionQuery = string | { and: PermissionQuery[] } | { or: PermissionQuery[] };
+
 /**
  * The caller's permissions do not satisfy what the operation needs (`need`, described; `have`, what it holds).
  * `refusal` replaces the plain `missingPermissions` where the operation says more (createKey: which roles are missing;
@@ -166,11 +169,15 @@ export class PermissionDeniedError extends DomainError {
   constructor(
     readonly need: string,
     readonly have: readonly string[],
-    options: { refusal?: Refusal; check?: PermissionCheck; details?: ErrorDetails } = {},
+    options: { refusal?: Refusal; check?: PermissionCheck; details?: ErrorDetails; query?: PermissionQuery } = {},
   ) {
     super(options.refusal ?? { kind: "missingPermissions", need, have: [...have] }, options.details);
     this.check = options.check;
+    this.query = options.query;
   }
+
+  /** The query that was not satisfied, when the check was one (an adapter may render it in its own syntax). */
+  readonly query?: PermissionQuery;
 
   /** The check that refused, when it is one an adapter may answer differently (PermissionCheck). */
   readonly check?: PermissionCheck;

@@ -22,6 +22,7 @@ import { serializeError } from "./log.js";
 import { BULK_BODY_LIMIT, registerRpc } from "./wire/v1/rpc.js";
 import { rpcs } from "./wire/v1/routes.js";
 import { answerV2Error, answerV2NotFound, isV2Path } from "./wire/v2/answer.js";
+import { v2OpenApi } from "./wire/v2/openapi.js";
 import { v2Rpcs } from "./wire/v2/routes.js";
 import { registerV2Rpc } from "./wire/v2/rpc.js";
 import { issueText } from "./validation.messages.js";
@@ -213,7 +214,7 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
   deps.store.state.useLogger(app.log);
   deps.ratelimiter.state?.useLogger(app.log);
   registerMetrics(app, deps);
-  await registerOpenApi(app, deps.config, rpcs);
+  await registerOpenApi(app, deps.config, rpcs, [v2OpenApi(v2Rpcs)]);
   for (const rpc of rpcs) registerRpc(app, deps, rpc);
   for (const rpc of v2Rpcs) registerV2Rpc(app, deps, rpc);
   registerErrorReference(app);

@@ -56,7 +56,7 @@ export type RefusalFacts = {
   identityExists: { externalId: string };
   // Roles and permissions.
   roleExists: { name: string };
-  permissionExists: { name: string };
+  permissionExists: { name: string; slug: string };
   // Rate limits.
   namespaceSelectorMissing: Record<never, never>;
   // Imports.

@@ -81,7 +81,7 @@ describe("GET /openapi.json", () => {
         expect(op.requestBody.content["application/json"].schema.additionalProperties, rpc.path).toBe(false);
       }
       const success = op.responses["200"].content["application/json"].schema;
-      expect(success.required, rpc.path).toEqual(["meta", "data"]);
+      expect(success.required, rpc.path).toEqual(rpc.paginated ? ["meta", "data", "pagination"] : ["meta", "data"]);
       const statuses = Object.keys(op.responses)
         .filter((s) => s !== "200")
         .map(Number);

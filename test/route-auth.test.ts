@@ -185,6 +185,11 @@ const minimalV2Input: Record<string, unknown> = {
   "POST /v2/apis.createApi": { name: "api" },
   "POST /v2/apis.getApi": { apiId: "api_missing" },
   "POST /v2/apis.deleteApi": { apiId: "api_missing" },
+  "POST /v2/permissions.createPermission": { name: "perm", slug: "perm" },
+  "POST /v2/permissions.getPermission": { permission: "perm" },
+  "POST /v2/permissions.deletePermission": { permission: "perm" },
+  "POST /v2/permissions.getRole": { role: "role" },
+  "POST /v2/permissions.deleteRole": { role: "role" },
 };
 
 describe("authentication of every registered v2 route", () => {

@@ -8,6 +8,9 @@ import {
   PermissionDeniedError,
   type PermissionQuery,
   PreconditionFailedError,
+  type Refusal,
+  type RefusalFacts,
+  type RefusalKind,
   UnauthenticatedError,
   WorkspaceDisabledError,
 } from "../../errors.js";
@@ -120,7 +123,24 @@ const V2_RESOURCE: Record<string, string> = {
 const NOT_FOUND_DETAIL: Record<string, string> = {
   api: "The requested API does not exist or has been deleted.",
   key: "The requested key does not exist or has been deleted.",
+  permission: "The requested permission does not exist.",
+  role: "The requested role does not exist.",
+  identity: "This identity does not exist.",
 };
+
+/** v2's words for the refusals its routes can meet so far (the rest fall back to the core's neutral text). */
+const V2_WORDING: { [K in RefusalKind]?: (facts: RefusalFacts[K]) => string } = {
+  permissionExists: ({ slug }) => `A permission with slug '${slug}' already exists in this workspace`,
+  roleExists: ({ name }) => `A role with name '${name}' already exists in this workspace`,
+  identityExists: ({ externalId }) => `Identity with externalId '${externalId}' already exists in this workspace.`,
+};
+
+/** A domain error in v2's words: its refusal worded by V2_WORDING, else the core's own text. */
+function v2Words(err: DomainError): string {
+  const refusal = err.refusal;
+  const word = refusal && (V2_WORDING[refusal.kind] as ((facts: Refusal) => string) | undefined);
+  return word ? word(refusal) : err.message;
+}
 
 /** v2's detail for a thing that is protected from deletion. */
 const PROTECTED_DETAIL: Record<string, string> = {
@@ -206,10 +226,10 @@ export function v2ErrorOf(err: DomainError): V2Error {
     return new V2Error(412, "unkey/application/protected_resource", detail);
   }
   if (err instanceof ConflictError) {
-    return new V2Error(409, `unkey/data/${V2_RESOURCE[err.what] ?? err.what}_already_exists`, err.message, []);
+    return new V2Error(409, `unkey/data/${V2_RESOURCE[err.what] ?? err.what}_already_exists`, v2Words(err));
   }
-  if (err instanceof PreconditionFailedError) return new V2Error(412, "unkey/application/precondition_failed", err.message);
-  if (err instanceof InvalidInputError) return new V2Error(400, "unkey/application/invalid_input", err.message, []);
+  if (err instanceof PreconditionFailedError) return new V2Error(412, "unkey/application/precondition_failed", v2Words(err));
+  if (err instanceof InvalidInputError) return new V2Error(400, "unkey/application/invalid_input", v2Words(err), []);
   return new V2Error(500, "unkey/application/unexpected_error", "An unexpected error occurred.");
 }
 

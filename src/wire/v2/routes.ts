@@ -2,6 +2,13 @@ import { createApi } from "./apis/v2.apis.createApi.js";
 import { deleteApi } from "./apis/v2.apis.deleteApi.js";
 import { getApi } from "./apis/v2.apis.getApi.js";
 import { liveness } from "./liveness/v2.liveness.js";
+import { createPermission } from "./permissions/v2.permissions.createPermission.js";
+import { deletePermission } from "./permissions/v2.permissions.deletePermission.js";
+import { deleteRole } from "./permissions/v2.permissions.deleteRole.js";
+import { getPermission } from "./permissions/v2.permissions.getPermission.js";
+import { getRole } from "./permissions/v2.permissions.getRole.js";
+import { listPermissions } from "./permissions/v2.permissions.listPermissions.js";
+import { listRoles } from "./permissions/v2.permissions.listRoles.js";
 import type { V2Rpc } from "./rpc.js";
 
 /** Every v2 RPC keyhaven serves so far, by service (issue 14 adds the rest). */
@@ -11,4 +18,12 @@ export const v2Rpcs: V2Rpc[] = [
   createApi,
   getApi,
   deleteApi,
+  // permissions
+  createPermission,
+  getPermission,
+  listPermissions,
+  deletePermission,
+  getRole,
+  listRoles,
+  deleteRole,
 ];

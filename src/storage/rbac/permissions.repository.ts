@@ -1,5 +1,6 @@
 import { and, eq, inArray, or, sql } from "drizzle-orm";
 import { textArray } from "../bulk.js";
+import { containsLiteral } from "../search.js";
 import type { Db } from "../client.js";
 import { permissions, roles, rolesPermissions } from "../schema.js";
 import { NotFoundError } from "../../errors.js";
@@ -262,15 +263,12 @@ export async function changeRolePermissions(
 
 // ---- pages by id (v2's lists), lookups by id or name/slug in one string (v2's getters) ----
 
-/** `%` and `_` of a search taken literally, for `ilike … escape '\'`. */
-const literalPattern = (search: string) => `%${search.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-
 /** What a page starts from and holds: ids from `fromId` (inclusive) on, at most `limit` rows, matching `search`. */
 export type PageRequest = { fromId?: string | undefined; limit: number; search?: string | undefined };
 
 /** A page of the workspace's permissions by id: `search` matches id, name, slug or description, case-insensitively. */
 export async function listPermissionsPage(db: Db, workspaceId: string, page: PageRequest): Promise<PermissionRow[]> {
-  const pattern = page.search ? literalPattern(page.search) : undefined;
+  const pattern = page.search ? containsLiteral(page.search) : undefined;
   return db
     .select(permissionColumns)
     .from(permissions)
@@ -290,7 +288,7 @@ export async function listPermissionsPage(db: Db, workspaceId: string, page: Pag
 
 /** A page of the workspace's roles by id: `search` matches id, name or description, case-insensitively. */
 export async function listRolesPage(db: Db, workspaceId: string, page: PageRequest): Promise<RoleRow[]> {
-  const pattern = page.search ? literalPattern(page.search) : undefined;
+  const pattern = page.search ? containsLiteral(page.search) : undefined;
   return db
     .select(roleColumns)
     .from(roles)

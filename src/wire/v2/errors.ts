@@ -133,7 +133,12 @@ const V2_WORDING: { [K in RefusalKind]?: (facts: RefusalFacts[K]) => string } = 
   permissionExists: ({ slug }) => `A permission with slug '${slug}' already exists in this workspace`,
   roleExists: ({ name }) => `A role with name '${name}' already exists in this workspace`,
   identityExists: ({ externalId }) => `Identity with externalId '${externalId}' already exists in this workspace.`,
+  ratelimitNameRepeated: ({ name }) => `Ratelimit with name '${name}' is already defined in the request`,
+  metaTooLarge: ({ size, max }) => `Metadata is too large: it must be at most ${megabytes(max)}, but is ${megabytes(size)}.`,
 };
+
+/** A size in decimal megabytes, as v2 writes it (`1.2 MB`). */
+const megabytes = (size: number) => `${(size / 1_000_000).toFixed(1)} MB`;
 
 /** A domain error in v2's words: its refusal worded by V2_WORDING, else the core's own text. */
 function v2Words(err: DomainError): string {
@@ -225,6 +230,8 @@ export function v2ErrorOf(err: DomainError): V2Error {
     const detail = PROTECTED_DETAIL[err.what] ?? `This ${err.what} has delete protection enabled. Disable it before attempting to delete.`;
     return new V2Error(412, "unkey/application/protected_resource", detail);
   }
+  // v2 refuses a rate limit named twice in one request as bad input, not as a conflict with what is stored.
+  if (err.refusal?.kind === "ratelimitNameRepeated") return new V2Error(400, "unkey/application/invalid_input", v2Words(err), []);
   if (err instanceof ConflictError) {
     return new V2Error(409, `unkey/data/${V2_RESOURCE[err.what] ?? err.what}_already_exists`, v2Words(err));
   }

@@ -1,6 +1,11 @@
 import { createApi } from "./apis/v2.apis.createApi.js";
 import { deleteApi } from "./apis/v2.apis.deleteApi.js";
 import { getApi } from "./apis/v2.apis.getApi.js";
+import { createIdentity } from "./identities/v2.identities.createIdentity.js";
+import { deleteIdentity } from "./identities/v2.identities.deleteIdentity.js";
+import { getIdentity } from "./identities/v2.identities.getIdentity.js";
+import { listIdentities } from "./identities/v2.identities.listIdentities.js";
+import { updateIdentity } from "./identities/v2.identities.updateIdentity.js";
 import { liveness } from "./liveness/v2.liveness.js";
 import { createPermission } from "./permissions/v2.permissions.createPermission.js";
 import { deletePermission } from "./permissions/v2.permissions.deletePermission.js";
@@ -18,6 +23,12 @@ export const v2Rpcs: V2Rpc[] = [
   createApi,
   getApi,
   deleteApi,
+  // identities
+  createIdentity,
+  getIdentity,
+  listIdentities,
+  updateIdentity,
+  deleteIdentity,
   // permissions
   createPermission,
   getPermission,

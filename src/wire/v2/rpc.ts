@@ -39,6 +39,8 @@ export type V2Rpc<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodTy
   output: O;
   /** A list route: the answer carries `pagination`. */
   paginated?: boolean;
+  /** The answer is `{meta}` alone, without `data` (v2's identities.deleteIdentity). */
+  noData?: boolean;
   /** What `data` is, in a few words. */
   returns: string;
   auth: A;
@@ -61,6 +63,7 @@ const pagination = z.object({
 
 /** The success envelope of a route: `{meta, data, pagination?}`. */
 export function v2Envelope(rpc: V2Rpc): z.ZodType {
+  if (rpc.noData) return z.object({ meta });
   return z.object({ meta, data: rpc.output, ...(rpc.paginated && { pagination }) });
 }
 
@@ -100,7 +103,7 @@ export function registerV2Rpc(app: FastifyInstance, deps: Services, rpc: V2Rpc):
       const base = { deps, req, reply };
       const principal = rpc.auth === "rootKey" ? { rootKey: await authenticateV2(deps, req.headers.authorization) } : {};
       const answer = await rpc.handler(req.body, { ...base, ...principal } as V2Context<V2AuthKind>);
-      return reply.code(200).send({ meta: { requestId: req.id }, ...answer });
+      return reply.code(200).send(rpc.noData ? { meta: { requestId: req.id } } : { meta: { requestId: req.id }, ...answer });
     },
   });
 }

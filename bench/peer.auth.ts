@@ -1,0 +1,26 @@
+/**
+ * The peer of bench/peer.bench.ts: better-auth with its API-key plugin (@better-auth/api-key), on a PostgreSQL
+ * database through node-postgres (the `pg` pool better-auth's Kysely adapter takes). Configured as the benchmark
+ * compares it with keyhaven's plain keys: the plugin's rate limit off (its default is on, 10 requests a day), keys
+ * hashed (the default), no `remaining`, no metadata, no sessions from API keys; better-auth's own HTTP rate limit
+ * and telemetry off. Everything else is the plugin's default, including `deferUpdates: false`: each verification
+ * writes the key's row (updatedAt) before it answers.
+ */
+import { apiKey } from "@better-auth/api-key";
+import { betterAuth } from "better-auth";
+import type { Pool } from "pg";
+
+export function createPeerAuth(pool: Pool) {
+  return betterAuth({
+    database: pool,
+    // A fixed secret is enough for a benchmark: nothing it signs leaves the machine.
+    secret: "keyhaven-bench-peer-secret-0123456789abcdef",
+    baseURL: "http://127.0.0.1",
+    telemetry: { enabled: false },
+    rateLimit: { enabled: false },
+    logger: { level: "error" },
+    plugins: [apiKey({ rateLimit: { enabled: false } })],
+  });
+}
+
+export type PeerAuth = ReturnType<typeof createPeerAuth>;

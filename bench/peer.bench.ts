@@ -76,6 +76,8 @@ const KEYHAVEN_ROUTE = "/v1/keys.verifyKey";
 const PEER_ROUTE = "/verify";
 const WARMUP_SECONDS = 2;
 const DEFAULT_POOL_SIZE = "4";
+/** The most keys POST /v1/migrations.createKeys takes at once. */
+const IMPORT_BATCH = 100;
 
 type TargetName = "ceiling" | "keyhaven" | "peer";
 
@@ -186,15 +188,19 @@ async function startKeyhavenTarget(settings: Settings, admin: Admin, cleanup: Cl
     throw new Error(`apis.createApi answered ${created.status}: ${JSON.stringify(created.json)}`);
   }
   const keys = Array.from({ length: settings.keyCount }, () => `bench_plain_${randomBytes(18).toString("base64url")}`);
-  const imported = await post(
-    server,
-    rootKey,
-    "/v1/migrations.createKeys",
-    JSON.stringify(keys.map((plaintext, i) => ({ apiId, plaintext, name: `bench plain ${i}` }))),
-  );
-  const keyIds = (imported.json as { keyIds?: unknown } | undefined)?.keyIds;
-  if (imported.status !== 200 || !Array.isArray(keyIds) || keyIds.length !== keys.length) {
-    throw new Error(`migrations.createKeys answered ${imported.status}: ${JSON.stringify(imported.json).slice(0, 500)}`);
+  // migrations.createKeys takes at most IMPORT_BATCH keys a request.
+  for (let from = 0; from < keys.length; from += IMPORT_BATCH) {
+    const batch = keys.slice(from, from + IMPORT_BATCH);
+    const imported = await post(
+      server,
+      rootKey,
+      "/v1/migrations.createKeys",
+      JSON.stringify(batch.map((plaintext, i) => ({ apiId, plaintext, name: `bench plain ${from + i}` }))),
+    );
+    const keyIds = (imported.json as { keyIds?: unknown } | undefined)?.keyIds;
+    if (imported.status !== 200 || !Array.isArray(keyIds) || keyIds.length !== batch.length) {
+      throw new Error(`migrations.createKeys answered ${imported.status}: ${JSON.stringify(imported.json).slice(0, 500)}`);
+    }
   }
   return { name: "keyhaven", server, route: KEYHAVEN_ROUTE, bodies: keyBodies(keys) };
 }

@@ -3,8 +3,10 @@
  * database through node-postgres (the `pg` pool better-auth's Kysely adapter takes). Configured as the benchmark
  * compares it with keyhaven's plain keys: the plugin's rate limit off (its default is on, 10 requests a day), keys
  * hashed (the default), no `remaining`, no metadata, no sessions from API keys; better-auth's own HTTP rate limit
- * and telemetry off. Everything else is the plugin's default, including `deferUpdates: false`: each verification
- * writes the key's row (updatedAt) before it answers.
+ * and telemetry off. Everything else is the plugin's default (storage "database"). In 1.7.5 a verification reads
+ * the key's row by its hash and then updates it twice (`lastRequest`, then `updatedAt`), each its own statement
+ * and commit, before it answers, with the rate limit off too; `deferUpdates` moves those writes after the answer
+ * only with storage "secondary-storage", so it is not used here.
  */
 import { apiKey } from "@better-auth/api-key";
 import { betterAuth } from "better-auth";

@@ -12,17 +12,22 @@ import { apiKey } from "@better-auth/api-key";
 import { betterAuth } from "better-auth";
 import type { Pool } from "pg";
 
-export function createPeerAuth(pool: Pool) {
-  return betterAuth({
+/** The options, apart so that better-auth's migration can run on them before the instance checks its schema. */
+export function peerAuthOptions(pool: Pool) {
+  return {
     database: pool,
     // A fixed secret is enough for a benchmark: nothing it signs leaves the machine.
     secret: "keyhaven-bench-peer-secret-0123456789abcdef",
     baseURL: "http://127.0.0.1",
     telemetry: { enabled: false },
     rateLimit: { enabled: false },
-    logger: { level: "error" },
+    logger: { level: "error" as const },
     plugins: [apiKey({ rateLimit: { enabled: false } })],
-  });
+  };
+}
+
+export function createPeerAuth(pool: Pool) {
+  return betterAuth(peerAuthOptions(pool));
 }
 
 export type PeerAuth = ReturnType<typeof createPeerAuth>;

@@ -18,7 +18,7 @@ import { randomBytes } from "node:crypto";
 import { getMigrations } from "better-auth/db/migration";
 import Fastify from "fastify";
 import pg from "pg";
-import { createPeerAuth } from "./peer.auth.js";
+import { createPeerAuth, peerAuthOptions } from "./peer.auth.js";
 
 const databaseUrl = process.env.DATABASE_URL;
 if (!databaseUrl) throw new Error("DATABASE_URL is required");
@@ -29,10 +29,10 @@ if (!Number.isInteger(poolSize) || poolSize < 1)
   throw new Error(`DATABASE_POOL_SIZE must be a positive integer, got "${process.env.DATABASE_POOL_SIZE}"`);
 
 const pool = new pg.Pool({ connectionString: databaseUrl, max: poolSize });
-const auth = createPeerAuth(pool);
-
-const { runMigrations } = await getMigrations(auth.options);
+// The tables first: an instance made before them logs a schema mismatch.
+const { runMigrations } = await getMigrations(peerAuthOptions(pool));
 await runMigrations();
+const auth = createPeerAuth(pool);
 
 const app = Fastify({ logger: false });
 

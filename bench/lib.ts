@@ -452,11 +452,14 @@ export type Load = {
 
 /**
  * `connections` keep-alive connections each POSTing `body` back to back for `seconds` (one in flight per
- * connection). A signal (see handleInterrupts) cuts the run short.
+ * connection), or, when `bodies` is given, one of `bodies` chosen at random for each request. A signal (see
+ * handleInterrupts) cuts the run short.
  */
 export function loadJsonPost(opts: {
   url: string;
   body: string;
+  /** When given (and not empty), each request's body is one of these, chosen at random, instead of `body`. */
+  bodies?: readonly string[];
   headers?: Record<string, string>;
   connections: number;
   seconds: number;
@@ -468,6 +471,7 @@ export function loadJsonPost(opts: {
     let badAnswer: string | undefined;
     let watch: NodeJS.Timeout | undefined;
     const check = opts.check;
+    const bodies = opts.bodies;
     const instance = autocannon(
       {
         url: opts.url,
@@ -478,6 +482,14 @@ export function loadJsonPost(opts: {
         pipelining: 1,
         duration: opts.seconds,
         timeout: 10,
+        ...(bodies !== undefined &&
+          bodies.length > 0 && {
+            requests: [
+              {
+                setupRequest: (req: autocannon.Request) => ({ ...req, body: bodies[Math.floor(Math.random() * bodies.length)]! }),
+              },
+            ],
+          }),
         ...(check && {
           verifyBody: (body: string | Buffer | undefined) => {
             const text = body === undefined ? "" : body.toString();

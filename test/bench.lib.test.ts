@@ -1,0 +1,60 @@
+/**
+ * bench/lib.ts's load generator: with `bodies`, each request carries one of them chosen at random (the peer
+ * benchmark spreads its load over 200 keys this way), and without, every request carries `body`.
+ */
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadJsonPost } from "../bench/lib.js";
+
+let server: http.Server;
+let url: string;
+/** Bodies received, per path: each test loads its own path, so a late request of another test does not count. */
+const seen = new Map<string, Map<string, number>>();
+const bodiesAt = (path: string) => seen.get(path) ?? new Map<string, number>();
+
+beforeAll(async () => {
+  server = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (chunk: Buffer) => {
+      body += chunk.toString("utf8");
+    });
+    req.on("end", () => {
+      const atPath = bodiesAt(req.url ?? "");
+      atPath.set(body, (atPath.get(body) ?? 0) + 1);
+      seen.set(req.url ?? "", atPath);
+      res.writeHead(200, { "content-type": "application/json" }).end(body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+});
+
+describe("loadJsonPost", () => {
+  it("sends one of `bodies` at random with each request, and only those", async () => {
+    const bodies = ['{"key":"a"}', '{"key":"b"}', '{"key":"c"}'];
+    const load = await loadJsonPost({ url: `${url}/random`, body: '{"key":"fixed"}', bodies, connections: 2, seconds: 1 });
+    expect(load.result.non2xx).toBe(0);
+    const received = bodiesAt("/random");
+    expect([...received.keys()].sort()).toEqual([...bodies].sort());
+    // Each body about a third of the time: far from a fixed order's all-or-nothing, with room for chance.
+    const total = [...received.values()].reduce((a, b) => a + b, 0);
+    for (const body of bodies) expect(received.get(body)! / total).toBeGreaterThan(0.15);
+  });
+
+  it("sends `body` with every request when no `bodies` are given", async () => {
+    const load = await loadJsonPost({
+      url: `${url}/fixed`,
+      body: '{"key":"fixed"}',
+      connections: 2,
+      seconds: 1,
+      check: (b) => b === '{"key":"fixed"}',
+    });
+    expect(load.result.mismatches).toBe(0);
+    expect([...bodiesAt("/fixed").keys()]).toEqual(['{"key":"fixed"}']);
+  });
+});

@@ -61,24 +61,56 @@ export function prepareVerificationLookup(db: Db) {
 export type VerificationLookup = ReturnType<typeof prepareVerificationLookup>;
 export type KeyForVerification = Awaited<ReturnType<VerificationLookup["execute"]>>[number];
 
+/** One group of verifications of a key, all at one cost: `count` spends of `cost` uses each. */
+export type SpendRequest = { keyId: string; cost: number; count: number };
+/** A group's outcome: the uses left before its spends and how many of them (the first ones, in order) got their uses. */
+export type SpendResult = { before: number; granted: number };
+
+/** The most groups one statement spends (what a statement's size and its row locks are bounded by). */
+export const MAX_SPENDS_PER_STATEMENT = 1000;
+
 /**
- * Spends `cost` uses for each of `count` verifications of one key in one atomic statement, after applying any
- * refill that is due. The key's row is locked first and its uses before the spend returned, so the caller knows
- * exactly which of the verifications got their uses: the first `granted`, in order, as far as the uses go (all of
- * them when `cost` is 0). Concurrent statements, on any number of processes, never overdraw. Undefined when the key
- * is gone or has no usage limit.
+ * Spends the uses of many groups of verifications, of any number of keys, in one atomic statement (one commit),
+ * after applying every refill that is due, once. The keys' rows are locked first, in the order of their ids (so that
+ * concurrent statements, on any number of processes, wait for each other instead of deadlocking, and never
+ * overdraw), and each group is answered with the uses its key had before its spends and how many of its `count`
+ * spends were granted: the first `granted`, in order, as far as the uses go (all of them when `cost` is 0). Groups
+ * of one key are applied in the order given, each on what the previous one left. An answer is undefined when the
+ * key is gone or has no usage limit. At most MAX_SPENDS_PER_STATEMENT groups.
  */
-export async function spendRemaining(db: Db, keyId: string, cost: number, count: number) {
-  const granted = sql`least(${count}::int, case when ${cost}::int = 0 then ${count}::int else cur.before / ${cost}::int end)`;
-  const rows = rowsOf<{ before: number }>(
-    await db.execute(sql`update ${keys} set ${sql.identifier(keys.remaining.name)} = cur.before - ${cost}::int * ${granted},
-        ${sql.identifier(keys.lastRefillAt.name)} = ${lastRefillAfterWrite}
-      from (select ${keys.id} as id, ${effectiveRemaining} as before from ${keys}
-        where ${keys.id} = ${keyId} and ${keys.remaining} is not null for update) cur
-      where ${keys.id} = cur.id
-      returning cur.before`),
+export async function spendRemaining(db: Db, requests: readonly SpendRequest[]): Promise<(SpendResult | undefined)[]> {
+  if (requests.length === 0) return [];
+  if (requests.length > MAX_SPENDS_PER_STATEMENT) {
+    throw new RangeError(`spendRemaining takes at most ${MAX_SPENDS_PER_STATEMENT} groups, got ${requests.length}`);
+  }
+  // One JSON parameter whatever the number of groups: the statement's text stays the same (prepared once), and it
+  // is the same on both drivers.
+  const groups = JSON.stringify(requests.map((r, g) => ({ g, id: r.keyId, cost: r.cost, n: r.count })));
+  const remainingColumn = sql.identifier(keys.remaining.name);
+  const rows = rowsOf<{ g: number; before: number; granted: number }>(
+    await db.execute(sql`with recursive
+      req as (select * from jsonb_to_recordset(${groups}::jsonb) as r(g int, id text, cost int, n int)),
+      cur as (select ${keys.id} as id, ${effectiveRemaining} as before from ${keys}
+        where ${keys.id} in (select id from req) and ${keys.remaining} is not null
+        order by ${keys.id} for update),
+      grp as (select g, id, cost, n, row_number() over (partition by id order by g) as step from req),
+      walk as (
+        select grp.id, grp.step, grp.g, grp.cost, cur.before,
+          least(grp.n, case when grp.cost = 0 then grp.n else cur.before / grp.cost end) as granted
+        from grp join cur on cur.id = grp.id where grp.step = 1
+        union all
+        select nx.id, nx.step, nx.g, nx.cost, w.before - w.cost * w.granted,
+          least(nx.n, case when nx.cost = 0 then nx.n else (w.before - w.cost * w.granted) / nx.cost end)
+        from walk w join grp nx on nx.id = w.id and nx.step = w.step + 1),
+      spent as (select id, sum(cost::bigint * granted) as uses from walk group by id),
+      upd as (update ${keys} set ${remainingColumn} = cur.before - spent.uses,
+          ${sql.identifier(keys.lastRefillAt.name)} = ${lastRefillAfterWrite}
+        from cur join spent on spent.id = cur.id
+        where ${keys.id} = cur.id
+        returning ${keys.id})
+      select g, before::int as before, granted::int as granted from walk`),
   );
-  const before = rows[0]?.before;
-  if (before === undefined || before === null) return undefined;
-  return { before, granted: count === 0 ? 0 : cost === 0 ? count : Math.min(count, Math.floor(before / cost)) };
+  const results: (SpendResult | undefined)[] = requests.map(() => undefined);
+  for (const row of rows) results[row.g] = { before: Number(row.before), granted: Number(row.granted) };
+  return results;
 }

@@ -451,12 +451,15 @@ export type Load = {
 };
 
 /**
- * `connections` keep-alive connections each POSTing `body` back to back for `seconds` (one in flight per
- * connection). A signal (see handleInterrupts) cuts the run short.
+ * `connections` keep-alive connections each POSTing `body` (or, when `nextBody` is given, a body it makes for each
+ * request) back to back for `seconds` (one in flight per connection). A signal (see handleInterrupts) cuts the run
+ * short.
  */
 export function loadJsonPost(opts: {
   url: string;
   body: string;
+  /** Each request's own body (e.g. a key chosen at random), instead of `body` every time. */
+  nextBody?: () => string;
   headers?: Record<string, string>;
   connections: number;
   seconds: number;
@@ -474,6 +477,9 @@ export function loadJsonPost(opts: {
         method: "POST",
         headers: { "content-type": "application/json", ...opts.headers },
         body: opts.body,
+        ...(opts.nextBody && {
+          requests: [{ setupRequest: (request: autocannon.Request) => ({ ...request, body: opts.nextBody!() }) }],
+        }),
         connections: opts.connections,
         pipelining: 1,
         duration: opts.seconds,

@@ -60,15 +60,21 @@ describe("spending remaining uses across keys", () => {
     for (const keyId of [keyIds[0]!, keyIds[39]!]) expect(await remainingOf(keyId)).toBe(1);
   });
 
-  it("never overdraws any key under concurrent spends of many keys through two spenders", async ({ h, newKeys, remainingOf }) => {
+  it("never overdraws any key under concurrent spends of many keys on two replicas", async ({ h, newKeys, remainingOf }) => {
     const keyIds = await newKeys(20, { remaining: 5 });
-    const spenders = [new RemainingSpender(h.db), new RemainingSpender(h.db, 4)];
-    const spends = Array.from({ length: 200 }, (_, i) => ({ keyId: keyIds[(i * 7) % 20]!, spender: spenders[i % 2]! }));
-    const results = await Promise.all(spends.map((s) => s.spender.spend(s.keyId, 1)));
-    for (const keyId of keyIds) {
-      const granted = results.filter((r, i) => spends[i]!.keyId === keyId && r !== undefined) as number[];
-      expect([...granted].sort((a, b) => b - a)).toEqual(range(4, 0));
-      expect(await remainingOf(keyId)).toBe(0);
+    // The replica has services of its own and, on PostgreSQL, its own connection pool, as another process has.
+    const replica = await h.replica();
+    try {
+      const spenders = [h.services.remainingSpender, replica.services.remainingSpender, new RemainingSpender(h.db, 4)];
+      const spends = Array.from({ length: 300 }, (_, i) => ({ keyId: keyIds[(i * 7) % 20]!, spender: spenders[i % 3]! }));
+      const results = await Promise.all(spends.map((s) => s.spender.spend(s.keyId, 1)));
+      for (const keyId of keyIds) {
+        const granted = results.filter((r, i) => spends[i]!.keyId === keyId && r !== undefined) as number[];
+        expect([...granted].sort((a, b) => b - a)).toEqual(range(4, 0));
+        expect(await remainingOf(keyId)).toBe(0);
+      }
+    } finally {
+      await replica.close();
     }
   });
 

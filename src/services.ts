@@ -6,7 +6,7 @@ import { EpochReader } from "./storage/epoch.js";
 import { AppMetrics } from "./http/metrics.js";
 import { RootKeyAuthenticator } from "./core/auth/rootKeys.authenticator.js";
 import { VerificationAnalytics } from "./storage/analytics/analytics.recorder.js";
-import { RemainingSpender } from "./storage/keys/remaining.spender.js";
+import { DEFAULT_SPEND_STATEMENTS_IN_FLIGHT, RemainingSpender } from "./storage/keys/remaining.spender.js";
 import { VerificationCache } from "./storage/keys/verification.cache.js";
 import { MigrationWorker } from "./core/import/import.worker.js";
 import { LimitLookupCache } from "./storage/ratelimits/ratelimits.repository.js";
@@ -54,6 +54,16 @@ export type ServicesOptions = {
 };
 
 /**
+ * Spending statements at once: one on the embedded store, whose one connection runs statements one at a time (a
+ * second would only wait there, with fewer spends than if it had waited in the spender); on PostgreSQL up to
+ * DEFAULT_SPEND_STATEMENTS_IN_FLIGHT, leaving at least one connection of the pool to the lookups verification needs.
+ */
+function spendStatementsInFlight(store: Store, config: Config): number {
+  if (store.kind === "pglite") return 1;
+  return Math.max(1, Math.min(DEFAULT_SPEND_STATEMENTS_IN_FLIGHT, config.databasePoolSize - 1));
+}
+
+/**
  * The composition root: builds every stateful piece on `store` with `config`. main.ts and the test harness both
  * call it. Nothing is started here: background.ts starts the analytics flusher and the migration worker.
  */
@@ -71,7 +81,7 @@ export async function createServices(config: Config, store: Store, options: Serv
     ratelimiter,
     epochs,
     verificationCache: new VerificationCache(db, epochs),
-    remainingSpender: new RemainingSpender(db),
+    remainingSpender: new RemainingSpender(db, spendStatementsInFlight(store, config)),
     rootKeys: new RootKeyAuthenticator(db, epochs, clock),
     limitLookups: new LimitLookupCache(db),
     metrics: new AppMetrics({ config, store, db, ratelimiter }),

@@ -175,4 +175,9 @@ describe("spending remaining uses across keys", () => {
       ),
     ).rejects.toThrow(RangeError);
   });
+
+  it("runs one statement at a time on the embedded store, and two on PostgreSQL with a connection left for lookups", ({ h }) => {
+    expect(h.services.config.databasePoolSize).toBeGreaterThan(2);
+    expect(h.services.remainingSpender.inFlight).toBe(h.onPostgres ? 2 : 1);
+  });
 });

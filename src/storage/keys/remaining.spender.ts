@@ -28,7 +28,8 @@ export class RemainingSpender {
 
   constructor(
     private readonly db: Db,
-    private readonly inFlight = DEFAULT_SPEND_STATEMENTS_IN_FLIGHT,
+    /** How many statements may run at once. */
+    readonly inFlight = DEFAULT_SPEND_STATEMENTS_IN_FLIGHT,
   ) {}
 
   /** The uses left after this verification's spend, or undefined when it was refused (not enough left). */

@@ -83,8 +83,8 @@ export async function spendRemaining(db: Db, requests: readonly SpendRequest[]):
   if (requests.length > MAX_SPENDS_PER_STATEMENT) {
     throw new RangeError(`spendRemaining takes at most ${MAX_SPENDS_PER_STATEMENT} groups, got ${requests.length}`);
   }
-  // One JSON parameter whatever the number of groups: the statement's text stays the same (prepared once), and it
-  // is the same on both drivers.
+  // One JSON parameter whatever the number of groups: the statement's text is the same for every batch, and the
+  // parameter the same on both drivers.
   const groups = JSON.stringify(requests.map((r, g) => ({ g, id: r.keyId, cost: r.cost, n: r.count })));
   const remainingColumn = sql.identifier(keys.remaining.name);
   const rows = rowsOf<{ g: number; before: number; granted: number }>(

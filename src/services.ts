@@ -6,7 +6,7 @@ import { EpochReader } from "./storage/epoch.js";
 import { AppMetrics } from "./http/metrics.js";
 import { RootKeyAuthenticator } from "./core/auth/rootKeys.authenticator.js";
 import { VerificationAnalytics } from "./storage/analytics/analytics.recorder.js";
-import { RemainingSpender } from "./storage/keys/remaining.spender.js";
+import { DEFAULT_SPEND_STATEMENTS_IN_FLIGHT, RemainingSpender } from "./storage/keys/remaining.spender.js";
 import { VerificationCache } from "./storage/keys/verification.cache.js";
 import { MigrationWorker } from "./core/import/import.worker.js";
 import { LimitLookupCache } from "./storage/ratelimits/ratelimits.repository.js";
@@ -54,6 +54,16 @@ export type ServicesOptions = {
 };
 
 /**
+ * Spending statements at once: DEFAULT_SPEND_STATEMENTS_IN_FLIGHT, leaving at least one connection of a PostgreSQL
+ * pool to the lookups verification needs. The embedded store runs statements one at a time, but a second one
+ * queued there early still measured faster (bench:budgets) than batches that wait in the spender for the first.
+ */
+function spendStatementsInFlight(store: Store, config: Config): number {
+  if (store.kind === "pglite") return DEFAULT_SPEND_STATEMENTS_IN_FLIGHT;
+  return Math.max(1, Math.min(DEFAULT_SPEND_STATEMENTS_IN_FLIGHT, config.databasePoolSize - 1));
+}
+
+/**
  * The composition root: builds every stateful piece on `store` with `config`. main.ts and the test harness both
  * call it. Nothing is started here: background.ts starts the analytics flusher and the migration worker.
  */
@@ -71,7 +81,7 @@ export async function createServices(config: Config, store: Store, options: Serv
     ratelimiter,
     epochs,
     verificationCache: new VerificationCache(db, epochs),
-    remainingSpender: new RemainingSpender(db),
+    remainingSpender: new RemainingSpender(db, spendStatementsInFlight(store, config)),
     rootKeys: new RootKeyAuthenticator(db, epochs, clock),
     limitLookups: new LimitLookupCache(db),
     metrics: new AppMetrics({ config, store, db, ratelimiter }),

@@ -1,4 +1,4 @@
-import { and, eq, isNull, sql } from "drizzle-orm";
+import { and, eq, isNull, type SQL, sql } from "drizzle-orm";
 import { type Db, rowsOf } from "../client.js";
 import { epochSum } from "../epoch.js";
 import { apis, identities, keys, workspaces } from "../schema.js";
@@ -61,14 +61,86 @@ export function prepareVerificationLookup(db: Db) {
 export type VerificationLookup = ReturnType<typeof prepareVerificationLookup>;
 export type KeyForVerification = Awaited<ReturnType<VerificationLookup["execute"]>>[number];
 
+/** One group of verifications of a key, all at one cost: `count` spends of `cost` uses each. */
+export type SpendRequest = { keyId: string; cost: number; count: number };
+/** A group's outcome: the uses left before its spends and how many of them (the first ones, in order) got their uses. */
+export type SpendResult = { before: number; granted: number };
+
+/** The most groups one statement spends (what a statement's size and its row locks are bounded by). */
+export const MAX_SPENDS_PER_STATEMENT = 1000;
+
 /**
- * Spends `cost` uses for each of `count` verifications of one key in one atomic statement, after applying any
- * refill that is due. The key's row is locked first and its uses before the spend returned, so the caller knows
- * exactly which of the verifications got their uses: the first `granted`, in order, as far as the uses go (all of
- * them when `cost` is 0). Concurrent statements, on any number of processes, never overdraw. Undefined when the key
- * is gone or has no usage limit.
+ * Spends the uses of many groups of verifications, of any number of keys, in one atomic statement (one commit),
+ * after applying every refill that is due, once. The keys' rows are locked first, in the order of their ids (so that
+ * concurrent statements, on any number of processes, wait for each other instead of deadlocking, and never
+ * overdraw), and each group is answered with the uses its key had before its spends and how many of its `count`
+ * spends were granted: the first `granted`, in order, as far as the uses go (all of them when `cost` is 0). Groups
+ * of one key are applied in the order given, each on what the previous one left. An answer is undefined when the
+ * key is gone or has no usage limit. At most MAX_SPENDS_PER_STATEMENT groups.
  */
-export async function spendRemaining(db: Db, keyId: string, cost: number, count: number) {
+export async function spendRemaining(db: Db, requests: readonly SpendRequest[]): Promise<(SpendResult | undefined)[]> {
+  if (requests.length === 0) return [];
+  if (requests.length > MAX_SPENDS_PER_STATEMENT) {
+    throw new RangeError(`spendRemaining takes at most ${MAX_SPENDS_PER_STATEMENT} groups, got ${requests.length}`);
+  }
+  // The simplest statement that does: one key with one cost (a hot key) is the most frequent batch, and planning
+  // the others costs the process its CPU on the embedded store.
+  if (requests.length === 1) return [await spendGroup(db, requests[0]!)];
+  // One JSON parameter whatever the number of groups: the statement's text is the same for every batch, and the
+  // parameter the same on both drivers.
+  const groups = sql`${JSON.stringify(requests.map((r, g) => ({ g, id: r.keyId, cost: r.cost, n: r.count })))}::jsonb`;
+  const oneGroupPerKey = new Set(requests.map((r) => r.keyId)).size === requests.length;
+  const rows = rowsOf<{ g: number; before: number; granted: number }>(
+    await db.execute(oneGroupPerKey ? spendDistinctKeys(groups) : spendGroupsInOrder(groups)),
+  );
+  const results: (SpendResult | undefined)[] = requests.map(() => undefined);
+  for (const row of rows) results[row.g] = { before: Number(row.before), granted: Number(row.granted) };
+  return results;
+}
+
+/** The key's row, locked, with its uses after every due refill: for the statements below. */
+const lockedKeys = sql`cur as materialized (select ${keys.id} as id, ${effectiveRemaining} as before from ${keys}
+  where ${keys.id} in (select id from req) and ${keys.remaining} is not null
+  order by ${keys.id} for update)`;
+const requestedGroups = (groups: SQL) => sql`req as (select * from jsonb_to_recordset(${groups}) as r(g int, id text, cost int, n int))`;
+const spendAndRefill = (spent: SQL) => sql`update ${keys} set ${sql.identifier(keys.remaining.name)} = cur.before - ${spent},
+  ${sql.identifier(keys.lastRefillAt.name)} = ${lastRefillAfterWrite}`;
+
+/** Groups of distinct keys: each group's grant is computed from its key's uses alone. */
+function spendDistinctKeys(groups: SQL): SQL {
+  return sql`with ${requestedGroups(groups)}, ${lockedKeys},
+    spent as (select req.g, req.id, req.cost, cur.before,
+      least(req.n, case when req.cost = 0 then req.n else cur.before / req.cost end) as granted
+      from req join cur on cur.id = req.id),
+    upd as (${spendAndRefill(sql`spent.cost * spent.granted`)}
+      from cur join spent on spent.id = cur.id
+      where ${keys.id} = cur.id
+      returning ${keys.id})
+    select g, before, granted from spent`;
+}
+
+/** Groups of which some share a key: each of a key's groups is granted from what the previous one left. */
+function spendGroupsInOrder(groups: SQL): SQL {
+  return sql`with recursive ${requestedGroups(groups)}, ${lockedKeys},
+    grp as (select g, id, cost, n, row_number() over (partition by id order by g) as step from req),
+    walk as (
+      select grp.id, grp.step, grp.g, grp.cost, cur.before,
+        least(grp.n, case when grp.cost = 0 then grp.n else cur.before / grp.cost end) as granted
+      from grp join cur on cur.id = grp.id where grp.step = 1
+      union all
+      select nx.id, nx.step, nx.g, nx.cost, w.before - w.cost * w.granted,
+        least(nx.n, case when nx.cost = 0 then nx.n else (w.before - w.cost * w.granted) / nx.cost end)
+      from walk w join grp nx on nx.id = w.id and nx.step = w.step + 1),
+    spent as (select id, sum(cost::bigint * granted) as uses from walk group by id),
+    upd as (${spendAndRefill(sql`spent.uses`)}
+      from cur join spent on spent.id = cur.id
+      where ${keys.id} = cur.id
+      returning ${keys.id})
+    select g, before::int as before, granted::int as granted from walk`;
+}
+
+/** One group, of one key (the statement the batches of one key used before there were batches across keys). */
+async function spendGroup(db: Db, { keyId, cost, count }: SpendRequest): Promise<SpendResult | undefined> {
   const granted = sql`least(${count}::int, case when ${cost}::int = 0 then ${count}::int else cur.before / ${cost}::int end)`;
   const rows = rowsOf<{ before: number }>(
     await db.execute(sql`update ${keys} set ${sql.identifier(keys.remaining.name)} = cur.before - ${cost}::int * ${granted},

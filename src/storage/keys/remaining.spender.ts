@@ -1,64 +1,116 @@
 import type { Db } from "../client.js";
-import { spendRemaining } from "./keys.repository.js";
+import { MAX_SPENDS_PER_STATEMENT, type SpendRequest, spendRemaining } from "./keys.repository.js";
 
-type Spend = { cost: number; resolve: (left: number | undefined) => void; reject: (err: unknown) => void };
+type Spend = { keyId: string; cost: number; resolve: (left: number | undefined) => void; reject: (err: unknown) => void };
+/** Spends of one key at one cost, in arrival order: one group of a statement. */
+type Group = { request: SpendRequest; spends: Spend[] };
+
+/** How many spending statements run at once by default (see RemainingSpender). */
+export const DEFAULT_SPEND_STATEMENTS_IN_FLIGHT = 2;
 
 /**
- * Spends the remaining uses of verifications, one database statement per key at a time. Verifications of a key
- * whose statement is running wait for it and are then spent together, in arrival order, by the next statement
- * (one per distinct cost). A key verified by many clients at once therefore costs one row lock and one commit per
- * group instead of one per verification, while every spend is still atomic in the database: no overdraw across
- * any number of processes, and no use granted that the database did not record. One per process (services.ts).
+ * Spends the remaining uses of verifications in few database statements: verifications that arrive while
+ * statements run wait, and the next statement spends all of them together, whatever their keys (up to
+ * MAX_SPENDS_PER_STATEMENT groups of one key and one cost). Many keys verified at once, and one key verified by many
+ * clients at once, therefore cost one statement and one commit per batch instead of one per verification, while
+ * every spend is still atomic in the database: no overdraw across any number of processes, and no use granted that
+ * the database did not record.
+ *
+ * Up to `inFlight` statements run at once, but a key is never in two of them: its later verifications wait for the
+ * statement that holds it, so they are answered in arrival order and never wait on a row lock of their own process.
+ * A statement that fails rejects the verifications it carried, and only those. One per process (services.ts).
  */
 export class RemainingSpender {
-  private waiting = new Map<string, Spend[]>();
-  private running = new Set<string>();
+  private waiting: Spend[] = [];
+  /** Keys in a running statement. */
+  private busy = new Set<string>();
+  private running = 0;
 
-  constructor(private readonly db: Db) {}
+  constructor(
+    private readonly db: Db,
+    /** How many statements may run at once. */
+    readonly inFlight = DEFAULT_SPEND_STATEMENTS_IN_FLIGHT,
+  ) {}
 
   /** The uses left after this verification's spend, or undefined when it was refused (not enough left). */
   spend(keyId: string, cost: number): Promise<number | undefined> {
     return new Promise((resolve, reject) => {
-      const queue = this.waiting.get(keyId);
-      if (queue) queue.push({ cost, resolve, reject });
-      else this.waiting.set(keyId, [{ cost, resolve, reject }]);
-      if (!this.running.has(keyId)) void this.run(keyId);
+      this.waiting.push({ keyId, cost, resolve, reject });
+      this.startStatements();
     });
   }
 
-  private async run(keyId: string): Promise<void> {
-    this.running.add(keyId);
-    try {
-      for (let batch = this.take(keyId); batch; batch = this.take(keyId)) {
-        for (const [cost, group] of groupByCost(batch)) {
-          try {
-            const result = await spendRemaining(this.db, keyId, cost, group.length);
-            for (const [i, s] of group.entries()) {
-              s.resolve(result && i < result.granted ? result.before - cost * (i + 1) : undefined);
-            }
-          } catch (err) {
-            for (const s of group) s.reject(err);
-          }
-        }
-      }
-    } finally {
-      this.running.delete(keyId);
+  private startStatements(): void {
+    while (this.running < this.inFlight && this.waiting.length > 0) {
+      const groups = this.take();
+      if (groups.length === 0) return; // every waiting key is in a running statement
+      this.running++;
+      void this.run(groups);
     }
   }
 
-  private take(keyId: string): Spend[] | undefined {
-    const batch = this.waiting.get(keyId);
-    this.waiting.delete(keyId);
-    return batch;
+  /**
+   * The waiting spends of keys in no running statement, grouped by key and cost in arrival order (as many groups
+   * as one statement takes); the others keep their place in the queue.
+   */
+  private take(): Group[] {
+    const groups = new Map<string, Group>();
+    const keys = new Set<string>();
+    const left: Spend[] = [];
+    for (const s of this.waiting) {
+      const id = `${s.cost}:${s.keyId}`;
+      const group = groups.get(id);
+      if (group) {
+        group.spends.push(s);
+        group.request.count++;
+      } else if (this.busy.has(s.keyId) || groups.size >= MAX_SPENDS_PER_STATEMENT) {
+        left.push(s);
+      } else {
+        groups.set(id, { request: { keyId: s.keyId, cost: s.cost, count: 1 }, spends: [s] });
+        keys.add(s.keyId);
+      }
+    }
+    // A key whose later groups did not fit stays out of this statement entirely, so that its order is kept.
+    for (const s of left) {
+      if (keys.has(s.keyId)) {
+        for (const [id, g] of groups) {
+          if (g.request.keyId === s.keyId) {
+            groups.delete(id);
+            left.push(...g.spends);
+          }
+        }
+        keys.delete(s.keyId);
+      }
+    }
+    this.waiting = left.length === this.waiting.length ? this.waiting : restoreOrder(this.waiting, left);
+    for (const key of keys) this.busy.add(key);
+    return [...groups.values()];
+  }
+
+  private async run(groups: Group[]): Promise<void> {
+    try {
+      const results = await spendRemaining(
+        this.db,
+        groups.map((g) => g.request),
+      );
+      for (const [n, { request, spends }] of groups.entries()) {
+        const result = results[n];
+        for (const [i, s] of spends.entries()) {
+          s.resolve(result && i < result.granted ? result.before - request.cost * (i + 1) : undefined);
+        }
+      }
+    } catch (err) {
+      for (const g of groups) for (const s of g.spends) s.reject(err);
+    } finally {
+      for (const g of groups) this.busy.delete(g.request.keyId);
+      this.running--;
+      this.startStatements();
+    }
   }
 }
 
-function groupByCost(batch: Spend[]): Map<number, Spend[]> {
-  const groups = new Map<number, Spend[]>();
-  for (const s of batch) {
-    const group = groups.get(s.cost);
-    if (group) group.push(s);
-    else groups.set(s.cost, [s]);
-  }
-  return groups;
+/** `kept` (a subset of `queue`, maybe out of order) in `queue`'s order. */
+function restoreOrder(queue: Spend[], kept: Spend[]): Spend[] {
+  const set = new Set(kept);
+  return queue.filter((s) => set.has(s));
 }

@@ -1,0 +1,198 @@
+import { randomBytes } from "node:crypto";
+import { describe, expect } from "vitest";
+import type { Db } from "../src/storage/client.js";
+import { MAX_SPENDS_PER_STATEMENT, spendRemaining } from "../src/storage/keys/keys.repository.js";
+import { RemainingSpender } from "../src/storage/keys/remaining.spender.js";
+import { test } from "./fixtures.js";
+
+// Spends of remaining uses across keys (src/storage/keys/remaining.spender.ts over keys.repository.ts
+// spendRemaining): verifications that arrive together are spent together, whatever their keys, in one statement.
+// Statements are counted through the real database handle, wrapped to count its `execute` calls.
+
+const it = test
+  .extend(
+    "remainingOf",
+    async ({ h }) =>
+      async (keyId: string) =>
+        (await h.sql<{ r: number }>(`select remaining_requests as r from keys where id = '${keyId}'`))[0]!.r,
+  )
+  .extend("newKeys", async ({ h, t, apiId }) => async (count: number, fields: Record<string, unknown>) => {
+    const res = await h.post(
+      "/v1/migrations.createKeys",
+      Array.from({ length: count }, () => ({ apiId, plaintext: `sk_${randomBytes(16).toString("hex")}`, ...fields })),
+      t.rootKey,
+    );
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return res.body.keyIds as string[];
+  });
+
+/** `db` with a count of the statements sent through it. */
+function counted(db: Db): { db: Db; statements: () => number } {
+  let statements = 0;
+  const wrapped = new Proxy(db, {
+    get(target, prop) {
+      const value = Reflect.get(target, prop, target);
+      if (prop === "execute") {
+        return (...args: unknown[]) => {
+          statements++;
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      }
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  return { db: wrapped, statements: () => statements };
+}
+
+const range = (from: number, to: number) => Array.from({ length: from - to + 1 }, (_, i) => from - i);
+
+describe("spending remaining uses across keys", () => {
+  it("spends many keys verified at once in one statement, not one per key", async ({ h, newKeys, remainingOf }) => {
+    const keyIds = await newKeys(40, { remaining: 3 });
+    const c = counted(h.db);
+    const spender = new RemainingSpender(c.db, 1);
+    // Two verifications of each key, interleaved: key 0, key 1, …, key 39, key 0, key 1, …
+    const results = await Promise.all([...keyIds, ...keyIds].map((keyId) => spender.spend(keyId, 1)));
+    // The first spend finds no statement running and goes alone; every other one waits for it and goes in the next.
+    expect(c.statements()).toBeLessThanOrEqual(2);
+    // Each verification is answered with its own remainder, in arrival order per key.
+    expect(results).toEqual([...keyIds.map(() => 2), ...keyIds.map(() => 1)]);
+    for (const keyId of [keyIds[0]!, keyIds[39]!]) expect(await remainingOf(keyId)).toBe(1);
+  });
+
+  it("never overdraws any key under concurrent spends of many keys on two replicas", async ({ h, newKeys, remainingOf }) => {
+    const keyIds = await newKeys(20, { remaining: 5 });
+    // The replica has services of its own and, on PostgreSQL, its own connection pool, as another process has.
+    const replica = await h.replica();
+    try {
+      const spenders = [h.services.remainingSpender, replica.services.remainingSpender, new RemainingSpender(h.db, 4)];
+      const spends = Array.from({ length: 300 }, (_, i) => ({ keyId: keyIds[(i * 7) % 20]!, spender: spenders[i % 3]! }));
+      const results = await Promise.all(spends.map((s) => s.spender.spend(s.keyId, 1)));
+      for (const keyId of keyIds) {
+        const granted = results.filter((r, i) => spends[i]!.keyId === keyId && r !== undefined) as number[];
+        expect([...granted].sort((a, b) => b - a)).toEqual(range(4, 0));
+        expect(await remainingOf(keyId)).toBe(0);
+      }
+    } finally {
+      await replica.close();
+    }
+  });
+
+  it("answers each verification of a hot key with its own remainder, in arrival order, with statements in parallel", async ({
+    newKeys,
+    h,
+    remainingOf,
+  }) => {
+    const [hot] = await newKeys(1, { remaining: 100 });
+    const others = await newKeys(10, { remaining: 100 });
+    const spender = new RemainingSpender(h.db, 4);
+    const hotSpends: Promise<number | undefined>[] = [];
+    const otherSpends: Promise<number | undefined>[] = [];
+    for (let i = 0; i < 50; i++) {
+      hotSpends.push(spender.spend(hot!, 1));
+      otherSpends.push(spender.spend(others[i % 10]!, 1));
+    }
+    expect(await Promise.all(hotSpends)).toEqual(range(99, 50));
+    await Promise.all(otherSpends);
+    expect(await remainingOf(hot!)).toBe(50);
+    expect(await remainingOf(others[0]!)).toBe(95);
+  });
+
+  it("applies a due refill exactly once to every key of a batch", async ({ h, newKeys, backdate, remainingOf }) => {
+    const keyIds = await newKeys(10, { remaining: 1, refill: { interval: "daily", amount: 4 } });
+    await h.sql(`update keys set remaining_requests = 0 where id in (${keyIds.map((id) => `'${id}'`).join(",")})`);
+    for (const keyId of keyIds) await backdate(keyId, 1);
+    const spender = new RemainingSpender(h.db, 1);
+    const spends = keyIds.flatMap((keyId) => Array.from({ length: 6 }, () => keyId));
+    const results = await Promise.all(spends.map((keyId) => spender.spend(keyId, 1)));
+    for (const keyId of keyIds) {
+      const own = results.filter((_, i) => spends[i] === keyId);
+      expect(own).toEqual([3, 2, 1, 0, undefined, undefined]);
+      expect(await remainingOf(keyId)).toBe(0);
+    }
+    // Refilled today: the next verification finds nothing due.
+    const [row] = await h.sql<{ due: number }>(
+      `select count(*)::int as due from keys where id in (${keyIds.map((id) => `'${id}'`).join(",")})
+       and last_refill_at < keyhaven_refill_boundary(refill_day, now())`,
+    );
+    expect(row!.due).toBe(0);
+    expect(await spender.spend(keyIds[0]!, 1)).toBeUndefined();
+  });
+
+  it("applies a due refill once to a key spent at several costs in one statement", async ({ h, newKeys, backdate, remainingOf }) => {
+    const [refilled, blocker] = await newKeys(2, { remaining: 1, refill: { interval: "daily", amount: 10 } });
+    await h.sql(`update keys set remaining_requests = 0 where id = '${refilled}'`);
+    await backdate(refilled!, 1);
+    const c = counted(h.db);
+    const spender = new RemainingSpender(c.db, 1);
+    const first = spender.spend(blocker!, 0);
+    const results = Promise.all([3, 1, 3, 1].map((cost) => spender.spend(refilled!, cost)));
+    await first;
+    // Refilled to 10 once: cost 3 (10 → 7, 4), then cost 1 (4 → 3, 2).
+    expect(await results).toEqual([7, 3, 4, 2]);
+    expect(c.statements()).toBe(2);
+    expect(await remainingOf(refilled!)).toBe(2);
+  });
+
+  it("spends mixed costs of several keys in one statement, each key's groups on what the previous left", async ({
+    h,
+    newKeys,
+    remainingOf,
+  }) => {
+    const [a, b, blocker] = await newKeys(3, { remaining: 10 });
+    const c = counted(h.db);
+    const spender = new RemainingSpender(c.db, 1);
+    // The blocker's statement runs while the others arrive, so that they all go into the next one.
+    const first = spender.spend(blocker!, 0);
+    const costsOfA = [3, 1, 3, 1, 0, 4];
+    const ofA = costsOfA.map((cost) => spender.spend(a!, cost));
+    const ofB = [2, 5, 2, 2].map((cost) => spender.spend(b!, cost));
+    expect(await first).toBe(10);
+    // a, grouped by cost in order of first arrival: cost 3 (10 → 7, 4), cost 1 (4 → 3, 2), cost 0 (2), cost 4 (refused).
+    expect(await Promise.all(ofA)).toEqual([7, 3, 4, 2, 2, undefined]);
+    // b: cost 2 (10 → 8, 6, 4), then cost 5 (4: refused).
+    expect(await Promise.all(ofB)).toEqual([8, undefined, 6, 4]);
+    expect(c.statements()).toBe(2);
+    expect(await remainingOf(a!)).toBe(2);
+    expect(await remainingOf(b!)).toBe(4);
+  });
+
+  it("rejects the verifications of a failing statement, spends none of them, and serves the next ones", async ({
+    h,
+    newKeys,
+    remainingOf,
+  }) => {
+    const [before, sharing, after] = await newKeys(3, { remaining: 10 });
+    const spender = new RemainingSpender(h.db, 1);
+    const first = spender.spend(before!, 1);
+    // A cost out of the database's integer range makes the whole next statement fail.
+    const failing = spender.spend(after!, 2 ** 31);
+    const sharingIt = spender.spend(sharing!, 1);
+    expect(await first).toBe(9);
+    await expect(failing).rejects.toThrow();
+    await expect(sharingIt).rejects.toThrow();
+    expect(await remainingOf(sharing!)).toBe(10);
+    expect(await spender.spend(sharing!, 1)).toBe(9);
+    expect(await spender.spend(after!, 1)).toBe(9);
+  });
+
+  it("splits more groups than one statement takes into several statements", async ({ h }) => {
+    const c = counted(h.db);
+    const spender = new RemainingSpender(c.db, 1);
+    const keyIds = Array.from({ length: MAX_SPENDS_PER_STATEMENT + 200 }, (_, i) => `key_missing_${i}`);
+    const results = await Promise.all(keyIds.map((keyId) => spender.spend(keyId, 1)));
+    expect(results.every((r) => r === undefined)).toBe(true);
+    expect(c.statements()).toBe(3);
+    await expect(
+      spendRemaining(
+        h.db,
+        keyIds.map((keyId) => ({ keyId, cost: 1, count: 1 })),
+      ),
+    ).rejects.toThrow(RangeError);
+  });
+
+  it("runs two statements at once, with a connection of the pool left for lookups on PostgreSQL", ({ h }) => {
+    expect(h.services.config.databasePoolSize).toBeGreaterThan(2);
+    expect(h.services.remainingSpender.inFlight).toBe(2);
+  });
+});

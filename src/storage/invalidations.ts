@@ -1,0 +1,238 @@
+import { LRUCache } from "lru-cache";
+import { sql } from "drizzle-orm";
+import { Coalescer } from "./coalescer.js";
+import { type Db, rowsOf } from "./client.js";
+
+/** The tag of a write that may have changed anything (a bulk write, a table without its own tags). */
+export const EVERYTHING = "*";
+/** More rows than this in one catch-up, and the caches are emptied instead of read row by row. */
+export const MAX_INVALIDATIONS_PER_CATCH_UP = 1_000;
+
+/** A cache whose entries carry tags; the tracker drops the entries of the tags a write logged. */
+export interface Invalidatable {
+  dropTagged(tags: ReadonlySet<string>): void;
+  clear(): void;
+}
+
+/**
+ * Entries with tags (what their value was read from: `key:<id>`, `ws:<id>`…), least recently used dropped first
+ * beyond `max`. `dropTagged` drops every entry carrying one of the tags.
+ */
+export class TaggedEntries<V extends {}> implements Invalidatable {
+  private readonly entries: LRUCache<string, { value: V; tags: readonly string[] }>;
+  private readonly byTag = new Map<string, Set<string>>();
+
+  constructor(max: number) {
+    this.entries = new LRUCache({ max, dispose: (entry, key) => this.unindex(key, entry.tags) });
+  }
+
+  get(key: string): V | undefined {
+    return this.entries.get(key)?.value;
+  }
+
+  has(key: string): boolean {
+    return this.entries.has(key);
+  }
+
+  set(key: string, value: V, tags: readonly string[]): void {
+    this.entries.set(key, { value, tags });
+    for (const tag of tags) {
+      let keys = this.byTag.get(tag);
+      if (!keys) this.byTag.set(tag, (keys = new Set()));
+      keys.add(key);
+    }
+  }
+
+  dropTagged(tags: ReadonlySet<string>): void {
+    for (const tag of tags) {
+      const keys = this.byTag.get(tag);
+      if (keys) for (const key of [...keys]) this.entries.delete(key);
+    }
+  }
+
+  clear(): void {
+    this.entries.clear();
+    this.byTag.clear();
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  private unindex(key: string, tags: readonly string[]): void {
+    for (const tag of tags) {
+      const keys = this.byTag.get(tag);
+      if (!keys) continue;
+      keys.delete(key);
+      if (keys.size === 0) this.byTag.delete(tag);
+    }
+  }
+}
+
+type CatchUpRow = { epoch: string | null; snapshot: string; pruned: boolean | null; tags: string[] | null };
+
+type Waiter = { resolve: () => void; reject: (err: unknown) => void };
+
+export type InvalidationStats = {
+  /** Catch-up statements run. */
+  catchUps: number;
+  /** Tags dropped from the caches, one per logged row read. */
+  tagsApplied: number;
+  /** Times every cache was emptied: first read, log pruned past the last read, too many rows, or a `*` row. */
+  clearedAll: number;
+};
+
+/**
+ * Applies the invalidation log (migration `invalidation_log`) to this process's caches. One per process, owned by its
+ * EpochReader (so shared by every cache that reads the epoch).
+ *
+ * `applied` is the epoch as of which every logged change has been applied: its snapshot is the one the tracker last
+ * read the log in. Snapshots of one PostgreSQL are ordered (a transaction visible to one is visible to every later
+ * one) and the epoch counts the epoch-moving transactions a snapshot sees, so an epoch ≤ `applied` means "nothing
+ * that snapshot sees is still unapplied": entries in memory then answer a request whose epoch was read after it
+ * arrived. A cache stores a value read at epoch `e` only while `e ≥ applied` (the value saw everything applied), and
+ * every later catch-up drops what it may have missed.
+ */
+export class InvalidationTracker {
+  applied = -1n;
+  readonly stats: InvalidationStats = { catchUps: 0, tagsApplied: 0, clearedAll: 0 };
+  /** pg_current_snapshot() of the last catch-up; null before the first (nothing to catch up from: empty all). */
+  private snapshot: string | null = null;
+  private readonly caches: Invalidatable[] = [];
+  private readonly queue: Coalescer<Waiter>;
+
+  constructor(
+    private readonly db: Db,
+    private readonly maxRows = MAX_INVALIDATIONS_PER_CATCH_UP,
+  ) {
+    this.queue = new Coalescer(
+      async (batch) => {
+        await this.catchUpOnce();
+        for (const w of batch) w.resolve();
+      },
+      (batch, err) => {
+        for (const w of batch) w.reject(err);
+      },
+    );
+  }
+
+  register(cache: Invalidatable): void {
+    this.caches.push(cache);
+  }
+
+  /**
+   * Resolves once every change that a statement reading `epoch` could see has been applied (at once when it already
+   * is). The catch-up statement starts after the call, so it sees all of them; callers that arrive together share it.
+   */
+  reach(epoch: bigint): Promise<void> {
+    if (epoch <= this.applied) return Promise.resolve();
+    return new Promise((resolve, reject) => this.queue.add({ resolve, reject }));
+  }
+
+  private async catchUpOnce(): Promise<void> {
+    const prev = this.snapshot;
+    // One statement, so one snapshot: the epoch, the snapshot to catch up from next time and the rows of every
+    // transaction it sees that `prev` did not (pg_visible_in_snapshot: an older xid that committed after `prev`).
+    const [row] = rowsOf<CatchUpRow>(
+      await this.db.execute(sql`select (select sum(value)::text from keyhaven_epoch) as epoch,
+        pg_current_snapshot()::text as snapshot,
+        (select through from keyhaven_invalidations_pruned where id = 0) >= pg_snapshot_xmin(${prev}::pg_snapshot) as pruned,
+        array(select tag from keyhaven_invalidations
+          where xid >= pg_snapshot_xmin(${prev}::pg_snapshot) and not pg_visible_in_snapshot(xid, ${prev}::pg_snapshot)
+          limit ${this.maxRows + 1}) as tags`),
+    );
+    if (!row) throw new Error("the invalidation catch-up returned no row");
+    this.stats.catchUps++;
+    const epoch = BigInt(row.epoch ?? "0");
+    const tags = row.tags ?? [];
+    if (prev === null || row.pruned !== false || tags.length > this.maxRows || tags.includes(EVERYTHING)) {
+      for (const cache of this.caches) cache.clear();
+      this.stats.clearedAll++;
+    } else if (tags.length > 0) {
+      const dropped = new Set(tags);
+      for (const cache of this.caches) cache.dropTagged(dropped);
+      this.stats.tagsApplied += tags.length;
+    }
+    this.snapshot = row.snapshot;
+    if (epoch > this.applied) this.applied = epoch;
+  }
+}
+
+/** Log rows older than this are pruned: a reader that has not caught up for longer empties its caches. */
+export const INVALIDATION_RETENTION_MS = 10 * 60_000;
+/** How often the pruner runs, and how many rows one of its statements deletes at most. */
+export const INVALIDATION_PRUNE_INTERVAL_MS = 60_000;
+const PRUNE_BATCH_ROWS = 10_000;
+const PRUNE_MAX_BATCHES = 10;
+
+/**
+ * Deletes up to `maxRows` log rows written more than `olderThanMs` ago (database time: the log's own bookkeeping,
+ * not business time) and records the greatest transaction id deleted, so that a reader whose last snapshot still
+ * needed one of them knows it cannot catch up. Returns how many rows it deleted.
+ */
+export async function pruneInvalidations(db: Db, olderThanMs: number, maxRows = PRUNE_BATCH_ROWS): Promise<number> {
+  const [row] = rowsOf<{ deleted: number | string }>(
+    await db.execute(sql`with gone as (
+        delete from keyhaven_invalidations where ctid = any(array(
+          select ctid from keyhaven_invalidations
+          where at < clock_timestamp() - make_interval(secs => ${olderThanMs / 1000}::double precision)
+          limit ${maxRows}))
+        returning xid),
+      moved as (
+        update keyhaven_invalidations_pruned set through = greatest(through, (select max(xid) from gone))
+        where id = 0 and exists (select 1 from gone) returning 1)
+      select (select count(*) from gone)::int as deleted, (select count(*) from moved)::int as moved`),
+  );
+  return Number(row?.deleted ?? 0);
+}
+
+type Logger = { warn(obj: unknown, msg?: string): void };
+
+/**
+ * Prunes the invalidation log in the background: every minute, rows older than ten minutes, in bounded statements
+ * (each one has the store's statement deadline on PostgreSQL) and at most a bounded number per run. One per process
+ * (services.ts); several replicas pruning at once only delete fewer rows each.
+ */
+export class InvalidationPruner {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+
+  constructor(
+    private readonly db: Db,
+    private readonly options: { retentionMs: number; intervalMs: number } = {
+      retentionMs: INVALIDATION_RETENTION_MS,
+      intervalMs: INVALIDATION_PRUNE_INTERVAL_MS,
+    },
+  ) {}
+
+  start(log: Logger): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => {
+      if (this.running) return;
+      this.running = this.pruneNow()
+        .then(() => undefined)
+        .catch((err: unknown) => log.warn({ err }, "pruning the invalidation log failed; retrying at the next interval"))
+        .finally(() => {
+          this.running = undefined;
+        });
+    }, this.options.intervalMs);
+    this.timer.unref();
+  }
+
+  /** Prunes what is due now; returns how many rows it deleted. */
+  async pruneNow(): Promise<number> {
+    let total = 0;
+    for (let i = 0; i < PRUNE_MAX_BATCHES; i++) {
+      const deleted = await pruneInvalidations(this.db, this.options.retentionMs, PRUNE_BATCH_ROWS);
+      total += deleted;
+      if (deleted < PRUNE_BATCH_ROWS) break;
+    }
+    return total;
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.running;
+  }
+}

@@ -74,6 +74,8 @@ export class EpochCache<V extends {}> {
   /** Bounded: beyond `maxEntries`, the least recently used entries are dropped first. */
   private readonly entries: TaggedEntries<V>;
   private epoch = -1n;
+  /** Values read from the database (what the tests of invalidation count). */
+  loads = 0;
 
   constructor(
     private readonly load: (key: string) => Promise<V | undefined>,
@@ -95,6 +97,7 @@ export class EpochCache<V extends {}> {
       if (hit !== undefined) return hit;
     }
     const loaded = await this.load(key);
+    this.loads++;
     // Only while the epoch is still the one read before the load: anything newer may have changed the row.
     if (loaded !== undefined && epoch === this.epoch) this.entries.set(key, loaded, []);
     return loaded;
@@ -105,6 +108,7 @@ export class EpochCache<V extends {}> {
     const hit = this.entries.get(key);
     if (hit !== undefined) return hit;
     const loaded = await this.load(key);
+    this.loads++;
     if (loaded !== undefined && epoch >= tags.tracker.applied) this.entries.set(key, loaded, tags.tagsOf(loaded, key));
     return loaded;
   }

@@ -133,10 +133,14 @@ export class InvalidationTracker {
     const prev = this.snapshot;
     // One statement, so one snapshot: the epoch, the snapshot to catch up from next time and the rows of every
     // transaction it sees that `prev` did not (pg_visible_in_snapshot: an older xid that committed after `prev`).
+    // `pruned`: pruning deleted rows up to `through`, and one of them may be of a transaction `prev` did not see
+    // (at or above its xmax, or in progress then).
     const [row] = rowsOf<CatchUpRow>(
       await this.db.execute(sql`select (select sum(value)::text from keyhaven_epoch) as epoch,
         pg_current_snapshot()::text as snapshot,
-        (select through from keyhaven_invalidations_pruned where id = 0) >= pg_snapshot_xmin(${prev}::pg_snapshot) as pruned,
+        (select p.through >= pg_snapshot_xmax(${prev}::pg_snapshot)
+          or exists (select 1 from pg_snapshot_xip(${prev}::pg_snapshot) x where x <= p.through)
+          from keyhaven_invalidations_pruned p where p.id = 0) as pruned,
         array(select tag from keyhaven_invalidations
           where xid >= pg_snapshot_xmin(${prev}::pg_snapshot) and not pg_visible_in_snapshot(xid, ${prev}::pg_snapshot)
           limit ${this.maxRows + 1}) as tags`),

@@ -100,6 +100,11 @@ export class RootKeyAuthenticator {
     return found.workspaceEnabled ? found.auth : undefined;
   }
 
+  /** Root keys read from the database so far (not answered from memory). */
+  get loads(): number {
+    return this.cache.loads;
+  }
+
   private async find(hash: string, epoch: bigint | undefined): Promise<CachedRootKey | undefined> {
     return this.cache.get(hash, epoch ?? (await this.epochs.current()));
   }

@@ -20,6 +20,8 @@
  *   BENCH_CONNECTIONS    verification connections (default 50)
  *   BENCH_CHURN_KEYS     verified keys (default 1000)
  *   BENCH_CHURN_RATES    comma-separated side-writer rates per second (default "10,100")
+ *   BENCH_CHURN_WRITES   "mixed" (default: the three writes in turn) or "create" (keys.createKey only, which moves
+ *                        no epoch: what the writes cost the event loop by themselves, without any invalidation)
  *   BENCH_STORES         "postgres" (default) and/or "pglite"
  *   BENCH_DATABASE_URL   PostgreSQL server to create the bench database on
  *                        (default postgres://postgres@127.0.0.1:5432/postgres)
@@ -61,6 +63,7 @@ const settings = {
   rates: envIntList(env, "BENCH_CHURN_RATES", "10,100", 1, 10_000),
   stores: envList(env, "BENCH_STORES", ["postgres", "pglite"] as const, ["postgres"]),
   databaseUrl: env.BENCH_DATABASE_URL?.trim() || DEFAULT_DATABASE_URL,
+  writes: envList(env, "BENCH_CHURN_WRITES", ["mixed", "create"] as const, ["mixed"])[0]!,
 };
 const OTHER_KEYS = 50;
 const MAX_WRITES_IN_FLIGHT = 50;
@@ -117,7 +120,7 @@ function startSideWriter(server: ChildServer, rootKey: string, setup: Awaited<Re
   let n = 0;
   let granted = false;
   const write = async (i: number) => {
-    switch (i % 3) {
+    switch (settings.writes === "create" ? 0 : i % 3) {
       case 0:
         return post(server, rootKey, "/v1/keys.createKey", JSON.stringify({ apiId: setup.apiId }));
       case 1: {

@@ -1,24 +1,12 @@
 import { sql } from "drizzle-orm";
-import { bigint, pgTable, smallint } from "drizzle-orm/pg-core";
 import { Coalescer } from "./coalescer.js";
 import type { Db } from "./client.js";
-import { InvalidationTracker, TaggedEntries } from "./invalidations.js";
+import { epochTable, InvalidationTracker, TaggedEntries } from "./invalidations.js";
 
-// Created by the custom migration `verification_epoch` (with its triggers), so not part of the drizzle schema.
-export const epochTable = pgTable("keyhaven_epoch", {
-  shard: smallint("shard").primaryKey(),
-  value: bigint("value", { mode: "bigint" }).notNull(),
-});
+export { epochTable };
 
 /** The epoch as SQL text, for statements that read it next to other rows in one snapshot. */
 export const epochSum = sql<string>`(select sum(${epochTable.value})::text from ${epochTable})`;
-
-function epochQuery(db: Db) {
-  return db
-    .select({ epoch: sql<string>`sum(${epochTable.value})::text` })
-    .from(epochTable)
-    .prepare("keyhaven_epoch");
-}
 
 type Waiter = { resolve: (epoch: bigint) => void; reject: (err: unknown) => void };
 
@@ -39,11 +27,10 @@ export class EpochReader {
 
   constructor(db: Db) {
     this.invalidations = new InvalidationTracker(db);
-    const statement = epochQuery(db);
     this.queue = new Coalescer(
       async (batch) => {
-        const [row] = await statement.execute();
-        const epoch = BigInt(row?.epoch ?? "0");
+        // Applies what moved the epoch, if it moved, before anyone holding it answers from memory.
+        const epoch = await this.invalidations.readEpoch();
         for (const w of batch) w.resolve(epoch);
       },
       (batch, err) => {

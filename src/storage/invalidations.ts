@@ -1,5 +1,6 @@
 import { LRUCache } from "lru-cache";
 import { sql } from "drizzle-orm";
+import { bigint, pgTable, smallint } from "drizzle-orm/pg-core";
 import { Coalescer } from "./coalescer.js";
 import { type Db, rowsOf } from "./client.js";
 
@@ -69,12 +70,18 @@ export class TaggedEntries<V extends {}> implements Invalidatable {
   }
 }
 
-type CatchUpRow = { epoch: string | null; snapshot: string; pruned: boolean | null; tags: string[] | null };
+// Created by the custom migration `verification_epoch` (with its triggers), so not part of the drizzle schema.
+export const epochTable = pgTable("keyhaven_epoch", {
+  shard: smallint("shard").primaryKey(),
+  value: bigint("value", { mode: "bigint" }).notNull(),
+});
+
+type CatchUpRow = { epoch: string | null; snapshot: string | null; pruned: boolean | null; tags: string[] | null };
 
 type Waiter = { resolve: () => void; reject: (err: unknown) => void };
 
 export type InvalidationStats = {
-  /** Catch-up statements run. */
+  /** Catch-ups applied (the epoch had moved since the last one). */
   catchUps: number;
   /** Tags dropped from the caches, one per logged row read. */
   tagsApplied: number;
@@ -83,15 +90,43 @@ export type InvalidationStats = {
 };
 
 /**
+ * The epoch and, when it moved past `applied`, what to catch up in the same snapshot: that snapshot (to catch up from
+ * next time), whether pruning may have deleted rows `prev` needed, and the tags of every transaction it sees that
+ * `prev` did not (pg_visible_in_snapshot: an older xid that committed after `prev` is read too). `pruned`: pruning
+ * deleted rows up to `through`, and one of them may be of a transaction `prev` did not see (at or above its xmax, or
+ * in progress then). One prepared statement, the epoch read of every request: when nothing moved it reads the epoch
+ * only (CASE runs no subquery of a branch not taken).
+ */
+function prepareEpochRead(db: Db) {
+  const moved = sql`sum(${epochTable.value}) > ${sql.placeholder("applied")}::bigint`;
+  const prev = sql`${sql.placeholder("prev")}::pg_snapshot`;
+  return db
+    .select({
+      epoch: sql<string | null>`sum(${epochTable.value})::text`,
+      snapshot: sql<string | null>`case when ${moved} then pg_current_snapshot()::text end`,
+      pruned: sql<boolean | null>`case when ${moved} then (select p.through >= pg_snapshot_xmax(${prev})
+          or exists (select 1 from pg_snapshot_xip(${prev}) x where x <= p.through)
+        from keyhaven_invalidations_pruned p where p.id = 0) end`,
+      tags: sql<string[] | null>`case when ${moved} then array(select tag from keyhaven_invalidations
+          where xid >= pg_snapshot_xmin(${prev}) and not pg_visible_in_snapshot(xid, ${prev})
+          limit ${sql.placeholder("rows")}) end`,
+    })
+    .from(epochTable)
+    .prepare("keyhaven_epoch");
+}
+
+/**
  * Applies the invalidation log (migration `invalidation_log`) to this process's caches. One per process, owned by its
- * EpochReader (so shared by every cache that reads the epoch).
+ * EpochReader (so shared by every cache that reads the epoch); its `readEpoch` is that reader's statement, so a
+ * request that finds the epoch moved gets what moved it in the same round trip.
  *
- * `applied` is the epoch as of which every logged change has been applied: its snapshot is the one the tracker last
- * read the log in. Snapshots of one PostgreSQL are ordered (a transaction visible to one is visible to every later
- * one) and the epoch counts the epoch-moving transactions a snapshot sees, so an epoch ≤ `applied` means "nothing
- * that snapshot sees is still unapplied": entries in memory then answer a request whose epoch was read after it
- * arrived. A cache stores a value read at epoch `e` only while `e ≥ applied` (the value saw everything applied), and
- * every later catch-up drops what it may have missed.
+ * `applied` is the epoch as of which every logged change has been applied: its snapshot is the one the log was last
+ * read in. Snapshots of one PostgreSQL are ordered (a transaction visible to one is visible to every later one) and
+ * the epoch counts the epoch-moving transactions a snapshot sees, so an epoch ≤ `applied` means "nothing that
+ * snapshot sees is still unapplied": entries in memory then answer a request whose epoch was read after it arrived.
+ * A cache stores a value read at epoch `e` only while `e ≥ applied` (the value saw everything applied), and every
+ * later catch-up drops what it may have missed. A catch-up read from an older `prev` than the latest applied one
+ * (two statements in flight) only drops more than needed; one whose epoch is not newer than `applied` is ignored.
  */
 export class InvalidationTracker {
   applied = -1n;
@@ -100,14 +135,16 @@ export class InvalidationTracker {
   private snapshot: string | null = null;
   private readonly caches: Invalidatable[] = [];
   private readonly queue: Coalescer<Waiter>;
+  private readonly statement: ReturnType<typeof prepareEpochRead>;
 
   constructor(
-    private readonly db: Db,
+    db: Db,
     private readonly maxRows = MAX_INVALIDATIONS_PER_CATCH_UP,
   ) {
+    this.statement = prepareEpochRead(db);
     this.queue = new Coalescer(
       async (batch) => {
-        await this.catchUpOnce();
+        await this.readEpoch();
         for (const w of batch) w.resolve();
       },
       (batch, err) => {
@@ -129,25 +166,18 @@ export class InvalidationTracker {
     return new Promise((resolve, reject) => this.queue.add({ resolve, reject }));
   }
 
-  private async catchUpOnce(): Promise<void> {
+  /** Reads the epoch, and applies what moved it since the last catch-up before answering it. */
+  async readEpoch(): Promise<bigint> {
     const prev = this.snapshot;
-    // One statement, so one snapshot: the epoch, the snapshot to catch up from next time and the rows of every
-    // transaction it sees that `prev` did not (pg_visible_in_snapshot: an older xid that committed after `prev`).
-    // `pruned`: pruning deleted rows up to `through`, and one of them may be of a transaction `prev` did not see
-    // (at or above its xmax, or in progress then).
-    const [row] = rowsOf<CatchUpRow>(
-      await this.db.execute(sql`select (select sum(value)::text from keyhaven_epoch) as epoch,
-        pg_current_snapshot()::text as snapshot,
-        (select p.through >= pg_snapshot_xmax(${prev}::pg_snapshot)
-          or exists (select 1 from pg_snapshot_xip(${prev}::pg_snapshot) x where x <= p.through)
-          from keyhaven_invalidations_pruned p where p.id = 0) as pruned,
-        array(select tag from keyhaven_invalidations
-          where xid >= pg_snapshot_xmin(${prev}::pg_snapshot) and not pg_visible_in_snapshot(xid, ${prev}::pg_snapshot)
-          limit ${this.maxRows + 1}) as tags`),
-    );
-    if (!row) throw new Error("the invalidation catch-up returned no row");
-    this.stats.catchUps++;
+    const [row] = await this.statement.execute({ applied: this.applied.toString(), prev, rows: this.maxRows + 1 });
+    if (!row) throw new Error("the epoch read returned no row");
     const epoch = BigInt(row.epoch ?? "0");
+    if (row.snapshot !== null && epoch > this.applied) this.apply(prev, row, epoch);
+    return epoch;
+  }
+
+  private apply(prev: string | null, row: CatchUpRow, epoch: bigint): void {
+    this.stats.catchUps++;
     const tags = row.tags ?? [];
     if (prev === null || row.pruned !== false || tags.length > this.maxRows || tags.includes(EVERYTHING)) {
       for (const cache of this.caches) cache.clear();
@@ -158,7 +188,7 @@ export class InvalidationTracker {
       this.stats.tagsApplied += tags.length;
     }
     this.snapshot = row.snapshot;
-    if (epoch > this.applied) this.applied = epoch;
+    this.applied = epoch;
   }
 }
 

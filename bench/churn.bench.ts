@@ -20,8 +20,10 @@
  *   BENCH_CONNECTIONS    verification connections (default 50)
  *   BENCH_CHURN_KEYS     verified keys (default 1000)
  *   BENCH_CHURN_RATES    comma-separated side-writer rates per second (default "10,100")
- *   BENCH_CHURN_WRITES   "mixed" (default: the three writes in turn) or "create" (keys.createKey only, which moves
- *                        no epoch: what the writes cost the event loop by themselves, without any invalidation)
+ *   BENCH_CHURN_WRITES   "mixed" (default: the three writes in turn), "create" (keys.createKey only, which moves
+ *                        no epoch: what the writes cost the event loop by themselves, without any invalidation) or
+ *                        "sql" (PostgreSQL only: renames one of the other keys with an UPDATE on a connection of the
+ *                        benchmark's own: every write moves the epoch, and keyhaven pays only the invalidation)
  *   BENCH_STORES         "postgres" (default) and/or "pglite"
  *   BENCH_DATABASE_URL   PostgreSQL server to create the bench database on
  *                        (default postgres://postgres@127.0.0.1:5432/postgres)
@@ -31,6 +33,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import autocannon from "autocannon";
+import postgres from "postgres";
 import {
   type ChildServer,
   Cleanup,
@@ -63,7 +66,7 @@ const settings = {
   rates: envIntList(env, "BENCH_CHURN_RATES", "10,100", 1, 10_000),
   stores: envList(env, "BENCH_STORES", ["postgres", "pglite"] as const, ["postgres"]),
   databaseUrl: env.BENCH_DATABASE_URL?.trim() || DEFAULT_DATABASE_URL,
-  writes: envList(env, "BENCH_CHURN_WRITES", ["mixed", "create"] as const, ["mixed"])[0]!,
+  writes: envList(env, "BENCH_CHURN_WRITES", ["mixed", "create", "sql"] as const, ["mixed"])[0]!,
 };
 const OTHER_KEYS = 50;
 const MAX_WRITES_IN_FLIGHT = 50;
@@ -114,12 +117,23 @@ async function setUp(server: ChildServer, rootKey: string) {
 }
 
 /** Sends writes at `perSecond` until stopped: createKey, updateKey, a role change, in turn. */
-function startSideWriter(server: ChildServer, rootKey: string, setup: Awaited<ReturnType<typeof setUp>>, perSecond: number) {
+function startSideWriter(
+  server: ChildServer,
+  rootKey: string,
+  setup: Awaited<ReturnType<typeof setUp>>,
+  perSecond: number,
+  direct: postgres.Sql | undefined,
+) {
   const counts = { done: 0, failed: 0, skipped: 0 };
   let inFlight = 0;
   let n = 0;
   let granted = false;
   const write = async (i: number) => {
+    if (direct) {
+      const keyId = setup.otherKeyIds[i % setup.otherKeyIds.length]!;
+      await direct`update keys set name = ${`sql-${i}`} where id = ${keyId}`;
+      return { status: 200 };
+    }
     switch (settings.writes === "create" ? 0 : i % 3) {
       case 0:
         return post(server, rootKey, "/v1/keys.createKey", JSON.stringify({ apiId: setup.apiId }));
@@ -208,9 +222,15 @@ function verifyLoad(server: ChildServer, plaintexts: string[], seconds: number) 
 
 async function runStore(store: "postgres" | "pglite", admin: Awaited<ReturnType<typeof openAdmin>>["admin"], cleanup: Cleanup) {
   const storeEnv: Record<string, string> = {};
+  let direct: postgres.Sql | undefined;
   if (store === "postgres") {
     if (!admin) throw new Error("no PostgreSQL admin connection");
     storeEnv.DATABASE_URL = (await createDatabase(admin, settings.databaseUrl, cleanup)).url;
+    if (settings.writes === "sql") {
+      const client = postgres(storeEnv.DATABASE_URL, { max: 4, onnotice: () => {} });
+      cleanup.add("close the side writer's connections", () => client.end({ timeout: 5 }));
+      direct = client;
+    }
   } else {
     const dir = await mkdtemp(path.join(os.tmpdir(), "keyhaven-churn-"));
     cleanup.add(`remove ${dir}`, () => rm(dir, { recursive: true, force: true }));
@@ -226,7 +246,7 @@ async function runStore(store: "postgres" | "pglite", admin: Awaited<ReturnType<
     for (let pass = 1; pass <= settings.rounds; pass++) {
       for (const rate of [0, ...settings.rates]) {
         if (interrupted()) return rounds;
-        const writer = rate > 0 ? startSideWriter(server, rootKey, setup, rate) : undefined;
+        const writer = rate > 0 ? startSideWriter(server, rootKey, setup, rate, direct) : undefined;
         const loadBefore = load1();
         const { result, latenciesMs, invalid } = await verifyLoad(server, setup.plaintexts, settings.seconds);
         await writer?.stop();

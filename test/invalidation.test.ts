@@ -255,3 +255,22 @@ describe("when the log cannot be caught up, everything is dropped", () => {
     }
   });
 });
+
+describe("TaggedEntries", () => {
+  it("drops an entry by the tags of its latest value, and forgets the tags of evicted entries", () => {
+    const entries = new TaggedEntries<string>(2);
+    entries.set("k", "v1", ["t1", "t2"]);
+    entries.set("k", "v2", ["t2", "t3"]);
+    entries.dropTagged(new Set(["t1"]));
+    expect(entries.get("k")).toBe("v2");
+    entries.dropTagged(new Set(["t3"]));
+    expect(entries.get("k")).toBeUndefined();
+
+    entries.set("a", "1", ["x"]);
+    entries.set("b", "2", ["x"]);
+    entries.set("c", "3", ["y"]); // evicts "a"
+    entries.dropTagged(new Set(["x"]));
+    expect([entries.get("a"), entries.get("b"), entries.get("c")]).toEqual([undefined, undefined, "3"]);
+    expect(entries.size).toBe(1);
+  });
+});

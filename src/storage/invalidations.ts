@@ -52,8 +52,9 @@ export class TaggedEntries<V extends {}> implements Invalidatable {
   }
 
   clear(): void {
-    this.entries.clear();
+    // The index first: each entry's dispose then finds nothing to unindex.
     this.byTag.clear();
+    this.entries.clear();
   }
 
   get size(): number {

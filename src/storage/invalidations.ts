@@ -225,7 +225,8 @@ type Logger = { warn(obj: unknown, msg?: string): void };
 
 /**
  * Prunes the invalidation log in the background: every minute, rows older than ten minutes, in bounded statements
- * (each one has the store's statement deadline on PostgreSQL) and at most a bounded number per run. One per process
+ * (each one has the store's statement deadline on PostgreSQL), at most a bounded number per run and none started
+ * after the run's deadline. The same on PGlite: the embedded store is one process, but its log grows all the same. One per process
  * (services.ts); several replicas pruning at once only delete fewer rows each.
  */
 export class InvalidationPruner {
@@ -254,10 +255,14 @@ export class InvalidationPruner {
     this.timer.unref();
   }
 
-  /** Prunes what is due now; returns how many rows it deleted. */
+  /**
+   * Prunes what is due now; returns how many rows it deleted. A run starts no further statement once half its
+   * interval has passed (each statement is bounded by its rows, and on PostgreSQL by the statement deadline).
+   */
   async pruneNow(): Promise<number> {
     let total = 0;
-    for (let i = 0; i < PRUNE_MAX_BATCHES; i++) {
+    const deadline = performance.now() + this.options.intervalMs / 2;
+    for (let i = 0; i < PRUNE_MAX_BATCHES && performance.now() < deadline; i++) {
       const deleted = await pruneInvalidations(this.db, this.options.retentionMs, PRUNE_BATCH_ROWS);
       total += deleted;
       if (deleted < PRUNE_BATCH_ROWS) break;

@@ -21,6 +21,10 @@ import { newId } from "./ids.js";
 import { serializeError } from "./log.js";
 import { BULK_BODY_LIMIT, registerRpc } from "./wire/v1/rpc.js";
 import { rpcs } from "./wire/v1/routes.js";
+import { answerV2Error, answerV2NotFound, isV2Path } from "./wire/v2/answer.js";
+import { v2OpenApi } from "./wire/v2/openapi.js";
+import { v2Rpcs } from "./wire/v2/routes.js";
+import { registerV2Rpc } from "./wire/v2/rpc.js";
 import { issueText } from "./validation.messages.js";
 
 /** The timeouts of config.http, as Fastify and Node's HTTP server take them. */
@@ -149,6 +153,8 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
     errorEnvelope(code, message, req.id, origin(), fields);
 
   app.setErrorHandler((err: FastifyError, req, reply) => {
+    // v2 requests are answered in v2's error model, worded by its adapter (wire/v2).
+    if (isV2Path(req.url)) return answerV2Error(err, req, reply);
     // The core throws domain errors; here, and only here, they become v1's codes and statuses (apiErrorOf).
     const answered = err instanceof DomainError ? apiErrorOf(err) : err;
     if (answered instanceof ApiError) {
@@ -186,6 +192,13 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
   const knownPaths = new Set(rpcs.map((r) => r.path));
   app.setNotFoundHandler((req, reply) => {
     const path = req.url.split("?")[0] ?? "";
+    if (isV2Path(path)) {
+      return answerV2NotFound(
+        req,
+        reply,
+        v2Rpcs.filter((r) => r.path === path).map((r) => r.method),
+      );
+    }
     if (knownPaths.has(path as `/v1/${string}`)) {
       const allowed = rpcs.filter((r) => r.path === path).map((r) => r.method);
       return reply
@@ -201,8 +214,9 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
   deps.store.state.useLogger(app.log);
   deps.ratelimiter.state?.useLogger(app.log);
   registerMetrics(app, deps);
-  await registerOpenApi(app, deps.config, rpcs);
+  await registerOpenApi(app, deps.config, rpcs, [v2OpenApi(v2Rpcs)]);
   for (const rpc of rpcs) registerRpc(app, deps, rpc);
+  for (const rpc of v2Rpcs) registerV2Rpc(app, deps, rpc);
   registerErrorReference(app);
   await app.ready();
   return app;

@@ -56,13 +56,18 @@ export type RefusalFacts = {
   identityExists: { externalId: string };
   // Roles and permissions.
   roleExists: { name: string };
-  permissionExists: { name: string };
+  permissionExists: { name: string; slug: string };
   // Rate limits.
   namespaceSelectorMissing: Record<never, never>;
   // Imports.
   importRolesMissing: { names: string[] };
   importPermissionsMissing: { names: string[] };
   duplicateInRequest: { index: number; sameAsIndex: number };
+  // An enqueued batch's keys not imported by the worker (stored with the batch, worded when a client reads them).
+  importKeyExists: { index: number };
+  importNamesGone: { roles: string[]; permissions: string[] };
+  /** The batch failed as a whole: from a refusal of the core (`cause`), else only what kind of failure it was. */
+  importBatchFailed: { cause?: Refusal; failure?: string };
   // Verification.
   verificationScopeRequired: Record<never, never>;
   invalidPermissionQuery: { problem: string };
@@ -151,6 +156,9 @@ export class InvalidInputError extends DomainError {}
  */
 export type PermissionCheck = "createWhileAdding" | "disconnectWhileSetting";
 
+/** A permission query: a permission string, or `{and: [...]}` / `{or: [...]}` of queries, nested. */
+export type PermissionQuery = string | { and: PermissionQuery[] } | { or: PermissionQuery[] };
+
 /**
  * The caller's permissions do not satisfy what the operation needs (`need`, described; `have`, what it holds).
  * `refusal` replaces the plain `missingPermissions` where the operation says more (createKey: which roles are missing;
@@ -161,11 +169,15 @@ export class PermissionDeniedError extends DomainError {
   constructor(
     readonly need: string,
     readonly have: readonly string[],
-    options: { refusal?: Refusal; check?: PermissionCheck; details?: ErrorDetails } = {},
+    options: { refusal?: Refusal; check?: PermissionCheck; details?: ErrorDetails; query?: PermissionQuery } = {},
   ) {
     super(options.refusal ?? { kind: "missingPermissions", need, have: [...have] }, options.details);
     this.check = options.check;
+    this.query = options.query;
   }
+
+  /** The query that was not satisfied, when the check was one (an adapter may render it in its own syntax). */
+  readonly query?: PermissionQuery;
 
   /** The check that refused, when it is one an adapter may answer differently (PermissionCheck). */
   readonly check?: PermissionCheck;

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect } from "vitest";
-import { describeBatchFailure } from "../src/core/import/import.batch.js";
+import { batchFailureOf } from "../src/core/import/import.batch.js";
 import { enqueueKeys } from "../src/core/import/import.enqueue.js";
 import { importKeys } from "../src/core/import/import.keys.js";
 import { readMigration, retryMigration } from "../src/core/import/import.status.js";
@@ -8,7 +8,7 @@ import type { Principal } from "../src/core/principal.js";
 import { hashKey } from "../src/crypto/hash.js";
 import { ConflictError, NotFoundError, PermissionDeniedError, PreconditionFailedError } from "../src/errors.js";
 import { ApiError } from "../src/http/errors.js";
-import { apiErrorOf } from "../src/wire/v1/errors.js";
+import { apiErrorOf, v1StoredError } from "../src/wire/v1/errors.js";
 import { enqueueKeySchema, importKeySchema } from "../src/wire/v1/migrations/migrations.schemas.js";
 import { test } from "./fixtures.js";
 import { v1Words } from "./v1-words.js";
@@ -145,9 +145,42 @@ describe("readMigration and retryMigration", () => {
 
 describe("the worker's failure report", () => {
   test("shows a domain error's message and only the kind of any other failure, whatever its class", () => {
-    expect(describeBatchFailure(new NotFoundError("api", "api_x"))).toBe("api api_x not found");
-    expect(describeBatchFailure(new Error("duplicate key sk_live_secret"))).toBe("unexpected error");
+    const shown = (err: unknown) => v1StoredError({ code: "", message: "", refusal: batchFailureOf(err) });
+    expect(batchFailureOf(new NotFoundError("api", "api_x"))).toEqual({
+      kind: "importBatchFailed",
+      cause: { kind: "notFound", what: "api", id: "api_x" },
+    });
+    expect(shown(new NotFoundError("api", "api_x")).message).toBe("the batch could not be imported: api api_x not found");
+    expect(batchFailureOf(new Error("duplicate key sk_live_secret"))).toEqual({ kind: "importBatchFailed", failure: "unexpected error" });
     // The core reports by domain errors alone: a wire error reaching it is unexpected, and its text is not shown.
-    expect(describeBatchFailure(new ApiError("CONFLICT", "sk_live_secret"))).toBe("unexpected error");
+    expect(batchFailureOf(new ApiError("CONFLICT", "sk_live_secret"))).toEqual({ kind: "importBatchFailed", failure: "unexpected error" });
+    expect(shown(new ApiError("CONFLICT", "sk_live_secret"))).toEqual({
+      code: "INTERNAL_SERVER_ERROR",
+      message: "the batch could not be imported: unexpected error",
+    });
+  });
+
+  test("stores kinds and facts, which v1 words as it always did; rows stored before refusals show their own text", () => {
+    expect(v1StoredError({ code: "", message: "", refusal: { kind: "importKeyExists", index: 3 } })).toEqual({
+      code: "CONFLICT",
+      message: "the key at index 3 already exists",
+    });
+    expect(
+      v1StoredError({ code: "", message: "", refusal: { kind: "importNamesGone", roles: ["a"], permissions: ["p.x", "p.y"] } }),
+    ).toEqual({
+      code: "PRECONDITION_FAILED",
+      message: 'roles ["a"] and permissions ["p.x","p.y"] no longer exist',
+    });
+    expect(v1StoredError({ code: "", message: "", refusal: { kind: "importNamesGone", roles: [], permissions: ["p.x"] } }).message).toBe(
+      'permissions ["p.x"] no longer exist',
+    );
+    expect(v1StoredError({ code: "", message: "", refusal: { kind: "notFound", what: "api", id: "api_x" } })).toEqual({
+      code: "NOT_FOUND",
+      message: "api api_x not found",
+    });
+    expect(v1StoredError({ code: "CONFLICT", message: "the key at index 0 already exists", refusal: null })).toEqual({
+      code: "CONFLICT",
+      message: "the key at index 0 already exists",
+    });
   });
 });

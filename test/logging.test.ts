@@ -154,9 +154,12 @@ describe("a failed query", () => {
     expect(res.status, JSON.stringify(res.body)).toBe(202);
     // A failure that retrying cannot fix (not a connection, timeout, lock or serialization failure): failed at once.
     expect(await h.jobs.migrationWorker.processNext()).toBe(true);
-    const [stored] = await h.sql<{ message: string }>("select message from migration_errors");
-    expect(stored?.message).toBe("the batch could not be imported: unexpected database error (SQLSTATE P0001)");
+    const [stored] = await h.sql<{ refusal: unknown }>("select refusal from migration_errors");
+    expect(stored?.refusal).toEqual({ kind: "importBatchFailed", failure: "unexpected database error (SQLSTATE P0001)" });
     const shown = await h.get("/v1/migrations.getMigration", { migrationId: "m-logging" }, t.rootKey);
+    expect((shown.body as { errors: { message: string }[] }).errors[0]?.message).toBe(
+      "the batch could not be imported: unexpected database error (SQLSTATE P0001)",
+    );
     expect(JSON.stringify(shown.body)).not.toContain(hash);
   });
 });

@@ -3,6 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { codeToStatus, errorCodes } from "../src/http/errors.js";
 import { rpcs } from "../src/wire/v1/routes.js";
+import { v2ErrorStatusesOf } from "../src/wire/v2/openapi.js";
+import { v2Rpcs } from "../src/wire/v2/routes.js";
 import { ADMIN_TOKEN, createHarness, type Harness } from "./helper.js";
 
 let h: Harness;
@@ -51,20 +53,47 @@ describe("GET /openapi.json", () => {
     expect(result.valid).toBe(true);
   });
 
-  it("documents exactly the v1 routes the app serves, and nothing else", async () => {
-    // Every method+path the router knows under /v1 (HEAD routes are Fastify's automatic twins of GET).
+  it("documents exactly the v1 and v2 routes the app serves, and nothing else", async () => {
+    // Every method+path the router knows under /v1 and /v2 (HEAD routes are Fastify's automatic twins of GET).
     const served = new Set<string>();
     for (const line of h.app.printRoutes({ commonPrefix: false }).split("\n")) {
-      const m = line.match(/(\/v1\/\S+) \(([A-Z, ]+)\)/);
+      const m = line.match(/(\/v[12]\/\S+) \(([A-Z, ]+)\)/);
       if (m) for (const method of m[2]!.split(", ")) if (method !== "HEAD") served.add(`${method} ${m[1]}`);
     }
     const documented = new Set<string>();
     for (const [path, item] of Object.entries<any>(doc.paths)) {
       for (const method of Object.keys(item)) documented.add(`${method.toUpperCase()} ${path}`);
     }
-    expect(served.size).toBe(rpcs.length);
+    expect(served.size).toBe(rpcs.length + v2Rpcs.length);
     expect([...documented].sort()).toEqual([...served].sort());
-    expect(Object.keys(doc.paths).every((p) => p.startsWith("/v1/"))).toBe(true);
+    expect(Object.keys(doc.paths).every((p) => p.startsWith("/v1/") || p.startsWith("/v2/"))).toBe(true);
+  });
+
+  it("documents each v2 route with its body, its {meta, data} answer and v2's error envelope for each status it declares", () => {
+    for (const rpc of v2Rpcs) {
+      const op = operationOf(rpc.path, rpc.method);
+      expect(op, rpc.path).toBeDefined();
+      expect(op.operationId).toBe(`v2.${rpc.path.slice("/v2/".length)}`);
+      expect(op.description).toBe(rpc.summary);
+      expect(op.tags[0]).toMatch(/^v2 /);
+      if (rpc.method === "POST") {
+        expect(op.requestBody.content["application/json"].schema, rpc.path).toEqual(inputJsonSchema(rpc.input));
+        // v2 refuses unknown fields on every body but identities.createIdentity's (contract §1.3).
+        const open = rpc.path === "/v2/identities.createIdentity";
+        expect(op.requestBody.content["application/json"].schema.additionalProperties, rpc.path).toBe(open ? undefined : false);
+      }
+      const success = op.responses["200"].content["application/json"].schema;
+      const envelope = rpc.noData ? ["meta"] : rpc.paginated ? ["meta", "data", "pagination"] : ["meta", "data"];
+      expect(success.required, rpc.path).toEqual(envelope);
+      const statuses = Object.keys(op.responses)
+        .filter((s) => s !== "200")
+        .map(Number);
+      expect(statuses, rpc.path).toEqual(v2ErrorStatusesOf(rpc));
+      for (const status of statuses) {
+        expect(op.responses[status].content["application/json"].schema.$ref).toBe("#/components/schemas/V2Error");
+      }
+    }
+    expect(doc.components.schemas.V2Error.required.sort()).toEqual(["error", "meta"]);
   });
 
   it("gives every route its request schema, generated from the zod schema it validates with", () => {
@@ -103,8 +132,9 @@ describe("GET /openapi.json", () => {
       expect(component.properties.error.required.sort()).toEqual(["code", "docs", "message", "requestId"]);
       expect(component.properties.error.properties.code.enum.sort()).toEqual([...codes].sort());
     }
-    // v1 answers UNAUTHORIZED with 403; no route ever answers 401, so none documents it.
-    expect(JSON.stringify(doc.paths)).not.toMatch(/"401"/);
+    // v1 answers UNAUTHORIZED with 403; no v1 route ever answers 401, so none documents it (v2 does, with 401).
+    const v1Paths = Object.fromEntries(Object.entries(doc.paths).filter(([p]) => p.startsWith("/v1/")));
+    expect(JSON.stringify(v1Paths)).not.toMatch(/"401"/);
   });
 
   it("lists for each route the error statuses it declares, 413 on every POST and 500 on every route", () => {

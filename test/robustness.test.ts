@@ -540,6 +540,46 @@ const SPECS: Record<string, () => Base[]> = {
     { label: "missing migration", input: { workspaceId: "__B_WS__", migrationId: "never-enqueued" }, auth: "admin" },
     { label: "wrong admin token", input: { workspaceId: "__B_WS__", migrationId: "m" }, auth: "badAdmin" },
   ],
+  // Unkey v2 (issue 14): the same barrage, answered in v2's error envelope.
+  "GET /v2/liveness": () => [{ label: "no body", input: {}, auth: "none" }],
+  "POST /v2/apis.createApi": () => [{ label: "root key without permissions", input: { name: "robust-api" }, auth: "noPerm" }],
+  "POST /v2/apis.getApi": () => both((ids) => ({ apiId: ids.apiId })),
+  "POST /v2/apis.deleteApi": () => both((ids) => ({ apiId: ids.apiId })),
+  "POST /v2/identities.createIdentity": () => [
+    {
+      label: "externalId that exists",
+      input: { externalId: "__A_EXT__", meta: { a: 1 }, ratelimits: [{ name: "tokens", limit: 10, duration: 60_000, autoApply: true }] },
+      auth: "root",
+      guard: ["externalId"],
+    },
+    {
+      label: "root key without permissions",
+      input: { externalId: "user-robust", meta: { a: 1 }, ratelimits: [{ name: "tokens", limit: 10, duration: 60_000, autoApply: true }] },
+      auth: "noPerm",
+    },
+  ],
+  "POST /v2/identities.getIdentity": () => [
+    ...both((ids) => ({ identity: ids.identityId })),
+    ...both((ids) => ({ identity: ids.externalId })).map((b) => ({ ...b, label: `${b.label} (externalId)` })),
+  ],
+  "POST /v2/identities.listIdentities": () => [{ label: "query", input: { limit: 10, cursor: "id_0", search: "user" }, auth: "root" }],
+  "POST /v2/identities.updateIdentity": () =>
+    both((ids) => ({
+      identity: ids.identityId,
+      meta: { a: 1 },
+      ratelimits: [{ name: "tokens", limit: 10, duration: 60_000, autoApply: false }],
+    })),
+  "POST /v2/identities.deleteIdentity": () => both((ids) => ({ identity: ids.identityId })),
+  "POST /v2/permissions.createPermission": () => [
+    { label: "slug that exists", input: { name: "n", slug: "__A_PERM__", description: "d" }, auth: "root", guard: ["slug"] },
+    { label: "root key without permissions", input: { name: "perm.robust", slug: "perm.robust", description: "d" }, auth: "noPerm" },
+  ],
+  "POST /v2/permissions.getPermission": () => both((ids) => ({ permission: ids.permissionId })),
+  "POST /v2/permissions.listPermissions": () => [{ label: "query", input: { limit: 10, cursor: "perm_0", search: "perm" }, auth: "root" }],
+  "POST /v2/permissions.deletePermission": () => both((ids) => ({ permission: ids.permissionId })),
+  "POST /v2/permissions.getRole": () => both((ids) => ({ role: ids.roleId })),
+  "POST /v2/permissions.listRoles": () => [{ label: "query", input: { limit: 10, cursor: "role_0", search: "role" }, auth: "root" }],
+  "POST /v2/permissions.deleteRole": () => both((ids) => ({ role: ids.roleId })),
 };
 
 /** Replaces the placeholders for workspace A's and B's values (known only after the fixtures exist). */
@@ -847,7 +887,7 @@ function describeRequest(r: Req): string {
 }
 
 /** Why a response breaks the rule (undefined when it keeps it). */
-function violation(res: { statusCode: number; body: string; headers: Record<string, unknown> }): string | undefined {
+function violation(res: { statusCode: number; body: string; headers: Record<string, unknown> }, v2 = false): string | undefined {
   if (res.statusCode >= 500) return `status ${res.statusCode}`;
   if (res.statusCode < 400) return undefined;
   let body: any;
@@ -856,6 +896,7 @@ function violation(res: { statusCode: number; body: string; headers: Record<stri
   } catch {
     return `status ${res.statusCode} with a body that is not JSON`;
   }
+  if (v2) return v2Violation(res, body);
   const e = body?.error;
   if (!e || typeof e !== "object") return `status ${res.statusCode} without an error envelope`;
   if (Object.keys(body).length !== 1) return "error body has other top-level fields";
@@ -865,6 +906,20 @@ function violation(res: { statusCode: number; body: string; headers: Record<stri
   if (typeof e.docs !== "string" || !e.docs.endsWith(`/docs/errors/${e.code}`)) return `bad docs ${JSON.stringify(e.docs)}`;
   if (typeof e.requestId !== "string" || e.requestId === "" || e.requestId !== res.headers["unkey-request-id"])
     return "requestId missing or not the Unkey-Request-Id header";
+  return undefined;
+}
+
+/** What is wrong with a v2 error answer: `{meta: {requestId}, error: {title, detail, status, type}}`. */
+function v2Violation(res: { statusCode: number; headers: Record<string, unknown> }, body: any): string | undefined {
+  const e = body?.error;
+  if (!e || typeof e !== "object") return `status ${res.statusCode} without an error envelope`;
+  if (Object.keys(body).sort().join() !== "error,meta") return "error body has other top-level fields";
+  if (e.status !== res.statusCode) return `error.status ${e.status} with status ${res.statusCode}`;
+  if (typeof e.type !== "string" || !e.type.startsWith("https://unkey.com/docs/errors/")) return `bad type ${JSON.stringify(e.type)}`;
+  if (typeof e.title !== "string" || e.title === "") return "empty title";
+  if (typeof e.detail !== "string" || e.detail.trim() === "") return "empty detail";
+  if (typeof body.meta?.requestId !== "string" || body.meta.requestId !== res.headers["unkey-request-id"])
+    return "meta.requestId missing or not the request's id";
   return undefined;
 }
 
@@ -912,7 +967,7 @@ describe("robustness: malformed input never gives a 5xx, always the error envelo
           }
           if (process.env.ROBUST_DEBUG && res.statusCode < 300 && op.method === "POST")
             console.log(`2xx ${key} ${describeRequest(r).slice(0, 400)} -> ${res.statusCode} ${res.body.slice(0, 200)}`);
-          const why = violation(res);
+          const why = violation(res, op.path.startsWith("/v2/"));
           if (why) failures.push(`${describeRequest(r)}\n    -> ${why}: ${res.statusCode} ${res.body.slice(0, 500)}`);
         }
         const after = await tableSnapshot(h);

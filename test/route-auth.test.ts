@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rpcs } from "../src/wire/v1/routes.js";
 import type { Rpc } from "../src/wire/v1/rpc.js";
+import { v2Rpcs } from "../src/wire/v2/routes.js";
+import type { V2Rpc } from "../src/wire/v2/rpc.js";
 import { createHarness, expectError, type Harness, type Response } from "./helper.js";
 
 /**
@@ -172,5 +174,62 @@ describe("authentication of every registered route", () => {
   it("sends each refused route an input it validates, so the refusal is authentication's, not validation's", () => {
     const invalid = rpcs.filter((rpc) => !rpc.input.safeParse(minimalInput()[routeName(rpc)] ?? {}).success).map(routeName);
     expect(invalid).toEqual([]);
+  });
+});
+
+/** The v2 routes anybody may call. */
+const OPEN_V2_ROUTES = ["GET /v2/liveness"];
+
+/** The smallest body each v2 route validates (v2 validates before authenticating); a route not listed is sent `{}`. */
+const minimalV2Input: Record<string, unknown> = {
+  "POST /v2/apis.createApi": { name: "api" },
+  "POST /v2/apis.getApi": { apiId: "api_missing" },
+  "POST /v2/apis.deleteApi": { apiId: "api_missing" },
+  "POST /v2/identities.createIdentity": { externalId: "ext" },
+  "POST /v2/identities.getIdentity": { identity: "ext" },
+  "POST /v2/identities.updateIdentity": { identity: "ext" },
+  "POST /v2/identities.deleteIdentity": { identity: "ext" },
+  "POST /v2/permissions.createPermission": { name: "perm", slug: "perm" },
+  "POST /v2/permissions.getPermission": { permission: "perm" },
+  "POST /v2/permissions.deletePermission": { permission: "perm" },
+  "POST /v2/permissions.getRole": { role: "role" },
+  "POST /v2/permissions.deleteRole": { role: "role" },
+};
+
+describe("authentication of every registered v2 route", () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await createHarness();
+  });
+  afterAll(() => h?.close());
+
+  const v2Name = (rpc: V2Rpc) => `${rpc.method} ${rpc.path}`;
+  const guardedV2 = () => v2Rpcs.filter((rpc) => !OPEN_V2_ROUTES.includes(v2Name(rpc)));
+
+  it("declares needing no credentials only on the routes listed here", () => {
+    expect(v2Rpcs.filter((rpc) => rpc.auth === "none").map(v2Name)).toEqual(OPEN_V2_ROUTES);
+  });
+
+  it("sends each route a body it validates, so what follows is authentication's answer", () => {
+    const invalid = guardedV2()
+      .filter((rpc) => !rpc.input.safeParse(minimalV2Input[v2Name(rpc)] ?? {}).success)
+      .map(v2Name);
+    expect(invalid).toEqual([]);
+  });
+
+  it("refuses every other route without Authorization (400) and with a wrong bearer token (401)", async () => {
+    const failures: string[] = [];
+    for (const rpc of guardedV2()) {
+      const body = minimalV2Input[v2Name(rpc)] ?? {};
+      const none = await h.post(rpc.path, body);
+      const wrong = await h.post(rpc.path, body, WRONG_TOKEN);
+      if (none.status !== 400 || none.body?.error?.detail !== "Authorization header for 'bearer' scheme") {
+        failures.push(`${v2Name(rpc)} without credentials: ${none.status} ${JSON.stringify(none.body)}`);
+      }
+      if (wrong.status !== 401 || wrong.body?.error?.type !== "https://unkey.com/docs/errors/unkey/authentication/key_not_found") {
+        failures.push(`${v2Name(rpc)} with a wrong token: ${wrong.status} ${JSON.stringify(wrong.body)}`);
+      }
+    }
+    expect(failures).toEqual([]);
   });
 });

@@ -16,5 +16,5 @@ export function hasPermission(auth: PermissionHolder, query: PermissionQuery): b
 
 /** Throws the core's PermissionDeniedError (v1: 403 INSUFFICIENT_PERMISSIONS) unless `auth` satisfies `query`. */
 export function requirePermission(auth: PermissionHolder, query: PermissionQuery): void {
-  if (!satisfies(query, auth.permissions)) throw new PermissionDeniedError(describeQuery(query), [...auth.permissions]);
+  if (!satisfies(query, auth.permissions)) throw new PermissionDeniedError(describeQuery(query), [...auth.permissions], { query });
 }

@@ -1,4 +1,5 @@
 import { sql } from "drizzle-orm";
+import type { Refusal } from "../errors.js";
 import {
   bigint,
   bigserial,
@@ -362,8 +363,12 @@ export const migrationErrors = pgTable(
     workspaceId: text("workspace_id").notNull(),
     migrationId: text("migration_id").notNull(),
     keyIndex: integer("key_index"),
+    // Rows written before `refusal` existed: the code and text shown, as stored. Since: the refusal's kind and its
+    // neutral log text (describeRefusal); what a client is shown is worded from `refusal` by its wire adapter.
     code: text("code").notNull(),
     message: text("message").notNull(),
+    // Why, as the core's refusal (a kind and its facts, src/errors.ts); null on rows written before it existed.
+    refusal: jsonb("refusal").$type<Refusal>(),
     createdAtM: ms("created_at_m").notNull(),
   },
   (t) => [index("migration_errors_migration_idx").on(t.workspaceId, t.migrationId, t.batchId)],

@@ -1,5 +1,6 @@
-/** A permission query: a permission string, or `{and: [...]}` / `{or: [...]}` of queries, nested. */
-export type PermissionQuery = string | { and: PermissionQuery[] } | { or: PermissionQuery[] };
+import type { PermissionQuery } from "../../errors.js";
+
+export type { PermissionQuery };
 
 /** Permissions, `and`s and `or`s a query may hold in all: far above any real check, and cheap to evaluate. */
 export const MAX_QUERY_NODES = 100;

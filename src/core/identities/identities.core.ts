@@ -5,8 +5,11 @@ import { ConflictError, InvalidInputError, NotFoundError, PermissionDeniedError 
 import {
   deleteIdentity as removeIdentity,
   findIdentity,
+  findIdentityByRef,
+  type IdentityRatelimit,
   type IdentityRatelimitInput,
   identityRatelimits,
+  listIdentitiesFrom,
   insertIdentity,
   listIdentitiesPage,
   updateIdentity as writeIdentity,
@@ -17,17 +20,20 @@ import type { Clock } from "../../clock.js";
 type IdentityServices = { db: Db; clock: Clock };
 type Meta = Record<string, unknown>;
 
-export type Identity = { id: string; externalId: string; meta: Meta; ratelimits: IdentityRatelimitInput[] };
+export type Identity = { id: string; externalId: string; meta: Meta; ratelimits: IdentityRatelimit[] };
 
 /** The longest meta, as JSON, an identity keeps (v1: "less than 64k characters when json encoded"). */
 export const MAX_IDENTITY_META_JSON = 64_000;
 
-/** Refuses meta whose JSON encoding is longer than MAX_IDENTITY_META_JSON characters, as v1 did. */
-export function assertMetaSize(value: Meta | undefined): void {
+/**
+ * Refuses meta whose JSON encoding is longer than `max` characters (v1's MAX_IDENTITY_META_JSON by default; a wire
+ * protocol with another limit passes its own).
+ */
+export function assertMetaSize(value: Meta | undefined, max = MAX_IDENTITY_META_JSON): void {
   if (value === undefined) return;
   const size = JSON.stringify(value).length;
-  if (size > MAX_IDENTITY_META_JSON) {
-    throw new InvalidInputError({ kind: "metaTooLarge", size, max: MAX_IDENTITY_META_JSON });
+  if (size > max) {
+    throw new InvalidInputError({ kind: "metaTooLarge", size, max });
   }
 }
 
@@ -47,6 +53,12 @@ export function assertIdentitySelector(input: { identityId?: string | undefined;
   }
 }
 
+/** Where the wire protocols' rules for identities differ, each adapter says which it follows. */
+export type IdentityRules = {
+  /** The longest meta, as JSON (default MAX_IDENTITY_META_JSON, v1's). */
+  maxMetaJson?: number;
+};
+
 const identityNotFound = (idOrExternalId: string | undefined) => new NotFoundError("identity", idOrExternalId ?? "");
 
 /** Creates an identity; its externalId is unique in the workspace (ConflictError otherwise). Returns its id. */
@@ -54,9 +66,10 @@ export async function createIdentity(
   services: IdentityServices,
   caller: Principal,
   input: { externalId: string; meta?: Meta | undefined; ratelimits?: IdentityRatelimitInput[] | undefined },
+  rules: IdentityRules = {},
 ): Promise<string> {
   requirePermission(caller, { or: ["*", "identity.*.create_identity"] });
-  assertMetaSize(input.meta);
+  assertMetaSize(input.meta, rules.maxMetaJson);
   assertDistinctRatelimitNames(input.ratelimits);
   try {
     return await insertIdentity(
@@ -173,4 +186,72 @@ export async function updateIdentity(
 export async function deleteIdentity(services: IdentityServices, caller: Principal, identityId: string): Promise<void> {
   requirePermission(caller, { or: ["*", "identity.*.delete_identity", `identity.${identityId}.delete_identity`] });
   if (!(await removeIdentity(services.db, caller.workspaceId, identityId))) throw identityNotFound(identityId);
+}
+
+/**
+ * v2's ways of naming and listing identities: one string that is the identity's id or else its externalId; pages
+ * by id from an id on (inclusive); permission per identity read.
+ */
+
+const readIdentity = (id: string): PermissionQuery => ({ or: ["*", "identity.*.read_identity", `identity.${id}.read_identity`] });
+
+/** An identity by id or externalId; NotFoundError before the permission check (which names the identity's id). */
+export async function getIdentityByRef(services: IdentityServices, caller: Principal, ref: string): Promise<Identity> {
+  const row = await findIdentityByRef(services.db, caller.workspaceId, ref);
+  if (!row) throw identityNotFound(ref);
+  requirePermission(caller, readIdentity(row.id));
+  return withRatelimits(services.db, row, (row.meta as Meta | null) ?? {});
+}
+
+/**
+ * A page of the caller's identities by id from `fromId` on, matching `search` (id or externalId), and the id the
+ * next page starts from when there is one; the caller must be allowed to read every identity of the page
+ * (PermissionDeniedError for the first it may not).
+ */
+export async function listIdentitiesByPage(
+  services: IdentityServices,
+  caller: Principal,
+  page: { fromId?: string | undefined; limit: number; search?: string | undefined },
+): Promise<{ identities: Identity[]; nextId?: string }> {
+  const found = await listIdentitiesFrom(services.db, caller.workspaceId, { ...page, limit: page.limit + 1 });
+  const rows = found.slice(0, page.limit);
+  for (const row of rows) requirePermission(caller, readIdentity(row.id));
+  const rls = await identityRatelimits(
+    services.db,
+    rows.map((r) => r.id),
+  );
+  const identities = rows.map((r) => ({
+    id: r.id,
+    externalId: r.externalId,
+    meta: (r.meta as Meta | null) ?? {},
+    ratelimits: rls.get(r.id) ?? [],
+  }));
+  return { identities, ...(found.length > page.limit && { nextId: found[page.limit]!.id }) };
+}
+
+/** Updates an identity named by id or externalId (updateIdentity's rules); answers it as stored afterwards. */
+export async function updateIdentityByRef(
+  services: IdentityServices,
+  caller: Principal,
+  input: { identity: string; meta?: Meta | undefined; ratelimits?: IdentityRatelimitInput[] | undefined },
+  rules: IdentityRules = {},
+): Promise<Identity> {
+  requirePermission(caller, { or: ["*", "identity.*.update_identity"] });
+  assertDistinctRatelimitNames(input.ratelimits);
+  assertMetaSize(input.meta, rules.maxMetaJson);
+  const row = await findIdentityByRef(services.db, caller.workspaceId, input.identity);
+  if (!row) throw identityNotFound(input.identity);
+  await writeIdentity(
+    services.db,
+    { workspaceId: caller.workspaceId, identityId: row.id, meta: input.meta, ratelimits: input.ratelimits },
+    services.clock.now(),
+  );
+  return withRatelimits(services.db, row, input.meta ?? (row.meta as Meta | null) ?? {});
+}
+
+/** Deletes an identity named by id or externalId (deleteIdentity's rules). */
+export async function deleteIdentityByRef(services: IdentityServices, caller: Principal, ref: string): Promise<void> {
+  requirePermission(caller, { or: ["*", "identity.*.delete_identity"] });
+  const row = await findIdentityByRef(services.db, caller.workspaceId, ref);
+  if (!row || !(await removeIdentity(services.db, caller.workspaceId, row.id))) throw identityNotFound(ref);
 }

@@ -1,5 +1,5 @@
 import type { Db } from "../../storage/client.js";
-import { DomainError } from "../../errors.js";
+import { DomainError, type Refusal } from "../../errors.js";
 import { describeUnexpected } from "../../log.js";
 import { findLiveApiIds } from "../../storage/apis/apis.repository.js";
 import {
@@ -17,15 +17,13 @@ import { planSealedImport } from "./import.plan.js";
 const CONFLICT_RETRIES = 3;
 
 /**
- * What migrations.getMigration shows of a batch that failed as a whole: a domain error's own text, else only what
- * kind of failure it was (never a driver's text, which may quote a key). This text is stored (migration_errors and
- * the batch's last error), not answered: it keeps the wording rows were always stored with, so the one refusal a
- * batch meets as a whole (a thing gone since it was enqueued, thrown by a repository) is worded here, as a row's data.
+ * Why a batch failed as a whole, as it is stored for migrations.getMigration: a domain error's refusal (worded by
+ * the adapter that shows it), or its neutral text when it has none, else only what kind of failure it was (never a
+ * driver's text, which may quote a key).
  */
-export function describeBatchFailure(err: unknown): string {
-  if (!(err instanceof DomainError)) return describeUnexpected(err);
-  if (err.refusal?.kind === "notFound") return `${err.refusal.what} ${err.refusal.id} not found`;
-  return err.message;
+export function batchFailureOf(err: unknown): Refusal {
+  if (!(err instanceof DomainError)) return { kind: "importBatchFailed", failure: describeUnexpected(err) };
+  return err.refusal ? { kind: "importBatchFailed", cause: err.refusal } : { kind: "importBatchFailed", failure: err.message };
 }
 
 /**
@@ -42,7 +40,7 @@ export async function importBatch(
   const { workspaceId } = batch;
   const liveApis = await findLiveApiIds(tx, workspaceId, [batch.apiId]);
   if (!liveApis.has(batch.apiId)) {
-    return { imported: 0, errors: [{ keyIndex: null, code: "NOT_FOUND", message: `api ${batch.apiId} not found` }] };
+    return { imported: 0, errors: [{ keyIndex: null, refusal: { kind: "notFound", what: "api", id: batch.apiId } }] };
   }
   const errors: BatchError[] = [];
   const { roleIds, permissionIds } = await findImportNames(tx, workspaceId, batch.keys);
@@ -50,11 +48,7 @@ export async function importBatch(
     const missingRoles = (key.roles ?? []).filter((r) => !roleIds.has(r));
     const missingPermissions = (key.permissions ?? []).filter((p) => !permissionIds.has(p));
     if (missingRoles.length > 0 || missingPermissions.length > 0) {
-      const what = [
-        missingRoles.length > 0 ? `roles ${JSON.stringify(missingRoles)}` : "",
-        missingPermissions.length > 0 ? `permissions ${JSON.stringify(missingPermissions)}` : "",
-      ].filter(Boolean);
-      errors.push({ keyIndex: index, code: "PRECONDITION_FAILED", message: `${what.join(" and ")} no longer exist` });
+      errors.push({ keyIndex: index, refusal: { kind: "importNamesGone", roles: missingRoles, permissions: missingPermissions } });
       return [];
     }
     return [{ key, index }];
@@ -67,7 +61,7 @@ export async function importBatch(
     );
     candidates = candidates.filter(({ index, key }) => {
       if (!existing.has(key.sealed.hash)) return true;
-      errors.push({ keyIndex: index, code: "CONFLICT", message: `the key at index ${index} already exists` });
+      errors.push({ keyIndex: index, refusal: { kind: "importKeyExists", index } });
       return false;
     });
     if (candidates.length === 0) break;

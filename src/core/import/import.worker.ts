@@ -1,7 +1,8 @@
 import { sql } from "drizzle-orm";
 import type { Db } from "../../storage/client.js";
 import { findDependencyFailure, isTransientFailure } from "../../storage/dependency.js";
-import { describeBatchFailure, importBatch } from "./import.batch.js";
+import { batchFailureOf, importBatch } from "./import.batch.js";
+import { describeUnexpected } from "../../log.js";
 import {
   claimPendingBatch,
   deferMigrationBatch,
@@ -160,17 +161,17 @@ export class MigrationWorker {
     } catch (err) {
       if (!claimed) throw err;
       const batch = claimed;
-      const message = describeBatchFailure(err);
       const context = { err, batchId: batch.id, migrationId: batch.migrationId, attempts: batch.attempts + 1 };
       if (isTransientFailure(err)) {
         const nextAttemptAtM = this.now() + this.retryDelayMs(batch.attempts + 1);
-        await deferMigrationBatch(this.db, batch, { message, nextAttemptAtM });
+        // A transient failure is the driver's or the network's (never a refusal): its kind is all that is kept.
+        await deferMigrationBatch(this.db, batch, { message: describeUnexpected(err), nextAttemptAtM });
         this.log.warn(
           { ...context, nextAttemptAt: nextAttemptAtM },
           "importing an enqueued migration batch failed; it will be tried again",
         );
       } else {
-        await failMigrationBatch(this.db, batch, message, this.now());
+        await failMigrationBatch(this.db, batch, batchFailureOf(err), this.now());
         this.log.error(context, "importing an enqueued migration batch failed in a way retrying cannot fix; it is failed");
       }
       return true;

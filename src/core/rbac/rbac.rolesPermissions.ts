@@ -6,12 +6,18 @@ import {
   deletePermission as deletePermissionRow,
   deleteRole as deleteRoleRow,
   findPermission,
+  findPermissionByIdOrSlug,
   findRole,
+  findRoleByIdOrName,
   insertPermission,
   insertRole,
   listWorkspacePermissions,
   listWorkspaceRoles,
+  listPermissionsPage as listPermissionsPageRows,
+  listRolesPage as listRolesPageRows,
+  type PageRequest,
   type PermissionRef,
+  permissionsOfRoles,
   type PermissionRow,
   type RoleRow,
 } from "../../storage/rbac/permissions.repository.js";
@@ -54,23 +60,36 @@ export async function createPermission(
   } catch (err) {
     if (isUniqueViolation(err)) {
       // Named by the name, as v1 does (the slug, unique in the workspace, defaults to it).
-      throw new ConflictError("permission", { kind: "permissionExists", name: input.name });
+      throw new ConflictError("permission", { kind: "permissionExists", name: input.name, slug });
     }
     throw err;
   }
 }
 
+/**
+ * How a route names a role or a permission: by id alone (v1), or by id or else its name (a role) or slug (a
+ * permission) in one string (v2).
+ */
+export type RbacLookup = "id" | "idOrName";
+
 /** Deletes a role for good, with its links to keys and permissions. */
-export async function deleteRole(services: RbacServices, principal: Principal, roleId: string): Promise<void> {
+export async function deleteRole(services: RbacServices, principal: Principal, roleId: string, lookup: RbacLookup = "id"): Promise<void> {
   requirePermission(principal, { or: ["*", "rbac.*.delete_role"] });
-  if (!(await deleteRoleRow(services.db, principal.workspaceId, roleId)))
+  const id = lookup === "id" ? roleId : (await findRoleByIdOrName(services.db, principal.workspaceId, roleId))?.id;
+  if (id === undefined || !(await deleteRoleRow(services.db, principal.workspaceId, id)))
     throw new NotFoundError("role", roleId, { kind: "roleToDeleteNotFound", roleId });
 }
 
 /** Deletes a permission for good, with its links to keys and roles. */
-export async function deletePermission(services: RbacServices, principal: Principal, permissionId: string): Promise<void> {
+export async function deletePermission(
+  services: RbacServices,
+  principal: Principal,
+  permissionId: string,
+  lookup: RbacLookup = "id",
+): Promise<void> {
   requirePermission(principal, { or: ["*", "rbac.*.delete_permission"] });
-  if (!(await deletePermissionRow(services.db, principal.workspaceId, permissionId))) {
+  const id = lookup === "id" ? permissionId : (await findPermissionByIdOrSlug(services.db, principal.workspaceId, permissionId))?.id;
+  if (id === undefined || !(await deletePermissionRow(services.db, principal.workspaceId, id))) {
     throw new NotFoundError("permission", permissionId, { kind: "permissionToDeleteNotFound", permissionId });
   }
 }
@@ -87,9 +106,17 @@ export async function changePermissionsOfRole(
 }
 
 /** A permission of the caller's workspace (one of another workspace is not found). */
-export async function getPermission(services: RbacServices, principal: Principal, permissionId: string): Promise<PermissionRow> {
+export async function getPermission(
+  services: RbacServices,
+  principal: Principal,
+  permissionId: string,
+  lookup: RbacLookup = "id",
+): Promise<PermissionRow> {
   requirePermission(principal, { or: ["*", "rbac.*.read_permission"] });
-  const permission = await findPermission(services.db, principal.workspaceId, permissionId);
+  const permission =
+    lookup === "id"
+      ? await findPermission(services.db, principal.workspaceId, permissionId)
+      : await findPermissionByIdOrSlug(services.db, principal.workspaceId, permissionId);
   if (!permission) throw new NotFoundError("permission", permissionId);
   return permission;
 }
@@ -101,9 +128,12 @@ export async function listPermissions(services: RbacServices, principal: Princip
 }
 
 /** A role of the caller's workspace (one of another workspace is not found). */
-export async function getRole(services: RbacServices, principal: Principal, roleId: string): Promise<RoleRow> {
+export async function getRole(services: RbacServices, principal: Principal, roleId: string, lookup: RbacLookup = "id"): Promise<RoleRow> {
   requirePermission(principal, { or: ["*", "rbac.*.read_role"] });
-  const role = await findRole(services.db, principal.workspaceId, roleId);
+  const role =
+    lookup === "id"
+      ? await findRole(services.db, principal.workspaceId, roleId)
+      : await findRoleByIdOrName(services.db, principal.workspaceId, roleId);
   if (!role) throw new NotFoundError("role", roleId);
   return role;
 }
@@ -112,4 +142,34 @@ export async function getRole(services: RbacServices, principal: Principal, role
 export async function listRoles(services: RbacServices, principal: Principal): Promise<RoleRow[]> {
   requirePermission(principal, { or: ["*", "rbac.*.read_role"] });
   return listWorkspaceRoles(services.db, principal.workspaceId);
+}
+
+/** A page of the caller's permissions by id, from `fromId` on (inclusive), matching `search`. */
+export async function listPermissionsPage(services: RbacServices, principal: Principal, page: PageRequest): Promise<PermissionRow[]> {
+  requirePermission(principal, { or: ["*", "rbac.*.read_permission"] });
+  return listPermissionsPageRows(services.db, principal.workspaceId, page);
+}
+
+export type RoleWithPermissions = RoleRow & { permissions: PermissionRow[] };
+
+/** A page of the caller's roles by id, from `fromId` on (inclusive), matching `search`, each with its permissions. */
+export async function listRolesPage(services: RbacServices, principal: Principal, page: PageRequest): Promise<RoleWithPermissions[]> {
+  requirePermission(principal, { or: ["*", "rbac.*.read_role"] });
+  const rows = await listRolesPageRows(services.db, principal.workspaceId, page);
+  const permissions = await permissionsOfRoles(
+    services.db,
+    rows.map((r) => r.id),
+  );
+  return rows.map((r) => ({ ...r, permissions: permissions.get(r.id) ?? [] }));
+}
+
+/** A role of the caller's workspace with its permissions (getRole's rules). */
+export async function getRoleWithPermissions(
+  services: RbacServices,
+  principal: Principal,
+  roleId: string,
+  lookup: RbacLookup,
+): Promise<RoleWithPermissions> {
+  const role = await getRole(services, principal, roleId, lookup);
+  return { ...role, permissions: (await permissionsOfRoles(services.db, [role.id])).get(role.id) ?? [] };
 }

@@ -1,10 +1,14 @@
-import { and, asc, count, eq, gt, inArray, sql } from "drizzle-orm";
+import { and, asc, count, eq, gt, inArray, or, sql } from "drizzle-orm";
 import { insertRecordset } from "../bulk.js";
+import { containsLiteral } from "../search.js";
 import type { Db } from "../client.js";
 import { identities, ratelimits } from "../schema.js";
 import { newId } from "../../ids.js";
 
-export type IdentityRatelimitInput = { name: string; limit: number; duration: number };
+/** An identity's rate limit as written: `autoApply` (default false) applies it to every verification of its keys. */
+export type IdentityRatelimitInput = { name: string; limit: number; duration: number; autoApply?: boolean | undefined };
+/** An identity's rate limit as stored. */
+export type IdentityRatelimit = { id: string; name: string; limit: number; duration: number; autoApply: boolean };
 export type IdentityRow = typeof identities.$inferSelect;
 
 /** Inserts an identity and its rate limits (auto_apply false) in one transaction; returns the identity id. */
@@ -59,7 +63,7 @@ export async function upsertIdentities(
   return new Map(rows.map((r) => [r.external_id, r.id]));
 }
 
-/** The one writer of an identity's own rate limits (auto_apply false: a verification names the ones it applies). */
+/** The one writer of an identity's own rate limits (auto_apply false unless asked: v1 names the ones it applies). */
 async function insertIdentityRatelimits(
   db: Db,
   identity: { workspaceId: string; identityId: string },
@@ -75,7 +79,7 @@ async function insertIdentityRatelimits(
       name: r.name,
       limit: r.limit,
       duration: r.duration,
-      autoApply: false,
+      autoApply: r.autoApply ?? false,
       createdAtM: now,
     })),
   );
@@ -100,16 +104,55 @@ export async function findIdentity(
 }
 
 /** The rate limits of the given identities, by identity id, in name order. */
-export async function identityRatelimits(db: Db, identityIds: string[]): Promise<Map<string, IdentityRatelimitInput[]>> {
-  const out = new Map<string, IdentityRatelimitInput[]>(identityIds.map((id) => [id, []]));
+export async function identityRatelimits(db: Db, identityIds: string[]): Promise<Map<string, IdentityRatelimit[]>> {
+  const out = new Map<string, IdentityRatelimit[]>(identityIds.map((id) => [id, []]));
   if (identityIds.length === 0) return out;
   const rows = await db
-    .select({ identityId: ratelimits.identityId, name: ratelimits.name, limit: ratelimits.limit, duration: ratelimits.duration })
+    .select({
+      identityId: ratelimits.identityId,
+      id: ratelimits.id,
+      name: ratelimits.name,
+      limit: ratelimits.limit,
+      duration: ratelimits.duration,
+      autoApply: ratelimits.autoApply,
+    })
     .from(ratelimits)
     .where(inArray(ratelimits.identityId, identityIds))
     .orderBy(asc(ratelimits.name));
-  for (const r of rows) out.get(r.identityId!)?.push({ name: r.name, limit: r.limit, duration: r.duration });
+  for (const { identityId, ...r } of rows) out.get(identityId!)?.push(r);
   return out;
+}
+
+/** The identity of the workspace whose id, or else whose externalId, is `ref`. */
+export async function findIdentityByRef(db: Db, workspaceId: string, ref: string): Promise<IdentityRow | undefined> {
+  const rows = await db
+    .select()
+    .from(identities)
+    .where(and(eq(identities.workspaceId, workspaceId), or(eq(identities.id, ref), eq(identities.externalId, ref))));
+  return rows.find((r) => r.id === ref) ?? rows[0];
+}
+
+/** A page of the workspace's identities by id from `fromId` (inclusive): `search` matches id or externalId, literally. */
+export async function listIdentitiesFrom(
+  db: Db,
+  workspaceId: string,
+  page: { fromId?: string | undefined; limit: number; search?: string | undefined },
+): Promise<IdentityRow[]> {
+  const pattern = page.search ? containsLiteral(page.search) : undefined;
+  return db
+    .select()
+    .from(identities)
+    .where(
+      and(
+        eq(identities.workspaceId, workspaceId),
+        page.fromId !== undefined ? sql`${identities.id} >= ${page.fromId}` : undefined,
+        pattern !== undefined
+          ? sql`(${identities.id} ilike ${pattern} escape '\\' or ${identities.externalId} ilike ${pattern} escape '\\')`
+          : undefined,
+      ),
+    )
+    .orderBy(asc(identities.id))
+    .limit(page.limit);
 }
 
 /** A page of the workspace's identities in one environment, by id, after `cursor`; plus the environment's total. */
@@ -159,7 +202,10 @@ export async function updateIdentity(
     for (const r of input.ratelimits) {
       const id = byName.get(r.name);
       if (id !== undefined) {
-        await tx.update(ratelimits).set({ limit: r.limit, duration: r.duration, updatedAtM: now }).where(eq(ratelimits.id, id));
+        await tx
+          .update(ratelimits)
+          .set({ limit: r.limit, duration: r.duration, updatedAtM: now, ...(r.autoApply !== undefined && { autoApply: r.autoApply }) })
+          .where(eq(ratelimits.id, id));
       } else {
         await insertIdentityRatelimits(tx, input, [r], now);
       }

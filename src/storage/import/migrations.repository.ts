@@ -3,7 +3,7 @@ import type { DataKey } from "../crypto/encryptionKeys.repository.js";
 import type { Db } from "../client.js";
 import { insertRecordset, textArray } from "../bulk.js";
 import { encryptedKeys, encryptionKeys, keys, migrationBatches, migrationErrors } from "../schema.js";
-import { ConflictError } from "../../errors.js";
+import { ConflictError, describeRefusal, type Refusal } from "../../errors.js";
 import { upsertIdentities } from "../identities/identities.repository.js";
 import { setKeyDefaultRatelimits } from "../keys/keys.ratelimit.repository.js";
 import { insertKeyLinks } from "../keys/keys.rbac.repository.js";
@@ -130,7 +130,8 @@ export async function findExistingHashes(db: Db, hashes: string[]): Promise<Set<
   return new Set(rows.map((r) => r.hash));
 }
 
-export type BatchError = { keyIndex: number | null; code: string; message: string };
+/** Why keys of a batch were not imported: one of its keys (`keyIndex`), or the whole batch (null). */
+export type BatchError = { keyIndex: number | null; refusal: Refusal };
 
 /**
  * Marks a processed batch done (every key imported) or failed, with the reason for each key not imported, and
@@ -150,8 +151,9 @@ export async function finishMigrationBatch(
         workspaceId: batch.workspaceId,
         migrationId: batch.migrationId,
         keyIndex: e.keyIndex,
-        code: e.code,
-        message: e.message,
+        code: e.refusal.kind,
+        message: describeRefusal(e.refusal),
+        refusal: e.refusal,
         createdAtM: now,
       })),
     );
@@ -186,7 +188,8 @@ export async function deferMigrationBatch(
  * failed as a whole, with the reason. Its sealed keys are kept, for the operator to retry it once the cause is
  * fixed (retryFailedBatches); none of them exists as a key.
  */
-export async function failMigrationBatch(db: Db, batch: PendingBatch, message: string, now: number): Promise<void> {
+export async function failMigrationBatch(db: Db, batch: PendingBatch, refusal: Refusal, now: number): Promise<void> {
+  const message = describeRefusal(refusal);
   await db.transaction(async (tx) => {
     const [row] = await tx
       .update(migrationBatches)
@@ -199,8 +202,9 @@ export async function failMigrationBatch(db: Db, batch: PendingBatch, message: s
       workspaceId: batch.workspaceId,
       migrationId: batch.migrationId,
       keyIndex: null,
-      code: "INTERNAL_SERVER_ERROR",
-      message: `the batch could not be imported: ${message}`,
+      code: refusal.kind,
+      message,
+      refusal,
       createdAtM: now,
     });
   });
@@ -294,6 +298,7 @@ export async function listMigrationErrors(db: Db, workspaceId: string, migration
       index: migrationErrors.keyIndex,
       code: migrationErrors.code,
       message: migrationErrors.message,
+      refusal: migrationErrors.refusal,
     })
     .from(migrationErrors)
     .innerJoin(migrationBatches, eq(migrationBatches.id, migrationErrors.batchId))

@@ -1,5 +1,6 @@
 import { and, eq, inArray, or, sql } from "drizzle-orm";
 import { textArray } from "../bulk.js";
+import { containsLiteral } from "../search.js";
 import type { Db } from "../client.js";
 import { permissions, roles, rolesPermissions } from "../schema.js";
 import { NotFoundError } from "../../errors.js";
@@ -258,4 +259,81 @@ export async function changeRolePermissions(
         .where(and(eq(rolesPermissions.roleId, roleId), inArray(rolesPermissions.permissionId, permissionIds)));
     }
   });
+}
+
+// ---- pages by id (v2's lists), lookups by id or name/slug in one string (v2's getters) ----
+
+/** What a page starts from and holds: ids from `fromId` (inclusive) on, at most `limit` rows, matching `search`. */
+export type PageRequest = { fromId?: string | undefined; limit: number; search?: string | undefined };
+
+/** A page of the workspace's permissions by id: `search` matches id, name, slug or description, case-insensitively. */
+export async function listPermissionsPage(db: Db, workspaceId: string, page: PageRequest): Promise<PermissionRow[]> {
+  const pattern = page.search ? containsLiteral(page.search) : undefined;
+  return db
+    .select(permissionColumns)
+    .from(permissions)
+    .where(
+      and(
+        eq(permissions.workspaceId, workspaceId),
+        page.fromId !== undefined ? sql`${permissions.id} >= ${page.fromId}` : undefined,
+        pattern !== undefined
+          ? sql`(${permissions.id} ilike ${pattern} escape '\\' or ${permissions.name} ilike ${pattern} escape '\\'
+              or ${permissions.slug} ilike ${pattern} escape '\\' or ${permissions.description} ilike ${pattern} escape '\\')`
+          : undefined,
+      ),
+    )
+    .orderBy(permissions.id)
+    .limit(page.limit);
+}
+
+/** A page of the workspace's roles by id: `search` matches id, name or description, case-insensitively. */
+export async function listRolesPage(db: Db, workspaceId: string, page: PageRequest): Promise<RoleRow[]> {
+  const pattern = page.search ? containsLiteral(page.search) : undefined;
+  return db
+    .select(roleColumns)
+    .from(roles)
+    .where(
+      and(
+        eq(roles.workspaceId, workspaceId),
+        page.fromId !== undefined ? sql`${roles.id} >= ${page.fromId}` : undefined,
+        pattern !== undefined
+          ? sql`(${roles.id} ilike ${pattern} escape '\\' or ${roles.name} ilike ${pattern} escape '\\'
+              or ${roles.description} ilike ${pattern} escape '\\')`
+          : undefined,
+      ),
+    )
+    .orderBy(roles.id)
+    .limit(page.limit);
+}
+
+/** The permission whose id, or else whose slug, is `ref`, in the workspace. */
+export async function findPermissionByIdOrSlug(db: Db, workspaceId: string, ref: string): Promise<PermissionRow | undefined> {
+  const rows = await db
+    .select(permissionColumns)
+    .from(permissions)
+    .where(and(eq(permissions.workspaceId, workspaceId), or(eq(permissions.id, ref), eq(permissions.slug, ref))));
+  return rows.find((r) => r.id === ref) ?? rows[0];
+}
+
+/** The role whose id, or else whose name, is `ref`, in the workspace. */
+export async function findRoleByIdOrName(db: Db, workspaceId: string, ref: string): Promise<RoleRow | undefined> {
+  const rows = await db
+    .select(roleColumns)
+    .from(roles)
+    .where(and(eq(roles.workspaceId, workspaceId), or(eq(roles.id, ref), eq(roles.name, ref))));
+  return rows.find((r) => r.id === ref) ?? rows[0];
+}
+
+/** The permissions of each role, by role id (a role without any is absent), each list by slug. */
+export async function permissionsOfRoles(db: Db, roleIds: string[]): Promise<Map<string, PermissionRow[]>> {
+  if (roleIds.length === 0) return new Map();
+  const rows = await db
+    .select({ roleId: rolesPermissions.roleId, ...permissionColumns })
+    .from(rolesPermissions)
+    .innerJoin(permissions, eq(permissions.id, rolesPermissions.permissionId))
+    .where(sql`${rolesPermissions.roleId} = any(${textArray(roleIds)})`)
+    .orderBy(permissions.slug);
+  const byRole = new Map<string, PermissionRow[]>();
+  for (const { roleId, ...permission } of rows) byRole.set(roleId, [...(byRole.get(roleId) ?? []), permission]);
+  return byRole;
 }

@@ -7,13 +7,14 @@ import {
   NotFoundError,
   PermissionDeniedError,
   PreconditionFailedError,
+  type Refusal,
   type RefusalFacts,
   type RefusalKind,
   UnauthenticatedError,
   type UnauthenticatedReason,
   WorkspaceDisabledError,
 } from "../../errors.js";
-import { ApiError } from "../../http/errors.js";
+import { ApiError, type ErrorCode } from "../../http/errors.js";
 
 /** v1's words for a caller that is no root key (all 403 UNAUTHORIZED, as v1 clients expect). */
 const UNAUTHENTICATED_MESSAGES: Record<UnauthenticatedReason, string> = {
@@ -74,6 +75,12 @@ const V1_WORDING: { [K in RefusalKind]: (facts: RefusalFacts[K]) => string } = {
   importRolesMissing: ({ names: missing }) => `Roles ${names(missing)} are missing, please create them first`,
   importPermissionsMissing: ({ names: missing }) => `Permissions ${names(missing)} are missing, please create them first`,
   duplicateInRequest: ({ index, sameAsIndex }) => `the key at index ${index} is the same key as the one at index ${sameAsIndex}`,
+  importKeyExists: ({ index }) => `the key at index ${index} already exists`,
+  importNamesGone: ({ roles, permissions }) =>
+    `${[roles.length > 0 ? `roles ${names(roles)}` : "", permissions.length > 0 ? `permissions ${names(permissions)}` : ""]
+      .filter(Boolean)
+      .join(" and ")} no longer exist`,
+  importBatchFailed: ({ cause, failure }) => `the batch could not be imported: ${cause ? v1Words(cause) : failure}`,
 
   verificationScopeRequired: () =>
     "apiId is required: this server verifies a key only within an API (apiId) or the workspace of a valid root key (Authorization: Bearer <root key>)",
@@ -100,10 +107,29 @@ const V1_WORDING: { [K in RefusalKind]: (facts: RefusalFacts[K]) => string } = {
  * as it says itself.
  */
 export function v1Message(err: DomainError): string {
-  const refusal = err.refusal;
-  if (refusal === undefined) return err.message;
+  return err.refusal === undefined ? err.message : v1Words(err.refusal);
+}
+
+/** A refusal in v1's words. */
+function v1Words(refusal: Refusal): string {
   const word = V1_WORDING[refusal.kind] as (facts: typeof refusal) => string;
   return word(refusal);
+}
+
+/** v1's code for the refusals stored with an enqueued batch's keys (migrations.getMigration's `errors`). */
+const STORED_REFUSAL_CODES: Partial<Record<RefusalKind, ErrorCode>> = {
+  notFound: "NOT_FOUND",
+  importNamesGone: "PRECONDITION_FAILED",
+  importKeyExists: "CONFLICT",
+};
+
+/**
+ * A refusal stored with an enqueued batch, as migrations.getMigration shows it: v1's code and words. Rows stored
+ * before refusals were (`refusal` null) show the code and text they were stored with.
+ */
+export function v1StoredError(row: { code: string; message: string; refusal: Refusal | null }): { code: string; message: string } {
+  if (row.refusal === null) return { code: row.code, message: row.message };
+  return { code: STORED_REFUSAL_CODES[row.refusal.kind] ?? "INTERNAL_SERVER_ERROR", message: v1Words(row.refusal) };
 }
 
 /** The v1 answer to a core error: the one place where domain errors become codes, statuses and v1's wording. */

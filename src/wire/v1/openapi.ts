@@ -112,13 +112,31 @@ const tagDescriptions: Record<string, string> = {
  * GET /docs: Scalar's API reference rendering it, with its script served by this server (no CDN, no fonts,
  * no telemetry), so it works offline. Call it before the routes are registered: swagger collects them as they come.
  */
-export async function registerOpenApi(app: FastifyInstance, config: Config, rpcs: readonly Rpc[]): Promise<void> {
+/**
+ * Another wire adapter's part of the one document: its tags, its components, and its operations (undefined for a
+ * route that is not its own).
+ */
+export type OpenApiPart = {
+  tags: { name: string; description?: string }[];
+  components: Record<string, Record<string, unknown>>;
+  operation: (method: string, url: string, schema: () => Record<string, unknown>) => Record<string, unknown> | undefined;
+};
+
+export async function registerOpenApi(
+  app: FastifyInstance,
+  config: Config,
+  rpcs: readonly Rpc[],
+  others: readonly OpenApiPart[] = [],
+): Promise<void> {
   const byRoute = new Map(rpcs.map((rpc) => [`${rpc.method} ${rpc.path}`, rpc]));
   const zodTransform = createJsonSchemaTransform({ skipList: [] });
-  const tags = [...new Set(rpcs.map(serviceOf))].map((name) => ({
-    name,
-    ...(tagDescriptions[name] && { description: tagDescriptions[name] }),
-  }));
+  const tags = [
+    ...[...new Set(rpcs.map(serviceOf))].map((name) => ({
+      name,
+      ...(tagDescriptions[name] && { description: tagDescriptions[name] }),
+    })),
+    ...others.flatMap((part) => part.tags),
+  ];
 
   await app.register(swagger, {
     openapi: {
@@ -132,7 +150,8 @@ export async function registerOpenApi(app: FastifyInstance, config: Config, rpcs
           "`Unkey-Request-Id`; every error is the envelope `{error: {code, docs, message, requestId}}` " +
           "(see [the error codes](/docs/errors)); the import routes' refusals add `keyIndex` and the like for programs. Each operation lists the error statuses it can answer; any route " +
           "also answers 405 `METHOD_NOT_ALLOWED` to another method and 408 `REQUEST_TIMEOUT` to a client that does not " +
-          "send its whole request in time.",
+          "send its whole request in time. Routes under `/v2/` (the `v2 …` tags) speak Unkey's v2 API instead: POST with " +
+          "a JSON body, answers `{meta: {requestId}, data}`, errors `{meta, error: {title, detail, status, type}}`.",
       },
       // Always a server, so that the request examples on /docs have a host: the configured public origin, else the
       // server the document was fetched from (a relative URL, never the request's Host header, which clients set).
@@ -157,14 +176,20 @@ export async function registerOpenApi(app: FastifyInstance, config: Config, rpcs
             description: "The operator token KEYHAVEN_ADMIN_TOKEN; without it configured, operator routes answer 403.",
           },
         },
-        schemas: errorComponents(),
+        schemas: Object.assign(errorComponents(), ...others.map((part) => part.components)),
       },
     },
     transform: (input) => {
       const method = Array.isArray(input.route.method) ? input.route.method[0] : input.route.method;
       const rpc = byRoute.get(`${method} ${input.url}`);
-      // Only the v1 RPCs are the API; /docs, /metrics and the error pages are not part of it.
-      if (!rpc) return { schema: { hide: true }, url: input.url };
+      if (!rpc) {
+        for (const part of others) {
+          const schema = part.operation(method ?? "", input.url, () => zodTransform(input).schema as Record<string, unknown>);
+          if (schema) return { url: input.url, schema };
+        }
+        // Only the RPCs are the API; /docs, /metrics and the error pages are not part of it.
+        return { schema: { hide: true }, url: input.url };
+      }
       const transformed = zodTransform(input);
       const schema = transformed.schema as Record<string, unknown> & { response?: Record<string, unknown> };
       const response: Record<string, unknown> = { ...schema.response };

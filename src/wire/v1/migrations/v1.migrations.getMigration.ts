@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { readMigration } from "../../../core/import/import.status.js";
+import { v1StoredError } from "../errors.js";
 import { queryText } from "../query.js";
 import { defineRpc } from "../rpc.js";
 
@@ -47,5 +48,8 @@ export const getMigration = defineRpc({
         "Why keys were not imported (at most 1000): `index` is the key's position in its batch, null for the whole batch. Never a key or its hash.",
       ),
   }),
-  handler: async ({ migrationId }, { deps, rootKey }) => readMigration(deps.db, rootKey, migrationId),
+  handler: async ({ migrationId }, { deps, rootKey }) => {
+    const migration = await readMigration(deps.db, rootKey, migrationId);
+    return { ...migration, errors: migration.errors.map(({ refusal, ...row }) => ({ ...row, ...v1StoredError({ ...row, refusal }) })) };
+  },
 });

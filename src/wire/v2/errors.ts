@@ -1,0 +1,246 @@
+import {
+  ConflictError,
+  DecryptNotAllowedError,
+  DeleteProtectedError,
+  type DomainError,
+  InvalidInputError,
+  NotFoundError,
+  PermissionDeniedError,
+  type PermissionQuery,
+  PreconditionFailedError,
+  type Refusal,
+  type RefusalFacts,
+  type RefusalKind,
+  UnauthenticatedError,
+  WorkspaceDisabledError,
+} from "../../errors.js";
+
+/**
+ * v2's error model (contract §1.3): an error code URN `err:<system>:<category>:<specific>` shown as the docs URL
+ * `type`, the HTTP status and title its family has, and a `detail` for people. The one place where the core's
+ * domain errors become v2 answers.
+ */
+export type V2ErrorCode =
+  | "unkey/application/invalid_input"
+  | "unkey/authentication/missing"
+  | "unkey/authentication/malformed"
+  | "unkey/authentication/key_not_found"
+  | "unkey/authorization/forbidden"
+  | "unkey/authorization/insufficient_permissions"
+  | "unkey/authorization/workspace_disabled"
+  | `unkey/data/${string}_not_found`
+  | `unkey/data/${string}_already_exists`
+  | "unkey/application/protected_resource"
+  | "unkey/application/precondition_failed"
+  | "unkey/data/analytics_not_configured"
+  | "user/bad_request/request_body_too_large"
+  | "user/bad_request/request_timeout"
+  | "unkey/application/service_unavailable"
+  | "unkey/application/unexpected_error";
+
+/** Titles by status, as v2 writes them (a few codes have their own, below). */
+const TITLES: Record<number, string> = {
+  400: "Bad Request",
+  401: "Unauthorized",
+  403: "Forbidden",
+  404: "Not Found",
+  405: "Method Not Allowed",
+  408: "Request Timeout",
+  409: "Conflicting Resource",
+  412: "Precondition Failed",
+  413: "Request Entity Too Large",
+  500: "Internal Server Error",
+  503: "Service Unavailable",
+};
+
+const CODE_TITLES: Partial<Record<V2ErrorCode, string>> = {
+  "unkey/authorization/insufficient_permissions": "Insufficient Permissions",
+  "unkey/authorization/workspace_disabled": "Workspace is disabled",
+  "unkey/application/protected_resource": "Resource is protected",
+};
+
+/** One entry of a 400's `errors`: where the input broke the schema, and how. */
+export type V2ValidationIssue = { location: string; message: string; fix?: string };
+
+/** A v2 refusal, ready to be answered (v2ErrorBody). */
+export class V2Error extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: V2ErrorCode,
+    readonly detail: string,
+    /** 400-family answers carry `errors` (empty for refusals that are not the schema's). */
+    readonly issues?: V2ValidationIssue[],
+  ) {
+    super(detail);
+  }
+}
+
+export type V2ErrorBody = {
+  meta: { requestId: string };
+  error: { title: string; detail: string; status: number; type: string; errors?: V2ValidationIssue[] };
+};
+
+/** The one place that writes a v2 error body. */
+export function v2ErrorBody(err: V2Error, requestId: string): V2ErrorBody {
+  const withIssues = err.status === 400 || err.status === 408 || err.status === 413;
+  return {
+    meta: { requestId },
+    error: {
+      title: CODE_TITLES[err.code] ?? TITLES[err.status] ?? "Internal Server Error",
+      detail: err.detail,
+      status: err.status,
+      type: `https://unkey.com/docs/errors/${err.code}`,
+      ...(withIssues && { errors: err.issues ?? [] }),
+    },
+  };
+}
+
+/**
+ * v2's content type of an error body: `application/problem+json` when the request accepts it (listed, or
+ * `application/*`, or `*\/*`), else `application/json`; schema-validation failures are always `application/json`.
+ */
+export function v2ErrorContentType(accept: string | undefined, validation: boolean): string {
+  if (validation || accept === undefined) return "application/json; charset=utf-8";
+  const accepted = accept.split(",").map((part) => part.split(";")[0]!.trim().toLowerCase());
+  const problem = accepted.some((t) => t === "application/problem+json" || t === "application/*" || t === "*/*");
+  return problem ? "application/problem+json; charset=utf-8" : "application/json; charset=utf-8";
+}
+
+/** What the core calls a thing, as v2's error codes name it. */
+const V2_RESOURCE: Record<string, string> = {
+  api: "api",
+  key: "key",
+  identity: "identity",
+  permission: "permission",
+  role: "role",
+  migration: "migration",
+  namespace: "ratelimit_namespace",
+  override: "ratelimit_override",
+  workspace: "workspace",
+};
+
+/** v2's detail for a thing that is not there. */
+const NOT_FOUND_DETAIL: Record<string, string> = {
+  api: "The requested API does not exist or has been deleted.",
+  key: "The requested key does not exist or has been deleted.",
+  permission: "The requested permission does not exist.",
+  role: "The requested role does not exist.",
+  identity: "This identity does not exist.",
+};
+
+/** v2's words for the refusals its routes can meet so far (the rest fall back to the core's neutral text). */
+const V2_WORDING: { [K in RefusalKind]?: (facts: RefusalFacts[K]) => string } = {
+  permissionExists: ({ slug }) => `A permission with slug '${slug}' already exists in this workspace`,
+  roleExists: ({ name }) => `A role with name '${name}' already exists in this workspace`,
+  identityExists: ({ externalId }) => `Identity with externalId '${externalId}' already exists in this workspace.`,
+  ratelimitNameRepeated: ({ name }) => `Ratelimit with name '${name}' is already defined in the request`,
+  metaTooLarge: ({ size, max }) => `Metadata is too large: it must be at most ${megabytes(max)}, but is ${megabytes(size)}.`,
+};
+
+/** A size in decimal megabytes, as v2 writes it (`1.2 MB`). */
+const megabytes = (size: number) => `${(size / 1_000_000).toFixed(1)} MB`;
+
+/** A domain error in v2's words: its refusal worded by V2_WORDING, else the core's own text. */
+function v2Words(err: DomainError): string {
+  const refusal = err.refusal;
+  const word = refusal && (V2_WORDING[refusal.kind] as ((facts: Refusal) => string) | undefined);
+  return word ? word(refusal) : err.message;
+}
+
+/** v2's detail for a thing that is protected from deletion. */
+const PROTECTED_DETAIL: Record<string, string> = {
+  api: "This API has delete protection enabled. Disable it before attempting to delete.",
+};
+
+/**
+ * A permission query in v2's words (contract §1.5): a leaf fails as `Missing permission: '<leaf>'`, an `and` as its
+ * first failing part, an `or` as `Missing one of these permissions: a or b …` with nested parts written flat. `*`,
+ * which keyhaven keeps as "everything" on v2 too, is left out of the text: v2 clients are told what v2 asks for.
+ */
+export function v2MissingPermissions(query: PermissionQuery, held: ReadonlySet<string>): string {
+  const q = withoutStar(query) ?? query;
+  const failing = firstFailing(q, held) ?? q;
+  if (typeof failing === "string") return `Missing permission: '${failing}'`;
+  if ("and" in failing) return `Missing permission: '${flat(failing)}'`;
+  return `Missing one of these permissions: ${failing.or.map(flat).join(" or ")}`;
+}
+
+function withoutStar(query: PermissionQuery): PermissionQuery | undefined {
+  if (typeof query === "string") return query === "*" ? undefined : query;
+  const op = "and" in query ? "and" : "or";
+  const parts = ("and" in query ? query.and : query.or).map(withoutStar).filter((q): q is PermissionQuery => q !== undefined);
+  if (parts.length === 0) return undefined;
+  if (parts.length === 1) return parts[0];
+  return op === "and" ? { and: parts } : { or: parts };
+}
+
+/** The part of the query that decides it fails: a failing leaf or `or`, or the first failing part of an `and`. */
+function firstFailing(query: PermissionQuery, held: ReadonlySet<string>): PermissionQuery | undefined {
+  if (holds(query, held)) return undefined;
+  if (typeof query === "string" || "or" in query) return query;
+  for (const part of query.and) {
+    const failing = firstFailing(part, held);
+    if (failing !== undefined) return failing;
+  }
+  return query;
+}
+
+function holds(query: PermissionQuery, held: ReadonlySet<string>): boolean {
+  if (typeof query === "string") return held.has(query);
+  if ("and" in query) return query.and.every((q) => holds(q, held));
+  return query.or.some((q) => holds(q, held));
+}
+
+function flat(query: PermissionQuery): string {
+  if (typeof query === "string") return query;
+  if ("and" in query) return query.and.map(flat).join(" and ");
+  return query.or.map(flat).join(" or ");
+}
+
+/** The v2 answer to a core error. */
+export function v2ErrorOf(err: DomainError): V2Error {
+  if (err instanceof UnauthenticatedError) {
+    if (err.reason === "missing") {
+      return new V2Error(400, "unkey/application/invalid_input", "Authorization header for 'bearer' scheme", [
+        { location: "security", message: "Authorization header was not found", fix: "Add an 'Authorization' header to this request" },
+      ]);
+    }
+    const detail =
+      err.reason === "notRootKey"
+        ? "The provided root key is invalid."
+        : "The provided root key is invalid. We could not find the requested key.";
+    return new V2Error(401, "unkey/authentication/key_not_found", detail);
+  }
+  if (err instanceof WorkspaceDisabledError) {
+    return new V2Error(403, "unkey/authorization/workspace_disabled", "The provided root key is invalid. The workspace is disabled.");
+  }
+  if (err instanceof NotFoundError) {
+    const resource = V2_RESOURCE[err.what] ?? err.what;
+    const detail = NOT_FOUND_DETAIL[err.what] ?? `The requested ${err.what} does not exist or has been deleted.`;
+    return new V2Error(404, `unkey/data/${resource}_not_found`, detail);
+  }
+  if (err instanceof PermissionDeniedError) {
+    const detail = err.query ? v2MissingPermissions(err.query, new Set(haveOf(err))) : `Missing permission: ${err.need}`;
+    return new V2Error(403, "unkey/authorization/insufficient_permissions", detail);
+  }
+  if (err instanceof DecryptNotAllowedError) {
+    return new V2Error(403, "unkey/authorization/insufficient_permissions", "You are not allowed to decrypt this key.");
+  }
+  if (err instanceof DeleteProtectedError) {
+    const detail = PROTECTED_DETAIL[err.what] ?? `This ${err.what} has delete protection enabled. Disable it before attempting to delete.`;
+    return new V2Error(412, "unkey/application/protected_resource", detail);
+  }
+  // v2 refuses a rate limit named twice in one request as bad input, not as a conflict with what is stored.
+  if (err.refusal?.kind === "ratelimitNameRepeated") return new V2Error(400, "unkey/application/invalid_input", v2Words(err), []);
+  if (err instanceof ConflictError) {
+    return new V2Error(409, `unkey/data/${V2_RESOURCE[err.what] ?? err.what}_already_exists`, v2Words(err));
+  }
+  if (err instanceof PreconditionFailedError) return new V2Error(412, "unkey/application/precondition_failed", v2Words(err));
+  if (err instanceof InvalidInputError) return new V2Error(400, "unkey/application/invalid_input", v2Words(err), []);
+  return new V2Error(500, "unkey/application/unexpected_error", "An unexpected error occurred.");
+}
+
+/** What the caller held, as a PermissionDeniedError's refusal states it. */
+function haveOf(err: PermissionDeniedError): string[] {
+  return err.refusal?.kind === "missingPermissions" ? err.refusal.have : [];
+}

@@ -1,0 +1,47 @@
+import { z } from "zod";
+import type { Identity } from "../../../core/identities/identities.core.js";
+
+/** v2's limit on an identity's meta, as JSON (1.0 MB). */
+export const V2_MAX_IDENTITY_META_JSON = 1_000_000;
+
+export const externalIdInput = z
+  .string()
+  .min(1)
+  .max(255)
+  .regex(/^[a-zA-Z0-9_.-]+$/, { error: "must hold only letters, digits and _ . -" });
+
+export const metaInput = z
+  .record(z.string(), z.unknown())
+  .refine((m) => Object.keys(m).length <= 100, { error: "must have at most 100 properties" })
+  .describe("Any JSON object of at most 100 properties (1.0 MB as JSON).");
+
+export const ratelimitsInput = z
+  .array(
+    z.object({
+      name: z.string().min(3).max(128).describe("The name verifications refer to it by."),
+      limit: z.int().min(1).max(2_147_483_647),
+      duration: z.int().min(1000).max(2_147_483_647).describe("The window, in milliseconds."),
+      autoApply: z.boolean().describe("Apply it to every verification of the identity's keys."),
+    }),
+  )
+  .max(50);
+
+export const identityRef = z.string().min(1).max(255).describe("The identity's id or its externalId.");
+
+export const identityOutput = z.object({
+  id: z.string().describe("The identity's id (`id_…`)."),
+  externalId: z.string(),
+  meta: z.record(z.string(), z.unknown()).optional().describe("Absent when empty."),
+  ratelimits: z
+    .array(z.object({ id: z.string(), name: z.string(), limit: z.number(), duration: z.number(), autoApply: z.boolean() }))
+    .optional()
+    .describe("The identity's own rate limits; absent when it has none."),
+});
+
+/** An identity as v2 shows it: empty meta and no rate limits are left out. */
+export const identityData = (identity: Identity) => ({
+  id: identity.id,
+  externalId: identity.externalId,
+  ...(Object.keys(identity.meta).length > 0 && { meta: identity.meta }),
+  ...(identity.ratelimits.length > 0 && { ratelimits: identity.ratelimits }),
+});

@@ -1,0 +1,22 @@
+import { z } from "zod";
+import { createIdentity as createIdentityCore } from "../../../core/identities/identities.core.js";
+import { BULK_BODY_LIMIT } from "../../v1/rpc.js";
+import { defineV2Rpc } from "../rpc.js";
+import { externalIdInput, metaInput, ratelimitsInput, V2_MAX_IDENTITY_META_JSON } from "./identities.schemas.js";
+
+export const createIdentity = defineV2Rpc({
+  method: "POST",
+  path: "/v2/identities.createIdentity",
+  auth: "rootKey",
+  summary:
+    "Creates an identity (the owner keys share rate limits and meta through); its externalId is unique in the workspace (409 when taken). A rate-limit name given twice is refused (400).",
+  errors: [400, 401, 403, 409, 503],
+  returns: "The new identity's id.",
+  bodyLimit: BULK_BODY_LIMIT,
+  // v2 leaves this body open: fields it does not know are ignored.
+  input: z.object({ externalId: externalIdInput, meta: metaInput.optional(), ratelimits: ratelimitsInput.optional() }),
+  output: z.object({ identityId: z.string().describe("The new identity's id (`id_…`).") }),
+  handler: async (input, { deps, rootKey }) => ({
+    data: { identityId: await createIdentityCore(deps, rootKey, input, { maxMetaJson: V2_MAX_IDENTITY_META_JSON }) },
+  }),
+});

@@ -1,0 +1,40 @@
+import { createApi } from "./apis/v2.apis.createApi.js";
+import { deleteApi } from "./apis/v2.apis.deleteApi.js";
+import { getApi } from "./apis/v2.apis.getApi.js";
+import { createIdentity } from "./identities/v2.identities.createIdentity.js";
+import { deleteIdentity } from "./identities/v2.identities.deleteIdentity.js";
+import { getIdentity } from "./identities/v2.identities.getIdentity.js";
+import { listIdentities } from "./identities/v2.identities.listIdentities.js";
+import { updateIdentity } from "./identities/v2.identities.updateIdentity.js";
+import { liveness } from "./liveness/v2.liveness.js";
+import { createPermission } from "./permissions/v2.permissions.createPermission.js";
+import { deletePermission } from "./permissions/v2.permissions.deletePermission.js";
+import { deleteRole } from "./permissions/v2.permissions.deleteRole.js";
+import { getPermission } from "./permissions/v2.permissions.getPermission.js";
+import { getRole } from "./permissions/v2.permissions.getRole.js";
+import { listPermissions } from "./permissions/v2.permissions.listPermissions.js";
+import { listRoles } from "./permissions/v2.permissions.listRoles.js";
+import type { V2Rpc } from "./rpc.js";
+
+/** Every v2 RPC keyhaven serves so far, by service (issue 14 adds the rest). */
+export const v2Rpcs: V2Rpc[] = [
+  liveness,
+  // apis
+  createApi,
+  getApi,
+  deleteApi,
+  // identities
+  createIdentity,
+  getIdentity,
+  listIdentities,
+  updateIdentity,
+  deleteIdentity,
+  // permissions
+  createPermission,
+  getPermission,
+  listPermissions,
+  deletePermission,
+  getRole,
+  listRoles,
+  deleteRole,
+];

@@ -1,0 +1,109 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { ZodTypeProvider } from "fastify-type-provider-zod";
+import { z } from "zod";
+import type { RootKeyAuth } from "../../core/auth/rootKeys.authenticator.js";
+import { UnauthenticatedError } from "../../errors.js";
+import type { Services } from "../../services.js";
+import { DEFAULT_BODY_LIMIT } from "../v1/rpc.js";
+import { V2Error } from "./errors.js";
+
+/**
+ * Who may call a v2 route, enforced by registerV2Rpc after the body is validated (v2 validates before it reads the
+ * credential) and before the handler:
+ * - "rootKey": `Authorization: Bearer <root key>` (v2's 400/401/403 otherwise); the handler gets it as `ctx.rootKey`.
+ * - "none": anybody (liveness).
+ */
+export type V2AuthKind = "rootKey" | "none";
+
+export type V2Context<A extends V2AuthKind> = {
+  deps: Services;
+  req: FastifyRequest;
+  reply: FastifyReply;
+} & (A extends "rootKey" ? { rootKey: RootKeyAuth } : Record<never, never>);
+
+/** What a v2 handler returns: the envelope's `data`, and `pagination` on the list routes. */
+export type V2Answer<O extends z.ZodType> = { data: z.input<O>; pagination?: { cursor?: string; hasMore: boolean } };
+
+/** The error statuses a v2 route declares (401 and 403 come with "rootKey"; 413 and 500 with every POST). */
+export type V2RouteErrorStatus = 400 | 401 | 403 | 404 | 409 | 410 | 412 | 503;
+
+export type V2Rpc<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType, A extends V2AuthKind = V2AuthKind> = {
+  /** Every v2 route is a POST with a JSON body, except liveness. */
+  method: "POST" | "GET";
+  /** `/v2/<service>.<method>` */
+  path: `/v2/${string}`;
+  summary: string;
+  /** The JSON body (strict: v2 refuses fields it does not know). Ignored for GET. */
+  input: I;
+  /** The envelope's `data`. */
+  output: O;
+  /** A list route: the answer carries `pagination`. */
+  paginated?: boolean;
+  /** The answer is `{meta}` alone, without `data` (v2's identities.deleteIdentity). */
+  noData?: boolean;
+  /** What `data` is, in a few words. */
+  returns: string;
+  auth: A;
+  errors: readonly V2RouteErrorStatus[];
+  handler: (input: z.output<I>, ctx: V2Context<A>) => Promise<V2Answer<O>>;
+  bodyLimit?: number;
+};
+
+export function defineV2Rpc<I extends z.ZodType, O extends z.ZodType, A extends V2AuthKind>(rpc: V2Rpc<I, O, A>): V2Rpc<I, O, A> {
+  return rpc;
+}
+
+/** `meta` of every v2 answer. */
+const meta = z.object({ requestId: z.string().describe("This request's id, to quote when asking for support.") });
+
+const pagination = z.object({
+  cursor: z.string().optional().describe("Pass it as `cursor` to read the next page; absent on the last page."),
+  hasMore: z.boolean().describe("Whether another page follows."),
+});
+
+/** The success envelope of a route: `{meta, data, pagination?}`. */
+export function v2Envelope(rpc: V2Rpc): z.ZodType {
+  if (rpc.noData) return z.object({ meta });
+  return z.object({ meta, data: rpc.output, ...(rpc.paginated && { pagination }) });
+}
+
+/**
+ * The root key of v2's `Authorization` header (contract §1.4): absent or empty is a 400 (as v2's validator
+ * answers it), a header that does not start with `Bearer ` a 400 `malformed`, then the token (trimmed) is
+ * authenticated by the core (401 unknown or not a root key, 403 disabled workspace).
+ */
+export async function authenticateV2(deps: Services, authorization: string | undefined): Promise<RootKeyAuth> {
+  const header = (authorization ?? "").trim();
+  if (header === "") throw new UnauthenticatedError("missing");
+  if (!header.startsWith("Bearer ")) {
+    throw new V2Error(
+      400,
+      "unkey/authentication/malformed",
+      "You must provide a valid root key in the Authorization header in the format 'Bearer ROOT_KEY'. Your authorization header is missing the 'Bearer ' prefix.",
+      [],
+    );
+  }
+  const token = header.slice("Bearer ".length).trim();
+  if (token === "") throw new UnauthenticatedError("unknown");
+  return deps.rootKeys.authenticate(token);
+}
+
+export function registerV2Rpc(app: FastifyInstance, deps: Services, rpc: V2Rpc): void {
+  app.withTypeProvider<ZodTypeProvider>().route({
+    method: rpc.method,
+    url: rpc.path,
+    bodyLimit: rpc.bodyLimit ?? DEFAULT_BODY_LIMIT,
+    config: { protocol: "v2" },
+    schema: {
+      summary: rpc.summary,
+      ...(rpc.method === "POST" && { body: rpc.input }),
+      response: { 200: v2Envelope(rpc) },
+    },
+    handler: async (req, reply) => {
+      const base = { deps, req, reply };
+      const principal = rpc.auth === "rootKey" ? { rootKey: await authenticateV2(deps, req.headers.authorization) } : {};
+      const answer = await rpc.handler(req.body, { ...base, ...principal } as V2Context<V2AuthKind>);
+      return reply.code(200).send(rpc.noData ? { meta: { requestId: req.id } } : { meta: { requestId: req.id }, ...answer });
+    },
+  });
+}

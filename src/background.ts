@@ -1,6 +1,6 @@
 import type { Services } from "./services.js";
 
-export type BackgroundJobs = Pick<Services, "analytics" | "migrationWorker">;
+export type BackgroundJobs = Pick<Services, "analytics" | "migrationWorker" | "invalidationPruner">;
 
 type Logger = {
   info(obj: unknown, msg?: string): void;
@@ -9,11 +9,12 @@ type Logger = {
 };
 
 /**
- * Starts the analytics flusher and retention cleanup and, unless `migrationWorker: false`, the migration worker
+ * Starts the analytics flusher and retention cleanup, the invalidation log's pruner and, unless `migrationWorker: false`, the migration worker
  * of services built by createServices (services.ts).
  */
 export function startBackgroundJobs(jobs: BackgroundJobs, log: Logger, options: { migrationWorker?: boolean } = {}): void {
   jobs.analytics.start(log);
+  jobs.invalidationPruner.start(log);
   if (options.migrationWorker !== false) jobs.migrationWorker.start(log);
 }
 
@@ -24,4 +25,5 @@ export function startBackgroundJobs(jobs: BackgroundJobs, log: Logger, options: 
 export async function stopBackgroundJobs(jobs: BackgroundJobs): Promise<void> {
   await jobs.migrationWorker.stop();
   await jobs.analytics.stop();
+  await jobs.invalidationPruner.stop();
 }

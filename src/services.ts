@@ -3,6 +3,7 @@ import type { Config } from "./config.js";
 import { Keyring } from "./keyring/keyring.js";
 import type { Db, Store } from "./storage/client.js";
 import { EpochReader } from "./storage/epoch.js";
+import { InvalidationPruner } from "./storage/invalidations.js";
 import { AppMetrics } from "./http/metrics.js";
 import { RootKeyAuthenticator } from "./core/auth/rootKeys.authenticator.js";
 import { VerificationAnalytics } from "./storage/analytics/analytics.recorder.js";
@@ -28,6 +29,8 @@ export type Services = {
   ratelimiter: RateLimiter;
   /** The store's write epoch, read once for all the caches below that ask at the same time. */
   epochs: EpochReader;
+  /** Deletes old rows of the invalidation log the caches catch up from (started by background.ts). */
+  invalidationPruner: InvalidationPruner;
   /** The keys keys.verifyKey reads, in memory while the epoch stands. */
   verificationCache: VerificationCache;
   /** Spends keys' remaining uses, grouping concurrent verifications of one key. */
@@ -80,10 +83,11 @@ export async function createServices(config: Config, store: Store, options: Serv
     keyring: new Keyring("masterKey" in options ? options.masterKey : config.encryptionKey),
     ratelimiter,
     epochs,
+    invalidationPruner: new InvalidationPruner(db),
     verificationCache: new VerificationCache(db, epochs),
     remainingSpender: new RemainingSpender(db, spendStatementsInFlight(store, config)),
     rootKeys: new RootKeyAuthenticator(db, epochs, clock),
-    limitLookups: new LimitLookupCache(db),
+    limitLookups: new LimitLookupCache(db, epochs),
     metrics: new AppMetrics({ config, store, db, ratelimiter }),
     analytics: new VerificationAnalytics(db, config.analytics, { retentionDays: config.analyticsRetentionDays, now: () => clock.now() }),
     migrationWorker: new MigrationWorker(db, { now: () => clock.now() }),

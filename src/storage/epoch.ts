@@ -1,24 +1,12 @@
-import { LRUCache } from "lru-cache";
 import { sql } from "drizzle-orm";
-import { bigint, pgTable, smallint } from "drizzle-orm/pg-core";
 import { Coalescer } from "./coalescer.js";
 import type { Db } from "./client.js";
+import { epochTable, InvalidationTracker, TaggedEntries } from "./invalidations.js";
 
-// Created by the custom migration `verification_epoch` (with its triggers), so not part of the drizzle schema.
-export const epochTable = pgTable("keyhaven_epoch", {
-  shard: smallint("shard").primaryKey(),
-  value: bigint("value", { mode: "bigint" }).notNull(),
-});
+export { epochTable };
 
 /** The epoch as SQL text, for statements that read it next to other rows in one snapshot. */
 export const epochSum = sql<string>`(select sum(${epochTable.value})::text from ${epochTable})`;
-
-function epochQuery(db: Db) {
-  return db
-    .select({ epoch: sql<string>`sum(${epochTable.value})::text` })
-    .from(epochTable)
-    .prepare("keyhaven_epoch");
-}
 
 type Waiter = { resolve: (epoch: bigint) => void; reject: (err: unknown) => void };
 
@@ -30,17 +18,19 @@ type Waiter = { resolve: (epoch: bigint) => void; reject: (err: unknown) => void
  * `current()` answers from a statement that starts after the call: a caller that arrives while a statement runs
  * waits for the next one, and everyone waiting then shares it. So under load one tiny query serves many requests,
  * and a write that committed before a request arrived is always reflected in the epoch that request gets.
- * One per process (services.ts), shared by every cache of that process.
+ * One per process (services.ts), shared by every cache of that process, as is its `invalidations`: what moved the
+ * epoch, applied to those caches (invalidations.ts), so that a write drops only the entries it can change.
  */
 export class EpochReader {
   private readonly queue: Coalescer<Waiter>;
+  readonly invalidations: InvalidationTracker;
 
   constructor(db: Db) {
-    const statement = epochQuery(db);
+    this.invalidations = new InvalidationTracker(db);
     this.queue = new Coalescer(
       async (batch) => {
-        const [row] = await statement.execute();
-        const epoch = BigInt(row?.epoch ?? "0");
+        // Applies what moved the epoch, if it moved, before anyone holding it answers from memory.
+        const epoch = await this.invalidations.readEpoch();
         for (const w of batch) w.resolve(epoch);
       },
       (batch, err) => {
@@ -54,25 +44,37 @@ export class EpochReader {
   }
 }
 
+/** How an EpochCache follows the invalidation log: the process's tracker, and the tags of what a value was read from. */
+export type EpochCacheTags<V> = { tracker: InvalidationTracker; tagsOf: (value: V, key: string) => readonly string[] };
+
 /**
- * Values read from the database, kept in memory only while the epoch has not moved: an entry is stored with the
- * epoch that was read before it was loaded, and is used only by a caller holding that same epoch. A newer epoch
- * drops every entry; a caller holding an older one (its epoch read finished before another caller's) loads without
- * touching the cache. Absent values (`undefined`) are never cached, so a row created later is found at once.
+ * Values read from the database, kept in memory without answering from stale data. An entry is used only by a caller
+ * holding an epoch read after it arrived, and only once the tracker has applied every change that epoch sees: those
+ * changes drop the entries carrying their tags (`tagsOf`), the rest stay. A value is stored only when the epoch read
+ * before its load is not older than what the tracker applied (else the load may predate a change already applied).
+ * Absent values (`undefined`) are never cached, so a row created later is found at once.
+ *
+ * Without `tags` (a cache nothing invalidates by tag), a newer epoch drops every entry, and a caller holding an older
+ * one loads without touching the cache.
  */
 export class EpochCache<V extends {}> {
   /** Bounded: beyond `maxEntries`, the least recently used entries are dropped first. */
-  private readonly entries: LRUCache<string, V>;
+  private readonly entries: TaggedEntries<V>;
   private epoch = -1n;
+  /** Values read from the database (what the tests of invalidation count). */
+  loads = 0;
 
   constructor(
     private readonly load: (key: string) => Promise<V | undefined>,
     maxEntries: number,
+    private readonly tags?: EpochCacheTags<V>,
   ) {
-    this.entries = new LRUCache({ max: maxEntries });
+    this.entries = new TaggedEntries(maxEntries);
+    tags?.tracker.register(this.entries);
   }
 
   async get(key: string, epoch: bigint): Promise<V | undefined> {
+    if (this.tags) return this.getTagged(key, epoch, this.tags);
     if (epoch > this.epoch) {
       this.entries.clear();
       this.epoch = epoch;
@@ -82,8 +84,19 @@ export class EpochCache<V extends {}> {
       if (hit !== undefined) return hit;
     }
     const loaded = await this.load(key);
+    this.loads++;
     // Only while the epoch is still the one read before the load: anything newer may have changed the row.
-    if (loaded !== undefined && epoch === this.epoch) this.entries.set(key, loaded);
+    if (loaded !== undefined && epoch === this.epoch) this.entries.set(key, loaded, []);
+    return loaded;
+  }
+
+  private async getTagged(key: string, epoch: bigint, tags: EpochCacheTags<V>): Promise<V | undefined> {
+    if (epoch > tags.tracker.applied) await tags.tracker.reach(epoch);
+    const hit = this.entries.get(key);
+    if (hit !== undefined) return hit;
+    const loaded = await this.load(key);
+    this.loads++;
+    if (loaded !== undefined && epoch >= tags.tracker.applied) this.entries.set(key, loaded, tags.tagsOf(loaded, key));
     return loaded;
   }
 

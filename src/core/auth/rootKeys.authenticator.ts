@@ -38,12 +38,20 @@ export class RootKeyAuthenticator {
     private readonly clock: Clock,
   ) {
     const lookup = prepareRootKeyLookup(db);
-    this.cache = new EpochCache<CachedRootKey>(async (hash) => {
-      const [row] = await lookup.execute({ hash });
-      if (!row) return undefined;
-      const auth = { rootKeyId: row.id, workspaceId: row.workspaceId, permissions: new Set(row.permissions) };
-      return { auth, workspaceEnabled: row.workspaceEnabled };
-    }, ROOT_KEY_CACHE_ENTRIES);
+    this.cache = new EpochCache<CachedRootKey>(
+      async (hash) => {
+        const [row] = await lookup.execute({ hash });
+        if (!row) return undefined;
+        const auth = { rootKeyId: row.id, workspaceId: row.workspaceId, permissions: new Set(row.permissions) };
+        return { auth, workspaceEnabled: row.workspaceEnabled };
+      },
+      ROOT_KEY_CACHE_ENTRIES,
+      {
+        // What the answer was read from: the root key's row and its workspace's (see migration invalidation_log).
+        tracker: epochs.invalidations,
+        tagsOf: ({ auth }) => [`root:${auth.rootKeyId}`, `ws:${auth.workspaceId}`],
+      },
+    );
   }
 
   /**
@@ -52,8 +60,8 @@ export class RootKeyAuthenticator {
    *
    * Every request reads the store's epoch (one small query shared by the requests that arrive together; see
    * storage/epoch.ts); the root key is read from the database only when it is not in memory at that epoch. Deleting a
-   * root key, changing its permissions or disabling its workspace moves the epoch, so the next request on every
-   * replica sees it. `epoch` may be passed by a caller that reads it for other caches of the same request.
+   * root key, changing its permissions or disabling its workspace moves the epoch and drops that root key (or the
+   * workspace's) from memory, so the next request on every replica sees it; other writes leave it cached. `epoch` may be passed by a caller that reads it for other caches of the same request.
    */
   async authenticate(token: string, epoch?: bigint): Promise<RootKeyAuth> {
     if (token === "") throw new UnauthenticatedError("missing");
@@ -90,6 +98,11 @@ export class RootKeyAuthenticator {
       return undefined;
     }
     return found.workspaceEnabled ? found.auth : undefined;
+  }
+
+  /** Root keys read from the database so far (not answered from memory). */
+  get loads(): number {
+    return this.cache.loads;
   }
 
   private async find(hash: string, epoch: bigint | undefined): Promise<CachedRootKey | undefined> {

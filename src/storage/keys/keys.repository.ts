@@ -42,6 +42,8 @@ export function prepareVerificationLookup(db: Db) {
       identityExternalId: identities.externalId,
       identityMeta: identities.meta,
       roles: keyRoleNames,
+      // Only to tag the cached key (verification.cache.ts): a change to one of its roles drops it.
+      roleIds: sql<string[]>`coalesce((select array_agg(kr.role_id) from keys_roles kr where kr.key_id = ${keys.id}), '{}')`,
       // The key's own limits and its identity's, each tagged with where it comes from.
       ratelimits: sql<StoredRatelimit[]>`coalesce((
         select json_agg(json_build_object('name', rl.name, 'limit', rl."limit", 'duration', rl.duration,

@@ -1,11 +1,23 @@
-import { LRUCache } from "lru-cache";
 import { Coalescer } from "../coalescer.js";
 import type { Db } from "../client.js";
 import type { EpochReader } from "../epoch.js";
+import { TaggedEntries } from "../invalidations.js";
 import { type KeyForVerification, prepareVerificationLookup, type VerificationLookup } from "./keys.repository.js";
 
 /** Keys kept in memory per process; beyond this the least recently used entries are dropped first. */
 export const VERIFICATION_CACHE_ENTRIES = 50_000;
+
+/**
+ * What a cached key's answer was read from, as the tags the writes of migration `invalidation_log` log: its row, its
+ * API, its workspace, its identity (and so the identity's rate limits) and its roles (their permissions). Its own
+ * permissions and rate limits log `key:<id>`.
+ */
+export function verificationTagsOf(key: KeyForVerification): string[] {
+  const tags = [`key:${key.id}`, `api:${key.apiId}`, `ws:${key.workspaceId}`];
+  if (key.identityId) tags.push(`identity:${key.identityId}`);
+  for (const roleId of key.roleIds) tags.push(`role:${roleId}`);
+  return tags;
+}
 
 /**
  * The key (undefined when there is none) and the epoch it was confirmed at: read by a statement that started after
@@ -24,18 +36,20 @@ type Waiter = {
  * The keys verification reads, kept in process memory without ever answering from stale data.
  *
  * Every write that can change a verification's answer bumps the database's epoch in the same transaction
- * (triggers of migration `verification_epoch`). Each lookup waits for a statement that starts after the lookup was
- * asked for; that statement reads the epoch (and, in the same snapshot, the keys not in memory). Entries read at the
- * same epoch are still exact, because no write they depend on has committed since; otherwise they are all dropped
- * and read again. So a write that committed before a verification arrived is always seen by it, on every replica.
+ * (triggers of migration `verification_epoch`) and logs what it changed (migration `invalidation_log`). Each lookup
+ * waits for a statement that starts after the lookup was asked for; that statement reads the epoch (and, in the same
+ * snapshot, the keys not in memory). When the epoch moved, the process's invalidation tracker first reads what moved
+ * it and drops the entries carrying those tags (`verificationTagsOf`); the others are still exact, because no write
+ * they depend on has committed since. So a write that committed before a verification arrived is always seen by it,
+ * on every replica, and a write to another key leaves this one in memory.
  *
  * Lookups that arrive while a statement is running are answered together by the next one: under load one small
  * query serves many verifications, and a key that is verified often is read from the database once per write.
  */
 export class VerificationCache {
-  private readonly entries: LRUCache<string, KeyForVerification>;
-  /** The epoch every entry was read at; null before the first read. */
-  private epoch: bigint | null = null;
+  private readonly entries: TaggedEntries<KeyForVerification>;
+  /** Keys read from the database (rows the lookup returned): what the tests of invalidation count. */
+  loads = 0;
   private readonly queue: Coalescer<Waiter>;
   private readonly statement: VerificationLookup;
 
@@ -46,7 +60,8 @@ export class VerificationCache {
     maxEntries = VERIFICATION_CACHE_ENTRIES,
   ) {
     this.statement = prepareVerificationLookup(db);
-    this.entries = new LRUCache({ max: maxEntries });
+    this.entries = new TaggedEntries(maxEntries);
+    epochs.invalidations.register(this.entries);
     this.queue = new Coalescer(
       (batch) => this.answer(batch),
       (batch, err) => {
@@ -78,24 +93,27 @@ export class VerificationCache {
         epoch = BigInt(row.epoch);
         found.set(row.hash, row);
       }
+      this.loads += found.size;
     }
     const hadHits = batch.some((w) => !missed.has(w.hash));
-    if (epoch === undefined && (hadHits || this.epoch === null)) {
+    if (epoch === undefined && hadHits) {
       // Shared with the other caches of this process; its statement starts after this batch was formed.
       epoch = await this.epochs.current();
     }
 
-    if (epoch !== undefined && epoch !== this.epoch) {
-      this.entries.clear();
-      this.epoch = epoch;
+    const tracker = this.epochs.invalidations;
+    // Everything this epoch's snapshot sees is applied before an entry in memory answers.
+    if (epoch !== undefined && epoch > tracker.applied) await tracker.reach(epoch);
+    // Read at an epoch older than what is applied, a row may predate a change already applied: used, not kept.
+    if (epoch !== undefined && epoch >= tracker.applied) {
+      for (const [hash, row] of found) this.entries.set(hash, row, verificationTagsOf(row));
     }
-    for (const [hash, row] of found) this.entries.set(hash, row);
 
     for (const w of batch) {
-      const cached = this.entries.get(w.hash);
+      const cached = found.get(w.hash) ?? (missed.has(w.hash) ? undefined : this.entries.get(w.hash));
       if (cached) w.resolve({ key: cached, epoch });
       else if (missed.has(w.hash)) w.resolve({ key: undefined, epoch });
-      // It was in memory, but the epoch moved: asked again by the next statement, which starts after this one.
+      // It was in memory, but a change it depends on dropped it: asked again by the next statement.
       else this.queue.add(w);
     }
   }

@@ -1,6 +1,6 @@
 import { and, asc, count, eq, gt, isNull, sql } from "drizzle-orm";
 import type { Db } from "../client.js";
-import { EpochCache } from "../epoch.js";
+import { EpochCache, type EpochReader } from "../epoch.js";
 import { ratelimitNamespaces, ratelimitOverrides } from "../schema.js";
 import { newId } from "../../ids.js";
 
@@ -50,20 +50,28 @@ export const LIMIT_LOOKUP_CACHE_ENTRIES = 50_000;
 /**
  * ratelimits.limit is a hot path: its lookup is one prepared statement per process (services.ts builds one of
  * these), and its answers are kept in memory only while the store's epoch is unchanged. Setting or deleting an
- * override, or anything that changes a namespace, moves the epoch (migration root_key_epoch), so the next call on
- * every replica sees it.
+ * override, or anything that changes a namespace, moves the epoch (migration root_key_epoch) and drops that
+ * namespace's answers (migration invalidation_log), so the next call on every replica sees it.
  */
 export class LimitLookupCache {
   private readonly cache: EpochCache<LimitLookup>;
 
-  constructor(db: Db) {
+  constructor(db: Db, epochs: EpochReader) {
     const lookup = limitLookup(db);
-    this.cache = new EpochCache<LimitLookup>(async (key) => {
-      const [workspaceId, name, identifierValue] = JSON.parse(key) as [string, string, string];
-      const [row] = await lookup.execute({ workspaceId, name, identifier: identifierValue });
-      if (!row) return undefined;
-      return { namespaceId: row.namespaceId, ...(row.override && { override: row.override }) };
-    }, LIMIT_LOOKUP_CACHE_ENTRIES);
+    this.cache = new EpochCache<LimitLookup>(
+      async (key) => {
+        const [workspaceId, name, identifierValue] = JSON.parse(key) as [string, string, string];
+        const [row] = await lookup.execute({ workspaceId, name, identifier: identifierValue });
+        if (!row) return undefined;
+        return { namespaceId: row.namespaceId, ...(row.override && { override: row.override }) };
+      },
+      LIMIT_LOOKUP_CACHE_ENTRIES,
+      {
+        // The namespace's row and its overrides log `ns:<id>` (migration invalidation_log); its workspace `ws:<id>`.
+        tracker: epochs.invalidations,
+        tagsOf: (found, key) => [`ns:${found.namespaceId}`, `ws:${(JSON.parse(key) as [string])[0]}`],
+      },
+    );
   }
 
   /** The live namespace by name with the override that applies to the identifier, as of `epoch` or later. */

@@ -12,6 +12,7 @@ import { VerificationCache } from "./storage/keys/verification.cache.js";
 import { MigrationWorker } from "./core/import/import.worker.js";
 import { LimitLookupCache } from "./storage/ratelimits/ratelimits.repository.js";
 import { openRateLimiter, type RateLimiter } from "./storage/ratelimits/ratelimiter.js";
+import { StatisticsRefresher } from "./storage/statistics.js";
 
 /**
  * Every stateful piece of one keyhaven process, built once by createServices and passed to every handler (as
@@ -45,6 +46,8 @@ export type Services = {
   analytics: VerificationAnalytics;
   /** The migrations.enqueueKeys worker, woken after an enqueue; it works once started (background.ts). */
   migrationWorker: MigrationWorker;
+  /** Analyses the imported tables after imports on PGlite (no autovacuum there), once started (background.ts). */
+  statistics: StatisticsRefresher;
 };
 
 export type ServicesOptions = {
@@ -75,6 +78,7 @@ export async function createServices(config: Config, store: Store, options: Serv
   const clock = options.clock ?? systemClock;
   const ratelimiter = options.ratelimiter ?? (await openRateLimiter(config));
   const epochs = new EpochReader(db);
+  const statistics = new StatisticsRefresher(db, store.kind);
   return {
     config,
     store,
@@ -90,6 +94,7 @@ export async function createServices(config: Config, store: Store, options: Serv
     limitLookups: new LimitLookupCache(db, epochs),
     metrics: new AppMetrics({ config, store, db, ratelimiter }),
     analytics: new VerificationAnalytics(db, config.analytics, { retentionDays: config.analyticsRetentionDays, now: () => clock.now() }),
-    migrationWorker: new MigrationWorker(db, { now: () => clock.now() }),
+    migrationWorker: new MigrationWorker(db, { now: () => clock.now(), onImported: (count) => statistics.onImported(count) }),
+    statistics,
   };
 }

@@ -5,6 +5,7 @@ import { NotFoundError, PermissionDeniedError } from "../../errors.js";
 import { findLiveApiIds } from "../../storage/apis/apis.repository.js";
 import type { ImportKey } from "./import.keys.types.js";
 import { insertImport } from "../../storage/import/migrations.repository.js";
+import type { StatisticsRefresher } from "../../storage/statistics.js";
 import { resolveImportNames } from "./import.names.js";
 import { describeImportPermission, importPermission } from "./import.permissions.js";
 import { planImport } from "./import.plan.js";
@@ -18,7 +19,7 @@ import type { Principal } from "../principal.js";
  * and a key that exists already (ConflictError with `details`).
  */
 export async function importKeys(
-  store: { db: Db; keyring: Keyring },
+  store: { db: Db; keyring: Keyring; statistics: Pick<StatisticsRefresher, "onImported"> },
   caller: Principal,
   items: ImportKey[],
   now: number,
@@ -45,6 +46,7 @@ export async function importKeys(
   const plan = planImport(items, { workspaceId, roleIds, permissionIds, keyring, dataKey, now });
   const keyIds = await insertImport(db, plan);
   if (dataKey?.newRow) keyring.remember(dataKey);
+  store.statistics.onImported(keyIds.length);
   return keyIds;
 }
 

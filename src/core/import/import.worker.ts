@@ -44,6 +44,8 @@ export type MigrationWorkerOptions = {
   now?: () => number;
   lockTimeoutMs?: number;
   statementTimeoutMs?: number;
+  /** Told how many keys each batch imported, once its transaction committed (services.ts: the statistics refresher). */
+  onImported?: (count: number) => void;
 };
 
 /**
@@ -66,6 +68,7 @@ export class MigrationWorker {
   private readonly now: () => number;
   private readonly lockTimeoutMs: number;
   private readonly statementTimeoutMs: number;
+  private readonly onImported: (count: number) => void;
 
   constructor(
     private readonly db: Db,
@@ -76,6 +79,7 @@ export class MigrationWorker {
     this.now = options.now ?? Date.now;
     this.lockTimeoutMs = options.lockTimeoutMs ?? MIGRATION_LOCK_TIMEOUT_MS;
     this.statementTimeoutMs = options.statementTimeoutMs ?? MIGRATION_STATEMENT_TIMEOUT_MS;
+    this.onImported = options.onImported ?? (() => {});
   }
 
   start(log?: Logger): void {
@@ -143,8 +147,9 @@ export class MigrationWorker {
   async processNext(): Promise<boolean> {
     const now = this.now();
     let claimed: PendingBatch | undefined;
+    let imported = 0;
     try {
-      return await this.db.transaction(async (tx) => {
+      const worked = await this.db.transaction(async (tx) => {
         await tx.execute(sql.raw(`set local lock_timeout = ${Math.max(1, Math.round(this.lockTimeoutMs))}`));
         await tx.execute(sql.raw(`set local statement_timeout = ${Math.max(1, Math.round(this.statementTimeoutMs))}`));
         const batch = await claimPendingBatch(tx, now);
@@ -152,12 +157,15 @@ export class MigrationWorker {
         claimed = batch;
         const result = await importBatch(tx, batch, this.now);
         await finishMigrationBatch(tx, batch, result, this.now());
+        imported = result.imported;
         this.log.info(
           { batchId: batch.id, migrationId: batch.migrationId, imported: result.imported, failed: result.errors.length },
           "imported an enqueued migration batch",
         );
         return true;
       });
+      this.onImported(imported);
+      return worked;
     } catch (err) {
       if (!claimed) throw err;
       const batch = claimed;

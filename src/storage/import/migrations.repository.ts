@@ -2,6 +2,7 @@ import { and, asc, eq, gt, inArray, isNotNull, isNull, lte, or, sql } from "driz
 import type { DataKey } from "../crypto/encryptionKeys.repository.js";
 import type { Db } from "../client.js";
 import { insertRecordset, textArray } from "../bulk.js";
+import { indexFirst } from "../indexFirst.js";
 import { encryptedKeys, encryptionKeys, keys, migrationBatches, migrationErrors } from "../schema.js";
 import { ConflictError, describeRefusal, type Refusal } from "../../errors.js";
 import { upsertIdentities } from "../identities/identities.repository.js";
@@ -125,8 +126,8 @@ export async function findExistingHashes(db: Db, hashes: string[]): Promise<Set<
   if (hashes.length === 0) return new Set();
   const rows = await db
     .select({ hash: keys.hash })
-    .from(keys)
-    .where(sql`${keys.hash} = any(${textArray(hashes)})`);
+    // From the hash index whatever the statistics say (indexFirst.ts): imports are when they are least fresh.
+    .from(indexFirst(keys, sql`${keys.hash} = any(${textArray(hashes)})`));
   return new Set(rows.map((r) => r.hash));
 }
 

@@ -1,5 +1,6 @@
 import { and, asc, count, eq, gt, inArray, isNull, type SQL, sql } from "drizzle-orm";
 import type { Db } from "../client.js";
+import { indexFirst } from "../indexFirst.js";
 import { apis, encryptedKeys, identities, keys, ratelimits } from "../schema.js";
 import { keyDirectPermissionNames, keyEffectivePermissionSlugs, keyRoleNames } from "./keys.columns.js";
 import { effectiveRemaining, refillDue } from "./keys.refill.js";
@@ -27,7 +28,7 @@ const effectiveLastRefillAtMs = sql<number | null>`floor(extract(epoch from (cas
  * correlated subqueries, the `default` rate limit, the identity and the ciphertext from joins (each at most one
  * row per key), so the number of queries never grows with the page.
  */
-function selectKeyObjectRows(db: Db, view: PermissionView) {
+function selectKeyObjectRows(db: Db, view: PermissionView, source: typeof keys = keys) {
   return db
     .select({
       id: keys.id,
@@ -56,7 +57,7 @@ function selectKeyObjectRows(db: Db, view: PermissionView) {
       encrypted: encryptedKeys.encrypted,
       encryptionKeyId: encryptedKeys.encryptionKeyId,
     })
-    .from(keys)
+    .from(source)
     .innerJoin(apis, and(eq(apis.id, keys.apiId), isNull(apis.deletedAtM)))
     .leftJoin(identities, eq(identities.id, keys.identityId))
     .leftJoin(ratelimits, and(eq(ratelimits.keyId, keys.id), eq(ratelimits.name, "default")))
@@ -72,9 +73,8 @@ export async function findKeyObjectRow(
   view: PermissionView,
 ): Promise<KeyObjectRow | undefined> {
   const match = "id" in by ? eq(keys.id, by.id) : eq(keys.hash, by.hash);
-  const [row] = await selectKeyObjectRows(db, view)
-    .where(and(match, isNull(keys.deletedAtM)))
-    .limit(1);
+  // From the key's unique index whatever the statistics say (indexFirst.ts).
+  const [row] = await selectKeyObjectRows(db, view, indexFirst(keys, match)).where(isNull(keys.deletedAtM)).limit(1);
   return row;
 }
 

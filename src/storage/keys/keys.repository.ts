@@ -1,6 +1,7 @@
 import { and, eq, isNull, type SQL, sql } from "drizzle-orm";
 import { type Db, rowsOf } from "../client.js";
 import { epochSum } from "../epoch.js";
+import { indexFirst } from "../indexFirst.js";
 import { apis, identities, keys, workspaces } from "../schema.js";
 import { keyEffectivePermissionSlugs, keyRoleNames } from "./keys.columns.js";
 import { effectiveRemaining, lastRefillAfterWrite } from "./keys.refill.js";
@@ -21,43 +22,46 @@ export type StoredRatelimit = {
  * SQL, and PostgreSQL planning it), instead of once per request.
  */
 export function prepareVerificationLookup(db: Db) {
-  return db
-    .select({
-      hash: keys.hash,
-      // Read in the same snapshot as the key: see verification.cache.ts.
-      epoch: epochSum,
-      id: keys.id,
-      workspaceId: keys.workspaceId,
-      apiId: keys.apiId,
-      name: keys.name,
-      ownerId: keys.ownerId,
-      meta: keys.meta,
-      expires: keys.expires,
-      remaining: keys.remaining,
-      enabled: keys.enabled,
-      environment: keys.environment,
-      workspaceEnabled: workspaces.enabled,
-      apiIpWhitelist: apis.ipWhitelist,
-      identityId: identities.id,
-      identityExternalId: identities.externalId,
-      identityMeta: identities.meta,
-      roles: keyRoleNames,
-      // Only to tag the cached key (verification.cache.ts): a change to one of its roles drops it.
-      roleIds: sql<string[]>`coalesce((select array_agg(kr.role_id) from keys_roles kr where kr.key_id = ${keys.id}), '{}')`,
-      // The key's own limits and its identity's, each tagged with where it comes from.
-      ratelimits: sql<StoredRatelimit[]>`coalesce((
+  return (
+    db
+      .select({
+        hash: keys.hash,
+        // Read in the same snapshot as the key: see verification.cache.ts.
+        epoch: epochSum,
+        id: keys.id,
+        workspaceId: keys.workspaceId,
+        apiId: keys.apiId,
+        name: keys.name,
+        ownerId: keys.ownerId,
+        meta: keys.meta,
+        expires: keys.expires,
+        remaining: keys.remaining,
+        enabled: keys.enabled,
+        environment: keys.environment,
+        workspaceEnabled: workspaces.enabled,
+        apiIpWhitelist: apis.ipWhitelist,
+        identityId: identities.id,
+        identityExternalId: identities.externalId,
+        identityMeta: identities.meta,
+        roles: keyRoleNames,
+        // Only to tag the cached key (verification.cache.ts): a change to one of its roles drops it.
+        roleIds: sql<string[]>`coalesce((select array_agg(kr.role_id) from keys_roles kr where kr.key_id = ${keys.id}), '{}')`,
+        // The key's own limits and its identity's, each tagged with where it comes from.
+        ratelimits: sql<StoredRatelimit[]>`coalesce((
         select json_agg(json_build_object('name', rl.name, 'limit', rl."limit", 'duration', rl.duration,
           'autoApply', rl.auto_apply, 'owner', case when rl.key_id is not null then 'key' else 'identity' end))
         from ratelimits rl
         where rl.key_id = ${keys.id} or (${keys.identityId} is not null and rl.identity_id = ${keys.identityId})), '[]')`,
-      permissions: keyEffectivePermissionSlugs,
-    })
-    .from(keys)
-    .innerJoin(apis, and(eq(apis.id, keys.apiId), isNull(apis.deletedAtM)))
-    .innerJoin(workspaces, eq(workspaces.id, keys.workspaceId))
-    .leftJoin(identities, eq(identities.id, keys.identityId))
-    .where(and(sql`${keys.hash} = any(${sql.placeholder("hashes")}::text[])`, isNull(keys.deletedAtM)))
-    .prepare("keyhaven_verification_lookup");
+        permissions: keyEffectivePermissionSlugs,
+      })
+      // From the hash index whatever the statistics say (indexFirst.ts).
+      .from(indexFirst(keys, sql`${keys.hash} = any(${sql.placeholder("hashes")}::text[])`))
+      .innerJoin(apis, and(eq(apis.id, keys.apiId), isNull(apis.deletedAtM)))
+      .innerJoin(workspaces, eq(workspaces.id, keys.workspaceId))
+      .leftJoin(identities, eq(identities.id, keys.identityId))
+      .where(isNull(keys.deletedAtM))
+      .prepare("keyhaven_verification_lookup")
+  );
 }
 
 export type VerificationLookup = ReturnType<typeof prepareVerificationLookup>;

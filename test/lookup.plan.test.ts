@@ -1,0 +1,147 @@
+import { sql } from "drizzle-orm";
+import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
+import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
+import { describe, expect } from "vitest";
+import { type Db, rowsOf } from "../src/storage/client.js";
+import { findExistingHashes } from "../src/storage/import/migrations.repository.js";
+import { findKeyObjectRow } from "../src/storage/keys/keyObjects.repository.js";
+import { prepareVerificationLookup } from "../src/storage/keys/keys.repository.js";
+import { liveKeyHashExists, prepareRootKeyLookup } from "../src/storage/rootKeys/rootKeys.auth.repository.js";
+import * as schema from "../src/storage/schema.js";
+import { test } from "./fixtures.js";
+import type { Harness } from "./helper.js";
+
+// Issue 13 §2: after a bulk import nobody analysed, the verification lookup was planned from `apis` through
+// keys_live_by_api_idx, reading every key of the API to find one hash. The lookups by hash (and the key object's
+// lookup by id) must start from their unique index whatever the statistics say. Here `keys` and `root_keys` hold
+// tens of thousands of fresh, never analysed rows of one API and one workspace, which makes the walk look cheap to
+// the planner (the lookups' old shape took it), and each lookup's plan is read with EXPLAIN, never timed.
+
+/** Rows inserted, straight into the tables, in one API (one workspace for the root keys). */
+const BULK_ROWS = 30_000;
+
+type Captured = { query: string; params: unknown[] };
+
+/**
+ * A drizzle handle on the harness's own connection(s) that keeps the last statement it sent: the repositories'
+ * functions run on it unchanged, and the test then explains exactly what they sent.
+ */
+function recordingDb(h: Harness): { db: Db; last(): Captured } {
+  let last: Captured | undefined;
+  const logger = { logQuery: (query: string, params: unknown[]) => void (last = { query, params }) };
+  const client = (h.db as unknown as { $client: never }).$client;
+  const db = (h.onPostgres ? drizzlePostgres({ client, schema, logger }) : drizzlePglite({ client, schema, logger })) as unknown as Db;
+  return {
+    db,
+    last: () => {
+      if (!last) throw new Error("no statement was sent");
+      return last;
+    },
+  };
+}
+
+/** A bound value written as an SQL literal, for EXECUTE (which takes expressions, not bind parameters). */
+function literal(value: unknown): string {
+  if (typeof value === "number") return String(value);
+  if (Array.isArray(value)) return literal(`{${value.map((v) => `"${String(v)}"`).join(",")}}`);
+  return `'${String(value).replace(/'/g, "''")}'`;
+}
+
+type PlanNode = { "Node Type": string; "Relation Name"?: string; "Index Name"?: string; Plans?: PlanNode[] };
+
+function nodesOf(node: PlanNode): PlanNode[] {
+  return [node, ...(node.Plans ?? []).flatMap(nodesOf)];
+}
+
+/**
+ * The plans of `statement`, as a prepared statement is planned generically (as postgres.js's named statements
+ * are, after five runs) and with its parameters' values (PGlite's unnamed statements): EXPLAIN without ANALYZE.
+ */
+async function plansOf(h: Harness, statement: Captured): Promise<Record<"generic" | "custom", PlanNode[]>> {
+  return h.db.transaction(async (tx) => {
+    const run = async (text: string) => rowsOf<Record<string, unknown>>(await tx.execute(sql.raw(text)));
+    const plans = {} as Record<"generic" | "custom", PlanNode[]>;
+    for (const mode of ["generic", "custom"] as const) {
+      await run(`set local plan_cache_mode = force_${mode}_plan`);
+      await run(`prepare lookup_plan_test as ${statement.query}`);
+      const [row] = await run(`explain (format json) execute lookup_plan_test(${statement.params.map(literal).join(", ")})`);
+      await run("deallocate lookup_plan_test");
+      const json = row!["QUERY PLAN"];
+      const [top] = (typeof json === "string" ? JSON.parse(json) : json) as { Plan: PlanNode }[];
+      plans[mode] = nodesOf(top!.Plan);
+    }
+    return plans;
+  });
+}
+
+/** Names of `table`'s indexes. */
+async function indexesOf(h: Harness, table: string): Promise<Set<string>> {
+  const rows = await h.sql<{ indexname: string }>(`select indexname from pg_indexes where tablename = '${table}'`);
+  return new Set(rows.map((r) => r.indexname));
+}
+
+/** Every access to `table` in both plans goes through `index`, and none scans it whole. */
+async function expectIndexFirst(h: Harness, statement: Captured, table: string, index: string) {
+  const ofTable = await indexesOf(h, table);
+  for (const [mode, nodes] of Object.entries(await plansOf(h, statement))) {
+    const used = nodes.map((n) => n["Index Name"]).filter((name): name is string => name !== undefined && ofTable.has(name));
+    const wholeScans = nodes.filter((n) => n["Node Type"] === "Seq Scan" && n["Relation Name"] === table);
+    const described = `${mode} plan of\n${statement.query}\nuses ${JSON.stringify(used)}`;
+    expect(used, described).toContain(index);
+    expect(new Set(used), described).toEqual(new Set([index]));
+    expect(wholeScans, described).toEqual([]);
+  }
+}
+
+const it = test.extend("bulk", { scope: "file" }, async ({ h, t, apiId }) => {
+  // Never analysed: on PostgreSQL, no autovacuum worker may analyse these tables during the file.
+  if (h.onPostgres) {
+    for (const table of ["keys", "root_keys", "apis", "workspaces"]) await h.sql(`alter table ${table} set (autovacuum_enabled = false)`);
+  }
+  await h.sql(`insert into keys (id, workspace_id, api_id, hash, start, created_at_m)
+    select 'plan_key_' || i, '${t.workspaceId}', '${apiId}', 'plan_hash_' || i, 'x', 0 from generate_series(1, ${BULK_ROWS}) i`);
+  await h.sql(`insert into root_keys (id, workspace_id, hash, start, permissions, created_at_m)
+    select 'plan_root_' || i, '${t.workspaceId}', 'plan_root_hash_' || i, 'x', '{}', 0 from generate_series(1, ${BULK_ROWS}) i`);
+  const [stats] = await h.sql<{ analysed: boolean }>(
+    "select coalesce(last_analyze, last_autoanalyze) is not null as analysed from pg_stat_user_tables where relname = 'keys'",
+  );
+  expect(stats?.analysed).toBe(false);
+  return { hashes: ["plan_hash_7", "plan_hash_29000"] };
+});
+
+describe("lookups by hash start from the hash index, whatever the table's statistics", () => {
+  it("the verification lookup", { timeout: 120_000 }, async ({ h, bulk }) => {
+    const recording = recordingDb(h);
+    const rows = await prepareVerificationLookup(recording.db).execute({ hashes: bulk.hashes });
+    expect(rows.map((r) => r.hash).sort()).toEqual([...bulk.hashes].sort());
+    await expectIndexFirst(h, recording.last(), "keys", "keys_hash_idx");
+  });
+
+  it("the key object's lookup by hash, and by id", async ({ h, bulk }) => {
+    const recording = recordingDb(h);
+    expect((await findKeyObjectRow(recording.db, { hash: bulk.hashes[0]! }, "direct-names"))?.id).toBe("plan_key_7");
+    await expectIndexFirst(h, recording.last(), "keys", "keys_hash_idx");
+    expect((await findKeyObjectRow(recording.db, { id: "plan_key_7" }, "effective-slugs"))?.id).toBe("plan_key_7");
+    await expectIndexFirst(h, recording.last(), "keys", "keys_pkey");
+  });
+
+  it("the check that a root key's token is a customer's key", async ({ h, bulk }) => {
+    const recording = recordingDb(h);
+    expect(await liveKeyHashExists(recording.db, bulk.hashes[0]!)).toBe(true);
+    await expectIndexFirst(h, recording.last(), "keys", "keys_hash_idx");
+  });
+
+  it("the import's check for hashes that exist already", async ({ h, bulk }) => {
+    const recording = recordingDb(h);
+    const existing = await findExistingHashes(recording.db, [...bulk.hashes, "plan_hash_none"]);
+    expect([...existing].sort()).toEqual([...bulk.hashes].sort());
+    await expectIndexFirst(h, recording.last(), "keys", "keys_hash_idx");
+  });
+
+  it("the root key lookup", async ({ h }) => {
+    const recording = recordingDb(h);
+    const [row] = await prepareRootKeyLookup(recording.db).execute({ hash: "plan_root_hash_12" });
+    expect(row?.id).toBe("plan_root_12");
+    await expectIndexFirst(h, recording.last(), "root_keys", "root_keys_hash_idx");
+  });
+});

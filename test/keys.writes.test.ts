@@ -887,6 +887,36 @@ describe("apis.deleteApi", () => {
     expect(await count(`keys where api_id = '${racing}' and deleted_at_m is null`)).toBe(0);
   });
 
+  it("answers 404 for an API deleted since this replica last created a key in it, before any other refusal", async ({
+    h,
+    t,
+    newApi,
+    count,
+    createKeyRequest,
+  }) => {
+    // The API's key settings are kept in memory once seen; its deletion through another replica is still answered
+    // first, as when the API is read on every call.
+    const doomed = await newApi(t);
+    expect((await createKeyRequest({ apiId: doomed })).status).toBe(200);
+    const replica = await h.replica();
+    try {
+      const res = await replica.app.inject({
+        method: "POST",
+        url: "/v1/apis.deleteApi",
+        headers: { authorization: `Bearer ${t.rootKey}` },
+        payload: { apiId: doomed },
+      });
+      expect(res.statusCode, res.body).toBe(200);
+    } finally {
+      await replica.close();
+    }
+    expectError(await createKeyRequest({ apiId: doomed }), 404, "NOT_FOUND", `api ${doomed} not found`);
+    expectError(await createKeyRequest({ apiId: doomed, remaining: 0 }), 404, "NOT_FOUND", `api ${doomed} not found`);
+    expectError(await createKeyRequest({ apiId: doomed, recoverable: true }), 404, "NOT_FOUND", `api ${doomed} not found`);
+    expectError(await createKeyRequest({ apiId: doomed, roles: ["r"] }), 404, "NOT_FOUND", `api ${doomed} not found`);
+    expect(await count(`keys where api_id = '${doomed}' and deleted_at_m is null`)).toBe(0);
+  });
+
   it("answers an unknown API and another workspace's API with the same 404", async ({ h, apiId, createKey, verify, deleteApi }) => {
     const other = await h.tenant();
     const { key } = await createKey();

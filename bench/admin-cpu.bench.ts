@@ -8,7 +8,8 @@
  * caches settle), and the idle CPU rate is measured over BENCH_IDLE_SECONDS (timers, the pool's keep-alives). Then,
  * for each route and each concurrency in BENCH_CONCURRENCY, BENCH_CALLS calls are made by that many workers, each
  * sending its next call when the previous one is answered (every answer must be a 200), with /metrics read before
- * and after. Reported: server CPU ms per call = (CPU after − CPU before − idle rate × elapsed) / calls, calls/s,
+ * and after. Reported: server CPU ms per call = (CPU after − CPU before − idle rate × elapsed) / calls, and its user
+ * and system parts (process_cpu_user/system_seconds_total: system is the kernel's work, mostly socket I/O), calls/s,
  * latency p50/p99 as the client saw it, and the machine's 1-minute load when the measurement ended (figures at a load
  * above 3 are indicative only: the server's CPU then includes more cache misses and context switches).
  *
@@ -98,6 +99,9 @@ type Result = {
   /** What the idle rate accounts for over the same time. */
   idleCpuMs: number;
   cpuMsPerCall: number;
+  /** The same, split: user (JavaScript, the parsers, the engine) and system (the kernel: socket reads and writes). */
+  userCpuMsPerCall: number;
+  systemCpuMsPerCall: number;
   latencyMs: ReturnType<typeof summarizeLatencies>;
   /** The machine's 1-, 5- and 15-minute load averages when the measurement ended. */
   load: number[];
@@ -119,14 +123,23 @@ function readSettings(env: NodeJS.ProcessEnv): Settings {
   };
 }
 
-/** The server's CPU time (user + system) so far, in milliseconds, from its Prometheus metrics. */
-async function serverCpuMs(server: ChildServer): Promise<number> {
+type Cpu = { total: number; user: number; system: number };
+
+/** The server's CPU time so far (user, system and their sum), in milliseconds, from its Prometheus metrics. */
+async function serverCpuMs(server: ChildServer): Promise<Cpu> {
   const res = await fetch(`${server.url}/metrics`);
   const text = await res.text();
   if (res.status !== 200) throw new Error(`/metrics answered ${res.status}: ${text.slice(0, 200)}`);
-  const match = /^process_cpu_seconds_total(?:\{[^}]*\})? ([0-9.e+-]+)$/m.exec(text);
-  if (!match) throw new Error("/metrics has no process_cpu_seconds_total");
-  return Number(match[1]) * 1000;
+  const read = (name: string) => {
+    const match = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, "m").exec(text);
+    if (!match) throw new Error(`/metrics has no ${name}`);
+    return Number(match[1]) * 1000;
+  };
+  return {
+    total: read("process_cpu_seconds_total"),
+    user: read("process_cpu_user_seconds_total"),
+    system: read("process_cpu_system_seconds_total"),
+  };
 }
 
 type Fixture = { rootKey: string; apiId: string; keyId: string };
@@ -215,9 +228,14 @@ async function runStore(
       const idleBefore = await serverCpuMs(server);
       const idleStarted = performance.now();
       await sleep(settings.idleSeconds * 1000);
-      const idleRate = (await serverCpuMs(server)) - idleBefore;
-      const idleMsPerS = idleRate / ((performance.now() - idleStarted) / 1000);
-      console.log(`  idle: ${idleMsPerS.toFixed(2)} ms of CPU per second`);
+      const idleAfter = await serverCpuMs(server);
+      const idleSeconds = (performance.now() - idleStarted) / 1000;
+      const idleRate = {
+        total: (idleAfter.total - idleBefore.total) / idleSeconds,
+        user: (idleAfter.user - idleBefore.user) / idleSeconds,
+        system: (idleAfter.system - idleBefore.system) / idleSeconds,
+      };
+      console.log(`  idle: ${idleRate.total.toFixed(2)} ms of CPU per second`);
 
       for (const route of settings.routes) {
         for (const concurrency of settings.concurrency) {
@@ -230,7 +248,8 @@ async function runStore(
             const after = await serverCpuMs(server);
             offset += settings.calls;
             if (interrupted()) return;
-            const idleCpuMs = idleMsPerS * elapsedS;
+            const idleCpuMs = idleRate.total * elapsedS;
+            const perCall = (part: keyof Cpu) => round((after[part] - before[part] - idleRate[part] * elapsedS) / latencies.length, 3);
             const r: Result = {
               store,
               route,
@@ -238,15 +257,18 @@ async function runStore(
               calls: latencies.length,
               elapsedS: round(elapsedS, 3),
               callsPerSecond: Math.round(latencies.length / elapsedS),
-              serverCpuMs: round(after - before, 1),
+              serverCpuMs: round(after.total - before.total, 1),
               idleCpuMs: round(idleCpuMs, 1),
-              cpuMsPerCall: round((after - before - idleCpuMs) / latencies.length, 3),
+              cpuMsPerCall: perCall("total"),
+              userCpuMsPerCall: perCall("user"),
+              systemCpuMsPerCall: perCall("system"),
               latencyMs: summarizeLatencies(latencies),
               load: os.loadavg().map((l) => round(l, 2)),
             };
             results.push(r);
             console.log(
-              `  ${route} c=${concurrency}: ${r.cpuMsPerCall.toFixed(3)} ms CPU/call, ${r.callsPerSecond} calls/s, ` +
+              `  ${route} c=${concurrency}: ${r.cpuMsPerCall.toFixed(3)} ms CPU/call (user ${r.userCpuMsPerCall.toFixed(3)}, ` +
+                `system ${r.systemCpuMsPerCall.toFixed(3)}), ${r.callsPerSecond} calls/s, ` +
                 `p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, load ${r.load[0]}`,
             );
           } catch (err) {
@@ -267,7 +289,7 @@ async function runStore(
 }
 
 function table(results: Result[]): string {
-  const header = ["store", "route", "conc", "calls", "calls/s", "CPU ms/call", "p50 ms", "p99 ms", "load 1m"];
+  const header = ["store", "route", "conc", "calls", "calls/s", "CPU ms/call", "user", "system", "p50 ms", "p99 ms", "load 1m"];
   const rows = results.map((r) => [
     r.store,
     r.route,
@@ -275,11 +297,13 @@ function table(results: Result[]): string {
     String(r.calls),
     String(r.callsPerSecond),
     formatMs(r.cpuMsPerCall, 3),
+    formatMs(r.userCpuMsPerCall, 3),
+    formatMs(r.systemCpuMsPerCall, 3),
     formatMs(r.latencyMs.p50),
     formatMs(r.latencyMs.p99),
     r.load[0]!.toFixed(2),
   ]);
-  return formatTable(header, rows, new Set([2, 3, 4, 5, 6, 7, 8]));
+  return formatTable(header, rows, new Set([2, 3, 4, 5, 6, 7, 8, 9, 10]));
 }
 
 function describeTarget(results: Result[]): string {
@@ -328,6 +352,7 @@ async function main(): Promise<void> {
     console.log(`\n${table(results)}`);
     console.log(
       "\nCPU ms/call: the server process's CPU (process_cpu_seconds_total) over the calls, less its idle rate, per call;" +
+        " user / system: its two parts (system: the kernel's work for the process, mostly socket writes and reads);" +
         ` p50/p99: as the client saw them. keyhaven's DATABASE_POOL_SIZE: ${settings.keyhavenPoolSize}.`,
     );
     console.log(`\n${describeTarget(results)}`);

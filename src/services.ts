@@ -10,6 +10,7 @@ import { VerificationAnalytics } from "./storage/analytics/analytics.recorder.js
 import { DEFAULT_SPEND_STATEMENTS_IN_FLIGHT, RemainingSpender } from "./storage/keys/remaining.spender.js";
 import { VerificationCache } from "./storage/keys/verification.cache.js";
 import { MigrationWorker } from "./core/import/import.worker.js";
+import { ApiSettingsCache } from "./storage/apis/apis.repository.js";
 import { LimitLookupCache } from "./storage/ratelimits/ratelimits.repository.js";
 import { openRateLimiter, type RateLimiter } from "./storage/ratelimits/ratelimiter.js";
 import { StatisticsRefresher } from "./storage/statistics.js";
@@ -38,6 +39,8 @@ export type Services = {
   remainingSpender: RemainingSpender;
   /** Root keys (and tokens that are none), in memory while the epoch stands. */
   rootKeys: RootKeyAuthenticator;
+  /** The key settings of APIs (never changed once created), for keys.createKey. */
+  apiSettings: ApiSettingsCache;
   /** ratelimits.limit's namespace and override lookups, in memory while the epoch stands. */
   limitLookups: LimitLookupCache;
   /** This process's Prometheus metrics (buildApp serves them; handlers report domain outcomes). */
@@ -91,6 +94,7 @@ export async function createServices(config: Config, store: Store, options: Serv
     verificationCache: new VerificationCache(db, epochs),
     remainingSpender: new RemainingSpender(db, spendStatementsInFlight(store, config)),
     rootKeys: new RootKeyAuthenticator(db, epochs, clock),
+    apiSettings: new ApiSettingsCache(db),
     limitLookups: new LimitLookupCache(db, epochs),
     metrics: new AppMetrics({ config, store, db, ratelimiter }),
     analytics: new VerificationAnalytics(db, config.analytics, { retentionDays: config.analyticsRetentionDays, now: () => clock.now() }),

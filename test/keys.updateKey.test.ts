@@ -829,6 +829,25 @@ describe("which keys a root key may update", () => {
     expect((await row(keyId)).name).toBe("by-star");
   });
 
+  it("accepts update_key held for several APIs, the key's among them, and refuses it when the key's is not", async ({
+    h,
+    t,
+    apiId,
+    newApi,
+    importKey,
+    update,
+    updateOk,
+    row,
+  }) => {
+    const { keyId } = await importKey({ name: "kept" });
+    const other = await newApi(t);
+    await updateOk({ keyId, name: "by-list" }, await h.rootKey(t.workspaceId, [`api.${other}.update_key`, `api.${apiId}.update_key`]));
+    expect((await row(keyId)).name).toBe("by-list");
+    const elsewhere = await h.rootKey(t.workspaceId, [`api.${other}.update_key`, "api.api_x.update_key", "api..update_key"]);
+    expectError(await update({ keyId, name: "changed" }, elsewhere), 403, "INSUFFICIENT_PERMISSIONS");
+    expect((await row(keyId)).name).toBe("by-list");
+  });
+
   it("refuses update_key on another API (403 INSUFFICIENT_PERMISSIONS)", async ({ h, t, importKey, update, row }) => {
     const { keyId } = await importKey({ name: "kept" });
     const rootKey = await h.rootKey(t.workspaceId, ["api.api_other.update_key", "api.*.read_key"]);

@@ -132,6 +132,45 @@ describe("keys.createKey stores every field", () => {
     expect(dump[0]!.row).not.toContain(key);
   });
 
+  it("writes a key with nothing to link (its row only) exactly as a key written with its links", async ({ t, createKey, keyRow }) => {
+    // A key with no role, permission, identity or rate limit is written in one statement, one with a rate limit in a
+    // transaction: every column must come out the same either way.
+    const settings = {
+      prefix: "solo",
+      name: "Row only",
+      byteLength: 24,
+      meta: { plan: "pro", nested: { seats: 3, tags: ["a", "b"] }, quote: 'it\'s "fine"' },
+      expires: Date.now() + 86_400_000,
+      remaining: 500,
+      refill: { interval: "monthly", amount: 1000, refillDay: 15 },
+      enabled: false,
+      environment: "production",
+    };
+    const alone = await keyRow((await createKey(settings)).keyId);
+    const linked = await keyRow((await createKey({ ...settings, ratelimit: { limit: 10, duration: 60_000 } })).keyId);
+    const comparable = (row: Record<string, unknown>) => {
+      const { id: _id, hash: _hash, start, created_at_m, last_refill_at, ...rest } = row;
+      return {
+        ...rest,
+        start: String(start).slice(0, "solo_".length),
+        createdRecently: Number(created_at_m) > Date.now() - 60_000,
+        refilledRecently: new Date(last_refill_at as string).getTime() > Date.now() - 60_000,
+      };
+    };
+    expect(comparable(alone)).toEqual(comparable(linked));
+    expect(alone).toMatchObject({
+      workspace_id: t.workspaceId,
+      meta: settings.meta,
+      enabled: false,
+      identity_id: null,
+      updated_at_m: null,
+    });
+    expect(new Date(alone.expires).getTime()).toBe(settings.expires);
+
+    const plain = await keyRow((await createKey({})).keyId);
+    expect(plain).toMatchObject({ enabled: true, prefix: null, name: null, meta: null, remaining_requests: null, last_refill_at: null });
+  });
+
   it("applies the defaults: 16 random bytes, no prefix, enabled, unlimited, no identity", async ({ count, createKey, keyRow }) => {
     const { keyId, key } = await createKey();
     expect(decodeKey(key)).toHaveLength(16);
@@ -846,6 +885,36 @@ describe("apis.deleteApi", () => {
       if (res.status !== 200) expectError(res, 404, "NOT_FOUND", `api ${racing} not found`);
     }
     expect(await count(`keys where api_id = '${racing}' and deleted_at_m is null`)).toBe(0);
+  });
+
+  it("answers 404 for an API deleted since this replica last created a key in it, before any other refusal", async ({
+    h,
+    t,
+    newApi,
+    count,
+    createKeyRequest,
+  }) => {
+    // The API's key settings are kept in memory once seen; its deletion through another replica is still answered
+    // first, as when the API is read on every call.
+    const doomed = await newApi(t);
+    expect((await createKeyRequest({ apiId: doomed })).status).toBe(200);
+    const replica = await h.replica();
+    try {
+      const res = await replica.app.inject({
+        method: "POST",
+        url: "/v1/apis.deleteApi",
+        headers: { authorization: `Bearer ${t.rootKey}` },
+        payload: { apiId: doomed },
+      });
+      expect(res.statusCode, res.body).toBe(200);
+    } finally {
+      await replica.close();
+    }
+    expectError(await createKeyRequest({ apiId: doomed }), 404, "NOT_FOUND", `api ${doomed} not found`);
+    expectError(await createKeyRequest({ apiId: doomed, remaining: 0 }), 404, "NOT_FOUND", `api ${doomed} not found`);
+    expectError(await createKeyRequest({ apiId: doomed, recoverable: true }), 404, "NOT_FOUND", `api ${doomed} not found`);
+    expectError(await createKeyRequest({ apiId: doomed, roles: ["r"] }), 404, "NOT_FOUND", `api ${doomed} not found`);
+    expect(await count(`keys where api_id = '${doomed}' and deleted_at_m is null`)).toBe(0);
   });
 
   it("answers an unknown API and another workspace's API with the same 404", async ({ h, apiId, createKey, verify, deleteApi }) => {

@@ -31,6 +31,7 @@ describe("createServices: no state shared between two sets of services in one pr
       "remainingSpender",
       "rootKeys",
       "limitLookups",
+      "apiSettings",
       "metrics",
       "analytics",
       "migrationWorker",

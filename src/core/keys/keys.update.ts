@@ -1,11 +1,11 @@
 import { apiPermission } from "../auth/permissions.query.js";
-import { requirePermission } from "../principal.js";
+import { hasPermission, requirePermission } from "../principal.js";
 import type { Db } from "../../storage/client.js";
 import { InvalidInputError, NotFoundError } from "../../errors.js";
 import { upsertIdentities } from "../../storage/identities/identities.repository.js";
 import { permissionKind, replaceOnKey, roleKind, type Wanted } from "../rbac/rbac.keyLinks.js";
 import { deleteKeyDefaultRatelimit, setKeyDefaultRatelimits } from "../../storage/keys/keys.ratelimit.repository.js";
-import { type KeyChanges, lockKeyForUpdate, updateKeyColumns } from "../../storage/keys/keys.update.repository.js";
+import { type KeyChanges, lockKeyForUpdate, updateKeyColumns, updateLiveKeyColumns } from "../../storage/keys/keys.update.repository.js";
 import type { Principal } from "../principal.js";
 import type { KeyServices } from "./keys.services.js";
 
@@ -36,6 +36,7 @@ export type UpdateKeyCommand = {
  * keys.setPermissions' permission checks) and the rate limit are written in one transaction.
  */
 export async function updateKey(services: KeyServices, principal: Principal, input: UpdateKeyCommand): Promise<void> {
+  if (await updateColumnsOnly(services, principal, input)) return;
   const auth = principal;
   await services.db.transaction(async (tx) => {
     const key = await lockKeyForUpdate(tx, principal.workspaceId, input.keyId);
@@ -65,6 +66,38 @@ export async function updateKey(services: KeyServices, principal: Principal, inp
     }
     await updateKeyColumns(tx, key, changes, now);
   });
+}
+
+/**
+ * The common update (the key's own columns: no refill settings, identity, roles, permissions or rate limit) in one
+ * statement, when the caller may update keys of some API: the permission check becomes part of the statement's
+ * condition. True when done; false when this update is not of that kind or updated nothing, and the transaction
+ * (with its checks in their order, and their answers) must run.
+ */
+async function updateColumnsOnly(services: KeyServices, principal: Principal, input: UpdateKeyCommand): Promise<boolean> {
+  const { keyId, refill, externalId, roles, permissions, ratelimit, ...columns } = input;
+  if (refill !== undefined || externalId !== undefined || roles !== undefined || permissions !== undefined || ratelimit !== undefined) {
+    return false;
+  }
+  if (Object.values(columns).every((v) => v === undefined)) return false;
+  const apiIds = apisPermitted(principal, "update_key");
+  if (apiIds !== "any" && apiIds.length === 0) return false;
+  const now = services.clock.now();
+  const changes = await keyChanges(services.db, principal, input, now);
+  return updateLiveKeyColumns(services.db, { workspaceId: principal.workspaceId, keyId, apiIds }, changes, now);
+}
+
+/** The APIs whose keys `principal` may act on with `action` (apiPermission's check): "any", or their ids. */
+function apisPermitted(principal: Principal, action: string): "any" | string[] {
+  if (hasPermission(principal, { or: ["*", `api.*.${action}`] })) return "any";
+  const ids: string[] = [];
+  const suffix = `.${action}`;
+  for (const permission of principal.permissions) {
+    if (permission.startsWith("api.") && permission.endsWith(suffix) && permission.length > 4 + suffix.length) {
+      ids.push(permission.slice(4, -suffix.length));
+    }
+  }
+  return ids;
 }
 
 /** The key's own columns to write; an externalId links the key to that identity, created if needed. */

@@ -1,4 +1,5 @@
 import { and, eq, inArray, isNull } from "drizzle-orm";
+import { LRUCache } from "lru-cache";
 import type { Db } from "../client.js";
 import { apis } from "../schema.js";
 import { newId } from "../../ids.js";
@@ -40,6 +41,49 @@ export async function findApi(db: Db, workspaceId: string, apiId: string) {
     .where(and(eq(apis.id, apiId), eq(apis.workspaceId, workspaceId), isNull(apis.deletedAtM)))
     .limit(1);
   return row;
+}
+
+/** What keys.createKey reads of an API: set when the API is created and never changed after (only its name, its
+ * IP allow-list and its deletion change). */
+export type ApiKeySettings = {
+  id: string;
+  workspaceId: string;
+  storeEncryptedKeys: boolean;
+  defaultPrefix: string | null;
+  defaultBytes: number | null;
+};
+
+/** APIs whose settings are kept in memory per process, beyond which the least recently used are dropped. */
+export const API_SETTINGS_CACHE_ENTRIES = 10_000;
+
+/**
+ * The key settings of the APIs this process has seen (one per process, services.ts), so that keys.createKey does not
+ * read the API on every call. They never change, so an entry never goes stale; whether the API is still live is
+ * not kept: the statement that inserts the key checks it (keys.writes.repository.ts), and `find` reads it.
+ */
+export class ApiSettingsCache {
+  private readonly entries = new LRUCache<string, ApiKeySettings>({ max: API_SETTINGS_CACHE_ENTRIES });
+
+  constructor(private readonly db: Db) {}
+
+  /** The settings in memory, if any: the API may have been deleted since. */
+  remembered(workspaceId: string, apiId: string): ApiKeySettings | undefined {
+    return this.entries.get(`${workspaceId}/${apiId}`);
+  }
+
+  /** The settings of the live API `apiId` of the workspace, read now (and remembered); undefined when there is none. */
+  async find(workspaceId: string, apiId: string): Promise<ApiKeySettings | undefined> {
+    const cacheKey = `${workspaceId}/${apiId}`;
+    const row = await findApi(this.db, workspaceId, apiId);
+    if (!row) {
+      this.entries.delete(cacheKey);
+      return undefined;
+    }
+    const { id, storeEncryptedKeys, defaultPrefix, defaultBytes } = row;
+    const settings = { id, workspaceId: row.workspaceId, storeEncryptedKeys, defaultPrefix, defaultBytes };
+    this.entries.set(cacheKey, settings);
+    return settings;
+  }
 }
 
 /**

@@ -1,4 +1,4 @@
-import { and, eq, isNull, sql } from "drizzle-orm";
+import { and, eq, inArray, isNull, sql } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
 import type { Db } from "../client.js";
 import { apis, keys } from "../schema.js";
@@ -64,4 +64,40 @@ export async function updateKeyColumns(
     set.remaining = effectiveRemaining;
   }
   await db.update(keys).set(set).where(eq(keys.id, key.id));
+}
+
+/**
+ * keys.updateKey's common case in one statement, with no transaction: writes `changes` (no refill settings) to the
+ * live key `keyId` of `workspaceId` in a live API, when that API is one of `apiIds` ("any": every API). A `remaining`
+ * set here restarts a refilled key's period, as updateKeyColumns does. False when no such key was updated (gone,
+ * another workspace's, a deleted API, an API not in `apiIds`): the caller then takes the transaction, which says why.
+ */
+export async function updateLiveKeyColumns(
+  db: Db,
+  target: { workspaceId: string; keyId: string; apiIds: readonly string[] | "any" },
+  changes: Omit<KeyChanges, "refill">,
+  now: number,
+): Promise<boolean> {
+  const { remaining, ...plain } = changes;
+  const set: PgUpdateSetSource<typeof keys> = { ...plain, updatedAtM: now };
+  if (remaining !== undefined) {
+    set.remaining = remaining;
+    set.lastRefillAt = sql`case when ${keys.refillAmount} is not null then now() else ${keys.lastRefillAt} end`;
+  }
+  const rows = await db
+    .update(keys)
+    .set(set)
+    .from(apis)
+    .where(
+      and(
+        eq(keys.id, target.keyId),
+        eq(keys.workspaceId, target.workspaceId),
+        isNull(keys.deletedAtM),
+        eq(apis.id, keys.apiId),
+        isNull(apis.deletedAtM),
+        target.apiIds === "any" ? undefined : inArray(keys.apiId, [...target.apiIds]),
+      ),
+    )
+    .returning({ id: keys.id });
+  return rows.length > 0;
 }

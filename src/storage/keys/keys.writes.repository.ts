@@ -1,8 +1,8 @@
-import { and, eq, isNull, sql } from "drizzle-orm";
+import { and, eq, getTableColumns, is, isNull, SQL, sql } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
 import type { DataKey } from "../crypto/encryptionKeys.repository.js";
 import type { Db } from "../client.js";
-import { encryptedKeys, encryptionKeys, keys, MAX_INT32 } from "../schema.js";
+import { apis, encryptedKeys, encryptionKeys, keys, MAX_INT32 } from "../schema.js";
 import { ConflictError, NotFoundError } from "../../errors.js";
 import { lockLiveApi } from "../apis/apis.repository.js";
 import { upsertIdentities } from "../identities/identities.repository.js";
@@ -115,6 +115,12 @@ export type NewKey = {
 export async function insertNewKey(db: Db, input: NewKey): Promise<void> {
   const { row, externalId } = input;
   const { workspaceId, id: keyId, createdAtM: now } = row;
+  if (linksNothing(input)) {
+    // Most keys are just a row: one statement instead of BEGIN, the lock, the INSERT and COMMIT (issue 13 §3: each
+    // round trip costs the event loop a write and a read). The API row is locked FOR SHARE by the statement itself.
+    if (!(await insertKeyInLiveApi(db, { ...row, identityId: null }))) throw new NotFoundError("api", row.apiId);
+    return;
+  }
   await db.transaction(async (tx) => {
     if (!(await lockLiveApi(tx, workspaceId, row.apiId, "share"))) throw new NotFoundError("api", row.apiId);
     const dataKey = input.encrypted?.dataKey;
@@ -150,6 +156,43 @@ export async function insertNewKey(db: Db, input: NewKey): Promise<void> {
       now,
     );
   });
+}
+
+/** A key with no role, permission, identity, rate limit or encrypted copy: its row is all there is to write. */
+function linksNothing(input: NewKey): boolean {
+  return (
+    input.externalId === undefined &&
+    input.roleNames.length === 0 &&
+    input.permissionSlugs.length === 0 &&
+    input.ratelimit === undefined &&
+    input.encrypted === undefined
+  );
+}
+
+/**
+ * Inserts a key row in one statement, `insert … select … from apis … for share`: the API row is locked against
+ * deletion until the statement commits, as lockLiveApi does in a transaction, and a deletion committed first leaves
+ * no live API to select (READ COMMITTED re-checks a locked row that changed), so nothing is inserted. False then.
+ */
+async function insertKeyInLiveApi(db: Db, row: typeof keys.$inferInsert): Promise<boolean> {
+  // Every insertable column, in the table's order (drizzle lists them so in `insert into keys (…)`), each value
+  // encoded by its column (dates, jsonb, bigint ms); a column the row leaves out gets its default (or null).
+  const values = Object.entries(getTableColumns(keys))
+    .filter(([, column]) => column.generated === undefined)
+    .map(([field, column]) => {
+      const given = (row as Record<string, unknown>)[field];
+      const value = given === undefined ? column.default : given;
+      if (value === undefined || value === null) return sql`null`;
+      return is(value, SQL) ? value : sql.param(value, column);
+    });
+  const inserted = await db
+    .insert(keys)
+    .select(
+      sql`select ${sql.join(values, sql`, `)} from ${apis}
+        where ${and(eq(apis.id, row.apiId), eq(apis.workspaceId, row.workspaceId), isNull(apis.deletedAtM))} for share`,
+    )
+    .returning({ id: keys.id });
+  return inserted.length > 0;
 }
 
 /** Role ids for `names`, created first when allowed; each locked against deletion until the transaction ends. */

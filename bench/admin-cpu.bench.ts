@@ -1,0 +1,373 @@
+/**
+ * Admin CPU benchmark (issue 13 §3): how much of keyhaven's CPU one admin call costs, per route, measured with the
+ * server process's own CPU time (`process_cpu_seconds_total` from GET /metrics) over a fixed number of calls, not
+ * with throughput: CPU time per call does not depend much on what else the machine runs, req/s does.
+ *
+ * For each store, keyhaven is started (a child process, `node --import tsx src/cli/main.ts serve`, LOG_LEVEL=warn),
+ * an API and one key are created, every route is warmed up (BENCH_WARMUP calls each, not counted: the JIT and the
+ * caches settle), and the idle CPU rate is measured over BENCH_IDLE_SECONDS (timers, the pool's keep-alives). Then,
+ * for each route and each concurrency in BENCH_CONCURRENCY, BENCH_CALLS calls are made by that many workers, each
+ * sending its next call when the previous one is answered (every answer must be a 200), with /metrics read before
+ * and after. Reported: server CPU ms per call = (CPU after − CPU before − idle rate × elapsed) / calls, and its user
+ * and system parts (process_cpu_user/system_seconds_total: system is the kernel's work, mostly socket I/O), calls/s,
+ * latency p50/p99 as the client saw it, and the machine's 1-minute load when the measurement ended (figures at a load
+ * above 3 are indicative only: the server's CPU then includes more cache misses and context switches).
+ *
+ * Routes:
+ *   - createKey: POST /v1/keys.createKey `{ apiId, name }` (a new key per call)
+ *   - updateKey: POST /v1/keys.updateKey `{ keyId, name }` (the same key, a new name per call)
+ *   - getKey:    GET  /v1/keys.getKey?keyId=…
+ *   - getApi:    GET  /v1/apis.getApi?apiId=…
+ * Target (issue 13): createKey and updateKey ≤ 0.5 ms of CPU per call at concurrency 1 (reported, never asserted).
+ *
+ * Run:   npm run bench:admin-cpu
+ *        BENCH_CALLS=500 npm run bench:admin-cpu                 (a quick run)
+ *        BENCH_STORES=postgres,pglite npm run bench:admin-cpu    (also on the embedded store)
+ * Environment:
+ *   BENCH_CALLS          calls per route and concurrency (default 2000)
+ *   BENCH_WARMUP         warm-up calls per route before measuring (default 300)
+ *   BENCH_CONCURRENCY    comma-separated concurrencies (default "1,4")
+ *   BENCH_ROUTES         comma-separated subset of "createKey,updateKey,getKey,getApi" (default all)
+ *   BENCH_STORES         comma-separated subset of "postgres,pglite" (default "postgres")
+ *   BENCH_IDLE_SECONDS   length of the idle baseline (default 3)
+ *   BENCH_DATABASE_URL   PostgreSQL server to create the bench database on
+ *                        (default postgres://postgres@127.0.0.1:5432/postgres)
+ *   DATABASE_POOL_SIZE   passed through to keyhaven when set (keyhaven's default is 4)
+ *   BENCH_SERVER_NODE_ARGS  extra node flags for the keyhaven child, space-separated (e.g.
+ *                        "--cpu-prof --cpu-prof-dir=/tmp/admin-prof" to profile the server; combine with BENCH_ROUTES)
+ * The results are written to bench/results/admin-cpu-<ts>.json.
+ */
+import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { performance } from "node:perf_hooks";
+import {
+  type Admin,
+  type ChildServer,
+  Cleanup,
+  createDatabase,
+  DEFAULT_DATABASE_URL,
+  describeError,
+  envIntList,
+  envList,
+  envPositive,
+  environmentInfo,
+  failureLine,
+  formatMs,
+  formatTable,
+  handleInterrupts,
+  interrupted,
+  openAdmin,
+  post,
+  reportOutcome,
+  round,
+  sleep,
+  startKeyhaven,
+  summarizeLatencies,
+  writeResults,
+} from "./lib.js";
+
+const ROUTES = ["createKey", "updateKey", "getKey", "getApi"] as const;
+type RouteName = (typeof ROUTES)[number];
+type StoreKind = "postgres" | "pglite";
+/** What the output reports as met or not, at concurrency 1. */
+const TARGET_CPU_MS = 0.5;
+const TARGET_ROUTES: readonly RouteName[] = ["createKey", "updateKey"];
+
+type Settings = {
+  calls: number;
+  warmup: number;
+  concurrency: number[];
+  routes: RouteName[];
+  stores: StoreKind[];
+  idleSeconds: number;
+  databaseUrl: string;
+  serverNodeArgs: string[];
+  keyhavenPoolSize: string;
+};
+
+type Result = {
+  store: StoreKind;
+  route: RouteName;
+  concurrency: number;
+  calls: number;
+  elapsedS: number;
+  callsPerSecond: number;
+  /** Server CPU over the measurement, before subtracting the idle rate. */
+  serverCpuMs: number;
+  /** What the idle rate accounts for over the same time. */
+  idleCpuMs: number;
+  cpuMsPerCall: number;
+  /** The same, split: user (JavaScript, the parsers, the engine) and system (the kernel: socket reads and writes). */
+  userCpuMsPerCall: number;
+  systemCpuMsPerCall: number;
+  latencyMs: ReturnType<typeof summarizeLatencies>;
+  /** The machine's 1-, 5- and 15-minute load averages when the measurement ended. */
+  load: number[];
+};
+
+type Failure = { store: string; route?: RouteName; concurrency?: number; error: string };
+
+function readSettings(env: NodeJS.ProcessEnv): Settings {
+  return {
+    calls: Math.round(envPositive(env, "BENCH_CALLS", 2000)),
+    warmup: Math.round(envPositive(env, "BENCH_WARMUP", 300)),
+    concurrency: envIntList(env, "BENCH_CONCURRENCY", "1,4", 1, 256),
+    routes: envList(env, "BENCH_ROUTES", ROUTES),
+    stores: envList(env, "BENCH_STORES", ["postgres", "pglite"] as const, ["postgres"]),
+    idleSeconds: envPositive(env, "BENCH_IDLE_SECONDS", 3),
+    databaseUrl: env.BENCH_DATABASE_URL?.trim() || DEFAULT_DATABASE_URL,
+    serverNodeArgs: (env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""),
+    keyhavenPoolSize: env.DATABASE_POOL_SIZE?.trim() || "4 (keyhaven's default)",
+  };
+}
+
+type Cpu = { total: number; user: number; system: number };
+
+/** The server's CPU time so far (user, system and their sum), in milliseconds, from its Prometheus metrics. */
+async function serverCpuMs(server: ChildServer): Promise<Cpu> {
+  const res = await fetch(`${server.url}/metrics`);
+  const text = await res.text();
+  if (res.status !== 200) throw new Error(`/metrics answered ${res.status}: ${text.slice(0, 200)}`);
+  const read = (name: string) => {
+    const match = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, "m").exec(text);
+    if (!match) throw new Error(`/metrics has no ${name}`);
+    return Number(match[1]) * 1000;
+  };
+  return {
+    total: read("process_cpu_seconds_total"),
+    user: read("process_cpu_user_seconds_total"),
+    system: read("process_cpu_system_seconds_total"),
+  };
+}
+
+type Fixture = { rootKey: string; apiId: string; keyId: string };
+
+/** The request of call number `i` of a route. */
+function requestOf(route: RouteName, f: Fixture, i: number): { method: "GET" | "POST"; path: string; body?: string } {
+  switch (route) {
+    case "createKey":
+      return { method: "POST", path: "/v1/keys.createKey", body: JSON.stringify({ apiId: f.apiId, name: `bench ${i}` }) };
+    case "updateKey":
+      return { method: "POST", path: "/v1/keys.updateKey", body: JSON.stringify({ keyId: f.keyId, name: `bench ${i}` }) };
+    case "getKey":
+      return { method: "GET", path: `/v1/keys.getKey?keyId=${encodeURIComponent(f.keyId)}` };
+    case "getApi":
+      return { method: "GET", path: `/v1/apis.getApi?apiId=${encodeURIComponent(f.apiId)}` };
+  }
+}
+
+/** `calls` calls by `concurrency` workers, each waiting for its answer; every answer must be a 200. */
+async function runCalls(server: ChildServer, route: RouteName, f: Fixture, calls: number, concurrency: number, offset: number) {
+  const latencies: number[] = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < calls && !interrupted()) {
+      const i = offset + next++;
+      const req = requestOf(route, f, i);
+      const started = performance.now();
+      const res = await fetch(`${server.url}${req.path}`, {
+        method: req.method,
+        headers: {
+          authorization: `Bearer ${f.rootKey}`,
+          ...(req.body !== undefined && { "content-type": "application/json" }),
+        },
+        ...(req.body !== undefined && { body: req.body }),
+      });
+      const text = await res.text();
+      latencies.push(performance.now() - started);
+      if (res.status !== 200) throw new Error(`${req.method} ${req.path} answered ${res.status}: ${text.slice(0, 300)}`);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return latencies;
+}
+
+async function runStore(
+  store: StoreKind,
+  settings: Settings,
+  admin: Admin | undefined,
+  results: Result[],
+  failures: Failure[],
+  cleanup: Cleanup,
+) {
+  let storeEnv: Record<string, string>;
+  let dispose: () => Promise<void>;
+  if (store === "postgres") {
+    if (!admin) throw new Error("no PostgreSQL connection");
+    const db = await createDatabase(admin, settings.databaseUrl, cleanup);
+    storeEnv = { DATABASE_URL: db.url };
+    dispose = db.drop;
+  } else {
+    const dir = await mkdtemp(path.join(os.tmpdir(), "keyhaven-bench-"));
+    dispose = cleanup.add(`remove ${dir}`, () => rm(dir, { recursive: true, force: true }));
+    storeEnv = { KEYHAVEN_DATA_DIR: dir };
+  }
+  try {
+    const rootKey = `bench_root_${randomBytes(24).toString("base64url")}`;
+    const server = await startKeyhaven(storeEnv, rootKey, settings.serverNodeArgs, cleanup, ["REDIS_URL"]);
+    try {
+      const created = await post(server, rootKey, "/v1/apis.createApi", JSON.stringify({ name: "bench" }));
+      const apiId = (created.json as { apiId?: unknown } | undefined)?.apiId;
+      if (created.status !== 200 || typeof apiId !== "string")
+        throw new Error(`apis.createApi answered ${created.status}: ${JSON.stringify(created.json)}`);
+      const key = await post(server, rootKey, "/v1/keys.createKey", JSON.stringify({ apiId, name: "bench updated" }));
+      const keyId = (key.json as { keyId?: unknown } | undefined)?.keyId;
+      if (key.status !== 200 || typeof keyId !== "string")
+        throw new Error(`keys.createKey answered ${key.status}: ${JSON.stringify(key.json)}`);
+      const fixture: Fixture = { rootKey, apiId, keyId };
+
+      console.log(`▶ ${store}: warm-up, ${settings.warmup} calls per route`);
+      let offset = 0;
+      for (const route of settings.routes) {
+        await runCalls(server, route, fixture, settings.warmup, 1, offset);
+        offset += settings.warmup;
+      }
+      await sleep(500);
+      const idleBefore = await serverCpuMs(server);
+      const idleStarted = performance.now();
+      await sleep(settings.idleSeconds * 1000);
+      const idleAfter = await serverCpuMs(server);
+      const idleSeconds = (performance.now() - idleStarted) / 1000;
+      const idleRate = {
+        total: (idleAfter.total - idleBefore.total) / idleSeconds,
+        user: (idleAfter.user - idleBefore.user) / idleSeconds,
+        system: (idleAfter.system - idleBefore.system) / idleSeconds,
+      };
+      console.log(`  idle: ${idleRate.total.toFixed(2)} ms of CPU per second`);
+
+      for (const route of settings.routes) {
+        for (const concurrency of settings.concurrency) {
+          if (interrupted()) return;
+          try {
+            const before = await serverCpuMs(server);
+            const started = performance.now();
+            const latencies = await runCalls(server, route, fixture, settings.calls, concurrency, offset);
+            const elapsedS = (performance.now() - started) / 1000;
+            const after = await serverCpuMs(server);
+            offset += settings.calls;
+            if (interrupted()) return;
+            const idleCpuMs = idleRate.total * elapsedS;
+            const perCall = (part: keyof Cpu) => round((after[part] - before[part] - idleRate[part] * elapsedS) / latencies.length, 3);
+            const r: Result = {
+              store,
+              route,
+              concurrency,
+              calls: latencies.length,
+              elapsedS: round(elapsedS, 3),
+              callsPerSecond: Math.round(latencies.length / elapsedS),
+              serverCpuMs: round(after.total - before.total, 1),
+              idleCpuMs: round(idleCpuMs, 1),
+              cpuMsPerCall: perCall("total"),
+              userCpuMsPerCall: perCall("user"),
+              systemCpuMsPerCall: perCall("system"),
+              latencyMs: summarizeLatencies(latencies),
+              load: os.loadavg().map((l) => round(l, 2)),
+            };
+            results.push(r);
+            console.log(
+              `  ${route} c=${concurrency}: ${r.cpuMsPerCall.toFixed(3)} ms CPU/call (user ${r.userCpuMsPerCall.toFixed(3)}, ` +
+                `system ${r.systemCpuMsPerCall.toFixed(3)}), ${r.callsPerSecond} calls/s, ` +
+                `p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, load ${r.load[0]}`,
+            );
+          } catch (err) {
+            const failure = { store, route, concurrency, error: describeError(err) };
+            failures.push(failure);
+            console.log(failureLine([store, route, `c=${concurrency}`], failure.error));
+          }
+          const died = server.exitReason();
+          if (died !== undefined) throw new Error(`${died}\n--- output ---\n${server.output()}`);
+        }
+      }
+    } finally {
+      await server.stop();
+    }
+  } finally {
+    await dispose();
+  }
+}
+
+function table(results: Result[]): string {
+  const header = ["store", "route", "conc", "calls", "calls/s", "CPU ms/call", "user", "system", "p50 ms", "p99 ms", "load 1m"];
+  const rows = results.map((r) => [
+    r.store,
+    r.route,
+    String(r.concurrency),
+    String(r.calls),
+    String(r.callsPerSecond),
+    formatMs(r.cpuMsPerCall, 3),
+    formatMs(r.userCpuMsPerCall, 3),
+    formatMs(r.systemCpuMsPerCall, 3),
+    formatMs(r.latencyMs.p50),
+    formatMs(r.latencyMs.p99),
+    r.load[0]!.toFixed(2),
+  ]);
+  return formatTable(header, rows, new Set([2, 3, 4, 5, 6, 7, 8, 9, 10]));
+}
+
+function describeTarget(results: Result[]): string {
+  const lines = [`target: ${TARGET_ROUTES.join(" and ")} ≤ ${TARGET_CPU_MS} ms of server CPU per call at concurrency 1`];
+  for (const r of results.filter((x) => x.concurrency === 1 && TARGET_ROUTES.includes(x.route))) {
+    const met = r.cpuMsPerCall <= TARGET_CPU_MS;
+    lines.push(`  ${r.store} ${r.route}: ${r.cpuMsPerCall.toFixed(3)} ms (${met ? "met" : "NOT met"}; load ${r.load[0]})`);
+  }
+  return lines.join("\n");
+}
+
+async function main(): Promise<void> {
+  const settings = readSettings(process.env);
+  const startedAt = new Date();
+  const cleanup = new Cleanup();
+  const results: Result[] = [];
+  const failures: Failure[] = [];
+  let failure: unknown;
+  handleInterrupts("stopping the current measurement");
+
+  let postgresVersion: string | undefined;
+  try {
+    const opened = await openAdmin(settings.databaseUrl, settings.stores.includes("postgres"), cleanup);
+    postgresVersion = opened.postgresVersion;
+    console.log(
+      `keyhaven admin CPU benchmark: ${settings.calls} calls per route (${settings.routes.join(",")}) at concurrency ` +
+        `${settings.concurrency.join(",")}, stores ${settings.stores.join(",")}, ${os.cpus().length} CPUs, load ${os.loadavg()[0]!.toFixed(2)}` +
+        (postgresVersion ? `, PostgreSQL ${postgresVersion}` : ""),
+    );
+    for (const store of settings.stores) {
+      if (interrupted()) break;
+      try {
+        await runStore(store, settings, opened.admin, results, failures, cleanup);
+      } catch (err) {
+        failures.push({ store, error: describeError(err) });
+        console.log(failureLine([store], describeError(err)));
+      }
+    }
+  } catch (err) {
+    failure = err;
+  } finally {
+    await cleanup.runAll();
+  }
+
+  if (results.length > 0) {
+    console.log(`\n${table(results)}`);
+    console.log(
+      "\nCPU ms/call: the server process's CPU (process_cpu_seconds_total) over the calls, less its idle rate, per call;" +
+        " user / system: its two parts (system: the kernel's work for the process, mostly socket writes and reads);" +
+        ` p50/p99: as the client saw them. keyhaven's DATABASE_POOL_SIZE: ${settings.keyhavenPoolSize}.`,
+    );
+    console.log(`\n${describeTarget(results)}`);
+    const file = await writeResults("admin-cpu", startedAt, {
+      startedAt: startedAt.toISOString(),
+      finishedAt: new Date().toISOString(),
+      complete: failure === undefined && failures.length === 0 && !interrupted(),
+      settings,
+      environment: environmentInfo(postgresVersion),
+      results,
+      failures,
+    });
+    console.log(`\nresults: ${path.relative(process.cwd(), file)}`);
+  }
+  reportOutcome(failure, failures, (f) => [f.store, f.route, f.concurrency === undefined ? undefined : `c=${f.concurrency}`]);
+}
+
+await main();

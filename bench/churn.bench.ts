@@ -32,7 +32,6 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import autocannon from "autocannon";
 import postgres from "postgres";
 import {
   type ChildServer,
@@ -47,6 +46,7 @@ import {
   formatTable,
   handleInterrupts,
   interrupted,
+  loadJsonPost,
   openAdmin,
   post,
   reportOutcome,
@@ -180,44 +180,16 @@ function startSideWriter(
 }
 
 /** Verifications of random keys among `plaintexts`, at `connections`, for `seconds`; every answer must be valid. */
-function verifyLoad(server: ChildServer, plaintexts: string[], seconds: number) {
-  return new Promise<{ result: autocannon.Result; latenciesMs: number[]; invalid: number }>((resolve, reject) => {
-    const latenciesMs: number[] = [];
-    let invalid = 0;
-    const instance = autocannon(
-      {
-        url: `${server.url}/v1/keys.verifyKey`,
-        connections: settings.connections,
-        pipelining: 1,
-        duration: seconds,
-        timeout: 10,
-        requests: [
-          {
-            method: "POST",
-            headers: { "content-type": "application/json" },
-            setupRequest: (req: autocannon.Request) => ({
-              ...req,
-              body: JSON.stringify({ key: plaintexts[Math.floor(Math.random() * plaintexts.length)] }),
-            }),
-            onResponse: (status: number, body: string) => {
-              if (status !== 200 || !body.includes('"valid":true')) invalid++;
-            },
-          },
-        ],
-      } as autocannon.Options,
-      (err: unknown, result: autocannon.Result) => {
-        clearInterval(watch);
-        if (err) reject(err instanceof Error ? err : new Error(String(err)));
-        else resolve({ result, latenciesMs, invalid });
-      },
-    );
-    instance.on("response", (_client, statusCode, _bytes, responseTime) => {
-      if (statusCode >= 200 && statusCode < 300) latenciesMs.push(responseTime);
-    });
-    const watch = setInterval(() => {
-      if (interrupted()) instance.stop();
-    }, 200);
+async function verifyLoad(server: ChildServer, plaintexts: string[], seconds: number) {
+  const { result, latenciesMs } = await loadJsonPost({
+    url: `${server.url}/v1/keys.verifyKey`,
+    body: JSON.stringify({ key: plaintexts[0] }),
+    nextBody: () => JSON.stringify({ key: plaintexts[Math.floor(Math.random() * plaintexts.length)] }),
+    connections: settings.connections,
+    seconds,
+    check: (body) => body.includes('"valid":true'),
   });
+  return { result, latenciesMs, invalid: result.non2xx + result.mismatches };
 }
 
 async function runStore(store: "postgres" | "pglite", admin: Awaited<ReturnType<typeof openAdmin>>["admin"], cleanup: Cleanup) {

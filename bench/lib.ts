@@ -452,14 +452,16 @@ export type Load = {
 
 /**
  * `connections` keep-alive connections each POSTing `body` back to back for `seconds` (one in flight per
- * connection), or, when `bodies` is given, one of `bodies` chosen at random for each request. A signal (see
- * handleInterrupts) cuts the run short.
+ * connection), or, when `bodies` is given, one of `bodies` chosen at random for each request, or, when `nextBody`
+ * is, the body it makes for each request. A signal (see handleInterrupts) cuts the run short.
  */
 export function loadJsonPost(opts: {
   url: string;
   body: string;
   /** When given (and not empty), each request's body is one of these, chosen at random, instead of `body`. */
   bodies?: readonly string[];
+  /** When given, each request's body is what it returns (a key chosen among more than a list would hold). */
+  nextBody?: () => string;
   headers?: Record<string, string>;
   connections: number;
   seconds: number;
@@ -472,6 +474,8 @@ export function loadJsonPost(opts: {
     let watch: NodeJS.Timeout | undefined;
     const check = opts.check;
     const bodies = opts.bodies;
+    const nextBody =
+      opts.nextBody ?? (bodies !== undefined && bodies.length > 0 ? () => bodies[Math.floor(Math.random() * bodies.length)]! : undefined);
     const instance = autocannon(
       {
         url: opts.url,
@@ -482,14 +486,7 @@ export function loadJsonPost(opts: {
         pipelining: 1,
         duration: opts.seconds,
         timeout: 10,
-        ...(bodies !== undefined &&
-          bodies.length > 0 && {
-            requests: [
-              {
-                setupRequest: (req: autocannon.Request) => ({ ...req, body: bodies[Math.floor(Math.random() * bodies.length)]! }),
-              },
-            ],
-          }),
+        ...(nextBody && { requests: [{ setupRequest: (req: autocannon.Request) => ({ ...req, body: nextBody() }) }] }),
         ...(check && {
           verifyBody: (body: string | Buffer | undefined) => {
             const text = body === undefined ? "" : body.toString();

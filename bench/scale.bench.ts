@@ -34,7 +34,6 @@ import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
-import autocannon from "autocannon";
 import {
   type Admin,
   type ChildServer,
@@ -50,6 +49,7 @@ import {
   formatTable,
   handleInterrupts,
   interrupted,
+  loadJsonPost,
   openAdmin,
   post,
   reportOutcome,
@@ -149,44 +149,16 @@ async function importAll(server: ChildServer, rootKey: string, apiId: string, se
 }
 
 /** `connections` connections verifying a new random key of `[0, among)` per request, for `seconds`. */
-function verifyLoad(server: ChildServer, among: number, connections: number, seconds: number) {
-  return new Promise<{ result: autocannon.Result; latenciesMs: number[]; bad: string | undefined }>((resolve, reject) => {
-    const latenciesMs: number[] = [];
-    let bad: string | undefined;
-    const instance = autocannon(
-      {
-        url: `${server.url}/v1/keys.verifyKey`,
-        connections,
-        pipelining: 1,
-        duration: seconds,
-        timeout: 10,
-        requests: [
-          {
-            method: "POST",
-            headers: { "content-type": "application/json" },
-            setupRequest: (req) => ({ ...req, body: JSON.stringify({ key: plaintextOf(Math.floor(Math.random() * among)) }) }),
-          },
-        ],
-        verifyBody: (body: string | Buffer | undefined) => {
-          const text = body === undefined ? "" : body.toString();
-          if (text.includes('"valid":true')) return true;
-          bad ??= text.slice(0, 300);
-          return false;
-        },
-      },
-      (err: unknown, result: autocannon.Result) => {
-        clearInterval(watch);
-        if (err) reject(err instanceof Error ? err : new Error(String(err)));
-        else resolve({ result, latenciesMs, bad });
-      },
-    );
-    instance.on("response", (_client, statusCode, _bytes, responseTime) => {
-      if (statusCode >= 200 && statusCode < 300) latenciesMs.push(responseTime);
-    });
-    const watch = setInterval(() => {
-      if (interrupted()) instance.stop();
-    }, 200);
+async function verifyLoad(server: ChildServer, among: number, connections: number, seconds: number) {
+  const { result, latenciesMs, badAnswer } = await loadJsonPost({
+    url: `${server.url}/v1/keys.verifyKey`,
+    body: JSON.stringify({ key: plaintextOf(0) }),
+    nextBody: () => JSON.stringify({ key: plaintextOf(Math.floor(Math.random() * among)) }),
+    connections,
+    seconds,
+    check: (body) => body.includes('"valid":true'),
   });
+  return { result, latenciesMs, bad: badAnswer };
 }
 
 async function runStore(

@@ -18,11 +18,21 @@ export type UpdateRemainingRules = {
 /** The key's remaining uses after a change (null: unlimited), and its refill (null: none; `day` null: daily). */
 export type RemainingAfterChange = { remaining: number | null; refill: { amount: number; day: number | null } | null };
 
-/**
- * Changes a key's remaining uses atomically, after any refill that is due, and answers them (null: unlimited).
- * Another workspace's key is a missing one; an unlimited key can only be set.
- */
+/** v1's keys.updateRemaining: changeRemaining by v1's rules, answering the remaining uses alone. */
 export async function updateRemaining(
+  services: KeyServices,
+  principal: Principal,
+  input: UpdateRemainingCommand,
+): Promise<{ remaining: number | null }> {
+  const { remaining } = await changeRemaining(services, principal, input);
+  return { remaining };
+}
+
+/**
+ * Changes a key's remaining uses atomically, after any refill that is due, and answers them (null: unlimited) with
+ * the key's refill. Another workspace's key is a missing one; an unlimited key can only be set.
+ */
+export async function changeRemaining(
   services: KeyServices,
   principal: Principal,
   input: UpdateRemainingCommand,

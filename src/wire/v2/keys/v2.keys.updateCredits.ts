@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { updateRemaining } from "../../../core/keys/keys.updateRemaining.js";
+import { changeRemaining } from "../../../core/keys/keys.updateRemaining.js";
 import { MAX_INT32 } from "../../../storage/int32.js";
 import { v2Id } from "../inputBounds.js";
 import { defineV2Rpc } from "../rpc.js";
@@ -22,7 +22,7 @@ export const updateCredits = defineV2Rpc({
     .strict(),
   output: keyCreditsOutput,
   handler: async (input, { deps, rootKey }) => {
-    const after = await updateRemaining(
+    const after = await changeRemaining(
       deps,
       rootKey,
       { keyId: input.keyId, op: input.operation, value: input.value ?? null },

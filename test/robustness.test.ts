@@ -545,6 +545,13 @@ const SPECS: Record<string, () => Base[]> = {
   "POST /v2/apis.createApi": () => [{ label: "root key without permissions", input: { name: "robust-api" }, auth: "noPerm" }],
   "POST /v2/apis.getApi": () => both((ids) => ({ apiId: ids.apiId })),
   "POST /v2/apis.deleteApi": () => both((ids) => ({ apiId: ids.apiId })),
+  "POST /v2/keys.getKey": () => both((ids) => ({ keyId: ids.keyId, decrypt: true })),
+  "POST /v2/keys.whoami": () => [
+    { label: "missing key", input: { key: MISSING.key }, auth: "root" },
+    { label: "key of another workspace", input: { key: "__B_KEY__" }, auth: "root" },
+  ],
+  "POST /v2/keys.deleteKey": () => both((ids) => ({ keyId: ids.keyId, permanent: false })),
+  "POST /v2/keys.updateCredits": () => both((ids) => ({ keyId: ids.keyId, operation: "increment", value: 5 })),
   "POST /v2/identities.createIdentity": () => [
     {
       label: "externalId that exists",

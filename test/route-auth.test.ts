@@ -194,6 +194,10 @@ const minimalV2Input: Record<string, unknown> = {
   "POST /v2/permissions.deletePermission": { permission: "perm" },
   "POST /v2/permissions.getRole": { role: "role" },
   "POST /v2/permissions.deleteRole": { role: "role" },
+  "POST /v2/keys.getKey": { keyId: "key_missing" },
+  "POST /v2/keys.whoami": { key: "sk_missing" },
+  "POST /v2/keys.deleteKey": { keyId: "key_missing" },
+  "POST /v2/keys.updateCredits": { keyId: "key_missing", operation: "set", value: 1 },
 };
 
 describe("authentication of every registered v2 route", () => {

@@ -1,8 +1,11 @@
 import { apiPermission } from "../auth/permissions.query.js";
-import { type Principal, requirePermission } from "../principal.js";
+import { hasPermission, type Principal, requirePermission } from "../principal.js";
 import { hashKey } from "../../crypto/hash.js";
-import { NotFoundError } from "../../errors.js";
-import { findKeyObjectRow, type KeyObjectRow } from "../../storage/keys/keyObjects.repository.js";
+import { NotFoundError, PreconditionFailedError } from "../../errors.js";
+import { findApi } from "../../storage/apis/apis.repository.js";
+import { identityRatelimits } from "../../storage/identities/identities.repository.js";
+import { findKeyObjectRow, type KeyObjectRow, type PermissionView } from "../../storage/keys/keyObjects.repository.js";
+import { keyRatelimits, type NamedRatelimit } from "../../storage/keys/keys.ratelimit.repository.js";
 import { decryptKeyRows, requireDecryptPermission } from "./keys.decrypt.js";
 import type { KeyServices } from "./keys.services.js";
 
@@ -10,6 +13,19 @@ import type { KeyServices } from "./keys.services.js";
  * Reading one key (v1: keys.getKey, keys.whoami). A key of another workspace is answered as if it did not exist,
  * so a caller never learns that an id or a secret belongs to someone else.
  */
+
+/** Where the wire protocols' rules for reading a key differ, each adapter says which it follows. */
+export type KeyReadRules = {
+  /** Which permissions the key lists: v1's getKey/whoami its direct ones by name (the default), v2 every one by slug. */
+  permissions?: PermissionView;
+  /** What a caller without read_key is told: v1 (and v2's getKey) a 403 (the default), v2's whoami that the key is not found. */
+  denied?: "forbidden" | "notFound";
+  /**
+   * `decrypt` on a key of an API that does not store encrypted keys is refused (v2's 412) rather than answered
+   * without a plaintext (v1, the default).
+   */
+  decryptNeedsEncryptingApi?: boolean;
+};
 
 /**
  * A live key of the caller's workspace by id, with its plaintext when `decrypt` is asked (and allowed). The caller
@@ -19,12 +35,16 @@ export async function getKey(
   services: KeyServices,
   principal: Principal,
   input: { keyId: string; decrypt?: boolean | undefined },
+  rules: KeyReadRules = {},
 ): Promise<{ row: KeyObjectRow; plaintext?: string | undefined }> {
-  const row = await findKeyObjectRow(services.db, { id: input.keyId }, "direct-names");
+  const row = await findKeyObjectRow(services.db, { id: input.keyId }, rules.permissions ?? "direct-names");
   if (!row || row.workspaceId !== principal.workspaceId) throw new NotFoundError("key", input.keyId);
   requirePermission(principal, apiPermission(row.apiId, "read_key"));
   if (!input.decrypt) return { row };
   requireDecryptPermission(principal, row.apiId);
+  if (rules.decryptNeedsEncryptingApi && !(await findApi(services.db, row.workspaceId, row.apiId))?.storeEncryptedKeys) {
+    throw new PreconditionFailedError("api", { kind: "recoverableNotSupported", apiId: row.apiId });
+  }
   const plaintexts = await decryptKeyRows(services.db, services.keyring, [row]);
   return { row, plaintext: plaintexts.get(row.id) };
 }
@@ -36,15 +56,36 @@ const keyBySecretNotFound = () => new NotFoundError("key", "", "Key not found");
  * keys.whoami's first step, before authenticating (as v1): the live key whose secret is `key`, in any workspace.
  * An unknown key is not found whoever asks.
  */
-export async function findKeyBySecret(services: Pick<KeyServices, "db">, key: string): Promise<KeyObjectRow> {
-  const row = await findKeyObjectRow(services.db, { hash: hashKey(key) }, "direct-names");
+export async function findKeyBySecret(
+  services: Pick<KeyServices, "db">,
+  key: string,
+  rules: Pick<KeyReadRules, "permissions"> = {},
+): Promise<KeyObjectRow> {
+  const row = await findKeyObjectRow(services.db, { hash: hashKey(key) }, rules.permissions ?? "direct-names");
   if (!row) throw keyBySecretNotFound();
   return row;
 }
 
-/** keys.whoami's second step: the caller may see the key found by its secret (its workspace's, with read_key). */
-export function requireKeyVisible(principal: Principal, row: KeyObjectRow): KeyObjectRow {
+/**
+ * keys.whoami's second step: the caller may see the key found by its secret (its workspace's, with read_key). With
+ * `denied: "notFound"` a caller without read_key is told only that the key is not found (not which permission).
+ */
+export function requireKeyVisible(principal: Principal, row: KeyObjectRow, rules: Pick<KeyReadRules, "denied"> = {}): KeyObjectRow {
   if (row.workspaceId !== principal.workspaceId) throw keyBySecretNotFound();
-  requirePermission(principal, apiPermission(row.apiId, "read_key"));
+  const readKey = apiPermission(row.apiId, "read_key");
+  if (rules.denied === "notFound" && !hasPermission(principal, readKey)) throw keyBySecretNotFound();
+  requirePermission(principal, readKey);
   return row;
+}
+
+/** Every rate limit a key read shows: the key's own (its `default` one included) and its identity's, by name. */
+export async function readKeyRatelimits(
+  services: Pick<KeyServices, "db">,
+  row: Pick<KeyObjectRow, "id" | "identityId">,
+): Promise<{ key: NamedRatelimit[]; identity: NamedRatelimit[] }> {
+  const [key, identity] = await Promise.all([
+    keyRatelimits(services.db, row.id),
+    row.identityId === null ? new Map<string, NamedRatelimit[]>() : identityRatelimits(services.db, [row.identityId]),
+  ]);
+  return { key, identity: (row.identityId !== null && identity.get(row.identityId)) || [] };
 }

@@ -9,15 +9,35 @@ import type { KeyServices } from "./keys.services.js";
 /** Increment or decrement (never below 0) by `value`, or set to `value` (null: unlimited). */
 export type UpdateRemainingCommand = { keyId: string; op: "increment" | "decrement" | "set"; value: number | null };
 
-/**
- * Changes a key's remaining uses atomically, after any refill that is due, and answers them (null: unlimited).
- * Another workspace's key is a missing one; an unlimited key can only be set.
- */
+/** Where the wire protocols' rules for changing remaining uses differ, each adapter says which it follows. */
+export type UpdateRemainingRules = {
+  /** `set` to null (unlimited) also removes the key's refill (v2's updateCredits); v1 keeps it. */
+  unlimitedClearsRefill?: boolean;
+};
+
+/** The key's remaining uses after a change (null: unlimited), and its refill (null: none; `day` null: daily). */
+export type RemainingAfterChange = { remaining: number | null; refill: { amount: number; day: number | null } | null };
+
+/** v1's keys.updateRemaining: changeRemaining by v1's rules, answering the remaining uses alone. */
 export async function updateRemaining(
   services: KeyServices,
   principal: Principal,
   input: UpdateRemainingCommand,
 ): Promise<{ remaining: number | null }> {
+  const { remaining } = await changeRemaining(services, principal, input);
+  return { remaining };
+}
+
+/**
+ * Changes a key's remaining uses atomically, after any refill that is due, and answers them (null: unlimited) with
+ * the key's refill. Another workspace's key is a missing one; an unlimited key can only be set.
+ */
+export async function changeRemaining(
+  services: KeyServices,
+  principal: Principal,
+  input: UpdateRemainingCommand,
+  rules: UpdateRemainingRules = {},
+): Promise<RemainingAfterChange> {
   const { db } = services;
   const { op, value } = input;
   const notFound = () => new NotFoundError("key", input.keyId);
@@ -30,9 +50,12 @@ export async function updateRemaining(
     if (key.remaining === null) throw unlimited();
     if (value === null) throw new InvalidInputError({ kind: "remainingByNull", op });
   }
-  const change = op === "set" ? { op, value } : { op, value: value! };
+  const change = op === "set" ? { op, value, clearRefill: rules.unlimitedClearsRefill === true } : { op, value: value! };
   const result = await changeKeyRemaining(db, key.id, change, services.clock.now());
-  if (result) return result;
+  if (result) {
+    const refill = result.refillAmount === null ? null : { amount: result.refillAmount, day: result.refillDay };
+    return { remaining: result.remaining, refill };
+  }
 
   // Nothing was updated: tell why from the key as it is now (a concurrent request may have changed it).
   const current = await findLiveKeyForWrite(db, key.id);

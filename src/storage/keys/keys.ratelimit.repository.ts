@@ -1,4 +1,4 @@
-import { and, eq, sql } from "drizzle-orm";
+import { and, asc, eq, sql } from "drizzle-orm";
 import { insertRecordset } from "../bulk.js";
 import type { Db } from "../client.js";
 import { ratelimits } from "../schema.js";
@@ -34,4 +34,22 @@ export async function setKeyDefaultRatelimits(db: Db, limits: KeyDefaultRatelimi
 
 export async function deleteKeyDefaultRatelimit(db: Db, keyId: string): Promise<void> {
   await db.delete(ratelimits).where(and(eq(ratelimits.keyId, keyId), eq(ratelimits.name, KEY_DEFAULT_RATELIMIT)));
+}
+
+/** A rate limit of a key or an identity, as the reads that list every one of them show it. */
+export type NamedRatelimit = { id: string; name: string; limit: number; duration: number; autoApply: boolean };
+
+/** Every rate limit of a key (its `default` one and the named ones), in name order. */
+export async function keyRatelimits(db: Db, keyId: string): Promise<NamedRatelimit[]> {
+  return db
+    .select({
+      id: ratelimits.id,
+      name: ratelimits.name,
+      limit: ratelimits.limit,
+      duration: ratelimits.duration,
+      autoApply: ratelimits.autoApply,
+    })
+    .from(ratelimits)
+    .where(eq(ratelimits.keyId, keyId))
+    .orderBy(asc(ratelimits.name));
 }

@@ -45,7 +45,8 @@ export async function hardDeleteKey(db: Db, keyId: string): Promise<boolean> {
   return rows.length > 0;
 }
 
-export type RemainingChange = { op: "increment" | "decrement"; value: number } | { op: "set"; value: number | null };
+/** `clearRefill`: setting null (unlimited) also removes the key's refill (v2's updateCredits). */
+export type RemainingChange = { op: "increment" | "decrement"; value: number } | { op: "set"; value: number | null; clearRefill?: boolean };
 
 /**
  * Changes a live key's remaining uses in one atomic UPDATE, after applying any refill that is due, so that
@@ -58,14 +59,14 @@ export async function changeKeyRemaining(
   keyId: string,
   change: RemainingChange,
   now: number,
-): Promise<{ remaining: number | null } | undefined> {
+): Promise<{ remaining: number | null; refillAmount: number | null; refillDay: number | null } | undefined> {
   const live = and(eq(keys.id, keyId), isNull(keys.deletedAtM));
   let set: PgUpdateSetSource<typeof keys>;
   let where = live;
   if (change.op === "set") {
     set =
       change.value === null
-        ? { remaining: null }
+        ? { remaining: null, ...(change.clearRefill && { refillAmount: null, refillDay: null }) }
         : {
             remaining: change.value,
             // A due refill happened before this write; and a key that was unlimited starts its refill period now,
@@ -89,7 +90,7 @@ export async function changeKeyRemaining(
     .update(keys)
     .set({ ...set, updatedAtM: now })
     .where(where)
-    .returning({ remaining: keys.remaining });
+    .returning({ remaining: keys.remaining, refillAmount: keys.refillAmount, refillDay: keys.refillDay });
   return row;
 }
 

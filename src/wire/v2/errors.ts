@@ -122,7 +122,7 @@ const V2_RESOURCE: Record<string, string> = {
 /** v2's detail for a thing that is not there. */
 const NOT_FOUND_DETAIL: Record<string, string> = {
   api: "The requested API does not exist or has been deleted.",
-  key: "The requested key does not exist or has been deleted.",
+  key: "We could not find the requested key.",
   permission: "The requested permission does not exist.",
   role: "The requested role does not exist.",
   identity: "This identity does not exist.",
@@ -130,6 +130,10 @@ const NOT_FOUND_DETAIL: Record<string, string> = {
 
 /** v2's words for the refusals its routes can meet so far (the rest fall back to the core's neutral text). */
 const V2_WORDING: { [K in RefusalKind]?: (facts: RefusalFacts[K]) => string } = {
+  remainingByNull: () => "When specifying an increment or decrement operation, a value must be provided.",
+  remainingUnlimited: () => "You cannot increment or decrement a key with unlimited credits.",
+  recoverableNotSupported: () => "The API for this key does not support key encryption.",
+  encryptionKeyUnavailable: () => "Vault hasn't been set up.",
   permissionExists: ({ slug }) => `A permission with slug '${slug}' already exists in this workspace`,
   roleExists: ({ name }) => `A role with name '${name}' already exists in this workspace`,
   identityExists: ({ externalId }) => `Identity with externalId '${externalId}' already exists in this workspace.`,

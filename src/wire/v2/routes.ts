@@ -6,6 +6,10 @@ import { deleteIdentity } from "./identities/v2.identities.deleteIdentity.js";
 import { getIdentity } from "./identities/v2.identities.getIdentity.js";
 import { listIdentities } from "./identities/v2.identities.listIdentities.js";
 import { updateIdentity } from "./identities/v2.identities.updateIdentity.js";
+import { deleteKey } from "./keys/v2.keys.deleteKey.js";
+import { getKey } from "./keys/v2.keys.getKey.js";
+import { updateCredits } from "./keys/v2.keys.updateCredits.js";
+import { whoami } from "./keys/v2.keys.whoami.js";
 import { liveness } from "./liveness/v2.liveness.js";
 import { createPermission } from "./permissions/v2.permissions.createPermission.js";
 import { deletePermission } from "./permissions/v2.permissions.deletePermission.js";
@@ -23,6 +27,11 @@ export const v2Rpcs: V2Rpc[] = [
   createApi,
   getApi,
   deleteApi,
+  // keys
+  getKey,
+  whoami,
+  deleteKey,
+  updateCredits,
   // identities
   createIdentity,
   getIdentity,

@@ -1,23 +1,14 @@
 import { describe, expect } from "vitest";
 import { v2MissingPermissions } from "../src/wire/v2/errors.js";
 import { test } from "./fixtures.js";
-import type { Harness, Response } from "./helper.js";
+import { expectV2Error } from "./v2-errors.js";
+import type { Harness } from "./helper.js";
 
 // The v2 adapter's common ground (issue 14; contract §1): envelopes, the error model and its content type, schema
 // failures, root-key authentication's statuses, and the apis.* routes on the same store as v1.
 
 const v2 = (h: Harness, path: string, body: unknown, rootKey?: string, headers: Record<string, string> = {}) =>
   h.post(path, body, rootKey, headers);
-
-function expectV2Error(res: Response, status: number, type: string, detail?: string | RegExp) {
-  expect(res.status, JSON.stringify(res.body)).toBe(status);
-  expect(res.body.meta.requestId).toMatch(/^req_/);
-  expect(res.body.error.status).toBe(status);
-  expect(res.body.error.type).toBe(`https://unkey.com/docs/errors/${type}`);
-  expect(typeof res.body.error.title).toBe("string");
-  if (detail instanceof RegExp) expect(res.body.error.detail).toMatch(detail);
-  else if (detail !== undefined) expect(res.body.error.detail).toBe(detail);
-}
 
 describe("the v2 envelope", () => {
   test("liveness answers GET with meta and data, without authentication", async ({ h }) => {

@@ -1,18 +1,13 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect } from "vitest";
 import { test } from "./fixtures.js";
-import type { Harness, Response, Tenant } from "./helper.js";
+import { expectV2Error } from "./v2-errors.js";
+import type { Harness, Tenant } from "./helper.js";
 
 // v2's identities.* routes (contract §7) over the core v1 uses: one `identity` field naming the id or the
 // externalId, rate limits with ids and autoApply, pages by id with v2's cursor, v2's errors, v1 and v2 on one store.
 
 const ext = () => `user_${randomBytes(5).toString("hex")}`;
-
-function expectV2Error(res: Response, status: number, type: string, detail?: string) {
-  expect(res.status, JSON.stringify(res.body)).toBe(status);
-  expect(res.body.error.type).toBe(`https://unkey.com/docs/errors/${type}`);
-  if (detail !== undefined) expect(res.body.error.detail).toBe(detail);
-}
 
 async function createIdentity(h: Harness, t: Tenant, body: Record<string, unknown>) {
   const res = await h.post("/v2/identities.createIdentity", body, t.rootKey);

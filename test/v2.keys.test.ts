@@ -1,19 +1,14 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect } from "vitest";
 import { countIn, test } from "./fixtures.js";
-import type { Harness, Response, Tenant } from "./helper.js";
+import { expectV2Error } from "./v2-errors.js";
+import type { Harness, Tenant } from "./helper.js";
 
 // v2's keys.getKey, keys.whoami, keys.deleteKey and keys.updateCredits (contract §4.2, §4.3, §4.5, §4.6) over the
 // core v1 uses: KeyResponseData with empty fields left out, v2's errors, v1 and v2 on one store.
 
 const unique = (name: string) => `${name}_${randomBytes(4).toString("hex")}`;
 const NOT_FOUND = "We could not find the requested key.";
-
-function expectV2Error(res: Response, status: number, type: string, detail?: string) {
-  expect(res.status, JSON.stringify(res.body)).toBe(status);
-  expect(res.body.error.type).toBe(`https://unkey.com/docs/errors/${type}`);
-  if (detail !== undefined) expect(res.body.error.detail).toBe(detail);
-}
 
 /** A key created through v1, with the fields given. */
 async function v1Key(h: Harness, t: Tenant, apiId: string, fields: Record<string, unknown> = {}) {

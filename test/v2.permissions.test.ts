@@ -1,18 +1,13 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect } from "vitest";
 import { test } from "./fixtures.js";
-import type { Harness, Response, Tenant } from "./helper.js";
+import { expectV2Error } from "./v2-errors.js";
+import type { Harness, Tenant } from "./helper.js";
 
 // v2's permissions.* routes (contract §8) over the core v1 uses: lookups by id or slug/name in one field, pages by
 // id with v2's inclusive cursor, v2's errors; what one API writes, the other reads.
 
 const unique = (prefix: string) => `${prefix}.${randomBytes(4).toString("hex")}`;
-
-function expectV2Error(res: Response, status: number, type: string, detail?: string) {
-  expect(res.status, JSON.stringify(res.body)).toBe(status);
-  expect(res.body.error.type).toBe(`https://unkey.com/docs/errors/${type}`);
-  if (detail !== undefined) expect(res.body.error.detail).toBe(detail);
-}
 
 async function createPermission(h: Harness, t: Tenant, slug: string, extra: Record<string, unknown> = {}) {
   const res = await h.post("/v2/permissions.createPermission", { name: `name of ${slug}`, slug, ...extra }, t.rootKey);

@@ -117,8 +117,13 @@ describe("v2 ratelimit", () => {
   test("an override set through v1 applies to v2's limit, and one set through v2 to v1's", async ({ h, t }) => {
     const name = ns();
     await createNamespace(h, t, name);
-    await ok(await h.post("/v1/ratelimits.setOverride", { namespaceName: name, identifier: "from_v1", limit: 2, duration: DAY }, t.rootKey));
-    expect((await ok(await limitV2(h, t.rootKey, { namespace: name, identifier: "from_v1" }))).data).toMatchObject({ limit: 2, remaining: 1 });
+    await ok(
+      await h.post("/v1/ratelimits.setOverride", { namespaceName: name, identifier: "from_v1", limit: 2, duration: DAY }, t.rootKey),
+    );
+    expect((await ok(await limitV2(h, t.rootKey, { namespace: name, identifier: "from_v1" }))).data).toMatchObject({
+      limit: 2,
+      remaining: 1,
+    });
     await setOverride(h, t, { namespace: name, identifier: "from_v2", limit: 4 });
     const v1 = await h.post("/v1/ratelimits.limit", { namespace: name, identifier: "from_v2", limit: 100, duration: DAY }, t.rootKey);
     expect(v1.status).toBe(200);

@@ -135,6 +135,16 @@ describe("v2 ratelimit", () => {
     expect(got.data).toEqual({ overrideId: expect.stringMatching(/^rlor_/), identifier: "from_v1", limit: 2, duration: DAY });
   });
 
+  test("a lookup by id answered from memory sees the next override at once (v1's setOverride, v2's deleteOverride)", async ({ h, t }) => {
+    const name = ns();
+    const id = await createNamespace(h, t, name);
+    expect((await ok(await limitV2(h, t.rootKey, { namespace: id, identifier: "cached" }))).data.limit).toBe(100);
+    await ok(await h.post("/v1/ratelimits.setOverride", { namespaceId: id, identifier: "cached", limit: 7, duration: DAY }, t.rootKey));
+    expect((await ok(await limitV2(h, t.rootKey, { namespace: id, identifier: "cached" }))).data.limit).toBe(7);
+    await ok(await h.post("/v2/ratelimit.deleteOverride", { namespace: name, identifier: "cached" }, t.rootKey));
+    expect((await ok(await limitV2(h, t.rootKey, { namespace: id, identifier: "cached" }))).data.limit).toBe(100);
+  });
+
   test("one limiter: /v1/ratelimits.limit and /v2/ratelimit.limit count against the same namespace and identifier", async ({ h, t }) => {
     const name = ns();
     const body = { namespace: name, identifier: "shared", limit: 4, duration: DAY };

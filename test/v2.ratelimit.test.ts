@@ -234,7 +234,7 @@ describe("v2 ratelimit", () => {
         await h.post(path, { namespace: name, ...body }, none),
         403,
         "unkey/authorization/insufficient_permissions",
-        `Missing one of these permissions: ratelimit.*.${action} or ratelimit.${id}.${action}`,
+        `Missing one of these permissions: ratelimit.${id}.${action} or ratelimit.*.${action}`,
       );
     }
     // getOverride hides the override from a caller that may not read it.

@@ -142,8 +142,9 @@ async function namespaceToActIn(
   dialect: RatelimitDialect,
   during: "getOverride" | "other" = "other",
 ) {
+  // v2 names the namespace's own permission first (its refusal lists them in this order).
   const may = (namespaceId?: string): PermissionQuery => ({
-    or: ["*", `ratelimit.*.${action}`, ...(namespaceId !== undefined ? [`ratelimit.${namespaceId}.${action}`] : [])],
+    or: ["*", ...(namespaceId !== undefined ? [`ratelimit.${namespaceId}.${action}`] : []), `ratelimit.*.${action}`],
   });
   if (dialect === "v1") requirePermission(caller, may());
   const namespace = await namespaceOf(db, caller, by, during);

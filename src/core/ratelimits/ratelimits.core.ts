@@ -60,7 +60,7 @@ export type LimitResult = {
 /**
  * Counts `cost` against the identifier's limit in the namespace: the override that applies to the identifier
  * replaces the given limit and duration. A namespace that does not exist is created when the caller may create
- * namespaces (else it is not found). `epoch` is the store's epoch the lookups are answered at.
+ * namespaces (else v1: not found, v2: refused for want of `ratelimit.*.create_namespace`). `epoch` is the store's epoch the lookups are answered at.
  */
 export async function limit(
   services: RatelimitServices,

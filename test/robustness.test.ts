@@ -587,6 +587,33 @@ const SPECS: Record<string, () => Base[]> = {
   "POST /v2/permissions.getRole": () => both((ids) => ({ role: ids.roleId })),
   "POST /v2/permissions.listRoles": () => [{ label: "query", input: { limit: 10, cursor: "role_0", search: "role" }, auth: "root" }],
   "POST /v2/permissions.deleteRole": () => both((ids) => ({ role: ids.roleId })),
+  "POST /v2/ratelimit.limit": () => [
+    {
+      label: "root key without permissions",
+      input: { namespace: "ns-robust", identifier: "someone", limit: 10, duration: 60_000, cost: 1 },
+      auth: "noPerm",
+    },
+    ...both((ids) => ({ namespace: ids.namespaceId, identifier: "someone", limit: 10, duration: 60_000 }), "noPerm"),
+  ],
+  "POST /v2/ratelimit.setOverride": () => [
+    ...both((ids) => ({ namespace: ids.namespaceId, identifier: "someone", limit: 5, duration: 60_000 })),
+    ...both((ids) => ({ namespace: ids.namespaceName, identifier: "someone", limit: 5, duration: 60_000 })).map((b) => ({
+      ...b,
+      label: `${b.label} (name)`,
+    })),
+  ],
+  "POST /v2/ratelimit.getOverride": () => [
+    ...both((ids) => ({ namespace: ids.namespaceId, identifier: "someone" })),
+    ...both((ids) => ({ namespace: ids.namespaceName, identifier: "someone" })).map((b) => ({ ...b, label: `${b.label} (name)` })),
+  ],
+  "POST /v2/ratelimit.listOverrides": () => [
+    ...both((ids) => ({ namespace: ids.namespaceId, limit: 10, cursor: "x" })),
+    ...both((ids) => ({ namespace: ids.namespaceName, limit: 10 })).map((b) => ({ ...b, label: `${b.label} (name)` })),
+  ],
+  "POST /v2/ratelimit.deleteOverride": () => [
+    ...both((ids) => ({ namespace: ids.namespaceId, identifier: "someone" })),
+    ...both((ids) => ({ namespace: ids.namespaceName, identifier: "someone" })).map((b) => ({ ...b, label: `${b.label} (name)` })),
+  ],
 };
 
 /** Replaces the placeholders for workspace A's and B's values (known only after the fixtures exist). */

@@ -5,6 +5,7 @@ import { InvalidInputError, NotFoundError } from "../../errors.js";
 import {
   ensureNamespace,
   findNamespace,
+  findApplicableOverride,
   findOverride,
   type LimitLookupCache,
   listNamespacesPage,
@@ -16,6 +17,7 @@ import {
 } from "../../storage/ratelimits/ratelimits.repository.js";
 import { checkLimits, type RateLimiter, windowOf } from "../../storage/ratelimits/ratelimiter.js";
 import type { Principal } from "../principal.js";
+import type { PermissionQuery } from "../auth/permissions.query.js";
 
 /** What the rate-limit core needs of the services. */
 export type RatelimitServices = {
@@ -32,6 +34,17 @@ export type RatelimitServices = {
  */
 const COUNTER_NAME = "ratelimits.limit";
 
+/**
+ * Where v1 and v2 differ on the rate-limit routes (contract §9, §15.16); each adapter says which it follows:
+ * - how a namespace is named: v1 by `namespaceId` or `namespaceName`, v2 by one string, its id or its name;
+ * - `limit` on a namespace that does not exist without `ratelimit.*.create_namespace`: v1 404, v2 403;
+ * - overrides: v1 checks the wildcard permission before looking the namespace up (403 first), v2 looks it up
+ *   first (404 first) and also accepts `ratelimit.<namespaceId>.<action>`;
+ * - getOverride: v1 matches the identifier literally; v2 resolves it as limit does (exact, else the best wildcard)
+ *   and answers a caller that may not read it as if there were no override (404).
+ */
+export type RatelimitDialect = "v1" | "v2";
+
 export type LimitInput = { namespace: string; identifier: string; limit: number; duration: number; cost: number };
 export type LimitResult = {
   success: boolean;
@@ -40,16 +53,24 @@ export type LimitResult = {
   reset: number;
   /** Only when true: the limiter's store did not answer and the configuration says to let calls pass. */
   ratelimitSkipped?: true;
+  /** The override that replaced the given limit and duration, when one did. */
+  overrideId?: string;
 };
 
 /**
  * Counts `cost` against the identifier's limit in the namespace: the override that applies to the identifier
  * replaces the given limit and duration. A namespace that does not exist is created when the caller may create
- * namespaces (else it is not found). `epoch` is the store's epoch the lookups are answered at.
+ * namespaces (else v1: not found, v2: refused for want of `ratelimit.*.create_namespace`). `epoch` is the store's epoch the lookups are answered at.
  */
-export async function limit(services: RatelimitServices, caller: Principal, input: LimitInput, epoch: bigint): Promise<LimitResult> {
+export async function limit(
+  services: RatelimitServices,
+  caller: Principal,
+  input: LimitInput,
+  epoch: bigint,
+  dialect: RatelimitDialect = "v1",
+): Promise<LimitResult> {
   const found = await services.limitLookups.find(
-    { workspaceId: caller.workspaceId, name: input.namespace, identifier: input.identifier },
+    { workspaceId: caller.workspaceId, name: input.namespace, identifier: input.identifier, idOrName: dialect === "v2" },
     epoch,
   );
   let namespaceId: string;
@@ -57,14 +78,16 @@ export async function limit(services: RatelimitServices, caller: Principal, inpu
     namespaceId = found.namespaceId;
     requirePermission(caller, { or: ["*", "ratelimit.*.limit", `ratelimit.${namespaceId}.limit`] });
   } else {
-    if (!hasPermission(caller, { or: ["*", "ratelimit.*.create_namespace"] })) {
-      throw new NotFoundError("namespace", input.namespace);
-    }
+    const mayCreate: PermissionQuery = { or: ["*", "ratelimit.*.create_namespace"] };
+    if (dialect === "v2") requirePermission(caller, mayCreate);
+    else if (!hasPermission(caller, mayCreate)) throw new NotFoundError("namespace", input.namespace);
     // Checked before creating, so a key that may not limit leaves nothing behind.
     requirePermission(caller, { or: ["*", "ratelimit.*.limit"] });
     namespaceId = await ensureNamespace(services.db, caller.workspaceId, input.namespace, services.clock.now());
   }
-  const applied = found?.override ?? { limit: input.limit, duration: input.duration };
+  const override = found?.override;
+  const applied = override ? { limit: override.limit, duration: override.duration } : { limit: input.limit, duration: input.duration };
+  const overrideId = override && { overrideId: override.id };
   const outcomes = await checkLimits(services, [
     {
       workspaceId: caller.workspaceId,
@@ -76,10 +99,10 @@ export async function limit(services: RatelimitServices, caller: Principal, inpu
   ]);
   if (outcomes === undefined) {
     const reset = windowOf(applied.duration, services.clock.now()).reset;
-    return { success: true, limit: applied.limit, remaining: applied.limit, reset, ratelimitSkipped: true };
+    return { success: true, limit: applied.limit, remaining: applied.limit, reset, ratelimitSkipped: true, ...overrideId };
   }
   const [outcome] = outcomes;
-  return { success: outcome!.passed, limit: applied.limit, remaining: outcome!.remaining, reset: outcome!.reset };
+  return { success: outcome!.passed, limit: applied.limit, remaining: outcome!.remaining, reset: outcome!.reset, ...overrideId };
 }
 
 /**
@@ -95,7 +118,7 @@ export function givenNamespace(by: NamespaceSelector): NamespaceSelector {
   return given;
 }
 
-const namespaceLabel = (by: NamespaceSelector) => by.namespaceId ?? by.namespaceName ?? "";
+const namespaceLabel = (by: NamespaceSelector) => by.namespaceId ?? by.namespaceName ?? by.namespaceIdOrName ?? "";
 
 /** The live namespace of the caller's workspace; NotFoundError (namespaceNotFound, `during` the operation) otherwise. */
 async function namespaceOf(db: Db, caller: Principal, by: NamespaceSelector, during: "getOverride" | "other" = "other") {
@@ -107,6 +130,28 @@ async function namespaceOf(db: Db, caller: Principal, by: NamespaceSelector, dur
   return namespace;
 }
 
+/**
+ * The namespace an override route acts in, with the caller allowed to `action` there: v1 asks for the wildcard
+ * permission before looking the namespace up, v2 looks it up first and also accepts the namespace's own permission.
+ */
+async function namespaceToActIn(
+  db: Db,
+  caller: Principal,
+  by: NamespaceSelector,
+  action: "set_override" | "read_override" | "delete_override",
+  dialect: RatelimitDialect,
+  during: "getOverride" | "other" = "other",
+) {
+  // v2 names the namespace's own permission first (its refusal lists them in this order).
+  const may = (namespaceId?: string): PermissionQuery => ({
+    or: ["*", ...(namespaceId !== undefined ? [`ratelimit.${namespaceId}.${action}`] : []), `ratelimit.*.${action}`],
+  });
+  if (dialect === "v1") requirePermission(caller, may());
+  const namespace = await namespaceOf(db, caller, by, during);
+  if (dialect === "v2") requirePermission(caller, may(namespace.id));
+  return namespace;
+}
+
 export type OverrideInput = { identifier: string; limit: number; duration: number; async: boolean };
 
 /** Creates or replaces the override of an identifier (or of a `*` pattern) in the namespace; returns its id. */
@@ -115,24 +160,43 @@ export async function setOverride(
   caller: Principal,
   by: NamespaceSelector,
   input: OverrideInput,
+  dialect: RatelimitDialect = "v1",
 ): Promise<string> {
-  requirePermission(caller, { or: ["*", "ratelimit.*.set_override"] });
-  const namespace = await namespaceOf(services.db, caller, by);
+  const namespace = await namespaceToActIn(services.db, caller, by, "set_override", dialect);
   return upsertOverride(services.db, { workspaceId: caller.workspaceId, namespaceId: namespace.id, ...input }, services.clock.now());
 }
 
-/** The override of the identifier, matched literally (`*` included). */
+/**
+ * The override of the identifier: v1 matches it literally (`*` included); v2 as limit applies it (exact, else the
+ * best wildcard), and hides it from a caller that may not read it.
+ */
 export async function getOverride(
   services: Pick<RatelimitServices, "db">,
   caller: Principal,
   by: NamespaceSelector,
   identifier: string,
+  dialect: RatelimitDialect = "v1",
 ): Promise<OverrideRow> {
-  // v1 did not accept `*` here; keyhaven does, as a `*` key may do everything else.
-  requirePermission(caller, { or: ["*", "ratelimit.*.read_override"] });
+  const notFound = () => new NotFoundError("override", identifier, { kind: "overrideNotFound", identifier, during: "get" });
+  if (dialect === "v1") {
+    // v1 did not accept `*` here; keyhaven does, as a `*` key may do everything else.
+    const namespace = await namespaceToActIn(services.db, caller, by, "read_override", dialect, "getOverride");
+    const override = await findOverride(services.db, namespace.id, identifier);
+    if (!override) throw notFound();
+    return override;
+  }
   const namespace = await namespaceOf(services.db, caller, by, "getOverride");
-  const override = await findOverride(services.db, namespace.id, identifier);
-  if (!override) throw new NotFoundError("override", identifier, { kind: "overrideNotFound", identifier, during: "get" });
+  const override = await findApplicableOverride(services.db, namespace.id, identifier);
+  if (!override) throw notFound();
+  const may: PermissionQuery = {
+    or: [
+      "*",
+      `unkey:v1:${caller.workspaceId}:ratelimits/namespaces/${namespace.id}/overrides/${override.id}#read_override`,
+      `ratelimit.${namespace.id}.read_override`,
+      "ratelimit.*.read_override",
+    ],
+  };
+  if (!hasPermission(caller, may)) throw notFound();
   return override;
 }
 
@@ -142,23 +206,26 @@ export async function deleteOverride(
   caller: Principal,
   by: NamespaceSelector,
   identifier: string,
+  dialect: RatelimitDialect = "v1",
 ): Promise<void> {
-  requirePermission(caller, { or: ["*", "ratelimit.*.delete_override"] });
-  const namespace = await namespaceOf(services.db, caller, by);
+  const namespace = await namespaceToActIn(services.db, caller, by, "delete_override", dialect);
   if (!(await softDeleteOverride(services.db, namespace.id, identifier, services.clock.now()))) {
     throw new NotFoundError("override", identifier, { kind: "overrideNotFound", identifier, during: "delete" });
   }
 }
 
-/** A page of the namespace's overrides by id after `cursor`, the cursor of the next page (when one may exist), the total. */
+/**
+ * A page of the namespace's overrides by id after `cursor` (or from `fromId` on, inclusive, as v2 pages), the cursor
+ * of the next page (when one may exist), the total.
+ */
 export async function listOverrides(
   services: Pick<RatelimitServices, "db">,
   caller: Principal,
   by: NamespaceSelector,
-  page: { limit: number; cursor?: string | undefined },
+  page: { limit: number; cursor?: string | undefined; fromId?: string | undefined },
+  dialect: RatelimitDialect = "v1",
 ): Promise<{ overrides: OverrideRow[]; cursor?: string; total: number }> {
-  requirePermission(caller, { or: ["*", "ratelimit.*.read_override"] });
-  const namespace = await namespaceOf(services.db, caller, by);
+  const namespace = await namespaceToActIn(services.db, caller, by, "read_override", dialect);
   const { rows, total } = await listOverridesPage(services.db, { namespaceId: namespace.id, ...page });
   // Only when another page may exist: a short page is the last one.
   return { overrides: rows, ...(rows.length === page.limit && { cursor: rows[rows.length - 1]!.id }), total };

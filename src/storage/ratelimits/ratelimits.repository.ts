@@ -1,15 +1,22 @@
-import { and, asc, count, eq, gt, isNull, sql } from "drizzle-orm";
+import { and, asc, count, eq, gt, gte, isNull, or, type Placeholder, type SQL, sql } from "drizzle-orm";
 import type { Db } from "../client.js";
 import { EpochCache, type EpochReader } from "../epoch.js";
 import { ratelimitNamespaces, ratelimitOverrides } from "../schema.js";
 import { newId } from "../../ids.js";
 
-export type NamespaceSelector = { namespaceId?: string | undefined; namespaceName?: string | undefined };
+/**
+ * How a request names a namespace: v1 by `namespaceId` or `namespaceName` (separate fields), v2 by one string that
+ * is its id or its name (`namespaceIdOrName`; the id wins when both match).
+ */
+export type NamespaceSelector = {
+  namespaceId?: string | undefined;
+  namespaceName?: string | undefined;
+  namespaceIdOrName?: string | undefined;
+};
 export type OverrideRow = { id: string; identifier: string; limit: number; duration: number; async: boolean };
 
 const o = ratelimitOverrides;
 const n = ratelimitNamespaces;
-const identifier = sql.placeholder("identifier");
 
 /**
  * The override that applies to the identifier, as `{limit, duration}` or null: the exact one, else the matching
@@ -20,29 +27,55 @@ const identifier = sql.placeholder("identifier");
  * Plain SQL: drizzle writes a column of a one-table select unqualified, which inside this subquery would mean
  * the override's own `id`.
  */
-const applicableOverride = sql<{ limit: number; duration: number } | null>`(
-  select json_build_object('limit', b."limit", 'duration', b.duration) from (
-    (select ov."limit", ov.duration, ov.identifier, true as exact from ratelimit_overrides ov
+const applicableOverrideOf = (identifier: SQL | Placeholder) => sql<OverrideRow | null>`(
+  select json_build_object('id', b.id, 'identifier', b.identifier, 'limit', b."limit", 'duration', b.duration, 'async', b.async) from (
+    (select ov.id, ov."limit", ov.duration, ov.async, ov.identifier, true as exact from ratelimit_overrides ov
       where ov.namespace_id = ratelimit_namespaces.id and ov.identifier = ${identifier} and ov.deleted_at_m is null)
     union all
-    (select ov."limit", ov.duration, ov.identifier, false as exact from ratelimit_overrides ov
+    (select ov.id, ov."limit", ov.duration, ov.async, ov.identifier, false as exact from ratelimit_overrides ov
       where ov.namespace_id = ratelimit_namespaces.id and ov.deleted_at_m is null and strpos(ov.identifier, '*') > 0
         and ${identifier} like replace(replace(replace(replace(ov.identifier, '\\', '\\\\'), '%', '\\%'), '_', '\\_'), '*', '%'))
   ) b
   order by b.exact desc, length(replace(b.identifier, '*', '')) desc, b.identifier collate "C"
   limit 1)`;
+const applicableOverride = applicableOverrideOf(sql.placeholder("identifier"));
 
-/** The live namespace by name, with the override that applies to the identifier; no row when there is none. */
-function limitLookup(db: Db) {
+/** The live override that applies to the identifier in the namespace (as ratelimits.limit would apply it), if any. */
+export async function findApplicableOverride(db: Db, namespaceId: string, identifierValue: string): Promise<OverrideRow | undefined> {
+  const [row] = await db
+    .select({ override: applicableOverrideOf(sql`${identifierValue}`) })
+    .from(n)
+    .where(eq(n.id, namespaceId))
+    .limit(1);
+  return row?.override ?? undefined;
+}
+
+/**
+ * The live namespace by name (or, `byIdOrName`, by id or else by name), with the override that applies to the
+ * identifier; no row when there is none.
+ */
+function limitLookup(db: Db, byIdOrName: boolean) {
+  const name = sql.placeholder("name");
+  const live = and(eq(n.workspaceId, sql.placeholder("workspaceId")), isNull(n.deletedAtM));
+  if (!byIdOrName) {
+    return db
+      .select({ namespaceId: n.id, override: applicableOverride })
+      .from(n)
+      .where(and(live, eq(n.name, name)))
+      .limit(1)
+      .prepare("keyhaven_ratelimits_limit_lookup");
+  }
   return db
     .select({ namespaceId: n.id, override: applicableOverride })
     .from(n)
-    .where(and(eq(n.workspaceId, sql.placeholder("workspaceId")), eq(n.name, sql.placeholder("name")), isNull(n.deletedAtM)))
+    .where(and(live, or(eq(n.id, name), eq(n.name, name))))
+    .orderBy(sql`${n.id} = ${name} desc`)
     .limit(1)
-    .prepare("keyhaven_ratelimits_limit_lookup");
+    .prepare("keyhaven_ratelimits_limit_lookup_id_or_name");
 }
 
-export type LimitLookup = { namespaceId: string; override?: { limit: number; duration: number } };
+/** The override's id, limit and duration, when one applies. */
+export type LimitLookup = { namespaceId: string; override?: { id: string; limit: number; duration: number } };
 
 /** (namespace, identifier) pairs kept in memory per process, beyond which the oldest are dropped first. */
 export const LIMIT_LOOKUP_CACHE_ENTRIES = 50_000;
@@ -57,13 +90,16 @@ export class LimitLookupCache {
   private readonly cache: EpochCache<LimitLookup>;
 
   constructor(db: Db, epochs: EpochReader) {
-    const lookup = limitLookup(db);
+    const byName = limitLookup(db, false);
+    const byIdOrName = limitLookup(db, true);
     this.cache = new EpochCache<LimitLookup>(
       async (key) => {
-        const [workspaceId, name, identifierValue] = JSON.parse(key) as [string, string, string];
+        const [workspaceId, name, identifierValue, idOrName] = JSON.parse(key) as [string, string, string, true?];
+        const lookup = idOrName ? byIdOrName : byName;
         const [row] = await lookup.execute({ workspaceId, name, identifier: identifierValue });
         if (!row) return undefined;
-        return { namespaceId: row.namespaceId, ...(row.override && { override: row.override }) };
+        const found = row.override;
+        return { namespaceId: row.namespaceId, ...(found && { override: { id: found.id, limit: found.limit, duration: found.duration } }) };
       },
       LIMIT_LOOKUP_CACHE_ENTRIES,
       {
@@ -74,9 +110,16 @@ export class LimitLookupCache {
     );
   }
 
-  /** The live namespace by name with the override that applies to the identifier, as of `epoch` or later. */
-  find(input: { workspaceId: string; name: string; identifier: string }, epoch: bigint): Promise<LimitLookup | undefined> {
-    return this.cache.get(JSON.stringify([input.workspaceId, input.name, input.identifier]), epoch);
+  /**
+   * The live namespace by name (`idOrName`: by id, else by name) with the override that applies to the identifier,
+   * as of `epoch` or later. The two ways are cached apart: a string may be one namespace's id and another's name.
+   */
+  find(
+    input: { workspaceId: string; name: string; identifier: string; idOrName?: boolean },
+    epoch: bigint,
+  ): Promise<LimitLookup | undefined> {
+    const key = [input.workspaceId, input.name, input.identifier, ...(input.idOrName ? [true] : [])];
+    return this.cache.get(JSON.stringify(key), epoch);
   }
 }
 
@@ -93,14 +136,23 @@ export async function ensureNamespace(db: Db, workspaceId: string, name: string,
   return existing.id;
 }
 
-/** A live namespace of the workspace, by id when given, else by name. */
+/** A live namespace of the workspace, by id when given, else by name, else by id-or-name (the id first). */
 export async function findNamespace(db: Db, workspaceId: string, by: NamespaceSelector) {
-  const match = by.namespaceId !== undefined ? eq(n.id, by.namespaceId) : eq(n.name, by.namespaceName ?? "");
-  const [row] = await db
+  const ref = by.namespaceIdOrName;
+  const match =
+    by.namespaceId !== undefined
+      ? eq(n.id, by.namespaceId)
+      : by.namespaceName !== undefined || ref === undefined
+        ? eq(n.name, by.namespaceName ?? "")
+        : or(eq(n.id, ref), eq(n.name, ref));
+  const query = db
     .select({ id: n.id, name: n.name })
     .from(n)
     .where(and(eq(n.workspaceId, workspaceId), match, isNull(n.deletedAtM)))
-    .limit(1);
+    .limit(1)
+    .$dynamic();
+  if (ref !== undefined) query.orderBy(sql`${n.id} = ${ref} desc`);
+  const [row] = await query;
   return row;
 }
 
@@ -152,16 +204,20 @@ export async function findOverride(db: Db, namespaceId: string, identifierValue:
   return row;
 }
 
-/** A page of the namespace's live overrides by id, after `cursor`; plus how many it has in all. */
+/**
+ * A page of the namespace's live overrides by id, after `cursor` (v1) or from `fromId` on (v2, inclusive); plus
+ * how many it has in all.
+ */
 export async function listOverridesPage(
   db: Db,
-  input: { namespaceId: string; limit: number; cursor?: string | undefined },
+  input: { namespaceId: string; limit: number; cursor?: string | undefined; fromId?: string | undefined },
 ): Promise<{ rows: OverrideRow[]; total: number }> {
   const live = and(eq(o.namespaceId, input.namespaceId), isNull(o.deletedAtM));
+  const from = input.fromId !== undefined ? gte(o.id, input.fromId) : input.cursor !== undefined ? gt(o.id, input.cursor) : undefined;
   const rows = await db
     .select(overrideColumns)
     .from(o)
-    .where(input.cursor !== undefined ? and(live, gt(o.id, input.cursor)) : live)
+    .where(from ? and(live, from) : live)
     .orderBy(asc(o.id))
     .limit(input.limit);
   const [counted] = await db.select({ total: count() }).from(o).where(live);

@@ -126,6 +126,8 @@ const NOT_FOUND_DETAIL: Record<string, string> = {
   permission: "The requested permission does not exist.",
   role: "The requested role does not exist.",
   identity: "This identity does not exist.",
+  namespace: "This namespace does not exist.",
+  override: "This override does not exist.",
 };
 
 /** v2's words for the refusals its routes can meet so far (the rest fall back to the core's neutral text). */

@@ -18,6 +18,11 @@ import { getPermission } from "./permissions/v2.permissions.getPermission.js";
 import { getRole } from "./permissions/v2.permissions.getRole.js";
 import { listPermissions } from "./permissions/v2.permissions.listPermissions.js";
 import { listRoles } from "./permissions/v2.permissions.listRoles.js";
+import { deleteOverride } from "./ratelimit/v2.ratelimit.deleteOverride.js";
+import { getOverride } from "./ratelimit/v2.ratelimit.getOverride.js";
+import { limit } from "./ratelimit/v2.ratelimit.limit.js";
+import { listOverrides } from "./ratelimit/v2.ratelimit.listOverrides.js";
+import { setOverride } from "./ratelimit/v2.ratelimit.setOverride.js";
 import type { V2Rpc } from "./rpc.js";
 
 /** Every v2 RPC keyhaven serves so far, by service (issue 14 adds the rest). */
@@ -46,4 +51,10 @@ export const v2Rpcs: V2Rpc[] = [
   getRole,
   listRoles,
   deleteRole,
+  // ratelimit
+  limit,
+  setOverride,
+  getOverride,
+  listOverrides,
+  deleteOverride,
 ];

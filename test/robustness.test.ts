@@ -545,6 +545,8 @@ const SPECS: Record<string, () => Base[]> = {
   "POST /v2/apis.createApi": () => [{ label: "root key without permissions", input: { name: "robust-api" }, auth: "noPerm" }],
   "POST /v2/apis.getApi": () => both((ids) => ({ apiId: ids.apiId })),
   "POST /v2/apis.deleteApi": () => both((ids) => ({ apiId: ids.apiId })),
+  "POST /v2/apis.listKeys": () =>
+    both((ids) => ({ apiId: ids.apiId, limit: 10, cursor: "key_0", externalId: ids.externalId, decrypt: true, revalidateKeysCache: true })),
   "POST /v2/keys.getKey": () => both((ids) => ({ keyId: ids.keyId, decrypt: true })),
   "POST /v2/keys.whoami": () => [
     { label: "missing key", input: { key: MISSING.key }, auth: "root" },

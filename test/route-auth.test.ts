@@ -185,6 +185,7 @@ const minimalV2Input: Record<string, unknown> = {
   "POST /v2/apis.createApi": { name: "api" },
   "POST /v2/apis.getApi": { apiId: "api_missing" },
   "POST /v2/apis.deleteApi": { apiId: "api_missing" },
+  "POST /v2/apis.listKeys": { apiId: "api_missing" },
   "POST /v2/ratelimit.limit": { namespace: "ns", identifier: "id", limit: 1, duration: 1000 },
   "POST /v2/ratelimit.setOverride": { namespace: "ns", identifier: "id", limit: 0, duration: 1000 },
   "POST /v2/ratelimit.getOverride": { namespace: "ns", identifier: "id" },

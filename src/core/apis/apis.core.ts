@@ -1,7 +1,10 @@
-import { apiPermission } from "../auth/permissions.query.js";
-import { requirePermission } from "../principal.js";
+import { apiPermission, type PermissionQuery } from "../auth/permissions.query.js";
+import { hasPermission, requirePermission } from "../principal.js";
 import type { Db } from "../../storage/client.js";
-import { DeleteProtectedError, NotFoundError } from "../../errors.js";
+import { DeleteProtectedError, NotFoundError, PreconditionFailedError } from "../../errors.js";
+import type { Keyring } from "../../keyring/keyring.js";
+import { decryptKeyRows, requireDecryptPermission } from "../keys/keys.decrypt.js";
+import { readKeysRatelimits } from "../keys/keys.read.js";
 import { findApi, insertApi, type NewApi, setApiIpWhitelist, softDeleteApiWithKeys } from "../../storage/apis/apis.repository.js";
 import { type ApiKeysFilter, countKeys, type KeyObjectRow, listKeyObjectRows } from "../../storage/keys/keyObjects.repository.js";
 import type { Principal } from "../principal.js";
@@ -47,12 +50,42 @@ export async function updateApi(
   }
 }
 
+/** What listing an API's keys needs: read_key and read_api on it (or `*`). */
+const listKeysPermission = (apiId: string): PermissionQuery => ({
+  or: ["*", { and: [{ or: ["api.*.read_key", `api.${apiId}.read_key`] }, { or: ["api.*.read_api", `api.${apiId}.read_api`] }] }],
+});
+
 /** The caller may read the API's keys (read_key and read_api on it, or `*`), and the API is a live one of its workspace. */
 export async function assertCanListKeys(services: Pick<ApiServices, "db">, caller: Principal, apiId: string): Promise<void> {
-  requirePermission(caller, {
-    or: ["*", { and: [{ or: ["api.*.read_key", `api.${apiId}.read_key`] }, { or: ["api.*.read_api", `api.${apiId}.read_api`] }] }],
-  });
+  requirePermission(caller, listKeysPermission(apiId));
   if (!(await findApi(services.db, caller.workspaceId, apiId))) throw apiNotFound(apiId);
+}
+
+/**
+ * v2's way of listing an API's keys: the API is looked up first, and a caller that may not read its keys is told it
+ * is not found (it cannot tell a forbidden API from a missing one); `decrypt` needs decrypt_key (403) and an API
+ * that stores keys encrypted (412). A page from `fromId` on (inclusive), the id the next page starts from, the
+ * plaintexts asked for, and each key's rate limits and its identity's.
+ */
+export async function listApiKeysFrom(
+  services: ApiServices & { keyring: Keyring },
+  caller: Principal,
+  input: { apiId: string; limit: number; fromId?: string | undefined; externalId?: string | undefined; decrypt?: boolean | undefined },
+) {
+  const api = await findApi(services.db, caller.workspaceId, input.apiId);
+  if (!api || !hasPermission(caller, listKeysPermission(input.apiId))) throw apiNotFound(input.apiId);
+  if (input.decrypt) {
+    requireDecryptPermission(caller, api.id);
+    if (!api.storeEncryptedKeys) throw new PreconditionFailedError("api", { kind: "recoverableNotSupported", apiId: api.id });
+  }
+  const filter: ApiKeysFilter = { workspaceId: caller.workspaceId, apiId: api.id, externalId: input.externalId };
+  const found = await listKeyObjectRows(services.db, filter, { fromId: input.fromId, limit: input.limit + 1 });
+  const keys = found.slice(0, input.limit);
+  const [plaintexts, ratelimits] = await Promise.all([
+    input.decrypt ? decryptKeyRows(services.db, services.keyring, keys) : new Map<string, string>(),
+    readKeysRatelimits(services, keys),
+  ]);
+  return { keys, ...(found.length > input.limit && { nextId: found[input.limit]!.id }), plaintexts, ratelimits };
 }
 
 /**

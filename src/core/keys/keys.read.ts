@@ -83,9 +83,23 @@ export async function readKeyRatelimits(
   services: Pick<KeyServices, "db">,
   row: Pick<KeyObjectRow, "id" | "identityId">,
 ): Promise<{ key: NamedRatelimit[]; identity: NamedRatelimit[] }> {
-  const [key, identity] = await Promise.all([
-    keyRatelimits(services.db, row.id),
-    row.identityId === null ? new Map<string, NamedRatelimit[]>() : identityRatelimits(services.db, [row.identityId]),
+  return (await readKeysRatelimits(services, [row])).get(row.id)!;
+}
+
+/** readKeyRatelimits for many keys at once (two statements whatever their number), by key id. */
+export async function readKeysRatelimits(
+  services: Pick<KeyServices, "db">,
+  rows: readonly Pick<KeyObjectRow, "id" | "identityId">[],
+): Promise<Map<string, { key: NamedRatelimit[]; identity: NamedRatelimit[] }>> {
+  const identityIds = [...new Set(rows.flatMap((r) => (r.identityId === null ? [] : [r.identityId])))];
+  const [byKey, byIdentity] = await Promise.all([
+    keyRatelimits(
+      services.db,
+      rows.map((r) => r.id),
+    ),
+    identityRatelimits(services.db, identityIds),
   ]);
-  return { key, identity: (row.identityId !== null && identity.get(row.identityId)) || [] };
+  return new Map(
+    rows.map((r) => [r.id, { key: byKey.get(r.id) ?? [], identity: (r.identityId !== null && byIdentity.get(r.identityId)) || [] }]),
+  );
 }

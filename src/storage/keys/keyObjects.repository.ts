@@ -1,4 +1,4 @@
-import { and, asc, count, eq, gt, inArray, isNull, type SQL, sql } from "drizzle-orm";
+import { type SQL, and, asc, count, eq, gt, gte, inArray, isNull, sql } from "drizzle-orm";
 import type { Db } from "../client.js";
 import { indexFirst } from "../indexFirst.js";
 import { apis, encryptedKeys, identities, keys, ratelimits } from "../schema.js";
@@ -110,10 +110,17 @@ function apiKeysCondition(db: Db, f: ApiKeysFilter): SQL | undefined {
 export async function listKeyObjectRows(
   db: Db,
   filter: ApiKeysFilter,
-  page: { cursor?: string | undefined; limit: number },
+  /** After `cursor` (exclusive, v1's), or from `fromId` on (inclusive, v2's). */
+  page: { cursor?: string | undefined; fromId?: string | undefined; limit: number },
 ): Promise<KeyObjectRow[]> {
   return selectKeyObjectRows(db, "effective-slugs")
-    .where(and(apiKeysCondition(db, filter), page.cursor !== undefined ? gt(keys.id, page.cursor) : undefined))
+    .where(
+      and(
+        apiKeysCondition(db, filter),
+        page.cursor !== undefined ? gt(keys.id, page.cursor) : undefined,
+        page.fromId !== undefined ? gte(keys.id, page.fromId) : undefined,
+      ),
+    )
     .orderBy(asc(keys.id))
     .limit(page.limit);
 }

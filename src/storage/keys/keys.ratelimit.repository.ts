@@ -1,4 +1,4 @@
-import { and, asc, eq, sql } from "drizzle-orm";
+import { inArray, and, asc, eq, sql } from "drizzle-orm";
 import { insertRecordset } from "../bulk.js";
 import type { Db } from "../client.js";
 import { ratelimits } from "../schema.js";
@@ -39,10 +39,13 @@ export async function deleteKeyDefaultRatelimit(db: Db, keyId: string): Promise<
 /** A rate limit of a key or an identity, as the reads that list every one of them show it. */
 export type NamedRatelimit = { id: string; name: string; limit: number; duration: number; autoApply: boolean };
 
-/** Every rate limit of a key (its `default` one and the named ones), in name order. */
-export async function keyRatelimits(db: Db, keyId: string): Promise<NamedRatelimit[]> {
-  return db
+/** The rate limits of each of these keys, by key id, each list by name (a key without any maps to []). */
+export async function keyRatelimits(db: Db, keyIds: string[]): Promise<Map<string, NamedRatelimit[]>> {
+  const byKey = new Map<string, NamedRatelimit[]>(keyIds.map((id) => [id, []]));
+  if (keyIds.length === 0) return byKey;
+  const rows = await db
     .select({
+      keyId: ratelimits.keyId,
       id: ratelimits.id,
       name: ratelimits.name,
       limit: ratelimits.limit,
@@ -50,6 +53,8 @@ export async function keyRatelimits(db: Db, keyId: string): Promise<NamedRatelim
       autoApply: ratelimits.autoApply,
     })
     .from(ratelimits)
-    .where(eq(ratelimits.keyId, keyId))
+    .where(inArray(ratelimits.keyId, keyIds))
     .orderBy(asc(ratelimits.name));
+  for (const { keyId, ...r } of rows) byKey.get(keyId!)?.push(r);
+  return byKey;
 }

@@ -1,6 +1,7 @@
 import { createApi } from "./apis/v2.apis.createApi.js";
 import { deleteApi } from "./apis/v2.apis.deleteApi.js";
 import { getApi } from "./apis/v2.apis.getApi.js";
+import { listKeys } from "./apis/v2.apis.listKeys.js";
 import { createIdentity } from "./identities/v2.identities.createIdentity.js";
 import { deleteIdentity } from "./identities/v2.identities.deleteIdentity.js";
 import { getIdentity } from "./identities/v2.identities.getIdentity.js";
@@ -31,6 +32,7 @@ export const v2Rpcs: V2Rpc[] = [
   // apis
   createApi,
   getApi,
+  listKeys,
   deleteApi,
   // keys
   getKey,

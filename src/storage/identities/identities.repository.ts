@@ -2,13 +2,14 @@ import { and, asc, count, eq, gt, inArray, or, sql } from "drizzle-orm";
 import { insertRecordset } from "../bulk.js";
 import { containsLiteral } from "../search.js";
 import type { Db } from "../client.js";
+import { type NamedRatelimit, ratelimitsOwnedBy } from "../ratelimits/owned.ratelimits.repository.js";
 import { identities, ratelimits } from "../schema.js";
 import { newId } from "../../ids.js";
 
 /** An identity's rate limit as written: `autoApply` (default false) applies it to every verification of its keys. */
 export type IdentityRatelimitInput = { name: string; limit: number; duration: number; autoApply?: boolean | undefined };
 /** An identity's rate limit as stored. */
-export type IdentityRatelimit = { id: string; name: string; limit: number; duration: number; autoApply: boolean };
+export type IdentityRatelimit = NamedRatelimit;
 export type IdentityRow = typeof identities.$inferSelect;
 
 /** Inserts an identity and its rate limits (auto_apply false) in one transaction; returns the identity id. */
@@ -104,24 +105,8 @@ export async function findIdentity(
 }
 
 /** The rate limits of the given identities, by identity id, in name order. */
-export async function identityRatelimits(db: Db, identityIds: string[]): Promise<Map<string, IdentityRatelimit[]>> {
-  const out = new Map<string, IdentityRatelimit[]>(identityIds.map((id) => [id, []]));
-  if (identityIds.length === 0) return out;
-  const rows = await db
-    .select({
-      identityId: ratelimits.identityId,
-      id: ratelimits.id,
-      name: ratelimits.name,
-      limit: ratelimits.limit,
-      duration: ratelimits.duration,
-      autoApply: ratelimits.autoApply,
-    })
-    .from(ratelimits)
-    .where(inArray(ratelimits.identityId, identityIds))
-    .orderBy(asc(ratelimits.name));
-  for (const { identityId, ...r } of rows) out.get(identityId!)?.push(r);
-  return out;
-}
+export const identityRatelimits = (db: Db, identityIds: string[]): Promise<Map<string, IdentityRatelimit[]>> =>
+  ratelimitsOwnedBy(db, "identity", identityIds);
 
 /** The identity of the workspace whose id, or else whose externalId, is `ref`. */
 export async function findIdentityByRef(db: Db, workspaceId: string, ref: string): Promise<IdentityRow | undefined> {

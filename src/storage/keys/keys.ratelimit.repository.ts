@@ -1,6 +1,7 @@
-import { inArray, and, asc, eq, sql } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import { insertRecordset } from "../bulk.js";
 import type { Db } from "../client.js";
+import { type NamedRatelimit, ratelimitsOwnedBy } from "../ratelimits/owned.ratelimits.repository.js";
 import { ratelimits } from "../schema.js";
 import { newId } from "../../ids.js";
 
@@ -36,25 +37,7 @@ export async function deleteKeyDefaultRatelimit(db: Db, keyId: string): Promise<
   await db.delete(ratelimits).where(and(eq(ratelimits.keyId, keyId), eq(ratelimits.name, KEY_DEFAULT_RATELIMIT)));
 }
 
-/** A rate limit of a key or an identity, as the reads that list every one of them show it. */
-export type NamedRatelimit = { id: string; name: string; limit: number; duration: number; autoApply: boolean };
+export type { NamedRatelimit };
 
 /** The rate limits of each of these keys, by key id, each list by name (a key without any maps to []). */
-export async function keyRatelimits(db: Db, keyIds: string[]): Promise<Map<string, NamedRatelimit[]>> {
-  const byKey = new Map<string, NamedRatelimit[]>(keyIds.map((id) => [id, []]));
-  if (keyIds.length === 0) return byKey;
-  const rows = await db
-    .select({
-      keyId: ratelimits.keyId,
-      id: ratelimits.id,
-      name: ratelimits.name,
-      limit: ratelimits.limit,
-      duration: ratelimits.duration,
-      autoApply: ratelimits.autoApply,
-    })
-    .from(ratelimits)
-    .where(inArray(ratelimits.keyId, keyIds))
-    .orderBy(asc(ratelimits.name));
-  for (const { keyId, ...r } of rows) byKey.get(keyId!)?.push(r);
-  return byKey;
-}
+export const keyRatelimits = (db: Db, keyIds: string[]): Promise<Map<string, NamedRatelimit[]>> => ratelimitsOwnedBy(db, "key", keyIds);

@@ -1,5 +1,6 @@
 import { describe, expect } from "vitest";
-import { v2MissingPermissions } from "../src/wire/v2/errors.js";
+import { InvalidInputError } from "../src/errors.js";
+import { v2ErrorOf, v2MissingPermissions } from "../src/wire/v2/errors.js";
 import { test } from "./fixtures.js";
 import { expectV2Error } from "./v2-errors.js";
 import type { Harness } from "./helper.js";
@@ -216,6 +217,19 @@ describe("v2 root-key authentication (contract §1.4)", () => {
     expect((await h.get("/v1/apis.getApi", { apiId }, t.rootKey)).status).toBe(200);
     const scoped = await h.rootKey(t.workspaceId, [`api.${apiId}.read_api`]);
     expect((await v2(h, "/v2/apis.getApi", { apiId }, scoped)).status).toBe(200);
+  });
+});
+
+describe("v2's words for the core's refusals", () => {
+  test("a refusal v2 has no words of its own for is told in v1's, never in the core's log text", () => {
+    const err = new InvalidInputError({ kind: "refillOnUnlimited", during: "create" });
+    const answer = v2ErrorOf(err);
+    expect([answer.status, answer.code, answer.detail]).toEqual([
+      400,
+      "unkey/application/invalid_input",
+      "remaining must be set if you are using refill.",
+    ]);
+    expect(answer.detail).not.toBe(err.message);
   });
 });
 

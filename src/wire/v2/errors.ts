@@ -14,6 +14,7 @@ import {
   UnauthenticatedError,
   WorkspaceDisabledError,
 } from "../../errors.js";
+import { v1Message } from "../v1/errors.js";
 
 /**
  * v2's error model (contract §1.3): an error code URN `err:<system>:<category>:<specific>` shown as the docs URL
@@ -146,11 +147,13 @@ const V2_WORDING: { [K in RefusalKind]?: (facts: RefusalFacts[K]) => string } = 
 /** A size in decimal megabytes, as v2 writes it (`1.2 MB`). */
 const megabytes = (size: number) => `${(size / 1_000_000).toFixed(1)} MB`;
 
-/** A domain error in v2's words: its refusal worded by V2_WORDING, else the core's own text. */
+/** A domain error in v2's words: its refusal worded by V2_WORDING, else in v1's words. */
 function v2Words(err: DomainError): string {
   const refusal = err.refusal;
   const word = refusal && (V2_WORDING[refusal.kind] as ((facts: Refusal) => string) | undefined);
-  return word ? word(refusal) : err.message;
+  // A refusal v2 has no words of its own for is told in v1's (the project's one wording of every kind), never in
+  // the core's neutral log text.
+  return word ? word(refusal) : v1Message(err);
 }
 
 /** v2's detail for a thing that is protected from deletion. */

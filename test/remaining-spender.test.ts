@@ -1,13 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect } from "vitest";
-import type { Db } from "../src/storage/client.js";
-import { MAX_SPENDS_PER_STATEMENT, spendRemaining } from "../src/storage/keys/keys.repository.js";
+import { MAX_SPENDS_PER_STATEMENT, prepareSpendStatements, spendRemaining } from "../src/storage/keys/keys.repository.js";
 import { RemainingSpender } from "../src/storage/keys/remaining.spender.js";
 import { test } from "./fixtures.js";
 
 // Spends of remaining uses across keys (src/storage/keys/remaining.spender.ts over keys.repository.ts
 // spendRemaining): verifications that arrive together are spent together, whatever their keys, in one statement.
-// Statements are counted through the real database handle, wrapped to count its `execute` calls.
+// Statements are counted by the spender (`statementsSent`: one per call of spendRemaining, which sends one statement).
 
 const it = test
   .extend(
@@ -26,35 +25,16 @@ const it = test
     return res.body.keyIds as string[];
   });
 
-/** `db` with a count of the statements sent through it. */
-function counted(db: Db): { db: Db; statements: () => number } {
-  let statements = 0;
-  const wrapped = new Proxy(db, {
-    get(target, prop) {
-      const value = Reflect.get(target, prop, target);
-      if (prop === "execute") {
-        return (...args: unknown[]) => {
-          statements++;
-          return (value as (...a: unknown[]) => unknown).apply(target, args);
-        };
-      }
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
-  return { db: wrapped, statements: () => statements };
-}
-
 const range = (from: number, to: number) => Array.from({ length: from - to + 1 }, (_, i) => from - i);
 
 describe("spending remaining uses across keys", () => {
   it("spends many keys verified at once in one statement, not one per key", async ({ h, newKeys, remainingOf }) => {
     const keyIds = await newKeys(40, { remaining: 3 });
-    const c = counted(h.db);
-    const spender = new RemainingSpender(c.db, 1);
+    const spender = new RemainingSpender(h.db, 1);
     // Two verifications of each key, interleaved: key 0, key 1, …, key 39, key 0, key 1, …
     const results = await Promise.all([...keyIds, ...keyIds].map((keyId) => spender.spend(keyId, 1)));
     // The first spend finds no statement running and goes alone; every other one waits for it and goes in the next.
-    expect(c.statements()).toBeLessThanOrEqual(2);
+    expect(spender.statementsSent).toBeLessThanOrEqual(2);
     // Each verification is answered with its own remainder, in arrival order per key.
     expect(results).toEqual([...keyIds.map(() => 2), ...keyIds.map(() => 1)]);
     for (const keyId of [keyIds[0]!, keyIds[39]!]) expect(await remainingOf(keyId)).toBe(1);
@@ -123,14 +103,13 @@ describe("spending remaining uses across keys", () => {
     const [refilled, blocker] = await newKeys(2, { remaining: 1, refill: { interval: "daily", amount: 10 } });
     await h.sql(`update keys set remaining_requests = 0 where id = '${refilled}'`);
     await backdate(refilled!, 1);
-    const c = counted(h.db);
-    const spender = new RemainingSpender(c.db, 1);
+    const spender = new RemainingSpender(h.db, 1);
     const first = spender.spend(blocker!, 0);
     const results = Promise.all([3, 1, 3, 1].map((cost) => spender.spend(refilled!, cost)));
     await first;
     // Refilled to 10 once: cost 3 (10 → 7, 4), then cost 1 (4 → 3, 2).
     expect(await results).toEqual([7, 3, 4, 2]);
-    expect(c.statements()).toBe(2);
+    expect(spender.statementsSent).toBe(2);
     expect(await remainingOf(refilled!)).toBe(2);
   });
 
@@ -140,8 +119,7 @@ describe("spending remaining uses across keys", () => {
     remainingOf,
   }) => {
     const [a, b, blocker] = await newKeys(3, { remaining: 10 });
-    const c = counted(h.db);
-    const spender = new RemainingSpender(c.db, 1);
+    const spender = new RemainingSpender(h.db, 1);
     // The blocker's statement runs while the others arrive, so that they all go into the next one.
     const first = spender.spend(blocker!, 0);
     const costsOfA = [3, 1, 3, 1, 0, 4];
@@ -152,7 +130,7 @@ describe("spending remaining uses across keys", () => {
     expect(await Promise.all(ofA)).toEqual([7, 3, 4, 2, 2, undefined]);
     // b: cost 2 (10 → 8, 6, 4), then cost 5 (4: refused).
     expect(await Promise.all(ofB)).toEqual([8, undefined, 6, 4]);
-    expect(c.statements()).toBe(2);
+    expect(spender.statementsSent).toBe(2);
     expect(await remainingOf(a!)).toBe(2);
     expect(await remainingOf(b!)).toBe(4);
   });
@@ -177,15 +155,14 @@ describe("spending remaining uses across keys", () => {
   });
 
   it("splits more groups than one statement takes into several statements", async ({ h }) => {
-    const c = counted(h.db);
-    const spender = new RemainingSpender(c.db, 1);
+    const spender = new RemainingSpender(h.db, 1);
     const keyIds = Array.from({ length: MAX_SPENDS_PER_STATEMENT + 200 }, (_, i) => `key_missing_${i}`);
     const results = await Promise.all(keyIds.map((keyId) => spender.spend(keyId, 1)));
     expect(results.every((r) => r === undefined)).toBe(true);
-    expect(c.statements()).toBe(3);
+    expect(spender.statementsSent).toBe(3);
     await expect(
       spendRemaining(
-        h.db,
+        prepareSpendStatements(h.db),
         keyIds.map((keyId) => ({ keyId, cost: 1, count: 1 })),
       ),
     ).rejects.toThrow(RangeError);

@@ -76,6 +76,51 @@ export type SpendResult = { before: number; granted: number };
 export const MAX_SPENDS_PER_STATEMENT = 1000;
 
 /**
+ * The statements that spend remaining uses, prepared once per database handle (the RemainingSpender's): spending is
+ * on the hot path of every verification of a key with a usage limit, and a statement sent with `db.execute` is
+ * parsed and planned by PostgreSQL each time (and built by drizzle each time), which cost more than the spends it
+ * carried. The two frequent shapes (one group; groups of distinct keys) are prepared statements with the same text
+ * whatever the batch; groups that share a key (rare: one key verified at two costs at once) are built each time.
+ */
+export function prepareSpendStatements(db: Db) {
+  const count = sql`${sql.placeholder("count")}::int`;
+  const cost = sql`${sql.placeholder("cost")}::int`;
+  const one = db
+    .update(keys)
+    .set({
+      remaining: sql`cur.before - ${cost} * least(${count}, case when ${cost} = 0 then ${count} else cur.before / ${cost} end)`,
+      lastRefillAt: lastRefillAfterWrite,
+    })
+    .from(
+      sql`(select ${keys.id} as id, ${effectiveRemaining} as before from ${keys}
+        where ${keys.id} = ${sql.placeholder("keyId")} and ${keys.remaining} is not null for update) cur`,
+    )
+    .where(sql`${keys.id} = cur.id`)
+    .returning({ before: sql<number>`cur.before` })
+    .prepare("keyhaven_spend_one");
+  const requested = sql`jsonb_to_recordset(${sql.placeholder("groups")}::jsonb) as r(g int, id text, cost int, n int)`;
+  // Each group's grant is computed from its key's uses alone; the keys' rows are locked first, in the order of
+  // their ids (the inner subquery), so that concurrent statements wait for each other instead of deadlocking.
+  const distinct = db
+    .update(keys)
+    .set({ remaining: sql`cur.before - cur.cost * cur.granted`, lastRefillAt: lastRefillAfterWrite })
+    .from(
+      sql`(select l.id, l.before, r.g, r.cost,
+          least(r.n, case when r.cost = 0 then r.n else l.before / r.cost end) as granted
+        from (select ${keys.id} as id, ${effectiveRemaining} as before from ${keys}
+          where ${keys.id} in (select r.id from ${requested}) and ${keys.remaining} is not null
+          order by ${keys.id} for update) l
+        join ${requested} on r.id = l.id) cur`,
+    )
+    .where(sql`${keys.id} = cur.id`)
+    .returning({ g: sql<number>`cur.g`, before: sql<number>`cur.before`, granted: sql<number>`cur.granted` })
+    .prepare("keyhaven_spend_keys");
+  return { db, one, distinct };
+}
+
+export type SpendStatements = ReturnType<typeof prepareSpendStatements>;
+
+/**
  * Spends the uses of many groups of verifications, of any number of keys, in one atomic statement (one commit),
  * after applying every refill that is due, once. The keys' rows are locked first, in the order of their ids (so that
  * concurrent statements, on any number of processes, wait for each other instead of deadlocking, and never
@@ -84,21 +129,20 @@ export const MAX_SPENDS_PER_STATEMENT = 1000;
  * of one key are applied in the order given, each on what the previous one left. An answer is undefined when the
  * key is gone or has no usage limit. At most MAX_SPENDS_PER_STATEMENT groups.
  */
-export async function spendRemaining(db: Db, requests: readonly SpendRequest[]): Promise<(SpendResult | undefined)[]> {
+export async function spendRemaining(statements: SpendStatements, requests: readonly SpendRequest[]): Promise<(SpendResult | undefined)[]> {
   if (requests.length === 0) return [];
   if (requests.length > MAX_SPENDS_PER_STATEMENT) {
     throw new RangeError(`spendRemaining takes at most ${MAX_SPENDS_PER_STATEMENT} groups, got ${requests.length}`);
   }
-  // The simplest statement that does: one key with one cost (a hot key) is the most frequent batch, and planning
-  // the others costs the process its CPU on the embedded store.
-  if (requests.length === 1) return [await spendGroup(db, requests[0]!)];
+  // The simplest statement that does: one key with one cost (a hot key) is the most frequent batch.
+  if (requests.length === 1) return [await spendGroup(statements, requests[0]!)];
   // One JSON parameter whatever the number of groups: the statement's text is the same for every batch, and the
   // parameter the same on both drivers.
-  const groups = sql`${JSON.stringify(requests.map((r, g) => ({ g, id: r.keyId, cost: r.cost, n: r.count })))}::jsonb`;
+  const groups = JSON.stringify(requests.map((r, g) => ({ g, id: r.keyId, cost: r.cost, n: r.count })));
   const oneGroupPerKey = new Set(requests.map((r) => r.keyId)).size === requests.length;
-  const rows = rowsOf<{ g: number; before: number; granted: number }>(
-    await db.execute(oneGroupPerKey ? spendDistinctKeys(groups) : spendGroupsInOrder(groups)),
-  );
+  const rows = oneGroupPerKey
+    ? await statements.distinct.execute({ groups })
+    : rowsOf<{ g: number; before: number; granted: number }>(await statements.db.execute(spendGroupsInOrder(sql`${groups}::jsonb`)));
   const results: (SpendResult | undefined)[] = requests.map(() => undefined);
   for (const row of rows) results[row.g] = { before: Number(row.before), granted: Number(row.granted) };
   return results;
@@ -111,19 +155,6 @@ const lockedKeys = sql`cur as materialized (select ${keys.id} as id, ${effective
 const requestedGroups = (groups: SQL) => sql`req as (select * from jsonb_to_recordset(${groups}) as r(g int, id text, cost int, n int))`;
 const spendAndRefill = (spent: SQL) => sql`update ${keys} set ${sql.identifier(keys.remaining.name)} = cur.before - ${spent},
   ${sql.identifier(keys.lastRefillAt.name)} = ${lastRefillAfterWrite}`;
-
-/** Groups of distinct keys: each group's grant is computed from its key's uses alone. */
-function spendDistinctKeys(groups: SQL): SQL {
-  return sql`with ${requestedGroups(groups)}, ${lockedKeys},
-    spent as (select req.g, req.id, req.cost, cur.before,
-      least(req.n, case when req.cost = 0 then req.n else cur.before / req.cost end) as granted
-      from req join cur on cur.id = req.id),
-    upd as (${spendAndRefill(sql`spent.cost * spent.granted`)}
-      from cur join spent on spent.id = cur.id
-      where ${keys.id} = cur.id
-      returning ${keys.id})
-    select g, before, granted from spent`;
-}
 
 /** Groups of which some share a key: each of a key's groups is granted from what the previous one left. */
 function spendGroupsInOrder(groups: SQL): SQL {
@@ -146,16 +177,8 @@ function spendGroupsInOrder(groups: SQL): SQL {
 }
 
 /** One group, of one key (the statement the batches of one key used before there were batches across keys). */
-async function spendGroup(db: Db, { keyId, cost, count }: SpendRequest): Promise<SpendResult | undefined> {
-  const granted = sql`least(${count}::int, case when ${cost}::int = 0 then ${count}::int else cur.before / ${cost}::int end)`;
-  const rows = rowsOf<{ before: number }>(
-    await db.execute(sql`update ${keys} set ${sql.identifier(keys.remaining.name)} = cur.before - ${cost}::int * ${granted},
-        ${sql.identifier(keys.lastRefillAt.name)} = ${lastRefillAfterWrite}
-      from (select ${keys.id} as id, ${effectiveRemaining} as before from ${keys}
-        where ${keys.id} = ${keyId} and ${keys.remaining} is not null for update) cur
-      where ${keys.id} = cur.id
-      returning cur.before`),
-  );
+async function spendGroup(statements: SpendStatements, { keyId, cost, count }: SpendRequest): Promise<SpendResult | undefined> {
+  const rows = await statements.one.execute({ keyId, cost, count });
   const before = rows[0]?.before;
   if (before === undefined || before === null) return undefined;
   return { before, granted: count === 0 ? 0 : cost === 0 ? count : Math.min(count, Math.floor(before / cost)) };

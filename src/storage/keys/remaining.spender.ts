@@ -1,5 +1,11 @@
 import type { Db } from "../client.js";
-import { MAX_SPENDS_PER_STATEMENT, type SpendRequest, spendRemaining } from "./keys.repository.js";
+import {
+  MAX_SPENDS_PER_STATEMENT,
+  prepareSpendStatements,
+  type SpendRequest,
+  type SpendStatements,
+  spendRemaining,
+} from "./keys.repository.js";
 
 type Spend = { keyId: string; cost: number; resolve: (left: number | undefined) => void; reject: (err: unknown) => void };
 /** Spends of one key at one cost, in arrival order: one group of a statement. */
@@ -25,12 +31,19 @@ export class RemainingSpender {
   /** Keys in a running statement. */
   private busy = new Set<string>();
   private running = 0;
+  private readonly statements: SpendStatements;
+  /** Statements sent so far (with `spends`, how well spends share them). */
+  statementsSent = 0;
+  /** Spends carried by those statements. */
+  spendsSent = 0;
 
   constructor(
-    private readonly db: Db,
+    db: Db,
     /** How many statements may run at once. */
     readonly inFlight = DEFAULT_SPEND_STATEMENTS_IN_FLIGHT,
-  ) {}
+  ) {
+    this.statements = prepareSpendStatements(db);
+  }
 
   /** The uses left after this verification's spend, or undefined when it was refused (not enough left). */
   spend(keyId: string, cost: number): Promise<number | undefined> {
@@ -88,9 +101,11 @@ export class RemainingSpender {
   }
 
   private async run(groups: Group[]): Promise<void> {
+    this.statementsSent++;
+    for (const g of groups) this.spendsSent += g.spends.length;
     try {
       const results = await spendRemaining(
-        this.db,
+        this.statements,
         groups.map((g) => g.request),
       );
       for (const [n, { request, spends }] of groups.entries()) {

@@ -9,6 +9,7 @@ import { RootKeyAuthenticator } from "./core/auth/rootKeys.authenticator.js";
 import { VerificationAnalytics } from "./storage/analytics/analytics.recorder.js";
 import { DEFAULT_SPEND_STATEMENTS_IN_FLIGHT, RemainingSpender } from "./storage/keys/remaining.spender.js";
 import { VerificationCache } from "./storage/keys/verification.cache.js";
+import { type KeyWrites, prepareKeyWrites } from "./storage/keys/keys.writes.repository.js";
 import { MigrationWorker } from "./core/import/import.worker.js";
 import { ApiSettingsCache } from "./storage/apis/apis.repository.js";
 import { LimitLookupCache } from "./storage/ratelimits/ratelimits.repository.js";
@@ -41,6 +42,8 @@ export type Services = {
   rootKeys: RootKeyAuthenticator;
   /** The key settings of APIs (never changed once created), for keys.createKey. */
   apiSettings: ApiSettingsCache;
+  /** keys.createKey's prepared statement. */
+  keyWrites: KeyWrites;
   /** ratelimits.limit's namespace and override lookups, in memory while the epoch stands. */
   limitLookups: LimitLookupCache;
   /** This process's Prometheus metrics (buildApp serves them; handlers report domain outcomes). */
@@ -95,6 +98,7 @@ export async function createServices(config: Config, store: Store, options: Serv
     remainingSpender: new RemainingSpender(db, spendStatementsInFlight(store, config)),
     rootKeys: new RootKeyAuthenticator(db, epochs, clock),
     apiSettings: new ApiSettingsCache(db),
+    keyWrites: prepareKeyWrites(db),
     limitLookups: new LimitLookupCache(db, epochs),
     metrics: new AppMetrics({ config, store, db, ratelimiter }),
     analytics: new VerificationAnalytics(db, config.analytics, { retentionDays: config.analyticsRetentionDays, now: () => clock.now() }),

@@ -54,7 +54,7 @@ export async function createKey(services: CreateKeyServices, principal: Principa
 export type CreateKeyServices = KeyServices & { readonly apiSettings: ApiSettingsCache };
 
 async function createKeyInApi(
-  services: KeyServices,
+  services: CreateKeyServices,
   principal: Principal,
   input: CreateKeyCommand,
   api: ApiKeySettings,
@@ -133,7 +133,7 @@ async function createKeyInApi(
     ratelimit: input.ratelimit,
     encrypted: dataKey && { encrypted: keyring.encrypt(dataKey, keyId, key), dataKey },
   };
-  await insertNewKey(db, newKey);
+  await insertNewKey(services.keyWrites, newKey);
   if (dataKey?.newRow) keyring.remember(dataKey);
   return { keyId, key };
 }

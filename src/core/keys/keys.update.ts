@@ -5,7 +5,7 @@ import { InvalidInputError, NotFoundError } from "../../errors.js";
 import { upsertIdentities } from "../../storage/identities/identities.repository.js";
 import { permissionKind, replaceOnKey, roleKind, type Wanted } from "../rbac/rbac.keyLinks.js";
 import { deleteKeyDefaultRatelimit, setKeyDefaultRatelimits } from "../../storage/keys/keys.ratelimit.repository.js";
-import { type KeyChanges, lockKeyForUpdate, updateKeyColumns, updateLiveKeyColumns } from "../../storage/keys/keys.update.repository.js";
+import { type KeyChanges, lockKeyForUpdate, updateKeyColumns } from "../../storage/keys/keys.update.repository.js";
 import type { Principal } from "../principal.js";
 import type { KeyServices } from "./keys.services.js";
 
@@ -84,7 +84,7 @@ async function updateColumnsOnly(services: KeyServices, principal: Principal, in
   if (apiIds !== "any" && apiIds.length === 0) return false;
   const now = services.clock.now();
   const changes = await keyChanges(services.db, principal, input, now);
-  return updateLiveKeyColumns(services.db, { workspaceId: principal.workspaceId, keyId, apiIds }, changes, now);
+  return services.keyWrites.updateLiveKeyColumns({ workspaceId: principal.workspaceId, keyId, apiIds }, changes, now);
 }
 
 /** The APIs whose keys `principal` may act on with `action` (apiPermission's check): "any", or their ids. */

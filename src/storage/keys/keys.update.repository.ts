@@ -1,4 +1,4 @@
-import { and, eq, inArray, isNull, sql } from "drizzle-orm";
+import { and, eq, isNull, sql } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
 import type { Db } from "../client.js";
 import { apis, keys } from "../schema.js";
@@ -66,38 +66,82 @@ export async function updateKeyColumns(
   await db.update(keys).set(set).where(eq(keys.id, key.id));
 }
 
+/** Which columns a common update writes, and whether it names the APIs it may touch: one prepared statement each. */
+type UpdateShape = { fields: string[]; withRemaining: boolean; apiList: boolean };
+
 /**
- * keys.updateKey's common case in one statement, with no transaction: writes `changes` (no refill settings) to the
- * live key `keyId` of `workspaceId` in a live API, when that API is one of `apiIds` ("any": every API). A `remaining`
- * set here restarts a refilled key's period, as updateKeyColumns does. False when no such key was updated (gone,
- * another workspace's, a deleted API, an API not in `apiIds`): the caller then takes the transaction, which says why.
+ * keys.updateKey's common case, as prepared statements (one per set of columns written, at most a few hundred, made
+ * on first use): building the statement with drizzle and planning it cost more CPU than the rest of the route.
+ * One per database handle (services.ts, through prepareKeyWrites).
  */
-export async function updateLiveKeyColumns(
-  db: Db,
-  target: { workspaceId: string; keyId: string; apiIds: readonly string[] | "any" },
-  changes: Omit<KeyChanges, "refill">,
-  now: number,
-): Promise<boolean> {
-  const { remaining, ...plain } = changes;
-  const set: PgUpdateSetSource<typeof keys> = { ...plain, updatedAtM: now };
-  if (remaining !== undefined) {
-    set.remaining = remaining;
-    set.lastRefillAt = sql`case when ${keys.refillAmount} is not null then now() else ${keys.lastRefillAt} end`;
-  }
-  const rows = await db
-    .update(keys)
-    .set(set)
-    .from(apis)
-    .where(
-      and(
-        eq(keys.id, target.keyId),
-        eq(keys.workspaceId, target.workspaceId),
-        isNull(keys.deletedAtM),
-        eq(apis.id, keys.apiId),
-        isNull(apis.deletedAtM),
-        target.apiIds === "any" ? undefined : inArray(keys.apiId, [...target.apiIds]),
-      ),
-    )
-    .returning({ id: keys.id });
-  return rows.length > 0;
+export function prepareLiveKeyUpdates(db: Db) {
+  const statements = new Map<string, ReturnType<typeof prepareShape>>();
+  const prepareShape = ({ fields, withRemaining, apiList }: UpdateShape, name: string) => {
+    // Each value a plain parameter, encoded by the caller (drizzle's encoding would turn a null into JSON null).
+    const set: PgUpdateSetSource<typeof keys> = { updatedAtM: sql`${sql.placeholder("updatedAtM")}` };
+    for (const field of fields) (set as Record<string, unknown>)[field] = sql`${sql.placeholder(field)}`;
+    if (withRemaining) {
+      set.remaining = sql`${sql.placeholder("remaining")}`;
+      set.lastRefillAt = sql`case when ${keys.refillAmount} is not null then now() else ${keys.lastRefillAt} end`;
+    }
+    return db
+      .update(keys)
+      .set(set)
+      .from(apis)
+      .where(
+        and(
+          eq(keys.id, sql.placeholder("keyId")),
+          eq(keys.workspaceId, sql.placeholder("workspaceId")),
+          isNull(keys.deletedAtM),
+          eq(apis.id, keys.apiId),
+          isNull(apis.deletedAtM),
+          apiList ? sql`${keys.apiId} = any(${sql.placeholder("apiIds")}::text[])` : undefined,
+        ),
+      )
+      .returning({ id: keys.id })
+      .prepare(name);
+  };
+  return {
+    /**
+     * Writes `changes` (no refill settings) to the live key `keyId` of `workspaceId` in a live API, when that API is
+     * one of `apiIds` ("any": every API), in one statement with no transaction. A `remaining` set here restarts a
+     * refilled key's period, as updateKeyColumns does. False when no such key was updated (gone, another
+     * workspace's, a deleted API, an API not in `apiIds`): the caller then takes the transaction, which says why.
+     */
+    async updateLiveKeyColumns(
+      target: { workspaceId: string; keyId: string; apiIds: readonly string[] | "any" },
+      changes: Omit<KeyChanges, "refill">,
+      now: number,
+    ): Promise<boolean> {
+      const { remaining, ...plain } = changes;
+      const params: Record<string, unknown> = {
+        keyId: target.keyId,
+        workspaceId: target.workspaceId,
+        updatedAtM: keys.updatedAtM.mapToDriverValue(now),
+      };
+      const fields: string[] = [];
+      for (const [field, value] of Object.entries(plain)) {
+        if (value === undefined) continue;
+        const column = keys[field as keyof typeof plain];
+        fields.push(field);
+        // Each value encoded by its column (jsonb, dates), null as SQL NULL.
+        params[field] = value === null ? null : column.mapToDriverValue(value as never);
+      }
+      fields.sort();
+      const withRemaining = remaining !== undefined;
+      if (withRemaining) params.remaining = remaining;
+      const apiList = target.apiIds !== "any";
+      if (apiList) params.apiIds = target.apiIds;
+      const shape = `${fields.join(",")}|${withRemaining}|${apiList}`;
+      let statement = statements.get(shape);
+      if (!statement) {
+        statement = prepareShape({ fields, withRemaining, apiList }, `keyhaven_update_key_${statements.size}`);
+        statements.set(shape, statement);
+      }
+      const rows = await statement.execute(params);
+      return rows.length > 0;
+    },
+  };
 }
+
+export type LiveKeyUpdates = ReturnType<typeof prepareLiveKeyUpdates>;

@@ -1,4 +1,4 @@
-import { and, eq, getTableColumns, is, isNull, SQL, sql } from "drizzle-orm";
+import { and, eq, getTableColumns, isNull, sql } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
 import type { DataKey } from "../crypto/encryptionKeys.repository.js";
 import type { Db } from "../client.js";
@@ -15,6 +15,7 @@ import {
 } from "../rbac/permissions.repository.js";
 import { setKeyDefaultRatelimits } from "./keys.ratelimit.repository.js";
 import { insertKeyLinks } from "./keys.rbac.repository.js";
+import { prepareLiveKeyUpdates } from "./keys.update.repository.js";
 import { effectiveRemaining, lastRefillAfterWrite, refillDue } from "./keys.refill.js";
 
 // Key writes: keys.createKey, keys.deleteKey, keys.updateRemaining.
@@ -113,13 +114,14 @@ export type NewKey = {
  * permissions, the identity, the key, its `default` rate limit, its encrypted plaintext and its role and
  * permission links. The API is locked against deletion meanwhile, so a key is never created in a deleted API.
  */
-export async function insertNewKey(db: Db, input: NewKey): Promise<void> {
+export async function insertNewKey(writes: KeyWrites, input: NewKey): Promise<void> {
+  const { db } = writes;
   const { row, externalId } = input;
   const { workspaceId, id: keyId, createdAtM: now } = row;
   if (linksNothing(input)) {
     // Most keys are just a row: one statement instead of BEGIN, the lock, the INSERT and COMMIT (issue 13 §3: each
     // round trip costs the event loop a write and a read). The API row is locked FOR SHARE by the statement itself.
-    if (!(await insertKeyInLiveApi(db, { ...row, identityId: null }))) throw new NotFoundError("api", row.apiId);
+    if (!(await writes.insertKeyInLiveApi({ ...row, identityId: null }))) throw new NotFoundError("api", row.apiId);
     return;
   }
   await db.transaction(async (tx) => {
@@ -170,31 +172,50 @@ function linksNothing(input: NewKey): boolean {
   );
 }
 
+/** The columns a key row is inserted with: every one not generated, in the table's order. */
+const insertedKeyColumns = Object.entries(getTableColumns(keys)).filter(([, column]) => column.generated === undefined);
+
 /**
- * Inserts a key row in one statement, `insert … select … from apis … for share`: the API row is locked against
- * deletion until the statement commits, as lockLiveApi does in a transaction, and a deletion committed first leaves
- * no live API to select (READ COMMITTED re-checks a locked row that changed), so nothing is inserted. False then.
+ * The key writes that run as prepared statements, once per database handle (services.ts): keys.createKey's and
+ * keys.updateKey's common cases are one statement each, and building it with drizzle (and PostgreSQL planning it)
+ * for each call cost more CPU than the rest of the route.
  */
-async function insertKeyInLiveApi(db: Db, row: typeof keys.$inferInsert): Promise<boolean> {
-  // Every insertable column, in the table's order (drizzle lists them so in `insert into keys (…)`), each value
-  // encoded by its column (dates, jsonb, bigint ms); a column the row leaves out gets its default (or null).
-  const values = Object.entries(getTableColumns(keys))
-    .filter(([, column]) => column.generated === undefined)
-    .map(([field, column]) => {
-      const given = (row as Record<string, unknown>)[field];
-      const value = given === undefined ? column.default : given;
-      if (value === undefined || value === null) return sql`null`;
-      return is(value, SQL) ? value : sql.param(value, column);
-    });
-  const inserted = await db
+export function prepareKeyWrites(db: Db) {
+  // Each value a parameter cast to its column's type (in `insert … select` a parameter has no type of its own).
+  const values = insertedKeyColumns.map(([field, column]) => sql`${sql.placeholder(field)}::${sql.raw(column.getSQLType())}`);
+  const insertKeyStatement = db
     .insert(keys)
     .select(
       sql`select ${sql.join(values, sql`, `)} from ${apis}
-        where ${and(eq(apis.id, row.apiId), eq(apis.workspaceId, row.workspaceId), isNull(apis.deletedAtM))} for share`,
+        where ${apis.id} = ${sql.placeholder("apiId")} and ${apis.workspaceId} = ${sql.placeholder("workspaceId")}
+          and ${apis.deletedAtM} is null for share`,
     )
-    .returning({ id: keys.id });
-  return inserted.length > 0;
+    .returning({ id: keys.id })
+    .prepare("keyhaven_insert_key");
+  return {
+    db,
+    ...prepareLiveKeyUpdates(db),
+    /**
+     * Inserts a key row in one statement, `insert … select … from apis … for share`: the API row is locked against
+     * deletion until the statement commits, as lockLiveApi does in a transaction, and a deletion committed first
+     * leaves no live API to select (READ COMMITTED re-checks a locked row that changed), so nothing is inserted.
+     * False then.
+     */
+    async insertKeyInLiveApi(row: typeof keys.$inferInsert): Promise<boolean> {
+      // Each value encoded by its column (dates, jsonb, bigint ms); a column the row leaves out gets its default.
+      const params: Record<string, unknown> = {};
+      for (const [field, column] of insertedKeyColumns) {
+        const given = (row as Record<string, unknown>)[field];
+        const value = given === undefined ? column.default : given;
+        params[field] = value === undefined || value === null ? null : column.mapToDriverValue(value);
+      }
+      const inserted = await insertKeyStatement.execute(params);
+      return inserted.length > 0;
+    },
+  };
 }
+
+export type KeyWrites = ReturnType<typeof prepareKeyWrites>;
 
 /** Role ids for `names`, created first when allowed; each locked against deletion until the transaction ends. */
 async function resolveRoles(db: Db, workspaceId: string, names: string[], create: boolean, now: number) {

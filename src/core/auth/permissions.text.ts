@@ -46,9 +46,11 @@ export function parseTextPermissionQuery(text: string): PermissionQuery {
       return token.text;
     }
     if (token?.kind !== "(") return expected();
-    if (tokens[at + 1]?.kind === ")") {
+    const next = tokens[at + 1];
+    if (next?.kind === ")") {
+      // v2 names where the parentheses close (its test vector: `permission_1 AND ()` → 18).
       throw new PermissionQueryError(
-        `Empty parentheses found at position ${token.pos}. Parentheses must contain at least one permission or expression.`,
+        `Empty parentheses found at position ${next.pos}. Parentheses must contain at least one permission or expression.`,
       );
     }
     at++;

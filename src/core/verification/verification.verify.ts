@@ -26,6 +26,13 @@ export const verificationCodes = [
 ] as const;
 export type VerificationCode = (typeof verificationCodes)[number];
 
+/**
+ * Rate limits one verification may name. v1 and v2 state no bound; clients name a handful (v2 keys and identities
+ * hold at most 50 configured limits each). With the 30-day cap on ad-hoc windows, this bounds the work and the new
+ * counters one request can cause. Both adapters' schemas enforce it.
+ */
+export const MAX_RATELIMITS_PER_VERIFICATION = 20;
+
 /** What verification uses of the process's services (built in services.ts): it stores and caches nothing itself. */
 export type VerificationServices = {
   readonly verificationCache: VerificationCache;

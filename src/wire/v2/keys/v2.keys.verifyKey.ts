@@ -1,9 +1,12 @@
 import type { FastifyRequest } from "fastify";
 import { z } from "zod";
-import { type VerificationResult, verifyKey as verify } from "../../../core/verification/verification.verify.js";
+import {
+  MAX_RATELIMITS_PER_VERIFICATION,
+  type VerificationResult,
+  verifyKey as verify,
+} from "../../../core/verification/verification.verify.js";
 import { MAX_INT32 } from "../../../storage/int32.js";
 import { MAX_WINDOW_MS } from "../../../storage/ratelimits/ratelimiter.js";
-import { MAX_RATELIMITS_PER_REQUEST } from "../../v1/keys/v1.keys.verifyKey.js";
 import { defineV2Rpc } from "../rpc.js";
 
 /** v2's codes (contract §5.3): v1's without UNAUTHORIZED, which the core never answers. */
@@ -102,7 +105,7 @@ export const verifyKey = defineV2Rpc({
             duration: z.int().min(1000).max(MAX_WINDOW_MS).optional().describe("Milliseconds."),
           }),
         )
-        .max(MAX_RATELIMITS_PER_REQUEST)
+        .max(MAX_RATELIMITS_PER_VERIFICATION)
         .optional()
         .describe(
           "Rate limits to apply besides the key's auto-applied ones: a configured limit by `name` (412 when there is none), or an ad-hoc one with `limit` per `duration` ms. All or nothing: a refusal charges none.",

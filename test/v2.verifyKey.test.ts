@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect } from "vitest";
 import { ManualClock } from "../src/clock.js";
+import { parseTextPermissionQuery } from "../src/core/auth/permissions.text.js";
 import { harnessWith, test } from "./fixtures.js";
 import type { Harness, Tenant } from "./helper.js";
 import { expectV2Error } from "./v2-errors.js";
@@ -213,6 +214,14 @@ describe("v2 keys.verifyKey: the permission query", () => {
     expect(await code(`(${many.join(" OR ")}) AND missing.one`)).toBe("INSUFFICIENT_PERMISSIONS");
   });
 
+  it("parses into the core's one query tree: AND binds tighter than OR, parentheses group, AND/OR in any case", () => {
+    expect(parseTextPermissionQuery("a")).toBe("a");
+    expect(parseTextPermissionQuery("a OR b AND c")).toEqual({ or: ["a", { and: ["b", "c"] }] });
+    expect(parseTextPermissionQuery("(a or b) and c AND d")).toEqual({ and: [{ or: ["a", "b"] }, "c", "d"] });
+    expect(parseTextPermissionQuery("((a))")).toBe("a");
+    expect(parseTextPermissionQuery("ANDROID or ORACLE")).toEqual({ or: ["ANDROID", "ORACLE"] });
+  });
+
   it("syntax errors are 400 permissions_query_syntax_error with v2's details, even for a disabled key", async ({ h, t, apiId }) => {
     const { key, keyId } = await v1Key(h, t, apiId);
     await h.post("/v1/keys.updateKey", { keyId, enabled: false }, t.rootKey);
@@ -378,6 +387,31 @@ describe("v2 keys.verifyKey: rate limits", () => {
       "unkey/application/precondition_failed",
       `ratelimit 'does-not-exist' was requested but does not exist for key '${bare.keyId}' and there is no identity connected.`,
     );
+  });
+});
+
+describe("v2 keys.verifyKey and v1 on one store", () => {
+  it("one limiter and one credit count: v1 and v2 verifications of a key draw from the same limits and uses", async ({ h, t, apiId }) => {
+    const externalId = unique("user");
+    await createIdentity(h, t, { externalId, ratelimits: [{ name: "per-minute", limit: 2, duration: 60_000, autoApply: true }] });
+    const { key } = await v1Key(h, t, apiId, { externalId, remaining: 10 });
+    expect((await h.post("/v1/keys.verifyKey", { key })).body).toMatchObject({ valid: true, remaining: 9 });
+    const v2 = await verify(h, t.rootKey, { key });
+    expect(v2).toMatchObject({ valid: true, code: "VALID", credits: 8 });
+    expect(v2.ratelimits).toEqual([expect.objectContaining({ name: "per-minute", autoApply: true, remaining: 0 })]);
+    expect((await h.post("/v1/keys.verifyKey", { key })).body).toMatchObject({ valid: false, code: "RATE_LIMITED" });
+    expect(await verify(h, t.rootKey, { key })).toMatchObject({ valid: false, code: "RATE_LIMITED", credits: 8 });
+  });
+
+  it("v1 reads its JSON query (a string is one permission's name), v2 its text query, on the same key", async ({ h, t, apiId }) => {
+    const { key } = await v1Key(h, t, apiId, { permissions: ["p.read", "p.write"] });
+    const v1 = await h.post("/v1/keys.verifyKey", { key, authorization: { permissions: { and: ["p.read", "p.write"] } } });
+    expect(v1.body).toMatchObject({ valid: true, code: "VALID" });
+    expect((await verify(h, t.rootKey, { key, permissions: "p.read AND p.write" })).code).toBe("VALID");
+    expect((await h.post("/v1/keys.verifyKey", { key, authorization: { permissions: "p.read AND" } })).body).toMatchObject({
+      valid: false,
+      code: "INSUFFICIENT_PERMISSIONS",
+    });
   });
 });
 

@@ -169,6 +169,8 @@ async function decide(services: VerificationServices, req: VerifyRequest): Promi
   const v2 = req.dialect === "v2";
   let query = v2 ? undefined : permissionQueryOf(req.permissions, "v1");
   const { key, epoch } = await services.verificationCache.lookupWithEpoch(hashKey(req.key));
+  // req.migrationId is ignored for now: the lookup of a key not found by its hash in that migration (contract §6.3)
+  // is keys.migrateKeys' part, and comes here, on a miss.
   // At the epoch the key was confirmed at: a root key in memory then costs no query. An unknown key is NOT_FOUND
   // whatever the scope, so it is not resolved then (unless it decides between NOT_FOUND and the refusal below).
   const scopeMatters = key !== undefined || (req.requireScope === true && req.apiId === undefined);

@@ -21,6 +21,11 @@
  *   - limited: `remaining: 2000000000` and a rate limit `{ limit: 1e9, refillRate: 1e9, refillInterval: 60000 }`,
  *              so each verification also goes through the rate limiter and the atomic decrement of `remaining`.
  *
+ * v2 round: after v1's measurement of a key at each level in BENCH_V2_CONNECTIONS (default 50), the same key is
+ * measured through `POST /v2/keys.verifyKey` (`Authorization: Bearer <root key>`, body `{"key": …}`, every warm-up
+ * answer a 200 with `data.valid: true`) at the same connections, and the report gives v2's requests/s as a share of
+ * v1's (issue 14's target: v2 within 10% of v1). v2 always authenticates the root key, which v1 without one skips.
+ *
  * Reported per scenario: requests/s (2xx answers per second), the share of the ceiling at the same connections,
  * latency p50/p99 (from every 2xx answer's own time, in fractions of a millisecond), non-2xx answers and connection
  * errors (timeouts included). The table is printed at the end, followed by the target: at 50 connections on
@@ -33,6 +38,8 @@
  * Environment:
  *   BENCH_SECONDS        seconds per measurement, after the 2 s warm-up (default 60; shared with the import bench)
  *   BENCH_CONNECTIONS    comma-separated connection counts (default "1,10,50")
+ *   BENCH_V2_CONNECTIONS comma-separated connection counts (of BENCH_CONNECTIONS) at which v2 is measured too
+ *                        (default "50"; "0" for none)
  *   BENCH_KEYS           comma-separated subset of "plain,limited" (default both)
  *   BENCH_STORES         comma-separated subset of "postgres,pglite" (default both; shared with the import bench)
  *   BENCH_ANALYTICS      comma-separated subset of "on,off" (default both): keyhaven's KEYHAVEN_ANALYTICS; "off"
@@ -85,17 +92,21 @@ import {
 } from "./lib.js";
 
 const VERIFY_ROUTE = "/v1/keys.verifyKey";
+const VERIFY_ROUTE_V2 = "/v2/keys.verifyKey";
 const WARMUP_SECONDS = 2;
 /** What the output reports as met or not: at this many connections on PostgreSQL. */
 const TARGET = { connections: 50, minShareOfCeiling: 0.4, maxP99Ms: 10 } as const;
 
 type StoreKind = "postgres" | "pglite";
 type KeyKind = "plain" | "limited";
+type Protocol = "v1" | "v2";
 type Target = { store: StoreKind; redisUrl: string | undefined; analytics: "on" | "off"; label: string };
 
 type Settings = {
   seconds: number;
   connections: number[];
+  /** Levels of `connections` at which the v2 route is measured after v1's. */
+  v2Connections: number[];
   keys: KeyKind[];
   stores: StoreKind[];
   databaseUrl: string;
@@ -110,6 +121,8 @@ type ScenarioResult = {
   store: string;
   /** "fixed" for the ceiling. */
   keyKind: KeyKind | "fixed";
+  /** The verification route measured: v1's (and the ceiling's path) or v2's. */
+  protocol: Protocol;
   connections: number;
   durationS: number;
   /** 2xx answers during the measurement. */
@@ -141,9 +154,12 @@ function readSettings(env: NodeJS.ProcessEnv): Settings {
   const seconds = envPositive(env, "BENCH_SECONDS", 60);
   const list = <T extends string>(name: string, allowed: readonly T[]) => envList(env, name, allowed);
   const connections = envIntList(env, "BENCH_CONNECTIONS", "1,10,50", 1, 1000);
+  const v2 = (env.BENCH_V2_CONNECTIONS ?? "50").trim();
+  const v2Connections = v2 === "0" ? [] : envIntList(env, "BENCH_V2_CONNECTIONS", "50", 1, 1000).filter((c) => connections.includes(c));
   return {
     seconds,
     connections,
+    v2Connections,
     keys: list("BENCH_KEYS", ["plain", "limited"] as const),
     stores: list("BENCH_STORES", ["postgres", "pglite"] as const),
     databaseUrl: env.BENCH_DATABASE_URL?.trim() || DEFAULT_DATABASE_URL,
@@ -178,15 +194,39 @@ const isValidAnswer = (body: string): boolean => {
   }
 };
 
+/** v2's envelope: `{meta, data: {valid, …}}`. */
+const isValidV2Answer = (body: string): boolean => {
+  try {
+    return (JSON.parse(body) as { data?: { valid?: unknown } }).data?.valid === true;
+  } catch {
+    return false;
+  }
+};
+
+/** How a verification is sent through one protocol: its URL path, headers and the check of a valid answer. */
+type Route = { protocol: Protocol; path: string; headers: Record<string, string>; isValid: (body: string) => boolean };
+
+const v1Route: Route = { protocol: "v1", path: VERIFY_ROUTE, headers: {}, isValid: isValidAnswer };
+const v2Route = (rootKey: string): Route => ({
+  protocol: "v2",
+  path: VERIFY_ROUTE_V2,
+  headers: { authorization: `Bearer ${rootKey}` },
+  isValid: isValidV2Answer,
+});
+
 /** One verification outside the load: its status, body and whether it is valid. */
-async function verifyOnce(server: ChildServer, key: string): Promise<{ status: number; text: string; bytes: number; valid: boolean }> {
-  const res = await fetch(`${server.url}${VERIFY_ROUTE}`, {
+async function verifyOnce(
+  server: ChildServer,
+  key: string,
+  route: Route = v1Route,
+): Promise<{ status: number; text: string; bytes: number; valid: boolean }> {
+  const res = await fetch(`${server.url}${route.path}`, {
     method: "POST",
-    headers: { "content-type": "application/json" },
+    headers: { "content-type": "application/json", ...route.headers },
     body: JSON.stringify({ key }),
   });
   const text = await res.text();
-  return { status: res.status, text, bytes: Buffer.byteLength(text), valid: res.status === 200 && isValidAnswer(text) };
+  return { status: res.status, text, bytes: Buffer.byteLength(text), valid: res.status === 200 && route.isValid(text) };
 }
 
 /** Warm-up (every answer checked), then the measurement. */
@@ -196,10 +236,19 @@ async function measure(
   key: string,
   answerBytes: number,
   settings: Settings,
+  route: Route = v1Route,
 ): Promise<ScenarioResult> {
-  const url = `${server.url}${VERIFY_ROUTE}`;
+  const url = `${server.url}${route.path}`;
   const body = JSON.stringify({ key });
-  const warmup = await loadJsonPost({ url, body, connections: scenario.connections, seconds: WARMUP_SECONDS, check: isValidAnswer });
+  const headers = route.headers;
+  const warmup = await loadJsonPost({
+    url,
+    body,
+    headers,
+    connections: scenario.connections,
+    seconds: WARMUP_SECONDS,
+    check: route.isValid,
+  });
   const w = warmup.result;
   if (w.non2xx > 0 || w.mismatches > 0 || w.errors > 0 || w.requests.total === 0) {
     throw new Error(
@@ -208,13 +257,14 @@ async function measure(
     );
   }
 
-  const run = await loadJsonPost({ url, body, connections: scenario.connections, seconds: settings.seconds });
+  const run = await loadJsonPost({ url, body, headers, connections: scenario.connections, seconds: settings.seconds });
   const r = run.result;
   const durationS = r.duration > 0 ? r.duration : settings.seconds;
   const statusCodes: Record<string, number> = {};
   for (const [code, s] of Object.entries(r.statusCodeStats ?? {})) statusCodes[code] = s.count ?? 0;
   return {
     ...scenario,
+    protocol: route.protocol,
     durationS,
     requests: run.latenciesMs.length,
     requestsPerSecond: Math.round(run.latenciesMs.length / durationS),
@@ -327,26 +377,38 @@ async function runKeyhaven(target: Target, settings: Settings, admin: Admin | un
         const sample = await verifyOnce(server, key);
         if (!sample.valid) throw new Error(`the ${kind} key does not verify: ${sample.status} ${sample.text.slice(0, 300)}`);
         report.answerBytes[`${target.label} ${kind}`] = sample.bytes;
+        const v2 = v2Route(rootKey);
+        if (settings.v2Connections.length > 0) {
+          const sampleV2 = await verifyOnce(server, key, v2);
+          if (!sampleV2.valid)
+            throw new Error(`the ${kind} key does not verify through v2: ${sampleV2.status} ${sampleV2.text.slice(0, 300)}`);
+          report.answerBytes[`${target.label} ${kind} v2`] = sampleV2.bytes;
+        }
         for (const connections of settings.connections) {
-          if (interrupted()) return;
-          const scenario = { store: target.label, keyKind: kind, connections };
-          console.log(`▶ ${target.label} ${kind} c=${connections}`);
-          try {
-            const result = await measure(scenario, server, key, sample.bytes, settings);
-            if (interrupted()) return; // a measurement cut short is not reported
-            const after = await verifyOnce(server, key);
-            if (!after.valid) throw new Error(`the key no longer verifies after the run: ${after.status} ${after.text.slice(0, 300)}`);
-            const ceiling = report.results.find((r) => r.store === "ceiling" && r.connections === connections);
-            if (ceiling && ceiling.requestsPerSecond > 0) {
-              result.shareOfCeiling = round(result.requestsPerSecond / ceiling.requestsPerSecond, 4);
+          // v1's round, then (at the levels asked for) v2's on the same key, server and connections.
+          const routes = settings.v2Connections.includes(connections) ? [v1Route, v2] : [v1Route];
+          for (const route of routes) {
+            if (interrupted()) return;
+            const scenario = { store: target.label, keyKind: kind, connections };
+            const label = route.protocol === "v2" ? " v2" : "";
+            console.log(`▶ ${target.label} ${kind}${label} c=${connections}`);
+            try {
+              const result = await measure(scenario, server, key, sample.bytes, settings, route);
+              if (interrupted()) return; // a measurement cut short is not reported
+              const after = await verifyOnce(server, key, route);
+              if (!after.valid) throw new Error(`the key no longer verifies after the run: ${after.status} ${after.text.slice(0, 300)}`);
+              const ceiling = report.results.find((r) => r.store === "ceiling" && r.connections === connections);
+              if (ceiling && ceiling.requestsPerSecond > 0) {
+                result.shareOfCeiling = round(result.requestsPerSecond / ceiling.requestsPerSecond, 4);
+              }
+              report.results.push(result);
+              logResult(result);
+            } catch (err) {
+              fail(report, { ...scenario, keyKind: kind, error: `${route.protocol}: ${describeError(err)}` });
             }
-            report.results.push(result);
-            logResult(result);
-          } catch (err) {
-            fail(report, { ...scenario, error: describeError(err) });
+            const died = server.exitReason();
+            if (died !== undefined) throw new Error(died);
           }
-          const died = server.exitReason();
-          if (died !== undefined) throw new Error(died);
         }
       }
     } catch (err) {
@@ -368,10 +430,11 @@ async function runKeyhaven(target: Target, settings: Settings, admin: Admin | un
 function table(results: ScenarioResult[]): string {
   const n = formatCount;
   const ms = formatMs;
-  const header = ["store", "keys", "conn", "req/s", "% ceiling", "p50 ms", "p99 ms", "non-2xx", "errors"];
+  const header = ["store", "keys", "route", "conn", "req/s", "% ceiling", "p50 ms", "p99 ms", "non-2xx", "errors"];
   const rows = results.map((r) => [
     r.store,
     r.keyKind,
+    r.protocol,
     String(r.connections),
     n(r.requestsPerSecond),
     formatShare(r.shareOfCeiling),
@@ -380,7 +443,7 @@ function table(results: ScenarioResult[]): string {
     n(r.non2xx),
     n(r.errors),
   ]);
-  return formatTable(header, rows, new Set([2, 3, 4, 5, 6, 7, 8]));
+  return formatTable(header, rows, new Set([3, 4, 5, 6, 7, 8, 9]));
 }
 
 type TargetCheck = {
@@ -395,7 +458,9 @@ type TargetCheck = {
 
 function checkTarget(results: ScenarioResult[], settings: Settings): TargetCheck[] {
   return settings.keys.map((keyKind) => {
-    const r = results.find((x) => x.store === "postgres" && x.keyKind === keyKind && x.connections === TARGET.connections);
+    const r = results.find(
+      (x) => x.store === "postgres" && x.protocol === "v1" && x.keyKind === keyKind && x.connections === TARGET.connections,
+    );
     if (!r || r.shareOfCeiling === undefined) return { keyKind, measured: false, met: false };
     const shareMet = r.shareOfCeiling >= TARGET.minShareOfCeiling;
     const p99Met = r.latencyMs.p99 < TARGET.maxP99Ms;
@@ -435,8 +500,10 @@ function describeTarget(checks: TargetCheck[]): string {
 /** Verification analytics on vs off (issue target: under 10% apart), per key kind and connections, on PostgreSQL. */
 function describeAnalytics(results: ScenarioResult[]): string | undefined {
   const lines: string[] = [];
-  for (const on of results.filter((r) => r.store === "postgres" && r.keyKind !== "fixed")) {
-    const off = results.find((r) => r.store === "postgres (analytics off)" && r.keyKind === on.keyKind && r.connections === on.connections);
+  for (const on of results.filter((r) => r.store === "postgres" && r.protocol === "v1" && r.keyKind !== "fixed")) {
+    const off = results.find(
+      (r) => r.store === "postgres (analytics off)" && r.protocol === "v1" && r.keyKind === on.keyKind && r.connections === on.connections,
+    );
     if (!off) continue;
     const apart = Math.abs(on.requestsPerSecond - off.requestsPerSecond) / off.requestsPerSecond;
     lines.push(
@@ -447,6 +514,25 @@ function describeAnalytics(results: ScenarioResult[]): string | undefined {
   }
   if (lines.length === 0) return undefined;
   return ["analytics recording on vs off on PostgreSQL (target: under 10% apart):", ...lines].join("\n");
+}
+
+/** v2 vs v1 on the same store, key and connections (issue 14's target: v2 within 10% of v1's requests/s). */
+function describeV2(results: ScenarioResult[]): string | undefined {
+  const lines: string[] = [];
+  for (const v2 of results.filter((r) => r.protocol === "v2")) {
+    const v1 = results.find(
+      (r) => r.protocol === "v1" && r.store === v2.store && r.keyKind === v2.keyKind && r.connections === v2.connections,
+    );
+    if (!v1 || v1.requestsPerSecond === 0) continue;
+    const ratio = v2.requestsPerSecond / v1.requestsPerSecond;
+    lines.push(
+      `  ${v2.store} ${v2.keyKind} c=${v2.connections}: v1 ${formatCount(v1.requestsPerSecond)} req/s, ` +
+        `v2 ${formatCount(v2.requestsPerSecond)} req/s: v2/v1 ${(ratio * 100).toFixed(1)}% ` +
+        `(p99 v1 ${formatMs(v1.latencyMs.p99)} ms, v2 ${formatMs(v2.latencyMs.p99)} ms) (${ratio >= 0.9 ? "met" : "NOT met"})`,
+    );
+  }
+  if (lines.length === 0) return undefined;
+  return ["POST /v2/keys.verifyKey vs POST /v1/keys.verifyKey (target: v2 within 10% of v1):", ...lines].join("\n");
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -468,7 +554,9 @@ async function main(): Promise<void> {
     postgresVersion = opened.postgresVersion;
 
     const targets = targetsOf(settings);
-    const scenarios = settings.connections.length * (1 + targets.length * settings.keys.length);
+    const scenarios =
+      settings.connections.length * (1 + targets.length * settings.keys.length) +
+      settings.v2Connections.length * targets.length * settings.keys.length;
     const minutes = (scenarios * (settings.seconds + WARMUP_SECONDS)) / 60;
     console.log(
       `keyhaven verify benchmark: ${scenarios} scenarios of ${WARMUP_SECONDS} s warm-up + ${settings.seconds} s ` +
@@ -512,6 +600,8 @@ async function main(): Promise<void> {
     console.log(`\n${describeTarget(targetChecks)}`);
     const analyticsLines = describeAnalytics(report.results);
     if (analyticsLines) console.log(`\n${analyticsLines}`);
+    const v2Lines = describeV2(report.results);
+    if (v2Lines) console.log(`\n${v2Lines}`);
     const file = await writeResults("verify", startedAt, {
       startedAt: startedAt.toISOString(),
       finishedAt: new Date().toISOString(),

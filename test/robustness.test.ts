@@ -554,6 +554,15 @@ const SPECS: Record<string, () => Base[]> = {
   ],
   "POST /v2/keys.deleteKey": () => both((ids) => ({ keyId: ids.keyId, permanent: false })),
   "POST /v2/keys.updateCredits": () => both((ids) => ({ keyId: ids.keyId, operation: "increment", value: 5 })),
+  "POST /v2/keys.verifyKey": () =>
+    both((ids) => ({
+      key: ids.key,
+      tags: ["t1", "t2"],
+      permissions: "perm.a AND (perm.b OR perm.c)",
+      credits: { cost: 1 },
+      ratelimits: [{ name: "requests", cost: 1, limit: 10, duration: 60_000 }],
+      migrationId: "mig_robust",
+    })),
   "POST /v2/identities.createIdentity": () => [
     {
       label: "externalId that exists",

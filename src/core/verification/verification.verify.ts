@@ -1,4 +1,5 @@
-import { type PermissionQuery, PermissionQueryError, parsePermissionQuery, satisfies } from "../auth/permissions.query.js";
+import { apiPermission, type PermissionQuery, PermissionQueryError, parsePermissionQuery, satisfies } from "../auth/permissions.query.js";
+import { parseTextPermissionQuery } from "../auth/permissions.text.js";
 import { hashKey } from "../../crypto/hash.js";
 import { InvalidInputError, WorkspaceDisabledError } from "../../errors.js";
 import { ipAllowed } from "../apis/apis.ipWhitelist.js";
@@ -25,6 +26,13 @@ export const verificationCodes = [
 ] as const;
 export type VerificationCode = (typeof verificationCodes)[number];
 
+/**
+ * Rate limits one verification may name. v1 and v2 state no bound; clients name a handful (v2 keys and identities
+ * hold at most 50 configured limits each). With the 30-day cap on ad-hoc windows, this bounds the work and the new
+ * counters one request can cause. Both adapters' schemas enforce it.
+ */
+export const MAX_RATELIMITS_PER_VERIFICATION = 20;
+
 /** What verification uses of the process's services (built in services.ts): it stores and caches nothing itself. */
 export type VerificationServices = {
   readonly verificationCache: VerificationCache;
@@ -37,14 +45,33 @@ export type VerificationServices = {
   readonly analytics: VerificationAnalytics;
 };
 
+/**
+ * How a protocol's keys.verifyKey differs, chosen by its adapter (one verification, two wire contracts):
+ * - "v1": `permissions` is v1's JSON query, parsed before the key is looked up; a root key only scopes the
+ *   verification to its workspace; a disabled workspace is refused (WorkspaceDisabledError).
+ * - "v2" (contract §5.2): the root key (`scope`, always resolved) must also hold verify_key for the key's API
+ *   (`api.*.verify_key`, `api.<apiId>.verify_key` or `*`), else NOT_FOUND, so that a key's existence does not leak;
+ *   `permissions` is v2's text query (`a AND (b OR c)`), parsed only for a key in scope; a disabled workspace is
+ *   code FORBIDDEN; the answer carries `credits` and every applied limit (`ratelimit.limits`), and the identity's
+ *   own rate limits.
+ */
+export type VerifyDialect = "v1" | "v2";
+
 export type VerifyRequest = {
   key: string;
+  /** Default "v1". */
+  dialect?: VerifyDialect | undefined;
+  /**
+   * v2's migrationId (contract §5.1, §6.3): the migration to look a key up in when its hash is not found. Threaded
+   * through for the migration lookup; verification does not use it yet.
+   */
+  migrationId?: string;
   apiId?: string | undefined;
   /**
    * The workspace of the principal (root key) the request carried, when it carried a valid one, resolved lazily at
    * the epoch the key was confirmed at: a key of any other workspace is NOT_FOUND, as Unkey v2 answers.
    */
-  scope?: ((epoch: bigint | undefined) => Promise<{ workspaceId: string } | undefined>) | undefined;
+  scope?: ((epoch: bigint | undefined) => Promise<{ workspaceId: string; permissions?: ReadonlySet<string> } | undefined>) | undefined;
   /**
    * Refuse (InvalidInputError) a verification with neither `apiId` nor a scope. v1: KEYHAVEN_VERIFY_REQUIRE_SCOPE;
    * a v2 adapter, whose verifyKey always needs a root key, would pass true.
@@ -52,7 +79,7 @@ export type VerifyRequest = {
   requireScope?: boolean | undefined;
   /** The caller's address, for the API's IP allow-list (the adapter decides which header or peer it is). */
   callerIp?: string | undefined;
-  /** A permission query, unparsed (InvalidInputError when it is not one). */
+  /** A permission query, unparsed: v1's JSON tree, v2's text (InvalidInputError when it is not one). */
   permissions?: unknown;
   /** Uses this verification spends from a key with limited uses. */
   remainingCost: number;
@@ -74,8 +101,20 @@ export type KeyFacts = {
   permissions: string[];
   roles: string[];
   environment?: string;
-  identity?: { id: string; externalId: string; meta: Record<string, unknown> };
+  identity?: {
+    id: string;
+    externalId: string;
+    meta: Record<string, unknown>;
+    /** v2: the identity's rate limits a limit of the key by the same name does not shadow. */
+    ratelimits?: RatelimitSetting[];
+  };
 };
+
+/** A configured rate limit, as v2 shows it. */
+export type RatelimitSetting = { id: string; name: string; limit: number; duration: number; autoApply: boolean };
+
+/** One limit a verification was checked against, as v2 reports it (`id` "" for an ad-hoc limit). */
+export type AppliedRatelimit = RatelimitSetting & { exceeded: boolean; remaining: number; reset: number };
 
 /** The rate limit reported: from the first refusing limit, else the first; `limit` from the one named `default`. */
 export type RatelimitFacts = { limit?: number; remaining: number; reset: number };
@@ -90,11 +129,16 @@ export type VerificationResult = {
    * answer and KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE=open let the verification through unlimited; absent when no
    * limit applied (or the verification was refused before them).
    */
-  ratelimit?: { state: "applied"; report: RatelimitFacts } | { state: "unavailable" };
+  ratelimit?: { state: "applied"; report: RatelimitFacts; limits: AppliedRatelimit[] } | { state: "unavailable" };
   /** RATE_LIMITED: the first refusing limit, in the order the limits were built. */
   triggeredRatelimit?: string;
   /** Uses left after this verification, for a key with limited uses that got as far as spending. */
   remaining?: number;
+  /**
+   * v2, for a key with limited uses: after this verification's spend when VALID, the uses found insufficient when
+   * USAGE_EXCEEDED, else the uses the key has (none spent).
+   */
+  credits?: number;
 };
 
 /**
@@ -122,8 +166,11 @@ export async function verifyKey(services: VerificationServices, req: VerifyReque
 }
 
 async function decide(services: VerificationServices, req: VerifyRequest): Promise<VerificationResult & { workspaceId?: string }> {
-  const query = permissionQueryOf(req.permissions);
+  const v2 = req.dialect === "v2";
+  let query = v2 ? undefined : permissionQueryOf(req.permissions, "v1");
   const { key, epoch } = await services.verificationCache.lookupWithEpoch(hashKey(req.key));
+  // req.migrationId is ignored for now: the lookup of a key not found by its hash in that migration (contract §6.3)
+  // is keys.migrateKeys' part, and comes here, on a miss.
   // At the epoch the key was confirmed at: a root key in memory then costs no query. An unknown key is NOT_FOUND
   // whatever the scope, so it is not resolved then (unless it decides between NOT_FOUND and the refusal below).
   const scopeMatters = key !== undefined || (req.requireScope === true && req.apiId === undefined);
@@ -132,49 +179,65 @@ async function decide(services: VerificationServices, req: VerifyRequest): Promi
     throw new InvalidInputError({ kind: "verificationScopeRequired" });
   }
   if (!key || (scope !== undefined && key.workspaceId !== scope.workspaceId)) return { valid: false, code: "NOT_FOUND" };
-  if (!key.workspaceEnabled) throw new WorkspaceDisabledError();
+  if (v2) {
+    // A caller without verify_key for this API is told nothing about the key (v2 answers NOT_FOUND, not 403).
+    if (!scope?.permissions || !satisfies(apiPermission(key.apiId, "verify_key"), scope.permissions)) {
+      return { valid: false, code: "NOT_FOUND" };
+    }
+    query = permissionQueryOf(req.permissions, "v2");
+  }
 
-  const found = { key: factsOf(key), workspaceId: key.workspaceId };
-  const refuse = (code: VerificationCode, extra: Partial<VerificationResult> = {}) => ({ ...found, ...extra, valid: false, code });
+  const found = { key: factsOf(key, v2), workspaceId: key.workspaceId };
+  const refuse = async (code: VerificationCode, extra: Partial<VerificationResult> = {}): Promise<VerificationResult> => {
+    // v2 reports a limited key's uses on every answer; spends do not drop the cached key, so they are read.
+    const credits = v2 && key.remaining !== null && extra.credits === undefined ? await services.remainingSpender.peek(key.id) : undefined;
+    return { ...found, ...extra, ...(credits !== undefined && { credits }), valid: false, code };
+  };
 
+  if (!key.workspaceEnabled) {
+    if (v2) return refuse("FORBIDDEN");
+    throw new WorkspaceDisabledError();
+  }
   if (!key.enabled) return refuse("DISABLED");
   if (req.apiId !== undefined && req.apiId !== key.apiId) return refuse("FORBIDDEN");
   if (key.expires !== null && key.expires.getTime() < services.clock.now()) return refuse("EXPIRED");
   if (!ipAllowed(key.apiIpWhitelist, req.callerIp)) return refuse("FORBIDDEN");
   if (query !== undefined && !satisfies(query, new Set(key.permissions))) return refuse("INSUFFICIENT_PERMISSIONS");
 
-  const checks = limitChecks(key, req.ratelimits ?? []);
+  const { checks, settings } = limitChecks(key, req.ratelimits ?? []);
   let ratelimit: VerificationResult["ratelimit"];
   if (checks.length > 0) {
     const outcomes = await checkLimits(services, checks);
     if (outcomes === undefined) {
       ratelimit = { state: "unavailable" };
     } else {
-      ratelimit = { state: "applied", report: reportRatelimit(outcomes) };
+      ratelimit = { state: "applied", report: reportRatelimit(outcomes), limits: appliedLimits(outcomes, settings) };
       const refusing = outcomes.find((o) => !o.passed);
       if (refusing) return refuse("RATE_LIMITED", { ratelimit, triggeredRatelimit: refusing.name });
     }
   }
 
   if (key.remaining !== null) {
-    const left = await services.remainingSpender.spend(key.id, req.remainingCost);
-    if (left === undefined) return refuse("USAGE_EXCEEDED", { remaining: 0, ratelimit });
-    return { ...found, ratelimit, valid: true, code: "VALID", remaining: left };
+    const { left, had } = await services.remainingSpender.spendAnswering(key.id, req.remainingCost);
+    if (left === undefined) {
+      return refuse("USAGE_EXCEEDED", { remaining: 0, ratelimit, ...(v2 && { credits: had ?? 0 }) });
+    }
+    return { ...found, ratelimit, valid: true, code: "VALID", remaining: left, ...(v2 && { credits: left }) };
   }
   return { ...found, ratelimit, valid: true, code: "VALID" };
 }
 
-function permissionQueryOf(raw: unknown): PermissionQuery | undefined {
+function permissionQueryOf(raw: unknown, dialect: VerifyDialect): PermissionQuery | undefined {
   if (raw === undefined) return undefined;
   try {
-    return parsePermissionQuery(raw);
+    return dialect === "v2" && typeof raw === "string" ? parseTextPermissionQuery(raw) : parsePermissionQuery(raw);
   } catch (err) {
     if (err instanceof PermissionQueryError) throw new InvalidInputError({ kind: "invalidPermissionQuery", problem: err.message });
     throw err;
   }
 }
 
-function factsOf(key: FoundKey): KeyFacts {
+function factsOf(key: FoundKey, v2: boolean): KeyFacts {
   const ownerId = key.identityExternalId ?? key.ownerId;
   return {
     keyId: key.id,
@@ -192,6 +255,7 @@ function factsOf(key: FoundKey): KeyFacts {
         id: key.identityId,
         externalId: key.identityExternalId!,
         meta: (key.identityMeta as Record<string, unknown> | null) ?? {},
+        ...(v2 && { ratelimits: identityRatelimits(key.ratelimits) }),
       },
     }),
   };
@@ -203,7 +267,10 @@ function factsOf(key: FoundKey): KeyFacts {
  * name. Counters of identity limits are keyed by the identity, so all its keys share them; every counter belongs
  * to the key's workspace.
  */
-function limitChecks(key: FoundKey, requested: NonNullable<VerifyRequest["ratelimits"]>): LimitCheck[] {
+function limitChecks(
+  key: FoundKey,
+  requested: NonNullable<VerifyRequest["ratelimits"]>,
+): { checks: LimitCheck[]; settings: Map<string, RatelimitSetting> } {
   const configured = new Map<string, StoredRatelimit>();
   for (const rl of key.ratelimits) if (rl.owner === "identity") configured.set(rl.name, rl);
   for (const rl of key.ratelimits) if (rl.owner === "key") configured.set(rl.name, rl);
@@ -211,8 +278,18 @@ function limitChecks(key: FoundKey, requested: NonNullable<VerifyRequest["rateli
   const identifierOf = (owner: "key" | "identity") => (owner === "identity" && key.identityId ? key.identityId : key.id);
 
   const checks = new Map<string, LimitCheck>();
+  // What each check's limit is, as v2 reports it beside its outcome (an ad-hoc limit has no id).
+  const settings = new Map<string, RatelimitSetting>();
+  const settingOf = (rl: StoredRatelimit): RatelimitSetting => ({
+    id: rl.id,
+    name: rl.name,
+    limit: rl.limit,
+    duration: Number(rl.duration),
+    autoApply: rl.autoApply,
+  });
   for (const rl of configured.values()) {
     if (rl.autoApply) {
+      settings.set(rl.name, settingOf(rl));
       checks.set(rl.name, {
         workspaceId,
         name: rl.name,
@@ -227,6 +304,7 @@ function limitChecks(key: FoundKey, requested: NonNullable<VerifyRequest["rateli
     const cost = r.cost ?? 1;
     if (r.limit !== undefined && r.duration !== undefined) {
       checks.set(r.name, { workspaceId, name: r.name, identifier: key.identityId ?? key.id, limit: r.limit, duration: r.duration, cost });
+      settings.set(r.name, { id: "", name: r.name, limit: r.limit, duration: r.duration, autoApply: false });
       continue;
     }
     const rl = configured.get(r.name);
@@ -246,8 +324,25 @@ function limitChecks(key: FoundKey, requested: NonNullable<VerifyRequest["rateli
       duration: Number(rl.duration),
       cost,
     });
+    settings.set(r.name, settingOf(rl));
   }
-  return [...checks.values()];
+  return { checks: [...checks.values()], settings };
+}
+
+/** Each limit's outcome beside its setting (v2's `ratelimits[]`). */
+function appliedLimits(outcomes: LimitOutcome[], settings: Map<string, RatelimitSetting>): AppliedRatelimit[] {
+  return outcomes.map((o) => {
+    const setting = settings.get(o.name) ?? { id: "", name: o.name, limit: o.limit, duration: 0, autoApply: false };
+    return { ...setting, exceeded: !o.passed, remaining: Math.max(0, o.remaining), reset: o.reset };
+  });
+}
+
+/** The identity's limits that no limit of the key by the same name shadows. */
+function identityRatelimits(ratelimits: StoredRatelimit[]): RatelimitSetting[] {
+  const keyNames = new Set(ratelimits.filter((rl) => rl.owner === "key").map((rl) => rl.name));
+  return ratelimits
+    .filter((rl) => rl.owner === "identity" && !keyNames.has(rl.name))
+    .map((rl) => ({ id: rl.id, name: rl.name, limit: rl.limit, duration: Number(rl.duration), autoApply: rl.autoApply }));
 }
 
 /** From the first failing limit, or the first limit when all pass; `limit` from the one named `default` if any. */

@@ -7,6 +7,7 @@ import { keyEffectivePermissionSlugs, keyRoleNames } from "./keys.columns.js";
 import { effectiveRemaining, lastRefillAfterWrite } from "./keys.refill.js";
 
 export type StoredRatelimit = {
+  id: string;
   name: string;
   limit: number;
   duration: number;
@@ -48,7 +49,7 @@ export function prepareVerificationLookup(db: Db) {
         roleIds: sql<string[]>`coalesce((select array_agg(kr.role_id) from keys_roles kr where kr.key_id = ${keys.id}), '{}')`,
         // The key's own limits and its identity's, each tagged with where it comes from.
         ratelimits: sql<StoredRatelimit[]>`coalesce((
-        select json_agg(json_build_object('name', rl.name, 'limit', rl."limit", 'duration', rl.duration,
+        select json_agg(json_build_object('id', rl.id, 'name', rl.name, 'limit', rl."limit", 'duration', rl.duration,
           'autoApply', rl.auto_apply, 'owner', case when rl.key_id is not null then 'key' else 'identity' end))
         from ratelimits rl
         where rl.key_id = ${keys.id} or (${keys.identityId} is not null and rl.identity_id = ${keys.identityId})), '[]')`,
@@ -66,6 +67,15 @@ export function prepareVerificationLookup(db: Db) {
 
 export type VerificationLookup = ReturnType<typeof prepareVerificationLookup>;
 export type KeyForVerification = Awaited<ReturnType<VerificationLookup["execute"]>>[number];
+
+/** A key's uses left now, with every due refill applied (no write); undefined when it is gone or unlimited. */
+export async function readRemaining(db: Db, keyId: string): Promise<number | undefined> {
+  const rows = rowsOf<{ left: number | null }>(
+    await db.execute(sql`select ${effectiveRemaining} as left from ${keys} where ${keys.id} = ${keyId} and ${keys.deletedAtM} is null`),
+  );
+  const left = rows[0]?.left;
+  return left === undefined || left === null ? undefined : Number(left);
+}
 
 /** One group of verifications of a key, all at one cost: `count` spends of `cost` uses each. */
 export type SpendRequest = { keyId: string; cost: number; count: number };

@@ -2,12 +2,19 @@ import type { Db } from "../client.js";
 import {
   MAX_SPENDS_PER_STATEMENT,
   prepareSpendStatements,
+  readRemaining,
   type SpendRequest,
   type SpendStatements,
   spendRemaining,
 } from "./keys.repository.js";
 
-type Spend = { keyId: string; cost: number; resolve: (left: number | undefined) => void; reject: (err: unknown) => void };
+/**
+ * A spend's outcome: `left` the uses after it (undefined when refused, or when the key is gone or unlimited), `had`
+ * the uses it found (what a refused spend found insufficient; undefined when the key is gone or unlimited).
+ */
+export type SpendAnswer = { left: number | undefined; had: number | undefined };
+
+type Spend = { keyId: string; cost: number; resolve: (answer: SpendAnswer) => void; reject: (err: unknown) => void };
 /** Spends of one key at one cost, in arrival order: one group of a statement. */
 type Group = { request: SpendRequest; spends: Spend[] };
 
@@ -46,11 +53,24 @@ export class RemainingSpender {
   }
 
   /** The uses left after this verification's spend, or undefined when it was refused (not enough left). */
-  spend(keyId: string, cost: number): Promise<number | undefined> {
+  async spend(keyId: string, cost: number): Promise<number | undefined> {
+    return (await this.spendAnswering(keyId, cost)).left;
+  }
+
+  /** As `spend`, also saying what uses the spend found (v2 reports the uses a refused verification found insufficient). */
+  spendAnswering(keyId: string, cost: number): Promise<SpendAnswer> {
     return new Promise((resolve, reject) => {
       this.waiting.push({ keyId, cost, resolve, reject });
       this.startStatements();
     });
+  }
+
+  /**
+   * The key's uses now, without spending any (a verification refused before it spends still reports them, v2):
+   * read from the database, since spends do not drop the verification cache's copy.
+   */
+  peek(keyId: string): Promise<number | undefined> {
+    return readRemaining(this.statements.db, keyId);
   }
 
   private startStatements(): void {
@@ -111,7 +131,8 @@ export class RemainingSpender {
       for (const [n, { request, spends }] of groups.entries()) {
         const result = results[n];
         for (const [i, s] of spends.entries()) {
-          s.resolve(result && i < result.granted ? result.before - request.cost * (i + 1) : undefined);
+          const had = result ? result.before - request.cost * Math.min(i, result.granted) : undefined;
+          s.resolve({ left: result && i < result.granted ? result.before - request.cost * (i + 1) : undefined, had });
         }
       }
     } catch (err) {

@@ -34,6 +34,7 @@ export type V2ErrorCode =
   | "unkey/application/protected_resource"
   | "unkey/application/precondition_failed"
   | "unkey/data/analytics_not_configured"
+  | "user/bad_request/permissions_query_syntax_error"
   | "user/bad_request/request_body_too_large"
   | "user/bad_request/request_timeout"
   | "unkey/application/service_unavailable"
@@ -141,6 +142,12 @@ const V2_WORDING: { [K in RefusalKind]?: (facts: RefusalFacts[K]) => string } = 
   roleExists: ({ name }) => `A role with name '${name}' already exists in this workspace`,
   identityExists: ({ externalId }) => `Identity with externalId '${externalId}' already exists in this workspace.`,
   ratelimitNameRepeated: ({ name }) => `Ratelimit with name '${name}' is already defined in the request`,
+  // keys.verifyKey (contract §5.5); v2 appends a Go formatting artefact to the second, which keyhaven leaves out.
+  ratelimitNotConfigured: ({ name, keyId, identity }) =>
+    identity
+      ? `ratelimit '${name}' was requested but does not exist for key '${keyId}' nor identity: '${identity.id}' external ID: '${identity.externalId ?? ""}'`
+      : `ratelimit '${name}' was requested but does not exist for key '${keyId}' and there is no identity connected.`,
+  invalidPermissionQuery: ({ problem }) => problem,
   metaTooLarge: ({ size, max }) => `Metadata is too large: it must be at most ${megabytes(max)}, but is ${megabytes(size)}.`,
 };
 
@@ -243,6 +250,11 @@ export function v2ErrorOf(err: DomainError): V2Error {
   if (err.refusal?.kind === "ratelimitNameRepeated") return new V2Error(400, "unkey/application/invalid_input", v2Words(err), []);
   if (err instanceof ConflictError) {
     return new V2Error(409, `unkey/data/${V2_RESOURCE[err.what] ?? err.what}_already_exists`, v2Words(err));
+  }
+  // keys.verifyKey: a named limit that is not configured is a failed precondition in v2 (v1: bad input).
+  if (err.refusal?.kind === "ratelimitNotConfigured") return new V2Error(412, "unkey/application/precondition_failed", v2Words(err));
+  if (err.refusal?.kind === "invalidPermissionQuery") {
+    return new V2Error(400, "user/bad_request/permissions_query_syntax_error", v2Words(err), []);
   }
   if (err instanceof PreconditionFailedError) return new V2Error(412, "unkey/application/precondition_failed", v2Words(err));
   if (err instanceof InvalidInputError) return new V2Error(400, "unkey/application/invalid_input", v2Words(err), []);

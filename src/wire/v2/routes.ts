@@ -10,6 +10,7 @@ import { updateIdentity } from "./identities/v2.identities.updateIdentity.js";
 import { deleteKey } from "./keys/v2.keys.deleteKey.js";
 import { getKey } from "./keys/v2.keys.getKey.js";
 import { updateCredits } from "./keys/v2.keys.updateCredits.js";
+import { verifyKey } from "./keys/v2.keys.verifyKey.js";
 import { whoami } from "./keys/v2.keys.whoami.js";
 import { liveness } from "./liveness/v2.liveness.js";
 import { createPermission } from "./permissions/v2.permissions.createPermission.js";
@@ -39,6 +40,7 @@ export const v2Rpcs: V2Rpc[] = [
   whoami,
   deleteKey,
   updateCredits,
+  verifyKey,
   // identities
   createIdentity,
   getIdentity,

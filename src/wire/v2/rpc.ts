@@ -11,15 +11,22 @@ import { V2Error } from "./errors.js";
  * Who may call a v2 route, enforced by registerV2Rpc after the body is validated (v2 validates before it reads the
  * credential) and before the handler:
  * - "rootKey": `Authorization: Bearer <root key>` (v2's 400/401/403 otherwise); the handler gets it as `ctx.rootKey`.
+ * - "rootKeyAtEpoch": the same refusals, but the header's form is checked before the handler and the root key is
+ *   authenticated when the handler asks, at the store epoch it already read (`ctx.rootKeyAt(epoch)`), so that the hot
+ *   path (keys.verifyKey) costs no second epoch read. The handler must ask on every path.
  * - "none": anybody (liveness).
  */
-export type V2AuthKind = "rootKey" | "none";
+export type V2AuthKind = "rootKey" | "rootKeyAtEpoch" | "none";
 
 export type V2Context<A extends V2AuthKind> = {
   deps: Services;
   req: FastifyRequest;
   reply: FastifyReply;
-} & (A extends "rootKey" ? { rootKey: RootKeyAuth } : Record<never, never>);
+} & (A extends "rootKey"
+  ? { rootKey: RootKeyAuth }
+  : A extends "rootKeyAtEpoch"
+    ? { rootKeyAt: (epoch: bigint | undefined) => Promise<RootKeyAuth> }
+    : Record<never, never>);
 
 /** What a v2 handler returns: the envelope's `data`, and `pagination` on the list routes. */
 export type V2Answer<O extends z.ZodType> = { data: z.input<O>; pagination?: { cursor?: string; hasMore: boolean } };
@@ -73,6 +80,11 @@ export function v2Envelope(rpc: V2Rpc): z.ZodType {
  * authenticated by the core (401 unknown or not a root key, 403 disabled workspace).
  */
 export async function authenticateV2(deps: Services, authorization: string | undefined): Promise<RootKeyAuth> {
+  return deps.rootKeys.authenticate(bearerTokenV2(authorization));
+}
+
+/** The token of v2's `Authorization: Bearer` header, or v2's 400 for a header that is absent or malformed. */
+function bearerTokenV2(authorization: string | undefined): string {
   const header = (authorization ?? "").trim();
   if (header === "") throw new UnauthenticatedError("missing");
   if (!header.startsWith("Bearer ")) {
@@ -85,7 +97,7 @@ export async function authenticateV2(deps: Services, authorization: string | und
   }
   const token = header.slice("Bearer ".length).trim();
   if (token === "") throw new UnauthenticatedError("unknown");
-  return deps.rootKeys.authenticate(token);
+  return token;
 }
 
 export function registerV2Rpc(app: FastifyInstance, deps: Services, rpc: V2Rpc): void {
@@ -101,7 +113,12 @@ export function registerV2Rpc(app: FastifyInstance, deps: Services, rpc: V2Rpc):
     },
     handler: async (req, reply) => {
       const base = { deps, req, reply };
-      const principal = rpc.auth === "rootKey" ? { rootKey: await authenticateV2(deps, req.headers.authorization) } : {};
+      let principal = {};
+      if (rpc.auth === "rootKey") principal = { rootKey: await authenticateV2(deps, req.headers.authorization) };
+      if (rpc.auth === "rootKeyAtEpoch") {
+        const token = bearerTokenV2(req.headers.authorization);
+        principal = { rootKeyAt: (epoch: bigint | undefined) => deps.rootKeys.authenticate(token, epoch) };
+      }
       const answer = await rpc.handler(req.body, { ...base, ...principal } as V2Context<V2AuthKind>);
       return reply.code(200).send(rpc.noData ? { meta: { requestId: req.id } } : { meta: { requestId: req.id }, ...answer });
     },

@@ -5,14 +5,15 @@ import { MAX_WINDOW_MS } from "../../../storage/ratelimits/ratelimiter.js";
 import { defineRpc } from "../rpc.js";
 import { maxWindowMessage } from "../ratelimits/ratelimits.schemas.js";
 import { MAX_INT32, metaSchema } from "./keys.schemas.js";
-import { type VerificationResult, verificationCodes, verifyKey as verify } from "../../../core/verification/verification.verify.js";
+import {
+  MAX_RATELIMITS_PER_VERIFICATION,
+  type VerificationResult,
+  verificationCodes,
+  verifyKey as verify,
+} from "../../../core/verification/verification.verify.js";
 
-/**
- * Rate limits one verification may name. v1 and v2 state no bound; clients name a handful (v2 keys and identities
- * hold at most 50 configured limits each). With the 30-day cap on ad-hoc windows, this bounds the work and the new
- * counters one request can cause.
- */
-export const MAX_RATELIMITS_PER_REQUEST = 20;
+/** Rate limits one verification may name (the core's bound, see there). */
+export const MAX_RATELIMITS_PER_REQUEST = MAX_RATELIMITS_PER_VERIFICATION;
 
 const output = z.object({
   requestId: z.string().describe("The request id, as in the `Unkey-Request-Id` header."),

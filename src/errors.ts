@@ -33,6 +33,8 @@ export type RefusalFacts = {
   noKeysOfOwner: { ownerId: string };
   /** keys.setRoles / setPermissions naming a role or permission that is missing (and not to be created). */
   notFoundToSet: { what: string; name: string };
+  /** v2's key RBAC routes naming a role (or, to remove, a permission) by a name the workspace lacks. */
+  namedNotFound: { what: "role" | "permission"; name: string };
   // Keys.
   remainingNotPositive: Record<never, never>;
   refillOnUnlimited: { during: "create" | "update" };

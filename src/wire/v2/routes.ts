@@ -7,8 +7,14 @@ import { deleteIdentity } from "./identities/v2.identities.deleteIdentity.js";
 import { getIdentity } from "./identities/v2.identities.getIdentity.js";
 import { listIdentities } from "./identities/v2.identities.listIdentities.js";
 import { updateIdentity } from "./identities/v2.identities.updateIdentity.js";
+import { addPermissions } from "./keys/v2.keys.addPermissions.js";
+import { addRoles } from "./keys/v2.keys.addRoles.js";
 import { deleteKey } from "./keys/v2.keys.deleteKey.js";
 import { getKey } from "./keys/v2.keys.getKey.js";
+import { removePermissions } from "./keys/v2.keys.removePermissions.js";
+import { removeRoles } from "./keys/v2.keys.removeRoles.js";
+import { setPermissions } from "./keys/v2.keys.setPermissions.js";
+import { setRoles } from "./keys/v2.keys.setRoles.js";
 import { updateCredits } from "./keys/v2.keys.updateCredits.js";
 import { whoami } from "./keys/v2.keys.whoami.js";
 import { liveness } from "./liveness/v2.liveness.js";
@@ -39,6 +45,12 @@ export const v2Rpcs: V2Rpc[] = [
   whoami,
   deleteKey,
   updateCredits,
+  addPermissions,
+  removePermissions,
+  setPermissions,
+  addRoles,
+  removeRoles,
+  setRoles,
   // identities
   createIdentity,
   getIdentity,

@@ -81,6 +81,8 @@ export type RefusalFacts = {
   orderByTimeWithoutTime: Record<never, never>;
   tooManyTimeSlices: { max: number; granularity: string };
   keyOrOwnerRequired: Record<never, never>;
+  /** v2's SQL analytics (analytics.getVerifications) need a ClickHouse backend, which keyhaven does not have. */
+  analyticsNotConfigured: Record<never, never>;
   // The workspace, deletion protection.
   workspaceDisabled: Record<never, never>;
   deleteProtected: { what: string; id: string };

@@ -92,7 +92,8 @@ function v2KeyLinkQuery(principal: Principal, k: RbacKind, operation: KeyLinkOpe
   const urn = urnPermission(principal.workspaceId, `keyspaces/${key.apiId}/keys/${key.id}`, "update_key");
   // v2's removeRoles and setRoles ask for update_key alone (contract §16.3).
   if (k.kind === "role" && operation !== "add") return { or: ["*", `api.*.update_key`, `api.${key.apiId}.update_key`, urn] };
-  const rbac = operation === "add" ? [k.permissions.add] : operation === "remove" ? [k.permissions.remove] : [k.permissions.add, k.permissions.remove];
+  const rbac =
+    operation === "add" ? [k.permissions.add] : operation === "remove" ? [k.permissions.remove] : [k.permissions.add, k.permissions.remove];
   return { or: ["*", urn, { and: [updateKey, ...rbac] }] };
 }
 

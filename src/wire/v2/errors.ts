@@ -245,6 +245,9 @@ export function v2ErrorOf(err: DomainError): V2Error {
   if (err instanceof ConflictError) {
     return new V2Error(409, `unkey/data/${V2_RESOURCE[err.what] ?? err.what}_already_exists`, v2Words(err));
   }
+  if (err.refusal?.kind === "analyticsNotConfigured") {
+    return new V2Error(412, "unkey/data/analytics_not_configured", "Analytics are not configured for this instance");
+  }
   if (err instanceof PreconditionFailedError) return new V2Error(412, "unkey/application/precondition_failed", v2Words(err));
   if (err instanceof InvalidInputError) return new V2Error(400, "unkey/application/invalid_input", v2Words(err), []);
   return new V2Error(500, "unkey/application/unexpected_error", "An unexpected error occurred.");

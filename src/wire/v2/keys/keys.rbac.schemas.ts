@@ -11,8 +11,4 @@ export const permissionSlugsInput = (min: number) =>
 
 /** The roles a key RBAC route names (contract §4.11): by name, never created. */
 export const roleNamesInput = (min: number) =>
-  z
-    .array(z.string().min(1).max(128))
-    .min(min)
-    .max(100)
-    .describe("Role names; a name the workspace lacks is a 404.");
+  z.array(z.string().min(1).max(128)).min(min).max(100).describe("Role names; a name the workspace lacks is a 404.");

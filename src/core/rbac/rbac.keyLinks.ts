@@ -102,12 +102,13 @@ const v2CreatePermission = (principal: Principal): PermissionQuery => ({
   or: ["*", urnPermission(principal.workspaceId, "rbac/permissions/*", "create_permission"), "rbac.*.create_permission"],
 });
 
-const namedNotFound = (k: RbacKind) => (name: string) => new NotFoundError(k.kind, name, { kind: "namedNotFound", what: k.kind, name });
+/** v2's refusal of a role (or a permission to remove) that the workspace lacks. */
+const namedNotFound = (k: RbacKind, name: string): Refusal => ({ kind: "namedNotFound", what: k.kind, name });
 
 /** v2's rules of looking up what a request names: permissions by slug, created when allowed; roles by name. */
 function v2Rules(principal: Principal, k: RbacKind) {
   return {
-    missing: (name: string): Refusal => ({ kind: "namedNotFound", what: k.kind, name }),
+    missing: (name: string) => namedNotFound(k, name),
     allowCreate: () => requirePermission(principal, v2CreatePermission(principal)),
   };
 }
@@ -215,7 +216,10 @@ export async function removeFromKey(
       const foundIds = new Set(found.map((f) => f.id));
       const foundNames = new Set(found.map((f) => f.match));
       const missing = input.wanted.find((w) => (w.id !== undefined ? !foundIds.has(w.id) : !foundNames.has(w.name!)));
-      if (missing) throw namedNotFound(k)(missing.id ?? missing.name!);
+      if (missing) {
+        const name = missing.id ?? missing.name!;
+        throw new NotFoundError(k.kind, name, namedNotFound(k, name));
+      }
     }
     await deleteKeyLinks(
       tx,

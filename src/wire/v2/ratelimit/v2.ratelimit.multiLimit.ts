@@ -13,7 +13,7 @@ export const multiLimit = defineV2Rpc({
   returns: "Whether every limit passed, and each limit's answer in request order.",
   input: z
     .array(
-      z.looseObject({
+      z.object({
         namespace: namespaceInput,
         identifier: identifierInput,
         limit: limitInput(1).describe("Used unless an override applies."),

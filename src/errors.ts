@@ -33,6 +33,8 @@ export type RefusalFacts = {
   noKeysOfOwner: { ownerId: string };
   /** keys.setRoles / setPermissions naming a role or permission that is missing (and not to be created). */
   notFoundToSet: { what: string; name: string };
+  /** v2's key RBAC routes naming a role (or, to remove, a permission) by a name the workspace lacks. */
+  namedNotFound: { what: "role" | "permission"; name: string };
   // Keys.
   remainingNotPositive: Record<never, never>;
   refillOnUnlimited: { during: "create" | "update" };
@@ -79,6 +81,8 @@ export type RefusalFacts = {
   orderByTimeWithoutTime: Record<never, never>;
   tooManyTimeSlices: { max: number; granularity: string };
   keyOrOwnerRequired: Record<never, never>;
+  /** v2's SQL analytics (analytics.getVerifications) need a ClickHouse backend, which keyhaven does not have. */
+  analyticsNotConfigured: Record<never, never>;
   // The workspace, deletion protection.
   workspaceDisabled: Record<never, never>;
   deleteProtected: { what: string; id: string };

@@ -563,6 +563,12 @@ const SPECS: Record<string, () => Base[]> = {
       ratelimits: [{ name: "requests", cost: 1, limit: 10, duration: 60_000 }],
       migrationId: "mig_robust",
     })),
+  "POST /v2/keys.addPermissions": () => both((ids) => ({ keyId: ids.keyId, permissions: ["perm.new", "perm.a"] })),
+  "POST /v2/keys.removePermissions": () => both((ids) => ({ keyId: ids.keyId, permissions: ["perm.a"] })),
+  "POST /v2/keys.setPermissions": () => both((ids) => ({ keyId: ids.keyId, permissions: ["perm.new", "perm.a"] })),
+  "POST /v2/keys.addRoles": () => both((ids) => ({ keyId: ids.keyId, roles: ["role-a"] })),
+  "POST /v2/keys.removeRoles": () => both((ids) => ({ keyId: ids.keyId, roles: ["role-a"] })),
+  "POST /v2/keys.setRoles": () => both((ids) => ({ keyId: ids.keyId, roles: ["role-a"] })),
   "POST /v2/identities.createIdentity": () => [
     {
       label: "externalId that exists",
@@ -595,6 +601,11 @@ const SPECS: Record<string, () => Base[]> = {
   "POST /v2/permissions.getPermission": () => both((ids) => ({ permission: ids.permissionId })),
   "POST /v2/permissions.listPermissions": () => [{ label: "query", input: { limit: 10, cursor: "perm_0", search: "perm" }, auth: "root" }],
   "POST /v2/permissions.deletePermission": () => both((ids) => ({ permission: ids.permissionId })),
+  "POST /v2/permissions.createRole": () => [
+    { label: "name that exists", input: { name: "__A_ROLE__", description: "d", permissions: ["perm.a"] }, auth: "root", guard: ["name"] },
+    { label: "root key without permissions", input: { name: "role-robust", description: "d", permissions: ["perm.a"] }, auth: "noPerm" },
+  ],
+  "POST /v2/permissions.setRolePermissions": () => both((ids) => ({ roleId: ids.roleId, permissions: ["perm.a", "perm.new"] })),
   "POST /v2/permissions.getRole": () => both((ids) => ({ role: ids.roleId })),
   "POST /v2/permissions.listRoles": () => [{ label: "query", input: { limit: 10, cursor: "role_0", search: "role" }, auth: "root" }],
   "POST /v2/permissions.deleteRole": () => both((ids) => ({ role: ids.roleId })),
@@ -605,6 +616,16 @@ const SPECS: Record<string, () => Base[]> = {
       auth: "noPerm",
     },
     ...both((ids) => ({ namespace: ids.namespaceId, identifier: "someone", limit: 10, duration: 60_000 }), "noPerm"),
+  ],
+  "POST /v2/ratelimit.multiLimit": () => [
+    {
+      label: "root key without permissions",
+      input: [{ namespace: "ns-robust", identifier: "someone", limit: 10, duration: 60_000, cost: 1 }],
+      auth: "noPerm",
+    },
+  ],
+  "POST /v2/analytics.getVerifications": () => [
+    { label: "root key without permissions", input: { query: "SELECT count(*) FROM key_verifications_v1" }, auth: "noPerm" },
   ],
   "POST /v2/ratelimit.setOverride": () => [
     ...both((ids) => ({ namespace: ids.namespaceId, identifier: "someone", limit: 5, duration: 60_000 })),

@@ -205,6 +205,16 @@ const minimalV2Input: Record<string, unknown> = {
   "POST /v2/keys.deleteKey": { keyId: "key_missing" },
   "POST /v2/keys.updateCredits": { keyId: "key_missing", operation: "set", value: 1 },
   "POST /v2/keys.verifyKey": { key: "sk_missing" },
+  "POST /v2/keys.addPermissions": { keyId: "key_missing", permissions: ["perm"] },
+  "POST /v2/keys.removePermissions": { keyId: "key_missing", permissions: ["perm"] },
+  "POST /v2/keys.setPermissions": { keyId: "key_missing", permissions: [] },
+  "POST /v2/keys.addRoles": { keyId: "key_missing", roles: ["role"] },
+  "POST /v2/keys.removeRoles": { keyId: "key_missing", roles: ["role"] },
+  "POST /v2/keys.setRoles": { keyId: "key_missing", roles: [] },
+  "POST /v2/permissions.createRole": { name: "role" },
+  "POST /v2/permissions.setRolePermissions": { roleId: "role_missing", permissions: [] },
+  "POST /v2/ratelimit.multiLimit": [{ namespace: "ns", identifier: "id", limit: 1, duration: 1000 }],
+  "POST /v2/analytics.getVerifications": { query: "SELECT 1" },
 };
 
 describe("authentication of every registered v2 route", () => {

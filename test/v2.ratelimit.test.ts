@@ -243,6 +243,12 @@ describe("v2 ratelimit", () => {
       `ratelimit.${id}.read_override`,
       "ratelimit.*.read_override",
       `unkey:v1:${t.workspaceId}:ratelimits/namespaces/${id}/overrides/${overrideId}#read_override`,
+      // URN patterns cover it too (contract §1.5), in the one root-key check.
+      `unkey:v1:${t.workspaceId}:ratelimits/namespaces/${id}/overrides/*#read_override`,
+      `unkey:v1:${t.workspaceId}:ratelimits/namespaces/${id}/**#read_override`,
+      `unkey:v1:${t.workspaceId}:ratelimits/**#read_override`,
+      `unkey:v1:${t.workspaceId}:ratelimits/namespaces/*/overrides/*#read_override`,
+      `unkey:v1:${t.workspaceId}:**#*`,
     ]) {
       const reader = await h.rootKey(t.workspaceId, [grant]);
       expect((await ok(await h.post("/v2/ratelimit.getOverride", { namespace: name, identifier: "x_1" }, reader))).data.overrideId).toBe(
@@ -294,5 +300,125 @@ describe("v2 ratelimit", () => {
     );
     // v1 no longer sees it either.
     expect((await h.get("/v1/ratelimits.getOverride", { namespaceName: name, identifier: "team_*" }, t.rootKey)).status).toBe(404);
+  });
+
+  test("getOverride: a URN of a sibling namespace, another action or another workspace does not cover the override (404)", async ({
+    h,
+    t,
+  }) => {
+    const name = ns();
+    const id = await createNamespace(h, t, name);
+    await setOverride(h, t, { namespace: name, identifier: "u_1", limit: 1 });
+    for (const grant of [
+      `unkey:v1:${t.workspaceId}:ratelimits/namespaces/rlns_sibling/**#read_override`,
+      `unkey:v1:${t.workspaceId}:ratelimits/namespaces/${id}/**#delete_override`,
+      `unkey:v1:ws_other:ratelimits/**#read_override`,
+    ]) {
+      const reader = await h.rootKey(t.workspaceId, [grant]);
+      expectV2Error(
+        await h.post("/v2/ratelimit.getOverride", { namespace: name, identifier: "u_1" }, reader),
+        404,
+        "unkey/data/ratelimit_override_not_found",
+      );
+    }
+  });
+});
+
+const multiLimit = (h: Harness, rootKey: string, items: Record<string, unknown>[]) =>
+  h.post(
+    "/v2/ratelimit.multiLimit",
+    items.map((item) => ({ limit: 100, duration: DAY, ...item })),
+    rootKey,
+  );
+
+describe("v2 ratelimit.multiLimit", () => {
+  test("answers each limit in request order and counts them all, creating unknown namespaces; applies overrides", async ({ h, t }) => {
+    const [a, b] = [ns(), ns()];
+    const aId = await createNamespace(h, t, a);
+    const overrideId = await setOverride(h, t, { namespace: a, identifier: "vip", limit: 5 });
+    const res = await ok(
+      await multiLimit(h, t.rootKey, [
+        { namespace: a, identifier: "u1", limit: 3 },
+        { namespace: aId, identifier: "vip", limit: 3, cost: 2 },
+        { namespace: b, identifier: "u1", limit: 10 },
+      ]),
+    );
+    expect(res.data).toEqual({
+      passed: true,
+      limits: [
+        { namespace: a, identifier: "u1", limit: 3, remaining: 2, reset: expect.any(Number), passed: true },
+        { namespace: aId, identifier: "vip", limit: 5, remaining: 3, reset: expect.any(Number), passed: true, overrideId },
+        { namespace: b, identifier: "u1", limit: 10, remaining: 9, reset: expect.any(Number), passed: true },
+      ],
+    });
+    expect(await h.sql(`select 1 from ratelimit_namespaces where workspace_id = '${t.workspaceId}' and name = '${b}'`)).toHaveLength(1);
+    // The same counters as ratelimit.limit's.
+    expect((await ok(await limitV2(h, t.rootKey, { namespace: a, identifier: "u1", limit: 3 }))).data.remaining).toBe(1);
+  });
+
+  test("all or nothing: when one fails, none is counted; one that passed reports what remains without this request", async ({ h, t }) => {
+    const name = ns();
+    await ok(await limitV2(h, t.rootKey, { namespace: name, identifier: "full", limit: 1 }));
+    const res = await ok(
+      await multiLimit(h, t.rootKey, [
+        { namespace: name, identifier: "fresh", limit: 3 },
+        { namespace: name, identifier: "full", limit: 1 },
+      ]),
+    );
+    expect(res.data.passed).toBe(false);
+    expect(res.data.limits.map((l: any) => l.passed)).toEqual([true, false]);
+    expect(res.data.limits[0].remaining).toBe(3);
+    // "fresh" was not counted: it still has all 3.
+    expect((await ok(await limitV2(h, t.rootKey, { namespace: name, identifier: "fresh", limit: 3, cost: 0 }))).data.remaining).toBe(3);
+  });
+
+  test("permissions: create_namespace for unknown ones, then ratelimit.*.limit or every namespace's own limit permission", async ({
+    h,
+    t,
+  }) => {
+    const [a, b] = [ns(), ns()];
+    const [aId, bId] = [await createNamespace(h, t, a), await createNamespace(h, t, b)];
+    const onlyA = await h.rootKey(t.workspaceId, [`ratelimit.${aId}.limit`]);
+    expect((await multiLimit(h, onlyA, [{ namespace: a, identifier: "x" }])).status).toBe(200);
+    expectV2Error(
+      await multiLimit(h, onlyA, [
+        { namespace: a, identifier: "x" },
+        { namespace: b, identifier: "x" },
+      ]),
+      403,
+      "unkey/authorization/insufficient_permissions",
+      `Missing one of these permissions: ratelimit.*.limit or ratelimit.${aId}.limit and ratelimit.${bId}.limit`,
+    );
+    const both = await h.rootKey(t.workspaceId, [`ratelimit.${aId}.limit`, `ratelimit.${bId}.limit`]);
+    expect(
+      (
+        await multiLimit(h, both, [
+          { namespace: a, identifier: "x" },
+          { namespace: bId, identifier: "x" },
+        ])
+      ).status,
+    ).toBe(200);
+    const fresh = ns();
+    expectV2Error(
+      await multiLimit(h, await h.rootKey(t.workspaceId, ["ratelimit.*.limit"]), [{ namespace: fresh, identifier: "x" }]),
+      403,
+      "unkey/authorization/insufficient_permissions",
+      "Missing permission: 'ratelimit.*.create_namespace'",
+    );
+    // Another workspace's namespace is unknown here: creating it needs create_namespace too.
+    const other = await h.tenant(["ratelimit.*.limit"]);
+    expectV2Error(
+      await multiLimit(h, other.rootKey, [{ namespace: a, identifier: "x" }]),
+      403,
+      "unkey/authorization/insufficient_permissions",
+    );
+    expect(await h.sql(`select 1 from ratelimit_namespaces where name = '${fresh}'`)).toEqual([]);
+  });
+
+  test("schema failures are 400: [], more than 100, a negative cost, a missing namespace, not an array", async ({ h, t }) => {
+    const item = { namespace: ns(), identifier: "x", limit: 1, duration: 1000 };
+    for (const body of [[], Array.from({ length: 101 }, () => item), [{ ...item, cost: -1 }], [{ ...item, namespace: undefined }], item]) {
+      expectV2Error(await h.post("/v2/ratelimit.multiLimit", body, t.rootKey), 400, "unkey/application/invalid_input");
+    }
   });
 });

@@ -1,5 +1,6 @@
 import { PermissionDeniedError } from "../errors.js";
-import { describeQuery, type PermissionQuery, satisfies } from "./auth/permissions.query.js";
+import { describeQuery, type PermissionQuery } from "./auth/permissions.query.js";
+import { rootKeySatisfies } from "./auth/permissions.urn.js";
 
 /**
  * Who calls the core: the workspace it acts in and the permissions it holds, whatever the wire protocol
@@ -11,10 +12,10 @@ export type Principal = { readonly workspaceId: string; readonly permissions: Re
 type PermissionHolder = { readonly permissions: ReadonlySet<string> };
 
 export function hasPermission(auth: PermissionHolder, query: PermissionQuery): boolean {
-  return satisfies(query, auth.permissions);
+  return rootKeySatisfies(query, auth.permissions);
 }
 
 /** Throws the core's PermissionDeniedError (v1: 403 INSUFFICIENT_PERMISSIONS) unless `auth` satisfies `query`. */
 export function requirePermission(auth: PermissionHolder, query: PermissionQuery): void {
-  if (!satisfies(query, auth.permissions)) throw new PermissionDeniedError(describeQuery(query), [...auth.permissions], { query });
+  if (!rootKeySatisfies(query, auth.permissions)) throw new PermissionDeniedError(describeQuery(query), [...auth.permissions], { query });
 }

@@ -1,7 +1,7 @@
 import type { PermissionQuery } from "../auth/permissions.query.js";
 import { requirePermission } from "../principal.js";
 import type { Db } from "../../storage/client.js";
-import { InvalidInputError, NotFoundError } from "../../errors.js";
+import { InvalidInputError, NotFoundError, PreconditionFailedError } from "../../errors.js";
 import {
   type AnalyticsRow,
   dailyKeyVerifications,
@@ -220,4 +220,16 @@ export async function getKeyVerifications(
 /** v1's check: `*`, `api.*.read_key`, or `read_key` on every API the keys belong to. */
 function readKeyPermission(apiIds: string[]): PermissionQuery {
   return { or: ["*", "api.*.read_key", { and: apiIds.map((id) => `api.${id}.read_key`) }] };
+}
+
+/**
+ * v2's analytics.getVerifications (contract §10): SQL over ClickHouse's verification tables. keyhaven keeps its
+ * verification counts in its own store and has no ClickHouse, so it answers as upstream does without an analytics
+ * backend: after the permission check (`api.*.read_analytics`, or `api.<apiId>.read_analytics` for any API), the
+ * query is refused as not configured. The SQL is never parsed or run.
+ */
+export function queryVerificationsSql(principal: Principal): never {
+  const anyApi = [...principal.permissions].some((p) => /^api\.[^.]+\.read_analytics$/.test(p));
+  if (!anyApi) requirePermission(principal, { or: ["*", "api.*.read_analytics"] });
+  throw new PreconditionFailedError("analytics", { kind: "analyticsNotConfigured" });
 }

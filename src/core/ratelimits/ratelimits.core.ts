@@ -69,40 +69,78 @@ export async function limit(
   epoch: bigint,
   dialect: RatelimitDialect = "v1",
 ): Promise<LimitResult> {
-  const found = await services.limitLookups.find(
-    { workspaceId: caller.workspaceId, name: input.namespace, identifier: input.identifier, idOrName: dialect === "v2" },
-    epoch,
+  const { limits } = await limitMany(services, caller, [input], epoch, dialect);
+  const { passed, ...result } = limits[0]!;
+  return { success: passed, ...result };
+}
+
+export type ManyLimitResult = Omit<LimitResult, "success"> & { passed: boolean };
+
+/**
+ * limit for several (namespace, identifier) pairs at once (v2's ratelimit.multiLimit), all or nothing: when any one
+ * fails, none is counted (each then reports what it would have had). Namespaces missing are created when the caller
+ * may create namespaces (limit's rules), and the caller needs `ratelimit.*.limit` or the limit permission of every
+ * namespace named.
+ */
+export async function limitMany(
+  services: RatelimitServices,
+  caller: Principal,
+  inputs: LimitInput[],
+  epoch: bigint,
+  dialect: RatelimitDialect = "v1",
+): Promise<{ passed: boolean; limits: ManyLimitResult[] }> {
+  const found = await Promise.all(
+    inputs.map((input) =>
+      services.limitLookups.find(
+        { workspaceId: caller.workspaceId, name: input.namespace, identifier: input.identifier, idOrName: dialect === "v2" },
+        epoch,
+      ),
+    ),
   );
-  let namespaceId: string;
-  if (found) {
-    namespaceId = found.namespaceId;
-    requirePermission(caller, { or: ["*", "ratelimit.*.limit", `ratelimit.${namespaceId}.limit`] });
-  } else {
+  const namespaceIds = [...new Set(found.flatMap((f) => (f ? [f.namespaceId] : [])))];
+  const missing = [...new Set(inputs.filter((_, i) => !found[i]).map((input) => input.namespace))];
+  if (missing.length > 0) {
     const mayCreate: PermissionQuery = { or: ["*", "ratelimit.*.create_namespace"] };
     if (dialect === "v2") requirePermission(caller, mayCreate);
-    else if (!hasPermission(caller, mayCreate)) throw new NotFoundError("namespace", input.namespace);
-    // Checked before creating, so a key that may not limit leaves nothing behind.
+    else if (!hasPermission(caller, mayCreate)) throw new NotFoundError("namespace", missing[0]!);
+    // Checked before creating, so a key that may not limit leaves nothing behind; a new namespace's own permission
+    // cannot be held yet.
     requirePermission(caller, { or: ["*", "ratelimit.*.limit"] });
-    namespaceId = await ensureNamespace(services.db, caller.workspaceId, input.namespace, services.clock.now());
+  } else {
+    const own = namespaceIds.map((id) => `ratelimit.${id}.limit`);
+    requirePermission(caller, { or: ["*", "ratelimit.*.limit", own.length === 1 ? own[0]! : { and: own }] });
   }
-  const override = found?.override;
-  const applied = override ? { limit: override.limit, duration: override.duration } : { limit: input.limit, duration: input.duration };
-  const overrideId = override && { overrideId: override.id };
-  const outcomes = await checkLimits(services, [
-    {
+  const created = new Map<string, string>();
+  for (const name of missing) created.set(name, await ensureNamespace(services.db, caller.workspaceId, name, services.clock.now()));
+  const items = inputs.map((input, i) => {
+    const override = found[i]?.override;
+    return {
+      namespaceId: found[i]?.namespaceId ?? created.get(input.namespace)!,
+      applied: override ? { limit: override.limit, duration: override.duration } : { limit: input.limit, duration: input.duration },
+      ...(override && { overrideId: override.id }),
+    };
+  });
+  const outcomes = await checkLimits(
+    services,
+    items.map((item, i) => ({
       workspaceId: caller.workspaceId,
       name: COUNTER_NAME,
-      identifier: `${namespaceId}\u0000${input.identifier}`,
-      ...applied,
-      cost: input.cost,
-    },
-  ]);
-  if (outcomes === undefined) {
-    const reset = windowOf(applied.duration, services.clock.now()).reset;
-    return { success: true, limit: applied.limit, remaining: applied.limit, reset, ratelimitSkipped: true, ...overrideId };
-  }
-  const [outcome] = outcomes;
-  return { success: outcome!.passed, limit: applied.limit, remaining: outcome!.remaining, reset: outcome!.reset, ...overrideId };
+      identifier: `${item.namespaceId}\u0000${inputs[i]!.identifier}`,
+      ...item.applied,
+      cost: inputs[i]!.cost,
+    })),
+  );
+  const now = services.clock.now();
+  const limits = items.map((item, i): ManyLimitResult => {
+    const overrideId = item.overrideId !== undefined ? { overrideId: item.overrideId } : {};
+    if (outcomes === undefined) {
+      const reset = windowOf(item.applied.duration, now).reset;
+      return { passed: true, limit: item.applied.limit, remaining: item.applied.limit, reset, ratelimitSkipped: true, ...overrideId };
+    }
+    const outcome = outcomes[i]!;
+    return { passed: outcome.passed, limit: item.applied.limit, remaining: outcome.remaining, reset: outcome.reset, ...overrideId };
+  });
+  return { passed: limits.every((l) => l.passed), limits };
 }
 
 /**

@@ -1,11 +1,27 @@
 import { hasPermission, type Principal, requirePermission } from "../principal.js";
 import { describeQuery, type PermissionQuery } from "../auth/permissions.query.js";
+import { urnPermission } from "../auth/permissions.urn.js";
 import type { Clock } from "../../clock.js";
 import type { Db } from "../../storage/client.js";
 import { NotFoundError, type PermissionCheck, PermissionDeniedError, type Refusal } from "../../errors.js";
-import { deleteKeyLinks, findKeyLinkIds, insertKeyLinks, replaceKeyLinks } from "../../storage/keys/keys.rbac.repository.js";
+import {
+  deleteKeyLinks,
+  findKeyLinkIds,
+  findKeyPermissionRows,
+  findKeyRoleRows,
+  insertKeyLinks,
+  replaceKeyLinks,
+} from "../../storage/keys/keys.rbac.repository.js";
 import { lockKeyForUpdate } from "../../storage/keys/keys.update.repository.js";
-import { ensurePermission, ensureRole, findPermissionsByIdOrSlug, findRolesByIdOrName } from "../../storage/rbac/permissions.repository.js";
+import {
+  ensurePermission,
+  ensureRole,
+  findPermissionsByIdOrSlug,
+  findRolesByIdOrName,
+  type PermissionRow,
+  permissionsOfRoles,
+  type RoleRow,
+} from "../../storage/rbac/permissions.repository.js";
 
 /**
  * The rules of connecting roles and permissions to a key (v1: keys.addPermissions / removePermissions /
@@ -18,7 +34,22 @@ import { ensurePermission, ensureRole, findPermissionsByIdOrSlug, findRolesByIdO
 /** What these rules use of the process's services. */
 export type RbacServices = { readonly db: Db; readonly clock: Clock };
 
-type Key = { id: string; workspaceId: string };
+type Key = { id: string; workspaceId: string; apiId: string };
+
+/**
+ * Where v1 and v2 differ on connecting roles and permissions to a key (contract §4.8–§4.13, §15.4); each adapter
+ * says which it follows:
+ * - v1 checks its rbac permission (or `*`) before looking the key up; v2 looks the key up first (404), then asks
+ *   for update_key on the key's API (tuple, or the key's URN) together with the route's rbac permission
+ *   (removeRoles and setRoles: update_key alone);
+ * - v2 names every permission by slug, created when missing with create_permission (tuple or URN), and every role
+ *   by name, never created: an unknown role is a 404 `namedNotFound`, as is an unknown permission to remove (v1
+ *   ignores those);
+ * - v1's set checks add/remove per change; v2's asks for its whole query up front.
+ */
+export type KeyLinkDialect = "v1" | "v2";
+
+type KeyLinkOperation = "add" | "remove" | "set";
 
 /** A requested role or permission: by id, else by name (a permission's slug), created on request. */
 export type Wanted = { id?: string | undefined; name?: string | undefined; create?: boolean | undefined };
@@ -54,6 +85,33 @@ export const roleKind: RbacKind = {
 };
 
 const anyOf = (permission: string): PermissionQuery => ({ or: ["*", permission] });
+
+/** What v2 asks of a caller to change the key's roles or permissions (contract §2, rows 15–20). */
+function v2KeyLinkQuery(principal: Principal, k: RbacKind, operation: KeyLinkOperation, key: Key): PermissionQuery {
+  const updateKey: PermissionQuery = { or: [`api.*.update_key`, `api.${key.apiId}.update_key`] };
+  const urn = urnPermission(principal.workspaceId, `keyspaces/${key.apiId}/keys/${key.id}`, "update_key");
+  // v2's removeRoles and setRoles ask for update_key alone (contract §16.3).
+  if (k.kind === "role" && operation !== "add") return { or: ["*", `api.*.update_key`, `api.${key.apiId}.update_key`, urn] };
+  const rbac =
+    operation === "add" ? [k.permissions.add] : operation === "remove" ? [k.permissions.remove] : [k.permissions.add, k.permissions.remove];
+  return { or: ["*", urn, { and: [updateKey, ...rbac] }] };
+}
+
+/** v2's permission to create a permission a request names: the tuple, or the URN of any permission. */
+const v2CreatePermission = (principal: Principal): PermissionQuery => ({
+  or: ["*", urnPermission(principal.workspaceId, "rbac/permissions/*", "create_permission"), "rbac.*.create_permission"],
+});
+
+/** v2's refusal of a role (or a permission to remove) that the workspace lacks. */
+const namedNotFound = (k: RbacKind, name: string): Refusal => ({ kind: "namedNotFound", what: k.kind, name });
+
+/** v2's rules of looking up what a request names: permissions by slug, created when allowed; roles by name. */
+function v2Rules(principal: Principal, k: RbacKind) {
+  return {
+    missing: (name: string) => namedNotFound(k, name),
+    allowCreate: () => requirePermission(principal, v2CreatePermission(principal)),
+  };
+}
 
 function deny(check: PermissionCheck, principal: Principal, query: PermissionQuery): never {
   throw new PermissionDeniedError(describeQuery(query), [...principal.permissions], { check });
@@ -113,16 +171,22 @@ export async function addToKey(
   principal: Principal,
   k: RbacKind,
   input: { keyId: string; wanted: Wanted[] },
+  dialect: KeyLinkDialect = "v1",
 ): Promise<Connected[]> {
-  requirePermission(principal, anyOf(k.permissions.add));
+  if (dialect === "v1") requirePermission(principal, anyOf(k.permissions.add));
   return services.db.transaction(async (tx) => {
     const key = await lockKey(tx, principal, input.keyId);
+    if (dialect === "v2") requirePermission(principal, v2KeyLinkQuery(principal, k, "add", key));
     const now = services.clock.now();
-    const connected = await resolve(tx, principal, k, input.wanted, now, {
-      allowCreate: () => {
-        if (!hasPermission(principal, anyOf(k.permissions.create))) deny("createWhileAdding", principal, anyOf(k.permissions.create));
-      },
-    });
+    const rules =
+      dialect === "v2"
+        ? v2Rules(principal, k)
+        : {
+            allowCreate: () => {
+              if (!hasPermission(principal, anyOf(k.permissions.create))) deny("createWhileAdding", principal, anyOf(k.permissions.create));
+            },
+          };
+    const connected = await resolve(tx, principal, k, input.wanted, now, rules);
     const links = connected.map((c) => ({ keyId: key.id, id: c.id, workspaceId: key.workspaceId }));
     await insertKeyLinks(tx, k.kind, links, now);
     return connected;
@@ -130,22 +194,33 @@ export async function addToKey(
 }
 
 /**
- * remove: or(`*`, remove_x_from_key). Entries that name nothing in the workspace, or nothing connected to the key,
- * change nothing and are no error (as v1); the others are disconnected.
+ * remove: or(`*`, remove_x_from_key). Entries that name nothing connected to the key change nothing and are no
+ * error; v1 ignores entries that name nothing in the workspace too, v2 answers the first one not found (404).
  */
 export async function removeFromKey(
   services: RbacServices,
   principal: Principal,
   k: RbacKind,
   input: { keyId: string; wanted: Wanted[] },
+  dialect: KeyLinkDialect = "v1",
 ): Promise<void> {
-  requirePermission(principal, anyOf(k.permissions.remove));
+  if (dialect === "v1") requirePermission(principal, anyOf(k.permissions.remove));
   await services.db.transaction(async (tx) => {
     const key = await lockKey(tx, principal, input.keyId);
+    if (dialect === "v2") requirePermission(principal, v2KeyLinkQuery(principal, k, "remove", key));
     const ids = input.wanted.flatMap((w) => (w.id !== undefined ? [w.id] : []));
     const names = input.wanted.flatMap((w) => (w.id === undefined ? [w.name!] : []));
     // Only what an entry names: `find` matches the ids, and the names (a permission's slug) of entries without one.
     const found = await k.find(tx, principal.workspaceId, ids, names);
+    if (dialect === "v2") {
+      const foundIds = new Set(found.map((f) => f.id));
+      const foundNames = new Set(found.map((f) => f.match));
+      const missing = input.wanted.find((w) => (w.id !== undefined ? !foundIds.has(w.id) : !foundNames.has(w.name!)));
+      if (missing) {
+        const name = missing.id ?? missing.name!;
+        throw new NotFoundError(k.kind, name, namedNotFound(k, name));
+      }
+    }
     await deleteKeyLinks(
       tx,
       k.kind,
@@ -165,10 +240,24 @@ export async function setOnKey(
   principal: Principal,
   k: RbacKind,
   input: { keyId: string; wanted: Wanted[] },
+  dialect: KeyLinkDialect = "v1",
 ): Promise<Connected[]> {
-  requirePermission(principal, { or: ["*", k.permissions.add, k.permissions.remove] });
+  if (dialect === "v1") requirePermission(principal, { or: ["*", k.permissions.add, k.permissions.remove] });
   return services.db.transaction(async (tx) => {
     const key = await lockKey(tx, principal, input.keyId);
+    if (dialect === "v2") {
+      requirePermission(principal, v2KeyLinkQuery(principal, k, "set", key));
+      const now = services.clock.now();
+      const connected = await resolve(tx, principal, k, input.wanted, now, v2Rules(principal, k));
+      await replaceKeyLinks(
+        tx,
+        k.kind,
+        key,
+        connected.map((c) => c.id),
+        now,
+      );
+      return connected;
+    }
     return replaceOnKey(tx, principal, k, key, input.wanted, services.clock.now(), (name) => ({
       kind: "notFoundToSet",
       what: k.kind,
@@ -186,7 +275,7 @@ export async function replaceOnKey(
   tx: Db,
   principal: Principal,
   k: RbacKind,
-  key: Key,
+  key: Omit<Key, "apiId">,
   wanted: Wanted[],
   now: number,
   missing?: (name: string) => Refusal,
@@ -203,4 +292,23 @@ export async function replaceOnKey(
   if ([...next].some((n) => !current.has(n))) requirePermission(principal, anyOf(k.permissions.add));
   await replaceKeyLinks(tx, k.kind, key, [...next], now);
   return connected;
+}
+
+export type KeyRoleRow = RoleRow & { permissions: PermissionRow[] };
+
+/**
+ * What v2's key RBAC routes answer: the key's direct permissions (by slug) or its roles (by name, each with its
+ * permissions) as they are now. The key is looked up in the caller's workspace (another's is not found).
+ */
+export async function keyPermissionsOf(services: RbacServices, principal: Principal, keyId: string): Promise<PermissionRow[]> {
+  return findKeyPermissionRows(services.db, principal.workspaceId, keyId);
+}
+
+export async function keyRolesOf(services: RbacServices, principal: Principal, keyId: string): Promise<KeyRoleRow[]> {
+  const roles = await findKeyRoleRows(services.db, principal.workspaceId, keyId);
+  const permissions = await permissionsOfRoles(
+    services.db,
+    roles.map((r) => r.id),
+  );
+  return roles.map((r) => ({ ...r, permissions: permissions.get(r.id) ?? [] }));
 }

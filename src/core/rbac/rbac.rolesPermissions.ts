@@ -1,8 +1,11 @@
 import { requirePermission } from "../principal.js";
+import type { PermissionQuery } from "../auth/permissions.query.js";
+import { urnPermission } from "../auth/permissions.urn.js";
 import { isUniqueViolation } from "../../storage/client.js";
 import { ConflictError, NotFoundError } from "../../errors.js";
 import {
   changeRolePermissions,
+  createMissingPermissions,
   deletePermission as deletePermissionRow,
   deleteRole as deleteRoleRow,
   findPermission,
@@ -15,10 +18,13 @@ import {
   listWorkspaceRoles,
   listPermissionsPage as listPermissionsPageRows,
   listRolesPage as listRolesPageRows,
+  lockPermissionsBySlug,
+  lockRole,
   type PageRequest,
   type PermissionRef,
   permissionsOfRoles,
   type PermissionRow,
+  replaceRolePermissions,
   type RoleRow,
 } from "../../storage/rbac/permissions.repository.js";
 import type { Principal } from "../principal.js";
@@ -30,19 +36,96 @@ import type { RbacServices } from "./rbac.keyLinks.js";
  * its own rbac permission (PermissionDeniedError); names collide as ConflictError, unknown ids are NotFoundError.
  */
 
-/** A role, by a name unique in the workspace (ConflictError when taken). */
+/**
+ * A role, by a name unique in the workspace (ConflictError when taken), with the permissions of these slugs (v2's
+ * createRole; v1 creates a role without any): connecting them needs add_permission_to_role, and a slug the workspace
+ * lacks is created (name = slug) when the caller may create permissions. One transaction.
+ */
 export async function createRole(
   services: RbacServices,
   principal: Principal,
-  input: { name: string; description?: string | undefined },
+  input: { name: string; description?: string | undefined; permissions?: string[] | undefined },
 ): Promise<{ roleId: string }> {
   requirePermission(principal, { or: ["*", "rbac.*.create_role"] });
+  const slugs = [...new Set(input.permissions ?? [])].sort();
+  if (slugs.length > 0) requirePermission(principal, { or: ["*", "rbac.*.add_permission_to_role"] });
+  const { permissions: _, ...role } = input;
   try {
-    return { roleId: await insertRole(services.db, { ...input, workspaceId: principal.workspaceId }, services.clock.now()) };
+    return await services.db.transaction(async (tx) => {
+      const now = services.clock.now();
+      const permissionIds = (await ensurePermissionsBySlug(tx, principal, slugs, { or: ["*", "rbac.*.create_permission"] }, now)).map(
+        (p) => p.id,
+      );
+      const roleId = await insertRole(tx, { ...role, workspaceId: principal.workspaceId }, now);
+      await replaceRolePermissions(tx, principal.workspaceId, roleId, permissionIds, now);
+      return { roleId };
+    });
   } catch (err) {
     if (isUniqueViolation(err)) throw new ConflictError("role", { kind: "roleExists", name: input.name });
     throw err;
   }
+}
+
+/**
+ * The permissions of these slugs, locked against deletion, in the order of `slugs`; the ones the workspace lacks are
+ * created (name = slug) when the caller satisfies `mayCreate` (else PermissionDeniedError).
+ */
+async function ensurePermissionsBySlug(
+  tx: RbacServices["db"],
+  principal: Principal,
+  slugs: string[],
+  mayCreate: PermissionQuery,
+  now: number,
+): Promise<PermissionRow[]> {
+  let found = await lockPermissionsBySlug(tx, principal.workspaceId, slugs);
+  if (found.length < slugs.length) {
+    requirePermission(principal, mayCreate);
+    const have = new Set(found.map((p) => p.slug));
+    await createMissingPermissions(
+      tx,
+      principal.workspaceId,
+      slugs.filter((s) => !have.has(s)),
+      now,
+    );
+    found = await lockPermissionsBySlug(tx, principal.workspaceId, slugs);
+  }
+  const bySlug = new Map(found.map((p) => [p.slug, p]));
+  return slugs.flatMap((s) => {
+    const p = bySlug.get(s);
+    return p ? [p] : [];
+  });
+}
+
+/**
+ * Makes the role's permissions exactly these slugs (v2's setRolePermissions; `[]` clears): needs both
+ * add_permission_to_role and remove_permission_from_role, the role by id (another workspace's is not found), and a
+ * slug the workspace lacks is created when the caller may create permissions (tuple or URN). Repeating it changes
+ * nothing. Answers the permissions, one per distinct slug, by slug.
+ */
+export async function setPermissionsOfRole(
+  services: RbacServices,
+  principal: Principal,
+  input: { roleId: string; permissions: string[] },
+): Promise<PermissionRow[]> {
+  requirePermission(principal, { or: ["*", { and: ["rbac.*.add_permission_to_role", "rbac.*.remove_permission_from_role"] }] });
+  const slugs = [...new Set(input.permissions)].sort();
+  const mayCreate: PermissionQuery = {
+    or: ["*", urnPermission(principal.workspaceId, "rbac/permissions/*", "create_permission"), "rbac.*.create_permission"],
+  };
+  return services.db.transaction(async (tx) => {
+    const role = await lockRole(tx, principal.workspaceId, input.roleId);
+    if (!role) throw new NotFoundError("role", input.roleId);
+    const now = services.clock.now();
+    const found = await ensurePermissionsBySlug(tx, principal, slugs, mayCreate, now);
+    await replaceRolePermissions(
+      tx,
+      principal.workspaceId,
+      role.id,
+      found.map((p) => p.id),
+      now,
+    );
+    return found;
+  });
 }
 
 /** A permission, by a slug (default: the name) unique in the workspace (ConflictError when taken). */

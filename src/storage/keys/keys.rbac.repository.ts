@@ -1,7 +1,7 @@
 import { and, eq, inArray, notInArray, sql } from "drizzle-orm";
 import { insertRecordset } from "../bulk.js";
 import type { Db } from "../client.js";
-import { keysPermissions, keysRoles } from "../schema.js";
+import { keysPermissions, keysRoles, permissions, roles } from "../schema.js";
 
 // The links of keys to roles and to permissions: keys.add/remove/setPermissions, keys.add/remove/setRoles, the
 // `roles`/`permissions` of keys.createKey and keys.updateKey, and the imports all write them here.
@@ -65,4 +65,24 @@ export async function replaceKeyLinks(
     ids.map((id) => ({ keyId: key.id, id, workspaceId: key.workspaceId })),
     now,
   );
+}
+
+/** The key's direct permissions in the workspace, by slug (v2's answer of its key RBAC routes). */
+export async function findKeyPermissionRows(db: Db, workspaceId: string, keyId: string) {
+  return db
+    .select({ id: permissions.id, name: permissions.name, slug: permissions.slug, description: permissions.description })
+    .from(keysPermissions)
+    .innerJoin(permissions, eq(permissions.id, keysPermissions.permissionId))
+    .where(and(eq(keysPermissions.keyId, keyId), eq(keysPermissions.workspaceId, workspaceId)))
+    .orderBy(permissions.slug);
+}
+
+/** The key's roles in the workspace, by name. */
+export async function findKeyRoleRows(db: Db, workspaceId: string, keyId: string) {
+  return db
+    .select({ id: roles.id, name: roles.name, description: roles.description })
+    .from(keysRoles)
+    .innerJoin(roles, eq(roles.id, keysRoles.roleId))
+    .where(and(eq(keysRoles.keyId, keyId), eq(keysRoles.workspaceId, workspaceId)))
+    .orderBy(roles.name);
 }

@@ -1,4 +1,4 @@
-import { and, eq, inArray, or, sql } from "drizzle-orm";
+import { and, eq, inArray, notInArray, or, sql } from "drizzle-orm";
 import { textArray } from "../bulk.js";
 import { containsLiteral } from "../search.js";
 import type { Db } from "../client.js";
@@ -336,4 +336,48 @@ export async function permissionsOfRoles(db: Db, roleIds: string[]): Promise<Map
   const byRole = new Map<string, PermissionRow[]>();
   for (const { roleId, ...permission } of rows) byRole.set(roleId, [...(byRole.get(roleId) ?? []), permission]);
   return byRole;
+}
+
+/** The role of the workspace with this id, locked against concurrent changes until the transaction ends. */
+export async function lockRole(db: Db, workspaceId: string, roleId: string): Promise<RoleRow | undefined> {
+  const [row] = await db
+    .select(roleColumns)
+    .from(roles)
+    .where(and(eq(roles.workspaceId, workspaceId), eq(roles.id, roleId)))
+    .for("update");
+  return row;
+}
+
+/** The permissions of the workspace with these slugs, locked FOR SHARE (a concurrent delete waits), by slug. */
+export async function lockPermissionsBySlug(db: Db, workspaceId: string, slugs: string[]): Promise<PermissionRow[]> {
+  if (slugs.length === 0) return [];
+  return db
+    .select(permissionColumns)
+    .from(permissions)
+    .where(and(eq(permissions.workspaceId, workspaceId), inArray(permissions.slug, slugs)))
+    .orderBy(permissions.id)
+    .for("share");
+}
+
+/** Makes `permissionIds` exactly the role's permissions: drops the others, adds the missing ones. */
+export async function replaceRolePermissions(
+  db: Db,
+  workspaceId: string,
+  roleId: string,
+  permissionIds: string[],
+  now: number,
+): Promise<void> {
+  await db
+    .delete(rolesPermissions)
+    .where(
+      and(
+        eq(rolesPermissions.roleId, roleId),
+        permissionIds.length > 0 ? notInArray(rolesPermissions.permissionId, permissionIds) : undefined,
+      ),
+    );
+  if (permissionIds.length === 0) return;
+  await db
+    .insert(rolesPermissions)
+    .values(permissionIds.map((permissionId) => ({ roleId, permissionId, workspaceId, createdAtM: now })))
+    .onConflictDoNothing();
 }

@@ -39,6 +39,8 @@ const V1_WORDING: { [K in RefusalKind]: (facts: RefusalFacts[K]) => string } = {
   identityOfExternalIdNotFound: ({ externalId }) => `identity with externalId ${externalId} not found`,
   noKeysOfOwner: () => "No keys were found to match your query",
   notFoundToSet: ({ what, name }) => `${what} ${name} not found and not allowed to create`,
+  namedNotFound: ({ what, name }) => `${what} ${name} not found`,
+  analyticsNotConfigured: () => "Analytics are not configured for this instance",
 
   remainingNotPositive: () => "remaining must be greater than 0.",
   refillOnUnlimited: ({ during }) =>

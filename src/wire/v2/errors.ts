@@ -15,6 +15,7 @@ import {
   WorkspaceDisabledError,
 } from "../../errors.js";
 import { v1Message } from "../v1/errors.js";
+import { rootKeySatisfies } from "../../core/auth/permissions.urn.js";
 
 /**
  * v2's error model (contract §1.3): an error code URN `err:<system>:<category>:<specific>` shown as the docs URL
@@ -134,6 +135,7 @@ const NOT_FOUND_DETAIL: Record<string, string> = {
 
 /** v2's words for the refusals its routes can meet so far (the rest fall back to the core's neutral text). */
 const V2_WORDING: { [K in RefusalKind]?: (facts: RefusalFacts[K]) => string } = {
+  namedNotFound: ({ what, name }) => `${what === "role" ? "Role" : "Permission"} '${name}' was not found.`,
   remainingByNull: () => "When specifying an increment or decrement operation, a value must be provided.",
   remainingUnlimited: () => "You cannot increment or decrement a key with unlimited credits.",
   recoverableNotSupported: () => "The API for this key does not support key encryption.",
@@ -201,11 +203,7 @@ function firstFailing(query: PermissionQuery, held: ReadonlySet<string>): Permis
   return query;
 }
 
-function holds(query: PermissionQuery, held: ReadonlySet<string>): boolean {
-  if (typeof query === "string") return held.has(query);
-  if ("and" in query) return query.and.every((q) => holds(q, held));
-  return query.or.some((q) => holds(q, held));
-}
+const holds = rootKeySatisfies;
 
 function flat(query: PermissionQuery): string {
   if (typeof query === "string") return query;
@@ -232,7 +230,10 @@ export function v2ErrorOf(err: DomainError): V2Error {
   }
   if (err instanceof NotFoundError) {
     const resource = V2_RESOURCE[err.what] ?? err.what;
-    const detail = NOT_FOUND_DETAIL[err.what] ?? `The requested ${err.what} does not exist or has been deleted.`;
+    const detail =
+      err.refusal?.kind === "namedNotFound"
+        ? v2Words(err)
+        : (NOT_FOUND_DETAIL[err.what] ?? `The requested ${err.what} does not exist or has been deleted.`);
     return new V2Error(404, `unkey/data/${resource}_not_found`, detail);
   }
   if (err instanceof PermissionDeniedError) {
@@ -255,6 +256,9 @@ export function v2ErrorOf(err: DomainError): V2Error {
   if (err.refusal?.kind === "ratelimitNotConfigured") return new V2Error(412, "unkey/application/precondition_failed", v2Words(err));
   if (err.refusal?.kind === "invalidPermissionQuery") {
     return new V2Error(400, "user/bad_request/permissions_query_syntax_error", v2Words(err), []);
+  }
+  if (err.refusal?.kind === "analyticsNotConfigured") {
+    return new V2Error(412, "unkey/data/analytics_not_configured", "Analytics are not configured for this instance");
   }
   if (err instanceof PreconditionFailedError) return new V2Error(412, "unkey/application/precondition_failed", v2Words(err));
   if (err instanceof InvalidInputError) return new V2Error(400, "unkey/application/invalid_input", v2Words(err), []);

@@ -1,3 +1,4 @@
+import { getVerifications } from "./analytics/v2.analytics.getVerifications.js";
 import { createApi } from "./apis/v2.apis.createApi.js";
 import { deleteApi } from "./apis/v2.apis.deleteApi.js";
 import { getApi } from "./apis/v2.apis.getApi.js";
@@ -7,23 +8,32 @@ import { deleteIdentity } from "./identities/v2.identities.deleteIdentity.js";
 import { getIdentity } from "./identities/v2.identities.getIdentity.js";
 import { listIdentities } from "./identities/v2.identities.listIdentities.js";
 import { updateIdentity } from "./identities/v2.identities.updateIdentity.js";
+import { addPermissions } from "./keys/v2.keys.addPermissions.js";
+import { addRoles } from "./keys/v2.keys.addRoles.js";
 import { deleteKey } from "./keys/v2.keys.deleteKey.js";
 import { getKey } from "./keys/v2.keys.getKey.js";
+import { removePermissions } from "./keys/v2.keys.removePermissions.js";
+import { removeRoles } from "./keys/v2.keys.removeRoles.js";
+import { setPermissions } from "./keys/v2.keys.setPermissions.js";
+import { setRoles } from "./keys/v2.keys.setRoles.js";
 import { updateCredits } from "./keys/v2.keys.updateCredits.js";
 import { verifyKey } from "./keys/v2.keys.verifyKey.js";
 import { whoami } from "./keys/v2.keys.whoami.js";
 import { liveness } from "./liveness/v2.liveness.js";
 import { createPermission } from "./permissions/v2.permissions.createPermission.js";
 import { deletePermission } from "./permissions/v2.permissions.deletePermission.js";
+import { createRole } from "./permissions/v2.permissions.createRole.js";
 import { deleteRole } from "./permissions/v2.permissions.deleteRole.js";
 import { getPermission } from "./permissions/v2.permissions.getPermission.js";
 import { getRole } from "./permissions/v2.permissions.getRole.js";
 import { listPermissions } from "./permissions/v2.permissions.listPermissions.js";
 import { listRoles } from "./permissions/v2.permissions.listRoles.js";
+import { setRolePermissions } from "./permissions/v2.permissions.setRolePermissions.js";
 import { deleteOverride } from "./ratelimit/v2.ratelimit.deleteOverride.js";
 import { getOverride } from "./ratelimit/v2.ratelimit.getOverride.js";
 import { limit } from "./ratelimit/v2.ratelimit.limit.js";
 import { listOverrides } from "./ratelimit/v2.ratelimit.listOverrides.js";
+import { multiLimit } from "./ratelimit/v2.ratelimit.multiLimit.js";
 import { setOverride } from "./ratelimit/v2.ratelimit.setOverride.js";
 import type { V2Rpc } from "./rpc.js";
 
@@ -41,6 +51,12 @@ export const v2Rpcs: V2Rpc[] = [
   deleteKey,
   updateCredits,
   verifyKey,
+  addPermissions,
+  removePermissions,
+  setPermissions,
+  addRoles,
+  removeRoles,
+  setRoles,
   // identities
   createIdentity,
   getIdentity,
@@ -55,10 +71,15 @@ export const v2Rpcs: V2Rpc[] = [
   getRole,
   listRoles,
   deleteRole,
+  createRole,
+  setRolePermissions,
   // ratelimit
   limit,
+  multiLimit,
   setOverride,
   getOverride,
   listOverrides,
   deleteOverride,
+  // analytics
+  getVerifications,
 ];

@@ -1,0 +1,21 @@
+import { z } from "zod";
+import { removeFromKey, permissionKind, keyPermissionsOf } from "../../../core/rbac/rbac.keyLinks.js";
+import { v2Id } from "../inputBounds.js";
+import { permissionData, permissionOutput } from "../permissions/permissions.schemas.js";
+import { defineV2Rpc } from "../rpc.js";
+import { permissionSlugsInput } from "./keys.rbac.schemas.js";
+
+export const removePermissions = defineV2Rpc({
+  method: "POST",
+  path: "/v2/keys.removePermissions",
+  auth: "rootKey",
+  summary: "Disconnects permissions (by slug) from a key; each must exist in the workspace (404), one the key lacks changes nothing.",
+  errors: [400, 401, 403, 404, 503],
+  returns: "The key's direct permissions after the change, by slug.",
+  input: z.object({ keyId: v2Id.describe("The key to change."), permissions: permissionSlugsInput(1) }).strict(),
+  output: z.array(permissionOutput),
+  handler: async (input, { deps, rootKey }) => {
+    await removeFromKey(deps, rootKey, permissionKind, { keyId: input.keyId, wanted: input.permissions.map((name) => ({ name })) }, "v2");
+    return { data: (await keyPermissionsOf(deps, rootKey, input.keyId)).map(permissionData) };
+  },
+});

@@ -1,0 +1,21 @@
+import { z } from "zod";
+import { removeFromKey, roleKind, keyRolesOf } from "../../../core/rbac/rbac.keyLinks.js";
+import { v2Id } from "../inputBounds.js";
+import { roleData, roleOutput } from "../permissions/permissions.schemas.js";
+import { defineV2Rpc } from "../rpc.js";
+import { roleNamesInput } from "./keys.rbac.schemas.js";
+
+export const removeRoles = defineV2Rpc({
+  method: "POST",
+  path: "/v2/keys.removeRoles",
+  auth: "rootKey",
+  summary: "Disconnects roles (by name) from a key; each must exist in the workspace (404), one the key lacks changes nothing.",
+  errors: [400, 401, 403, 404, 503],
+  returns: "The key's roles after the change, by name, each with its permissions.",
+  input: z.object({ keyId: v2Id.describe("The key to change."), roles: roleNamesInput(1) }).strict(),
+  output: z.array(roleOutput),
+  handler: async (input, { deps, rootKey }) => {
+    await removeFromKey(deps, rootKey, roleKind, { keyId: input.keyId, wanted: input.roles.map((name) => ({ name })) }, "v2");
+    return { data: (await keyRolesOf(deps, rootKey, input.keyId)).map(roleData) };
+  },
+});

@@ -1,0 +1,28 @@
+import { z } from "zod";
+import { setOnKey, permissionKind, keyPermissionsOf } from "../../../core/rbac/rbac.keyLinks.js";
+import { v2Id } from "../inputBounds.js";
+import { permissionData, permissionOutput } from "../permissions/permissions.schemas.js";
+import { defineV2Rpc } from "../rpc.js";
+import { permissionSlugsInput } from "./keys.rbac.schemas.js";
+
+export const setPermissions = defineV2Rpc({
+  method: "POST",
+  path: "/v2/keys.setPermissions",
+  auth: "rootKey",
+  summary:
+    "Makes the key's direct permissions exactly these slugs (`[]` removes all); a slug the workspace lacks is created when the root key may create permissions.",
+  errors: [400, 401, 403, 404, 503],
+  returns: "The key's direct permissions after the change, by slug.",
+  input: z.object({ keyId: v2Id.describe("The key to change."), permissions: permissionSlugsInput(0) }).strict(),
+  output: z.array(permissionOutput),
+  handler: async (input, { deps, rootKey }) => {
+    await setOnKey(
+      deps,
+      rootKey,
+      permissionKind,
+      { keyId: input.keyId, wanted: input.permissions.map((name) => ({ name, create: true })) },
+      "v2",
+    );
+    return { data: (await keyPermissionsOf(deps, rootKey, input.keyId)).map(permissionData) };
+  },
+});

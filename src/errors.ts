@@ -33,10 +33,14 @@ export type RefusalFacts = {
   noKeysOfOwner: { ownerId: string };
   /** keys.setRoles / setPermissions naming a role or permission that is missing (and not to be created). */
   notFoundToSet: { what: string; name: string };
+  /** A role named to be given to a key is missing, and the protocol creates none (v2's keys.createKey/updateKey). */
+  roleNameNotFound: { name: string };
   // Keys.
   remainingNotPositive: Record<never, never>;
   refillOnUnlimited: { during: "create" | "update" };
   refillDayWithDaily: { during: "create" | "update" };
+  /** A monthly refill without its day, where the protocol does not default it to the 1st (v2). */
+  refillDayMissingForMonthly: Record<never, never>;
   recoverableNotSupported: { apiId: string };
   encryptionKeyUnavailable: Record<never, never>;
   remainingUnlimited: { op: "increment" | "decrement" | "set" };

@@ -204,6 +204,9 @@ const minimalV2Input: Record<string, unknown> = {
   "POST /v2/keys.whoami": { key: "sk_missing" },
   "POST /v2/keys.deleteKey": { keyId: "key_missing" },
   "POST /v2/keys.updateCredits": { keyId: "key_missing", operation: "set", value: 1 },
+  "POST /v2/keys.createKey": { apiId: "api_missing" },
+  "POST /v2/keys.updateKey": { keyId: "key_missing" },
+  "POST /v2/keys.rerollKey": { keyId: "key_missing", expiration: 0 },
 };
 
 describe("authentication of every registered v2 route", () => {

@@ -39,12 +39,16 @@ const V1_WORDING: { [K in RefusalKind]: (facts: RefusalFacts[K]) => string } = {
   identityOfExternalIdNotFound: ({ externalId }) => `identity with externalId ${externalId} not found`,
   noKeysOfOwner: () => "No keys were found to match your query",
   notFoundToSet: ({ what, name }) => `${what} ${name} not found and not allowed to create`,
+  // v1 creates missing roles (or refuses with createMissingRoles); this wording is for completeness.
+  roleNameNotFound: ({ name }) => `role ${name} not found`,
 
   remainingNotPositive: () => "remaining must be greater than 0.",
   refillOnUnlimited: ({ during }) =>
     during === "create" ? "remaining must be set if you are using refill." : "Cannot set refill on a key with unlimited requests",
   refillDayWithDaily: ({ during }) =>
     during === "create" ? "when interval is set to 'daily', 'refillDay' must be null." : "Cannot set 'refillDay' if 'interval' is 'daily'",
+  // v1 defaults a monthly refill's day to the 1st; this wording is for completeness.
+  refillDayMissingForMonthly: () => "refillDay must be provided when the interval is 'monthly'.",
   recoverableNotSupported: ({ apiId }) => `api ${apiId} does not support recoverable keys`,
   encryptionKeyUnavailable: () =>
     "decrypting keys needs the encryption key they were stored with: set KEYHAVEN_ENCRYPTION_KEY and restart keyhaven",

@@ -137,6 +137,10 @@ const V2_WORDING: { [K in RefusalKind]?: (facts: RefusalFacts[K]) => string } = 
   remainingUnlimited: () => "You cannot increment or decrement a key with unlimited credits.",
   recoverableNotSupported: () => "The API for this key does not support key encryption.",
   encryptionKeyUnavailable: () => "Vault hasn't been set up.",
+  refillOnUnlimited: () => "`credits.remaining` must be provided when `credits.refill` is set.",
+  refillDayWithDaily: () => "`refillDay` must not be provided when the refill interval is `daily`.",
+  refillDayMissingForMonthly: () => "`refillDay` must be provided when the refill interval is `monthly`.",
+  roleNameNotFound: ({ name }) => `Role '${name}' was not found.`,
   permissionExists: ({ slug }) => `A permission with slug '${slug}' already exists in this workspace`,
   roleExists: ({ name }) => `A role with name '${name}' already exists in this workspace`,
   identityExists: ({ externalId }) => `Identity with externalId '${externalId}' already exists in this workspace.`,
@@ -225,7 +229,9 @@ export function v2ErrorOf(err: DomainError): V2Error {
   }
   if (err instanceof NotFoundError) {
     const resource = V2_RESOURCE[err.what] ?? err.what;
-    const detail = NOT_FOUND_DETAIL[err.what] ?? `The requested ${err.what} does not exist or has been deleted.`;
+    // A refusal v2 words itself (a role named by keys.createKey, …); else v2's detail for the kind of thing.
+    const worded = err.refusal !== undefined && V2_WORDING[err.refusal.kind] !== undefined;
+    const detail = worded ? v2Words(err) : (NOT_FOUND_DETAIL[err.what] ?? `The requested ${err.what} does not exist or has been deleted.`);
     return new V2Error(404, `unkey/data/${resource}_not_found`, detail);
   }
   if (err instanceof PermissionDeniedError) {

@@ -7,9 +7,12 @@ import { deleteIdentity } from "./identities/v2.identities.deleteIdentity.js";
 import { getIdentity } from "./identities/v2.identities.getIdentity.js";
 import { listIdentities } from "./identities/v2.identities.listIdentities.js";
 import { updateIdentity } from "./identities/v2.identities.updateIdentity.js";
+import { createKey } from "./keys/v2.keys.createKey.js";
 import { deleteKey } from "./keys/v2.keys.deleteKey.js";
 import { getKey } from "./keys/v2.keys.getKey.js";
+import { rerollKey } from "./keys/v2.keys.rerollKey.js";
 import { updateCredits } from "./keys/v2.keys.updateCredits.js";
+import { updateKey } from "./keys/v2.keys.updateKey.js";
 import { whoami } from "./keys/v2.keys.whoami.js";
 import { liveness } from "./liveness/v2.liveness.js";
 import { createPermission } from "./permissions/v2.permissions.createPermission.js";
@@ -35,10 +38,13 @@ export const v2Rpcs: V2Rpc[] = [
   listKeys,
   deleteApi,
   // keys
+  createKey,
   getKey,
   whoami,
   deleteKey,
+  updateKey,
   updateCredits,
+  rerollKey,
   // identities
   createIdentity,
   getIdentity,

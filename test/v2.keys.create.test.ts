@@ -38,6 +38,12 @@ describe("v2's key format (contract §11)", () => {
 });
 
 describe("v2 keys.createKey", () => {
+  // The file's app and tenant are built here, under the hooks' timeout, not inside the first test's.
+  test.beforeAll(async ({ h, t }) => {
+    expect(h.app).toBeDefined();
+    expect(t.rootKey).toBeDefined();
+  });
+
   test("a minimal key: v2's format, 16 bytes, enabled; it verifies through v1 and reads through v2", async ({ h, t }) => {
     const apiId = await h.createApi(t);
     const res = await h.post("/v2/keys.createKey", { apiId }, t.rootKey);

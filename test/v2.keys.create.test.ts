@@ -218,6 +218,7 @@ describe("v2 keys.createKey", () => {
         await noKey.post("/v2/keys.createKey", { apiId, recoverable: true }, tenant.rootKey),
         412,
         "unkey/application/precondition_failed",
+        "Vault hasn't been set up.",
       );
       expect(Number((await noKey.sql<{ n: string }>("select count(*) as n from keys"))[0]!.n)).toBe(0);
     } finally {

@@ -14,6 +14,7 @@ import {
   UnauthenticatedError,
   WorkspaceDisabledError,
 } from "../../errors.js";
+import { KeyringError } from "../../keyring/keyring.errors.js";
 import { v1Message } from "../v1/errors.js";
 
 /**
@@ -249,6 +250,10 @@ export function v2ErrorOf(err: DomainError): V2Error {
   if (err.refusal?.kind === "ratelimitNameRepeated") return new V2Error(400, "unkey/application/invalid_input", v2Words(err), []);
   if (err instanceof ConflictError) {
     return new V2Error(409, `unkey/data/${V2_RESOURCE[err.what] ?? err.what}_already_exists`, v2Words(err));
+  }
+  // No encryption key configured: v2's words for a server without its vault.
+  if (err instanceof KeyringError && err.reason === "NO_ENCRYPTION_KEY") {
+    return new V2Error(412, "unkey/application/precondition_failed", "Vault hasn't been set up.");
   }
   if (err instanceof PreconditionFailedError) return new V2Error(412, "unkey/application/precondition_failed", v2Words(err));
   if (err instanceof InvalidInputError) return new V2Error(400, "unkey/application/invalid_input", v2Words(err), []);

@@ -78,8 +78,8 @@ describe("GET /openapi.json", () => {
       expect(op.tags[0]).toMatch(/^v2 /);
       if (rpc.method === "POST") {
         expect(op.requestBody.content["application/json"].schema, rpc.path).toEqual(inputJsonSchema(rpc.input));
-        // v2 refuses unknown fields on every body but identities.createIdentity's (contract §1.3).
-        const open = rpc.path === "/v2/identities.createIdentity";
+        // v2 refuses unknown fields on every body but identities.createIdentity's and keys.rerollKey's (contract §1.3).
+        const open = rpc.path === "/v2/identities.createIdentity" || rpc.path === "/v2/keys.rerollKey";
         expect(op.requestBody.content["application/json"].schema.additionalProperties, rpc.path).toBe(open ? undefined : false);
       }
       const success = op.responses["200"].content["application/json"].schema;

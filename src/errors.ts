@@ -39,6 +39,8 @@ export type RefusalFacts = {
   remainingNotPositive: Record<never, never>;
   refillOnUnlimited: { during: "create" | "update" };
   refillDayWithDaily: { during: "create" | "update" };
+  /** A monthly refill without its day, where the protocol does not default it to the 1st (v2). */
+  refillDayMissingForMonthly: Record<never, never>;
   recoverableNotSupported: { apiId: string };
   encryptionKeyUnavailable: Record<never, never>;
   remainingUnlimited: { op: "increment" | "decrement" | "set" };

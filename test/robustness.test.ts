@@ -283,6 +283,20 @@ const keyFields = (ids: Ids) => ({
   environment: "test",
 });
 
+/** v2's keys.createKey/updateKey fields, every one set. */
+const v2KeyFields = (ids: Ids) => ({
+  prefix: "rb",
+  name: "robust",
+  externalId: "robust-user",
+  meta: { plan: "pro", nested: { a: [1, 2] }, ext: ids.externalId },
+  roles: ["role-a"],
+  permissions: ["perm.a"],
+  expires: FAR,
+  credits: { remaining: 10, refill: { interval: "monthly", amount: 10, refillDay: 3 } },
+  ratelimits: [{ name: "requests", limit: 10, duration: 60_000, autoApply: true }],
+  enabled: true,
+});
+
 const SPECS: Record<string, () => Base[]> = {
   "GET /v1/liveness": () => [{ label: "no query", input: {}, auth: "none" }],
   "GET /v1/readiness": () => [{ label: "no query", input: {}, auth: "none" }],
@@ -569,6 +583,16 @@ const SPECS: Record<string, () => Base[]> = {
   "POST /v2/keys.addRoles": () => both((ids) => ({ keyId: ids.keyId, roles: ["role-a"] })),
   "POST /v2/keys.removeRoles": () => both((ids) => ({ keyId: ids.keyId, roles: ["role-a"] })),
   "POST /v2/keys.setRoles": () => both((ids) => ({ keyId: ids.keyId, roles: ["role-a"] })),
+  "POST /v2/keys.createKey": () => [
+    ...both((ids) => ({ apiId: ids.apiId, ...v2KeyFields(ids), byteLength: 16, recoverable: false })),
+    { label: "root key without permissions", input: { apiId: "__A_API__", ...v2KeyFields(MISSING), recoverable: true }, auth: "noPerm" },
+  ],
+  "POST /v2/keys.updateKey": () =>
+    both((ids) => {
+      const { prefix: _, ...fields } = v2KeyFields(ids);
+      return { keyId: ids.keyId, ...fields, name: null, credits: { remaining: null, refill: null } };
+    }),
+  "POST /v2/keys.rerollKey": () => both((ids) => ({ keyId: ids.keyId, expiration: 60_000 })),
   "POST /v2/identities.createIdentity": () => [
     {
       label: "externalId that exists",

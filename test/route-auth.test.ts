@@ -215,6 +215,9 @@ const minimalV2Input: Record<string, unknown> = {
   "POST /v2/permissions.setRolePermissions": { roleId: "role_missing", permissions: [] },
   "POST /v2/ratelimit.multiLimit": [{ namespace: "ns", identifier: "id", limit: 1, duration: 1000 }],
   "POST /v2/analytics.getVerifications": { query: "SELECT 1" },
+  "POST /v2/keys.createKey": { apiId: "api_missing" },
+  "POST /v2/keys.updateKey": { keyId: "key_missing" },
+  "POST /v2/keys.rerollKey": { keyId: "key_missing", expiration: 0 },
 };
 
 describe("authentication of every registered v2 route", () => {

@@ -222,12 +222,12 @@ describe("v2 root-key authentication (contract §1.4)", () => {
 
 describe("v2's words for the core's refusals", () => {
   test("a refusal v2 has no words of its own for is told in v1's, never in the core's log text", () => {
-    const err = new InvalidInputError({ kind: "refillOnUnlimited", during: "create" });
+    const err = new InvalidInputError({ kind: "remainingNotPositive" });
     const answer = v2ErrorOf(err);
     expect([answer.status, answer.code, answer.detail]).toEqual([
       400,
       "unkey/application/invalid_input",
-      "remaining must be set if you are using refill.",
+      "remaining must be greater than 0.",
     ]);
     expect(answer.detail).not.toBe(err.message);
   });

@@ -1,10 +1,11 @@
 import { apiPermission } from "../auth/permissions.query.js";
 import { hasPermission, requirePermission } from "../principal.js";
 import { hashKey } from "../../crypto/hash.js";
-import { generateKey } from "../../crypto/keyGen.js";
+import { generateKey, generateKeyV2 } from "../../crypto/keyGen.js";
 import { InvalidInputError, NotFoundError, PermissionDeniedError, PreconditionFailedError } from "../../errors.js";
 import { newId } from "../../ids.js";
 import type { ApiKeySettings, ApiSettingsCache } from "../../storage/apis/apis.repository.js";
+import type { KeyRatelimitInput } from "../../storage/keys/keys.ratelimit.repository.js";
 import { insertNewKey, type NewKey } from "../../storage/keys/keys.writes.repository.js";
 import { findPermissionsByIdOrSlug, findRoleIdsByName, missingNames } from "../../storage/rbac/permissions.repository.js";
 import type { KeySettings } from "../../storage/import/import.rows.js";
@@ -20,18 +21,83 @@ export type CreateKeyCommand = KeySettings & {
   externalId?: string | undefined;
   /** The key's own (`default`) rate limit. */
   ratelimit?: { limit: number; duration: number } | undefined;
+  /** Named rate limits (v2's `ratelimits[]`); of a name given twice, the last wins. */
+  ratelimits?: KeyRatelimitInput[] | undefined;
   /** Also store the key encrypted (needs the encrypt_key permission and an API that stores encrypted keys). */
   recoverable?: boolean | undefined;
 };
 
 export type CreatedKey = { keyId: string; key: string };
 
+/** How a protocol generates a key and shows its `start`: v1's (`[0x01, N, bytes]`) or v2's (the bytes alone). */
+export type KeyFormat = "v1" | "v2";
+
+/** Where v1's and v2's createKey differ, each adapter says which rules it follows (default: v1's). */
+export type CreateKeyRules = {
+  keyFormat: KeyFormat;
+  /** v1 refuses `remaining: 0` (and below); v2 accepts 0, an exhausted key. */
+  zeroRemaining: "refuse" | "allow";
+  /**
+   * Missing permissions: created only when the caller may create permissions (v1), or always (v2: without the
+   * rbac.*.create_permission check).
+   */
+  missingPermissions: "createWhenAllowed" | "create";
+  /** Missing roles: created only when the caller may create roles (v1), or refused as not found (v2). */
+  missingRoles: "createWhenAllowed" | "refuse";
+  /** A monthly refill without its day: on the 1st (v1), or refused (v2). */
+  monthlyWithoutDay: "firstOfMonth" | "refuse";
+  /** A daily refill with a day: refused (v1), or the day ignored (v2). */
+  dailyWithDay: "refuse" | "ignore";
+};
+
+export const V1_CREATE_KEY_RULES: CreateKeyRules = {
+  keyFormat: "v1",
+  zeroRemaining: "refuse",
+  missingPermissions: "createWhenAllowed",
+  missingRoles: "createWhenAllowed",
+  monthlyWithoutDay: "firstOfMonth",
+  dailyWithDay: "refuse",
+};
+
+export const V2_CREATE_KEY_RULES: CreateKeyRules = {
+  keyFormat: "v2",
+  zeroRemaining: "allow",
+  missingPermissions: "create",
+  missingRoles: "refuse",
+  monthlyWithoutDay: "refuse",
+  dailyWithDay: "ignore",
+};
+
+/** A new key in `format`, and its `start` (`requestedPrefix`: the prefix the request named, v1's `start` rule). */
+export function newKeyMaterial(
+  format: KeyFormat,
+  prefix: string | undefined,
+  requestedPrefix: string | undefined,
+  byteLength: number,
+): { key: string; start: string } {
+  if (format === "v2") return generateKeyV2(prefix, byteLength);
+  const key = generateKey(prefix, byteLength);
+  // As v1: `prefix_` and four characters for a requested prefix, else the first five characters of the key, even
+  // when the key carries the API's default prefix.
+  return { key, start: key.slice(0, (requestedPrefix?.length ?? 0) + 5) };
+}
+
+/** Rate limits named once each: of a name given twice, the last wins (v2's createKey). */
+export function distinctRatelimits(limits: readonly KeyRatelimitInput[]): KeyRatelimitInput[] {
+  return [...new Map(limits.map((l) => [l.name, l])).values()];
+}
+
 /**
  * Creates a key and everything it links to (roles, permissions, identity, rate limit, encrypted copy) in one
  * transaction. The order of the checks is the order of the answers clients see: create_key, the API, recoverable,
  * remaining and refill, missing permissions and roles (created when the caller may), encrypt_key.
  */
-export async function createKey(services: CreateKeyServices, principal: Principal, input: CreateKeyCommand): Promise<CreatedKey> {
+export async function createKey(
+  services: CreateKeyServices,
+  principal: Principal,
+  input: CreateKeyCommand,
+  rules: CreateKeyRules = V1_CREATE_KEY_RULES,
+): Promise<CreatedKey> {
   requirePermission(principal, apiPermission(input.apiId, "create_key"));
   const { workspaceId } = principal;
   // An API's key settings never change: from memory when this process has seen the API (a statement fewer per call).
@@ -39,7 +105,7 @@ export async function createKey(services: CreateKeyServices, principal: Principa
   const api = remembered ?? (await services.apiSettings.find(workspaceId, input.apiId));
   if (!api) throw new NotFoundError("api", input.apiId);
   try {
-    return await createKeyInApi(services, principal, input, api);
+    return await createKeyInApi(services, principal, input, api, rules);
   } catch (err) {
     // The API was not read: a deleted one is answered 404 before any other refusal, as when it is read first (the
     // statement that inserts the key refuses a deleted API itself).
@@ -58,6 +124,7 @@ async function createKeyInApi(
   principal: Principal,
   input: CreateKeyCommand,
   api: ApiKeySettings,
+  rules: CreateKeyRules,
 ): Promise<CreatedKey> {
   const { db, keyring } = services;
   const { workspaceId } = principal;
@@ -65,20 +132,24 @@ async function createKeyInApi(
     throw new PreconditionFailedError("api", { kind: "recoverableNotSupported", apiId: input.apiId });
   }
   // v1 refuses 0 only; keyhaven refuses negative values too (a key cannot have fewer than no uses left).
-  if (input.remaining !== undefined && input.remaining <= 0) {
+  if (input.remaining !== undefined && (input.remaining < 0 || (input.remaining === 0 && rules.zeroRemaining === "refuse"))) {
     throw new InvalidInputError({ kind: "remainingNotPositive" });
   }
   if (input.refill && input.remaining === undefined) {
     throw new InvalidInputError({ kind: "refillOnUnlimited", during: "create" });
   }
-  if (input.refill?.interval === "daily" && input.refill.refillDay !== undefined) {
+  if (input.refill?.interval === "daily" && input.refill.refillDay !== undefined && rules.dailyWithDay === "refuse") {
     throw new InvalidInputError({ kind: "refillDayWithDaily", during: "create" });
+  }
+  if (input.refill?.interval === "monthly" && input.refill.refillDay === undefined && rules.monthlyWithoutDay === "refuse") {
+    throw new InvalidInputError({ kind: "refillDayMissingForMonthly" });
   }
 
   const permissionSlugs = [...new Set(input.permissions ?? [])];
   const existingPermissions = new Set((await findPermissionsByIdOrSlug(db, workspaceId, [], permissionSlugs)).map((p) => p.slug));
   const missingPermissions = missingNames(permissionSlugs, existingPermissions);
-  const createMissingPermissions = hasPermission(principal, { or: ["*", "rbac.*.create_permission"] });
+  const createMissingPermissions =
+    rules.missingPermissions === "create" || hasPermission(principal, { or: ["*", "rbac.*.create_permission"] });
   if (missingPermissions.length > 0 && !createMissingPermissions) {
     throw new PermissionDeniedError('"*" or "rbac.*.create_permission"', [...principal.permissions], {
       refusal: { kind: "createMissingPermissions", names: missingPermissions },
@@ -86,7 +157,10 @@ async function createKeyInApi(
   }
   const roleNames = [...new Set(input.roles ?? [])];
   const missingRoles = missingNames(roleNames, await findRoleIdsByName(db, workspaceId, roleNames));
-  const createMissingRoles = hasPermission(principal, { or: ["*", "rbac.*.create_role"] });
+  if (missingRoles.length > 0 && rules.missingRoles === "refuse") {
+    throw new NotFoundError("role", missingRoles[0]!, { kind: "namedNotFound", what: "role", name: missingRoles[0]! });
+  }
+  const createMissingRoles = rules.missingRoles === "createWhenAllowed" && hasPermission(principal, { or: ["*", "rbac.*.create_role"] });
   if (missingRoles.length > 0 && !createMissingRoles) {
     throw new PermissionDeniedError('"*" or "rbac.*.create_role"', [...principal.permissions], {
       refusal: { kind: "createMissingRoles", names: missingRoles },
@@ -102,16 +176,14 @@ async function createKeyInApi(
   const now = services.clock.now();
   const keyId = newId("key");
   const prefix = input.prefix ?? api.defaultPrefix ?? undefined;
-  const key = generateKey(prefix, input.byteLength ?? api.defaultBytes ?? 16);
+  const { key, start } = newKeyMaterial(rules.keyFormat, prefix, input.prefix, input.byteLength ?? api.defaultBytes ?? 16);
   const newKey: NewKey = {
     row: {
       id: keyId,
       workspaceId,
       apiId: api.id,
       hash: hashKey(key),
-      // As v1: `prefix_` and four characters for a requested prefix, else the first five characters of the key,
-      // even when the key carries the API's default prefix.
-      start: key.slice(0, (input.prefix?.length ?? 0) + 5),
+      start,
       prefix: prefix || null,
       name: input.name ?? null,
       ownerId: input.externalId ?? null,
@@ -131,6 +203,7 @@ async function createKeyInApi(
     permissionSlugs,
     createMissingPermissions,
     ratelimit: input.ratelimit,
+    ratelimits: input.ratelimits && distinctRatelimits(input.ratelimits),
     encrypted: dataKey && { encrypted: keyring.encrypt(dataKey, keyId, key), dataKey },
   };
   await insertNewKey(services.keyWrites, newKey);

@@ -4,10 +4,16 @@ import type { Db } from "../../storage/client.js";
 import { InvalidInputError, NotFoundError } from "../../errors.js";
 import { upsertIdentities } from "../../storage/identities/identities.repository.js";
 import { permissionKind, replaceOnKey, roleKind, type Wanted } from "../rbac/rbac.keyLinks.js";
-import { deleteKeyDefaultRatelimit, setKeyDefaultRatelimits } from "../../storage/keys/keys.ratelimit.repository.js";
+import {
+  deleteKeyDefaultRatelimit,
+  type KeyRatelimitInput,
+  replaceKeyRatelimits,
+  setKeyDefaultRatelimits,
+} from "../../storage/keys/keys.ratelimit.repository.js";
 import { type KeyChanges, lockKeyForUpdate, updateKeyColumns } from "../../storage/keys/keys.update.repository.js";
 import type { Principal } from "../principal.js";
 import type { KeyServices } from "./keys.services.js";
+import { distinctRatelimits } from "./keys.create.js";
 
 /** A change to a key: an absent (undefined) field is left as it is, null clears it. */
 export type UpdateKeyCommand = {
@@ -20,6 +26,8 @@ export type UpdateKeyCommand = {
   expires?: number | null | undefined;
   /** The key's own (`default`) rate limit; null removes it. */
   ratelimit?: { limit: number; duration: number } | null | undefined;
+  /** The key's named rate limits become exactly these, by name (v2's `ratelimits[]`; `[]` removes them all). */
+  ratelimits?: KeyRatelimitInput[] | undefined;
   /** null: unlimited; 0: exhausted. */
   remaining?: number | null | undefined;
   refill?: { interval: "daily" | "monthly"; amount: number; refillDay?: number | null | undefined } | null | undefined;
@@ -30,12 +38,31 @@ export type UpdateKeyCommand = {
   permissions?: Wanted[] | undefined;
 };
 
+/** Where v1's and v2's updateKey differ, each adapter says which rules it follows (default: v1's). */
+export type UpdateKeyRules = {
+  /** A monthly refill without its day: on the 1st (v1), or refused (v2). */
+  monthlyWithoutDay: "firstOfMonth" | "refuse";
+  /**
+   * `roles` and `permissions`: with keys.setRoles' and keys.setPermissions' rbac.* checks (v1), or with update_key
+   * alone (v2); and what a missing role is: v1 asks each entry whether to create it, v2 refuses it as not found.
+   */
+  links: "rbacChecked" | "updateKeyOnly";
+};
+
+export const V1_UPDATE_KEY_RULES: UpdateKeyRules = { monthlyWithoutDay: "firstOfMonth", links: "rbacChecked" };
+export const V2_UPDATE_KEY_RULES: UpdateKeyRules = { monthlyWithoutDay: "refuse", links: "updateKeyOnly" };
+
 /**
  * Updates a key, all or nothing: the key is locked, its API's update_key permission checked, the refill rules
  * applied, then the columns, the identity link, the roles and permissions (with keys.setRoles' and
  * keys.setPermissions' permission checks) and the rate limit are written in one transaction.
  */
-export async function updateKey(services: KeyServices, principal: Principal, input: UpdateKeyCommand): Promise<void> {
+export async function updateKey(
+  services: KeyServices,
+  principal: Principal,
+  input: UpdateKeyCommand,
+  rules: UpdateKeyRules = V1_UPDATE_KEY_RULES,
+): Promise<void> {
   if (await updateColumnsOnly(services, principal, input)) return;
   const auth = principal;
   await services.db.transaction(async (tx) => {
@@ -47,6 +74,9 @@ export async function updateKey(services: KeyServices, principal: Principal, inp
       if (input.refill.interval === "daily" && input.refill.refillDay != null) {
         throw new InvalidInputError({ kind: "refillDayWithDaily", during: "update" });
       }
+      if (input.refill.interval === "monthly" && input.refill.refillDay == null && rules.monthlyWithoutDay === "refuse") {
+        throw new InvalidInputError({ kind: "refillDayMissingForMonthly" });
+      }
       if (input.remaining === undefined && key.remaining === null) {
         throw new InvalidInputError({ kind: "refillOnUnlimited", during: "update" });
       }
@@ -57,13 +87,16 @@ export async function updateKey(services: KeyServices, principal: Principal, inp
     const now = services.clock.now();
     const changes = await keyChanges(tx, principal, input, now);
 
-    if (input.roles !== undefined) await replaceOnKey(tx, auth, roleKind, key, input.roles, now);
-    if (input.permissions !== undefined) await replaceOnKey(tx, auth, permissionKind, key, input.permissions, now);
+    const rbacChecked = rules.links === "rbacChecked";
+    const missingRole = rbacChecked ? undefined : (name: string) => ({ kind: "namedNotFound" as const, what: "role" as const, name });
+    if (input.roles !== undefined) await replaceOnKey(tx, auth, roleKind, key, input.roles, now, missingRole, rbacChecked);
+    if (input.permissions !== undefined) await replaceOnKey(tx, auth, permissionKind, key, input.permissions, now, undefined, rbacChecked);
     if (input.ratelimit === null) await deleteKeyDefaultRatelimit(tx, key.id);
     if (input.ratelimit) {
       const { limit, duration } = input.ratelimit;
       await setKeyDefaultRatelimits(tx, [{ keyId: key.id, workspaceId: key.workspaceId, limit, duration }], now);
     }
+    if (input.ratelimits !== undefined) await replaceKeyRatelimits(tx, key, distinctRatelimits(input.ratelimits), now);
     await updateKeyColumns(tx, key, changes, now);
   });
 }
@@ -75,8 +108,15 @@ export async function updateKey(services: KeyServices, principal: Principal, inp
  * (with its checks in their order, and their answers) must run.
  */
 async function updateColumnsOnly(services: KeyServices, principal: Principal, input: UpdateKeyCommand): Promise<boolean> {
-  const { keyId, refill, externalId, roles, permissions, ratelimit, ...columns } = input;
-  if (refill !== undefined || externalId !== undefined || roles !== undefined || permissions !== undefined || ratelimit !== undefined) {
+  const { keyId, refill, externalId, roles, permissions, ratelimit, ratelimits, ...columns } = input;
+  if (
+    refill !== undefined ||
+    externalId !== undefined ||
+    roles !== undefined ||
+    permissions !== undefined ||
+    ratelimit !== undefined ||
+    ratelimits !== undefined
+  ) {
     return false;
   }
   if (Object.values(columns).every((v) => v === undefined)) return false;

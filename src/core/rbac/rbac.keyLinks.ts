@@ -269,7 +269,8 @@ export async function setOnKey(
 /**
  * Makes the locked key's set exactly `wanted`: disconnecting needs remove_x_from_key (check
  * `disconnectWhileSetting`), creating create_x and connecting add_x_to_key. keys.setRoles, keys.setPermissions and
- * the `roles`/`permissions` of keys.updateKey (which v1 delegated to them) all go through it.
+ * the `roles`/`permissions` of keys.updateKey (which v1 delegated to them) all go through it. `rbacChecks` false
+ * skips those three checks (v2's keys.updateKey needs update_key alone, checked by its caller).
  */
 export async function replaceOnKey(
   tx: Db,
@@ -279,17 +280,20 @@ export async function replaceOnKey(
   wanted: Wanted[],
   now: number,
   missing?: (name: string) => Refusal,
+  rbacChecks = true,
 ): Promise<Connected[]> {
   const connected = await resolve(tx, principal, k, wanted, now, {
     ...(missing && { missing }),
-    allowCreate: () => requirePermission(principal, anyOf(k.permissions.create)),
+    allowCreate: () => {
+      if (rbacChecks) requirePermission(principal, anyOf(k.permissions.create));
+    },
   });
   const current = new Set(await findKeyLinkIds(tx, k.kind, key.id));
   const next = new Set(connected.map((c) => c.id));
-  if ([...current].some((c) => !next.has(c)) && !hasPermission(principal, anyOf(k.permissions.remove))) {
+  if (rbacChecks && [...current].some((c) => !next.has(c)) && !hasPermission(principal, anyOf(k.permissions.remove))) {
     deny("disconnectWhileSetting", principal, anyOf(k.permissions.remove));
   }
-  if ([...next].some((n) => !current.has(n))) requirePermission(principal, anyOf(k.permissions.add));
+  if (rbacChecks && [...next].some((n) => !current.has(n))) requirePermission(principal, anyOf(k.permissions.add));
   await replaceKeyLinks(tx, k.kind, key, [...next], now);
   return connected;
 }

@@ -1,4 +1,4 @@
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, notInArray, sql } from "drizzle-orm";
 import { insertRecordset } from "../bulk.js";
 import type { Db } from "../client.js";
 import { type NamedRatelimit, ratelimitsOwnedBy } from "../ratelimits/owned.ratelimits.repository.js";
@@ -35,6 +35,47 @@ export async function setKeyDefaultRatelimits(db: Db, limits: KeyDefaultRatelimi
 
 export async function deleteKeyDefaultRatelimit(db: Db, keyId: string): Promise<void> {
   await db.delete(ratelimits).where(and(eq(ratelimits.keyId, keyId), eq(ratelimits.name, KEY_DEFAULT_RATELIMIT)));
+}
+
+/** A named rate limit of a key, as v2 gives them (`ratelimits[]`). */
+export type KeyRatelimitInput = { name: string; limit: number; duration: number; autoApply: boolean };
+
+/**
+ * Makes the key's own rate limits exactly `limits`, by name: names not listed are deleted, listed ones that exist are
+ * updated in place (their ids kept), the others inserted (v2's keys.createKey and keys.updateKey; names are distinct).
+ */
+export async function replaceKeyRatelimits(
+  db: Db,
+  key: { id: string; workspaceId: string },
+  limits: KeyRatelimitInput[],
+  now: number,
+): Promise<void> {
+  const names = limits.map((l) => l.name);
+  await db.delete(ratelimits).where(and(eq(ratelimits.keyId, key.id), names.length > 0 ? notInArray(ratelimits.name, names) : undefined));
+  if (limits.length === 0) return;
+  await insertRecordset(
+    db,
+    ratelimits,
+    limits.map((l) => ({
+      id: newId("rl"),
+      workspaceId: key.workspaceId,
+      name: l.name,
+      keyId: key.id,
+      limit: l.limit,
+      duration: l.duration,
+      autoApply: l.autoApply,
+      createdAtM: now,
+    })),
+    sql`on conflict (key_id, name) do update
+      set "limit" = excluded."limit", duration = excluded.duration, auto_apply = excluded.auto_apply,
+        updated_at_m = excluded.created_at_m`,
+  );
+}
+
+/** Copies every rate limit of one key to another (new ids): keys.rerollKey. */
+export async function copyKeyRatelimits(db: Db, from: string, to: { id: string; workspaceId: string }, now: number): Promise<void> {
+  const rows = await db.select().from(ratelimits).where(eq(ratelimits.keyId, from));
+  await replaceKeyRatelimits(db, to, rows, now);
 }
 
 export type { NamedRatelimit };

@@ -13,8 +13,8 @@ import {
   findRolesByIdOrName,
   missingNames,
 } from "../rbac/permissions.repository.js";
-import { setKeyDefaultRatelimits } from "./keys.ratelimit.repository.js";
-import { insertKeyLinks } from "./keys.rbac.repository.js";
+import { copyKeyRatelimits, type KeyRatelimitInput, replaceKeyRatelimits, setKeyDefaultRatelimits } from "./keys.ratelimit.repository.js";
+import { findKeyLinkIds, insertKeyLinks } from "./keys.rbac.repository.js";
 import { prepareLiveKeyUpdates } from "./keys.update.repository.js";
 import { effectiveRemaining, lastRefillAfterWrite, refillDue } from "./keys.refill.js";
 
@@ -105,6 +105,8 @@ export type NewKey = {
   permissionSlugs: string[];
   createMissingPermissions: boolean;
   ratelimit: { limit: number; duration: number } | undefined;
+  /** Named rate limits (v2's `ratelimits[]`), names distinct; absent: none. */
+  ratelimits?: KeyRatelimitInput[] | undefined;
   /** The plaintext sealed under `dataKey`, for a recoverable key. */
   encrypted: { encrypted: string; dataKey: DataKey } | undefined;
 };
@@ -146,6 +148,7 @@ export async function insertNewKey(writes: KeyWrites, input: NewKey): Promise<vo
       });
     }
     if (input.ratelimit) await setKeyDefaultRatelimits(tx, [{ keyId, workspaceId, ...input.ratelimit }], now);
+    if (input.ratelimits?.length) await replaceKeyRatelimits(tx, { id: keyId, workspaceId }, input.ratelimits, now);
     await insertKeyLinks(
       tx,
       "role",
@@ -168,6 +171,7 @@ function linksNothing(input: NewKey): boolean {
     input.roleNames.length === 0 &&
     input.permissionSlugs.length === 0 &&
     input.ratelimit === undefined &&
+    !input.ratelimits?.length &&
     input.encrypted === undefined
   );
 }
@@ -239,4 +243,57 @@ async function resolvePermissions(db: Db, workspaceId: string, slugs: string[], 
     throw new ConflictError("permission", `permissions ${JSON.stringify(gone)} were deleted while the key was being created`);
   }
   return rows.map((r) => r.id);
+}
+
+/**
+ * The live key `keyId` of `workspaceId` in a live API, with every column a reroll copies and whether it has an
+ * encrypted copy; locked until the transaction ends when `lock` (undefined: gone, another workspace's, deleted API).
+ */
+export async function findKeyToReroll(db: Db, workspaceId: string, keyId: string, lock: boolean) {
+  const query = db
+    .select({
+      key: getTableColumns(keys),
+      encrypted: sql<boolean>`exists (select 1 from ${encryptedKeys} where ${encryptedKeys.keyId} = ${keys.id})`,
+    })
+    .from(keys)
+    .innerJoin(apis, and(eq(apis.id, keys.apiId), isNull(apis.deletedAtM)))
+    .where(and(eq(keys.id, keyId), eq(keys.workspaceId, workspaceId), isNull(keys.deletedAtM)))
+    .limit(1);
+  const [row] = lock ? await query.for("update", { of: keys }) : await query;
+  return row && { ...row.key, hasEncryptedCopy: row.encrypted };
+}
+
+/**
+ * keys.rerollKey's writes, in the caller's transaction: the new key row, its encrypted copy, and copies of the old
+ * key's rate limits (new ids), roles and direct permissions. The API is locked against deletion meanwhile.
+ */
+export async function insertRerolledKey(
+  db: Db,
+  input: { row: NewKey["row"]; fromKeyId: string; encrypted: NewKey["encrypted"] },
+): Promise<void> {
+  const { row, fromKeyId } = input;
+  const { workspaceId, id: keyId, createdAtM: now } = row;
+  if (!(await lockLiveApi(db, workspaceId, row.apiId, "share"))) throw new NotFoundError("api", row.apiId);
+  const dataKey = input.encrypted?.dataKey;
+  if (dataKey?.newRow) await db.insert(encryptionKeys).values(dataKey.newRow);
+  await db.insert(keys).values(row);
+  if (input.encrypted) {
+    await db.insert(encryptedKeys).values({
+      keyId,
+      workspaceId,
+      encrypted: input.encrypted.encrypted,
+      encryptionKeyId: input.encrypted.dataKey.id,
+      createdAtM: now,
+    });
+  }
+  await copyKeyRatelimits(db, fromKeyId, { id: keyId, workspaceId }, now);
+  for (const kind of ["role", "permission"] as const) {
+    const ids = await findKeyLinkIds(db, kind, fromKeyId);
+    await insertKeyLinks(
+      db,
+      kind,
+      ids.map((id) => ({ keyId, id, workspaceId })),
+      now,
+    );
+  }
 }

@@ -47,6 +47,8 @@ const V1_WORDING: { [K in RefusalKind]: (facts: RefusalFacts[K]) => string } = {
     during === "create" ? "remaining must be set if you are using refill." : "Cannot set refill on a key with unlimited requests",
   refillDayWithDaily: ({ during }) =>
     during === "create" ? "when interval is set to 'daily', 'refillDay' must be null." : "Cannot set 'refillDay' if 'interval' is 'daily'",
+  // v1 defaults a monthly refill's day to the 1st; this wording is for completeness.
+  refillDayMissingForMonthly: () => "refillDay must be provided when the interval is 'monthly'.",
   recoverableNotSupported: ({ apiId }) => `api ${apiId} does not support recoverable keys`,
   encryptionKeyUnavailable: () =>
     "decrypting keys needs the encryption key they were stored with: set KEYHAVEN_ENCRYPTION_KEY and restart keyhaven",

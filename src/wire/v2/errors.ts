@@ -14,6 +14,7 @@ import {
   UnauthenticatedError,
   WorkspaceDisabledError,
 } from "../../errors.js";
+import { KeyringError } from "../../keyring/keyring.errors.js";
 import { v1Message } from "../v1/errors.js";
 import { rootKeySatisfies } from "../../core/auth/permissions.urn.js";
 
@@ -140,6 +141,9 @@ const V2_WORDING: { [K in RefusalKind]?: (facts: RefusalFacts[K]) => string } = 
   remainingUnlimited: () => "You cannot increment or decrement a key with unlimited credits.",
   recoverableNotSupported: () => "The API for this key does not support key encryption.",
   encryptionKeyUnavailable: () => "Vault hasn't been set up.",
+  refillOnUnlimited: () => "`credits.remaining` must be provided when `credits.refill` is set.",
+  refillDayWithDaily: () => "`refillDay` must not be provided when the refill interval is `daily`.",
+  refillDayMissingForMonthly: () => "`refillDay` must be provided when the refill interval is `monthly`.",
   permissionExists: ({ slug }) => `A permission with slug '${slug}' already exists in this workspace`,
   roleExists: ({ name }) => `A role with name '${name}' already exists in this workspace`,
   identityExists: ({ externalId }) => `Identity with externalId '${externalId}' already exists in this workspace.`,
@@ -230,10 +234,9 @@ export function v2ErrorOf(err: DomainError): V2Error {
   }
   if (err instanceof NotFoundError) {
     const resource = V2_RESOURCE[err.what] ?? err.what;
-    const detail =
-      err.refusal?.kind === "namedNotFound"
-        ? v2Words(err)
-        : (NOT_FOUND_DETAIL[err.what] ?? `The requested ${err.what} does not exist or has been deleted.`);
+    // A refusal v2 words itself (a role named by keys.createKey, …); else v2's detail for the kind of thing.
+    const worded = err.refusal !== undefined && V2_WORDING[err.refusal.kind] !== undefined;
+    const detail = worded ? v2Words(err) : (NOT_FOUND_DETAIL[err.what] ?? `The requested ${err.what} does not exist or has been deleted.`);
     return new V2Error(404, `unkey/data/${resource}_not_found`, detail);
   }
   if (err instanceof PermissionDeniedError) {
@@ -259,6 +262,10 @@ export function v2ErrorOf(err: DomainError): V2Error {
   }
   if (err.refusal?.kind === "analyticsNotConfigured") {
     return new V2Error(412, "unkey/data/analytics_not_configured", "Analytics are not configured for this instance");
+  }
+  // No encryption key configured: v2's words for a server without its vault.
+  if (err instanceof KeyringError && err.reason === "NO_ENCRYPTION_KEY") {
+    return new V2Error(412, "unkey/application/precondition_failed", "Vault hasn't been set up.");
   }
   if (err instanceof PreconditionFailedError) return new V2Error(412, "unkey/application/precondition_failed", v2Words(err));
   if (err instanceof InvalidInputError) return new V2Error(400, "unkey/application/invalid_input", v2Words(err), []);

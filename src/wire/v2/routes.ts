@@ -18,6 +18,9 @@ import { setPermissions } from "./keys/v2.keys.setPermissions.js";
 import { setRoles } from "./keys/v2.keys.setRoles.js";
 import { updateCredits } from "./keys/v2.keys.updateCredits.js";
 import { verifyKey } from "./keys/v2.keys.verifyKey.js";
+import { createKey } from "./keys/v2.keys.createKey.js";
+import { rerollKey } from "./keys/v2.keys.rerollKey.js";
+import { updateKey } from "./keys/v2.keys.updateKey.js";
 import { whoami } from "./keys/v2.keys.whoami.js";
 import { liveness } from "./liveness/v2.liveness.js";
 import { createPermission } from "./permissions/v2.permissions.createPermission.js";
@@ -46,9 +49,11 @@ export const v2Rpcs: V2Rpc[] = [
   listKeys,
   deleteApi,
   // keys
+  createKey,
   getKey,
   whoami,
   deleteKey,
+  updateKey,
   updateCredits,
   verifyKey,
   addPermissions,
@@ -57,6 +62,7 @@ export const v2Rpcs: V2Rpc[] = [
   addRoles,
   removeRoles,
   setRoles,
+  rerollKey,
   // identities
   createIdentity,
   getIdentity,

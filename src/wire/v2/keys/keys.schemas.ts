@@ -2,6 +2,7 @@ import { z } from "zod";
 import type { RemainingAfterChange } from "../../../core/keys/keys.updateRemaining.js";
 import type { KeyObjectRow } from "../../../storage/keys/keyObjects.repository.js";
 import type { NamedRatelimit } from "../../../storage/keys/keys.ratelimit.repository.js";
+import { MAX_INT32 } from "../../../storage/int32.js";
 
 const ratelimitOutput = z.object({
   id: z.string().describe("The rate limit's id (`rl_…`)."),
@@ -101,3 +102,38 @@ export function keyResponseData(
     ...(ratelimits.key.length > 0 && { ratelimits: ratelimits.key }),
   };
 }
+
+/** The latest `expires` v2 takes (2100-01-01T00:00:00Z), in unix milliseconds. */
+export const V2_MAX_EXPIRES = 4_102_444_800_000;
+
+export const expiresInput = z.int().min(0).max(V2_MAX_EXPIRES).describe("When the key stops verifying, in unix milliseconds.");
+
+/** v2's role names on a key: any characters, spaces included. */
+export const keyRolesInput = z.array(z.string().min(1).max(128)).max(100).describe("Names of roles; each must exist.");
+
+/** v2's permission slugs on a key. */
+export const keyPermissionsInput = z
+  .array(
+    z
+      .string()
+      .min(1)
+      .max(128)
+      .regex(/^[a-zA-Z0-9_:\-.*]+$/, { error: "must hold only letters, digits and _ : - . *" }),
+  )
+  .max(1000)
+  .describe("Slugs of permissions given to the key directly; missing ones are created.");
+
+/** KeyCreditsRefill as a request gives it. */
+export const refillInput = z
+  .object({
+    interval: z.enum(["daily", "monthly"]),
+    amount: z.int().min(1).max(MAX_INT32).describe("What `remaining` is set to at each refill."),
+    refillDay: z.int().min(1).max(31).optional().describe("The day of the month of a monthly refill (required for monthly)."),
+  })
+  .strict();
+
+/** A key's `start`, `key` and id, as keys.createKey and keys.rerollKey answer them. */
+export const createdKeyOutput = z.object({
+  keyId: z.string().describe("The key's id (`key_…`)."),
+  key: z.string().describe("The key itself, shown only in this answer: keyhaven stores its hash."),
+});

@@ -11,6 +11,8 @@ import { deleteKey } from "./keys/v2.keys.deleteKey.js";
 import { getKey } from "./keys/v2.keys.getKey.js";
 import { updateCredits } from "./keys/v2.keys.updateCredits.js";
 import { whoami } from "./keys/v2.keys.whoami.js";
+import { createMigration } from "./keyhaven/v2.keyhaven.createMigration.js";
+import { migrateKeys } from "./keys/v2.keys.migrateKeys.js";
 import { liveness } from "./liveness/v2.liveness.js";
 import { createPermission } from "./permissions/v2.permissions.createPermission.js";
 import { deletePermission } from "./permissions/v2.permissions.deletePermission.js";
@@ -39,6 +41,7 @@ export const v2Rpcs: V2Rpc[] = [
   whoami,
   deleteKey,
   updateCredits,
+  migrateKeys,
   // identities
   createIdentity,
   getIdentity,
@@ -59,4 +62,6 @@ export const v2Rpcs: V2Rpc[] = [
   getOverride,
   listOverrides,
   deleteOverride,
+  // keyhaven's extensions
+  createMigration,
 ];

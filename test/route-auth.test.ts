@@ -204,6 +204,8 @@ const minimalV2Input: Record<string, unknown> = {
   "POST /v2/keys.whoami": { key: "sk_missing" },
   "POST /v2/keys.deleteKey": { keyId: "key_missing" },
   "POST /v2/keys.updateCredits": { keyId: "key_missing", operation: "set", value: 1 },
+  "POST /v2/keys.migrateKeys": { migrationId: "mig", apiId: "api_missing", keys: [{ hash: "abc" }] },
+  "POST /v2/keyhaven.createMigration": { migrationId: "mig", algorithm: "sha256" },
 };
 
 describe("authentication of every registered v2 route", () => {

@@ -10,11 +10,11 @@ import {
   type KeyMigrationRow,
   rehashPendingKey,
 } from "../../storage/import/keyMigrations.repository.js";
-import { findExistingHashes, ImportConflictError, insertImport } from "../../storage/import/migrations.repository.js";
 import type { KeyMigrationAlgorithm } from "../../storage/schema.js";
 import type { StatisticsRefresher } from "../../storage/statistics.js";
 import type { KeyNamedRatelimit } from "../../storage/keys/keys.ratelimit.repository.js";
 import type { ImportKey } from "./import.keys.types.js";
+import { insertLeavingOutExisting } from "./import.batch.js";
 import { createImportNames } from "./import.names.js";
 import { importPermission } from "./import.permissions.js";
 import { planSealedImport, sealKeys } from "./import.plan.js";
@@ -52,9 +52,6 @@ export type MigrateKeysResult = {
 
 type MigrateStore = { db: Db; keyring: Keyring; statistics: Pick<StatisticsRefresher, "onImported"> };
 
-// A key committed by a concurrent import between the existence check and the insert: check again, this often.
-const CONFLICT_RETRIES = 3;
-
 /**
  * v2's keys.migrateKeys over the import core (the planner and the insert of migrations.createKeys): keys given by a
  * hash are created in `apiId` with `pending_migration_id`, an empty `start`, and the roles and permissions they name
@@ -76,65 +73,57 @@ export async function migrateKeys(
   const liveApis = await findLiveApiIds(db, workspaceId, [input.apiId]);
   if (!liveApis.has(input.apiId)) throw new NotFoundError("api", input.apiId);
 
-  const items = input.keys.map((key) => importKeyOf(input.apiId, key));
-  // The one rule for a key given twice (migrations.createKeys' too); v2 answers it as bad input.
-  const sealed = sealKeys(items, { keyring: store.keyring, dataKey: undefined });
-  input.keys.forEach((key, index) => {
-    const names = new Set<string>();
-    for (const r of key.ratelimits ?? []) {
-      if (names.has(r.name)) throw new ConflictError("ratelimit", { kind: "ratelimitNameRepeated", name: r.name });
-      names.add(r.name);
-    }
-    if (key.credits?.refill && items[index]!.remaining === undefined) {
-      throw new InvalidInputError({ kind: "refillOnUnlimited", during: "create" });
-    }
-  });
-
   const result = await db.transaction(async (tx) => {
+    // Created here, so a request refused below leaves no migration behind.
     await migrationOfWorkspace(tx, workspaceId, input.migrationId, now);
-    let candidates = items.map((item, index) => ({ item, index }));
-    const existing = new Set<string>();
-    for (let attempt = 1; ; attempt++) {
-      for (const hash of await findExistingHashes(
-        tx,
-        candidates.map((c) => sealed[c.index]!.hash),
-      )) {
-        existing.add(hash);
+    const items = input.keys.map((key) => importKeyOf(input.apiId, key));
+    // The one rule for a key given twice (migrations.createKeys' too); v2 answers it as bad input.
+    const sealed = sealKeys(items, { keyring: store.keyring, dataKey: undefined });
+    input.keys.forEach((key, index) => {
+      const names = new Set<string>();
+      for (const r of key.ratelimits ?? []) {
+        if (names.has(r.name)) throw new ConflictError("ratelimit", { kind: "ratelimitNameRepeated", name: r.name });
+        names.add(r.name);
       }
-      candidates = candidates.filter((c) => !existing.has(sealed[c.index]!.hash));
-      const failed = sealed.map((s) => s.hash).filter((hash) => existing.has(hash));
-      if (candidates.length === 0) return { migrated: [], failed };
-      const { roleIds, permissionIds } = await createImportNames(
-        tx,
-        workspaceId,
-        candidates.map((c) => c.item),
-        now,
-      );
-      const plan = planSealedImport(
-        candidates.map((c) => c.item),
-        candidates.map((c) => sealed[c.index]!),
-        { workspaceId, roleIds, permissionIds, now },
-      );
-      plan.identityMeta = {};
-      for (const row of plan.keys) row.pendingMigrationId = input.migrationId;
-      plan.namedRatelimits = candidates.flatMap(({ index }): KeyNamedRatelimit[] =>
-        (input.keys[index]!.ratelimits ?? []).map((r) => ({
-          keyId: sealed[index]!.id,
+      if (key.credits?.refill && items[index]!.remaining === undefined) {
+        throw new InvalidInputError({ kind: "refillOnUnlimited", during: "create" });
+      }
+    });
+    const candidates = items.map((item, index) => ({ item, index }));
+    const { inserted, existing } = await insertLeavingOutExisting(
+      tx,
+      candidates,
+      (c) => sealed[c.index]!.hash,
+      async (left) => {
+        const { roleIds, permissionIds } = await createImportNames(
+          tx,
           workspaceId,
-          name: r.name,
-          limit: r.limit,
-          duration: r.duration,
-          autoApply: r.autoApply ?? false,
-        })),
-      );
-      try {
-        // A savepoint inside this transaction: a conflict undoes only this attempt.
-        await insertImport(tx, plan);
-        return { migrated: candidates.map(({ index }) => ({ hash: sealed[index]!.hash, keyId: sealed[index]!.id })), failed };
-      } catch (err) {
-        if (!(err instanceof ImportConflictError) || attempt >= CONFLICT_RETRIES) throw err;
-      }
-    }
+          left.map((c) => c.item),
+          now,
+        );
+        const plan = planSealedImport(
+          left.map((c) => c.item),
+          left.map((c) => sealed[c.index]!),
+          { workspaceId, roleIds, permissionIds, now, pendingMigrationId: input.migrationId },
+        );
+        plan.identityMeta = {};
+        plan.namedRatelimits = left.flatMap(({ index }): KeyNamedRatelimit[] =>
+          (input.keys[index]!.ratelimits ?? []).map((r) => ({
+            keyId: sealed[index]!.id,
+            workspaceId,
+            name: r.name,
+            limit: r.limit,
+            duration: r.duration,
+            autoApply: r.autoApply ?? false,
+          })),
+        );
+        return plan;
+      },
+    );
+    return {
+      migrated: inserted.map(({ index }) => ({ hash: sealed[index]!.hash, keyId: sealed[index]!.id })),
+      failed: existing.map(({ index }) => sealed[index]!.hash),
+    };
   });
   store.statistics.onImported(result.migrated.length);
   return result;

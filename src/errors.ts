@@ -67,6 +67,8 @@ export type RefusalFacts = {
   importRolesMissing: { names: string[] };
   importPermissionsMissing: { names: string[] };
   duplicateInRequest: { index: number; sameAsIndex: number };
+  /** v2's migrations (key_migrations): an id taken already, by any workspace. */
+  migrationExists: { migrationId: string };
   // An enqueued batch's keys not imported by the worker (stored with the batch, worded when a client reads them).
   importKeyExists: { index: number };
   importNamesGone: { roles: string[]; permissions: string[] };
@@ -74,6 +76,8 @@ export type RefusalFacts = {
   importBatchFailed: { cause?: Refusal; failure?: string };
   // Verification.
   verificationScopeRequired: Record<never, never>;
+  /** A key verified with a prefixed-api-key migration that is not `<prefix>_<shortToken>_<longToken>`. */
+  invalidKeyFormat: Record<never, never>;
   invalidPermissionQuery: { problem: string };
   ratelimitNotConfigured: { name: string; keyId: string; identity?: { id: string; externalId: string | null } };
   // Analytics.

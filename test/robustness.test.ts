@@ -593,6 +593,28 @@ const SPECS: Record<string, () => Base[]> = {
       return { keyId: ids.keyId, ...fields, name: null, credits: { remaining: null, refill: null } };
     }),
   "POST /v2/keys.rerollKey": () => both((ids) => ({ keyId: ids.keyId, expiration: 60_000 })),
+  "POST /v2/keys.migrateKeys": () =>
+    both((ids) => ({
+      migrationId: "mig-robust",
+      apiId: ids.apiId,
+      keys: [
+        {
+          hash: "robust-migrated-hash",
+          name: "robust",
+          externalId: ids.externalId,
+          meta: { a: 1 },
+          roles: ["role-a"],
+          permissions: ["perm.a"],
+          expires: FAR,
+          enabled: true,
+          credits: { remaining: 10, refill: { interval: "daily", amount: 10 } },
+          ratelimits: [{ name: "tokens", limit: 10, duration: 60_000, autoApply: true }],
+        },
+      ],
+    })),
+  "POST /v2/keyhaven.createMigration": () => [
+    { label: "root key without permissions", input: { migrationId: "mig-robust", algorithm: "sha256" }, auth: "noPerm" },
+  ],
   "POST /v2/identities.createIdentity": () => [
     {
       label: "externalId that exists",

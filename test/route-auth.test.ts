@@ -218,6 +218,8 @@ const minimalV2Input: Record<string, unknown> = {
   "POST /v2/keys.createKey": { apiId: "api_missing" },
   "POST /v2/keys.updateKey": { keyId: "key_missing" },
   "POST /v2/keys.rerollKey": { keyId: "key_missing", expiration: 0 },
+  "POST /v2/keys.migrateKeys": { migrationId: "mig", apiId: "api_missing", keys: [{ hash: "abc" }] },
+  "POST /v2/keyhaven.createMigration": { migrationId: "mig", algorithm: "sha256" },
 };
 
 describe("authentication of every registered v2 route", () => {

@@ -120,6 +120,9 @@ export const keys = pgTable(
     createdAtM: ms("created_at_m").notNull(),
     updatedAtM: ms("updated_at_m"),
     deletedAtM: ms("deleted_at_m"),
+    // The v2 migration (key_migrations) that imported the key by a hash of its algorithm; null once the key has been
+    // verified and rehashed (a prefixed-api-key migration), or when it was not migrated by v2's keys.migrateKeys.
+    pendingMigrationId: text("pending_migration_id"),
   },
   (t) => [
     uniqueIndex("keys_hash_idx").on(t.hash),
@@ -130,6 +133,30 @@ export const keys = pgTable(
     index("keys_owner_idx").on(t.ownerId),
     index("keys_identity_idx").on(t.identityId),
     check("keys_remaining_not_negative", sql`${t.remaining} >= 0`),
+  ],
+);
+
+/** How the keys of a v2 migration (keys.migrateKeys) were hashed: `KEY_MIGRATION_ALGORITHMS`. */
+export const KEY_MIGRATION_ALGORITHMS = ["sha256", "github.com/seamapi/prefixed-api-key"] as const;
+export type KeyMigrationAlgorithm = (typeof KEY_MIGRATION_ALGORITHMS)[number];
+
+/**
+ * v2's migrations (upstream `key_migrations`): an id of the workspace's choosing and how its keys' hashes were made.
+ * Ids are unique across workspaces, as upstream's primary key.
+ */
+export const keyMigrations = pgTable(
+  "key_migrations",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    algorithm: text("algorithm").$type<KeyMigrationAlgorithm>().notNull(),
+    createdAtM: ms("created_at_m").notNull(),
+  },
+  (t) => [
+    index("key_migrations_workspace_idx").on(t.workspaceId),
+    check("key_migrations_algorithm", sql`${t.algorithm} in ('sha256', 'github.com/seamapi/prefixed-api-key')`),
   ],
 );
 

@@ -9,6 +9,7 @@ import {
   insertImport,
   type PendingBatch,
 } from "../../storage/import/migrations.repository.js";
+import type { ImportPlan } from "../../storage/import/import.rows.js";
 import type { EnqueueKey, ImportKey } from "./import.keys.types.js";
 import { findImportNames } from "./import.names.js";
 import { planSealedImport } from "./import.plan.js";
@@ -44,7 +45,7 @@ export async function importBatch(
   }
   const errors: BatchError[] = [];
   const { roleIds, permissionIds } = await findImportNames(tx, workspaceId, batch.keys);
-  let candidates = batch.keys.flatMap((key, index) => {
+  const candidates = batch.keys.flatMap((key, index) => {
     const missingRoles = (key.roles ?? []).filter((r) => !roleIds.has(r));
     const missingPermissions = (key.permissions ?? []).filter((p) => !permissionIds.has(p));
     if (missingRoles.length > 0 || missingPermissions.length > 0) {
@@ -54,32 +55,51 @@ export async function importBatch(
     return [{ key, index }];
   });
 
+  const { inserted, existing } = await insertLeavingOutExisting(
+    tx,
+    candidates,
+    ({ key }) => key.sealed.hash,
+    (left) =>
+      planSealedImport(
+        left.map(({ key }) => toImportKey(batch.apiId, withoutSealed(key))),
+        left.map(({ key }) => key.sealed),
+        { workspaceId, roleIds, permissionIds, now: now() },
+      ),
+  );
+  for (const { index } of existing) errors.push({ keyIndex: index, refusal: { kind: "importKeyExists", index } });
+  errors.sort((a, b) => (a.keyIndex ?? -1) - (b.keyIndex ?? -1));
+  return { imported: inserted.length, errors };
+}
+
+/**
+ * The one rule of both imports that leave out keys that exist already (the migration worker, v2's keys.migrateKeys),
+ * inside the caller's transaction: the candidates whose hash a key (of any workspace, deleted ones included) has are
+ * left out, the plan of the others inserted; a key committed by a concurrent import meanwhile is checked for again
+ * (CONFLICT_RETRIES times). Returns what was inserted and what existed, each in the candidates' order.
+ */
+export async function insertLeavingOutExisting<C>(
+  tx: Db,
+  candidates: C[],
+  hashOf: (candidate: C) => string,
+  planOf: (left: C[]) => ImportPlan | Promise<ImportPlan>,
+): Promise<{ inserted: C[]; existing: C[] }> {
+  const existingHashes = new Set<string>();
   for (let attempt = 1; ; attempt++) {
-    const existing = await findExistingHashes(
-      tx,
-      candidates.map((c) => c.key.sealed.hash),
-    );
-    candidates = candidates.filter(({ index, key }) => {
-      if (!existing.has(key.sealed.hash)) return true;
-      errors.push({ keyIndex: index, refusal: { kind: "importKeyExists", index } });
-      return false;
-    });
-    if (candidates.length === 0) break;
-    const plan = planSealedImport(
-      candidates.map(({ key }) => toImportKey(batch.apiId, withoutSealed(key))),
-      candidates.map(({ key }) => key.sealed),
-      { workspaceId, roleIds, permissionIds, now: now() },
-    );
+    for (const hash of await findExistingHashes(tx, candidates.filter((c) => !existingHashes.has(hashOf(c))).map(hashOf))) {
+      existingHashes.add(hash);
+    }
+    const left = candidates.filter((c) => !existingHashes.has(hashOf(c)));
+    const existing = candidates.filter((c) => existingHashes.has(hashOf(c)));
+    if (left.length === 0) return { inserted: [], existing };
+    const plan = await planOf(left);
     try {
       // insertImport's own transaction is a savepoint here: a conflict undoes only this attempt.
       await insertImport(tx, plan);
-      break;
+      return { inserted: left, existing };
     } catch (err) {
       if (!(err instanceof ImportConflictError) || attempt >= CONFLICT_RETRIES) throw err;
     }
   }
-  errors.sort((a, b) => (a.keyIndex ?? -1) - (b.keyIndex ?? -1));
-  return { imported: candidates.length, errors };
 }
 
 function withoutSealed<T extends { sealed: unknown }>(key: T): Omit<T, "sealed"> {

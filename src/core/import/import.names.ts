@@ -1,6 +1,13 @@
 import type { Db } from "../../storage/client.js";
 import { PreconditionFailedError } from "../../errors.js";
-import { findPermissionIdsByName, findRoleIdsByName, missingNames } from "../../storage/rbac/permissions.repository.js";
+import {
+  createMissingPermissions,
+  createMissingRoles,
+  findPermissionIdsByName,
+  findPermissionsByIdOrSlug,
+  findRoleIdsByName,
+  missingNames,
+} from "../../storage/rbac/permissions.repository.js";
 
 type NamingItem = { roles?: string[] | undefined; permissions?: string[] | undefined };
 
@@ -43,6 +50,26 @@ export async function resolveImportNames(
     });
   }
   return { roleIds, permissionIds };
+}
+
+/**
+ * v2's keys.migrateKeys: the roles (by name) and permissions (by slug, as v2 names them) the keys name, the missing
+ * ones created first (a permission with name = slug), inside the caller's transaction. The maps are keyed by what
+ * the keys name, as findImportNames' are, so one planner builds the rows of both.
+ */
+export async function createImportNames(
+  db: Db,
+  workspaceId: string,
+  items: NamingItem[],
+  now: number,
+): Promise<{ roleIds: Map<string, string>; permissionIds: Map<string, string> }> {
+  const roleNames = unique(items.flatMap((k) => k.roles ?? []));
+  const slugs = unique(items.flatMap((k) => k.permissions ?? []));
+  await createMissingRoles(db, workspaceId, roleNames, now);
+  await createMissingPermissions(db, workspaceId, slugs, now);
+  const roleIds = await findRoleIdsByName(db, workspaceId, roleNames);
+  const found = await findPermissionsByIdOrSlug(db, workspaceId, [], slugs, { lockForShare: true });
+  return { roleIds, permissionIds: new Map(found.map((p) => [p.slug, p.id])) };
 }
 
 function unique<T>(values: T[]): T[] {

@@ -13,6 +13,8 @@ export type PlanContext = {
   keyring: Keyring;
   dataKey: DataKey | undefined;
   now: number;
+  /** v2's keys.migrateKeys: the migration its keys are pending in (`keys.pending_migration_id`); v1's imports none. */
+  pendingMigrationId?: string | undefined;
 };
 
 /**
@@ -103,6 +105,7 @@ export function planSealedImport(
       refillAmount: item.refill?.amount ?? null,
       enabled: item.enabled ?? true,
       environment: item.environment ?? null,
+      pendingMigrationId: ctx.pendingMigrationId ?? null,
       createdAtM: now,
     });
 

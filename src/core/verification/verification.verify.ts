@@ -9,7 +9,9 @@ import type { Clock } from "../../clock.js";
 import type { Config } from "../../config.js";
 import type { VerificationAnalytics } from "../../storage/analytics/analytics.recorder.js";
 import type { RemainingSpender } from "../../storage/keys/remaining.spender.js";
-import type { VerificationCache } from "../../storage/keys/verification.cache.js";
+import type { Lookup, VerificationCache } from "../../storage/keys/verification.cache.js";
+import type { Db } from "../../storage/client.js";
+import { completeKeyMigration } from "../import/import.migrate.js";
 import type { RateLimiter } from "../../storage/ratelimits/ratelimiter.js";
 
 /** The outcomes of a verification, in the core's words (v1 answers them as its `code` unchanged). */
@@ -35,6 +37,8 @@ export const MAX_RATELIMITS_PER_VERIFICATION = 20;
 
 /** What verification uses of the process's services (built in services.ts): it stores and caches nothing itself. */
 export type VerificationServices = {
+  /** Only for a key verified with `migrationId` that its own hash does not find (completeKeyMigration). */
+  readonly db: Db;
   readonly verificationCache: VerificationCache;
   readonly remainingSpender: RemainingSpender;
   readonly ratelimiter: RateLimiter;
@@ -61,11 +65,6 @@ export type VerifyRequest = {
   key: string;
   /** Default "v1". */
   dialect?: VerifyDialect | undefined;
-  /**
-   * v2's migrationId (contract §5.1, §6.3): the migration to look a key up in when its hash is not found. Threaded
-   * through for the migration lookup; verification does not use it yet.
-   */
-  migrationId?: string;
   apiId?: string | undefined;
   /**
    * The workspace of the principal (root key) the request carried, when it carried a valid one, resolved lazily at
@@ -87,6 +86,11 @@ export type VerifyRequest = {
   ratelimits?: { name: string; cost?: number | undefined; limit?: number | undefined; duration?: number | undefined }[] | undefined;
   /** Labels analytics counts this verification under. */
   tags?: string[] | undefined;
+  /**
+   * v2's `migrationId`: a key its own hash does not find may be one migrated by another algorithm's hash, pending in
+   * this migration of the scope's workspace; it is rehashed on the spot (completeKeyMigration), then verified.
+   */
+  migrationId?: string | undefined;
 };
 
 /** The key's facts a verification answers with, once the key is found. */
@@ -168,9 +172,9 @@ export async function verifyKey(services: VerificationServices, req: VerifyReque
 async function decide(services: VerificationServices, req: VerifyRequest): Promise<VerificationResult & { workspaceId?: string }> {
   const v2 = req.dialect === "v2";
   let query = v2 ? undefined : permissionQueryOf(req.permissions, "v1");
-  const { key, epoch } = await services.verificationCache.lookupWithEpoch(hashKey(req.key));
-  // req.migrationId is ignored for now: the lookup of a key not found by its hash in that migration (contract §6.3)
-  // is keys.migrateKeys' part, and comes here, on a miss.
+  let { key, epoch } = await services.verificationCache.lookupWithEpoch(hashKey(req.key));
+  // Only a miss with a migration pays for it (contract §6.3): the normal path is unchanged.
+  if (key === undefined && req.migrationId !== undefined) ({ key, epoch } = await lookupMigrated(services, req, req.migrationId, epoch));
   // At the epoch the key was confirmed at: a root key in memory then costs no query. An unknown key is NOT_FOUND
   // whatever the scope, so it is not resolved then (unless it decides between NOT_FOUND and the refusal below).
   const scopeMatters = key !== undefined || (req.requireScope === true && req.apiId === undefined);
@@ -225,6 +229,21 @@ async function decide(services: VerificationServices, req: VerifyRequest): Promi
     return { ...found, ratelimit, valid: true, code: "VALID", remaining: left, ...(v2 && { credits: left }) };
   }
   return { ...found, ratelimit, valid: true, code: "VALID" };
+}
+
+/** A key not found by its own hash, after completing its migration if it is pending in `migrationId` (§6.3). */
+async function lookupMigrated(
+  services: VerificationServices,
+  req: VerifyRequest,
+  migrationId: string,
+  epoch: bigint | undefined,
+): Promise<Lookup> {
+  // The migration is the caller's workspace's: without a scope there is none to look in.
+  const scope = await req.scope?.(epoch);
+  if (scope === undefined) return { key: undefined, epoch };
+  const request = { key: req.key, migrationId, workspaceId: scope.workspaceId };
+  if (!(await completeKeyMigration(services.db, request, services.clock.now()))) return { key: undefined, epoch };
+  return services.verificationCache.lookupWithEpoch(hashKey(req.key));
 }
 
 function permissionQueryOf(raw: unknown, dialect: VerifyDialect): PermissionQuery | undefined {

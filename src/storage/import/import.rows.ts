@@ -1,5 +1,5 @@
 import type { DataKey } from "../crypto/encryptionKeys.repository.js";
-import type { KeyDefaultRatelimit } from "../keys/keys.ratelimit.repository.js";
+import type { KeyDefaultRatelimit, KeyNamedRatelimit } from "../keys/keys.ratelimit.repository.js";
 import type { KeyLink } from "../keys/keys.rbac.repository.js";
 import type { encryptedKeys, keys } from "../schema.js";
 
@@ -21,6 +21,10 @@ export type ImportPlan = {
   keyPermissions: KeyLink[];
   /** The keys' `default` rate limits. */
   ratelimits: KeyDefaultRatelimit[];
+  /** The keys' named rate limits (v2's keys.migrateKeys); none for v1's imports. */
+  namedRatelimits?: KeyNamedRatelimit[] | undefined;
+  /** `meta` of the identities the import creates: null for v1's imports (as v1 stores), `{}` for v2's. */
+  identityMeta?: Record<string, never> | null | undefined;
   dataKey: DataKey | undefined;
 };
 

@@ -6,7 +6,7 @@ import { indexFirst } from "../indexFirst.js";
 import { encryptedKeys, encryptionKeys, keys, migrationBatches, migrationErrors } from "../schema.js";
 import { ConflictError, describeRefusal, type Refusal } from "../../errors.js";
 import { upsertIdentities } from "../identities/identities.repository.js";
-import { setKeyDefaultRatelimits } from "../keys/keys.ratelimit.repository.js";
+import { insertKeyRatelimits, setKeyDefaultRatelimits } from "../keys/keys.ratelimit.repository.js";
 import { insertKeyLinks } from "../keys/keys.rbac.repository.js";
 import type { ImportPlan, QueuedKey } from "./import.rows.js";
 
@@ -31,8 +31,8 @@ export async function insertImport(db: Db, plan: ImportPlan): Promise<string[]> 
     if (plan.dataKey?.newRow) await tx.insert(encryptionKeys).values(plan.dataKey.newRow);
 
     if (plan.identities.size > 0) {
-      // v1's migrations.createKeys stores no meta (null) on the identities it creates.
-      const idByExternalId = await upsertIdentities(tx, plan.workspaceId, [...plan.identities], null, plan.now);
+      // v1's migrations.createKeys stores no meta (null) on the identities it creates; v2's migrateKeys `{}`.
+      const idByExternalId = await upsertIdentities(tx, plan.workspaceId, [...plan.identities], plan.identityMeta ?? null, plan.now);
       plan.keys.forEach((row, i) => {
         const externalId = plan.externalIds[i];
         if (externalId !== undefined) row.identityId = idByExternalId.get(externalId) ?? null;
@@ -55,6 +55,7 @@ export async function insertImport(db: Db, plan: ImportPlan): Promise<string[]> 
     await insertKeyLinks(tx, "role", plan.keyRoles, plan.now);
     await insertKeyLinks(tx, "permission", plan.keyPermissions, plan.now);
     await setKeyDefaultRatelimits(tx, plan.ratelimits, plan.now);
+    await insertKeyRatelimits(tx, plan.namedRatelimits ?? [], plan.now);
   });
   return plan.keys.map((k) => k.id);
 }

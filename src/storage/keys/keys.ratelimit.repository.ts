@@ -33,6 +33,27 @@ export async function setKeyDefaultRatelimits(db: Db, limits: KeyDefaultRatelimi
   );
 }
 
+/** A key's named rate limit, as v2 gives them (keys.migrateKeys): applied always (`autoApply`) or when named. */
+export type KeyNamedRatelimit = KeyDefaultRatelimit & { name: string; autoApply: boolean };
+
+/** Inserts keys' named rate limits (a name is unique per key: the caller refuses a name given twice). One statement. */
+export async function insertKeyRatelimits(db: Db, limits: KeyNamedRatelimit[], now: number): Promise<void> {
+  await insertRecordset(
+    db,
+    ratelimits,
+    limits.map((l) => ({
+      id: newId("rl"),
+      workspaceId: l.workspaceId,
+      name: l.name,
+      keyId: l.keyId,
+      limit: l.limit,
+      duration: l.duration,
+      autoApply: l.autoApply,
+      createdAtM: now,
+    })),
+  );
+}
+
 export async function deleteKeyDefaultRatelimit(db: Db, keyId: string): Promise<void> {
   await db.delete(ratelimits).where(and(eq(ratelimits.keyId, keyId), eq(ratelimits.name, KEY_DEFAULT_RATELIMIT)));
 }

@@ -80,6 +80,7 @@ const V1_WORDING: { [K in RefusalKind]: (facts: RefusalFacts[K]) => string } = {
   importPermissionsMissing: ({ names: missing }) => `Permissions ${names(missing)} are missing, please create them first`,
   duplicateInRequest: ({ index, sameAsIndex }) => `the key at index ${index} is the same key as the one at index ${sameAsIndex}`,
   importKeyExists: ({ index }) => `the key at index ${index} already exists`,
+  migrationExists: ({ migrationId }) => `migration ${migrationId} already exists`,
   importNamesGone: ({ roles, permissions }) =>
     `${[roles.length > 0 ? `roles ${names(roles)}` : "", permissions.length > 0 ? `permissions ${names(permissions)}` : ""]
       .filter(Boolean)
@@ -88,6 +89,7 @@ const V1_WORDING: { [K in RefusalKind]: (facts: RefusalFacts[K]) => string } = {
 
   verificationScopeRequired: () =>
     "apiId is required: this server verifies a key only within an API (apiId) or the workspace of a valid root key (Authorization: Bearer <root key>)",
+  invalidKeyFormat: () => "Invalid key format",
   invalidPermissionQuery: ({ problem }) => problem,
   ratelimitNotConfigured: ({ name, keyId, identity }) =>
     identity

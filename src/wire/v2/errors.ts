@@ -132,6 +132,7 @@ const NOT_FOUND_DETAIL: Record<string, string> = {
   identity: "This identity does not exist.",
   namespace: "This namespace does not exist.",
   override: "This override does not exist.",
+  migration: "The requested Migration does not exist or has been deleted.",
 };
 
 /** v2's words for the refusals its routes can meet so far (the rest fall back to the core's neutral text). */
@@ -154,6 +155,10 @@ const V2_WORDING: { [K in RefusalKind]?: (facts: RefusalFacts[K]) => string } = 
       ? `ratelimit '${name}' was requested but does not exist for key '${keyId}' nor identity: '${identity.id}' external ID: '${identity.externalId ?? ""}'`
       : `ratelimit '${name}' was requested but does not exist for key '${keyId}' and there is no identity connected.`,
   invalidPermissionQuery: ({ problem }) => problem,
+  duplicateInRequest: ({ index, sameAsIndex }) =>
+    `keys[${index}].hash is the same as keys[${sameAsIndex}].hash: each hash can be migrated once per request.`,
+  migrationExists: ({ migrationId }) => `A migration with id '${migrationId}' already exists.`,
+  invalidKeyFormat: () => "Invalid key format",
   metaTooLarge: ({ size, max }) => `Metadata is too large: it must be at most ${megabytes(max)}, but is ${megabytes(size)}.`,
 };
 
@@ -252,6 +257,10 @@ export function v2ErrorOf(err: DomainError): V2Error {
   }
   // v2 refuses a rate limit named twice in one request as bad input, not as a conflict with what is stored.
   if (err.refusal?.kind === "ratelimitNameRepeated") return new V2Error(400, "unkey/application/invalid_input", v2Words(err), []);
+  // keys.migrateKeys: a hash given twice is bad input (upstream crashes on it), not a conflict with what is stored.
+  if (err.refusal?.kind === "duplicateInRequest") return new V2Error(400, "unkey/application/invalid_input", v2Words(err), []);
+  // verifyKey with a prefixed-api-key migration: the key cannot be split (contract §6.3).
+  if (err.refusal?.kind === "invalidKeyFormat") return new V2Error(400, "unkey/authentication/malformed", v2Words(err), []);
   if (err instanceof ConflictError) {
     return new V2Error(409, `unkey/data/${V2_RESOURCE[err.what] ?? err.what}_already_exists`, v2Words(err));
   }

@@ -22,6 +22,8 @@ import { createKey } from "./keys/v2.keys.createKey.js";
 import { rerollKey } from "./keys/v2.keys.rerollKey.js";
 import { updateKey } from "./keys/v2.keys.updateKey.js";
 import { whoami } from "./keys/v2.keys.whoami.js";
+import { createMigration } from "./keyhaven/v2.keyhaven.createMigration.js";
+import { migrateKeys } from "./keys/v2.keys.migrateKeys.js";
 import { liveness } from "./liveness/v2.liveness.js";
 import { createPermission } from "./permissions/v2.permissions.createPermission.js";
 import { deletePermission } from "./permissions/v2.permissions.deletePermission.js";
@@ -63,6 +65,7 @@ export const v2Rpcs: V2Rpc[] = [
   removeRoles,
   setRoles,
   rerollKey,
+  migrateKeys,
   // identities
   createIdentity,
   getIdentity,
@@ -88,4 +91,6 @@ export const v2Rpcs: V2Rpc[] = [
   deleteOverride,
   // analytics
   getVerifications,
+  // keyhaven's extensions
+  createMigration,
 ];

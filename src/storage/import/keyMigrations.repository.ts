@@ -1,0 +1,49 @@
+import { and, eq, isNull } from "drizzle-orm";
+import type { Db } from "../client.js";
+import { type KeyMigrationAlgorithm, keyMigrations, keys } from "../schema.js";
+
+export type KeyMigrationRow = { id: string; workspaceId: string; algorithm: KeyMigrationAlgorithm };
+
+/** A v2 migration by id, whatever its workspace (ids are unique across workspaces). */
+export async function findKeyMigration(db: Db, id: string): Promise<KeyMigrationRow | undefined> {
+  const [row] = await db
+    .select({ id: keyMigrations.id, workspaceId: keyMigrations.workspaceId, algorithm: keyMigrations.algorithm })
+    .from(keyMigrations)
+    .where(eq(keyMigrations.id, id));
+  return row;
+}
+
+/** Creates a migration; false when the id is taken already (by any workspace). */
+export async function insertKeyMigration(db: Db, migration: KeyMigrationRow, now: number): Promise<boolean> {
+  const rows = await db
+    .insert(keyMigrations)
+    .values({ ...migration, createdAtM: now })
+    .onConflictDoNothing({ target: keyMigrations.id })
+    .returning({ id: keyMigrations.id });
+  return rows.length === 1;
+}
+
+/**
+ * The first verification of a key migrated by a hash of another algorithm: its row (found by that hash, still pending
+ * in this migration, live, of this workspace) gets the key's own hash and `start`, and leaves the migration, in one
+ * statement. False when no such row exists (not migrated, another migration, or rehashed meanwhile).
+ */
+export async function rehashPendingKey(
+  db: Db,
+  change: { workspaceId: string; migrationId: string; pendingHash: string; hash: string; start: string },
+  now: number,
+): Promise<boolean> {
+  const rows = await db
+    .update(keys)
+    .set({ hash: change.hash, start: change.start, pendingMigrationId: null, updatedAtM: now })
+    .where(
+      and(
+        eq(keys.hash, change.pendingHash),
+        eq(keys.workspaceId, change.workspaceId),
+        eq(keys.pendingMigrationId, change.migrationId),
+        isNull(keys.deletedAtM),
+      ),
+    )
+    .returning({ id: keys.id });
+  return rows.length === 1;
+}

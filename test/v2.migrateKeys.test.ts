@@ -347,6 +347,26 @@ describe("first verification of a prefixed-api-key key (contract §6.3, through 
     expect((await h.post("/v1/keys.verifyKey", { key, apiId })).body).toMatchObject({ valid: true, keyId });
   });
 
+  test("through POST /v2/keys.verifyKey: migrationId completes the migration, a malformed key is 400 `Invalid key format`", async ({
+    h,
+    t,
+  }) => {
+    const apiId = await h.createApi(t);
+    const migrationId = await createMigration(h, t, "github.com/seamapi/prefixed-api-key");
+    const { key, hash } = prefixedKey("re");
+    const keyId = (await migrateOk(h, t.rootKey, { migrationId, apiId, keys: [{ hash, credits: { remaining: 5 } }] })).migrated[0]!.keyId;
+    const verify = (body: unknown) => h.post("/v2/keys.verifyKey", body, t.rootKey);
+
+    expect((await verify({ key })).body.data).toMatchObject({ valid: false, code: "NOT_FOUND" });
+    const first = await verify({ key, migrationId });
+    expect(first.status, JSON.stringify(first.body)).toBe(200);
+    expect(first.body.data).toMatchObject({ valid: true, code: "VALID", keyId, credits: 4 });
+    expect((await verify({ key })).body.data).toMatchObject({ valid: true, keyId, credits: 3 });
+
+    const malformed = await verify({ key: "no-underscores-here", migrationId });
+    expectV2Error(malformed, 400, "unkey/authentication/malformed", "Invalid key format");
+  });
+
   test("a prefix holding underscores keeps them; start is `<prefix>_` and four characters", async ({ h, t }) => {
     const apiId = await h.createApi(t);
     const migrationId = await createMigration(h, t, "github.com/seamapi/prefixed-api-key");

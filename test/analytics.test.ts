@@ -4,7 +4,7 @@ import { ManualClock } from "../src/clock.js";
 import { openPostgres } from "../src/storage/client.js";
 import { MAX_TAG_SETS_PER_KEY_HOUR, OVERFLOW_TAGS, VerificationAnalytics } from "../src/storage/analytics/analytics.recorder.js";
 import { answersNotFound, describeRootKeyAuthOf, rowsOf } from "./auth-suite.js";
-import { harnessWith, test } from "./fixtures.js";
+import { harnessWith, testWith } from "./fixtures.js";
 import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
 import { freePort, waitFor } from "./wait.js";
 
@@ -18,8 +18,7 @@ const clock = new ManualClock(Date.now() - (Date.now() % HOUR) + HOUR + 30 * 60_
 
 // The file's harness is the shared `h` fixture of test/fixtures.ts made on that clock (`t` and `apiId` are of it),
 // with helpers over it; `verify` is file-scoped (a closure over h) for the suite setup in an it.beforeAll.
-const it = test
-  .override("h", { scope: "file" }, harnessWith({}, { clock }))
+const it = testWith(harnessWith({}, { clock }))
   .extend(
     "verify",
     { scope: "file" },

@@ -1,6 +1,6 @@
 import { describe, expect } from "vitest";
 import { ManualClock } from "../src/clock.js";
-import { harnessWith, test } from "./fixtures.js";
+import { harnessWith, testWith } from "./fixtures.js";
 import { ADMIN_TOKEN, type Harness } from "./helper.js";
 
 // The times the writes record (created, updated, deleted) are business time: they come from the injected clock
@@ -8,7 +8,7 @@ import { ADMIN_TOKEN, type Harness } from "./helper.js";
 // the past, so a time taken from Date.now() instead could not match by chance.
 const START = Date.UTC(2021, 2, 3, 4, 5, 6, 7);
 const clock = new ManualClock(START);
-const it = test.override("h", { scope: "file" }, harnessWith({}, { clock }));
+const it = testWith(harnessWith({}, { clock }));
 
 /** The millisecond column `column` of the row of `table` with this id (for times v1 does not show). */
 async function timeOf(h: Harness, table: string, column: string, id: string): Promise<number | null> {

@@ -91,81 +91,101 @@ export const harnessWith =
     return h;
   };
 
-export const test = base
-  .extend("h", { scope: "file" }, harnessWith())
-  .extend("t", { scope: "file" }, async ({ h }) => h.tenant())
-  .extend("apiId", { scope: "file" }, async ({ h, t }) => h.createApi(t))
-  // File-scoped so that a suite-level `it.beforeAll` may call routes too.
-  .extend(
-    "route",
-    { scope: "file" },
-    async ({ h, t }) =>
-      (path: `/v1/${string}`) =>
-        routeCaller(h, path, t.rootKey),
-  )
-  .extend(
-    "newApi",
-    async ({ h }) =>
-      (tenant: Tenant, settings: Record<string, unknown> = {}) =>
-        h.createApi(tenant, settings),
-  )
-  .extend(
-    "importKey",
-    async ({ h, t, apiId }) =>
-      (fields: Record<string, unknown> = {}, tenant = t, api = apiId) =>
-        h.importKey(tenant, api, fields),
-  )
-  // File-scoped (a closure over the file's h and t) so that a suite-level `it.beforeAll` may create roles too.
-  .extend("createRole", { scope: "file" }, async ({ h, t }) => async (name: string, tenant = t): Promise<string> => {
-    const res = await h.post("/v1/permissions.createRole", { name }, tenant.rootKey);
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    return res.body.roleId;
-  })
-  .extend("createPermission", { scope: "file" }, async ({ h, t }) => async (name: string, slug?: string, tenant = t): Promise<string> => {
-    const res = await h.post("/v1/permissions.createPermission", { name, ...(slug && { slug }) }, tenant.rootKey);
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    return res.body.permissionId;
-  })
-  .extend(
-    "count",
-    async ({ h }) =>
-      (query: string) =>
-        countIn(h, query),
-  )
-  /** Every table a key's creation or import may write to, counted, to prove that a refused request wrote nothing. */
-  .extend("snapshot", async ({ count }) => async () => ({
-    keys: await count("keys"),
-    identities: await count("identities"),
-    ratelimits: await count("ratelimits"),
-    encrypted: await count("encrypted_keys"),
-    encryptionKeys: await count("encryption_keys"),
-    roles: await count("roles"),
-    permissions: await count("permissions"),
-    keysRoles: await count("keys_roles"),
-    keysPermissions: await count("keys_permissions"),
-  }))
-  /** Moves a key's creation and last refill back by `days`, so that a refill falls due. */
-  .extend(
-    "backdate",
-    async ({ h }) =>
-      (keyId: string, days: number) =>
-        h.sql(`update keys set created_at_m = created_at_m - ${days * 86_400_000}::bigint,
-         last_refill_at = case when last_refill_at is null then null else last_refill_at - interval '${days} days' end
-         where id = '${keyId}'`),
-  )
-  .extend(
-    "keyRoles",
-    async ({ h }) =>
-      async (keyId: string) =>
-        (await h.sql<{ id: string }>(`select role_id as id from keys_roles where key_id = '${keyId}' order by role_id`)).map((r) => r.id),
-  )
-  .extend(
-    "keyPermissions",
-    async ({ h }) =>
-      async (keyId: string) =>
-        (
-          await h.sql<{ id: string }>(`select permission_id as id from keys_permissions where key_id = '${keyId}' order by permission_id`)
-        ).map((r) => r.id),
+/**
+ * The shared fixtures over an `h` fixture of the caller's: `testWith(harnessWith({}, { clock }))` is `test` with the
+ * file's harness made so. A file calls it once, at its top. (Not vitest's `test.override`: that changes the shared
+ * `test` itself, and a worker that runs several files in one module graph (`isolate: false`) would hand the
+ * override to the files that run after it.)
+ */
+export function testWith(h: ReturnType<typeof harnessWith>) {
+  return (
+    base
+      .extend("h", { scope: "file" }, h)
+      .extend("t", { scope: "file" }, async ({ h }) => h.tenant())
+      .extend("apiId", { scope: "file" }, async ({ h, t }) => h.createApi(t))
+      // File-scoped so that a suite-level `it.beforeAll` may call routes too.
+      .extend(
+        "route",
+        { scope: "file" },
+        async ({ h, t }) =>
+          (path: `/v1/${string}`) =>
+            routeCaller(h, path, t.rootKey),
+      )
+      .extend(
+        "newApi",
+        async ({ h }) =>
+          (tenant: Tenant, settings: Record<string, unknown> = {}) =>
+            h.createApi(tenant, settings),
+      )
+      .extend(
+        "importKey",
+        async ({ h, t, apiId }) =>
+          (fields: Record<string, unknown> = {}, tenant = t, api = apiId) =>
+            h.importKey(tenant, api, fields),
+      )
+      // File-scoped (a closure over the file's h and t) so that a suite-level `it.beforeAll` may create roles too.
+      .extend("createRole", { scope: "file" }, async ({ h, t }) => async (name: string, tenant = t): Promise<string> => {
+        const res = await h.post("/v1/permissions.createRole", { name }, tenant.rootKey);
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        return res.body.roleId;
+      })
+      .extend(
+        "createPermission",
+        { scope: "file" },
+        async ({ h, t }) =>
+          async (name: string, slug?: string, tenant = t): Promise<string> => {
+            const res = await h.post("/v1/permissions.createPermission", { name, ...(slug && { slug }) }, tenant.rootKey);
+            expect(res.status, JSON.stringify(res.body)).toBe(200);
+            return res.body.permissionId;
+          },
+      )
+      .extend(
+        "count",
+        async ({ h }) =>
+          (query: string) =>
+            countIn(h, query),
+      )
+      /** Every table a key's creation or import may write to, counted, to prove that a refused request wrote nothing. */
+      .extend("snapshot", async ({ count }) => async () => ({
+        keys: await count("keys"),
+        identities: await count("identities"),
+        ratelimits: await count("ratelimits"),
+        encrypted: await count("encrypted_keys"),
+        encryptionKeys: await count("encryption_keys"),
+        roles: await count("roles"),
+        permissions: await count("permissions"),
+        keysRoles: await count("keys_roles"),
+        keysPermissions: await count("keys_permissions"),
+      }))
+      /** Moves a key's creation and last refill back by `days`, so that a refill falls due. */
+      .extend(
+        "backdate",
+        async ({ h }) =>
+          (keyId: string, days: number) =>
+            h.sql(`update keys set created_at_m = created_at_m - ${days * 86_400_000}::bigint,
+           last_refill_at = case when last_refill_at is null then null else last_refill_at - interval '${days} days' end
+           where id = '${keyId}'`),
+      )
+      .extend(
+        "keyRoles",
+        async ({ h }) =>
+          async (keyId: string) =>
+            (await h.sql<{ id: string }>(`select role_id as id from keys_roles where key_id = '${keyId}' order by role_id`)).map(
+              (r) => r.id,
+            ),
+      )
+      .extend(
+        "keyPermissions",
+        async ({ h }) =>
+          async (keyId: string) =>
+            (
+              await h.sql<{ id: string }>(
+                `select permission_id as id from keys_permissions where key_id = '${keyId}' order by permission_id`,
+              )
+            ).map((r) => r.id),
+      )
   );
+}
 
+export const test = testWith(harnessWith());
 export const it = test;

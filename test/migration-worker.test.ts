@@ -6,29 +6,26 @@ import { hashKey } from "../src/crypto/hash.js";
 import { isTransientFailure } from "../src/storage/dependency.js";
 import { describeUnexpected } from "../src/log.js";
 import { MigrationWorker, migrationRetryDelayMs } from "../src/core/import/import.worker.js";
-import { harnessWith, test } from "./fixtures.js";
+import { harnessWith, testWith } from "./fixtures.js";
 import { ADMIN_TOKEN, createHarness, expectError } from "./helper.js";
 
 // One app without its own worker: each test drives a worker of its own, with a clock and backoff it controls.
 // One app without its own worker (the shared `h` fixture of test/fixtures.ts made so; `t` and `apiId` are of it): each
 // test drives a worker of its own, with a clock and backoff it controls. Helpers over it are fixtures.
-const it = test
-  .override(
-    "h",
-    { scope: "file" },
-    harnessWith({}, { migrationWorker: false }, async (h) => {
-      // Inserting a key named `fail:<SQLSTATE>` fails with that SQLSTATE while the fault is switched on.
-      await h.sql("create table keyhaven_test_fault (on_ boolean)");
-      await h.sql(`create function keyhaven_test_fault() returns trigger language plpgsql as $$
+const it = testWith(
+  harnessWith({}, { migrationWorker: false }, async (h) => {
+    // Inserting a key named `fail:<SQLSTATE>` fails with that SQLSTATE while the fault is switched on.
+    await h.sql("create table keyhaven_test_fault (on_ boolean)");
+    await h.sql(`create function keyhaven_test_fault() returns trigger language plpgsql as $$
     begin
       if NEW.name like 'fail:%' and exists (select 1 from keyhaven_test_fault) then
         raise exception 'injected by the test' using errcode = substr(NEW.name, 6);
       end if;
       return NEW;
     end $$`);
-      await h.sql("create trigger keyhaven_test_fault before insert on keys for each row execute function keyhaven_test_fault()");
-    }),
-  )
+    await h.sql("create trigger keyhaven_test_fault before insert on keys for each row execute function keyhaven_test_fault()");
+  }),
+)
   .extend(
     "fault",
     async ({ h }) =>

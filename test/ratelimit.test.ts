@@ -4,7 +4,7 @@ import { ManualClock } from "../src/clock.js";
 import { MemoryRateLimiter } from "../src/storage/ratelimits/memory.ratelimiter.js";
 import type { LimitCheck, RateLimiter } from "../src/storage/ratelimits/ratelimiter.js";
 import { RedisRateLimiter } from "../src/storage/ratelimits/redis.ratelimiter.js";
-import { harnessWith, test } from "./fixtures.js";
+import { harnessWith, testWith } from "./fixtures.js";
 import { expectError } from "./helper.js";
 
 const QUOTA = 100;
@@ -126,7 +126,7 @@ const clock = new ManualClock(Date.now() - (Date.now() % HOUR) + HOUR + 30 * 60_
 
 // The keys.verifyKey tests' harness is the shared `h` fixture of test/fixtures.ts made on that clock (`t`, `apiId`
 // and `importKey` are of it).
-const it = test.override("h", { scope: "file" }, harnessWith({}, { clock })).extend(
+const it = testWith(harnessWith({}, { clock })).extend(
   "verify",
   async ({ h }) =>
     (body: Record<string, unknown>) =>

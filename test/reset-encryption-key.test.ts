@@ -5,12 +5,12 @@ import { describe, expect } from "vitest";
 import { assertMasterKeyMatches } from "../src/keyring/keyring.js";
 import { resetMasterKey } from "../src/keyring/masterKey.reset.js";
 import { commandSuite, embeddedStore } from "./cli-process.js";
-import { countIn, harnessWith, test } from "./fixtures.js";
+import { countIn, harnessWith, testWith } from "./fixtures.js";
 import { appWithMasterKey, decryptedKeys } from "./helper.js";
 
 // The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), the harness made with no worker: an
 // enqueued batch stays pending, as it would while every replica is stopped.
-const it = test.override("h", { scope: "file" }, harnessWith({}, { migrationWorker: false }));
+const it = testWith(harnessWith({}, { migrationWorker: false }));
 
 describe("resetMasterKey: the way out when the encryption key is lost", () => {
   it("deletes stored plaintexts and data keys, keeps verification, and lets a new key start and store plaintexts", async ({

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { describe, expect } from "vitest";
 import { ManualClock } from "../src/clock.js";
 import { parseTextPermissionQuery } from "../src/core/auth/permissions.text.js";
-import { harnessWith, test } from "./fixtures.js";
+import { harnessWith, testWith } from "./fixtures.js";
 import type { Harness, Tenant } from "./helper.js";
 import { expectV2Error } from "./v2-errors.js";
 
@@ -14,7 +14,7 @@ const HOUR = 3_600_000;
 // The app's clock stands still in the middle of an hour, ahead of the machine's: rate-limit windows (fixed, of a
 // minute here) never turn during a test, and expiry is reached by moving the clock, never by waiting.
 const clock = new ManualClock(Date.now() - (Date.now() % HOUR) + HOUR + 30 * 60_000);
-const it = test.override("h", { scope: "file" }, harnessWith({}, { clock }));
+const it = testWith(harnessWith({}, { clock }));
 // The harness (a fresh database) is made under the hook's timeout, not the first test's.
 it.beforeAll(async ({ h }) => {
   expect(h.clock).toBe(clock);

@@ -118,7 +118,7 @@ const cases: Case[] = [
     route: "keys.createKey",
     body: (c) => ({ apiId: c.apiId }),
     ...onKeyspace("create_key"),
-    denied: 403,
+    denied: 404, // masked as a missing API (contract §2 row 6)
     v1: { path: "/v1/keys.createKey", input: (c) => ({ apiId: c.apiId }) },
   },
   {
@@ -273,7 +273,8 @@ describe("v2 URN root-key permissions (Issue 14, contract §1.5)", () => {
     const create = urn(ws, `keyspaces/${apiId}`, "create_key");
     const encrypt = urn(ws, `keyspaces/${apiId}/keys/*`, "encrypt_key");
     const withoutEncrypt = await h.rootKey(ws, [create]);
-    expect((await h.post("/v2/keys.createKey", { apiId, recoverable: true }, withoutEncrypt)).status).toBe(403);
+    // createKey masks the refusal as a missing API (404), rerollKey answers 403.
+    expect((await h.post("/v2/keys.createKey", { apiId, recoverable: true }, withoutEncrypt)).status).toBe(404);
     const both = await h.rootKey(ws, [create, encrypt]);
     const created = await h.post("/v2/keys.createKey", { apiId, recoverable: true }, both);
     expect(created.status, JSON.stringify(created.body)).toBe(200);

@@ -174,7 +174,7 @@ describe("v2 identities", () => {
       await h.post("/v2/identities.listIdentities", {}, one),
       403,
       "unkey/authorization/insufficient_permissions",
-      `Missing one of these permissions: identity.*.read_identity or identity.${ids[1]}.read_identity`,
+      `Missing one of these permissions: identity.*.read_identity or identity.${ids[1]}.read_identity or unkey:v1:${t.workspaceId}:projects/*/identities/*#read_identity`,
     );
   });
 

@@ -126,7 +126,7 @@ describe("v2 keys.getKey and keys.whoami", () => {
         await h.post("/v2/keys.getKey", { keyId }, await h.rootKey(t.workspaceId, perms)),
         403,
         "unkey/authorization/insufficient_permissions",
-        `Missing one of these permissions: api.*.read_key or api.${apiId}.read_key`,
+        `Missing one of these permissions: api.*.read_key or api.${apiId}.read_key or unkey:v1:${t.workspaceId}:keyspaces/${apiId}/keys/${keyId}#read_key`,
       );
     }
     expect((await h.post("/v2/keys.getKey", { keyId }, await h.rootKey(t.workspaceId, ["api.*.read_key"]))).status).toBe(200);
@@ -190,7 +190,7 @@ describe("v2 keys.deleteKey", () => {
       await h.post("/v2/keys.deleteKey", { keyId }, await h.rootKey(t.workspaceId, [`api.${apiId}.read_key`])),
       403,
       "unkey/authorization/insufficient_permissions",
-      `Missing one of these permissions: api.*.delete_key or api.${apiId}.delete_key`,
+      `Missing one of these permissions: api.*.delete_key or api.${apiId}.delete_key or unkey:v1:${t.workspaceId}:keyspaces/${apiId}/keys/${keyId}#delete_key`,
     );
     expectV2Error(await h.post("/v2/keys.deleteKey", { keyId }, (await h.tenant()).rootKey), 404, "unkey/data/key_not_found", NOT_FOUND);
     const missing = await h.post("/v2/keys.deleteKey", {}, t.rootKey);
@@ -287,7 +287,7 @@ describe("v2 keys.updateCredits", () => {
       ),
       403,
       "unkey/authorization/insufficient_permissions",
-      `Missing one of these permissions: api.*.update_key or api.${apiId}.update_key`,
+      `Missing one of these permissions: api.*.update_key or api.${apiId}.update_key or unkey:v1:${t.workspaceId}:keyspaces/${apiId}/keys/${limited.keyId}#update_key`,
     );
     expectV2Error(
       await h.post("/v2/keys.updateCredits", { keyId: limited.keyId, operation: "set", value: 1 }, (await h.tenant()).rootKey),

@@ -1,4 +1,5 @@
 import type { PermissionQuery } from "../../errors.js";
+import { urnPermission } from "./permissions.urn.js";
 
 export type { PermissionQuery };
 
@@ -76,4 +77,52 @@ export function describeQuery(query: PermissionQuery): string {
 /** `or("*", "api.*.<action>", "api.<apiId>.<action>")`, the usual shape of an API-scoped check. */
 export function apiPermission(apiId: string, ...actions: string[]): PermissionQuery {
   return { or: ["*", ...actions.flatMap((a) => [`api.*.${a}`, `api.${apiId}.${a}`])] };
+}
+
+/**
+ * Which forms of a permission a route accepts (Issue 14, contract §1.5): v1's tuples (and `*`) alone, or also the
+ * URN the v2 contract names for the route (v2). v1's queries, and so its 403 texts, are those of the "v1" dialect.
+ */
+export type PermissionDialect = "v1" | "v2";
+
+/**
+ * The one builder of a keyspace- or key-scoped permission: apiPermission's tuples, and for v2 the URN
+ * `keyspaces/<apiId>#<action>` (keyId null), `keyspaces/<apiId>/keys/<keyId>#<action>` (keyId `*`: any key).
+ */
+export function keyPermission(
+  dialect: PermissionDialect,
+  workspaceId: string,
+  apiId: string,
+  keyId: string | null,
+  action: string,
+): PermissionQuery {
+  const tuples = ["*", `api.*.${action}`, `api.${apiId}.${action}`];
+  if (dialect === "v1") return { or: tuples };
+  return { or: [...tuples, keyspaceUrn(workspaceId, apiId, keyId, action)] };
+}
+
+/** The URN of a keyspace (keyId null) or of a key of it (`*`: any key), the one place its path is spelt. */
+export function keyspaceUrn(workspaceId: string, apiId: string, keyId: string | null, action: string): string {
+  return urnPermission(workspaceId, keyId === null ? `keyspaces/${apiId}` : `keyspaces/${apiId}/keys/${keyId}`, action);
+}
+
+/** The one builder of an identity permission: the given tuples (`*` among them), and for v2 the URN of any identity of any project. */
+export function identityPermission(
+  dialect: PermissionDialect,
+  workspaceId: string,
+  tuples: readonly string[],
+  action: string,
+): PermissionQuery {
+  if (dialect === "v1") return { or: [...tuples] };
+  return { or: [...tuples, urnPermission(workspaceId, "projects/*/identities/*", action)] };
+}
+
+/** The URN of a rate-limit namespace's override (v2's getOverride, contract §2 row 38). */
+export function overrideUrn(workspaceId: string, namespaceId: string, overrideId: string, action: string): string {
+  return urnPermission(workspaceId, `ratelimits/namespaces/${namespaceId}/overrides/${overrideId}`, action);
+}
+
+/** v2's permission to create permissions: `*`, the URN of any permission, or the tuple (contract §2 rows 15, 17, 34). */
+export function createPermissionPermission(workspaceId: string): PermissionQuery {
+  return { or: ["*", urnPermission(workspaceId, "rbac/permissions/*", "create_permission"), "rbac.*.create_permission"] };
 }

@@ -1,4 +1,4 @@
-import { describeQuery, type PermissionQuery } from "../auth/permissions.query.js";
+import { describeQuery, identityPermission, type PermissionDialect, type PermissionQuery } from "../auth/permissions.query.js";
 import { hasPermission, requirePermission } from "../principal.js";
 import { type Db, isUniqueViolation } from "../../storage/client.js";
 import { ConflictError, InvalidInputError, NotFoundError, PermissionDeniedError } from "../../errors.js";
@@ -57,7 +57,13 @@ export function assertIdentitySelector(input: { identityId?: string | undefined;
 export type IdentityRules = {
   /** The longest meta, as JSON (default MAX_IDENTITY_META_JSON, v1's). */
   maxMetaJson?: number;
+  /** Whether the identity permissions may also be granted by the URN of any identity (v2, contract §2 rows 21–25). */
+  permissionDialect?: PermissionDialect;
 };
+
+/** The identity permission `action` as `rules` ask for it: the tuples given, and in v2 the URN. */
+const identityQuery = (caller: Principal, rules: IdentityRules, action: string, ...tuples: string[]): PermissionQuery =>
+  identityPermission(rules.permissionDialect ?? "v1", caller.workspaceId, ["*", ...tuples], action);
 
 const identityNotFound = (idOrExternalId: string | undefined) => new NotFoundError("identity", idOrExternalId ?? "");
 
@@ -68,7 +74,7 @@ export async function createIdentity(
   input: { externalId: string; meta?: Meta | undefined; ratelimits?: IdentityRatelimitInput[] | undefined },
   rules: IdentityRules = {},
 ): Promise<string> {
-  requirePermission(caller, { or: ["*", "identity.*.create_identity"] });
+  requirePermission(caller, identityQuery(caller, rules, "create_identity", "identity.*.create_identity"));
   assertMetaSize(input.meta, rules.maxMetaJson);
   assertDistinctRatelimitNames(input.ratelimits);
   try {
@@ -193,13 +199,19 @@ export async function deleteIdentity(services: IdentityServices, caller: Princip
  * by id from an id on (inclusive); permission per identity read.
  */
 
-const readIdentity = (id: string): PermissionQuery => ({ or: ["*", "identity.*.read_identity", `identity.${id}.read_identity`] });
+const readIdentity = (caller: Principal, rules: IdentityRules, id: string): PermissionQuery =>
+  identityQuery(caller, rules, "read_identity", "identity.*.read_identity", `identity.${id}.read_identity`);
 
 /** An identity by id or externalId; NotFoundError before the permission check (which names the identity's id). */
-export async function getIdentityByRef(services: IdentityServices, caller: Principal, ref: string): Promise<Identity> {
+export async function getIdentityByRef(
+  services: IdentityServices,
+  caller: Principal,
+  ref: string,
+  rules: IdentityRules = {},
+): Promise<Identity> {
   const row = await findIdentityByRef(services.db, caller.workspaceId, ref);
   if (!row) throw identityNotFound(ref);
-  requirePermission(caller, readIdentity(row.id));
+  requirePermission(caller, readIdentity(caller, rules, row.id));
   return withRatelimits(services.db, row, (row.meta as Meta | null) ?? {});
 }
 
@@ -212,10 +224,11 @@ export async function listIdentitiesByPage(
   services: IdentityServices,
   caller: Principal,
   page: { fromId?: string | undefined; limit: number; search?: string | undefined },
+  rules: IdentityRules = {},
 ): Promise<{ identities: Identity[]; nextId?: string }> {
   const found = await listIdentitiesFrom(services.db, caller.workspaceId, { ...page, limit: page.limit + 1 });
   const rows = found.slice(0, page.limit);
-  for (const row of rows) requirePermission(caller, readIdentity(row.id));
+  for (const row of rows) requirePermission(caller, readIdentity(caller, rules, row.id));
   const rls = await identityRatelimits(
     services.db,
     rows.map((r) => r.id),
@@ -236,7 +249,7 @@ export async function updateIdentityByRef(
   input: { identity: string; meta?: Meta | undefined; ratelimits?: IdentityRatelimitInput[] | undefined },
   rules: IdentityRules = {},
 ): Promise<Identity> {
-  requirePermission(caller, { or: ["*", "identity.*.update_identity"] });
+  requirePermission(caller, identityQuery(caller, rules, "update_identity", "identity.*.update_identity"));
   assertDistinctRatelimitNames(input.ratelimits);
   assertMetaSize(input.meta, rules.maxMetaJson);
   const row = await findIdentityByRef(services.db, caller.workspaceId, input.identity);
@@ -250,8 +263,13 @@ export async function updateIdentityByRef(
 }
 
 /** Deletes an identity named by id or externalId (deleteIdentity's rules). */
-export async function deleteIdentityByRef(services: IdentityServices, caller: Principal, ref: string): Promise<void> {
-  requirePermission(caller, { or: ["*", "identity.*.delete_identity"] });
+export async function deleteIdentityByRef(
+  services: IdentityServices,
+  caller: Principal,
+  ref: string,
+  rules: IdentityRules = {},
+): Promise<void> {
+  requirePermission(caller, identityQuery(caller, rules, "delete_identity", "identity.*.delete_identity"));
   const row = await findIdentityByRef(services.db, caller.workspaceId, ref);
   if (!row || !(await removeIdentity(services.db, caller.workspaceId, row.id))) throw identityNotFound(ref);
 }

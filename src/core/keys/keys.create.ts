@@ -1,4 +1,4 @@
-import { apiPermission } from "../auth/permissions.query.js";
+import { keyPermission, type PermissionDialect } from "../auth/permissions.query.js";
 import { hasPermission, requirePermission } from "../principal.js";
 import { hashKey } from "../../crypto/hash.js";
 import { generateKey, generateKeyV2 } from "../../crypto/keyGen.js";
@@ -48,6 +48,8 @@ export type CreateKeyRules = {
   monthlyWithoutDay: "firstOfMonth" | "refuse";
   /** A daily refill with a day: refused (v1), or the day ignored (v2). */
   dailyWithDay: "refuse" | "ignore";
+  /** Whether create_key and encrypt_key may also be granted by the keyspace's URNs (v2, contract §2 row 6). */
+  permissionDialect: PermissionDialect;
 };
 
 export const V1_CREATE_KEY_RULES: CreateKeyRules = {
@@ -57,6 +59,7 @@ export const V1_CREATE_KEY_RULES: CreateKeyRules = {
   missingRoles: "createWhenAllowed",
   monthlyWithoutDay: "firstOfMonth",
   dailyWithDay: "refuse",
+  permissionDialect: "v1",
 };
 
 export const V2_CREATE_KEY_RULES: CreateKeyRules = {
@@ -66,6 +69,7 @@ export const V2_CREATE_KEY_RULES: CreateKeyRules = {
   missingRoles: "refuse",
   monthlyWithoutDay: "refuse",
   dailyWithDay: "ignore",
+  permissionDialect: "v2",
 };
 
 /** A new key in `format`, and its `start` (`requestedPrefix`: the prefix the request named, v1's `start` rule). */
@@ -98,7 +102,7 @@ export async function createKey(
   input: CreateKeyCommand,
   rules: CreateKeyRules = V1_CREATE_KEY_RULES,
 ): Promise<CreatedKey> {
-  requirePermission(principal, apiPermission(input.apiId, "create_key"));
+  requirePermission(principal, keyPermission(rules.permissionDialect, principal.workspaceId, input.apiId, null, "create_key"));
   const { workspaceId } = principal;
   // An API's key settings never change: from memory when this process has seen the API (a statement fewer per call).
   const remembered = services.apiSettings.remembered(workspaceId, input.apiId);
@@ -166,7 +170,10 @@ async function createKeyInApi(
       refusal: { kind: "createMissingRoles", names: missingRoles },
     });
   }
-  if (input.recoverable && !hasPermission(principal, apiPermission(input.apiId, "encrypt_key"))) {
+  if (
+    input.recoverable &&
+    !hasPermission(principal, keyPermission(rules.permissionDialect, workspaceId, input.apiId, "*", "encrypt_key"))
+  ) {
     throw new PermissionDeniedError(`"*", "api.*.encrypt_key" or "api.${input.apiId}.encrypt_key"`, [...principal.permissions], {
       refusal: { kind: "encryptNotAllowed", apiId: input.apiId },
     });

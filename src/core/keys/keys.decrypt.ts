@@ -1,13 +1,18 @@
-import { apiPermission } from "../auth/permissions.query.js";
+import { keyPermission, type PermissionDialect } from "../auth/permissions.query.js";
 import { hasPermission } from "../principal.js";
 import type { Keyring } from "../../keyring/keyring.js";
 import type { Db } from "../../storage/client.js";
 import { DecryptNotAllowedError, PreconditionFailedError } from "../../errors.js";
 import type { Principal } from "../principal.js";
 
-/** Reading a key's plaintext needs the decrypt_key permission of its API (v1: 403 UNAUTHORIZED otherwise). */
-export function requireDecryptPermission(principal: Principal, apiId: string): void {
-  if (!hasPermission(principal, apiPermission(apiId, "decrypt_key"))) throw new DecryptNotAllowedError(apiId);
+/**
+ * Reading a key's plaintext needs the decrypt_key permission of its API (v1: 403 UNAUTHORIZED otherwise); in v2 also
+ * granted by the URN of the key (`keyId`), or of any key of the keyspace (`*`).
+ */
+export function requireDecryptPermission(principal: Principal, apiId: string, dialect: PermissionDialect = "v1", keyId = "*"): void {
+  if (!hasPermission(principal, keyPermission(dialect, principal.workspaceId, apiId, keyId, "decrypt_key"))) {
+    throw new DecryptNotAllowedError(apiId);
+  }
 }
 
 /** What decryption reads of a key row: its encrypted copy, if it has one. */

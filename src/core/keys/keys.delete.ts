@@ -1,4 +1,4 @@
-import { apiPermission } from "../auth/permissions.query.js";
+import { apiPermission, keyPermission, type PermissionDialect } from "../auth/permissions.query.js";
 import { requirePermission } from "../principal.js";
 import { NotFoundError } from "../../errors.js";
 import { deleteKeysOfApi } from "../../storage/apis/apis.repository.js";
@@ -10,11 +10,16 @@ import type { KeyServices } from "./keys.services.js";
  * Deletes a key: soft (it stops verifying, the row stays), or `permanent` (the row goes, so the same key can be
  * imported again). Another workspace's key is a missing one.
  */
-export async function deleteKey(services: KeyServices, principal: Principal, input: { keyId: string; permanent: boolean }): Promise<void> {
+export async function deleteKey(
+  services: KeyServices,
+  principal: Principal,
+  input: { keyId: string; permanent: boolean },
+  dialect: PermissionDialect = "v1",
+): Promise<void> {
   const { db } = services;
   const key = await findLiveKeyForWrite(db, input.keyId);
   if (!key || key.workspaceId !== principal.workspaceId) throw new NotFoundError("key", input.keyId);
-  requirePermission(principal, apiPermission(key.apiId, "delete_key"));
+  requirePermission(principal, keyPermission(dialect, principal.workspaceId, key.apiId, key.id, "delete_key"));
   const deleted = input.permanent ? await hardDeleteKey(db, key.id) : await softDeleteKey(db, key.id, services.clock.now());
   if (!deleted) throw new NotFoundError("key", input.keyId);
 }

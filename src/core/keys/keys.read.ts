@@ -1,4 +1,4 @@
-import { apiPermission } from "../auth/permissions.query.js";
+import { keyPermission, type PermissionDialect } from "../auth/permissions.query.js";
 import { hasPermission, type Principal, requirePermission } from "../principal.js";
 import { hashKey } from "../../crypto/hash.js";
 import { NotFoundError, PreconditionFailedError } from "../../errors.js";
@@ -25,6 +25,8 @@ export type KeyReadRules = {
    * without a plaintext (v1, the default).
    */
   decryptNeedsEncryptingApi?: boolean;
+  /** Whether read_key and decrypt_key may also be granted by the key's URN (v2, contract §2 rows 7–8). */
+  dialect?: PermissionDialect;
 };
 
 /**
@@ -39,9 +41,10 @@ export async function getKey(
 ): Promise<{ row: KeyObjectRow; plaintext?: string | undefined }> {
   const row = await findKeyObjectRow(services.db, { id: input.keyId }, rules.permissions ?? "direct-names");
   if (!row || row.workspaceId !== principal.workspaceId) throw new NotFoundError("key", input.keyId);
-  requirePermission(principal, apiPermission(row.apiId, "read_key"));
+  const dialect = rules.dialect ?? "v1";
+  requirePermission(principal, keyPermission(dialect, principal.workspaceId, row.apiId, row.id, "read_key"));
   if (!input.decrypt) return { row };
-  requireDecryptPermission(principal, row.apiId);
+  requireDecryptPermission(principal, row.apiId, dialect, row.id);
   if (rules.decryptNeedsEncryptingApi && !(await findApi(services.db, row.workspaceId, row.apiId))?.storeEncryptedKeys) {
     throw new PreconditionFailedError("api", { kind: "recoverableNotSupported", apiId: row.apiId });
   }
@@ -70,9 +73,13 @@ export async function findKeyBySecret(
  * keys.whoami's second step: the caller may see the key found by its secret (its workspace's, with read_key). With
  * `denied: "notFound"` a caller without read_key is told only that the key is not found (not which permission).
  */
-export function requireKeyVisible(principal: Principal, row: KeyObjectRow, rules: Pick<KeyReadRules, "denied"> = {}): KeyObjectRow {
+export function requireKeyVisible(
+  principal: Principal,
+  row: KeyObjectRow,
+  rules: Pick<KeyReadRules, "denied" | "dialect"> = {},
+): KeyObjectRow {
   if (row.workspaceId !== principal.workspaceId) throw keyBySecretNotFound();
-  const readKey = apiPermission(row.apiId, "read_key");
+  const readKey = keyPermission(rules.dialect ?? "v1", principal.workspaceId, row.apiId, row.id, "read_key");
   if (rules.denied === "notFound" && !hasPermission(principal, readKey)) throw keyBySecretNotFound();
   requirePermission(principal, readKey);
   return row;

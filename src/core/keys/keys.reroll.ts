@@ -1,4 +1,4 @@
-import { apiPermission } from "../auth/permissions.query.js";
+import { keyPermission, type PermissionDialect } from "../auth/permissions.query.js";
 import { requirePermission } from "../principal.js";
 import { hashKey } from "../../crypto/hash.js";
 import { NotFoundError, PreconditionFailedError } from "../../errors.js";
@@ -27,17 +27,18 @@ export async function rerollKey(
   principal: Principal,
   input: RerollKeyCommand,
   format: KeyFormat = "v2",
+  dialect: PermissionDialect = "v1",
 ): Promise<CreatedKey> {
   const { db, keyring } = services;
   const { workspaceId } = principal;
   // The checks first, outside the transaction (a data key may have to be unwrapped); the transaction reads it again.
   const old = await findKeyToReroll(db, workspaceId, input.keyId, false);
   if (!old) throw new NotFoundError("key", input.keyId);
-  requirePermission(principal, apiPermission(old.apiId, "create_key"));
+  requirePermission(principal, keyPermission(dialect, workspaceId, old.apiId, null, "create_key"));
   const api = await services.apiSettings.find(workspaceId, old.apiId);
   if (!api) throw new NotFoundError("key", input.keyId);
   if (old.hasEncryptedCopy) {
-    requirePermission(principal, apiPermission(old.apiId, "encrypt_key"));
+    requirePermission(principal, keyPermission(dialect, workspaceId, old.apiId, "*", "encrypt_key"));
     if (!api.storeEncryptedKeys) throw new PreconditionFailedError("api", { kind: "recoverableNotSupported", apiId: old.apiId });
     if (!keyring.available) throw new PreconditionFailedError("encryption key", { kind: "encryptionKeyUnavailable" });
   }

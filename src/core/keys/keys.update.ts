@@ -1,4 +1,4 @@
-import { apiPermission } from "../auth/permissions.query.js";
+import { keyPermission, type PermissionDialect } from "../auth/permissions.query.js";
 import { hasPermission, requirePermission } from "../principal.js";
 import type { Db } from "../../storage/client.js";
 import { InvalidInputError, NotFoundError } from "../../errors.js";
@@ -47,10 +47,12 @@ export type UpdateKeyRules = {
    * alone (v2); and what a missing role is: v1 asks each entry whether to create it, v2 refuses it as not found.
    */
   links: "rbacChecked" | "updateKeyOnly";
+  /** Whether update_key may also be granted by the key's URN (v2, contract §2 row 9). */
+  permissionDialect: PermissionDialect;
 };
 
-export const V1_UPDATE_KEY_RULES: UpdateKeyRules = { monthlyWithoutDay: "firstOfMonth", links: "rbacChecked" };
-export const V2_UPDATE_KEY_RULES: UpdateKeyRules = { monthlyWithoutDay: "refuse", links: "updateKeyOnly" };
+export const V1_UPDATE_KEY_RULES: UpdateKeyRules = { monthlyWithoutDay: "firstOfMonth", links: "rbacChecked", permissionDialect: "v1" };
+export const V2_UPDATE_KEY_RULES: UpdateKeyRules = { monthlyWithoutDay: "refuse", links: "updateKeyOnly", permissionDialect: "v2" };
 
 /**
  * Updates a key, all or nothing: the key is locked, its API's update_key permission checked, the refill rules
@@ -68,7 +70,7 @@ export async function updateKey(
   await services.db.transaction(async (tx) => {
     const key = await lockKeyForUpdate(tx, principal.workspaceId, input.keyId);
     if (!key) throw new NotFoundError("key", input.keyId);
-    requirePermission(principal, apiPermission(key.apiId, "update_key"));
+    requirePermission(principal, keyPermission(rules.permissionDialect, principal.workspaceId, key.apiId, key.id, "update_key"));
     if (input.refill) {
       if (input.remaining === null) throw new InvalidInputError({ kind: "refillOnUnlimited", during: "update" });
       if (input.refill.interval === "daily" && input.refill.refillDay != null) {

@@ -1,4 +1,4 @@
-import { apiPermission } from "../auth/permissions.query.js";
+import { keyPermission, type PermissionDialect } from "../auth/permissions.query.js";
 import { requirePermission } from "../principal.js";
 import { MAX_INT32 } from "../../storage/int32.js";
 import { InvalidInputError, NotFoundError } from "../../errors.js";
@@ -13,6 +13,8 @@ export type UpdateRemainingCommand = { keyId: string; op: "increment" | "decreme
 export type UpdateRemainingRules = {
   /** `set` to null (unlimited) also removes the key's refill (v2's updateCredits); v1 keeps it. */
   unlimitedClearsRefill?: boolean;
+  /** Whether update_key may also be granted by the key's URN (v2's updateCredits, contract §2 row 12). */
+  dialect?: PermissionDialect;
 };
 
 /** The key's remaining uses after a change (null: unlimited), and its refill (null: none; `day` null: daily). */
@@ -43,7 +45,7 @@ export async function changeRemaining(
   const notFound = () => new NotFoundError("key", input.keyId);
   const key = await findLiveKeyForWrite(db, input.keyId);
   if (!key || key.workspaceId !== principal.workspaceId) throw notFound();
-  requirePermission(principal, apiPermission(key.apiId, "update_key"));
+  requirePermission(principal, keyPermission(rules.dialect ?? "v1", principal.workspaceId, key.apiId, key.id, "update_key"));
 
   const unlimited = () => new InvalidInputError({ kind: "remainingUnlimited", op });
   if (op !== "set") {

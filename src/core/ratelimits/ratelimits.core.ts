@@ -17,7 +17,7 @@ import {
 } from "../../storage/ratelimits/ratelimits.repository.js";
 import { checkLimits, type RateLimiter, windowOf } from "../../storage/ratelimits/ratelimiter.js";
 import type { Principal } from "../principal.js";
-import type { PermissionQuery } from "../auth/permissions.query.js";
+import { overrideUrn, type PermissionQuery } from "../auth/permissions.query.js";
 
 /** What the rate-limit core needs of the services. */
 export type RatelimitServices = {
@@ -229,7 +229,7 @@ export async function getOverride(
   const may: PermissionQuery = {
     or: [
       "*",
-      `unkey:v1:${caller.workspaceId}:ratelimits/namespaces/${namespace.id}/overrides/${override.id}#read_override`,
+      overrideUrn(caller.workspaceId, namespace.id, override.id, "read_override"),
       `ratelimit.${namespace.id}.read_override`,
       "ratelimit.*.read_override",
     ],

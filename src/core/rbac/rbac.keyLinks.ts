@@ -1,6 +1,5 @@
 import { hasPermission, type Principal, requirePermission } from "../principal.js";
-import { describeQuery, type PermissionQuery } from "../auth/permissions.query.js";
-import { urnPermission } from "../auth/permissions.urn.js";
+import { createPermissionPermission, describeQuery, keyspaceUrn, type PermissionQuery } from "../auth/permissions.query.js";
 import type { Clock } from "../../clock.js";
 import type { Db } from "../../storage/client.js";
 import { NotFoundError, type PermissionCheck, PermissionDeniedError, type Refusal } from "../../errors.js";
@@ -89,7 +88,7 @@ const anyOf = (permission: string): PermissionQuery => ({ or: ["*", permission] 
 /** What v2 asks of a caller to change the key's roles or permissions (contract §2, rows 15–20). */
 function v2KeyLinkQuery(principal: Principal, k: RbacKind, operation: KeyLinkOperation, key: Key): PermissionQuery {
   const updateKey: PermissionQuery = { or: [`api.*.update_key`, `api.${key.apiId}.update_key`] };
-  const urn = urnPermission(principal.workspaceId, `keyspaces/${key.apiId}/keys/${key.id}`, "update_key");
+  const urn = keyspaceUrn(principal.workspaceId, key.apiId, key.id, "update_key");
   // v2's removeRoles and setRoles ask for update_key alone (contract §16.3).
   if (k.kind === "role" && operation !== "add") return { or: ["*", `api.*.update_key`, `api.${key.apiId}.update_key`, urn] };
   const rbac =
@@ -98,9 +97,7 @@ function v2KeyLinkQuery(principal: Principal, k: RbacKind, operation: KeyLinkOpe
 }
 
 /** v2's permission to create a permission a request names: the tuple, or the URN of any permission. */
-const v2CreatePermission = (principal: Principal): PermissionQuery => ({
-  or: ["*", urnPermission(principal.workspaceId, "rbac/permissions/*", "create_permission"), "rbac.*.create_permission"],
-});
+const v2CreatePermission = (principal: Principal): PermissionQuery => createPermissionPermission(principal.workspaceId);
 
 /** v2's refusal of a role (or a permission to remove) that the workspace lacks. */
 const namedNotFound = (k: RbacKind, name: string): Refusal => ({ kind: "namedNotFound", what: k.kind, name });

@@ -1,6 +1,5 @@
 import { requirePermission } from "../principal.js";
-import type { PermissionQuery } from "../auth/permissions.query.js";
-import { urnPermission } from "../auth/permissions.urn.js";
+import { createPermissionPermission, type PermissionQuery } from "../auth/permissions.query.js";
 import { isUniqueViolation } from "../../storage/client.js";
 import { ConflictError, NotFoundError } from "../../errors.js";
 import {
@@ -109,9 +108,7 @@ export async function setPermissionsOfRole(
 ): Promise<PermissionRow[]> {
   requirePermission(principal, { or: ["*", { and: ["rbac.*.add_permission_to_role", "rbac.*.remove_permission_from_role"] }] });
   const slugs = [...new Set(input.permissions)].sort();
-  const mayCreate: PermissionQuery = {
-    or: ["*", urnPermission(principal.workspaceId, "rbac/permissions/*", "create_permission"), "rbac.*.create_permission"],
-  };
+  const mayCreate = createPermissionPermission(principal.workspaceId);
   return services.db.transaction(async (tx) => {
     const role = await lockRole(tx, principal.workspaceId, input.roleId);
     if (!role) throw new NotFoundError("role", input.roleId);

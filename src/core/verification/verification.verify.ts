@@ -1,5 +1,6 @@
-import { apiPermission, type PermissionQuery, PermissionQueryError, parsePermissionQuery, satisfies } from "../auth/permissions.query.js";
+import { keyPermission, type PermissionQuery, PermissionQueryError, parsePermissionQuery, satisfies } from "../auth/permissions.query.js";
 import { parseTextPermissionQuery } from "../auth/permissions.text.js";
+import { rootKeySatisfies } from "../auth/permissions.urn.js";
 import { hashKey } from "../../crypto/hash.js";
 import { InvalidInputError, WorkspaceDisabledError } from "../../errors.js";
 import { ipAllowed } from "../apis/apis.ipWhitelist.js";
@@ -184,8 +185,10 @@ async function decide(services: VerificationServices, req: VerifyRequest): Promi
   }
   if (!key || (scope !== undefined && key.workspaceId !== scope.workspaceId)) return { valid: false, code: "NOT_FOUND" };
   if (v2) {
-    // A caller without verify_key for this API is told nothing about the key (v2 answers NOT_FOUND, not 403).
-    if (!scope?.permissions || !satisfies(apiPermission(key.apiId, "verify_key"), scope.permissions)) {
+    // A caller without verify_key for this API (or the key's URN, contract §2 row 11) is told nothing about the key
+    // (v2 answers NOT_FOUND, not 403).
+    const verifyKey = keyPermission("v2", key.workspaceId, key.apiId, key.id, "verify_key");
+    if (!scope?.permissions || !rootKeySatisfies(verifyKey, scope.permissions)) {
       return { valid: false, code: "NOT_FOUND" };
     }
     query = permissionQueryOf(req.permissions, "v2");

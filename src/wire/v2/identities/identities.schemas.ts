@@ -1,8 +1,11 @@
 import { z } from "zod";
-import type { Identity } from "../../../core/identities/identities.core.js";
+import type { Identity, IdentityRules } from "../../../core/identities/identities.core.js";
 
 /** v2's limit on an identity's meta, as JSON (1.0 MB). */
 export const V2_MAX_IDENTITY_META_JSON = 1_000_000;
+
+/** v2's identity rules: its meta bound, and the identity URN granting as the tuples do (contract §2 rows 21–25). */
+export const V2_IDENTITY_RULES: IdentityRules = { maxMetaJson: V2_MAX_IDENTITY_META_JSON, permissionDialect: "v2" };
 
 export const externalIdInput = z
   .string()

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { createIdentity as createIdentityCore } from "../../../core/identities/identities.core.js";
 import { BULK_BODY_LIMIT } from "../../v1/rpc.js";
 import { defineV2Rpc } from "../rpc.js";
-import { externalIdInput, metaInput, ratelimitsInput, V2_MAX_IDENTITY_META_JSON } from "./identities.schemas.js";
+import { externalIdInput, metaInput, ratelimitsInput, V2_IDENTITY_RULES } from "./identities.schemas.js";
 
 export const createIdentity = defineV2Rpc({
   method: "POST",
@@ -17,6 +17,6 @@ export const createIdentity = defineV2Rpc({
   input: z.object({ externalId: externalIdInput, meta: metaInput.optional(), ratelimits: ratelimitsInput.optional() }),
   output: z.object({ identityId: z.string().describe("The new identity's id (`id_…`).") }),
   handler: async (input, { deps, rootKey }) => ({
-    data: { identityId: await createIdentityCore(deps, rootKey, input, { maxMetaJson: V2_MAX_IDENTITY_META_JSON }) },
+    data: { identityId: await createIdentityCore(deps, rootKey, input, V2_IDENTITY_RULES) },
   }),
 });

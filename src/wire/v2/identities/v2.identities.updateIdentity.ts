@@ -2,7 +2,7 @@ import { z } from "zod";
 import { updateIdentityByRef } from "../../../core/identities/identities.core.js";
 import { BULK_BODY_LIMIT } from "../../v1/rpc.js";
 import { defineV2Rpc } from "../rpc.js";
-import { identityData, identityOutput, identityRef, metaInput, ratelimitsInput, V2_MAX_IDENTITY_META_JSON } from "./identities.schemas.js";
+import { identityData, identityOutput, identityRef, metaInput, ratelimitsInput, V2_IDENTITY_RULES } from "./identities.schemas.js";
 
 export const updateIdentity = defineV2Rpc({
   method: "POST",
@@ -16,6 +16,6 @@ export const updateIdentity = defineV2Rpc({
   input: z.object({ identity: identityRef, meta: metaInput.optional(), ratelimits: ratelimitsInput.optional() }).strict(),
   output: identityOutput,
   handler: async (input, { deps, rootKey }) => ({
-    data: identityData(await updateIdentityByRef(deps, rootKey, input, { maxMetaJson: V2_MAX_IDENTITY_META_JSON })),
+    data: identityData(await updateIdentityByRef(deps, rootKey, input, V2_IDENTITY_RULES)),
   }),
 });

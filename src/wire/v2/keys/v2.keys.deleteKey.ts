@@ -19,7 +19,7 @@ export const deleteKey = defineV2Rpc({
     .strict(),
   output: z.object({}).strict(),
   handler: async (input, { deps, rootKey }) => {
-    await deleteKeyCore(deps, rootKey, { keyId: input.keyId, permanent: input.permanent ?? false });
+    await deleteKeyCore(deps, rootKey, { keyId: input.keyId, permanent: input.permanent ?? false }, "v2");
     return { data: {} };
   },
 });

@@ -23,6 +23,7 @@ export const getKey = defineV2Rpc({
     const { row, plaintext } = await getKeyCore(deps, rootKey, input, {
       permissions: "effective-slugs",
       decryptNeedsEncryptingApi: true,
+      dialect: "v2",
     });
     return { data: keyResponseData(row, await readKeyRatelimits(deps, row), plaintext) };
   },

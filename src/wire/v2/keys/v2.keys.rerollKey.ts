@@ -22,7 +22,7 @@ export const rerollKey = defineV2Rpc({
   output: createdKeyOutput,
   handler: async (input, { deps, rootKey }) => {
     try {
-      return { data: await rerollKeyCore(deps, rootKey, { keyId: input.keyId, expiration: input.expiration }) };
+      return { data: await rerollKeyCore(deps, rootKey, { keyId: input.keyId, expiration: input.expiration }, "v2", "v2") };
     } catch (err) {
       // v2's rerollKey words a missing key apart from the other key routes.
       if (err instanceof NotFoundError && err.what === "key") {

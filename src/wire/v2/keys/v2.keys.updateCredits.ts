@@ -26,7 +26,7 @@ export const updateCredits = defineV2Rpc({
       deps,
       rootKey,
       { keyId: input.keyId, op: input.operation, value: input.value ?? null },
-      { unlimitedClearsRefill: true },
+      { unlimitedClearsRefill: true, dialect: "v2" },
     );
     return { data: creditsData(after) };
   },

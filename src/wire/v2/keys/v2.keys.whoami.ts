@@ -16,7 +16,7 @@ export const whoami = defineV2Rpc({
   handler: async (input, { deps, rootKey }) => {
     const found = await findKeyBySecret(deps, input.key, { permissions: "effective-slugs" });
     // v2 answers a caller without read_key as if the key did not exist; unlike upstream, the 404 names no permission.
-    const row = requireKeyVisible(rootKey, found, { denied: "notFound" });
+    const row = requireKeyVisible(rootKey, found, { denied: "notFound", dialect: "v2" });
     return { data: keyResponseData(row, await readKeyRatelimits(deps, row)) };
   },
 });

@@ -6,7 +6,7 @@ import { indexFirst } from "../indexFirst.js";
 import { encryptedKeys, encryptionKeys, keys, migrationBatches, migrationErrors } from "../schema.js";
 import { ConflictError, describeRefusal, type Refusal } from "../../errors.js";
 import { upsertIdentities } from "../identities/identities.repository.js";
-import { insertKeyRatelimits, setKeyDefaultRatelimits } from "../keys/keys.ratelimit.repository.js";
+import { upsertKeyRatelimits, setKeyDefaultRatelimits } from "../keys/keys.ratelimit.repository.js";
 import { insertKeyLinks } from "../keys/keys.rbac.repository.js";
 import type { ImportPlan, QueuedKey } from "./import.rows.js";
 
@@ -55,7 +55,7 @@ export async function insertImport(db: Db, plan: ImportPlan): Promise<string[]> 
     await insertKeyLinks(tx, "role", plan.keyRoles, plan.now);
     await insertKeyLinks(tx, "permission", plan.keyPermissions, plan.now);
     await setKeyDefaultRatelimits(tx, plan.ratelimits, plan.now);
-    await insertKeyRatelimits(tx, plan.namedRatelimits ?? [], plan.now);
+    await upsertKeyRatelimits(tx, plan.namedRatelimits ?? [], plan.now);
   });
   return plan.keys.map((k) => k.id);
 }

@@ -10,34 +10,15 @@ export const KEY_DEFAULT_RATELIMIT = "default";
 
 export type KeyDefaultRatelimit = { keyId: string; workspaceId: string; limit: number; duration: number };
 
-/**
- * The one writer of keys' auto-applied `default` rate limits (keys.createKey, keys.updateKey and the imports): a
- * key that has one gets it updated, the others get it inserted. One statement for any number of keys.
- */
-export async function setKeyDefaultRatelimits(db: Db, limits: KeyDefaultRatelimit[], now: number): Promise<void> {
-  await insertRecordset(
-    db,
-    ratelimits,
-    limits.map((l) => ({
-      id: newId("rl"),
-      workspaceId: l.workspaceId,
-      name: KEY_DEFAULT_RATELIMIT,
-      keyId: l.keyId,
-      limit: l.limit,
-      duration: l.duration,
-      autoApply: true,
-      createdAtM: now,
-    })),
-    sql`on conflict (key_id, name) do update
-      set "limit" = excluded."limit", duration = excluded.duration, updated_at_m = excluded.created_at_m`,
-  );
-}
-
 /** A key's named rate limit, as v2 gives them (keys.migrateKeys): applied always (`autoApply`) or when named. */
 export type KeyNamedRatelimit = KeyDefaultRatelimit & { name: string; autoApply: boolean };
 
-/** Inserts keys' named rate limits (a name is unique per key: the caller refuses a name given twice). One statement. */
-export async function insertKeyRatelimits(db: Db, limits: KeyNamedRatelimit[], now: number): Promise<void> {
+/**
+ * The one writer of keys' rate limits: a key that has a limit of that name gets it updated in place (its id kept),
+ * the others get it inserted. One statement for any number of keys (names distinct per key).
+ */
+export async function upsertKeyRatelimits(db: Db, limits: KeyNamedRatelimit[], now: number): Promise<void> {
+  if (limits.length === 0) return;
   await insertRecordset(
     db,
     ratelimits,
@@ -51,6 +32,18 @@ export async function insertKeyRatelimits(db: Db, limits: KeyNamedRatelimit[], n
       autoApply: l.autoApply,
       createdAtM: now,
     })),
+    sql`on conflict (key_id, name) do update
+      set "limit" = excluded."limit", duration = excluded.duration, auto_apply = excluded.auto_apply,
+        updated_at_m = excluded.created_at_m`,
+  );
+}
+
+/** Keys' auto-applied `default` rate limits (v1's `ratelimit` of a key: keys.createKey, keys.updateKey, the imports). */
+export async function setKeyDefaultRatelimits(db: Db, limits: KeyDefaultRatelimit[], now: number): Promise<void> {
+  await upsertKeyRatelimits(
+    db,
+    limits.map((l) => ({ ...l, name: KEY_DEFAULT_RATELIMIT, autoApply: true })),
+    now,
   );
 }
 
@@ -73,23 +66,10 @@ export async function replaceKeyRatelimits(
 ): Promise<void> {
   const names = limits.map((l) => l.name);
   await db.delete(ratelimits).where(and(eq(ratelimits.keyId, key.id), names.length > 0 ? notInArray(ratelimits.name, names) : undefined));
-  if (limits.length === 0) return;
-  await insertRecordset(
+  await upsertKeyRatelimits(
     db,
-    ratelimits,
-    limits.map((l) => ({
-      id: newId("rl"),
-      workspaceId: key.workspaceId,
-      name: l.name,
-      keyId: key.id,
-      limit: l.limit,
-      duration: l.duration,
-      autoApply: l.autoApply,
-      createdAtM: now,
-    })),
-    sql`on conflict (key_id, name) do update
-      set "limit" = excluded."limit", duration = excluded.duration, auto_apply = excluded.auto_apply,
-        updated_at_m = excluded.created_at_m`,
+    limits.map((l) => ({ ...l, keyId: key.id, workspaceId: key.workspaceId })),
+    now,
   );
 }
 

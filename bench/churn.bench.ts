@@ -27,6 +27,8 @@
  *   BENCH_STORES         "postgres" (default) and/or "pglite"
  *   BENCH_DATABASE_URL   PostgreSQL server to create the bench database on
  *                        (default postgres://postgres@127.0.0.1:5432/postgres)
+ *   BENCH_SERVER_NODE_ARGS  extra node flags for the keyhaven child, space-separated
+ *                        (e.g. "--cpu-prof --cpu-prof-dir=/tmp/churn-prof" to profile the server)
  */
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -67,6 +69,7 @@ const settings = {
   stores: envList(env, "BENCH_STORES", ["postgres", "pglite"] as const, ["postgres"]),
   databaseUrl: env.BENCH_DATABASE_URL?.trim() || DEFAULT_DATABASE_URL,
   writes: envList(env, "BENCH_CHURN_WRITES", ["mixed", "create", "sql"] as const, ["mixed"])[0]!,
+  serverNodeArgs: (env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""),
 };
 const OTHER_KEYS = 50;
 const MAX_WRITES_IN_FLIGHT = 50;
@@ -209,7 +212,7 @@ async function runStore(store: "postgres" | "pglite", admin: Awaited<ReturnType<
     storeEnv.KEYHAVEN_DATA_DIR = dir;
   }
   const rootKey = `bench_root_${randomBytes(24).toString("base64url")}`;
-  const server = await startKeyhaven(storeEnv, rootKey, [], cleanup, ["REDIS_URL"]);
+  const server = await startKeyhaven(storeEnv, rootKey, settings.serverNodeArgs, cleanup, ["REDIS_URL"]);
   const rounds: Round[] = [];
   try {
     console.log(`▶ ${store}: importing ${settings.keys} keys`);

@@ -5,6 +5,7 @@ import { describe, expect } from "vitest";
 import { type Db, rowsOf } from "../src/storage/client.js";
 import { findExistingHashes } from "../src/storage/import/migrations.repository.js";
 import { findKeyObjectRow } from "../src/storage/keys/keyObjects.repository.js";
+import { InvalidationTracker } from "../src/storage/invalidations.js";
 import { prepareVerificationLookup } from "../src/storage/keys/keys.repository.js";
 import { liveKeyHashExists, prepareRootKeyLookup } from "../src/storage/rootKeys/rootKeys.auth.repository.js";
 import * as schema from "../src/storage/schema.js";
@@ -143,5 +144,20 @@ describe("lookups by hash start from the hash index, whatever the table's statis
     const [row] = await prepareRootKeyLookup(recording.db).execute({ hash: "plan_root_hash_12" });
     expect(row?.id).toBe("plan_root_12");
     await expectIndexFirst(h, recording.last(), "root_keys", "root_keys_hash_idx");
+  });
+
+  it("the catch-up read of the invalidation log (every epoch read that finds the epoch moved)", async ({ h }) => {
+    // Ten minutes of writes stay in the log: read whole, each catch-up cost every replica a scan of all of them.
+    if (h.onPostgres) await h.sql("alter table keyhaven_invalidations set (autovacuum_enabled = false)");
+    await h.sql(`insert into keyhaven_invalidations (tag) select 'key:plan_' || i from generate_series(1, ${BULK_ROWS}) i`);
+    try {
+      const recording = recordingDb(h);
+      const tracker = new InvalidationTracker(recording.db);
+      await tracker.readEpoch(); // the first read has no snapshot to catch up from
+      await tracker.readEpoch();
+      await expectIndexFirst(h, recording.last(), "keyhaven_invalidations", "keyhaven_invalidations_xid_idx");
+    } finally {
+      await h.sql("delete from keyhaven_invalidations where tag like 'key:plan_%'");
+    }
   });
 });

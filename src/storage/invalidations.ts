@@ -108,9 +108,12 @@ function prepareEpochRead(db: Db) {
       pruned: sql<boolean | null>`case when ${moved} then (select p.through >= pg_snapshot_xmax(${prev})
           or exists (select 1 from pg_snapshot_xip(${prev}) x where x <= p.through)
         from keyhaven_invalidations_pruned p where p.id = 0) end`,
+      // `order by xid` makes the xid index the plan even as a generic plan (postgres.js's named statements after
+      // five runs), which estimates a third of the log for `xid >= $1` and scanned all of it otherwise: every
+      // catch-up read the whole log, ten minutes of writes (issue 13 §1).
       tags: sql<string[] | null>`case when ${moved} then array(select tag from keyhaven_invalidations
           where xid >= pg_snapshot_xmin(${prev}) and not pg_visible_in_snapshot(xid, ${prev})
-          limit ${sql.placeholder("rows")}) end`,
+          order by xid limit ${sql.placeholder("rows")}) end`,
     })
     .from(epochTable)
     .prepare("keyhaven_epoch");

@@ -280,17 +280,19 @@ describe("permissions.addPermissionsToRole and permissions.removePermissionsFrom
     "%s answers an unknown permission with 404 naming it, and changes nothing",
     async (method, { h, t, newPermission, newRole, rolePermissionIds }) => {
       const a = await newPermission(t);
+      const b = await newPermission(t);
       const role = await newRole(t);
       await h.post("/v1/permissions.addPermissionsToRole", { roleId: role.id, permissions: [{ id: a.id }] }, t.rootKey);
       const path = `/v1/permissions.${method}`;
+      // Each request also names a permission it would change (b added, a removed): all or nothing.
       expectError(
-        await h.post(path, { roleId: role.id, permissions: [{ id: a.id }, { id: "perm_nope" }] }, t.rootKey),
+        await h.post(path, { roleId: role.id, permissions: [{ id: a.id }, { id: b.id }, { id: "perm_nope" }] }, t.rootKey),
         404,
         "NOT_FOUND",
         "permission perm_nope not found",
       );
       expectError(
-        await h.post(path, { roleId: role.id, permissions: [{ id: a.id }, { slug: "no.such.slug" }] }, t.rootKey),
+        await h.post(path, { roleId: role.id, permissions: [{ id: a.id }, { id: b.id }, { slug: "no.such.slug" }] }, t.rootKey),
         404,
         "NOT_FOUND",
         'permission with slug "no.such.slug" not found',

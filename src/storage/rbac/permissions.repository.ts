@@ -1,7 +1,7 @@
 import { and, eq, inArray, notInArray, or, sql } from "drizzle-orm";
 import { textArray } from "../bulk.js";
 import { containsLiteral } from "../search.js";
-import type { Db } from "../client.js";
+import { type Db, rowsOf } from "../client.js";
 import { permissions, roles, rolesPermissions } from "../schema.js";
 import { NotFoundError } from "../../errors.js";
 import { newId } from "../../ids.js";
@@ -216,9 +216,12 @@ export async function findPermissionsByIdOrSlug(
 }
 
 /**
- * Connects (`add`) or disconnects (`remove`) permissions and a role, in one transaction. The role and the
- * permissions are locked FOR SHARE first, so a concurrent delete of either waits rather than breaking a foreign key.
- * Throws NOT_FOUND for a role or a permission that the workspace does not have; then nothing changes.
+ * Connects (`add`) or disconnects (`remove`) permissions and a role, in one statement (one round trip: it was a
+ * transaction of five, and a role change is one of the writes that verification shares the event loop with, issue
+ * 13 §1). The role and the permissions are locked FOR SHARE first (the permissions in id order, so concurrent callers
+ * cannot deadlock), so a concurrent delete of either waits rather than breaking a foreign key; the change is made
+ * only when the role and every permission named were found. Throws NOT_FOUND for a role or a permission that the
+ * workspace does not have; then nothing changes.
  */
 export async function changeRolePermissions(
   db: Db,
@@ -230,35 +233,38 @@ export async function changeRolePermissions(
 ): Promise<void> {
   const ids = [...new Set(refs.flatMap((r) => (r.id !== undefined ? [r.id] : [])))];
   const slugs = [...new Set(refs.flatMap((r) => (r.id === undefined && r.slug !== undefined ? [r.slug] : [])))];
-  await db.transaction(async (tx) => {
-    const [role] = await tx
-      .select({ id: roles.id })
-      .from(roles)
-      .where(and(eq(roles.workspaceId, workspaceId), eq(roles.id, roleId)))
-      .for("share");
-    if (!role) throw new NotFoundError("role", roleId);
-    const found = await findPermissionsByIdOrSlug(tx, workspaceId, ids, slugs, { lockForShare: true });
-    const foundIds = new Set(found.map((p) => p.id));
-    const foundSlugs = new Set(found.map((p) => p.slug));
-    const missingId = ids.find((id) => !foundIds.has(id));
-    if (missingId !== undefined) throw new NotFoundError("permission", missingId);
-    const missingSlug = slugs.find((s) => !foundSlugs.has(s));
-    if (missingSlug !== undefined) {
-      throw new NotFoundError("permission", missingSlug, `permission with slug "${missingSlug}" not found`);
-    }
-    const permissionIds = found.map((p) => p.id);
-    if (permissionIds.length === 0) return;
-    if (change === "add") {
-      await tx
-        .insert(rolesPermissions)
-        .values(permissionIds.map((permissionId) => ({ roleId, permissionId, workspaceId, createdAtM: now })))
-        .onConflictDoNothing();
-    } else {
-      await tx
-        .delete(rolesPermissions)
-        .where(and(eq(rolesPermissions.roleId, roleId), inArray(rolesPermissions.permissionId, permissionIds)));
-    }
-  });
+  const complete = sql`(select count(*) from role) = 1
+    and not exists (select 1 from unnest(${textArray(ids)}) as asked(id) where asked.id not in (select id from found))
+    and not exists (select 1 from unnest(${textArray(slugs)}) as asked(slug) where asked.slug not in (select slug from found))`;
+  const write =
+    change === "add"
+      ? sql`insert into ${rolesPermissions} (role_id, permission_id, workspace_id, created_at_m)
+          select ${roleId}, found.id, ${workspaceId}, ${now} from found where ${complete}
+          on conflict do nothing returning 1`
+      : sql`delete from ${rolesPermissions}
+          where ${rolesPermissions.roleId} = ${roleId} and ${rolesPermissions.permissionId} in (select id from found) and ${complete}
+          returning 1`;
+  const [row] = rowsOf<{ role: string | null; ids: string[]; slugs: string[] }>(
+    await db.execute(sql`with role as (
+        select ${roles.id} from ${roles} where ${roles.workspaceId} = ${workspaceId} and ${roles.id} = ${roleId} for share),
+      found as (
+        select ${permissions.id}, ${permissions.slug} from ${permissions}
+        where ${permissions.workspaceId} = ${workspaceId}
+          and (${permissions.id} = any(${textArray(ids)}) or ${permissions.slug} = any(${textArray(slugs)}))
+        order by ${permissions.id} for share),
+      changed as (${write})
+      select (select id from role) as role, (select count(*) from changed) as changed,
+        array(select id from found) as ids, array(select slug from found) as slugs`),
+  );
+  if (!row?.role) throw new NotFoundError("role", roleId);
+  const foundIds = new Set(row.ids);
+  const foundSlugs = new Set(row.slugs);
+  const missingId = ids.find((id) => !foundIds.has(id));
+  if (missingId !== undefined) throw new NotFoundError("permission", missingId);
+  const missingSlug = slugs.find((s) => !foundSlugs.has(s));
+  if (missingSlug !== undefined) {
+    throw new NotFoundError("permission", missingSlug, `permission with slug "${missingSlug}" not found`);
+  }
 }
 
 // ---- pages by id (v2's lists), lookups by id or name/slug in one string (v2's getters) ----

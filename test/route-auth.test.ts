@@ -115,6 +115,10 @@ describe("authentication of every registered route", () => {
     expect(open.sort()).toEqual([...OPEN_ROUTES].sort());
   });
 
+  it("lets only keys.createKey's write re-check its root key (its insert applies the guard; test/createKey.checkedByWrite)", () => {
+    expect(rpcs.filter((rpc) => rpc.auth === "rootKeyCheckedByWrite").map(routeName)).toEqual(["POST /v1/keys.createKey"]);
+  });
+
   it("refuses every other route without Authorization (403 UNAUTHORIZED), whatever it is", async () => {
     const guarded = rpcs.filter((rpc) => !OPEN_ROUTES.includes(routeName(rpc)));
     expect(guarded.length).toBe(rpcs.length - OPEN_ROUTES.length);
@@ -234,6 +238,10 @@ describe("authentication of every registered v2 route", () => {
 
   it("declares needing no credentials only on the routes listed here", () => {
     expect(v2Rpcs.filter((rpc) => rpc.auth === "none").map(v2Name)).toEqual(OPEN_V2_ROUTES);
+  });
+
+  it("lets only keys.createKey's write re-check its root key (its insert applies the guard; test/createKey.checkedByWrite)", () => {
+    expect(v2Rpcs.filter((rpc) => rpc.auth === "rootKeyCheckedByWrite").map(v2Name)).toEqual(["POST /v2/keys.createKey"]);
   });
 
   it("sends each route a body it validates, so what follows is authentication's answer", () => {

@@ -6,7 +6,19 @@ import { rootKeySatisfies } from "./auth/permissions.urn.js";
  * Who calls the core: the workspace it acts in and the permissions it holds, whatever the wire protocol
  * authenticated (v1's RootKeyAuth is this shape).
  */
-export type Principal = { readonly workspaceId: string; readonly permissions: ReadonlySet<string> };
+export type Principal = {
+  readonly workspaceId: string;
+  readonly permissions: ReadonlySet<string>;
+  /**
+   * Present when the permissions were read from memory and not confirmed at the request's epoch, which only the
+   * routes that ask for it get (RootKeyAuthenticator.authorizeWrite): every write made for this principal re-checks
+   * them in its own statement, and a refusal is answered only after authenticating again.
+   */
+  readonly writeGuard?: WriteGuard | undefined;
+};
+
+/** The root key a write re-checks (storage's rootKeyStillGrants), with the permissions it was authorized with. */
+export type WriteGuard = { readonly rootKeyId: string; readonly permissions: readonly string[] };
 
 /** What a permission check reads of the caller: a Principal, or anything holding permissions as one does. */
 type PermissionHolder = { readonly permissions: ReadonlySet<string> };

@@ -100,6 +100,15 @@ export class EpochCache<V extends {}> {
     return loaded;
   }
 
+  /**
+   * The entry in memory, without reading the epoch: exact as of the last catch-up, perhaps not as of now. Only for a
+   * caller that re-checks it where it matters (rootKeys.authenticator.ts, `authorizeWrite`); undefined for a cache
+   * without tags, whose entries may predate a change it has not applied.
+   */
+  peek(key: string): V | undefined {
+    return this.tags ? this.entries.get(key) : undefined;
+  }
+
   get size(): number {
     return this.entries.size;
   }

@@ -5,11 +5,14 @@ import { hashKey } from "../../crypto/hash.js";
 import { liveKeyHashExists, prepareRootKeyLookup } from "../../storage/rootKeys/rootKeys.auth.repository.js";
 import type { Clock } from "../../clock.js";
 import { UnauthenticatedError, WorkspaceDisabledError } from "../../errors.js";
+import type { WriteGuard } from "../principal.js";
 
 export type RootKeyAuth = {
   readonly rootKeyId: string;
   readonly workspaceId: string;
   readonly permissions: ReadonlySet<string>;
+  /** Set only by authorizeWrite, while the root key is authorized from memory (see Principal). */
+  readonly writeGuard?: WriteGuard | undefined;
 };
 
 type CachedRootKey = { auth: RootKeyAuth; workspaceEnabled: boolean };
@@ -73,6 +76,30 @@ export class RootKeyAuthenticator {
     }
     if (!found.workspaceEnabled) throw new WorkspaceDisabledError();
     return found.auth;
+  }
+
+  /**
+   * Runs `write` as the root key of `token`, for a route whose writes re-check the root key themselves (keys.createKey:
+   * its key is inserted by one statement, and reading the epoch first would double its round trips, issue 13 §3).
+   * A root key in memory runs it at once, with a `writeGuard`: the write's own statement checks, at its snapshot, that
+   * the root key still exists with exactly these permissions in an enabled workspace, and writes nothing otherwise.
+   * When that run throws anything (a refusal reasoned from permissions that may have changed, a guard that failed,
+   * …), nothing was written, and `write` runs again with the root key authenticated at a fresh epoch, as every other
+   * route's is: so every answer but a success is the one a confirmed root key gets, and a success was re-checked
+   * by the write itself. A root key not in memory is authenticated at once. So `write` must throw only before it
+   * writes (its write is its last step), and every write it makes must apply the guard.
+   */
+  async authorizeWrite<T>(token: string, write: (auth: RootKeyAuth) => Promise<T>): Promise<T> {
+    const remembered = token === "" ? undefined : this.cache.peek(hashKey(token));
+    if (remembered?.workspaceEnabled) {
+      const { auth } = remembered;
+      try {
+        return await write({ ...auth, writeGuard: { rootKeyId: auth.rootKeyId, permissions: [...auth.permissions] } });
+      } catch {
+        // Answered below, at a fresh epoch.
+      }
+    }
+    return write(await this.authenticate(token));
   }
 
   /**

@@ -212,6 +212,7 @@ async function createKeyInApi(
     ratelimit: input.ratelimit,
     ratelimits: input.ratelimits && distinctRatelimits(input.ratelimits),
     encrypted: dataKey && { encrypted: keyring.encrypt(dataKey, keyId, key), dataKey },
+    guard: principal.writeGuard,
   };
   await insertNewKey(services.keyWrites, newKey);
   if (dataKey?.newRow) keyring.remember(dataKey);

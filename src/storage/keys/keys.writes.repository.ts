@@ -1,10 +1,11 @@
 import { and, eq, getTableColumns, isNull, sql } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
 import type { DataKey } from "../crypto/encryptionKeys.repository.js";
-import type { Db } from "../client.js";
+import { type Db, rowsOf } from "../client.js";
 import { apis, encryptedKeys, encryptionKeys, keys, MAX_INT32 } from "../schema.js";
 import { ConflictError, NotFoundError } from "../../errors.js";
 import { lockLiveApi } from "../apis/apis.repository.js";
+import { rootKeyStillGrants } from "../rootKeys/rootKeys.auth.repository.js";
 import { upsertIdentities } from "../identities/identities.repository.js";
 import {
   createMissingPermissions,
@@ -109,6 +110,12 @@ export type NewKey = {
   ratelimits?: KeyRatelimitInput[] | undefined;
   /** The plaintext sealed under `dataKey`, for a recoverable key. */
   encrypted: { encrypted: string; dataKey: DataKey } | undefined;
+  /**
+   * The root key the caller was authorized by from memory (core Principal's writeGuard): the key is written only
+   * while that root key still grants these permissions (rootKeyStillGrants), else nothing is and NotFoundError is
+   * thrown (the caller then authenticates again and answers what that finds).
+   */
+  guard?: { rootKeyId: string; permissions: readonly string[] } | undefined;
 };
 
 /**
@@ -123,10 +130,11 @@ export async function insertNewKey(writes: KeyWrites, input: NewKey): Promise<vo
   if (linksNothing(input)) {
     // Most keys are just a row: one statement instead of BEGIN, the lock, the INSERT and COMMIT (issue 13 §3: each
     // round trip costs the event loop a write and a read). The API row is locked FOR SHARE by the statement itself.
-    if (!(await writes.insertKeyInLiveApi({ ...row, identityId: null }))) throw new NotFoundError("api", row.apiId);
+    if (!(await writes.insertKeyInLiveApi({ ...row, identityId: null }, input.guard))) throw new NotFoundError("api", row.apiId);
     return;
   }
   await db.transaction(async (tx) => {
+    if (input.guard && !(await rootKeyGrants(tx, input.guard))) throw new NotFoundError("api", row.apiId);
     if (!(await lockLiveApi(tx, workspaceId, row.apiId, "share"))) throw new NotFoundError("api", row.apiId);
     const dataKey = input.encrypted?.dataKey;
     if (dataKey?.newRow) await tx.insert(encryptionKeys).values(dataKey.newRow);
@@ -164,6 +172,14 @@ export async function insertNewKey(writes: KeyWrites, input: NewKey): Promise<vo
   });
 }
 
+/** Whether the root key still grants what the caller was authorized with (rootKeyStillGrants), in `db`'s snapshot. */
+async function rootKeyGrants(db: Db, guard: NonNullable<NewKey["guard"]>): Promise<boolean> {
+  const [row] = rowsOf<{ grants: boolean }>(
+    await db.execute(sql`select ${rootKeyStillGrants(sql`${guard.rootKeyId}`, sql`${JSON.stringify(guard.permissions)}`)} as grants`),
+  );
+  return row?.grants === true;
+}
+
 /** A key with no role, permission, identity, rate limit or encrypted copy: its row is all there is to write. */
 function linksNothing(input: NewKey): boolean {
   return (
@@ -192,7 +208,9 @@ export function prepareKeyWrites(db: Db) {
     .select(
       sql`select ${sql.join(values, sql`, `)} from ${apis}
         where ${apis.id} = ${sql.placeholder("apiId")} and ${apis.workspaceId} = ${sql.placeholder("workspaceId")}
-          and ${apis.deletedAtM} is null for share`,
+          and ${apis.deletedAtM} is null
+          and ${rootKeyStillGrants(sql`${sql.placeholder("guardRootKeyId")}`, sql`${sql.placeholder("guardPermissions")}`)}
+        for share of ${apis}`,
     )
     .returning({ id: keys.id })
     .prepare("keyhaven_insert_key");
@@ -205,7 +223,7 @@ export function prepareKeyWrites(db: Db) {
      * leaves no live API to select (READ COMMITTED re-checks a locked row that changed), so nothing is inserted.
      * False then.
      */
-    async insertKeyInLiveApi(row: typeof keys.$inferInsert): Promise<boolean> {
+    async insertKeyInLiveApi(row: typeof keys.$inferInsert, guard?: NewKey["guard"]): Promise<boolean> {
       // Each value encoded by its column (dates, jsonb, bigint ms); a column the row leaves out gets its default.
       const params: Record<string, unknown> = {};
       for (const [field, column] of insertedKeyColumns) {
@@ -213,6 +231,8 @@ export function prepareKeyWrites(db: Db) {
         const value = given === undefined ? column.default : given;
         params[field] = value === undefined || value === null ? null : column.mapToDriverValue(value);
       }
+      params.guardRootKeyId = guard?.rootKeyId ?? null;
+      params.guardPermissions = guard ? JSON.stringify(guard.permissions) : null;
       const inserted = await insertKeyStatement.execute(params);
       return inserted.length > 0;
     },

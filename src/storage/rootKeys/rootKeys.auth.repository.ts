@@ -1,4 +1,4 @@
-import { eq, isNull, sql } from "drizzle-orm";
+import { eq, isNull, type SQL, sql } from "drizzle-orm";
 import type { Db } from "../client.js";
 import { indexFirst } from "../indexFirst.js";
 import { keys, rootKeys, workspaces } from "../schema.js";
@@ -25,6 +25,21 @@ export function prepareRootKeyLookup(db: Db) {
       .limit(1)
       .prepare("keyhaven_root_key_lookup")
   );
+}
+
+/**
+ * A write's own check that a root key authorized from memory still does (core/auth/rootKeys.authenticator.ts,
+ * `authorizeWrite`): true when `rootKeyId` is null (the root key was authenticated at the request's epoch), else only
+ * while the root key exists, its workspace is enabled and its permissions are exactly `permissions` (a JSON array of
+ * strings), at the snapshot of the statement it is part of: what authenticating it at a fresh epoch reads
+ * (prepareRootKeyLookup), without the round trip of reading the epoch first.
+ */
+export function rootKeyStillGrants(rootKeyId: SQL, permissions: SQL): SQL {
+  const granted = sql`array(select json_array_elements_text(${permissions}::json))`;
+  return sql`(${rootKeyId}::text is null or exists (select 1 from ${rootKeys}
+    inner join ${workspaces} on ${workspaces.id} = ${rootKeys.workspaceId}
+    where ${rootKeys.id} = ${rootKeyId}::text and ${workspaces.enabled}
+      and ${rootKeys.permissions} @> ${granted} and ${rootKeys.permissions} <@ ${granted}))`;
 }
 
 /** Whether a live key (a customer's API key, not a root key) has this hash. */

@@ -14,9 +14,13 @@ import type { Services } from "../../services.js";
  * - "admin": the operator's KEYHAVEN_ADMIN_TOKEN.
  * - "optionalRootKey": anybody; a valid root key narrows what the route does (keys.verifyKey scopes to its
  *   workspace), anything else in the header is ignored. The handler asks for it with `ctx.optionalRootKey(epoch)`.
+ * - "rootKeyCheckedByWrite": as "rootKey", for a route whose only write re-checks the root key itself (keys.createKey):
+ *   a root key in memory is used without reading the epoch first, and the handler runs again, authenticated at a
+ *   fresh epoch, when that run throws (RootKeyAuthenticator.authorizeWrite). Its handler passes `ctx.rootKey` to a
+ *   core function that applies its `writeGuard`.
  * - "none": anybody (liveness, readiness).
  */
-export type AuthKind = "rootKey" | "admin" | "optionalRootKey" | "none";
+export type AuthKind = "rootKey" | "rootKeyCheckedByWrite" | "admin" | "optionalRootKey" | "none";
 
 /** What every handler, and a route's `beforeAuth`, gets. */
 export type BaseContext = {
@@ -33,7 +37,7 @@ export type BaseContext = {
 };
 
 /** The principal registerRpc hands to the handler, by the route's `auth`. */
-export type Principal<A extends AuthKind> = A extends "rootKey"
+export type Principal<A extends AuthKind> = A extends "rootKey" | "rootKeyCheckedByWrite"
   ? { rootKey: RootKeyAuth }
   : A extends "optionalRootKey"
     ? { optionalRootKey: (epoch: bigint | undefined) => Promise<RootKeyAuth | undefined> }
@@ -118,6 +122,7 @@ async function authenticate(
 ): Promise<Principal<AuthKind>> {
   switch (auth) {
     case "rootKey":
+    case "rootKeyCheckedByWrite":
       return { rootKey: await deps.rootKeys.authenticate(bearerToken(authorization), epoch.known()) };
     case "admin":
       authenticateAdmin(deps.config, authorization);
@@ -148,8 +153,11 @@ export function registerRpc(app: FastifyInstance, deps: Services, rpc: Rpc): voi
       const epoch = epochOnce(deps);
       const base: BaseContext = { deps, req, reply, epoch: epoch.read };
       const checked = rpc.beforeAuth ? await rpc.beforeAuth(input, base) : undefined;
-      const principal = await authenticate(rpc.auth, deps, req.headers.authorization, epoch);
-      const output = await rpc.handler(input, { ...base, ...principal, checked } as RpcContext);
+      const run = (principal: Principal<AuthKind>) => rpc.handler(input, { ...base, ...principal, checked } as RpcContext);
+      const output =
+        rpc.auth === "rootKeyCheckedByWrite"
+          ? await deps.rootKeys.authorizeWrite(bearerToken(req.headers.authorization), (rootKey) => run({ rootKey }))
+          : await run(await authenticate(rpc.auth, deps, req.headers.authorization, epoch));
       return reply.code(status).send(output);
     },
   });

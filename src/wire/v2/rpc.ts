@@ -14,15 +14,17 @@ import { V2Error } from "./errors.js";
  * - "rootKeyAtEpoch": the same refusals, but the header's form is checked before the handler and the root key is
  *   authenticated when the handler asks, at the store epoch it already read (`ctx.rootKeyAt(epoch)`), so that the hot
  *   path (keys.verifyKey) costs no second epoch read. The handler must ask on every path.
+ * - "rootKeyCheckedByWrite": as "rootKey", for a route whose only write re-checks the root key itself (keys.createKey),
+ *   as v1's kind of that name (wire/v1/rpc.ts, RootKeyAuthenticator.authorizeWrite).
  * - "none": anybody (liveness).
  */
-export type V2AuthKind = "rootKey" | "rootKeyAtEpoch" | "none";
+export type V2AuthKind = "rootKey" | "rootKeyCheckedByWrite" | "rootKeyAtEpoch" | "none";
 
 export type V2Context<A extends V2AuthKind> = {
   deps: Services;
   req: FastifyRequest;
   reply: FastifyReply;
-} & (A extends "rootKey"
+} & (A extends "rootKey" | "rootKeyCheckedByWrite"
   ? { rootKey: RootKeyAuth }
   : A extends "rootKeyAtEpoch"
     ? { rootKeyAt: (epoch: bigint | undefined) => Promise<RootKeyAuth> }
@@ -119,7 +121,11 @@ export function registerV2Rpc(app: FastifyInstance, deps: Services, rpc: V2Rpc):
         const token = bearerTokenV2(req.headers.authorization);
         principal = { rootKeyAt: (epoch: bigint | undefined) => deps.rootKeys.authenticate(token, epoch) };
       }
-      const answer = await rpc.handler(req.body, { ...base, ...principal } as V2Context<V2AuthKind>);
+      const run = (principal: object) => rpc.handler(req.body, { ...base, ...principal } as V2Context<V2AuthKind>);
+      const answer =
+        rpc.auth === "rootKeyCheckedByWrite"
+          ? await deps.rootKeys.authorizeWrite(bearerTokenV2(req.headers.authorization), (rootKey) => run({ rootKey }))
+          : await run(principal);
       return reply.code(200).send(rpc.noData ? { meta: { requestId: req.id } } : { meta: { requestId: req.id }, ...answer });
     },
   });

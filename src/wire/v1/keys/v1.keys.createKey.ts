@@ -55,7 +55,7 @@ export type CreateKeyInput = z.output<typeof createKeyInput>;
 export const createKey = defineRpc({
   method: "POST",
   path: "/v1/keys.createKey",
-  auth: "rootKey",
+  auth: "rootKeyCheckedByWrite",
   bodyLimit: LARGE_BODY_LIMIT,
   summary:
     "Creates a key in an API and returns it; the key is shown only here. Everything (roles, permissions, identity, rate limit, encrypted copy) is written in one transaction.",

@@ -11,7 +11,7 @@ import { createdKeyOutput, expiresInput, keyPermissionsInput, keyRolesInput, ref
 export const createKey = defineV2Rpc({
   method: "POST",
   path: "/v2/keys.createKey",
-  auth: "rootKey",
+  auth: "rootKeyCheckedByWrite",
   summary:
     "Creates a key in an API, in v2's format (`prefix_` + base58 of the random bytes), and returns it; the key is shown only here. Everything (identity, credits, rate limits, roles, permissions, encrypted copy) is written in one transaction. A root key that may not create keys in the API is told the API does not exist.",
   errors: [400, 401, 403, 404, 412, 503],

@@ -115,8 +115,11 @@ describe("authentication of every registered route", () => {
     expect(open.sort()).toEqual([...OPEN_ROUTES].sort());
   });
 
-  it("lets only keys.createKey's write re-check its root key (its insert applies the guard; test/createKey.checkedByWrite)", () => {
-    expect(rpcs.filter((rpc) => rpc.auth === "rootKeyCheckedByWrite").map(routeName)).toEqual(["POST /v1/keys.createKey"]);
+  it("lets only keys.createKey's and keys.updateKey's writes re-check their root key (test/keys.checkedByWrite)", () => {
+    expect(rpcs.filter((rpc) => rpc.auth === "rootKeyCheckedByWrite").map(routeName)).toEqual([
+      "POST /v1/keys.createKey",
+      "POST /v1/keys.updateKey",
+    ]);
   });
 
   it("refuses every other route without Authorization (403 UNAUTHORIZED), whatever it is", async () => {
@@ -240,8 +243,11 @@ describe("authentication of every registered v2 route", () => {
     expect(v2Rpcs.filter((rpc) => rpc.auth === "none").map(v2Name)).toEqual(OPEN_V2_ROUTES);
   });
 
-  it("lets only keys.createKey's write re-check its root key (its insert applies the guard; test/createKey.checkedByWrite)", () => {
-    expect(v2Rpcs.filter((rpc) => rpc.auth === "rootKeyCheckedByWrite").map(v2Name)).toEqual(["POST /v2/keys.createKey"]);
+  it("lets only keys.createKey's and keys.updateKey's writes re-check their root key (test/keys.checkedByWrite)", () => {
+    expect(v2Rpcs.filter((rpc) => rpc.auth === "rootKeyCheckedByWrite").map(v2Name)).toEqual([
+      "POST /v2/keys.createKey",
+      "POST /v2/keys.updateKey",
+    ]);
   });
 
   it("sends each route a body it validates, so what follows is authentication's answer", () => {

@@ -11,6 +11,7 @@ import {
   setKeyDefaultRatelimits,
 } from "../../storage/keys/keys.ratelimit.repository.js";
 import { type KeyChanges, lockKeyForUpdate, updateKeyColumns } from "../../storage/keys/keys.update.repository.js";
+import { rootKeyGrants } from "../../storage/rootKeys/rootKeys.auth.repository.js";
 import type { Principal } from "../principal.js";
 import type { KeyServices } from "./keys.services.js";
 import { distinctRatelimits } from "./keys.create.js";
@@ -68,6 +69,9 @@ export async function updateKey(
   if (await updateColumnsOnly(services, principal, input)) return;
   const auth = principal;
   await services.db.transaction(async (tx) => {
+    // A root key authorized from memory (Principal's writeGuard) is re-checked first: nothing is written otherwise,
+    // and the refusal makes authorizeWrite authenticate again.
+    if (principal.writeGuard && !(await rootKeyGrants(tx, principal.writeGuard))) throw new NotFoundError("key", input.keyId);
     const key = await lockKeyForUpdate(tx, principal.workspaceId, input.keyId);
     if (!key) throw new NotFoundError("key", input.keyId);
     requirePermission(principal, keyPermission(rules.permissionDialect, principal.workspaceId, key.apiId, key.id, "update_key"));
@@ -126,7 +130,7 @@ async function updateColumnsOnly(services: KeyServices, principal: Principal, in
   if (apiIds !== "any" && apiIds.length === 0) return false;
   const now = services.clock.now();
   const changes = await keyChanges(services.db, principal, input, now);
-  return services.keyWrites.updateLiveKeyColumns({ workspaceId: principal.workspaceId, keyId, apiIds }, changes, now);
+  return services.keyWrites.updateLiveKeyColumns({ workspaceId: principal.workspaceId, keyId, apiIds }, changes, now, principal.writeGuard);
 }
 
 /** The APIs whose keys `principal` may act on with `action` (apiPermission's check): "any", or their ids. */

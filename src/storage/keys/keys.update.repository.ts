@@ -2,6 +2,7 @@ import { and, eq, isNull, sql } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
 import type { Db } from "../client.js";
 import { apis, keys } from "../schema.js";
+import { rootKeyStillGrants, type WriteGuardRow } from "../rootKeys/rootKeys.auth.repository.js";
 import { effectiveRemaining } from "./keys.refill.js";
 
 // keys.updateKey: the key's own columns. Its identity, default rate limit, roles and permissions are written by
@@ -96,6 +97,7 @@ export function prepareLiveKeyUpdates(db: Db) {
           eq(apis.id, keys.apiId),
           isNull(apis.deletedAtM),
           apiList ? sql`${keys.apiId} = any(${sql.placeholder("apiIds")}::text[])` : undefined,
+          rootKeyStillGrants(sql`${sql.placeholder("guardRootKeyId")}`, sql`${sql.placeholder("guardPermissions")}`),
         ),
       )
       .returning({ id: keys.id })
@@ -106,18 +108,22 @@ export function prepareLiveKeyUpdates(db: Db) {
      * Writes `changes` (no refill settings) to the live key `keyId` of `workspaceId` in a live API, when that API is
      * one of `apiIds` ("any": every API), in one statement with no transaction. A `remaining` set here restarts a
      * refilled key's period, as updateKeyColumns does. False when no such key was updated (gone, another
-     * workspace's, a deleted API, an API not in `apiIds`): the caller then takes the transaction, which says why.
+     * workspace's, a deleted API, an API not in `apiIds`, a `guard` whose root key no longer grants what it did,
+     * rootKeyStillGrants): the caller then takes the transaction, which says why.
      */
     async updateLiveKeyColumns(
       target: { workspaceId: string; keyId: string; apiIds: readonly string[] | "any" },
       changes: Omit<KeyChanges, "refill">,
       now: number,
+      guard?: WriteGuardRow,
     ): Promise<boolean> {
       const { remaining, ...plain } = changes;
       const params: Record<string, unknown> = {
         keyId: target.keyId,
         workspaceId: target.workspaceId,
         updatedAtM: keys.updatedAtM.mapToDriverValue(now),
+        guardRootKeyId: guard?.rootKeyId ?? null,
+        guardPermissions: guard ? JSON.stringify(guard.permissions) : null,
       };
       const fields: string[] = [];
       for (const [field, value] of Object.entries(plain)) {

@@ -1,11 +1,11 @@
 import { and, eq, getTableColumns, isNull, sql } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
 import type { DataKey } from "../crypto/encryptionKeys.repository.js";
-import { type Db, rowsOf } from "../client.js";
+import type { Db } from "../client.js";
 import { apis, encryptedKeys, encryptionKeys, keys, MAX_INT32 } from "../schema.js";
 import { ConflictError, NotFoundError } from "../../errors.js";
 import { lockLiveApi } from "../apis/apis.repository.js";
-import { rootKeyStillGrants } from "../rootKeys/rootKeys.auth.repository.js";
+import { rootKeyGrants, rootKeyStillGrants, type WriteGuardRow } from "../rootKeys/rootKeys.auth.repository.js";
 import { upsertIdentities } from "../identities/identities.repository.js";
 import {
   createMissingPermissions,
@@ -115,7 +115,7 @@ export type NewKey = {
    * while that root key still grants these permissions (rootKeyStillGrants), else nothing is and NotFoundError is
    * thrown (the caller then authenticates again and answers what that finds).
    */
-  guard?: { rootKeyId: string; permissions: readonly string[] } | undefined;
+  guard?: WriteGuardRow | undefined;
 };
 
 /**
@@ -170,14 +170,6 @@ export async function insertNewKey(writes: KeyWrites, input: NewKey): Promise<vo
       now,
     );
   });
-}
-
-/** Whether the root key still grants what the caller was authorized with (rootKeyStillGrants), in `db`'s snapshot. */
-async function rootKeyGrants(db: Db, guard: NonNullable<NewKey["guard"]>): Promise<boolean> {
-  const [row] = rowsOf<{ grants: boolean }>(
-    await db.execute(sql`select ${rootKeyStillGrants(sql`${guard.rootKeyId}`, sql`${JSON.stringify(guard.permissions)}`)} as grants`),
-  );
-  return row?.grants === true;
 }
 
 /** A key with no role, permission, identity, rate limit or encrypted copy: its row is all there is to write. */

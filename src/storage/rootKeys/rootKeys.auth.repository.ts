@@ -1,5 +1,5 @@
 import { eq, isNull, type SQL, sql } from "drizzle-orm";
-import type { Db } from "../client.js";
+import { type Db, rowsOf } from "../client.js";
 import { indexFirst } from "../indexFirst.js";
 import { keys, rootKeys, workspaces } from "../schema.js";
 
@@ -40,6 +40,20 @@ export function rootKeyStillGrants(rootKeyId: SQL, permissions: SQL): SQL {
     inner join ${workspaces} on ${workspaces.id} = ${rootKeys.workspaceId}
     where ${rootKeys.id} = ${rootKeyId}::text and ${workspaces.enabled}
       and ${rootKeys.permissions} @> ${granted} and ${rootKeys.permissions} <@ ${granted}))`;
+}
+
+/** The root key a write re-checks, with the permissions the caller was authorized with (core Principal's writeGuard). */
+export type WriteGuardRow = { readonly rootKeyId: string; readonly permissions: readonly string[] };
+
+/**
+ * rootKeyStillGrants as a statement of its own, for a write made of several (a transaction's first statement): whether
+ * the root key still grants what the caller was authorized with, at `db`'s snapshot.
+ */
+export async function rootKeyGrants(db: Db, guard: WriteGuardRow): Promise<boolean> {
+  const [row] = rowsOf<{ grants: boolean }>(
+    await db.execute(sql`select ${rootKeyStillGrants(sql`${guard.rootKeyId}`, sql`${JSON.stringify(guard.permissions)}`)} as grants`),
+  );
+  return row?.grants === true;
 }
 
 /** Whether a live key (a customer's API key, not a root key) has this hash. */

@@ -30,7 +30,7 @@ export type UpdateKeyInput = z.output<typeof updateKeyInput>;
 export const updateKey = defineRpc({
   method: "POST",
   path: "/v1/keys.updateKey",
-  auth: "rootKey",
+  auth: "rootKeyCheckedByWrite",
   bodyLimit: LARGE_BODY_LIMIT,
   summary:
     "Updates a key: only the fields present are changed, null clears one; roles and permissions replace the key's sets. All or nothing.",

@@ -37,7 +37,7 @@ const input = z
 export const updateKey = defineV2Rpc({
   method: "POST",
   path: "/v2/keys.updateKey",
-  auth: "rootKey",
+  auth: "rootKeyCheckedByWrite",
   summary:
     "Updates a key, all or nothing: a field left out stays as it is, null clears it. `ratelimits`, `roles` and `permissions` replace the key's own; they need update_key alone. The very next verification, through v1 or v2, sees the change.",
   errors: [400, 401, 403, 404, 503],

@@ -172,6 +172,19 @@ describe("batched lookups", () => {
     expect(cache.size).toBe(20);
   });
 
+  it("answers lookups asked from separate callbacks of one turn of the event loop with one statement", async ({ h, t, apiId }) => {
+    const imported = await Promise.all(Array.from({ length: 10 }, (_, i) => h.importKey(t, apiId, { name: `k${i}` })));
+    const cache = new VerificationCache(h.db, new EpochReader(h.db));
+    // Each ask in its own timer callback, as requests read from different sockets each get their own I/O callback:
+    // PGlite runs a statement synchronously, so a lookup started by the first callback used to have answered before
+    // the second one ran (one statement per verification).
+    const got = await Promise.all(
+      imported.map((k) => new Promise((resolve, reject) => setTimeout(() => cache.lookup(hashKey(k.key)).then(resolve, reject), 0))),
+    );
+    expect(got.map((row) => (row as { name?: string } | undefined)?.name)).toEqual(imported.map((_, i) => `k${i}`));
+    expect(cache.statements).toBe(1);
+  });
+
   it("keeps at most its size, dropping the oldest entries", async ({ h, t, apiId }) => {
     const imported = await Promise.all(Array.from({ length: 5 }, () => h.importKey(t, apiId)));
     const cache = new VerificationCache(h.db, new EpochReader(h.db), 3);

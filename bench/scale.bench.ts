@@ -28,6 +28,8 @@
  *   BENCH_STORES              comma-separated subset of "postgres,pglite" (default both)
  *   BENCH_DATABASE_URL        PostgreSQL server (default postgres://postgres@127.0.0.1:5432/postgres)
  *   DATABASE_POOL_SIZE        passed through to keyhaven when set
+ *   BENCH_SERVER_NODE_ARGS    extra node flags for the keyhaven child, space-separated
+ *                             (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof")
  */
 import { createHash, randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -75,6 +77,7 @@ type Settings = {
   importConcurrency: number;
   stores: StoreKind[];
   databaseUrl: string;
+  serverNodeArgs: string[];
 };
 
 type ImportResult = { keys: number; seconds: number; keysPerSecond: number; slices: { upTo: number; keysPerSecond: number }[] };
@@ -104,6 +107,7 @@ function readSettings(env: NodeJS.ProcessEnv): Settings {
     importConcurrency: Math.round(positive("BENCH_IMPORT_CONCURRENCY", 4)),
     stores: envList(env, "BENCH_STORES", ["postgres", "pglite"] as const),
     databaseUrl: env.BENCH_DATABASE_URL?.trim() || DEFAULT_DATABASE_URL,
+    serverNodeArgs: (env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""),
   };
 }
 
@@ -187,7 +191,7 @@ async function runStore(
     storeEnv = { KEYHAVEN_DATA_DIR: dir };
   }
   const rootKey = `bench_root_${randomBytes(24).toString("base64url")}`;
-  const server = await startKeyhaven(storeEnv, rootKey, [], cleanup, ["REDIS_URL"]);
+  const server = await startKeyhaven(storeEnv, rootKey, settings.serverNodeArgs, cleanup, ["REDIS_URL"]);
   const created = await post(server, rootKey, "/v1/apis.createApi", JSON.stringify({ name: "scale" }));
   const apiId = (created.json as { apiId?: unknown } | undefined)?.apiId;
   if (created.status !== 200 || typeof apiId !== "string") throw new Error(`apis.createApi answered ${created.status}`);

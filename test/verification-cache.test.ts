@@ -3,6 +3,7 @@ import { describe, expect } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
 import { EpochReader } from "../src/storage/epoch.js";
 import { RemainingSpender } from "../src/storage/keys/remaining.spender.js";
+import { prepareVerificationLookup } from "../src/storage/keys/keys.repository.js";
 import { VerificationCache } from "../src/storage/keys/verification.cache.js";
 import { test } from "./fixtures.js";
 
@@ -172,12 +173,56 @@ describe("batched lookups", () => {
     expect(cache.size).toBe(20);
   });
 
+  it("answers lookups asked from separate callbacks of one turn of the event loop with one statement", async ({ h, t, apiId }) => {
+    const imported = await Promise.all(Array.from({ length: 10 }, (_, i) => h.importKey(t, apiId, { name: `k${i}` })));
+    const cache = new VerificationCache(h.db, new EpochReader(h.db));
+    // Each ask in its own timer callback, as requests read from different sockets each get their own I/O callback:
+    // PGlite runs a statement synchronously, so a lookup started by the first callback used to have answered before
+    // the second one ran (one statement per verification).
+    const got = await Promise.all(
+      imported.map((k) => new Promise((resolve, reject) => setTimeout(() => cache.lookup(hashKey(k.key)).then(resolve, reject), 0))),
+    );
+    expect(got.map((row) => (row as { name?: string } | undefined)?.name)).toEqual(imported.map((_, i) => `k${i}`));
+    expect(cache.statements).toBe(1);
+  });
+
   it("keeps at most its size, dropping the oldest entries", async ({ h, t, apiId }) => {
     const imported = await Promise.all(Array.from({ length: 5 }, () => h.importKey(t, apiId)));
     const cache = new VerificationCache(h.db, new EpochReader(h.db), 3);
     for (const k of imported) await cache.lookup(hashKey(k.key));
     expect(cache.size).toBe(3);
     expect(await cache.lookup(hashKey(imported[0]!.key))).toMatchObject({ id: imported[0]!.keyId });
+  });
+});
+
+describe("the lookup statement", () => {
+  it("finds keys whose stored hashes hold quotes, backslashes, commas and braces, each by its own hash", async ({ h, t, apiId }) => {
+    // Imported hashes are stored as given; on PGlite the hashes travel as an SQL literal (pglitePrepared.ts).
+    const hashes = [`it's`, `back\\slash`, `"quoted"`, "a,b", "{braces}", "NULL", " spaced ", "ünï"];
+    const values = hashes.map((hash, i) => `('odd_hash_key_${i}', '${t.workspaceId}', '${apiId}', '${hash.replace(/'/g, "''")}', 'x', 0)`);
+    await h.sql(`insert into keys (id, workspace_id, api_id, hash, start, created_at_m) values ${values.join(", ")}`);
+    const lookup = prepareVerificationLookup(h.db);
+    const rows = await lookup.execute({ hashes: [...hashes, "absent"] });
+    expect(new Map(rows.map((r) => [r.hash, r.id]))).toEqual(new Map(hashes.map((hash, i) => [hash, `odd_hash_key_${i}`])));
+    for (const [i, hash] of hashes.entries())
+      expect((await lookup.execute({ hashes: [hash] })).map((r) => r.id)).toEqual([`odd_hash_key_${i}`]);
+  });
+
+  it("on PGlite is planned once (a PREPAREd statement), and prepared again when the session dropped it", async ({ h, t, apiId }) => {
+    const { key, keyId } = await h.importKey(t, apiId, { name: "prepared", meta: { a: 1 }, expires: Date.now() + 3_600_000 });
+    const lookup = prepareVerificationLookup(h.db);
+    const [row] = await lookup.execute({ hashes: [hashKey(key)] });
+    expect(row).toMatchObject({ id: keyId, name: "prepared", meta: { a: 1 }, enabled: true, roles: [], permissions: [], ratelimits: [] });
+    expect(row!.expires).toBeInstanceOf(Date);
+    const prepared = async () =>
+      (await h.sql<{ n: number }>("select count(*)::int as n from pg_prepared_statements where name = 'keyhaven_verification_lookup'"))[0]!
+        .n;
+    if (h.onPostgres) return;
+    expect(await prepared()).toBe(1);
+    await h.sql("deallocate all");
+    expect(await prepared()).toBe(0);
+    expect((await lookup.execute({ hashes: [hashKey(key)] })).map((r) => r.id)).toEqual([keyId]);
+    expect(await prepared()).toBe(1);
   });
 });
 

@@ -2,10 +2,19 @@
  * Processes queued items a batch at a time: items added while a batch is in process wait, and all of them go into
  * the next batch. Under load one database statement then serves many requests, and every item is processed by a
  * run that started after it was added (what the epoch checks rely on). `fail` answers a batch whose run threw.
+ *
+ * A run starts once the event loop has handed over the I/O it already received (setImmediate: after the poll phase),
+ * not inside the callback of the first request: the requests read in the same turn of the loop go into the first
+ * batch together. On the embedded store this is what makes batches at all: PGlite runs a statement synchronously on
+ * this thread, so nothing else is read while it runs, and a run started at once answered one request per statement
+ * (issue 13: 3,111 lookups for ~3,400 verifications in 5 s; about 40 a statement since). On PostgreSQL the first
+ * request no longer goes alone, ahead of those read with it. The wait is one turn of the loop, not a timer.
  */
 export class Coalescer<T> {
   private waiting: T[] = [];
   private running = false;
+  /** A run is due in the check phase of this turn of the event loop. */
+  private scheduled = false;
 
   constructor(
     private readonly process: (batch: T[]) => Promise<void>,
@@ -14,7 +23,12 @@ export class Coalescer<T> {
 
   add(item: T): void {
     this.waiting.push(item);
-    if (!this.running) void this.run();
+    if (this.running || this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      void this.run();
+    });
   }
 
   private async run(): Promise<void> {

@@ -2,6 +2,7 @@ import { and, eq, isNull, type SQL, sql } from "drizzle-orm";
 import { type Db, rowsOf } from "../client.js";
 import { epochSum } from "../epoch.js";
 import { indexFirst } from "../indexFirst.js";
+import { isPglite, preparePgliteSelect } from "../pglitePrepared.js";
 import { apis, identities, keys, workspaces } from "../schema.js";
 import { keyEffectivePermissionSlugs, keyRoleNames } from "./keys.columns.js";
 import { effectiveRemaining, lastRefillAfterWrite } from "./keys.refill.js";
@@ -19,54 +20,70 @@ export type StoredRatelimit = {
  * Everything verification needs about the live keys with these hashes (`{ hashes }`), in one query, each row with
  * the verification epoch of the same snapshot. `remaining` is the stored value: only whether it is null matters
  * here, since spending reads and writes it in the database. Verification is the hot path: the verification cache
- * (verification.cache.ts) prepares it once and runs it as a prepared statement (drizzle then skips building the
- * SQL, and PostgreSQL planning it), instead of once per request.
+ * (verification.cache.ts) prepares it once and runs it as a prepared statement, instead of once per request:
+ * drizzle then skips building the SQL, and the store skips planning it (postgres.js names its statements; on PGlite,
+ * where drizzle's are not prepared, it is a PREPAREd statement: pglitePrepared.ts).
  */
-export function prepareVerificationLookup(db: Db) {
+export function prepareVerificationLookup(db: Db): VerificationLookup {
+  const query = verificationLookupQuery(db);
+  const { sql: text, params } = query.toSQL();
+  // The hashes are the one parameter ($1): the PGlite statement passes nothing else.
+  if (params.length !== 1) throw new Error(`the verification lookup takes one parameter, not ${params.length}`);
+  if (isPglite(db)) {
+    const statement = preparePgliteSelect<KeyForVerification>(db, "keyhaven_verification_lookup", text, verificationLookupFields);
+    return { sql: text, execute: ({ hashes }) => statement.execute(hashes) };
+  }
+  const prepared = query.prepare("keyhaven_verification_lookup");
+  return { sql: text, execute: (values) => prepared.execute(values) };
+}
+
+const verificationLookupFields = {
+  hash: keys.hash,
+  // Read in the same snapshot as the key: see verification.cache.ts.
+  epoch: epochSum,
+  id: keys.id,
+  workspaceId: keys.workspaceId,
+  apiId: keys.apiId,
+  name: keys.name,
+  ownerId: keys.ownerId,
+  meta: keys.meta,
+  expires: keys.expires,
+  remaining: keys.remaining,
+  enabled: keys.enabled,
+  environment: keys.environment,
+  workspaceEnabled: workspaces.enabled,
+  apiIpWhitelist: apis.ipWhitelist,
+  identityId: identities.id,
+  identityExternalId: identities.externalId,
+  identityMeta: identities.meta,
+  roles: keyRoleNames,
+  // Only to tag the cached key (verification.cache.ts): a change to one of its roles drops it.
+  roleIds: sql<string[]>`coalesce((select array_agg(kr.role_id) from keys_roles kr where kr.key_id = ${keys.id}), '{}')`,
+  // The key's own limits and its identity's, each tagged with where it comes from.
+  ratelimits: sql<StoredRatelimit[]>`coalesce((
+    select json_agg(json_build_object('id', rl.id, 'name', rl.name, 'limit', rl."limit", 'duration', rl.duration,
+      'autoApply', rl.auto_apply, 'owner', case when rl.key_id is not null then 'key' else 'identity' end))
+    from ratelimits rl
+    where rl.key_id = ${keys.id} or (${keys.identityId} is not null and rl.identity_id = ${keys.identityId})), '[]')`,
+  permissions: keyEffectivePermissionSlugs,
+};
+
+function verificationLookupQuery(db: Db) {
   return (
     db
-      .select({
-        hash: keys.hash,
-        // Read in the same snapshot as the key: see verification.cache.ts.
-        epoch: epochSum,
-        id: keys.id,
-        workspaceId: keys.workspaceId,
-        apiId: keys.apiId,
-        name: keys.name,
-        ownerId: keys.ownerId,
-        meta: keys.meta,
-        expires: keys.expires,
-        remaining: keys.remaining,
-        enabled: keys.enabled,
-        environment: keys.environment,
-        workspaceEnabled: workspaces.enabled,
-        apiIpWhitelist: apis.ipWhitelist,
-        identityId: identities.id,
-        identityExternalId: identities.externalId,
-        identityMeta: identities.meta,
-        roles: keyRoleNames,
-        // Only to tag the cached key (verification.cache.ts): a change to one of its roles drops it.
-        roleIds: sql<string[]>`coalesce((select array_agg(kr.role_id) from keys_roles kr where kr.key_id = ${keys.id}), '{}')`,
-        // The key's own limits and its identity's, each tagged with where it comes from.
-        ratelimits: sql<StoredRatelimit[]>`coalesce((
-        select json_agg(json_build_object('id', rl.id, 'name', rl.name, 'limit', rl."limit", 'duration', rl.duration,
-          'autoApply', rl.auto_apply, 'owner', case when rl.key_id is not null then 'key' else 'identity' end))
-        from ratelimits rl
-        where rl.key_id = ${keys.id} or (${keys.identityId} is not null and rl.identity_id = ${keys.identityId})), '[]')`,
-        permissions: keyEffectivePermissionSlugs,
-      })
+      .select(verificationLookupFields)
       // From the hash index whatever the statistics say (indexFirst.ts).
       .from(indexFirst(keys, sql`${keys.hash} = any(${sql.placeholder("hashes")}::text[])`))
       .innerJoin(apis, and(eq(apis.id, keys.apiId), isNull(apis.deletedAtM)))
       .innerJoin(workspaces, eq(workspaces.id, keys.workspaceId))
       .leftJoin(identities, eq(identities.id, keys.identityId))
       .where(isNull(keys.deletedAtM))
-      .prepare("keyhaven_verification_lookup")
   );
 }
 
-export type VerificationLookup = ReturnType<typeof prepareVerificationLookup>;
-export type KeyForVerification = Awaited<ReturnType<VerificationLookup["execute"]>>[number];
+export type KeyForVerification = Awaited<ReturnType<typeof verificationLookupQuery>>[number];
+/** The lookup, prepared; `sql` is the statement's text (its one parameter, `$1`, is the hashes). */
+export type VerificationLookup = { sql: string; execute(values: { hashes: string[] }): Promise<KeyForVerification[]> };
 
 /** A key's uses left now, with every due refill applied (no write); undefined when it is gone or unlimited. */
 export async function readRemaining(db: Db, keyId: string): Promise<number | undefined> {

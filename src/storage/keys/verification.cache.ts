@@ -50,6 +50,8 @@ export class VerificationCache {
   private readonly entries: TaggedEntries<KeyForVerification>;
   /** Keys read from the database (rows the lookup returned): what the tests of invalidation count. */
   loads = 0;
+  /** Lookup statements run (batches with a miss): what the tests of batching count. */
+  statements = 0;
   private readonly queue: Coalescer<Waiter>;
   private readonly statement: VerificationLookup;
 
@@ -89,6 +91,7 @@ export class VerificationCache {
     let epoch: bigint | undefined;
     const found = new Map<string, KeyForVerification>();
     if (misses.length > 0) {
+      this.statements++;
       for (const row of await this.statement.execute({ hashes: misses })) {
         epoch = BigInt(row.epoch);
         found.set(row.hash, row);

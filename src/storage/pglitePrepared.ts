@@ -1,0 +1,102 @@
+import { type PGlite, types } from "@electric-sql/pglite";
+import { Column, is, type SQL } from "drizzle-orm";
+import { PgliteDatabase } from "drizzle-orm/pglite";
+import type { Db } from "./client.js";
+
+/** Whether `db` is a handle on the embedded store. */
+export function isPglite(db: Db): boolean {
+  return is(db, PgliteDatabase);
+}
+
+// What drizzle's PGlite driver reads these types as (its session's queryConfig): the text, which the columns'
+// own decoders turn into Dates, so that rows read here are exactly the rows drizzle would have returned.
+const RAW = (value: string) => value;
+const PARSERS = Object.fromEntries(
+  [types.TIMESTAMP, types.TIMESTAMPTZ, types.INTERVAL, types.DATE, 1231, 1115, 1185, 1187, 1182].map((oid) => [oid, RAW]),
+);
+
+type Decoder = { mapFromDriverValue(value: unknown): unknown };
+const SQLSTATE_DUPLICATE_PREPARED = "42P05";
+const SQLSTATE_UNKNOWN_PREPARED = "26000";
+
+const codeOf = (err: unknown) => {
+  for (let e: unknown = err, depth = 0; e && typeof e === "object" && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string") return code;
+  }
+  return undefined;
+};
+
+/** A text[] as an SQL literal: `'{"a","b"}'::text[]` (standard_conforming_strings is on, PostgreSQL's default). */
+export function textArrayLiteral(values: readonly string[]): string {
+  const array = `{${values.map((v) => `"${v.replace(/[\\"]/g, "\\$&")}"`).join(",")}}`;
+  return `'${array.replace(/'/g, "''")}'::text[]`;
+}
+
+/**
+ * A select of one text[] parameter run on PGlite as a server-side prepared statement: PREPARE once per session, then
+ * EXECUTE with the argument as a literal (EXECUTE takes expressions, not bind parameters).
+ *
+ * Why: drizzle's "prepared" statements are not prepared on PGlite. Its driver sends every execution as an unnamed
+ * statement, so PostgreSQL parses and plans it each time, and PGlite runs on keyhaven's own thread: for the
+ * verification lookup (joins and five correlated subqueries) planning took about 1 ms of the ~3 ms a batch of 36
+ * misses cost. A prepared statement is planned once (generic plans are chosen after five runs when they cost no
+ * more; the lookup's shape makes that plan the hash index, lookup.plan.test.ts). On PostgreSQL, postgres.js already
+ * names and reuses its statements.
+ *
+ * `text` must be the select's own SQL with `$1` where the text[] goes, and `selection` the select's fields in order:
+ * rows are decoded column by column as drizzle decodes them. A statement deallocated behind our back (DISCARD ALL)
+ * is prepared again, once.
+ */
+export function preparePgliteSelect<Row>(
+  db: Db,
+  name: string,
+  text: string,
+  selection: Record<string, Column | SQL>,
+): { sql: string; execute(values: readonly string[]): Promise<Row[]> } {
+  const client = (db as unknown as { $client: PGlite }).$client;
+  const fields = Object.entries(selection).map(([key, field]) => {
+    const decoder: Decoder | undefined = is(field, Column) ? field : (field as unknown as { decoder?: Decoder }).decoder;
+    return { key, decoder };
+  });
+  let prepared: Promise<void> | undefined;
+  const prepare = () => {
+    prepared ??= client.query(`prepare ${name}(text[]) as ${text}`).then(
+      () => undefined,
+      (err: unknown) => {
+        // Another handle on the same PGlite session prepared it already: the same text, since the name is ours.
+        if (codeOf(err) === SQLSTATE_DUPLICATE_PREPARED) return;
+        prepared = undefined;
+        throw err;
+      },
+    );
+    return prepared;
+  };
+  const run = async (values: readonly string[]) => {
+    await prepare();
+    const result = await client.query<unknown[]>(`execute ${name}(${textArrayLiteral(values)})`, [], {
+      rowMode: "array",
+      parsers: PARSERS,
+    });
+    return result.rows.map((raw) => {
+      const row: Record<string, unknown> = {};
+      fields.forEach(({ key, decoder }, i) => {
+        const value = raw[i];
+        row[key] = value === null || value === undefined || !decoder ? (value ?? null) : decoder.mapFromDriverValue(value);
+      });
+      return row as Row;
+    });
+  };
+  return {
+    sql: text,
+    async execute(values) {
+      try {
+        return await run(values);
+      } catch (err) {
+        if (codeOf(err) !== SQLSTATE_UNKNOWN_PREPARED) throw err;
+        prepared = undefined;
+        return run(values);
+      }
+    },
+  };
+}

@@ -168,6 +168,41 @@ describe("spending remaining uses across keys", () => {
     ).rejects.toThrow(RangeError);
   });
 
+  it("spends a conditional spend only while the epoch is no newer than its own, in every statement shape", async ({
+    h,
+    newKeys,
+    remainingOf,
+  }) => {
+    const [a, b, c, blocker] = await newKeys(4, { remaining: 10 });
+    const epoch = BigInt((await h.sql<{ e: string }>("select sum(value)::text as e from keyhaven_epoch"))[0]!.e);
+    const spender = new RemainingSpender(h.db, 1);
+    // One group alone (the one-key statement).
+    expect(await spender.spendIfCurrent(a!, 1, epoch)).toEqual({ left: 9, had: 10 });
+    expect(await spender.spendIfCurrent(a!, 1, epoch - 1n)).toBeUndefined();
+    expect(await remainingOf(a!)).toBe(9);
+    // Groups of distinct keys in one statement, conditional and not, current and stale.
+    let first = spender.spend(blocker!, 0);
+    const distinct = [spender.spendIfCurrent(a!, 1, epoch), spender.spendIfCurrent(b!, 2, epoch - 1n), spender.spendAnswering(c!, 3)];
+    await first;
+    expect(await Promise.all(distinct)).toEqual([{ left: 8, had: 9 }, undefined, { left: 7, had: 10 }]);
+    expect(spender.statementsSent).toBe(4);
+    // Groups that share a key: the stale one is skipped, the others spend in order on what the previous left.
+    first = spender.spend(blocker!, 0);
+    const sharing = [spender.spendIfCurrent(b!, 1, epoch), spender.spendIfCurrent(b!, 1, epoch - 1n), spender.spendAnswering(b!, 2)];
+    await first;
+    expect(await Promise.all(sharing)).toEqual([{ left: 9, had: 10 }, undefined, { left: 7, had: 9 }]);
+    expect(spender.statementsSent).toBe(6);
+    // A write that moves the epoch makes a spend conditional on the epoch before it spend nothing.
+    await h.sql(`update keys set name = 'moved' where id = '${c}'`);
+    expect(await spender.spendIfCurrent(c!, 1, epoch)).toBeUndefined();
+    for (const [keyId, left] of [
+      [a, 8],
+      [b, 7],
+      [c, 7],
+    ] as const)
+      expect(await remainingOf(keyId!)).toBe(left);
+  });
+
   it("runs two statements at once, with a connection of the pool left for lookups on PostgreSQL", ({ h }) => {
     expect(h.services.config.databasePoolSize).toBeGreaterThan(2);
     expect(h.services.remainingSpender.inFlight).toBe(2);

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { describe, expect } from "vitest";
+import { describe, expect, vi } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
 import { EpochReader } from "../src/storage/epoch.js";
 import { RemainingSpender } from "../src/storage/keys/remaining.spender.js";
@@ -117,6 +117,57 @@ describe("the verification cache never answers with stale data", () => {
     expect(await replicaCache.lookup(hashKey(key))).toMatchObject({ name: "two" });
     await ok(h.post("/v1/keys.deleteKey", { keyId }, t.rootKey));
     expect(await replicaCache.lookup(hashKey(key))).toBeUndefined();
+  });
+});
+
+describe("a key with remaining uses in memory, verified in one statement (its spend)", () => {
+  it("sees every change committed before the verification, and spends nothing when refused", async ({
+    h,
+    t,
+    apiId,
+    verify,
+    remainingOf,
+  }) => {
+    const { key, keyId } = await h.importKey(t, apiId, { remaining: 10 });
+    expect(await verify({ key })).toMatchObject({ valid: true, remaining: 9 });
+    await ok(h.post("/v1/keys.updateKey", { keyId, enabled: false }, t.rootKey));
+    expect(await verify({ key })).toMatchObject({ valid: false, code: "DISABLED" });
+    expect(await remainingOf(keyId)).toBe(9);
+    await ok(h.post("/v1/keys.updateKey", { keyId, enabled: true }, t.rootKey));
+    expect(await verify({ key })).toMatchObject({ valid: true, remaining: 8 });
+    // As another replica would write it: nothing in this process hears of it but the database.
+    await h.sql(`update keys set expires = now() - interval '1 second' where id = '${keyId}'`);
+    expect(await verify({ key })).toMatchObject({ valid: false, code: "EXPIRED" });
+    await h.sql(`update keys set expires = null, remaining_requests = null where id = '${keyId}'`);
+    const unlimited = await verify({ key });
+    expect(unlimited).toMatchObject({ valid: true });
+    expect(unlimited.remaining).toBeUndefined();
+    await h.sql(`update keys set remaining_requests = 1 where id = '${keyId}'`);
+    expect(await verify({ key })).toMatchObject({ valid: true, remaining: 0 });
+    expect(await verify({ key })).toMatchObject({ valid: false, code: "USAGE_EXCEEDED", remaining: 0 });
+    await ok(h.post("/v1/keys.deleteKey", { keyId }, t.rootKey));
+    expect(await verify({ key })).toMatchObject({ valid: false, code: "NOT_FOUND" });
+  });
+
+  it("reads no epoch of its own, unless a root key or a rate limit is involved", async ({ h, t, apiId, verify }) => {
+    const { key } = await h.importKey(t, apiId, { remaining: 100 });
+    const limited = await h.importKey(t, apiId, { remaining: 100, ratelimit: { limit: 100, refillRate: 100, refillInterval: 60_000 } });
+    await verify({ key });
+    await verify({ key: limited.key });
+    const reads = vi.spyOn(h.services.epochs, "current");
+    const spender = h.services.remainingSpender;
+    try {
+      const sent = spender.statementsSent;
+      for (let i = 0; i < 3; i++) expect(await verify({ key })).toMatchObject({ valid: true, remaining: 98 - i });
+      expect(reads).not.toHaveBeenCalled();
+      expect(spender.statementsSent - sent).toBe(3);
+      // Each of these decides from a statement that reads the epoch, as any verification did before.
+      expect(await verify({ key: limited.key })).toMatchObject({ valid: true, remaining: 98 });
+      expect((await h.post("/v1/keys.verifyKey", { key }, t.rootKey)).body).toMatchObject({ valid: true, remaining: 95 });
+      expect(reads).toHaveBeenCalledTimes(2);
+    } finally {
+      reads.mockRestore();
+    }
   });
 });
 

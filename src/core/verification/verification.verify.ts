@@ -9,7 +9,7 @@ import { checkLimits, type LimitCheck, type LimitOutcome } from "../../storage/r
 import type { Clock } from "../../clock.js";
 import type { Config } from "../../config.js";
 import type { VerificationAnalytics } from "../../storage/analytics/analytics.recorder.js";
-import type { RemainingSpender } from "../../storage/keys/remaining.spender.js";
+import type { RemainingSpender, SpendAnswer } from "../../storage/keys/remaining.spender.js";
 import type { Lookup, VerificationCache } from "../../storage/keys/verification.cache.js";
 import type { Db } from "../../storage/client.js";
 import { completeKeyMigration } from "../import/import.migrate.js";
@@ -173,7 +173,13 @@ export async function verifyKey(services: VerificationServices, req: VerifyReque
 async function decide(services: VerificationServices, req: VerifyRequest): Promise<VerificationResult & { workspaceId?: string }> {
   const v2 = req.dialect === "v2";
   let query = v2 ? undefined : permissionQueryOf(req.permissions, "v1");
-  let { key, epoch } = await services.verificationCache.lookupWithEpoch(hashKey(req.key));
+  const hash = hashKey(req.key);
+  const decided = fromMemory(services, req, hash, query);
+  if (decided !== undefined) {
+    const result = await decided;
+    if (result !== undefined) return result;
+  }
+  let { key, epoch } = await services.verificationCache.lookupWithEpoch(hash);
   // Only a miss with a migration pays for it (contract §6.3): the normal path is unchanged.
   if (key === undefined && req.migrationId !== undefined) ({ key, epoch } = await lookupMigrated(services, req, req.migrationId, epoch));
   // At the epoch the key was confirmed at: a root key in memory then costs no query. An unknown key is NOT_FOUND
@@ -201,15 +207,12 @@ async function decide(services: VerificationServices, req: VerifyRequest): Promi
     return { ...found, ...extra, ...(credits !== undefined && { credits }), valid: false, code };
   };
 
-  if (!key.workspaceEnabled) {
+  const refusal = refusalBeforeLimits(key, req, query, services.clock.now());
+  if (refusal === "WORKSPACE_DISABLED") {
     if (v2) return refuse("FORBIDDEN");
     throw new WorkspaceDisabledError();
   }
-  if (!key.enabled) return refuse("DISABLED");
-  if (req.apiId !== undefined && req.apiId !== key.apiId) return refuse("FORBIDDEN");
-  if (key.expires !== null && key.expires.getTime() < services.clock.now()) return refuse("EXPIRED");
-  if (!ipAllowed(key.apiIpWhitelist, req.callerIp)) return refuse("FORBIDDEN");
-  if (query !== undefined && !satisfies(query, new Set(key.permissions))) return refuse("INSUFFICIENT_PERMISSIONS");
+  if (refusal !== undefined) return refuse(refusal);
 
   const { checks, settings } = limitChecks(key, req.ratelimits ?? []);
   let ratelimit: VerificationResult["ratelimit"];
@@ -225,13 +228,66 @@ async function decide(services: VerificationServices, req: VerifyRequest): Promi
   }
 
   if (key.remaining !== null) {
-    const { left, had } = await services.remainingSpender.spendAnswering(key.id, req.remainingCost);
-    if (left === undefined) {
-      return refuse("USAGE_EXCEEDED", { remaining: 0, ratelimit, ...(v2 && { credits: had ?? 0 }) });
-    }
-    return { ...found, ratelimit, valid: true, code: "VALID", remaining: left, ...(v2 && { credits: left }) };
+    return spendOutcome(found, await services.remainingSpender.spendAnswering(key.id, req.remainingCost), ratelimit, v2);
   }
   return { ...found, ratelimit, valid: true, code: "VALID" };
+}
+
+/**
+ * A v1 verification of a key with limited uses that is in memory, decided from memory in one statement, the spend,
+ * instead of two (the epoch read every other verification waits for, then the spend): what bounds keys with
+ * remaining uses is the statements each verification costs, on the database and on this process (bench:budgets).
+ * The key in memory is exact at the epoch the process has applied; the spend is made only if its statement, which
+ * starts after the verification arrived, finds no newer epoch (spendIfCurrent), so a write committed before the
+ * verification arrived is still seen by it. Undefined when this does not decide: the key is not in memory, or it
+ * is refused before its spend, or a rate limit would count it (each with its own statement or side effect, left to
+ * the normal path), or a root key scopes the verification, or the epoch moved; the verification is then decided as
+ * any other, from a statement that reads the epoch.
+ */
+function fromMemory(
+  services: VerificationServices,
+  req: VerifyRequest,
+  hash: string,
+  query: PermissionQuery | undefined,
+): Promise<(VerificationResult & { workspaceId: string }) | undefined> | undefined {
+  if (req.dialect === "v2" || req.scope !== undefined || (req.requireScope && req.apiId === undefined)) return undefined;
+  const held = services.verificationCache.inMemory(hash);
+  if (held === undefined || held.key.remaining === null) return undefined;
+  const { key, epoch } = held;
+  if (refusalBeforeLimits(key, req, query, services.clock.now()) !== undefined) return undefined;
+  if ((req.ratelimits?.length ?? 0) > 0 || key.ratelimits.some((rl) => rl.autoApply)) return undefined;
+  return services.remainingSpender.spendIfCurrent(key.id, req.remainingCost, epoch).then((answer) => {
+    if (answer === undefined) return undefined;
+    return spendOutcome({ key: factsOf(key, false), workspaceId: key.workspaceId }, answer, undefined, false);
+  });
+}
+
+/** The first refusal the key's own facts decide, before its rate limits, in v1's order (see verifyKey). */
+function refusalBeforeLimits(
+  key: FoundKey,
+  req: VerifyRequest,
+  query: PermissionQuery | undefined,
+  now: number,
+): Exclude<VerificationCode, "VALID"> | "WORKSPACE_DISABLED" | undefined {
+  if (!key.workspaceEnabled) return "WORKSPACE_DISABLED";
+  if (!key.enabled) return "DISABLED";
+  if (req.apiId !== undefined && req.apiId !== key.apiId) return "FORBIDDEN";
+  if (key.expires !== null && key.expires.getTime() < now) return "EXPIRED";
+  if (!ipAllowed(key.apiIpWhitelist, req.callerIp)) return "FORBIDDEN";
+  if (query !== undefined && !satisfies(query, new Set(key.permissions))) return "INSUFFICIENT_PERMISSIONS";
+  return undefined;
+}
+
+/** The answer once the key's uses were spent (`left`) or found insufficient (`had`, v2's credits). */
+function spendOutcome(
+  found: { key: KeyFacts; workspaceId: string },
+  { left, had }: SpendAnswer,
+  ratelimit: VerificationResult["ratelimit"],
+  v2: boolean,
+): VerificationResult & { workspaceId: string } {
+  if (left === undefined)
+    return { ...found, remaining: 0, ratelimit, ...(v2 && { credits: had ?? 0 }), valid: false, code: "USAGE_EXCEEDED" };
+  return { ...found, ratelimit, valid: true, code: "VALID", remaining: left, ...(v2 && { credits: left }) };
 }
 
 /** A key not found by its own hash, after completing its migration if it is pending in `migrationId` (§6.3). */

@@ -1,6 +1,6 @@
 import { and, eq, isNull, type SQL, sql } from "drizzle-orm";
 import { type Db, rowsOf } from "../client.js";
-import { epochSum } from "../epoch.js";
+import { epochSum, epochTable } from "../epoch.js";
 import { indexFirst } from "../indexFirst.js";
 import { isPglite, preparePgliteSelect } from "../pglitePrepared.js";
 import { apis, identities, keys, workspaces } from "../schema.js";
@@ -94,13 +94,20 @@ export async function readRemaining(db: Db, keyId: string): Promise<number | und
   return left === undefined || left === null ? undefined : Number(left);
 }
 
-/** One group of verifications of a key, all at one cost: `count` spends of `cost` uses each. */
-export type SpendRequest = { keyId: string; cost: number; count: number };
+/**
+ * One group of verifications of a key, all at one cost: `count` spends of `cost` uses each. With `ifEpochAtMost`, the
+ * group is spent only if the statement's snapshot finds the verification epoch no newer than that (see
+ * RemainingSpender.spendIfCurrent); else it gets no answer, as a key that is gone does.
+ */
+export type SpendRequest = { keyId: string; cost: number; count: number; ifEpochAtMost?: bigint | undefined };
 /** A group's outcome: the uses left before its spends and how many of them (the first ones, in order) got their uses. */
 export type SpendResult = { before: number; granted: number };
 
 /** The most groups one statement spends (what a statement's size and its row locks are bounded by). */
 export const MAX_SPENDS_PER_STATEMENT = 1000;
+
+/** The verification epoch in the spending statement's own snapshot, as a number (see SpendRequest.ifEpochAtMost). */
+const epochNow = sql`(select coalesce(sum(${epochTable.value}), 0) from ${epochTable})`;
 
 /**
  * The statements that spend remaining uses, prepared once per database handle (the RemainingSpender's): spending is
@@ -120,12 +127,16 @@ export function prepareSpendStatements(db: Db) {
     })
     .from(
       sql`(select ${keys.id} as id, ${effectiveRemaining} as before from ${keys}
-        where ${keys.id} = ${sql.placeholder("keyId")} and ${keys.remaining} is not null for update) cur`,
+        where ${keys.id} = ${sql.placeholder("keyId")} and ${keys.remaining} is not null
+          and (${sql.placeholder("ifEpochAtMost")}::bigint is null or ${epochNow} <= ${sql.placeholder("ifEpochAtMost")}::bigint)
+        for update) cur`,
     )
     .where(sql`${keys.id} = cur.id`)
     .returning({ before: sql<number>`cur.before` })
     .prepare("keyhaven_spend_one");
-  const requested = sql`jsonb_to_recordset(${sql.placeholder("groups")}::jsonb) as r(g int, id text, cost int, n int)`;
+  // Groups whose epoch condition fails are left out before any row is locked (`e` is null for an unconditional one).
+  const requested = sql`(select * from jsonb_to_recordset(${sql.placeholder("groups")}::jsonb) as r(g int, id text, cost int, n int, e bigint)
+    where r.e is null or ${epochNow} <= r.e) r`;
   // Each group's grant is computed from its key's uses alone; the keys' rows are locked first, in the order of
   // their ids (the inner subquery), so that concurrent statements wait for each other instead of deadlocking.
   const distinct = db
@@ -154,7 +165,9 @@ export type SpendStatements = ReturnType<typeof prepareSpendStatements>;
  * overdraw), and each group is answered with the uses its key had before its spends and how many of its `count`
  * spends were granted: the first `granted`, in order, as far as the uses go (all of them when `cost` is 0). Groups
  * of one key are applied in the order given, each on what the previous one left. An answer is undefined when the
- * key is gone or has no usage limit. At most MAX_SPENDS_PER_STATEMENT groups.
+ * key is gone or has no usage limit, or when the group's `ifEpochAtMost` is older than the epoch the statement
+ * finds (nothing is spent for it, and the key's later groups spend from what the earlier ones left). At most
+ * MAX_SPENDS_PER_STATEMENT groups.
  */
 export async function spendRemaining(statements: SpendStatements, requests: readonly SpendRequest[]): Promise<(SpendResult | undefined)[]> {
   if (requests.length === 0) return [];
@@ -165,7 +178,15 @@ export async function spendRemaining(statements: SpendStatements, requests: read
   if (requests.length === 1) return [await spendGroup(statements, requests[0]!)];
   // One JSON parameter whatever the number of groups: the statement's text is the same for every batch, and the
   // parameter the same on both drivers.
-  const groups = JSON.stringify(requests.map((r, g) => ({ g, id: r.keyId, cost: r.cost, n: r.count })));
+  const groups = JSON.stringify(
+    requests.map((r, g) => ({
+      g,
+      id: r.keyId,
+      cost: r.cost,
+      n: r.count,
+      e: r.ifEpochAtMost === undefined ? null : r.ifEpochAtMost.toString(),
+    })),
+  );
   const oneGroupPerKey = new Set(requests.map((r) => r.keyId)).size === requests.length;
   const rows = oneGroupPerKey
     ? await statements.distinct.execute({ groups })
@@ -179,7 +200,10 @@ export async function spendRemaining(statements: SpendStatements, requests: read
 const lockedKeys = sql`cur as materialized (select ${keys.id} as id, ${effectiveRemaining} as before from ${keys}
   where ${keys.id} in (select id from req) and ${keys.remaining} is not null
   order by ${keys.id} for update)`;
-const requestedGroups = (groups: SQL) => sql`req as (select * from jsonb_to_recordset(${groups}) as r(g int, id text, cost int, n int))`;
+const requestedGroups = (
+  groups: SQL,
+) => sql`req as (select * from jsonb_to_recordset(${groups}) as r(g int, id text, cost int, n int, e bigint)
+  where r.e is null or ${epochNow} <= r.e)`;
 const spendAndRefill = (spent: SQL) => sql`update ${keys} set ${sql.identifier(keys.remaining.name)} = cur.before - ${spent},
   ${sql.identifier(keys.lastRefillAt.name)} = ${lastRefillAfterWrite}`;
 
@@ -204,8 +228,11 @@ function spendGroupsInOrder(groups: SQL): SQL {
 }
 
 /** One group, of one key (the statement the batches of one key used before there were batches across keys). */
-async function spendGroup(statements: SpendStatements, { keyId, cost, count }: SpendRequest): Promise<SpendResult | undefined> {
-  const rows = await statements.one.execute({ keyId, cost, count });
+async function spendGroup(
+  statements: SpendStatements,
+  { keyId, cost, count, ifEpochAtMost }: SpendRequest,
+): Promise<SpendResult | undefined> {
+  const rows = await statements.one.execute({ keyId, cost, count, ifEpochAtMost: ifEpochAtMost?.toString() ?? null });
   const before = rows[0]?.before;
   if (before === undefined || before === null) return undefined;
   return { before, granted: count === 0 ? 0 : cost === 0 ? count : Math.min(count, Math.floor(before / cost)) };

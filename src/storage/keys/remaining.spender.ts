@@ -14,7 +14,14 @@ import {
  */
 export type SpendAnswer = { left: number | undefined; had: number | undefined };
 
-type Spend = { keyId: string; cost: number; resolve: (answer: SpendAnswer) => void; reject: (err: unknown) => void };
+type Spend = {
+  keyId: string;
+  cost: number;
+  /** spendIfCurrent's condition; undefined for an unconditional spend. */
+  ifEpochAtMost: bigint | undefined;
+  resolve: (answer: SpendAnswer | undefined) => void;
+  reject: (err: unknown) => void;
+};
 /** Spends of one key at one cost, in arrival order: one group of a statement. */
 type Group = { request: SpendRequest; spends: Spend[] };
 
@@ -59,8 +66,23 @@ export class RemainingSpender {
 
   /** As `spend`, also saying what uses the spend found (v2 reports the uses a refused verification found insufficient). */
   spendAnswering(keyId: string, cost: number): Promise<SpendAnswer> {
+    return this.enqueue(keyId, cost, undefined) as Promise<SpendAnswer>;
+  }
+
+  /**
+   * As `spendAnswering`, but only if the statement that spends finds the verification epoch at most `epoch`, in its own
+   * snapshot (which starts after this call); else nothing is spent and the answer is undefined. A verification that
+   * decided from the keys in memory, without reading the epoch, spends this way with the epoch those keys are exact
+   * at: the statement then confirms that no write that could change the decision committed before it, so the
+   * decision stands without a statement of its own to read the epoch (verification.verify.ts).
+   */
+  spendIfCurrent(keyId: string, cost: number, epoch: bigint): Promise<SpendAnswer | undefined> {
+    return this.enqueue(keyId, cost, epoch);
+  }
+
+  private enqueue(keyId: string, cost: number, ifEpochAtMost: bigint | undefined): Promise<SpendAnswer | undefined> {
     return new Promise((resolve, reject) => {
-      this.waiting.push({ keyId, cost, resolve, reject });
+      this.waiting.push({ keyId, cost, ifEpochAtMost, resolve, reject });
       this.startStatements();
     });
   }
@@ -83,7 +105,7 @@ export class RemainingSpender {
   }
 
   /**
-   * The waiting spends of keys in no running statement, grouped by key and cost in arrival order (as many groups
+   * The waiting spends of keys in no running statement, grouped by key, cost and condition in arrival order (as many groups
    * as one statement takes); the others keep their place in the queue.
    */
   private take(): Group[] {
@@ -91,7 +113,7 @@ export class RemainingSpender {
     const keys = new Set<string>();
     const left: Spend[] = [];
     for (const s of this.waiting) {
-      const id = `${s.cost}:${s.keyId}`;
+      const id = `${s.cost}:${s.ifEpochAtMost ?? ""}:${s.keyId}`;
       const group = groups.get(id);
       if (group) {
         group.spends.push(s);
@@ -99,7 +121,7 @@ export class RemainingSpender {
       } else if (this.busy.has(s.keyId) || groups.size >= MAX_SPENDS_PER_STATEMENT) {
         left.push(s);
       } else {
-        groups.set(id, { request: { keyId: s.keyId, cost: s.cost, count: 1 }, spends: [s] });
+        groups.set(id, { request: { keyId: s.keyId, cost: s.cost, count: 1, ifEpochAtMost: s.ifEpochAtMost }, spends: [s] });
         keys.add(s.keyId);
       }
     }
@@ -130,6 +152,11 @@ export class RemainingSpender {
       );
       for (const [n, { request, spends }] of groups.entries()) {
         const result = results[n];
+        // A condition that failed: nothing spent, the verification decides again (no answer, as spendIfCurrent says).
+        if (result === undefined && request.ifEpochAtMost !== undefined) {
+          for (const s of spends) s.resolve(undefined);
+          continue;
+        }
         for (const [i, s] of spends.entries()) {
           const had = result ? result.before - request.cost * Math.min(i, result.granted) : undefined;
           s.resolve({ left: result && i < result.granted ? result.before - request.cost * (i + 1) : undefined, had });

@@ -80,6 +80,20 @@ export class VerificationCache {
     return new Promise((resolve, reject) => this.queue.add({ hash, resolve, reject }));
   }
 
+  /**
+   * The key in memory now, without a statement, with the epoch it is exact at: what any snapshot whose epoch is no
+   * newer sees of it (the tracker has applied every change up to that epoch, dropping the keys they touched). Not a
+   * lookup: nothing says that no write committed since; a caller that decides from it must confirm the epoch in a
+   * statement that starts after the verification arrived (RemainingSpender.spendIfCurrent). Undefined when the key
+   * is not in memory (or nothing has been applied yet).
+   */
+  inMemory(hash: string): { key: KeyForVerification; epoch: bigint } | undefined {
+    const epoch = this.epochs.invalidations.applied;
+    if (epoch < 0n) return undefined;
+    const key = this.entries.get(hash);
+    return key === undefined ? undefined : { key, epoch };
+  }
+
   get size(): number {
     return this.entries.size;
   }

@@ -20,7 +20,8 @@
  *   BENCH_CONNECTIONS    verification connections (default 50)
  *   BENCH_CHURN_KEYS     verified keys (default 1000)
  *   BENCH_CHURN_RATES    comma-separated side-writer rates per second (default "10,100")
- *   BENCH_CHURN_WRITES   "mixed" (default: the three writes in turn), "create" (keys.createKey only, which moves
+ *   BENCH_CHURN_WRITES   "mixed" (default: the three writes in turn), "update" (keys.updateKey of the other keys
+ *                        only: the "unrelated key updates" of issue 13 §1's target), "create" (keys.createKey only, which moves
  *                        no epoch: what the writes cost the event loop by themselves, without any invalidation) or
  *                        "sql" (PostgreSQL only: renames one of the other keys with an UPDATE on a connection of the
  *                        benchmark's own: every write moves the epoch, and keyhaven pays only the invalidation)
@@ -68,7 +69,7 @@ const settings = {
   rates: envIntList(env, "BENCH_CHURN_RATES", "10,100", 1, 10_000),
   stores: envList(env, "BENCH_STORES", ["postgres", "pglite"] as const, ["postgres"]),
   databaseUrl: env.BENCH_DATABASE_URL?.trim() || DEFAULT_DATABASE_URL,
-  writes: envList(env, "BENCH_CHURN_WRITES", ["mixed", "create", "sql"] as const, ["mixed"])[0]!,
+  writes: envList(env, "BENCH_CHURN_WRITES", ["mixed", "update", "create", "sql"] as const, ["mixed"])[0]!,
   serverNodeArgs: (env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""),
 };
 const OTHER_KEYS = 50;
@@ -137,7 +138,7 @@ function startSideWriter(
       await direct`update keys set name = ${`sql-${i}`} where id = ${keyId}`;
       return { status: 200 };
     }
-    switch (settings.writes === "create" ? 0 : i % 3) {
+    switch (settings.writes === "create" ? 0 : settings.writes === "update" ? 1 : i % 3) {
       case 0:
         return post(server, rootKey, "/v1/keys.createKey", JSON.stringify({ apiId: setup.apiId }));
       case 1: {

@@ -1,4 +1,5 @@
 import { PermissionDeniedError } from "../errors.js";
+import type { WriteGuard } from "../storage/rootKeys/rootKeys.auth.repository.js";
 import { describeQuery, type PermissionQuery } from "./auth/permissions.query.js";
 import { rootKeySatisfies } from "./auth/permissions.urn.js";
 
@@ -16,9 +17,6 @@ export type Principal = {
    */
   readonly writeGuard?: WriteGuard | undefined;
 };
-
-/** The root key a write re-checks (storage's rootKeyStillGrants), with the permissions it was authorized with. */
-export type WriteGuard = { readonly rootKeyId: string; readonly permissions: readonly string[] };
 
 /** What a permission check reads of the caller: a Principal, or anything holding permissions as one does. */
 type PermissionHolder = { readonly permissions: ReadonlySet<string> };

@@ -39,6 +39,11 @@ export async function insertRecordset<T extends PgTable, Out = unknown>(
  * A text[] parameter that travels as one JSON string, the same on postgres.js and PGlite: `= any(textArray(xs))`
  * binds one parameter however many values there are (`inArray` binds one each, and fails past 65,535).
  */
-export function textArray(values: string[]): SQL {
-  return sql`array(select json_array_elements_text(${JSON.stringify(values)}::json))`;
+export function textArray(values: readonly string[]): SQL {
+  return jsonTextArray(sql`${JSON.stringify(values)}`);
+}
+
+/** The text[] of a JSON array of strings given as SQL (a placeholder of a prepared statement, say): textArray's form. */
+export function jsonTextArray(json: SQL): SQL {
+  return sql`array(select json_array_elements_text(${json}::json))`;
 }

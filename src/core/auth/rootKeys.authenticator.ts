@@ -2,10 +2,9 @@ import { LRUCache } from "lru-cache";
 import type { Db } from "../../storage/client.js";
 import { EpochCache, type EpochReader } from "../../storage/epoch.js";
 import { hashKey } from "../../crypto/hash.js";
-import { liveKeyHashExists, prepareRootKeyLookup } from "../../storage/rootKeys/rootKeys.auth.repository.js";
+import { liveKeyHashExists, prepareRootKeyLookup, type WriteGuard } from "../../storage/rootKeys/rootKeys.auth.repository.js";
 import type { Clock } from "../../clock.js";
 import { UnauthenticatedError, WorkspaceDisabledError } from "../../errors.js";
-import type { WriteGuard } from "../principal.js";
 
 export type RootKeyAuth = {
   readonly rootKeyId: string;

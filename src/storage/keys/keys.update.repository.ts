@@ -2,7 +2,7 @@ import { and, eq, isNull, sql } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
 import type { Db } from "../client.js";
 import { apis, keys } from "../schema.js";
-import { rootKeyStillGrants, type WriteGuardRow } from "../rootKeys/rootKeys.auth.repository.js";
+import { guardParams, rootKeyStillGrantsPrepared, type WriteGuard } from "../rootKeys/rootKeys.auth.repository.js";
 import { effectiveRemaining } from "./keys.refill.js";
 
 // keys.updateKey: the key's own columns. Its identity, default rate limit, roles and permissions are written by
@@ -97,7 +97,7 @@ export function prepareLiveKeyUpdates(db: Db) {
           eq(apis.id, keys.apiId),
           isNull(apis.deletedAtM),
           apiList ? sql`${keys.apiId} = any(${sql.placeholder("apiIds")}::text[])` : undefined,
-          rootKeyStillGrants(sql`${sql.placeholder("guardRootKeyId")}`, sql`${sql.placeholder("guardPermissions")}`),
+          rootKeyStillGrantsPrepared,
         ),
       )
       .returning({ id: keys.id })
@@ -115,15 +115,14 @@ export function prepareLiveKeyUpdates(db: Db) {
       target: { workspaceId: string; keyId: string; apiIds: readonly string[] | "any" },
       changes: Omit<KeyChanges, "refill">,
       now: number,
-      guard?: WriteGuardRow,
+      guard?: WriteGuard,
     ): Promise<boolean> {
       const { remaining, ...plain } = changes;
       const params: Record<string, unknown> = {
         keyId: target.keyId,
         workspaceId: target.workspaceId,
         updatedAtM: keys.updatedAtM.mapToDriverValue(now),
-        guardRootKeyId: guard?.rootKeyId ?? null,
-        guardPermissions: guard ? JSON.stringify(guard.permissions) : null,
+        ...guardParams(guard),
       };
       const fields: string[] = [];
       for (const [field, value] of Object.entries(plain)) {

@@ -5,7 +5,7 @@ import type { Db } from "../client.js";
 import { apis, encryptedKeys, encryptionKeys, keys, MAX_INT32 } from "../schema.js";
 import { ConflictError, NotFoundError } from "../../errors.js";
 import { lockLiveApi } from "../apis/apis.repository.js";
-import { rootKeyGrants, rootKeyStillGrants, type WriteGuardRow } from "../rootKeys/rootKeys.auth.repository.js";
+import { guardParams, rootKeyGrants, rootKeyStillGrantsPrepared, type WriteGuard } from "../rootKeys/rootKeys.auth.repository.js";
 import { upsertIdentities } from "../identities/identities.repository.js";
 import {
   createMissingPermissions,
@@ -115,7 +115,7 @@ export type NewKey = {
    * while that root key still grants these permissions (rootKeyStillGrants), else nothing is and NotFoundError is
    * thrown (the caller then authenticates again and answers what that finds).
    */
-  guard?: WriteGuardRow | undefined;
+  guard?: WriteGuard | undefined;
 };
 
 /**
@@ -201,7 +201,7 @@ export function prepareKeyWrites(db: Db) {
       sql`select ${sql.join(values, sql`, `)} from ${apis}
         where ${apis.id} = ${sql.placeholder("apiId")} and ${apis.workspaceId} = ${sql.placeholder("workspaceId")}
           and ${apis.deletedAtM} is null
-          and ${rootKeyStillGrants(sql`${sql.placeholder("guardRootKeyId")}`, sql`${sql.placeholder("guardPermissions")}`)}
+          and ${rootKeyStillGrantsPrepared}
         for share of ${apis}`,
     )
     .returning({ id: keys.id })
@@ -223,9 +223,7 @@ export function prepareKeyWrites(db: Db) {
         const value = given === undefined ? column.default : given;
         params[field] = value === undefined || value === null ? null : column.mapToDriverValue(value);
       }
-      params.guardRootKeyId = guard?.rootKeyId ?? null;
-      params.guardPermissions = guard ? JSON.stringify(guard.permissions) : null;
-      const inserted = await insertKeyStatement.execute(params);
+      const inserted = await insertKeyStatement.execute({ ...params, ...guardParams(guard) });
       return inserted.length > 0;
     },
   };

@@ -1,4 +1,5 @@
 import { eq, isNull, type SQL, sql } from "drizzle-orm";
+import { jsonTextArray } from "../bulk.js";
 import { type Db, rowsOf } from "../client.js";
 import { indexFirst } from "../indexFirst.js";
 import { keys, rootKeys, workspaces } from "../schema.js";
@@ -27,6 +28,9 @@ export function prepareRootKeyLookup(db: Db) {
   );
 }
 
+/** The root key a write re-checks, with the permissions the caller was authorized with (core Principal's writeGuard). */
+export type WriteGuard = { readonly rootKeyId: string; readonly permissions: readonly string[] };
+
 /**
  * A write's own check that a root key authorized from memory still does (core/auth/rootKeys.authenticator.ts,
  * `authorizeWrite`): true when `rootKeyId` is null (the root key was authenticated at the request's epoch), else only
@@ -34,24 +38,36 @@ export function prepareRootKeyLookup(db: Db) {
  * strings), at the snapshot of the statement it is part of: what authenticating it at a fresh epoch reads
  * (prepareRootKeyLookup), without the round trip of reading the epoch first.
  */
-export function rootKeyStillGrants(rootKeyId: SQL, permissions: SQL): SQL {
-  const granted = sql`array(select json_array_elements_text(${permissions}::json))`;
+function rootKeyStillGrants(rootKeyId: SQL, permissions: SQL): SQL {
+  const granted = jsonTextArray(permissions);
   return sql`(${rootKeyId}::text is null or exists (select 1 from ${rootKeys}
     inner join ${workspaces} on ${workspaces.id} = ${rootKeys.workspaceId}
     where ${rootKeys.id} = ${rootKeyId}::text and ${workspaces.enabled}
       and ${rootKeys.permissions} @> ${granted} and ${rootKeys.permissions} <@ ${granted}))`;
 }
 
-/** The root key a write re-checks, with the permissions the caller was authorized with (core Principal's writeGuard). */
-export type WriteGuardRow = { readonly rootKeyId: string; readonly permissions: readonly string[] };
+/**
+ * rootKeyStillGrants in a prepared statement's condition, on the placeholders `guardRootKeyId` and
+ * `guardPermissions`, which guardParams fills (null for a root key authenticated at the request's epoch).
+ */
+export const rootKeyStillGrantsPrepared = rootKeyStillGrants(
+  sql`${sql.placeholder("guardRootKeyId")}`,
+  sql`${sql.placeholder("guardPermissions")}`,
+);
+
+/** The parameters of rootKeyStillGrantsPrepared for `guard` (none: the check passes). */
+export function guardParams(guard: WriteGuard | undefined): { guardRootKeyId: string | null; guardPermissions: string | null } {
+  return { guardRootKeyId: guard?.rootKeyId ?? null, guardPermissions: guard ? JSON.stringify(guard.permissions) : null };
+}
 
 /**
  * rootKeyStillGrants as a statement of its own, for a write made of several (a transaction's first statement): whether
  * the root key still grants what the caller was authorized with, at `db`'s snapshot.
  */
-export async function rootKeyGrants(db: Db, guard: WriteGuardRow): Promise<boolean> {
+export async function rootKeyGrants(db: Db, guard: WriteGuard): Promise<boolean> {
+  const { guardRootKeyId, guardPermissions } = guardParams(guard);
   const [row] = rowsOf<{ grants: boolean }>(
-    await db.execute(sql`select ${rootKeyStillGrants(sql`${guard.rootKeyId}`, sql`${JSON.stringify(guard.permissions)}`)} as grants`),
+    await db.execute(sql`select ${rootKeyStillGrants(sql`${guardRootKeyId}`, sql`${guardPermissions}`)} as grants`),
   );
   return row?.grants === true;
 }

@@ -78,8 +78,9 @@ export class RootKeyAuthenticator {
   }
 
   /**
-   * Runs `write` as the root key of `token`, for a route whose writes re-check the root key themselves (keys.createKey:
-   * its key is inserted by one statement, and reading the epoch first would double its round trips, issue 13 §3).
+   * Runs `write` as the root key of `token`, for a route whose writes re-check the root key themselves (keys.createKey
+   * and keys.updateKey: one statement in the common case, and reading the epoch first would double their round trips,
+   * issue 13 §3).
    * A root key in memory runs it at once, with a `writeGuard`: the write's own statement checks, at its snapshot, that
    * the root key still exists with exactly these permissions in an enabled workspace, and writes nothing otherwise.
    * When that run throws anything (a refusal reasoned from permissions that may have changed, a guard that failed,

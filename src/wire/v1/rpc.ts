@@ -14,7 +14,8 @@ import type { Services } from "../../services.js";
  * - "admin": the operator's KEYHAVEN_ADMIN_TOKEN.
  * - "optionalRootKey": anybody; a valid root key narrows what the route does (keys.verifyKey scopes to its
  *   workspace), anything else in the header is ignored. The handler asks for it with `ctx.optionalRootKey(epoch)`.
- * - "rootKeyCheckedByWrite": as "rootKey", for a route whose only write re-checks the root key itself (keys.createKey):
+ * - "rootKeyCheckedByWrite": as "rootKey", for a route whose writes re-check the root key themselves (keys.createKey,
+ *   keys.updateKey):
  *   a root key in memory is used without reading the epoch first, and the handler runs again, authenticated at a
  *   fresh epoch, when that run throws (RootKeyAuthenticator.authorizeWrite). Its handler passes `ctx.rootKey` to a
  *   core function that applies its `writeGuard`.
@@ -113,16 +114,18 @@ function epochOnce(deps: Services): { read: () => Promise<bigint>; known: () => 
   };
 }
 
-/** Enforces a route's `auth`: throws v1's refusal, or returns what the handler gets of the caller. */
+/**
+ * Enforces a route's `auth`: throws v1's refusal, or returns what the handler gets of the caller. (A
+ * "rootKeyCheckedByWrite" route is authenticated around its handler instead: registerRpc.)
+ */
 async function authenticate(
-  auth: AuthKind,
+  auth: Exclude<AuthKind, "rootKeyCheckedByWrite">,
   deps: Services,
   authorization: string | undefined,
   epoch: ReturnType<typeof epochOnce>,
 ): Promise<Principal<AuthKind>> {
   switch (auth) {
     case "rootKey":
-    case "rootKeyCheckedByWrite":
       return { rootKey: await deps.rootKeys.authenticate(bearerToken(authorization), epoch.known()) };
     case "admin":
       authenticateAdmin(deps.config, authorization);

@@ -14,7 +14,8 @@ import { V2Error } from "./errors.js";
  * - "rootKeyAtEpoch": the same refusals, but the header's form is checked before the handler and the root key is
  *   authenticated when the handler asks, at the store epoch it already read (`ctx.rootKeyAt(epoch)`), so that the hot
  *   path (keys.verifyKey) costs no second epoch read. The handler must ask on every path.
- * - "rootKeyCheckedByWrite": as "rootKey", for a route whose only write re-checks the root key itself (keys.createKey),
+ * - "rootKeyCheckedByWrite": as "rootKey", for a route whose writes re-check the root key themselves (keys.createKey,
+ *   keys.updateKey),
  *   as v1's kind of that name (wire/v1/rpc.ts, RootKeyAuthenticator.authorizeWrite).
  * - "none": anybody (liveness).
  */

@@ -298,9 +298,14 @@ export function rowsOf<T>(result: unknown): T[] {
 
 const UNIQUE_VIOLATION = "23505";
 
-export function isUniqueViolation(err: unknown): boolean {
-  for (let e: unknown = err; e && typeof e === "object"; e = (e as { cause?: unknown }).cause) {
-    if ((e as { code?: unknown }).code === UNIQUE_VIOLATION) return true;
+/** Whether `err`, or an error in its cause chain (drizzle wraps the drivers' errors), has this SQLSTATE. */
+export function hasSqlState(err: unknown, sqlState: string): boolean {
+  for (let e: unknown = err, depth = 0; e && typeof e === "object" && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    if ((e as { code?: unknown }).code === sqlState) return true;
   }
   return false;
+}
+
+export function isUniqueViolation(err: unknown): boolean {
+  return hasSqlState(err, UNIQUE_VIOLATION);
 }

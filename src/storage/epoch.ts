@@ -5,8 +5,11 @@ import { epochTable, InvalidationTracker, TaggedEntries } from "./invalidations.
 
 export { epochTable };
 
+/** The epoch in the snapshot of the statement it is part of, as a number (a statement's condition on it). */
+export const epochNow = sql`(select coalesce(sum(${epochTable.value}), 0) from ${epochTable})`;
+
 /** The epoch as SQL text, for statements that read it next to other rows in one snapshot. */
-export const epochSum = sql<string>`(select sum(${epochTable.value})::text from ${epochTable})`;
+export const epochSum = sql<string>`(${epochNow})::text`;
 
 type Waiter = { resolve: (epoch: bigint) => void; reject: (err: unknown) => void };
 

@@ -1,7 +1,7 @@
 import { type PGlite, types } from "@electric-sql/pglite";
 import { Column, is, type SQL } from "drizzle-orm";
 import { PgliteDatabase } from "drizzle-orm/pglite";
-import type { Db } from "./client.js";
+import { type Db, hasSqlState } from "./client.js";
 
 /** Whether `db` is a handle on the embedded store. */
 export function isPglite(db: Db): boolean {
@@ -18,14 +18,6 @@ const PARSERS = Object.fromEntries(
 type Decoder = { mapFromDriverValue(value: unknown): unknown };
 const SQLSTATE_DUPLICATE_PREPARED = "42P05";
 const SQLSTATE_UNKNOWN_PREPARED = "26000";
-
-const codeOf = (err: unknown) => {
-  for (let e: unknown = err, depth = 0; e && typeof e === "object" && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
-    const code = (e as { code?: unknown }).code;
-    if (typeof code === "string") return code;
-  }
-  return undefined;
-};
 
 /** A text[] as an SQL literal: `'{"a","b"}'::text[]` (standard_conforming_strings is on, PostgreSQL's default). */
 export function textArrayLiteral(values: readonly string[]): string {
@@ -65,7 +57,7 @@ export function preparePgliteSelect<Row>(
       () => undefined,
       (err: unknown) => {
         // Another handle on the same PGlite session prepared it already: the same text, since the name is ours.
-        if (codeOf(err) === SQLSTATE_DUPLICATE_PREPARED) return;
+        if (hasSqlState(err, SQLSTATE_DUPLICATE_PREPARED)) return;
         prepared = undefined;
         throw err;
       },
@@ -93,7 +85,7 @@ export function preparePgliteSelect<Row>(
       try {
         return await run(values);
       } catch (err) {
-        if (codeOf(err) !== SQLSTATE_UNKNOWN_PREPARED) throw err;
+        if (!hasSqlState(err, SQLSTATE_UNKNOWN_PREPARED)) throw err;
         prepared = undefined;
         return run(values);
       }

@@ -1,6 +1,6 @@
 import { and, eq, isNull, type SQL, sql } from "drizzle-orm";
 import { type Db, rowsOf } from "../client.js";
-import { epochSum, epochTable } from "../epoch.js";
+import { epochNow, epochSum } from "../epoch.js";
 import { indexFirst } from "../indexFirst.js";
 import { isPglite, preparePgliteSelect } from "../pglitePrepared.js";
 import { apis, identities, keys, workspaces } from "../schema.js";
@@ -105,9 +105,6 @@ export type SpendResult = { before: number; granted: number };
 
 /** The most groups one statement spends (what a statement's size and its row locks are bounded by). */
 export const MAX_SPENDS_PER_STATEMENT = 1000;
-
-/** The verification epoch in the spending statement's own snapshot, as a number (see SpendRequest.ifEpochAtMost). */
-const epochNow = sql`(select coalesce(sum(${epochTable.value}), 0) from ${epochTable})`;
 
 /**
  * The statements that spend remaining uses, prepared once per database handle (the RemainingSpender's): spending is

@@ -3,7 +3,7 @@
  * server process's own CPU time (`process_cpu_seconds_total` from GET /metrics) over a fixed number of calls, not
  * with throughput: CPU time per call does not depend much on what else the machine runs, req/s does.
  *
- * For each store, keyhaven is started (a child process, `node --import tsx src/cli/main.ts serve`, LOG_LEVEL=warn),
+ * For each store, keyhaven is started (a child process, compiled: `node dist/cli/main.js serve`, LOG_LEVEL=warn; see lib.ts keyhavenEntry),
  * an API and one key are created, every route is warmed up (BENCH_WARMUP calls each, not counted: the JIT and the
  * caches settle), and the idle CPU rate is measured over BENCH_IDLE_SECONDS (timers, the pool's keep-alives). Then,
  * for each route and each concurrency in BENCH_CONCURRENCY, BENCH_CALLS calls are made by that many workers, each

@@ -11,7 +11,7 @@
  *                spends a use, so what is measured is how spends of different keys share statements and commits.
  *   - hot:       one key with `remaining: 2000000000` and a rate limit that never refuses
  *                (`{ limit: 1e9, refillRate: 1e9, refillInterval: 60000 }`): one row's lock and commit.
- * Every keyhaven store (BENCH_STORES) runs in its own child process (`node --import tsx`, as bench/verify.bench.ts
+ * Every keyhaven store (BENCH_STORES) runs in its own child process (compiled, `node dist/cli/main.js`, as bench/verify.bench.ts
  * does), all started before the first round and kept until the last. Rounds (BENCH_ROUNDS) go through every
  * scenario in turn, each round starting one scenario later than the one before, so that a machine whose load
  * changes during the run weighs on every scenario alike; each keyhaven figure is compared with the ceiling of the
@@ -33,6 +33,7 @@
  *                        (default postgres://postgres@127.0.0.1:5432/postgres)
  *   DATABASE_POOL_SIZE   passed through to keyhaven when set (keyhaven's default is 4)
  *   BENCH_SERVER_NODE_ARGS  extra node flags for the keyhaven children, space-separated
+ *   BENCH_KEY_KINDS      comma-separated subset of "plain,remaining,hot" (default all; e.g. one kind to profile it)
  */
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -88,6 +89,7 @@ type Settings = {
   databaseUrl: string;
   keyhavenPoolSize: string;
   serverNodeArgs: string[];
+  keyKinds: KeyKind[];
 };
 
 type Scenario = { store: StoreKind | "ceiling"; keyKind: KeyKind | "fixed" };
@@ -119,6 +121,7 @@ function readSettings(env: NodeJS.ProcessEnv): Settings {
     databaseUrl: env.BENCH_DATABASE_URL?.trim() || DEFAULT_DATABASE_URL,
     keyhavenPoolSize: env.DATABASE_POOL_SIZE?.trim() || "4 (keyhaven's default)",
     serverNodeArgs: (env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""),
+    keyKinds: envList(env, "BENCH_KEY_KINDS", KEY_KINDS, [...KEY_KINDS]),
   };
 }
 
@@ -309,7 +312,7 @@ async function main(): Promise<void> {
 
   const scenarios: Scenario[] = [
     { store: "ceiling", keyKind: "fixed" },
-    ...settings.stores.flatMap((store) => KEY_KINDS.map((keyKind) => ({ store, keyKind }))),
+    ...settings.stores.flatMap((store) => settings.keyKinds.map((keyKind) => ({ store, keyKind }))),
   ];
   try {
     const opened = await openAdmin(settings.databaseUrl, settings.stores.includes("postgres"), cleanup);

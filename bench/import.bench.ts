@@ -11,7 +11,7 @@
  *   - plaintext: N HTTP workers, each posting 100 keys `{ apiId, plaintext }` (hashed and encrypted by keyhaven).
  * The HTTP scenarios run on PostgreSQL (a fresh `keyhaven_bench_<random>` database on BENCH_DATABASE_URL's server)
  * and on PGlite (a fresh KEYHAVEN_DATA_DIR under the OS temp directory). keyhaven runs as a child process
- * (`node --import tsx src/cli/main.ts serve`) so that the load generator does not share its event loop; note
+ * (compiled: `node dist/cli/main.js serve`) so that the load generator does not share its event loop; note
  * that the load generator, keyhaven and PostgreSQL still share this machine's CPUs.
  *
  * Reported per scenario: keys/s overall and per BENCH_SLICE_SECONDS slice (to see a slow-down as the table

@@ -1,6 +1,6 @@
 /**
- * What the benchmarks share: the clean-up registry, scratch PostgreSQL databases, child servers (keyhaven itself
- * or another script run with `node --import tsx`) on a free port, percentiles, the result table, signal handling
+ * What the benchmarks share: the clean-up registry, scratch PostgreSQL databases, child servers (keyhaven itself,
+ * compiled as production runs it, or another script run with `node --import tsx`) on a free port, percentiles, the result table, signal handling
  * and the results file, and an autocannon load with every 2xx answer's time. Used by bench/import.bench.ts,
  * bench/verify.bench.ts and bench/ratelimit.bench.ts.
  */
@@ -145,8 +145,13 @@ export function childEnv(settings: Record<string, string>, remove: readonly stri
 export type ChildServerOptions = {
   /** Names the child in messages ("keyhaven exited …"). */
   name: string;
-  /** The script and its arguments, run as `node <nodeArgs> --import tsx <script…>` from the repository root. */
+  /**
+   * The script and its arguments, run as `node <nodeArgs> --import tsx <script…>` from the repository root (or
+   * `node <nodeArgs> <script…>` when `compiled`).
+   */
   script: string[];
+  /** The script is JavaScript: no TypeScript loader. */
+  compiled?: boolean;
   nodeArgs: string[];
   /** The child's environment besides PORT and HOST (see childEnv). */
   env: Record<string, string>;
@@ -160,7 +165,7 @@ export type ChildServerOptions = {
 /** Starts a child server on a free port of 127.0.0.1 and waits until it is ready; stopping it is registered. */
 export async function startChildServer(opts: ChildServerOptions): Promise<ChildServer> {
   const port = await freePort();
-  const child: ChildProcess = spawn(process.execPath, [...opts.nodeArgs, "--import", "tsx", ...opts.script], {
+  const child: ChildProcess = spawn(process.execPath, [...opts.nodeArgs, ...(opts.compiled ? [] : ["--import", "tsx"]), ...opts.script], {
     cwd: REPO_ROOT,
     env: childEnv({ ...opts.env, PORT: String(port), HOST: "127.0.0.1" }, opts.removeEnv),
     stdio: ["ignore", "pipe", "pipe"],
@@ -228,7 +233,28 @@ async function waitUntilReady(server: ChildServer, name: string, ready: ChildSer
 }
 
 /**
- * Starts keyhaven (`node --import tsx src/cli/main.ts serve`) on a store given by `storeEnv` (DATABASE_URL or
+ * How keyhaven runs in the benchmarks: compiled, as production runs it (`dist/cli/main.js`, what `npm start` runs),
+ * unless BENCH_SERVER_SOURCE=tsx runs the sources through tsx (what `npm run dev` does; its loader adds work to
+ * every call). The compiled tree is brought up to date once per benchmark process (`tsc -b`, incremental: well
+ * under a second when nothing changed), so a benchmark never measures an older build than the sources.
+ */
+function keyhavenEntry(): { script: string; compiled: boolean } {
+  const source = process.env.BENCH_SERVER_SOURCE?.trim() || "dist";
+  if (source === "tsx") return { script: "src/cli/main.ts", compiled: false };
+  if (source !== "dist") throw new Error(`BENCH_SERVER_SOURCE must be "dist" or "tsx", got ${JSON.stringify(source)}`);
+  if (!built) {
+    execFileSync(process.execPath, [path.join(REPO_ROOT, "node_modules", "typescript", "bin", "tsc"), "-b", "tsconfig.build.json"], {
+      cwd: REPO_ROOT,
+      stdio: "inherit",
+    });
+    built = true;
+  }
+  return { script: "dist/cli/main.js", compiled: true };
+}
+let built = false;
+
+/**
+ * Starts keyhaven (`node dist/cli/main.js serve`, see keyhavenEntry) on a store given by `storeEnv` (DATABASE_URL or
  * KEYHAVEN_DATA_DIR), with the root key given and a fresh encryption key; ready once /v1/liveness answers 200.
  */
 export async function startKeyhaven(
@@ -238,9 +264,11 @@ export async function startKeyhaven(
   cleanup: Cleanup,
   removeEnv: readonly string[] = [],
 ): Promise<ChildServer> {
+  const entry = keyhavenEntry();
   return startChildServer({
     name: "keyhaven",
-    script: ["src/cli/main.ts", "serve"],
+    script: [entry.script, "serve"],
+    compiled: entry.compiled,
     nodeArgs,
     env: {
       ...storeEnv,

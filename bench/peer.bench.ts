@@ -2,7 +2,7 @@
  * Peer benchmark: keyhaven's key verification next to better-auth's API-key plugin on the same PostgreSQL server,
  * and both next to the fixed-response ceiling (bench/fixed-response.server.ts), in alternating rounds.
  *
- * Targets, each a child process started with `node --import tsx` (they share this machine's CPUs with the load
+ * Targets, each a child process (keyhaven compiled, `node dist/cli/main.js`, the others `node --import tsx`) (they share this machine's CPUs with the load
  * generator and PostgreSQL), all started once and kept running for every round:
  *   - ceiling:  bench/fixed-response.server.ts, POST /v1/keys.verifyKey answering a fixed ~300-byte body.
  *   - keyhaven: keyhaven on a fresh `keyhaven_bench_<random>` database, its default settings (analytics on, rate

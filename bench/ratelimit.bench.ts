@@ -9,7 +9,7 @@
  * 200 with `success: true`, or the scenario fails. The limit is 1e9 per 60 s window, so every call is a full
  * decision (namespace and override lookup, root-key check, counter charged) that passes.
  *
- * Targets, each a child process started with `node --import tsx` (they share this machine's CPUs with the load
+ * Targets, each a child process (keyhaven compiled, `node dist/cli/main.js`, the others `node --import tsx`) (they share this machine's CPUs with the load
  * generator and PostgreSQL):
  *   - ceiling:        bench/fixed-response.server.ts (the body goes to its only route, /v1/keys.verifyKey).
  *   - postgres:       keyhaven on a fresh `keyhaven_bench_<random>` database, counters in its memory.

@@ -3,7 +3,7 @@
  * at random among all of them next to a hot set of BENCH_HOT_KEYS keys, with no manual ANALYZE in between.
  *
  * For each store of BENCH_STORES (a fresh `keyhaven_bench_<random>` database on BENCH_DATABASE_URL's server, and a
- * fresh KEYHAVEN_DATA_DIR for PGlite), keyhaven runs as a child process (`node --import tsx src/cli/main.ts serve`):
+ * fresh KEYHAVEN_DATA_DIR for PGlite), keyhaven runs as a child process (compiled: `node dist/cli/main.js serve`):
  *   1. Import: BENCH_IMPORT_CONCURRENCY workers post `POST /v1/migrations.createKeys` batches of 100 keys by hash
  *      (`sha256_base64` of `sk_scale_<run>_<i>`, the fastest import path) until BENCH_SCALE_KEYS are in; the rate
  *      is reported overall and per 100,000 keys (to see a slow-down as the table grows).

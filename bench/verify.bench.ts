@@ -8,7 +8,7 @@
  * preceded by a warm-up of 2 s at the same connections (not counted) in which every answer must be a 200 with
  * `valid: true`, or the scenario fails; after each keyhaven measurement one more verification must still be valid.
  *
- * Targets, each a child process started with `node --import tsx` so that the load generator does not share its
+ * Targets, each a child process (keyhaven compiled, `node dist/cli/main.js`, the others `node --import tsx`) so that the load generator does not share its
  * event loop (they still share this machine's CPUs, and so does PostgreSQL):
  *   - ceiling:  bench/fixed-response.server.ts.
  *   - postgres: keyhaven on a fresh `keyhaven_bench_<random>` database on BENCH_DATABASE_URL's server.

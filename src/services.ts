@@ -9,6 +9,7 @@ import { RootKeyAuthenticator } from "./core/auth/rootKeys.authenticator.js";
 import { VerificationAnalytics } from "./storage/analytics/analytics.recorder.js";
 import { DEFAULT_SPEND_STATEMENTS_IN_FLIGHT, RemainingSpender } from "./storage/keys/remaining.spender.js";
 import { VerificationCache } from "./storage/keys/verification.cache.js";
+import { type KeyObjectReads, prepareKeyObjectReads } from "./storage/keys/keyObjects.repository.js";
 import { type KeyWrites, prepareKeyWrites } from "./storage/keys/keys.writes.repository.js";
 import { MigrationWorker } from "./core/import/import.worker.js";
 import { ApiSettingsCache } from "./storage/apis/apis.repository.js";
@@ -44,6 +45,8 @@ export type Services = {
   apiSettings: ApiSettingsCache;
   /** keys.createKey's prepared statement. */
   keyWrites: KeyWrites;
+  /** keys.getKey's and keys.whoami's prepared lookups. */
+  keyReads: KeyObjectReads;
   /** ratelimits.limit's namespace and override lookups, in memory while the epoch stands. */
   limitLookups: LimitLookupCache;
   /** This process's Prometheus metrics (buildApp serves them; handlers report domain outcomes). */
@@ -99,6 +102,7 @@ export async function createServices(config: Config, store: Store, options: Serv
     rootKeys: new RootKeyAuthenticator(db, epochs, clock),
     apiSettings: new ApiSettingsCache(db),
     keyWrites: prepareKeyWrites(db),
+    keyReads: prepareKeyObjectReads(db),
     limitLookups: new LimitLookupCache(db, epochs),
     metrics: new AppMetrics({ config, store, db, ratelimiter }),
     analytics: new VerificationAnalytics(db, config.analytics, { retentionDays: config.analyticsRetentionDays, now: () => clock.now() }),

@@ -4,7 +4,7 @@ import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import { describe, expect } from "vitest";
 import { type Db, rowsOf } from "../src/storage/client.js";
 import { findExistingHashes } from "../src/storage/import/migrations.repository.js";
-import { findKeyObjectRow } from "../src/storage/keys/keyObjects.repository.js";
+import { prepareKeyObjectReads } from "../src/storage/keys/keyObjects.repository.js";
 import { InvalidationTracker } from "../src/storage/invalidations.js";
 import { prepareVerificationLookup } from "../src/storage/keys/keys.repository.js";
 import { liveKeyHashExists, prepareRootKeyLookup } from "../src/storage/rootKeys/rootKeys.auth.repository.js";
@@ -121,9 +121,10 @@ describe("lookups by hash start from the hash index, whatever the table's statis
 
   it("the key object's lookup by hash, and by id", async ({ h, bulk }) => {
     const recording = recordingDb(h);
-    expect((await findKeyObjectRow(recording.db, { hash: bulk.hashes[0]! }, "direct-names"))?.id).toBe("plan_key_7");
+    const reads = prepareKeyObjectReads(recording.db);
+    expect((await reads.find({ hash: bulk.hashes[0]! }, "direct-names"))?.id).toBe("plan_key_7");
     await expectIndexFirst(h, recording.last(), "keys", "keys_hash_idx");
-    expect((await findKeyObjectRow(recording.db, { id: "plan_key_7" }, "effective-slugs"))?.id).toBe("plan_key_7");
+    expect((await reads.find({ id: "plan_key_7" }, "effective-slugs"))?.id).toBe("plan_key_7");
     await expectIndexFirst(h, recording.last(), "keys", "keys_pkey");
   });
 

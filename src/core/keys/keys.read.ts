@@ -4,7 +4,7 @@ import { hashKey } from "../../crypto/hash.js";
 import { NotFoundError, PreconditionFailedError } from "../../errors.js";
 import { findApi } from "../../storage/apis/apis.repository.js";
 import { identityRatelimits } from "../../storage/identities/identities.repository.js";
-import { findKeyObjectRow, type KeyObjectRow, type PermissionView } from "../../storage/keys/keyObjects.repository.js";
+import type { KeyObjectRow, PermissionView } from "../../storage/keys/keyObjects.repository.js";
 import { keyRatelimits, type NamedRatelimit } from "../../storage/keys/keys.ratelimit.repository.js";
 import { decryptKeyRows, requireDecryptPermission } from "./keys.decrypt.js";
 import type { KeyServices } from "./keys.services.js";
@@ -39,7 +39,7 @@ export async function getKey(
   input: { keyId: string; decrypt?: boolean | undefined },
   rules: KeyReadRules = {},
 ): Promise<{ row: KeyObjectRow; plaintext?: string | undefined }> {
-  const row = await findKeyObjectRow(services.db, { id: input.keyId }, rules.permissions ?? "direct-names");
+  const row = await services.keyReads.find({ id: input.keyId }, rules.permissions ?? "direct-names");
   if (!row || row.workspaceId !== principal.workspaceId) throw new NotFoundError("key", input.keyId);
   const dialect = rules.dialect ?? "v1";
   requirePermission(principal, keyPermission(dialect, principal.workspaceId, row.apiId, row.id, "read_key"));
@@ -60,11 +60,11 @@ const keyBySecretNotFound = () => new NotFoundError("key", "", "Key not found");
  * An unknown key is not found whoever asks.
  */
 export async function findKeyBySecret(
-  services: Pick<KeyServices, "db">,
+  services: Pick<KeyServices, "keyReads">,
   key: string,
   rules: Pick<KeyReadRules, "permissions"> = {},
 ): Promise<KeyObjectRow> {
-  const row = await findKeyObjectRow(services.db, { hash: hashKey(key) }, rules.permissions ?? "direct-names");
+  const row = await services.keyReads.find({ hash: hashKey(key) }, rules.permissions ?? "direct-names");
   if (!row) throw keyBySecretNotFound();
   return row;
 }

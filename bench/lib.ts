@@ -1,8 +1,8 @@
 /**
  * What the benchmarks share: the clean-up registry, scratch PostgreSQL databases, child servers (keyhaven itself,
- * compiled as production runs it, or another script run with `node --import tsx`) on a free port, percentiles, the result table, signal handling
- * and the results file, and an autocannon load with every 2xx answer's time. Used by bench/import.bench.ts,
- * bench/verify.bench.ts and bench/ratelimit.bench.ts.
+ * compiled as production runs it, or another script run with `node --import tsx`) on a free port, percentiles, the
+ * result table, signal handling and the results file, and an autocannon load with every 2xx answer's time. Used by
+ * every bench/*.bench.ts but ratelimit-memory.bench.ts.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";

@@ -69,8 +69,8 @@ export type KeyObjectRow = Awaited<ReturnType<typeof selectKeyObjectRows>>[numbe
 /**
  * The key object's lookups (keys.getKey and keys.whoami, v1 and v2): a live key (not deleted, in a live API) by id or
  * by hash, in any workspace (callers check the workspace). Prepared once per database handle (services.ts), one
- * statement per way and view: drizzle building this statement (its joins and permission subqueries) took a seventh
- * of a keys.getKey's CPU, more than PostgreSQL answering it.
+ * statement per way and view: built by drizzle on every call (its joins and permission subqueries), it cost more of
+ * a keys.getKey's CPU than the rest of the route (issue 13 §3, docs/benchmarks.md).
  */
 export function prepareKeyObjectReads(db: Db) {
   const prepare = (column: "id" | "hash", view: PermissionView) =>

@@ -1,6 +1,7 @@
 import bs58 from "bs58";
 import { describe, expect, it } from "vitest";
-import { hashKey } from "../src/crypto/hash.js";
+import { hashKey, secretsEqual, sha256Hex } from "../src/crypto/hash.js";
+import { counterId } from "../src/storage/ratelimits/ratelimiter.window.js";
 import { generateKey } from "../src/crypto/keyGen.js";
 import { Keyring } from "../src/keyring/keyring.js";
 import { KeyringError } from "../src/keyring/keyring.errors.js";
@@ -13,6 +14,18 @@ import { randomBytes } from "node:crypto";
 describe("hashing", () => {
   it("matches v1's sha256_base64 test vector", () => {
     expect(hashKey("MVgWNsyPmv6VthC9moCNAPwS")).toBe("CptSN3vQ0shZLIsdT5c/tlpeFK/qqxY0R/aQNCfKhWs=");
+  });
+
+  // The digests below were computed with createHash(...).update(text) before hashing moved to crypto.hash: stored key
+  // hashes, prefixed-api-key hashes and Redis counter ids of earlier versions must still match.
+  it("hashes keys, tokens and counters as UTF-8, as stored by earlier versions", () => {
+    expect(hashKey("sk_é€😀")).toBe("EXNAwHlmpl3SW7674Y2JyEOGjrTgfteOnO8OuYb/6dw=");
+    expect(sha256Hex("abc")).toBe("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    const check = { workspaceId: "ws_1", name: "api.requests", identifier: "user_ä", limit: 10, duration: 60_000, cost: 1 };
+    expect(counterId(check, 29_000_000)).toBe("rFpdvWSLKnLAS4YJ6FSD3k");
+    expect(secretsEqual("sk_é€😀", "sk_é€😀")).toBe(true);
+    expect(secretsEqual("sk_é€😀", "sk_é€😁")).toBe(false);
+    expect(secretsEqual("short", "a much longer secret")).toBe(false);
   });
 });
 

@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import type { DependencyState } from "../dependency.js";
 
 // The counting every backend shares (fixed windows, counter ids, the all-or-nothing decision) and the limiter's
@@ -55,7 +55,7 @@ export function windowOf(duration: number, now: number) {
  * memory however long the names and identifiers it was asked under (up to 512 characters each).
  */
 export function counterId(c: LimitCheck, window: number): string {
-  return createHash("sha256").update(`${c.identifier}\u0000${c.name}\u0000${c.duration}\u0000${window}`).digest("base64url").slice(0, 22);
+  return hash("sha256", `${c.identifier}\u0000${c.name}\u0000${c.duration}\u0000${window}`, "base64url").slice(0, 22);
 }
 
 /** Decides pass or fail for every check from the counts before it, the same way in every backend. */

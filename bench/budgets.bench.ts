@@ -60,6 +60,7 @@ import {
   type LatencySummary,
   loadJsonPost,
   measurementLine,
+  median,
   openAdmin,
   post,
   reportOutcome,
@@ -211,12 +212,6 @@ async function measure(scenario: Scenario, roundNo: number, server: ChildServer,
     loadAverage: round(os.loadavg()[0]!, 2),
   };
 }
-
-const median = (values: number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-};
 
 type Summary = Scenario & {
   rounds: number;

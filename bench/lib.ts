@@ -302,6 +302,14 @@ export async function post(server: ChildServer, rootKey: string, route: string, 
 // ---------------------------------------------------------------------------------------------------------------
 // Statistics
 
+/** The median of `values` (any order, not changed): the middle one, or the mean of the two middle ones; NaN when none. */
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
 /** The p-th percentile (nearest rank) of values sorted in ascending order; NaN when there are none. */
 export function percentile(sorted: ArrayLike<number>, p: number): number {
   if (sorted.length === 0) return NaN;

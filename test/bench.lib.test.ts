@@ -5,7 +5,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadJsonPost } from "../bench/lib.js";
+import { loadJsonPost, median } from "../bench/lib.js";
 
 let server: http.Server;
 let url: string;
@@ -56,5 +56,17 @@ describe("loadJsonPost", () => {
     });
     expect(load.result.mismatches).toBe(0);
     expect([...bodiesAt("/fixed").keys()]).toEqual(['{"key":"fixed"}']);
+  });
+});
+
+describe("median", () => {
+  it("is the middle value, or the mean of the two middle ones, whatever the order; NaN for none", () => {
+    expect(median([3, 1, 2])).toBe(2);
+    expect(median([4, 1, 3, 2])).toBe(2.5);
+    expect(median([0.71, 1.2, 1.13])).toBe(1.13);
+    expect(median([])).toBeNaN();
+    const values = [5, 4];
+    median(values);
+    expect(values).toEqual([5, 4]);
   });
 });

@@ -107,6 +107,16 @@ export type SpendResult = { before: number; granted: number };
 export const MAX_SPENDS_PER_STATEMENT = 1000;
 
 /**
+ * The spend groups of a statement (a jsonb array of `{ g, id, cost, n, e }`, SpendRequest's fields) as rows, less the
+ * groups whose epoch condition `e` fails at the statement's snapshot (null: unconditional): they are left out before
+ * any row is locked, and get no answer. Every spending statement reads its groups through this.
+ */
+function groupsWithCurrentEpoch(groups: SQL): SQL {
+  return sql`(select * from jsonb_to_recordset(${groups}) as r(g int, id text, cost int, n int, e bigint)
+    where r.e is null or ${epochNow} <= r.e)`;
+}
+
+/**
  * The statements that spend remaining uses, prepared once per database handle (the RemainingSpender's): spending is
  * on the hot path of every verification of a key with a usage limit, and a statement sent with `db.execute` is
  * parsed and planned by PostgreSQL each time (and built by drizzle each time), which cost more than the spends it
@@ -131,9 +141,7 @@ export function prepareSpendStatements(db: Db) {
     .where(sql`${keys.id} = cur.id`)
     .returning({ before: sql<number>`cur.before` })
     .prepare("keyhaven_spend_one");
-  // Groups whose epoch condition fails are left out before any row is locked (`e` is null for an unconditional one).
-  const requested = sql`(select * from jsonb_to_recordset(${sql.placeholder("groups")}::jsonb) as r(g int, id text, cost int, n int, e bigint)
-    where r.e is null or ${epochNow} <= r.e) r`;
+  const requested = sql`${groupsWithCurrentEpoch(sql`${sql.placeholder("groups")}::jsonb`)} r`;
   // Each group's grant is computed from its key's uses alone; the keys' rows are locked first, in the order of
   // their ids (the inner subquery), so that concurrent statements wait for each other instead of deadlocking.
   const distinct = db
@@ -197,10 +205,7 @@ export async function spendRemaining(statements: SpendStatements, requests: read
 const lockedKeys = sql`cur as materialized (select ${keys.id} as id, ${effectiveRemaining} as before from ${keys}
   where ${keys.id} in (select id from req) and ${keys.remaining} is not null
   order by ${keys.id} for update)`;
-const requestedGroups = (
-  groups: SQL,
-) => sql`req as (select * from jsonb_to_recordset(${groups}) as r(g int, id text, cost int, n int, e bigint)
-  where r.e is null or ${epochNow} <= r.e)`;
+const requestedGroups = (groups: SQL) => sql`req as ${groupsWithCurrentEpoch(groups)}`;
 const spendAndRefill = (spent: SQL) => sql`update ${keys} set ${sql.identifier(keys.remaining.name)} = cur.before - ${spent},
   ${sql.identifier(keys.lastRefillAt.name)} = ${lastRefillAfterWrite}`;
 

@@ -14,7 +14,8 @@ export type RootKeyAuth = {
   readonly writeGuard?: WriteGuard | undefined;
 };
 
-type CachedRootKey = { auth: RootKeyAuth; workspaceEnabled: boolean };
+/** A root key in memory: `guarded` is `auth` with the writeGuard authorizeWrite hands out, made once per load. */
+type CachedRootKey = { auth: RootKeyAuth; guarded: RootKeyAuth; workspaceEnabled: boolean };
 
 /** Root keys kept in memory per process (by hash), beyond which the oldest are dropped first. */
 export const ROOT_KEY_CACHE_ENTRIES = 10_000;
@@ -45,7 +46,8 @@ export class RootKeyAuthenticator {
         const [row] = await lookup.execute({ hash });
         if (!row) return undefined;
         const auth = { rootKeyId: row.id, workspaceId: row.workspaceId, permissions: new Set(row.permissions) };
-        return { auth, workspaceEnabled: row.workspaceEnabled };
+        const guarded = { ...auth, writeGuard: { rootKeyId: row.id, permissions: [...auth.permissions] } };
+        return { auth, guarded, workspaceEnabled: row.workspaceEnabled };
       },
       ROOT_KEY_CACHE_ENTRIES,
       {
@@ -92,9 +94,8 @@ export class RootKeyAuthenticator {
   async authorizeWrite<T>(token: string, write: (auth: RootKeyAuth) => Promise<T>): Promise<T> {
     const remembered = token === "" ? undefined : this.cache.peek(hashKey(token));
     if (remembered?.workspaceEnabled) {
-      const { auth } = remembered;
       try {
-        return await write({ ...auth, writeGuard: { rootKeyId: auth.rootKeyId, permissions: [...auth.permissions] } });
+        return await write(remembered.guarded);
       } catch {
         // Answered below, at a fresh epoch.
       }

@@ -50,9 +50,10 @@ import {
   DEFAULT_DATABASE_URL,
   describeError,
   envIntList,
+  environmentInfo,
   envList,
   envPositive,
-  environmentInfo,
+  envServerNodeArgs,
   failureLine,
   formatMs,
   formatTable,
@@ -118,7 +119,7 @@ function readSettings(env: NodeJS.ProcessEnv): Settings {
     stores: envList(env, "BENCH_STORES", ["postgres", "pglite"] as const, ["postgres"]),
     idleSeconds: envPositive(env, "BENCH_IDLE_SECONDS", 3),
     databaseUrl: env.BENCH_DATABASE_URL?.trim() || DEFAULT_DATABASE_URL,
-    serverNodeArgs: (env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""),
+    serverNodeArgs: envServerNodeArgs(env),
     keyhavenPoolSize: env.DATABASE_POOL_SIZE?.trim() || "4 (keyhaven's default)",
   };
 }

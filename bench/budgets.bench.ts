@@ -47,9 +47,10 @@ import {
   createDatabase,
   DEFAULT_DATABASE_URL,
   describeError,
+  environmentInfo,
   envList,
   envPositive,
-  environmentInfo,
+  envServerNodeArgs,
   failureLine,
   formatCount,
   formatMs,
@@ -121,7 +122,7 @@ function readSettings(env: NodeJS.ProcessEnv): Settings {
     stores: envList(env, "BENCH_STORES", ["postgres", "pglite"] as const, ["postgres"]),
     databaseUrl: env.BENCH_DATABASE_URL?.trim() || DEFAULT_DATABASE_URL,
     keyhavenPoolSize: env.DATABASE_POOL_SIZE?.trim() || "4 (keyhaven's default)",
-    serverNodeArgs: (env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""),
+    serverNodeArgs: envServerNodeArgs(env),
     keyKinds: envList(env, "BENCH_KEY_KINDS", KEY_KINDS, [...KEY_KINDS]),
   };
 }

@@ -45,14 +45,15 @@ import {
   DEFAULT_DATABASE_URL,
   describeError,
   envIntList,
+  environmentInfo,
   envList,
   envPositive,
-  environmentInfo,
+  envServerNodeArgs,
   formatTable,
   handleInterrupts,
-  median,
   interrupted,
   loadJsonPost,
+  median,
   openAdmin,
   post,
   reportOutcome,
@@ -73,7 +74,7 @@ const settings = {
   stores: envList(env, "BENCH_STORES", ["postgres", "pglite"] as const, ["postgres"]),
   databaseUrl: env.BENCH_DATABASE_URL?.trim() || DEFAULT_DATABASE_URL,
   writes: envList(env, "BENCH_CHURN_WRITES", ["mixed", "update", "create", "sql"] as const, ["mixed"])[0]!,
-  serverNodeArgs: (env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""),
+  serverNodeArgs: envServerNodeArgs(env),
 };
 const OTHER_KEYS = 50;
 const MAX_WRITES_IN_FLIGHT = 50;

@@ -52,29 +52,30 @@ import { planImport } from "../src/core/import/import.plan.js";
 import type { KeyRow } from "../src/storage/import/import.rows.js";
 import type { ImportKey } from "../src/core/import/import.keys.types.js";
 import {
-  openAdmin,
-  envIntList,
-  envList,
-  envPositive,
   type Admin,
   Cleanup,
   createDatabase,
   DEFAULT_DATABASE_URL,
   describeError,
+  envIntList,
   environmentInfo,
+  envList,
+  envPositive,
+  envServerNodeArgs,
+  formatCount,
+  formatMs,
+  formatShare,
   formatTable as formatRows,
   handleInterrupts,
   indent,
   interrupted,
+  openAdmin,
   post,
   reportOutcome,
   round,
   startKeyhaven,
   summarizeLatencies,
   writeResults,
-  formatCount,
-  formatMs,
-  formatShare,
 } from "./lib.js";
 
 const BATCH_SIZE = 100;
@@ -139,7 +140,7 @@ function readSettings(env: NodeJS.ProcessEnv): Settings {
       "plaintext",
     ]),
     keyhavenPoolSize: env.DATABASE_POOL_SIZE?.trim() || "4 (keyhaven's default)",
-    serverNodeArgs: (env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""),
+    serverNodeArgs: envServerNodeArgs(env),
   };
 }
 

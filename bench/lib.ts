@@ -438,6 +438,11 @@ export function envPositive(env: NodeJS.ProcessEnv, name: string, fallback: numb
   return value;
 }
 
+/** BENCH_SERVER_NODE_ARGS: extra node flags for the keyhaven children, space-separated (none when unset). */
+export function envServerNodeArgs(env: NodeJS.ProcessEnv): string[] {
+  return (env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== "");
+}
+
 /** A comma-separated subset of `allowed`, in `allowed`'s order; `fallback` when unset. */
 export function envList<T extends string>(
   env: NodeJS.ProcessEnv,

@@ -46,11 +46,13 @@ import {
   environmentInfo,
   envList,
   envPositive,
+  envServerNodeArgs,
   formatCount,
   formatMs,
   formatTable,
   handleInterrupts,
   interrupted,
+  type LatencySummary,
   loadJsonPost,
   openAdmin,
   post,
@@ -58,7 +60,6 @@ import {
   round,
   startKeyhaven,
   summarizeLatencies,
-  type LatencySummary,
   writeResults,
 } from "./lib.js";
 
@@ -107,7 +108,7 @@ function readSettings(env: NodeJS.ProcessEnv): Settings {
     importConcurrency: Math.round(positive("BENCH_IMPORT_CONCURRENCY", 4)),
     stores: envList(env, "BENCH_STORES", ["postgres", "pglite"] as const),
     databaseUrl: env.BENCH_DATABASE_URL?.trim() || DEFAULT_DATABASE_URL,
-    serverNodeArgs: (env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""),
+    serverNodeArgs: envServerNodeArgs(env),
   };
 }
 

@@ -59,36 +59,37 @@ import os from "node:os";
 import path from "node:path";
 import { redactUrl } from "../src/storage/client.js";
 import {
-  openAdmin,
-  envIntList,
-  envList,
-  envPositive,
-  readRedisSetting,
   type Admin,
   type ChildServer,
   Cleanup,
   createDatabase,
   DEFAULT_DATABASE_URL,
   describeError,
+  envIntList,
   environmentInfo,
+  envList,
+  envPositive,
+  envServerNodeArgs,
+  failureLine,
+  formatCount,
+  formatMs,
+  formatShare,
   formatTable,
   handleInterrupts,
   indent,
   interrupted,
+  type LatencySummary,
   loadJsonPost,
   measurementLine,
-  failureLine,
-  startFixedResponseServer,
-  type LatencySummary,
+  openAdmin,
   post,
+  readRedisSetting,
   reportOutcome,
   round,
+  startFixedResponseServer,
   startKeyhaven,
   summarizeLatencies,
   writeResults,
-  formatCount,
-  formatMs,
-  formatShare,
 } from "./lib.js";
 
 const VERIFY_ROUTE = "/v1/keys.verifyKey";
@@ -166,7 +167,7 @@ function readSettings(env: NodeJS.ProcessEnv): Settings {
     redisUrl: readRedisSetting(env.BENCH_REDIS, "off"),
     analytics: list("BENCH_ANALYTICS", ["on", "off"] as const),
     keyhavenPoolSize: env.DATABASE_POOL_SIZE?.trim() || "4 (keyhaven's default)",
-    serverNodeArgs: (env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""),
+    serverNodeArgs: envServerNodeArgs(env),
   };
 }
 

@@ -227,11 +227,13 @@ describe("batched lookups", () => {
   it("answers lookups asked from separate callbacks of one turn of the event loop with one statement", async ({ h, t, apiId }) => {
     const imported = await Promise.all(Array.from({ length: 10 }, (_, i) => h.importKey(t, apiId, { name: `k${i}` })));
     const cache = new VerificationCache(h.db, new EpochReader(h.db));
-    // Each ask in its own timer callback, as requests read from different sockets each get their own I/O callback:
-    // PGlite runs a statement synchronously, so a lookup started by the first callback used to have answered before
-    // the second one ran (one statement per verification).
+    // Each ask in its own callback of one phase of the loop, as requests read from different sockets each get their own
+    // I/O callback: PGlite runs a statement synchronously, so a lookup started by the first callback used to have
+    // answered before the second one ran (one statement per verification). setImmediate callbacks queued together run
+    // in one check phase whatever the machine's speed (timers of 0 ms did not: one that fell due a moment late ran a
+    // turn later, and the test failed on a slow machine).
     const got = await Promise.all(
-      imported.map((k) => new Promise((resolve, reject) => setTimeout(() => cache.lookup(hashKey(k.key)).then(resolve, reject), 0))),
+      imported.map((k) => new Promise((resolve, reject) => setImmediate(() => cache.lookup(hashKey(k.key)).then(resolve, reject)))),
     );
     expect(got.map((row) => (row as { name?: string } | undefined)?.name)).toEqual(imported.map((_, i) => `k${i}`));
     expect(cache.statements).toBe(1);

@@ -5,7 +5,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadJsonPost, median } from "../bench/lib.js";
+import { type ChildServer, loadJsonPost, median, post } from "../bench/lib.js";
 
 let server: http.Server;
 let url: string;
@@ -23,6 +23,17 @@ beforeAll(async () => {
       const atPath = bodiesAt(req.url ?? "");
       atPath.set(body, (atPath.get(body) ?? 0) + 1);
       seen.set(req.url ?? "", atPath);
+      if (req.url === "/who") {
+        // What `post` sent, and from which local port (the same port twice: one kept-alive connection).
+        const who = {
+          authorization: req.headers.authorization,
+          contentType: req.headers["content-type"],
+          port: req.socket.remotePort,
+          body,
+        };
+        return res.writeHead(201, { "content-type": "application/json" }).end(JSON.stringify(who));
+      }
+      if (req.url === "/text") return res.writeHead(502, { "content-type": "text/plain" }).end("bad gateway");
       res.writeHead(200, { "content-type": "application/json" }).end(body);
     });
   });
@@ -68,5 +79,23 @@ describe("median", () => {
     const values = [5, 4];
     median(values);
     expect(values).toEqual([5, 4]);
+  });
+});
+
+describe("post", () => {
+  it("sends the body with the root key, answers the status and the parsed body, on one kept-alive connection", async () => {
+    const server = { url } as ChildServer;
+    const first = await post(server, "root_abc", "/who", '{"name":"a"}');
+    const second = await post(server, "root_abc", "/who", '{"name":"b"}');
+    expect(first).toEqual({
+      status: 201,
+      json: { authorization: "Bearer root_abc", contentType: "application/json", port: expect.any(Number), body: '{"name":"a"}' },
+    });
+    expect((second.json as { body: string }).body).toBe('{"name":"b"}');
+    expect((second.json as { port: number }).port).toBe((first.json as { port: number }).port);
+  });
+
+  it("answers the text of a body that is not JSON", async () => {
+    expect(await post({ url } as ChildServer, "root_abc", "/text", "{}")).toEqual({ status: 502, json: "bad gateway" });
   });
 });

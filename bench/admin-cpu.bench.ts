@@ -58,6 +58,7 @@ import {
   formatMs,
   formatTable,
   handleInterrupts,
+  httpCall,
   interrupted,
   openAdmin,
   post,
@@ -128,8 +129,8 @@ type Cpu = { total: number; user: number; system: number };
 
 /** The server's CPU time so far (user, system and their sum), in milliseconds, from its Prometheus metrics. */
 async function serverCpuMs(server: ChildServer): Promise<Cpu> {
-  const res = await fetch(`${server.url}/metrics`);
-  const text = await res.text();
+  const res = await httpCall(`${server.url}/metrics`, { method: "GET" });
+  const text = res.text;
   if (res.status !== 200) throw new Error(`/metrics answered ${res.status}: ${text.slice(0, 200)}`);
   const read = (name: string) => {
     const match = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, "m").exec(text);
@@ -168,7 +169,7 @@ async function runCalls(server: ChildServer, route: RouteName, f: Fixture, calls
       const i = offset + next++;
       const req = requestOf(route, f, i);
       const started = performance.now();
-      const res = await fetch(`${server.url}${req.path}`, {
+      const res = await httpCall(`${server.url}${req.path}`, {
         method: req.method,
         headers: {
           authorization: `Bearer ${f.rootKey}`,
@@ -176,7 +177,7 @@ async function runCalls(server: ChildServer, route: RouteName, f: Fixture, calls
         },
         ...(req.body !== undefined && { body: req.body }),
       });
-      const text = await res.text();
+      const text = res.text;
       latencies.push(performance.now() - started);
       if (res.status !== 200) throw new Error(`${req.method} ${req.path} answered ${res.status}: ${text.slice(0, 300)}`);
     }

@@ -283,47 +283,50 @@ export async function startKeyhaven(
   });
 }
 
-/** Connections kept open between the calls of `post` (idle ones do not keep the benchmark's process alive). */
+/** Connections kept open between the calls of `httpCall` (idle ones do not keep the benchmark's process alive). */
 const keepAliveAgent = new http.Agent({ keepAlive: true });
 /** No benchmark call waits longer than this for its answer. */
-const POST_TIMEOUT_MS = 60_000;
+const CALL_TIMEOUT_MS = 60_000;
 
 /**
- * POSTs a JSON body with the root key; answers the status and the parsed body (or its text when not JSON).
- * Through node:http on kept-alive connections rather than fetch: a side writer (bench:churn) sends its writes from the
- * load generator's process, and fetch cost that process 3–4× the CPU per call (0.8–1.4 ms against 0.2–0.4 ms on the
- * slow 2-core machine of docs/benchmarks.md), CPU the machine's two cores then lacked for the load itself.
+ * One HTTP call on kept-alive connections; answers the status and the body's text. Through node:http rather than
+ * fetch: a benchmark's own calls share the machine with the server they measure (bench:churn's side writer even runs
+ * in the load generator's process), and fetch cost 3–4× the CPU per call (0.8–1.4 ms against 0.2–0.4 ms on the slow
+ * 2-core machine of docs/benchmarks.md), CPU the machine's two cores then lacked for the load itself.
  */
-export function post(server: ChildServer, rootKey: string, route: string, body: string): Promise<{ status: number; json: unknown }> {
+export function httpCall(
+  url: string,
+  opts: { method: "GET" | "POST"; headers?: Record<string, string>; body?: string },
+): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request(
-      `${server.url}${route}`,
-      {
-        method: "POST",
-        agent: keepAliveAgent,
-        timeout: POST_TIMEOUT_MS,
-        headers: { authorization: `Bearer ${rootKey}`, "content-type": "application/json", "content-length": Buffer.byteLength(body) },
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on("data", (chunk: Buffer) => chunks.push(chunk));
-        res.on("error", reject);
-        res.on("end", () => {
-          const text = Buffer.concat(chunks).toString("utf8");
-          let json: unknown = text;
-          try {
-            json = JSON.parse(text);
-          } catch {
-            // keep the text, for the error message
-          }
-          resolve({ status: res.statusCode ?? 0, json });
-        });
-      },
-    );
-    req.on("timeout", () => req.destroy(new Error(`POST ${route}: no answer in ${POST_TIMEOUT_MS / 1000} s`)));
+    const headers: Record<string, string | number> = { ...opts.headers };
+    if (opts.body !== undefined) headers["content-length"] = Buffer.byteLength(opts.body);
+    const req = http.request(url, { method: opts.method, agent: keepAliveAgent, timeout: CALL_TIMEOUT_MS, headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (chunk: Buffer) => chunks.push(chunk));
+      res.on("error", reject);
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
+    });
+    req.on("timeout", () => req.destroy(new Error(`${opts.method} ${url}: no answer in ${CALL_TIMEOUT_MS / 1000} s`)));
     req.on("error", reject);
-    req.end(body);
+    req.end(opts.body);
   });
+}
+
+/** POSTs a JSON body with the root key; answers the status and the parsed body (or its text when not JSON). */
+export async function post(server: ChildServer, rootKey: string, route: string, body: string): Promise<{ status: number; json: unknown }> {
+  const { status, text } = await httpCall(`${server.url}${route}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${rootKey}`, "content-type": "application/json" },
+    body,
+  });
+  let json: unknown = text;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    // keep the text, for the error message
+  }
+  return { status, json };
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ChildServer, loadJsonPost, median, post } from "../bench/lib.js";
+import { type ChildServer, httpCall, loadJsonPost, median, post } from "../bench/lib.js";
 
 let server: http.Server;
 let url: string;
@@ -93,6 +93,10 @@ describe("post", () => {
     });
     expect((second.json as { body: string }).body).toBe('{"name":"b"}');
     expect((second.json as { port: number }).port).toBe((first.json as { port: number }).port);
+  });
+
+  it("answers a GET without a body (httpCall, as bench:admin-cpu calls)", async () => {
+    expect(await httpCall(`${url}/text`, { method: "GET" })).toEqual({ status: 502, text: "bad gateway" });
   });
 
   it("answers the text of a body that is not JSON", async () => {

@@ -291,6 +291,21 @@ export function redactUrl(url: string): string {
 }
 
 /** Rows of a raw `db.execute` result: postgres.js returns an array, PGlite an object with `rows`. */
+/**
+ * A statement built by drizzle once per database handle rather than on every call: drizzle's building of even a
+ * one-table select cost 0.3–0.5 ms of CPU on the slow machine of docs/benchmarks.md, a third of a read route
+ * (issue 13 §3). `build` prepares it (`.prepare(name)` with `sql.placeholder`s); a transaction's handle gets its
+ * own, dropped with the handle.
+ */
+export function preparedPerHandle<S>(build: (db: Db) => S): (db: Db) => S {
+  const statements = new WeakMap<Db, S>();
+  return (db) => {
+    let statement = statements.get(db);
+    if (!statement) statements.set(db, (statement = build(db)));
+    return statement;
+  };
+}
+
 export function rowsOf<T>(result: unknown): T[] {
   if (Array.isArray(result)) return result as T[];
   return ((result as { rows?: T[] }).rows ?? []) as T[];

@@ -4,7 +4,7 @@ import type { Db } from "../client.js";
 import { apis } from "../schema.js";
 import { newId } from "../../ids.js";
 import { sql } from "drizzle-orm";
-import { rowsOf } from "../client.js";
+import { preparedPerHandle, rowsOf } from "../client.js";
 import { keys } from "../schema.js";
 
 export type NewApi = {
@@ -33,26 +33,18 @@ export async function insertApi(db: Db, input: NewApi, now: number): Promise<str
   return id;
 }
 
-function prepareFindApi(db: Db) {
-  return db
+const findApiStatement = preparedPerHandle((db) =>
+  db
     .select()
     .from(apis)
     .where(and(eq(apis.id, sql.placeholder("apiId")), eq(apis.workspaceId, sql.placeholder("workspaceId")), isNull(apis.deletedAtM)))
     .limit(1)
-    .prepare("keyhaven_find_api");
-}
-
-/**
- * findApi's statement, built once per database handle: built by drizzle on every call, it was an eighth of an
- * apis.getApi's CPU (issue 13 §3). A transaction's handle gets its own, dropped with the handle.
- */
-const findApiStatements = new WeakMap<Db, ReturnType<typeof prepareFindApi>>();
+    .prepare("keyhaven_find_api"),
+);
 
 /** The API if it exists, is not deleted and belongs to the workspace; another workspace's API is simply absent. */
 export async function findApi(db: Db, workspaceId: string, apiId: string) {
-  let statement = findApiStatements.get(db);
-  if (!statement) findApiStatements.set(db, (statement = prepareFindApi(db)));
-  const [row] = await statement.execute({ apiId, workspaceId });
+  const [row] = await findApiStatement(db).execute({ apiId, workspaceId });
   return row;
 }
 

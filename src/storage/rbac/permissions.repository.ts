@@ -1,7 +1,7 @@
 import { and, eq, inArray, notInArray, or, sql } from "drizzle-orm";
 import { textArray } from "../bulk.js";
 import { containsLiteral } from "../search.js";
-import { type Db, rowsOf } from "../client.js";
+import { type Db, preparedPerHandle, rowsOf } from "../client.js";
 import { permissions, roles, rolesPermissions } from "../schema.js";
 import { NotFoundError } from "../../errors.js";
 import { newId } from "../../ids.js";
@@ -136,12 +136,17 @@ const roleColumns = { id: roles.id, name: roles.name, description: roles.descrip
 
 /** The permission with this id in the workspace; one of another workspace is not found. */
 export async function findPermission(db: Db, workspaceId: string, id: string): Promise<PermissionRow | undefined> {
-  const [row] = await db
-    .select(permissionColumns)
-    .from(permissions)
-    .where(and(eq(permissions.workspaceId, workspaceId), eq(permissions.id, id)));
+  const [row] = await findPermissionStatement(db).execute({ workspaceId, id });
   return row;
 }
+
+const findPermissionStatement = preparedPerHandle((db) =>
+  db
+    .select(permissionColumns)
+    .from(permissions)
+    .where(and(eq(permissions.workspaceId, sql.placeholder("workspaceId")), eq(permissions.id, sql.placeholder("id"))))
+    .prepare("keyhaven_find_permission"),
+);
 
 /** Every permission of the workspace, oldest first. */
 export async function listWorkspacePermissions(db: Db, workspaceId: string): Promise<PermissionRow[]> {
@@ -166,12 +171,17 @@ export async function deletePermission(db: Db, workspaceId: string, id: string):
 
 /** The role with this id in the workspace; one of another workspace is not found. */
 export async function findRole(db: Db, workspaceId: string, id: string): Promise<RoleRow | undefined> {
-  const [row] = await db
-    .select(roleColumns)
-    .from(roles)
-    .where(and(eq(roles.workspaceId, workspaceId), eq(roles.id, id)));
+  const [row] = await findRoleStatement(db).execute({ workspaceId, id });
   return row;
 }
+
+const findRoleStatement = preparedPerHandle((db) =>
+  db
+    .select(roleColumns)
+    .from(roles)
+    .where(and(eq(roles.workspaceId, sql.placeholder("workspaceId")), eq(roles.id, sql.placeholder("id"))))
+    .prepare("keyhaven_find_role"),
+);
 
 /** Every role of the workspace, oldest first. */
 export async function listWorkspaceRoles(db: Db, workspaceId: string): Promise<RoleRow[]> {

@@ -1,7 +1,7 @@
-import { and, asc, count, eq, gt, inArray, or, sql } from "drizzle-orm";
+import { and, asc, count, eq, gt, inArray, or, type SQL, sql } from "drizzle-orm";
 import { insertRecordset } from "../bulk.js";
 import { containsLiteral } from "../search.js";
-import type { Db } from "../client.js";
+import { type Db, preparedPerHandle } from "../client.js";
 import { type NamedRatelimit, ratelimitsOwnedBy } from "../ratelimits/owned.ratelimits.repository.js";
 import { identities, ratelimits } from "../schema.js";
 import { newId } from "../../ids.js";
@@ -92,17 +92,29 @@ export async function findIdentity(
   workspaceId: string,
   by: { identityId: string } | { externalId: string; environment?: string },
 ): Promise<IdentityRow | undefined> {
-  const where =
+  const statements = findIdentityStatements(db);
+  const [row] =
     "identityId" in by
-      ? and(eq(identities.workspaceId, workspaceId), eq(identities.id, by.identityId))
-      : and(
-          eq(identities.workspaceId, workspaceId),
-          eq(identities.externalId, by.externalId),
-          ...(by.environment !== undefined ? [eq(identities.environment, by.environment)] : []),
-        );
-  const [row] = await db.select().from(identities).where(where).limit(1);
+      ? await statements.byId.execute({ workspaceId, identityId: by.identityId })
+      : by.environment === undefined
+        ? await statements.byExternalId.execute({ workspaceId, externalId: by.externalId })
+        : await statements.byExternalIdInEnvironment.execute({ workspaceId, externalId: by.externalId, environment: by.environment });
   return row;
 }
+
+const findIdentityStatements = preparedPerHandle((db) => {
+  const inWorkspace = eq(identities.workspaceId, sql.placeholder("workspaceId"));
+  const byExternalId = eq(identities.externalId, sql.placeholder("externalId"));
+  const select = (where: SQL | undefined, name: string) => db.select().from(identities).where(where).limit(1).prepare(name);
+  return {
+    byId: select(and(inWorkspace, eq(identities.id, sql.placeholder("identityId"))), "keyhaven_find_identity_by_id"),
+    byExternalId: select(and(inWorkspace, byExternalId), "keyhaven_find_identity_by_external_id"),
+    byExternalIdInEnvironment: select(
+      and(inWorkspace, byExternalId, eq(identities.environment, sql.placeholder("environment"))),
+      "keyhaven_find_identity_by_external_id_in_environment",
+    ),
+  };
+});
 
 /** The rate limits of the given identities, by identity id, in name order. */
 export const identityRatelimits = (db: Db, identityIds: string[]): Promise<Map<string, IdentityRatelimit[]>> =>

@@ -1,7 +1,7 @@
 import { and, eq, getTableColumns, isNull, sql } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
 import type { DataKey } from "../crypto/encryptionKeys.repository.js";
-import type { Db } from "../client.js";
+import { type Db, preparedPerHandle } from "../client.js";
 import { apis, encryptedKeys, encryptionKeys, keys, MAX_INT32 } from "../schema.js";
 import { ConflictError, NotFoundError } from "../../errors.js";
 import { lockLiveApi } from "../apis/apis.repository.js";
@@ -23,13 +23,18 @@ import { effectiveRemaining, lastRefillAfterWrite, refillDue } from "./keys.refi
 
 /** The live key `keyId` in any workspace (the caller compares workspaces), for the write routes. */
 export async function findLiveKeyForWrite(db: Db, keyId: string) {
-  const [row] = await db
-    .select({ id: keys.id, workspaceId: keys.workspaceId, apiId: keys.apiId, remaining: keys.remaining })
-    .from(keys)
-    .where(and(eq(keys.id, keyId), isNull(keys.deletedAtM)))
-    .limit(1);
+  const [row] = await findLiveKeyForWriteStatement(db).execute({ keyId });
   return row;
 }
+
+const findLiveKeyForWriteStatement = preparedPerHandle((db) =>
+  db
+    .select({ id: keys.id, workspaceId: keys.workspaceId, apiId: keys.apiId, remaining: keys.remaining })
+    .from(keys)
+    .where(and(eq(keys.id, sql.placeholder("keyId")), isNull(keys.deletedAtM)))
+    .limit(1)
+    .prepare("keyhaven_find_live_key_for_write"),
+);
 
 /** Soft-deletes a live key; false when it was already gone. */
 export async function softDeleteKey(db: Db, keyId: string, now: number): Promise<boolean> {

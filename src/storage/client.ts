@@ -290,7 +290,6 @@ export function redactUrl(url: string): string {
   }
 }
 
-/** Rows of a raw `db.execute` result: postgres.js returns an array, PGlite an object with `rows`. */
 /**
  * A statement built by drizzle once per database handle rather than on every call: drizzle's building of even a
  * one-table select cost 0.3–0.5 ms of CPU on the slow machine of docs/benchmarks.md, a third of a read route
@@ -306,6 +305,7 @@ export function preparedPerHandle<S>(build: (db: Db) => S): (db: Db) => S {
   };
 }
 
+/** Rows of a raw `db.execute` result: postgres.js returns an array, PGlite an object with `rows`. */
 export function rowsOf<T>(result: unknown): T[] {
   if (Array.isArray(result)) return result as T[];
   return ((result as { rows?: T[] }).rows ?? []) as T[];

@@ -115,3 +115,92 @@ describe("keys.createKey and keys.updateKey with a root key in memory: the write
     expect(await state()).toEqual(before);
   });
 });
+
+// permissions.addPermissionsToRole and removePermissionsFromRole (keyhaven's v1 extensions) authenticate the same
+// way: their one statement finds the role only while the root key still grants what it did.
+type RoleRoute = "/v1/permissions.addPermissionsToRole" | "/v1/permissions.removePermissionsFromRole";
+const ROLE_ROUTES: RoleRoute[] = ["/v1/permissions.addPermissionsToRole", "/v1/permissions.removePermissionsFromRole"];
+
+/**
+ * A fresh workspace whose root key is in memory (it made one change of the route), a role with `write()` (the route
+ * again, with the next of five permissions: added to the role, or removed from it) and `state()` (the role's links).
+ */
+async function cachedRootKeyForRoles(h: Harness, route: RoleRoute) {
+  const t: Tenant = await h.tenant();
+  const slugs = ["side.1", "side.2", "side.3", "side.4", "side.5"];
+  for (const name of slugs) expect((await h.post("/v1/permissions.createPermission", { name }, t.rootKey)).status).toBe(200);
+  const { roleId } = (await h.post("/v1/permissions.createRole", { name: "side-role" }, t.rootKey)).body as { roleId: string };
+  if (route.endsWith("removePermissionsFromRole")) {
+    const all = slugs.map((slug) => ({ slug }));
+    expect((await h.post("/v1/permissions.addPermissionsToRole", { roleId, permissions: all }, t.rootKey)).status).toBe(200);
+  }
+  let n = 0;
+  const write = () => h.post(route, { roleId, permissions: [{ slug: slugs[n++ % slugs.length] }] }, t.rootKey);
+  const state = () => h.sql<{ links: number }>(`select count(*)::int as links from roles_permissions where role_id = '${roleId}'`);
+  expect((await write()).status).toBe(200);
+  return { t, roleId, write, state };
+}
+
+describe("a role's permissions changed with a root key in memory: the change re-checks it", () => {
+  test.for(ROLE_ROUTES)("%s: reads no epoch before writing", async (route, { h }) => {
+    const { write, state } = await cachedRootKeyForRoles(h, route);
+    const before = await state();
+    const epochs = h.services.epochs;
+    const current = epochs.current;
+    let reads = 0;
+    epochs.current = () => {
+      reads++;
+      return current.call(epochs);
+    };
+    try {
+      expect((await write()).status).toBe(200);
+    } finally {
+      epochs.current = current;
+    }
+    expect(reads).toBe(0);
+    expect(await state()).not.toEqual(before);
+  });
+
+  test.for(ROLE_ROUTES)("%s: refuses a root key deleted since, and changes nothing", async (route, { h }) => {
+    const { t, write, state } = await cachedRootKeyForRoles(h, route);
+    const before = await state();
+    await h.sql(`delete from root_keys where id = '${t.rootKeyId}'`);
+    const res = await write();
+    expect(res.status).toBe(403);
+    expect(res.body.error.message).toBe("key not found");
+    expect(await state()).toEqual(before);
+  });
+
+  test.for(ROLE_ROUTES)("%s: refuses a root key that lost its permission since, and changes nothing", async (route, { h }) => {
+    const { t, write, state } = await cachedRootKeyForRoles(h, route);
+    const before = await state();
+    await h.sql(`update root_keys set permissions = '{rbac.*.read_role}' where id = '${t.rootKeyId}'`);
+    expect(refusal(await write())).toEqual({ status: 403, code: "INSUFFICIENT_PERMISSIONS" });
+    expect(await state()).toEqual(before);
+  });
+
+  test.for(ROLE_ROUTES)("%s: refuses a root key whose workspace was disabled since, and changes nothing", async (route, { h }) => {
+    const { t, write, state } = await cachedRootKeyForRoles(h, route);
+    const before = await state();
+    await h.disableWorkspace(t.workspaceId);
+    expect((await write()).status).toBe(403);
+    expect(await state()).toEqual(before);
+  });
+
+  test.for(ROLE_ROUTES)("%s: accepts a root key granted its permission since it was refused", async (route, { h }) => {
+    const { t, write, state } = await cachedRootKeyForRoles(h, route);
+    await h.sql(`update root_keys set permissions = '{rbac.*.read_role}' where id = '${t.rootKeyId}'`);
+    expect((await write()).status).toBe(403); // in memory again, without the permission
+    const before = await state();
+    await h.sql(`update root_keys set permissions = '{*}' where id = '${t.rootKeyId}'`);
+    expect((await write()).status).toBe(200);
+    expect(await state()).not.toEqual(before);
+  });
+
+  test.for(ROLE_ROUTES)("%s: answers 404 for a role deleted since", async (route, { h }) => {
+    const { roleId, write, state } = await cachedRootKeyForRoles(h, route);
+    await h.sql(`delete from roles where id = '${roleId}'`);
+    expect(refusal(await write())).toEqual({ status: 404, code: "NOT_FOUND" });
+    expect(await state()).toEqual([{ links: 0 }]);
+  });
+});

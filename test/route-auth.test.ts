@@ -115,10 +115,12 @@ describe("authentication of every registered route", () => {
     expect(open.sort()).toEqual([...OPEN_ROUTES].sort());
   });
 
-  it("lets only keys.createKey's and keys.updateKey's writes re-check their root key (test/keys.checkedByWrite)", () => {
+  it("lets only keys.createKey's, keys.updateKey's and a role's permission changes re-check their root key (test/keys.checkedByWrite)", () => {
     expect(rpcs.filter((rpc) => rpc.auth === "rootKeyCheckedByWrite").map(routeName)).toEqual([
       "POST /v1/keys.createKey",
       "POST /v1/keys.updateKey",
+      "POST /v1/permissions.addPermissionsToRole",
+      "POST /v1/permissions.removePermissionsFromRole",
     ]);
   });
 

@@ -174,7 +174,10 @@ export async function deletePermission(
   }
 }
 
-/** Connects (`add`) or disconnects (`remove`) permissions and a role; all or nothing, idempotent. */
+/**
+ * Connects (`add`) or disconnects (`remove`) permissions and a role; all or nothing, idempotent. One statement, which
+ * re-checks a root key authorized from memory (`writeGuard`): the routes authenticate with authorizeWrite.
+ */
 export async function changePermissionsOfRole(
   services: RbacServices,
   principal: Principal,
@@ -182,7 +185,15 @@ export async function changePermissionsOfRole(
   change: "add" | "remove",
 ): Promise<void> {
   requirePermission(principal, { or: ["*", change === "add" ? "rbac.*.add_permission_to_role" : "rbac.*.remove_permission_from_role"] });
-  await changeRolePermissions(services.db, principal.workspaceId, input.roleId, input.permissions, change, services.clock.now());
+  await changeRolePermissions(
+    services.db,
+    principal.workspaceId,
+    input.roleId,
+    input.permissions,
+    change,
+    services.clock.now(),
+    principal.writeGuard,
+  );
 }
 
 /** A permission of the caller's workspace (one of another workspace is not found). */

@@ -4,6 +4,7 @@ import { containsLiteral } from "../search.js";
 import { type Db, preparedPerHandle, rowsOf } from "../client.js";
 import { permissions, roles, rolesPermissions } from "../schema.js";
 import { NotFoundError } from "../../errors.js";
+import { rootKeyStillGrantsFor, type WriteGuard } from "../rootKeys/rootKeys.auth.repository.js";
 import { newId } from "../../ids.js";
 
 export async function insertPermission(
@@ -231,7 +232,9 @@ export async function findPermissionsByIdOrSlug(
  * 13 §1). The role and the permissions are locked FOR SHARE first (the permissions in id order, so concurrent callers
  * cannot deadlock), so a concurrent delete of either waits rather than breaking a foreign key; the change is made
  * only when the role and every permission named were found. Throws NOT_FOUND for a role or a permission that the
- * workspace does not have; then nothing changes.
+ * workspace does not have; then nothing changes. With a `guard` (a root key authorized from memory, core Principal's
+ * writeGuard), the role is found only while that root key still grants what it did (rootKeyStillGrants): otherwise
+ * nothing changes, and the NOT_FOUND makes authorizeWrite authenticate again and answer as for a fresh root key.
  */
 export async function changeRolePermissions(
   db: Db,
@@ -240,6 +243,7 @@ export async function changeRolePermissions(
   refs: PermissionRef[],
   change: "add" | "remove",
   now: number,
+  guard?: WriteGuard,
 ): Promise<void> {
   const ids = [...new Set(refs.flatMap((r) => (r.id !== undefined ? [r.id] : [])))];
   const slugs = [...new Set(refs.flatMap((r) => (r.id === undefined && r.slug !== undefined ? [r.slug] : [])))];
@@ -256,7 +260,8 @@ export async function changeRolePermissions(
           returning 1`;
   const [row] = rowsOf<{ role: string | null; ids: string[]; slugs: string[] }>(
     await db.execute(sql`with role as (
-        select ${roles.id} from ${roles} where ${roles.workspaceId} = ${workspaceId} and ${roles.id} = ${roleId} for share),
+        select ${roles.id} from ${roles} where ${roles.workspaceId} = ${workspaceId} and ${roles.id} = ${roleId}
+          and ${rootKeyStillGrantsFor(guard)} for share),
       found as (
         select ${permissions.id}, ${permissions.slug} from ${permissions}
         where ${permissions.workspaceId} = ${workspaceId}

@@ -65,11 +65,14 @@ export function guardParams(guard: WriteGuard | undefined): { guardRootKeyId: st
  * the root key still grants what the caller was authorized with, at `db`'s snapshot.
  */
 export async function rootKeyGrants(db: Db, guard: WriteGuard): Promise<boolean> {
-  const { guardRootKeyId, guardPermissions } = guardParams(guard);
-  const [row] = rowsOf<{ grants: boolean }>(
-    await db.execute(sql`select ${rootKeyStillGrants(sql`${guardRootKeyId}`, sql`${guardPermissions}`)} as grants`),
-  );
+  const [row] = rowsOf<{ grants: boolean }>(await db.execute(sql`select ${rootKeyStillGrantsFor(guard)} as grants`));
   return row?.grants === true;
+}
+
+/** rootKeyStillGrants for `guard` as a condition of a statement built per call (none: true). */
+export function rootKeyStillGrantsFor(guard: WriteGuard | undefined): SQL {
+  const { guardRootKeyId, guardPermissions } = guardParams(guard);
+  return rootKeyStillGrants(sql`${guardRootKeyId}`, sql`${guardPermissions}`);
 }
 
 /** Whether a live key (a customer's API key, not a root key) has this hash. */

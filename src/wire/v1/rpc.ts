@@ -15,7 +15,7 @@ import type { Services } from "../../services.js";
  * - "optionalRootKey": anybody; a valid root key narrows what the route does (keys.verifyKey scopes to its
  *   workspace), anything else in the header is ignored. The handler asks for it with `ctx.optionalRootKey(epoch)`.
  * - "rootKeyCheckedByWrite": as "rootKey", for a route whose writes re-check the root key themselves (keys.createKey,
- *   keys.updateKey):
+ *   keys.updateKey, permissions.addPermissionsToRole / removePermissionsFromRole):
  *   a root key in memory is used without reading the epoch first, and the handler runs again, authenticated at a
  *   fresh epoch, when that run throws (RootKeyAuthenticator.authorizeWrite). Its handler passes `ctx.rootKey` to a
  *   core function that applies its `writeGuard`.

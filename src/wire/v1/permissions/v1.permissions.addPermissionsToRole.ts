@@ -8,7 +8,7 @@ import { permissionRefs } from "./permissions.schemas.js";
 export const addPermissionsToRole = defineRpc({
   method: "POST",
   path: "/v1/permissions.addPermissionsToRole",
-  auth: "rootKey",
+  auth: "rootKeyCheckedByWrite",
   bodyLimit: LARGE_BODY_LIMIT,
   summary: "Connects permissions (by id or slug) to a role; keys with the role hold them at their next verification.",
   errors: [400, 403, 404, 503],

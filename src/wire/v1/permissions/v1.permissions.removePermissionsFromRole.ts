@@ -8,7 +8,7 @@ import { permissionRefs } from "./permissions.schemas.js";
 export const removePermissionsFromRole = defineRpc({
   method: "POST",
   path: "/v1/permissions.removePermissionsFromRole",
-  auth: "rootKey",
+  auth: "rootKeyCheckedByWrite",
   bodyLimit: LARGE_BODY_LIMIT,
   summary: "Disconnects permissions (by id or slug) from a role; keys with the role lose them at their next verification.",
   errors: [400, 403, 404, 503],

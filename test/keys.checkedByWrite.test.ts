@@ -40,6 +40,23 @@ async function cachedRootKey(h: Harness, c: Case) {
   return { t, apiId, write, state };
 }
 
+/** How many times the app read the store's epoch while `run` ran. */
+async function epochReadsDuring(h: Harness, run: () => Promise<void>): Promise<number> {
+  const epochs = h.services.epochs;
+  const current = epochs.current;
+  let reads = 0;
+  epochs.current = () => {
+    reads++;
+    return current.call(epochs);
+  };
+  try {
+    await run();
+  } finally {
+    epochs.current = current;
+  }
+  return reads;
+}
+
 /** The refusal's status and code, v1's `error.code` or the last word of v2's `error.type`. */
 const refusal = (res: { status: number; body: { error?: { code?: string; type?: string } } }) => ({
   status: res.status,
@@ -50,19 +67,7 @@ describe("keys.createKey and keys.updateKey with a root key in memory: the write
   test.for(CASES)("$route, $shape: reads no epoch before writing", async (c, { h }) => {
     const { write, state } = await cachedRootKey(h, c);
     const before = await state();
-    const epochs = h.services.epochs;
-    const current = epochs.current;
-    let reads = 0;
-    epochs.current = () => {
-      reads++;
-      return current.call(epochs);
-    };
-    try {
-      expect((await write()).status).toBe(200);
-    } finally {
-      epochs.current = current;
-    }
-    expect(reads).toBe(0);
+    expect(await epochReadsDuring(h, async () => expect((await write()).status).toBe(200))).toBe(0);
     expect(await state()).not.toEqual(before);
   });
 
@@ -145,19 +150,7 @@ describe("a role's permissions changed with a root key in memory: the change re-
   test.for(ROLE_ROUTES)("%s: reads no epoch before writing", async (route, { h }) => {
     const { write, state } = await cachedRootKeyForRoles(h, route);
     const before = await state();
-    const epochs = h.services.epochs;
-    const current = epochs.current;
-    let reads = 0;
-    epochs.current = () => {
-      reads++;
-      return current.call(epochs);
-    };
-    try {
-      expect((await write()).status).toBe(200);
-    } finally {
-      epochs.current = current;
-    }
-    expect(reads).toBe(0);
+    expect(await epochReadsDuring(h, async () => expect((await write()).status).toBe(200))).toBe(0);
     expect(await state()).not.toEqual(before);
   });
 

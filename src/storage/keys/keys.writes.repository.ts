@@ -1,4 +1,4 @@
-import { and, eq, getTableColumns, isNull, sql } from "drizzle-orm";
+import { and, eq, getTableColumns, isNull, type SQL, sql } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
 import type { DataKey } from "../crypto/encryptionKeys.repository.js";
 import { type Db, preparedPerHandle } from "../client.js";
@@ -67,39 +67,53 @@ export async function changeKeyRemaining(
   change: RemainingChange,
   now: number,
 ): Promise<{ remaining: number | null; refillAmount: number | null; refillDay: number | null } | undefined> {
-  const live = and(eq(keys.id, keyId), isNull(keys.deletedAtM));
-  let set: PgUpdateSetSource<typeof keys>;
-  let where = live;
-  if (change.op === "set") {
-    set =
-      change.value === null
-        ? { remaining: null, ...(change.clearRefill && { refillAmount: null, refillDay: null }) }
-        : {
-            remaining: change.value,
-            // A due refill happened before this write; and a key that was unlimited starts its refill period now,
-            // so the value just set is what the next read reports.
-            lastRefillAt: sql`(case when ${keys.refillAmount} is not null and (${refillDue} or ${keys.remaining} is null)
-              then now() else ${keys.lastRefillAt} end)`,
-          };
-  } else {
-    const value = change.value;
-    set = {
-      remaining: change.op === "increment" ? sql`${effectiveRemaining} + ${value}` : sql`greatest(${effectiveRemaining} - ${value}, 0)`,
-      lastRefillAt: lastRefillAfterWrite,
-    };
-    where = and(
-      live,
-      sql`${keys.remaining} is not null`,
-      change.op === "increment" ? sql`${effectiveRemaining}::bigint + ${value} <= ${MAX_INT32}` : undefined,
-    );
-  }
-  const [row] = await db
-    .update(keys)
-    .set({ ...set, updatedAtM: now })
-    .where(where)
-    .returning({ remaining: keys.remaining, refillAmount: keys.refillAmount, refillDay: keys.refillDay });
+  const statements = changeRemainingStatements(db);
+  const statement =
+    change.op !== "set"
+      ? statements[change.op]
+      : change.value !== null
+        ? statements.set
+        : change.clearRefill
+          ? statements.setUnlimitedWithoutRefill
+          : statements.setUnlimited;
+  const [row] = await statement.execute({ keyId, value: change.value, updatedAtM: keys.updatedAtM.mapToDriverValue(now) });
   return row;
 }
+
+/** changeKeyRemaining's five statements (by its change), built once per database handle. */
+const changeRemainingStatements = preparedPerHandle((db) => {
+  const value = sql`${sql.placeholder("value")}`;
+  const live = and(eq(keys.id, sql.placeholder("keyId")), isNull(keys.deletedAtM));
+  const prepare = (name: string, set: PgUpdateSetSource<typeof keys>, where: SQL | undefined = live) =>
+    db
+      .update(keys)
+      .set({ ...set, updatedAtM: sql`${sql.placeholder("updatedAtM")}` })
+      .where(where)
+      .returning({ remaining: keys.remaining, refillAmount: keys.refillAmount, refillDay: keys.refillDay })
+      .prepare(`keyhaven_change_remaining_${name}`);
+  const limited = sql`${keys.remaining} is not null`;
+  return {
+    setUnlimited: prepare("set_unlimited", { remaining: null }),
+    setUnlimitedWithoutRefill: prepare("set_unlimited_without_refill", { remaining: null, refillAmount: null, refillDay: null }),
+    set: prepare("set", {
+      remaining: value,
+      // A due refill happened before this write; and a key that was unlimited starts its refill period now,
+      // so the value just set is what the next read reports.
+      lastRefillAt: sql`(case when ${keys.refillAmount} is not null and (${refillDue} or ${keys.remaining} is null)
+        then now() else ${keys.lastRefillAt} end)`,
+    }),
+    increment: prepare(
+      "increment",
+      { remaining: sql`${effectiveRemaining} + ${value}`, lastRefillAt: lastRefillAfterWrite },
+      and(live, limited, sql`${effectiveRemaining}::bigint + ${value} <= ${MAX_INT32}`),
+    ),
+    decrement: prepare(
+      "decrement",
+      { remaining: sql`greatest(${effectiveRemaining} - ${value}, 0)`, lastRefillAt: lastRefillAfterWrite },
+      and(live, limited),
+    ),
+  };
+});
 
 export type NewKey = {
   /** The key row; its identity is set from `externalId` inside the transaction. */

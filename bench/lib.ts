@@ -218,12 +218,11 @@ async function waitUntilReady(server: ChildServer, name: string, ready: ChildSer
     const reason = server.exitReason();
     if (reason !== undefined) throw new Error(reason);
     try {
-      const res = await fetch(`${server.url}${ready.path}`, {
+      const res = await httpCall(`${server.url}${ready.path}`, {
         method: ready.method,
         ...(ready.body !== undefined && { body: ready.body, headers: { "content-type": "application/json" } }),
-        signal: AbortSignal.timeout(2_000),
+        timeoutMs: 2_000,
       });
-      await res.arrayBuffer();
       if (res.status === 200) return;
     } catch {
       // not listening yet
@@ -296,18 +295,19 @@ const CALL_TIMEOUT_MS = 60_000;
  */
 export function httpCall(
   url: string,
-  opts: { method: "GET" | "POST"; headers?: Record<string, string>; body?: string },
+  opts: { method: "GET" | "POST"; headers?: Record<string, string>; body?: string; timeoutMs?: number },
 ): Promise<{ status: number; text: string }> {
+  const timeoutMs = opts.timeoutMs ?? CALL_TIMEOUT_MS;
   return new Promise((resolve, reject) => {
     const headers: Record<string, string | number> = { ...opts.headers };
     if (opts.body !== undefined) headers["content-length"] = Buffer.byteLength(opts.body);
-    const req = http.request(url, { method: opts.method, agent: keepAliveAgent, timeout: CALL_TIMEOUT_MS, headers }, (res) => {
+    const req = http.request(url, { method: opts.method, agent: keepAliveAgent, timeout: timeoutMs, headers }, (res) => {
       const chunks: Buffer[] = [];
       res.on("data", (chunk: Buffer) => chunks.push(chunk));
       res.on("error", reject);
       res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
     });
-    req.on("timeout", () => req.destroy(new Error(`${opts.method} ${url}: no answer in ${CALL_TIMEOUT_MS / 1000} s`)));
+    req.on("timeout", () => req.destroy(new Error(`${opts.method} ${url}: no answer in ${timeoutMs / 1000} s`)));
     req.on("error", reject);
     req.end(opts.body);
   });

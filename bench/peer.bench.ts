@@ -56,6 +56,7 @@ import {
   formatShare,
   formatTable,
   handleInterrupts,
+  httpCall,
   interrupted,
   type LatencySummary,
   loadJsonPost,
@@ -152,13 +153,12 @@ const isValidAnswer = (body: string): boolean => {
 };
 
 async function verifyOnce(target: Running, body: string): Promise<{ status: number; text: string; bytes: number; valid: boolean }> {
-  const res = await fetch(`${target.server.url}${target.route}`, {
+  const { status, text } = await httpCall(`${target.server.url}${target.route}`, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body,
   });
-  const text = await res.text();
-  return { status: res.status, text, bytes: Buffer.byteLength(text), valid: res.status === 200 && isValidAnswer(text) };
+  return { status, text, bytes: Buffer.byteLength(text), valid: status === 200 && isValidAnswer(text) };
 }
 
 /** Every key verifies once, one after the other, before any load: a key that does not stops the benchmark. */
@@ -215,12 +215,12 @@ async function startPeerTarget(settings: Settings, admin: Admin, cleanup: Cleanu
     ready: { method: "GET", path: "/ready" },
     cleanup,
   });
-  const res = await fetch(`${server.url}/setup/keys`, {
+  const res = await httpCall(`${server.url}/setup/keys`, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ count: settings.keyCount }),
   });
-  const text = await res.text();
+  const { text } = res;
   let keys: unknown;
   try {
     keys = (JSON.parse(text) as { keys?: unknown }).keys;

@@ -76,6 +76,7 @@ import {
   formatShare,
   formatTable,
   handleInterrupts,
+  httpCall,
   indent,
   interrupted,
   type LatencySummary,
@@ -221,13 +222,12 @@ async function verifyOnce(
   key: string,
   route: Route = v1Route,
 ): Promise<{ status: number; text: string; bytes: number; valid: boolean }> {
-  const res = await fetch(`${server.url}${route.path}`, {
+  const { status, text } = await httpCall(`${server.url}${route.path}`, {
     method: "POST",
     headers: { "content-type": "application/json", ...route.headers },
     body: JSON.stringify({ key }),
   });
-  const text = await res.text();
-  return { status: res.status, text, bytes: Buffer.byteLength(text), valid: res.status === 200 && route.isValid(text) };
+  return { status, text, bytes: Buffer.byteLength(text), valid: status === 200 && route.isValid(text) };
 }
 
 /** Warm-up (every answer checked), then the measurement. */

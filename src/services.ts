@@ -86,7 +86,7 @@ export async function createServices(config: Config, store: Store, options: Serv
   const { db } = store;
   const clock = options.clock ?? systemClock;
   const ratelimiter = options.ratelimiter ?? (await openRateLimiter(config));
-  const epochs = new EpochReader(db);
+  const epochs = new EpochReader(db, store.writes);
   const statistics = new StatisticsRefresher(db, store.kind);
   return {
     config,

@@ -204,7 +204,7 @@ describe("when the log cannot be caught up, everything is dropped", () => {
   });
 
   it("empties its caches when more rows than it reads at once were logged since its last catch-up", async ({ h }) => {
-    const tracker = new InvalidationTracker(h.db, 2);
+    const tracker = new InvalidationTracker(h.db, undefined, 2);
     const entries = new TaggedEntries<string>(10);
     tracker.register(entries);
     const epoch = async () => BigInt((await h.sql<{ e: string }>("select sum(value)::text as e from keyhaven_epoch"))[0]!.e);

@@ -25,8 +25,18 @@ export type Store = {
   description: string;
   /** Whether the store serves, as real statements found; logs changes of state once (see dependency.ts). */
   state: DependencyState;
+  /**
+   * The embedded store only: how many statements or transactions that may have written have finished. PGlite is
+   * this process's alone (its data directory is locked, `memory://` is private) and every statement goes through
+   * this store's client, so while the count stands still nothing can have moved the epoch (epoch.ts reads it then
+   * without a statement). PostgreSQL has other writers (replicas, the CLI): there, undefined.
+   */
+  writes?: WriteCount;
   close(): Promise<void>;
 };
+
+/** A count that only grows (Store.writes). */
+export type WriteCount = { readonly value: number };
 
 /** Deadlines on PostgreSQL (DATABASE_CONNECT_TIMEOUT_MS, DATABASE_STATEMENT_TIMEOUT_MS). */
 export type PostgresTimeouts = { connectTimeoutMs: number; statementTimeoutMs: number };
@@ -215,49 +225,101 @@ export async function openPglite(
     lock?.release();
     throw err;
   }
-  const state = new DependencyState("PostgreSQL");
-  const db = drizzlePglite({ client: withStateOf(client, state), schema }) as unknown as Db;
-  return {
-    kind: "pglite",
-    db,
-    description: inMemory ? "embedded PGlite in memory (nothing is kept)" : `embedded PGlite in ${path.resolve(dataDir)}`,
-    state,
-    close: async () => {
+  return pgliteStore(
+    client,
+    inMemory ? "embedded PGlite in memory (nothing is kept)" : `embedded PGlite in ${path.resolve(dataDir)}`,
+    async () => {
       try {
         await client.close();
       } finally {
         lock?.release();
       }
     },
+  );
+}
+
+/**
+ * The Store on a PGlite instance that is ready and this process's alone. Once `close` was called, the store refuses
+ * every statement (the instance may live on: `end` decides, as the tests' pool of instances does).
+ */
+export function pgliteStore(client: PGlite, description: string, end: () => Promise<void>): Store {
+  const state = new DependencyState("PostgreSQL");
+  const writes = { value: 0, closed: false };
+  const db = drizzlePglite({ client: withStateOf(client, state, writes), schema }) as unknown as Db;
+  return {
+    kind: "pglite",
+    db,
+    writes,
+    description,
+    state,
+    close: async () => {
+      writes.closed = true;
+      await end();
+    },
   };
 }
 
 /**
- * The PGlite client as drizzle uses it (`query`, `transaction`), reporting to `state`: embedded, it is never
- * unreachable, but its data directory can fill up (a write then fails with SQLSTATE 53100).
+ * Statements that cannot write: selects (PostgreSQL refuses a data-modifying WITH below the top level, and no
+ * function of ours that a select calls writes), and PREPARE / EXECUTE of preparePgliteSelect's selects. Anything else
+ * counts as a write when it finishes, a transaction as a whole too: its statements' changes are visible at COMMIT.
  */
-function withStateOf<T extends object>(client: T, state: DependencyState): T {
+const READ_ONLY_STATEMENT = /^\s*(select|prepare|execute)\b/i;
+/** What a closed store refuses (pgliteStore). */
+const FENCED = new Set(["query", "transaction", "exec", "sql"]);
+
+/**
+ * The PGlite client as drizzle uses it (`query`, `transaction`), reporting to `state`: embedded, it is never
+ * unreachable, but its data directory can fill up (a write then fails with SQLSTATE 53100). Every statement that may
+ * write, every transaction and every other call of the client (`exec`, `sql`…) adds 1 to `writes` when it finishes,
+ * whether it succeeded or not.
+ */
+function withStateOf<T extends object>(client: T, state: DependencyState, writes: { value: number; closed: boolean }): T {
   return new Proxy(client, {
     get(target, prop, receiver) {
+      if (writes.closed && typeof prop === "string" && FENCED.has(prop)) return () => Promise.reject(new Error("the store is closed"));
       const real = Reflect.get(target, prop, receiver);
       if (prop === "query") {
         return async (...args: unknown[]) => {
+          const text = String(args[0]);
           try {
             const result = await (real as (...a: unknown[]) => Promise<unknown>).apply(target, args);
-            state.succeeded(state.awaitingWrite && WRITE_STATEMENT.test(String(args[0])));
+            state.succeeded(state.awaitingWrite && WRITE_STATEMENT.test(text));
             return result;
           } catch (err) {
             const failure = classifyPostgresError(err);
             if (failure) state.failed(failure);
             throw failure ?? err;
+          } finally {
+            if (!READ_ONLY_STATEMENT.test(text)) writes.value++;
           }
         };
       }
       if (prop === "transaction") {
-        return (fn: (tx: object) => unknown) =>
-          (real as (f: (tx: object) => unknown) => Promise<unknown>).call(target, (tx: object) => fn(withStateOf(tx, state)));
+        return async (fn: (tx: object) => unknown) => {
+          try {
+            return await (real as (f: (tx: object) => unknown) => Promise<unknown>).call(target, (tx: object) =>
+              fn(withStateOf(tx, state, writes)),
+            );
+          } finally {
+            writes.value++;
+          }
+        };
       }
-      return typeof real === "function" ? real.bind(target) : real;
+      if (typeof real !== "function") return real;
+      if (prop === "then" || prop === "constructor") return real.bind(target);
+      return (...args: unknown[]) => {
+        let result: unknown;
+        try {
+          result = (real as (...a: unknown[]) => unknown).apply(target, args);
+        } catch (err) {
+          writes.value++;
+          throw err;
+        }
+        if (result instanceof Promise) return result.finally(() => writes.value++);
+        writes.value++;
+        return result;
+      };
     },
   });
 }

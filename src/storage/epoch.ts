@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { Coalescer } from "./coalescer.js";
-import type { Db } from "./client.js";
+import type { Db, WriteCount } from "./client.js";
 import { epochTable, InvalidationTracker, TaggedEntries } from "./invalidations.js";
 
 export { epochTable };
@@ -28,8 +28,12 @@ export class EpochReader {
   private readonly queue: Coalescer<Waiter>;
   readonly invalidations: InvalidationTracker;
 
-  constructor(db: Db) {
-    this.invalidations = new InvalidationTracker(db);
+  /**
+   * `writes`: the embedded store's count of finished writes (Store.writes), with which `current()` answers without a
+   * statement while nothing was written since the last epoch read (InvalidationTracker.epochIfUnwritten).
+   */
+  constructor(db: Db, writes?: WriteCount) {
+    this.invalidations = new InvalidationTracker(db, writes);
     this.queue = new Coalescer(
       async (batch) => {
         // Applies what moved the epoch, if it moved, before anyone holding it answers from memory.
@@ -43,6 +47,8 @@ export class EpochReader {
   }
 
   current(): Promise<bigint> {
+    const unwritten = this.invalidations.epochIfUnwritten();
+    if (unwritten !== undefined) return Promise.resolve(unwritten);
     return new Promise((resolve, reject) => this.queue.add({ resolve, reject }));
   }
 }

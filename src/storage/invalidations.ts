@@ -2,7 +2,7 @@ import { LRUCache } from "lru-cache";
 import { sql } from "drizzle-orm";
 import { bigint, pgTable, smallint } from "drizzle-orm/pg-core";
 import { Coalescer } from "./coalescer.js";
-import { type Db, rowsOf } from "./client.js";
+import { type Db, rowsOf, type WriteCount } from "./client.js";
 
 /** The tag of a write that may have changed anything (a bulk write, a table without its own tags). */
 export const EVERYTHING = "*";
@@ -140,9 +140,16 @@ export class InvalidationTracker {
   private readonly caches: Invalidatable[] = [];
   private readonly queue: Coalescer<Waiter>;
   private readonly statement: ReturnType<typeof prepareEpochRead>;
+  /** With `writes`: the newest epoch read, and the count of finished writes before that read started. */
+  private lastRead: { epoch: bigint; writes: number } | undefined;
 
+  /**
+   * `writes`: the embedded store's count of finished writes (Store.writes); without it (PostgreSQL, other writers),
+   * `epochIfUnwritten` never answers.
+   */
   constructor(
     db: Db,
+    private readonly writes?: WriteCount,
     private readonly maxRows = MAX_INVALIDATIONS_PER_CATCH_UP,
   ) {
     this.statement = prepareEpochRead(db);
@@ -173,11 +180,23 @@ export class InvalidationTracker {
   /** Reads the epoch, and applies what moved it since the last catch-up before answering it. */
   async readEpoch(): Promise<bigint> {
     const prev = this.snapshot;
+    const writesBefore = this.writes?.value;
     const [row] = await this.statement.execute({ applied: this.applied.toString(), prev, rows: this.maxRows + 1 });
     if (!row) throw new Error("the epoch read returned no row");
     const epoch = BigInt(row.epoch ?? "0");
     if (row.snapshot !== null && epoch > this.applied) this.apply(prev, row, epoch);
+    if (writesBefore !== undefined && epoch >= (this.lastRead?.epoch ?? -1n)) this.lastRead = { epoch, writes: writesBefore };
     return epoch;
+  }
+
+  /**
+   * The epoch, without a statement, when the store's count of finished writes still stands where it stood before the
+   * last read started: every commit counts when it finishes, so none has happened since, and that read's epoch (whose
+   * changes it applied) is the epoch now. Undefined otherwise, and always without `writes`.
+   */
+  epochIfUnwritten(): bigint | undefined {
+    const last = this.lastRead;
+    return last !== undefined && last.writes === this.writes?.value && last.epoch <= this.applied ? last.epoch : undefined;
   }
 
   private apply(prev: string | null, row: CatchUpRow, epoch: bigint): void {

@@ -12,7 +12,8 @@ import { startServer } from "../src/main.js";
 import { hashKey } from "../src/crypto/hash.js";
 import { MemoryRateLimiter } from "../src/storage/ratelimits/memory.ratelimiter.js";
 import { resolveMasterKey } from "../src/keyring/masterKey.js";
-import { migrateAndRun, openPglite, rowsOf, type Store } from "../src/storage/client.js";
+import { rowsOf, type Store } from "../src/storage/client.js";
+import { pooledPglite } from "./pglite-pool.js";
 import { deleteRootKeyById, insertRootKey } from "../src/storage/rootKeys/rootKeys.repository.js";
 
 type RootKeyRow = { id: string; workspace_id: string; hash: string; start: string; permissions: string[] };
@@ -21,8 +22,7 @@ describe("bootstrap", () => {
   let store: Store;
 
   beforeEach(async () => {
-    store = await openPglite("memory://");
-    await migrateAndRun(store, undefined, async () => {});
+    store = await pooledPglite();
   });
   afterEach(() => store.close());
 

@@ -1,8 +1,9 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { migrateAndRun, openPglite, openPostgres, rowsOf, type Store } from "../src/storage/client.js";
+import { openPostgres, rowsOf, type Store } from "../src/storage/client.js";
 import { EpochReader } from "../src/storage/epoch.js";
 import { createHarness, type Harness } from "./helper.js";
+import { pooledPglite } from "./pglite-pool.js";
 
 // The embedded store is this process's alone, so its epoch cannot move while no statement that may write has finished
 // (Store.writes): EpochReader then answers the last epoch it read without a statement. Each case reads the epoch,
@@ -17,8 +18,7 @@ const epochInDb = async () =>
   BigInt(rowsOf<{ e: string }>(await store.db.execute(sql`select sum(value)::text as e from keyhaven_epoch`))[0]!.e);
 
 beforeAll(async () => {
-  store = await openPglite("memory://");
-  await migrateAndRun(store, undefined, async () => {});
+  store = await pooledPglite();
   reader = new EpochReader(store.db, store.writes);
   reads = vi.spyOn(reader.invalidations, "readEpoch");
 });

@@ -7,12 +7,13 @@ import { type BackgroundJobs, startBackgroundJobs, stopBackgroundJobs } from "..
 import type { Clock } from "../src/clock.js";
 import { type Config, loadConfig } from "../src/config.js";
 import type { Keyring } from "../src/keyring/keyring.js";
-import { type Db, migrateAndRun, openPglite, openPostgres, type Store } from "../src/storage/client.js";
+import { type Db, openPostgres, type Store } from "../src/storage/client.js";
 import { insertRootKey } from "../src/storage/rootKeys/rootKeys.repository.js";
 import { MemoryRateLimiter } from "../src/storage/ratelimits/memory.ratelimiter.js";
 import type { RateLimiter } from "../src/storage/ratelimits/ratelimiter.js";
 import { RedisRateLimiter } from "../src/storage/ratelimits/redis.ratelimiter.js";
 import { createServices, type Services } from "../src/services.js";
+import { pooledPglite } from "./pglite-pool.js";
 import { insertWorkspace, setWorkspaceEnabled } from "../src/storage/workspaces/workspaces.repository.js";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
@@ -109,8 +110,7 @@ export async function createHarness(
       await admin.end();
     };
   } else {
-    store = await openPglite("memory://");
-    await migrateAndRun(store, undefined, async () => {});
+    store = await pooledPglite();
   }
   const config = loadConfig({
     KEYHAVEN_ADMIN_TOKEN: ADMIN_TOKEN,

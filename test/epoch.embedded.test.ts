@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { openPostgres, rowsOf, type Store } from "../src/storage/client.js";
+import { rowsOf, type Store } from "../src/storage/client.js";
 import { EpochReader } from "../src/storage/epoch.js";
 import { createHarness, type Harness } from "./helper.js";
 import { pooledPglite } from "./pglite-pool.js";
@@ -87,24 +87,7 @@ describe("the epoch on the embedded store", () => {
   });
 });
 
-describe("the epoch on PostgreSQL", () => {
-  const url = process.env.TEST_DATABASE_URL;
-  it.skipIf(!url)("is read on every call: other replicas write", async () => {
-    const pg = openPostgres(url!, 1);
-    try {
-      expect(pg.writes).toBeUndefined();
-      const r = new EpochReader(pg.db, pg.writes);
-      const spy = vi.spyOn(r.invalidations, "readEpoch");
-      await r.current();
-      await r.current();
-      expect(spy).toHaveBeenCalledTimes(2);
-    } finally {
-      await pg.close();
-    }
-  });
-});
-
-describe("a cached verification on the embedded store", () => {
+describe("through the harness's store", () => {
   let h: Harness;
   beforeAll(async () => {
     // Nothing in the background: no analytics flush, no migration worker polling the store.
@@ -112,7 +95,16 @@ describe("a cached verification on the embedded store", () => {
   });
   afterAll(() => h?.close());
 
-  it.skipIf(process.env.TEST_DATABASE_URL)("runs no statement, and sees the key disabled right after", async () => {
+  it.skipIf(!process.env.TEST_DATABASE_URL)("is read on every call on PostgreSQL: other replicas write", async () => {
+    expect(h.store.writes).toBeUndefined();
+    const r = new EpochReader(h.db, h.store.writes);
+    const spy = vi.spyOn(r.invalidations, "readEpoch");
+    await r.current();
+    await r.current();
+    expect(spy).toHaveBeenCalledTimes(2);
+  });
+
+  it.skipIf(process.env.TEST_DATABASE_URL)("a cached verification runs no statement, and sees the key disabled right after", async () => {
     const t = await h.tenant();
     const apiId = await h.createApi(t);
     const { key, keyId } = await h.importKey(t, apiId);

@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { rowsOf, type Store } from "../src/storage/client.js";
 import { EpochReader } from "../src/storage/epoch.js";
+import { preparePgliteSelect } from "../src/storage/pglitePrepared.js";
 import { createHarness, type Harness } from "./helper.js";
 import { pooledPglite } from "./pglite-pool.js";
 
@@ -71,6 +72,10 @@ describe("the epoch on the embedded store", () => {
     const before = await reader.current();
     const exec = await currentAfter(() => client.exec("update keyhaven_epoch set value = value + 1 where shard = 0"));
     expect(exec).toEqual({ epoch: before + 1n, read: true });
+  });
+
+  it("counts EXECUTE as a read because only selects are prepared", () => {
+    expect(() => preparePgliteSelect(store.db, "keyhaven_test_write", "update keys set name = $1", {})).toThrow(/selects only/);
   });
 
   it("is read when a write finished while the previous read ran", async () => {

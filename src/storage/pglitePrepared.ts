@@ -46,6 +46,8 @@ export function preparePgliteSelect<Row>(
   text: string,
   selection: Record<string, Column | SQL>,
 ): { sql: string; execute(values: readonly string[]): Promise<Row[]> } {
+  // The store counts EXECUTE as a statement that cannot write (client.ts, Store.writes): only selects are prepared.
+  if (!/^\s*select\b/i.test(text)) throw new Error(`preparePgliteSelect prepares selects only: ${name}`);
   const client = (db as unknown as { $client: PGlite }).$client;
   const fields = Object.entries(selection).map(([key, field]) => {
     const decoder: Decoder | undefined = is(field, Column) ? field : (field as unknown as { decoder?: Decoder }).decoder;

@@ -88,6 +88,7 @@ export async function createServices(config: Config, store: Store, options: Serv
   const ratelimiter = options.ratelimiter ?? (await openRateLimiter(config));
   const epochs = new EpochReader(db, store.writes);
   const statistics = new StatisticsRefresher(db, store.kind);
+  const remainingSpender = new RemainingSpender(db, spendStatementsInFlight(store, config));
   return {
     config,
     store,
@@ -98,13 +99,13 @@ export async function createServices(config: Config, store: Store, options: Serv
     epochs,
     invalidationPruner: new InvalidationPruner(db),
     verificationCache: new VerificationCache(db, epochs),
-    remainingSpender: new RemainingSpender(db, spendStatementsInFlight(store, config)),
+    remainingSpender,
     rootKeys: new RootKeyAuthenticator(db, epochs, clock),
     apiSettings: new ApiSettingsCache(db),
     keyWrites: prepareKeyWrites(db),
     keyReads: prepareKeyObjectReads(db),
     limitLookups: new LimitLookupCache(db, epochs),
-    metrics: new AppMetrics({ config, store, db, ratelimiter }),
+    metrics: new AppMetrics({ config, store, db, ratelimiter, invalidations: epochs.invalidations.stats, spender: remainingSpender }),
     analytics: new VerificationAnalytics(db, config.analytics, { retentionDays: config.analyticsRetentionDays, now: () => clock.now() }),
     migrationWorker: new MigrationWorker(db, { now: () => clock.now(), onImported: (count) => statistics.onImported(count) }),
     statistics,

@@ -115,6 +115,49 @@ describe("GET /metrics", () => {
   });
 });
 
+describe("GET /metrics: epoch reads, cache clears and remaining-use spends", () => {
+  let h: Harness;
+  beforeAll(async () => {
+    // No analytics flush: it writes, and a write makes the embedded store read the epoch again.
+    h = await createHarness({ KEYHAVEN_ANALYTICS: "off" });
+  });
+  afterAll(() => h.close());
+  const value = async (name: string) => (await scrape(h)).series.get(name) ?? Number.NaN;
+
+  it("counts the statements that spend remaining uses and the verifications they carry", async () => {
+    const t = await h.tenant();
+    const apiId = await h.createApi(t);
+    const { key } = await h.importKey(t, apiId, { remaining: 10 });
+    const statements = await value("keyhaven_remaining_spend_statements_total");
+    const spends = await value("keyhaven_remaining_spends_total");
+    for (let i = 0; i < 3; i++) expect((await h.post("/v1/keys.verifyKey", { key })).body.remaining).toBe(9 - i);
+    // Four more at once: they may share statements.
+    const together = await Promise.all([0, 1, 2, 3].map(() => h.post("/v1/keys.verifyKey", { key })));
+    expect(together.map((r) => r.body.remaining).sort()).toEqual([3, 4, 5, 6]);
+    expect((await value("keyhaven_remaining_spends_total")) - spends).toBe(7);
+    const sent = (await value("keyhaven_remaining_spend_statements_total")) - statements;
+    expect(sent).toBeGreaterThanOrEqual(4);
+    expect(sent).toBeLessThanOrEqual(7);
+  });
+
+  it("counts epoch reads and cache clears; the embedded store reads none while nothing is written", async () => {
+    const t = await h.tenant();
+    const apiId = await h.createApi(t);
+    const { key } = await h.importKey(t, apiId);
+    const verify = async () => expect((await h.post("/v1/keys.verifyKey", { key })).body.code).toBe("VALID");
+    await verify();
+    await verify();
+    expect(await value("keyhaven_caches_cleared_total")).toBeGreaterThanOrEqual(1);
+    const reads = await value("keyhaven_epoch_reads_total");
+    expect(reads).toBeGreaterThanOrEqual(1);
+    await verify();
+    await verify();
+    const after = await value("keyhaven_epoch_reads_total");
+    if (h.onPostgres) expect(after).toBeGreaterThanOrEqual(reads + 2);
+    else expect(after).toBe(reads);
+  });
+});
+
 describe("GET /metrics with KEYHAVEN_METRICS_TOKEN", () => {
   const token = "metrics-token-0123456789";
   let h: Harness;

@@ -5,6 +5,7 @@ import { bearerToken } from "./bearer.js";
 import { secretsEqual } from "../crypto/hash.js";
 import type { Config } from "../config.js";
 import type { Db, Store } from "../storage/client.js";
+import type { InvalidationStats } from "../storage/invalidations.js";
 import type { RateLimiter } from "../storage/ratelimits/ratelimiter.window.js";
 import { checkDatabase } from "./health.js";
 
@@ -93,7 +94,16 @@ export class AppMetrics {
   readonly requests = new RequestStats();
   private readonly verificationCounts = new Map<string, number>();
 
-  constructor(deps: { config: Pick<Config, "databasePoolSize">; store: Pick<Store, "kind">; db: Db; ratelimiter: RateLimiter }) {
+  constructor(deps: {
+    config: Pick<Config, "databasePoolSize">;
+    store: Pick<Store, "kind">;
+    db: Db;
+    ratelimiter: RateLimiter;
+    /** The process's epoch reads and cache invalidations (EpochReader.invalidations.stats). */
+    invalidations: Readonly<InvalidationStats>;
+    /** The remaining-uses spender's counts (RemainingSpender). */
+    spender: { readonly statementsSent: number; readonly spendsSent: number };
+  }) {
     for (const metric of this.requests.metrics()) this.registry.registerMetric(metric);
     // prom-client counts the process's CPU from when its collectors are registered: register them now, at start,
     // so that the first scrape reports what the process used until then instead of almost nothing.
@@ -109,6 +119,33 @@ export class AppMetrics {
         for (const [code, n] of verificationCounts) this.inc({ code }, n);
       },
     });
+    const { invalidations, spender } = deps;
+    const counted = (name: string, help: string, value: () => number) =>
+      new Counter({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          this.inc(value());
+        },
+      });
+    counted(
+      "keyhaven_epoch_reads_total",
+      "Statements that read the store's epoch (verifications arriving together share one; the embedded store reads it only after a write).",
+      () => invalidations.reads,
+    );
+    counted(
+      "keyhaven_caches_cleared_total",
+      "Times every cache of this process was emptied instead of dropping what writes changed (the first read, a log pruned past this process, a bulk write).",
+      () => invalidations.clearedAll,
+    );
+    counted(
+      "keyhaven_remaining_spend_statements_total",
+      "Statements that spent remaining uses; with keyhaven_remaining_spends_total, how many verifications share one.",
+      () => spender.statementsSent,
+    );
+    counted("keyhaven_remaining_spends_total", "Verifications whose remaining uses those statements spent.", () => spender.spendsSent);
     new Gauge({
       name: "keyhaven_database_pool_size",
       help: "Connections this process may open to the store (DATABASE_POOL_SIZE; 1 for the embedded PGlite).",

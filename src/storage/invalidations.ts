@@ -82,6 +82,8 @@ type CatchUpRow = { epoch: string | null; snapshot: string | null; pruned: boole
 type Waiter = { resolve: () => void; reject: (err: unknown) => void };
 
 export type InvalidationStats = {
+  /** Statements that read the epoch (the embedded store skips them while nothing was written: epochIfUnwritten). */
+  reads: number;
   /** Catch-ups applied (the epoch had moved since the last one). */
   catchUps: number;
   /** Tags dropped from the caches, one per logged row read. */
@@ -134,7 +136,7 @@ function prepareEpochRead(db: Db) {
  */
 export class InvalidationTracker {
   applied = -1n;
-  readonly stats: InvalidationStats = { catchUps: 0, tagsApplied: 0, clearedAll: 0 };
+  readonly stats: InvalidationStats = { reads: 0, catchUps: 0, tagsApplied: 0, clearedAll: 0 };
   /** pg_current_snapshot() of the last catch-up; null before the first (nothing to catch up from: empty all). */
   private snapshot: string | null = null;
   private readonly caches: Invalidatable[] = [];
@@ -181,6 +183,7 @@ export class InvalidationTracker {
   async readEpoch(): Promise<bigint> {
     const prev = this.snapshot;
     const writesBefore = this.writes?.value;
+    this.stats.reads++;
     const [row] = await this.statement.execute({ applied: this.applied.toString(), prev, rows: this.maxRows + 1 });
     if (!row) throw new Error("the epoch read returned no row");
     const epoch = BigInt(row.epoch ?? "0");

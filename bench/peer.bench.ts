@@ -215,20 +215,19 @@ async function startPeerTarget(settings: Settings, admin: Admin, cleanup: Cleanu
     ready: { method: "GET", path: "/ready" },
     cleanup,
   });
-  const res = await httpCall(`${server.url}/setup/keys`, {
+  const { status, text } = await httpCall(`${server.url}/setup/keys`, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ count: settings.keyCount }),
   });
-  const { text } = res;
   let keys: unknown;
   try {
     keys = (JSON.parse(text) as { keys?: unknown }).keys;
   } catch {
     // reported below
   }
-  if (res.status !== 200 || !Array.isArray(keys) || keys.length !== settings.keyCount || keys.some((k) => typeof k !== "string")) {
-    throw new Error(`peer /setup/keys answered ${res.status}: ${text.slice(0, 500)}\n--- peer output ---\n${server.output()}`);
+  if (status !== 200 || !Array.isArray(keys) || keys.length !== settings.keyCount || keys.some((k) => typeof k !== "string")) {
+    throw new Error(`peer /setup/keys answered ${status}: ${text.slice(0, 500)}\n--- peer output ---\n${server.output()}`);
   }
   return { name: "peer", server, route: PEER_ROUTE, bodies: keyBodies(keys as string[]) };
 }

@@ -244,8 +244,9 @@ export async function openPglite(
  */
 export function pgliteStore(client: PGlite, description: string, end: () => Promise<void>): Store {
   const state = new DependencyState("PostgreSQL");
-  const writes = { value: 0, closed: false };
-  const db = drizzlePglite({ client: withStateOf(client, state, writes), schema }) as unknown as Db;
+  const writes = { value: 0 };
+  const life = { closed: false };
+  const db = drizzlePglite({ client: withStateOf(client, state, writes, life), schema }) as unknown as Db;
   return {
     kind: "pglite",
     db,
@@ -253,7 +254,7 @@ export function pgliteStore(client: PGlite, description: string, end: () => Prom
     description,
     state,
     close: async () => {
-      writes.closed = true;
+      life.closed = true;
       await end();
     },
   };
@@ -274,10 +275,15 @@ const FENCED = new Set(["query", "transaction", "exec", "sql"]);
  * write, every transaction and every other call of the client (`exec`, `sql`…) adds 1 to `writes` when it finishes,
  * whether it succeeded or not.
  */
-function withStateOf<T extends object>(client: T, state: DependencyState, writes: { value: number; closed: boolean }): T {
+function withStateOf<T extends object>(
+  client: T,
+  state: DependencyState,
+  writes: { value: number },
+  life: { readonly closed: boolean },
+): T {
   return new Proxy(client, {
     get(target, prop, receiver) {
-      if (writes.closed && typeof prop === "string" && FENCED.has(prop)) return () => Promise.reject(new Error("the store is closed"));
+      if (life.closed && typeof prop === "string" && FENCED.has(prop)) return () => Promise.reject(new Error("the store is closed"));
       const real = Reflect.get(target, prop, receiver);
       if (prop === "query") {
         return async (...args: unknown[]) => {
@@ -299,7 +305,7 @@ function withStateOf<T extends object>(client: T, state: DependencyState, writes
         return async (fn: (tx: object) => unknown) => {
           try {
             return await (real as (f: (tx: object) => unknown) => Promise<unknown>).call(target, (tx: object) =>
-              fn(withStateOf(tx, state, writes)),
+              fn(withStateOf(tx, state, writes, life)),
             );
           } finally {
             writes.value++;
@@ -307,7 +313,7 @@ function withStateOf<T extends object>(client: T, state: DependencyState, writes
         };
       }
       if (typeof real !== "function") return real;
-      if (prop === "then" || prop === "constructor") return real.bind(target);
+      if (prop === "constructor") return real;
       return (...args: unknown[]) => {
         let result: unknown;
         try {

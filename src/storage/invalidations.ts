@@ -199,7 +199,7 @@ export class InvalidationTracker {
    */
   epochIfUnwritten(): bigint | undefined {
     const last = this.lastRead;
-    return last !== undefined && last.writes === this.writes?.value && last.epoch <= this.applied ? last.epoch : undefined;
+    return last !== undefined && last.writes === this.writes?.value ? last.epoch : undefined;
   }
 
   private apply(prev: string | null, row: CatchUpRow, epoch: bigint): void {

@@ -15,10 +15,19 @@ import type { PgTable } from "drizzle-orm/pg-core";
  * read whole and intersected with the unique one.
  *
  * It is a subquery named as the table (drizzle then accepts the table's columns in the select list, and renders
- * `(…) "keys"`), typed as the table: it has exactly the table's columns under the table's name.
+ * `(…) "keys"`), typed as the table: it has the table's columns under the table's name. `withColumns` adds columns
+ * computed from the matched rows as a set (keys.columns.ts, keyAggregatesOf): CTEs after `matched` in the same WITH,
+ * and the columns and joins they give each row (read them as `"keys"."column"`).
  */
-export function indexFirst<T extends PgTable>(table: T, match: SQL): T {
+export function indexFirst<T extends PgTable>(
+  table: T,
+  match: SQL,
+  withColumns?: (matched: SQL) => { ctes: SQL; columns: SQL; joins: SQL },
+): T {
   const name = getTableName(table);
-  const rows = sql`with matched as materialized (select * from ${sql.identifier(name)} where ${match}) select * from matched`;
+  const matched = sql`with matched as materialized (select * from ${sql.identifier(name)} where ${match})`;
+  if (!withColumns) return new Subquery(sql`${matched} select * from matched`, {}, name) as unknown as T;
+  const added = withColumns(sql`matched`);
+  const rows = sql`${matched}, ${added.ctes} select matched.*, ${added.columns} from matched ${added.joins}`;
   return new Subquery(rows, {}, name) as unknown as T;
 }

@@ -4,17 +4,10 @@ import { epochNow, epochSum } from "../epoch.js";
 import { indexFirst } from "../indexFirst.js";
 import { isPglite, preparePgliteSelect } from "../pglitePrepared.js";
 import { apis, identities, keys, workspaces } from "../schema.js";
-import { keyEffectivePermissionSlugs, keyRoleNames } from "./keys.columns.js";
+import { batchKeyAggregates, keyAggregatesOf } from "./keys.columns.js";
 import { effectiveRemaining, lastRefillAfterWrite } from "./keys.refill.js";
 
-export type StoredRatelimit = {
-  id: string;
-  name: string;
-  limit: number;
-  duration: number;
-  autoApply: boolean;
-  owner: "key" | "identity";
-};
+export type { StoredRatelimit } from "./keys.columns.js";
 
 /**
  * Everything verification needs about the live keys with these hashes (`{ hashes }`), in one query, each row with
@@ -56,24 +49,17 @@ const verificationLookupFields = {
   identityId: identities.id,
   identityExternalId: identities.externalId,
   identityMeta: identities.meta,
-  roles: keyRoleNames,
-  // Only to tag the cached key (verification.cache.ts): a change to one of its roles drops it.
-  roleIds: sql<string[]>`coalesce((select array_agg(kr.role_id) from keys_roles kr where kr.key_id = ${keys.id}), '{}')`,
-  // The key's own limits and its identity's, each tagged with where it comes from.
-  ratelimits: sql<StoredRatelimit[]>`coalesce((
-    select json_agg(json_build_object('id', rl.id, 'name', rl.name, 'limit', rl."limit", 'duration', rl.duration,
-      'autoApply', rl.auto_apply, 'owner', case when rl.key_id is not null then 'key' else 'identity' end))
-    from ratelimits rl
-    where rl.key_id = ${keys.id} or (${keys.identityId} is not null and rl.identity_id = ${keys.identityId})), '[]')`,
-  permissions: keyEffectivePermissionSlugs,
+  // Roles, their ids (to tag the cached key), rate limits and effective permissions: for the whole batch at once.
+  ...batchKeyAggregates,
 };
 
 function verificationLookupQuery(db: Db) {
   return (
     db
       .select(verificationLookupFields)
-      // From the hash index whatever the statistics say (indexFirst.ts).
-      .from(indexFirst(keys, sql`${keys.hash} = any(${sql.placeholder("hashes")}::text[])`))
+      // From the hash index whatever the statistics say (indexFirst.ts), with what the batch's keys have in other
+      // tables read once for the whole batch (keys.columns.ts).
+      .from(indexFirst(keys, sql`${keys.hash} = any(${sql.placeholder("hashes")}::text[])`, keyAggregatesOf))
       .innerJoin(apis, and(eq(apis.id, keys.apiId), isNull(apis.deletedAtM)))
       .innerJoin(workspaces, eq(workspaces.id, keys.workspaceId))
       .leftJoin(identities, eq(identities.id, keys.identityId))

@@ -277,6 +277,47 @@ describe("the lookup statement", () => {
     expect((await lookup.execute({ hashes: [hashKey(key)] })).map((r) => r.id)).toEqual([keyId]);
     expect(await prepared()).toBe(1);
   });
+
+  it("answers every field with its type, as drizzle decodes it (on PGlite the rows arrive as one JSON value)", async ({ h, t, apiId }) => {
+    const expires = new Date(Date.UTC(2031, 0, 2, 3, 4, 5, 678));
+    const meta = { s: "ünï \"q\" 'a' \\ ,{}", n: 1.5, big: 2 ** 53 - 1, list: [1, "x", null], nested: { deep: { none: null } } };
+    const full = await h.importKey(t, apiId, { name: 'a "name", with {} and ünï', meta, expires: expires.getTime(), remaining: 7 });
+    const bare = await h.importKey(t, apiId, {});
+    await h.sql(`insert into identities (id, workspace_id, external_id, meta, created_at_m)
+      values ('fields_identity', '${t.workspaceId}', 'fields-owner', '{"plan": "pro", "seats": 3}', 0)`);
+    await h.sql(`update keys set identity_id = 'fields_identity', environment = 'staging', enabled = false where id = '${full.keyId}'`);
+    const rows = await prepareVerificationLookup(h.db).execute({ hashes: [hashKey(full.key), hashKey(bare.key)] });
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    const first = byId.get(full.keyId)!;
+    expect(first).toMatchObject({
+      name: 'a "name", with {} and ünï',
+      meta,
+      remaining: 7,
+      enabled: false,
+      environment: "staging",
+      workspaceEnabled: true,
+      identityId: "fields_identity",
+      identityExternalId: "fields-owner",
+      identityMeta: { plan: "pro", seats: 3 },
+    });
+    expect(first.expires).toEqual(expires);
+    expect(typeof first.epoch).toBe("string");
+    expect(BigInt(first.epoch)).toBeGreaterThan(0n);
+    expect(byId.get(bare.keyId)).toMatchObject({
+      name: null,
+      meta: null,
+      expires: null,
+      remaining: null,
+      enabled: true,
+      environment: null,
+      identityId: null,
+      identityMeta: null,
+      roles: [],
+      roleIds: [],
+      permissions: [],
+      ratelimits: [],
+    });
+  });
 });
 
 describe("batched spending of remaining uses", () => {

@@ -1,4 +1,4 @@
-import { type PGlite, types } from "@electric-sql/pglite";
+import type { PGlite } from "@electric-sql/pglite";
 import { Column, is, type SQL } from "drizzle-orm";
 import { PgliteDatabase } from "drizzle-orm/pglite";
 import { type Db, hasSqlState } from "./client.js";
@@ -7,13 +7,6 @@ import { type Db, hasSqlState } from "./client.js";
 export function isPglite(db: Db): boolean {
   return is(db, PgliteDatabase);
 }
-
-// What drizzle's PGlite driver reads these types as (its session's queryConfig): the text, which the columns'
-// own decoders turn into Dates, so that rows read here are exactly the rows drizzle would have returned.
-const RAW = (value: string) => value;
-const PARSERS = Object.fromEntries(
-  [types.TIMESTAMP, types.TIMESTAMPTZ, types.INTERVAL, types.DATE, 1231, 1115, 1185, 1187, 1182].map((oid) => [oid, RAW]),
-);
 
 type Decoder = { mapFromDriverValue(value: unknown): unknown };
 const SQLSTATE_DUPLICATE_PREPARED = "42P05";
@@ -36,6 +29,12 @@ export function textArrayLiteral(values: readonly string[]): string {
  * more; the lookup's shape makes that plan the hash index, lookup.plan.test.ts). On PostgreSQL, postgres.js already
  * names and reuses its statements.
  *
+ * The statement answers all its rows as one JSON value (`json_agg(row(…))`), which the caller parses once, instead
+ * of rows of fields: PGlite's JavaScript reads each field of each row out of the answer on its own (a copy and a
+ * decode per field), which cost the verification lookup about a third of its time per batch on the embedded store
+ * (issue 13 §2, docs/benchmarks.md). Values arrive as PostgreSQL writes them in JSON: text, numbers, booleans,
+ * arrays, json and jsonb as they are, timestamps in ISO 8601; cast an int8 that may pass 2^53 to text (the epoch is).
+ *
  * `text` must be the select's own SQL with `$1` where the text[] goes, and `selection` the select's fields in order:
  * rows are decoded column by column as drizzle decodes them. A statement deallocated behind our back (DISCARD ALL)
  * is prepared again, once.
@@ -55,7 +54,7 @@ export function preparePgliteSelect<Row>(
   });
   let prepared: Promise<void> | undefined;
   const prepare = () => {
-    prepared ??= client.query(`prepare ${name}(text[]) as ${text}`).then(
+    prepared ??= client.query(`prepare ${name}(text[]) as select json_agg(row(q.*)) from (${text}) q`).then(
       () => undefined,
       (err: unknown) => {
         // Another handle on the same PGlite session prepared it already: the same text, since the name is ours.
@@ -68,11 +67,12 @@ export function preparePgliteSelect<Row>(
   };
   const run = async (values: readonly string[]) => {
     await prepare();
-    const result = await client.query<unknown[]>(`execute ${name}(${textArrayLiteral(values)})`, [], {
-      rowMode: "array",
-      parsers: PARSERS,
-    });
-    return result.rows.map((raw) => {
+    const result = await client.query<[unknown]>(`execute ${name}(${textArrayLiteral(values)})`, [], { rowMode: "array" });
+    // One row, one json: an array of records, each an object of fields f1, f2, … in the select's order (null: no rows).
+    const records = (result.rows[0]?.[0] ?? null) as Record<string, unknown>[] | null;
+    return (records ?? []).map((record) => {
+      const raw = Object.values(record);
+      if (raw.length !== fields.length) throw new Error(`${name} answered ${raw.length} fields, not ${fields.length}`);
       const row: Record<string, unknown> = {};
       fields.forEach(({ key, decoder }, i) => {
         const value = raw[i];

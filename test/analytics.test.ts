@@ -2,7 +2,12 @@ import { afterAll, beforeAll, describe, expect } from "vitest";
 import { stopBackgroundJobs } from "../src/background.js";
 import { ManualClock } from "../src/clock.js";
 import { openPostgres } from "../src/storage/client.js";
-import { MAX_TAG_SETS_PER_KEY_HOUR, OVERFLOW_TAGS, VerificationAnalytics } from "../src/storage/analytics/analytics.recorder.js";
+import {
+  ANALYTICS_ROWS_PER_STATEMENT,
+  MAX_TAG_SETS_PER_KEY_HOUR,
+  OVERFLOW_TAGS,
+  VerificationAnalytics,
+} from "../src/storage/analytics/analytics.recorder.js";
 import { answersNotFound, describeRootKeyAuthOf, rowsOf } from "./auth-suite.js";
 import { harnessWith, testWith } from "./fixtures.js";
 import { createHarness, expectError, type Harness, type Tenant } from "./helper.js";
@@ -131,6 +136,40 @@ describe("verification analytics: recording and writing", () => {
     } finally {
       await harness.close();
     }
+  });
+
+  it("writes many counts in several statements, and keeps those of a statement that failed and of the ones after it", async ({
+    h,
+    total,
+  }) => {
+    // 2.5 statements' worth of counts, the second statement failing on the count of key `boom`.
+    const n = ANALYTICS_ROWS_PER_STATEMENT * 2 + ANALYTICS_ROWS_PER_STATEMENT / 2;
+    const boom = ANALYTICS_ROWS_PER_STATEMENT + 7;
+    const keyOf = (i: number) => (i === boom ? "chunk_boom" : `chunk_key_${i}`);
+    await h.sql(`create function chunk_boom() returns trigger language plpgsql as $$
+      begin if new.key_id = 'chunk_boom' then raise exception 'refused for the test'; end if; return new; end $$`);
+    await h.sql("create trigger chunk_boom before insert on verification_counts for each row execute function chunk_boom()");
+    const job = new VerificationAnalytics(h.db, true, { retentionDays: 90 });
+    try {
+      const at = Date.now();
+      for (let i = 0; i < n; i++)
+        job.record({ keyId: keyOf(i), workspaceId: "ws", apiId: "api", identityId: undefined }, "VALID", undefined, at);
+      await expect(job.flush()).rejects.toThrow();
+      // The first statement's counts are written; the failed one's and the last one's are kept.
+      expect(await total("key_id like 'chunk_%'")).toBe(ANALYTICS_ROWS_PER_STATEMENT);
+      expect(job.unwritten).toBe(n - ANALYTICS_ROWS_PER_STATEMENT);
+    } finally {
+      await h.sql("drop trigger chunk_boom on verification_counts");
+      await h.sql("drop function chunk_boom()");
+    }
+    await job.flush();
+    // Each count once: none lost, none written twice.
+    expect(await total("key_id like 'chunk_%'")).toBe(n);
+    expect(
+      (await h.sql<{ n: number }>("select count(*)::int as n from verification_counts where key_id like 'chunk_%' and count <> 1"))[0]!.n,
+    ).toBe(0);
+    expect(job.unwritten).toBe(0);
+    await h.sql("delete from verification_counts where key_id like 'chunk_%'");
   });
 
   it("records nothing with KEYHAVEN_ANALYTICS=off", async ({ verify, total }) => {

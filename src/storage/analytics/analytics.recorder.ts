@@ -9,8 +9,18 @@ export const ANALYTICS_FLUSH_INTERVAL_MS = 1000;
 export const MAX_TAG_SETS_PER_KEY_HOUR = 100;
 /** A tag set no request can send (tags have 1 to 128 characters): where tag sets beyond the bound are counted. */
 export const OVERFLOW_TAGS: readonly string[] = Object.freeze([""]);
+/**
+ * Counts written per statement. A flush of more writes them in several, one after the other, letting the event loop
+ * serve requests in between: on the embedded store a statement runs on keyhaven's own thread, and one second of
+ * verifications of 2,400 distinct keys (2,400 new counts) took it 90-150 ms in one statement (issue 13, the tail
+ * latency of random keys on PGlite: docs/benchmarks.md).
+ */
+export const ANALYTICS_ROWS_PER_STATEMENT = 200;
 /** Distinct counts (key, hour, outcome, tags) held in memory at most, e.g. while the database is unreachable. */
 export const MAX_PENDING_ROWS = 100_000;
+
+/** A count in memory with where it is kept: its hour and its id in that hour (key id, outcome and tags). */
+type PendingCount = { hourM: number; id: string; row: VerificationCountRow };
 
 type Logger = { info(obj: unknown, msg?: string): void; warn(obj: unknown, msg?: string): void; error(obj: unknown, msg?: string): void };
 
@@ -185,26 +195,17 @@ export class VerificationAnalytics {
     }
   }
 
-  /** Writes every count in memory in one statement; on failure they are merged back for the next call. */
+  /**
+   * Writes every count in memory, ANALYTICS_ROWS_PER_STATEMENT per statement; on failure, the counts of the failed
+   * statement and of those not sent yet are merged back for the next call (the ones written stay written).
+   */
   async flush(): Promise<void> {
     while (this.flushing) await this.flushing.catch(() => {});
     if (this.pending.size === 0) return;
-    const batch = this.pending;
+    const batch = [...this.pending].flatMap(([hourM, hour]) => [...hour].map(([id, row]) => ({ hourM, id, row })));
     this.pending = new Map();
     this.pendingRows = 0;
-    const rows = [...batch.values()].flatMap((hour) => [...hour.values()]);
-    this.flushing = upsertVerificationCounts(this.db, rows).then(
-      () => {
-        if (this.dropped > 0) {
-          this.log.warn({ dropped: this.dropped }, "verification counts are written again; some were dropped while memory was full");
-          this.dropped = 0;
-        }
-      },
-      (err: unknown) => {
-        this.mergeBack(batch);
-        throw err;
-      },
-    );
+    this.flushing = this.write(batch);
     try {
       await this.flushing;
     } finally {
@@ -212,21 +213,39 @@ export class VerificationAnalytics {
     }
   }
 
+  private async write(batch: PendingCount[]): Promise<void> {
+    for (let from = 0; from < batch.length; from += ANALYTICS_ROWS_PER_STATEMENT) {
+      // The requests that arrived during the previous statement are served before the next one.
+      if (from > 0) await new Promise((resolve) => setImmediate(resolve));
+      try {
+        await upsertVerificationCounts(
+          this.db,
+          batch.slice(from, from + ANALYTICS_ROWS_PER_STATEMENT).map((c) => c.row),
+        );
+      } catch (err) {
+        this.mergeBack(batch.slice(from));
+        throw err;
+      }
+    }
+    if (this.dropped > 0) {
+      this.log.warn({ dropped: this.dropped }, "verification counts are written again; some were dropped while memory was full");
+      this.dropped = 0;
+    }
+  }
+
   /** Puts the counts of a failed write back, within the bound of rows held in memory. */
-  private mergeBack(batch: Map<number, Map<string, VerificationCountRow>>): void {
-    for (const [hourM, hour] of batch) {
+  private mergeBack(counts: readonly PendingCount[]): void {
+    for (const { hourM, id, row } of counts) {
       let current = this.pending.get(hourM);
       if (!current) this.pending.set(hourM, (current = new Map()));
-      for (const [id, row] of hour) {
-        const newer = current.get(id);
-        if (newer) {
-          newer.count += row.count;
-        } else if (this.pendingRows < this.maxPendingRows) {
-          current.set(id, row);
-          this.pendingRows++;
-        } else {
-          this.drop(row.count);
-        }
+      const newer = current.get(id);
+      if (newer) {
+        newer.count += row.count;
+      } else if (this.pendingRows < this.maxPendingRows) {
+        current.set(id, row);
+        this.pendingRows++;
+      } else {
+        this.drop(row.count);
       }
     }
   }

@@ -89,6 +89,7 @@ export async function createServices(config: Config, store: Store, options: Serv
   const epochs = new EpochReader(db, store.writes);
   const statistics = new StatisticsRefresher(db, store.kind);
   const remainingSpender = new RemainingSpender(db, spendStatementsInFlight(store, config));
+  const verificationCache = new VerificationCache(db, epochs);
   return {
     config,
     store,
@@ -98,14 +99,22 @@ export async function createServices(config: Config, store: Store, options: Serv
     ratelimiter,
     epochs,
     invalidationPruner: new InvalidationPruner(db),
-    verificationCache: new VerificationCache(db, epochs),
+    verificationCache,
     remainingSpender,
     rootKeys: new RootKeyAuthenticator(db, epochs, clock),
     apiSettings: new ApiSettingsCache(db),
     keyWrites: prepareKeyWrites(db),
     keyReads: prepareKeyObjectReads(db),
     limitLookups: new LimitLookupCache(db, epochs),
-    metrics: new AppMetrics({ config, store, db, ratelimiter, invalidations: epochs.invalidations.stats, spender: remainingSpender }),
+    metrics: new AppMetrics({
+      config,
+      store,
+      db,
+      ratelimiter,
+      invalidations: epochs.invalidations.stats,
+      spender: remainingSpender,
+      lookups: verificationCache,
+    }),
     analytics: new VerificationAnalytics(db, config.analytics, { retentionDays: config.analyticsRetentionDays, now: () => clock.now() }),
     migrationWorker: new MigrationWorker(db, { now: () => clock.now(), onImported: (count) => statistics.onImported(count) }),
     statistics,

@@ -140,6 +140,28 @@ describe("GET /metrics: epoch reads, cache clears and remaining-use spends", () 
     expect(sent).toBeLessThanOrEqual(7);
   });
 
+  it("counts lookup statements and the keys they looked up: one for keys verified together, none for a key in memory", async () => {
+    const t = await h.tenant();
+    const apiId = await h.createApi(t);
+    const keys = await Promise.all([0, 1, 2].map(() => h.importKey(t, apiId)));
+    const statements = await value("keyhaven_verification_lookups_total");
+    const looked = await value("keyhaven_verification_lookup_keys_total");
+    const verify = async (key: string) => expect((await h.post("/v1/keys.verifyKey", { key })).body.code).toBe("VALID");
+    await verify(keys[0]!.key);
+    expect(await value("keyhaven_verification_lookups_total")).toBe(statements + 1);
+    expect(await value("keyhaven_verification_lookup_keys_total")).toBe(looked + 1);
+    // In memory now: no lookup.
+    await verify(keys[0]!.key);
+    expect(await value("keyhaven_verification_lookup_keys_total")).toBe(looked + 1);
+    // An unknown key is looked up too; keys verified together may share a statement.
+    expect((await h.post("/v1/keys.verifyKey", { key: "sk_metrics_unknown_key" })).body.code).toBe("NOT_FOUND");
+    await Promise.all([verify(keys[1]!.key), verify(keys[2]!.key)]);
+    expect(await value("keyhaven_verification_lookup_keys_total")).toBe(looked + 4);
+    const sent = (await value("keyhaven_verification_lookups_total")) - statements;
+    expect(sent).toBeGreaterThanOrEqual(3);
+    expect(sent).toBeLessThanOrEqual(4);
+  });
+
   it("counts epoch reads and cache clears; the embedded store reads none while nothing is written", async () => {
     const t = await h.tenant();
     const apiId = await h.createApi(t);

@@ -103,6 +103,8 @@ export class AppMetrics {
     invalidations: Readonly<InvalidationStats>;
     /** The remaining-uses spender's counts (RemainingSpender). */
     spender: { readonly statementsSent: number; readonly spendsSent: number };
+    /** The verification cache's lookups (VerificationCache). */
+    lookups: { readonly statements: number; readonly hashesLookedUp: number };
   }) {
     for (const metric of this.requests.metrics()) this.registry.registerMetric(metric);
     // prom-client counts the process's CPU from when its collectors are registered: register them now, at start,
@@ -119,7 +121,7 @@ export class AppMetrics {
         for (const [code, n] of verificationCounts) this.inc({ code }, n);
       },
     });
-    const { invalidations, spender } = deps;
+    const { invalidations, spender, lookups } = deps;
     const counted = (name: string, help: string, value: () => number) =>
       new Counter({
         name,
@@ -146,6 +148,16 @@ export class AppMetrics {
       () => spender.statementsSent,
     );
     counted("keyhaven_remaining_spends_total", "Verifications whose remaining uses those statements spent.", () => spender.spendsSent);
+    counted(
+      "keyhaven_verification_lookups_total",
+      "Statements that looked up keys not in this process's memory (verifications arriving together share one).",
+      () => lookups.statements,
+    );
+    counted(
+      "keyhaven_verification_lookup_keys_total",
+      "Keys those statements looked up: verifications not answered from memory, whether the key exists or not.",
+      () => lookups.hashesLookedUp,
+    );
     new Gauge({
       name: "keyhaven_database_pool_size",
       help: "Connections this process may open to the store (DATABASE_POOL_SIZE; 1 for the embedded PGlite).",

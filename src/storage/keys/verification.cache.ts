@@ -52,6 +52,8 @@ export class VerificationCache {
   loads = 0;
   /** Lookup statements run (batches with a miss): what the tests of batching count. */
   statements = 0;
+  /** Hashes those statements looked up (keys not in memory, present or not): /metrics, with `statements`. */
+  hashesLookedUp = 0;
   private readonly queue: Coalescer<Waiter>;
   private readonly statement: VerificationLookup;
 
@@ -106,6 +108,7 @@ export class VerificationCache {
     const found = new Map<string, KeyForVerification>();
     if (misses.length > 0) {
       this.statements++;
+      this.hashesLookedUp += misses.length;
       for (const row of await this.statement.execute({ hashes: misses })) {
         epoch = BigInt(row.epoch);
         found.set(row.hash, row);

@@ -122,7 +122,36 @@ export class AppMetrics {
       },
     });
     const { invalidations, spender, lookups } = deps;
-    const counted = (name: string, help: string, value: () => number) =>
+    // Counters the process keeps itself, read at each scrape: name, help, value.
+    const counters: [string, string, () => number][] = [
+      [
+        "keyhaven_epoch_reads_total",
+        "Statements that read the store's epoch (verifications arriving together share one; the embedded store reads it only after a write).",
+        () => invalidations.reads,
+      ],
+      [
+        "keyhaven_caches_cleared_total",
+        "Times every cache of this process was emptied instead of dropping what writes changed (the first read, a log pruned past this process, a bulk write).",
+        () => invalidations.clearedAll,
+      ],
+      [
+        "keyhaven_remaining_spend_statements_total",
+        "Statements that spent remaining uses; with keyhaven_remaining_spends_total, how many verifications share one.",
+        () => spender.statementsSent,
+      ],
+      ["keyhaven_remaining_spends_total", "Verifications whose remaining uses those statements spent.", () => spender.spendsSent],
+      [
+        "keyhaven_verification_lookups_total",
+        "Statements that looked up keys not in this process's memory (verifications arriving together share one).",
+        () => lookups.statements,
+      ],
+      [
+        "keyhaven_verification_lookup_keys_total",
+        "Keys those statements looked up: verifications not answered from memory, whether the key exists or not.",
+        () => lookups.hashesLookedUp,
+      ],
+    ];
+    for (const [name, help, value] of counters) {
       new Counter({
         name,
         help,
@@ -132,32 +161,7 @@ export class AppMetrics {
           this.inc(value());
         },
       });
-    counted(
-      "keyhaven_epoch_reads_total",
-      "Statements that read the store's epoch (verifications arriving together share one; the embedded store reads it only after a write).",
-      () => invalidations.reads,
-    );
-    counted(
-      "keyhaven_caches_cleared_total",
-      "Times every cache of this process was emptied instead of dropping what writes changed (the first read, a log pruned past this process, a bulk write).",
-      () => invalidations.clearedAll,
-    );
-    counted(
-      "keyhaven_remaining_spend_statements_total",
-      "Statements that spent remaining uses; with keyhaven_remaining_spends_total, how many verifications share one.",
-      () => spender.statementsSent,
-    );
-    counted("keyhaven_remaining_spends_total", "Verifications whose remaining uses those statements spent.", () => spender.spendsSent);
-    counted(
-      "keyhaven_verification_lookups_total",
-      "Statements that looked up keys not in this process's memory (verifications arriving together share one).",
-      () => lookups.statements,
-    );
-    counted(
-      "keyhaven_verification_lookup_keys_total",
-      "Keys those statements looked up: verifications not answered from memory, whether the key exists or not.",
-      () => lookups.hashesLookedUp,
-    );
+    }
     new Gauge({
       name: "keyhaven_database_pool_size",
       help: "Connections this process may open to the store (DATABASE_POOL_SIZE; 1 for the embedded PGlite).",

@@ -11,6 +11,7 @@ import { migrate as migratePostgres } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
 import { classifyPostgresError, DependencyState, DependencyUnavailableError } from "./dependency.js";
 import { lockDataDir } from "./dataDir.js";
+import { withLeanParsers } from "./pgliteParsers.js";
 import * as schema from "./schema.js";
 
 export type Schema = typeof schema;
@@ -222,6 +223,13 @@ export async function openPglite(
     client = inMemory ? new PGlite(dataDir) : new PGlite(path.join(dataDir, "pgdata"));
     await client.waitReady;
   } catch (err) {
+    lock?.release();
+    throw err;
+  }
+  try {
+    await withLeanParsers(client);
+  } catch (err) {
+    await client.close().catch(() => {});
     lock?.release();
     throw err;
   }

@@ -74,6 +74,15 @@ describe("the epoch on the embedded store", () => {
     expect(exec).toEqual({ epoch: before + 1n, read: true });
   });
 
+  it("counts an exec as a read only when it is one select: exec may run several statements", async () => {
+    const client = (store.db as unknown as { $client: { exec(q: string): Promise<unknown> } }).$client;
+    await reader.current();
+    expect(await currentAfter(() => client.exec("select 1"))).toMatchObject({ read: false });
+    const before = await reader.current();
+    const twice = await currentAfter(() => client.exec("select 1; update keyhaven_epoch set value = value + 1 where shard = 0"));
+    expect(twice).toEqual({ epoch: before + 1n, read: true });
+  });
+
   it("counts EXECUTE as a read because only selects are prepared", () => {
     expect(() => preparePgliteSelect(store.db, "keyhaven_test_write", "update keys set name = $1", {})).toThrow(/selects only/);
   });
@@ -117,13 +126,16 @@ describe("through the harness's store", () => {
     // The first loads the key (its epoch comes with the row), the second reads the epoch once after the import.
     expect((await verify()).body.valid).toBe(true);
     expect((await verify()).body.valid).toBe(true);
-    const client = (h.db as unknown as { $client: { query: (...a: unknown[]) => unknown } }).$client;
+    const client = (h.db as unknown as { $client: { query: (...a: unknown[]) => unknown; exec: (...a: unknown[]) => unknown } })
+      .$client;
     const queries = vi.spyOn(client, "query");
+    const execs = vi.spyOn(client, "exec");
     try {
       expect((await verify()).body.valid).toBe(true);
-      expect(queries.mock.calls.map((c) => String(c[0]).slice(0, 200))).toEqual([]);
+      expect([...queries.mock.calls, ...execs.mock.calls].map((c) => String(c[0]).slice(0, 200))).toEqual([]);
     } finally {
       queries.mockRestore();
+      execs.mockRestore();
     }
     expect((await h.post("/v1/keys.updateKey", { keyId, enabled: false }, t.rootKey)).status).toBe(200);
     expect((await verify()).body).toMatchObject({ valid: false, code: "DISABLED" });

@@ -272,16 +272,19 @@ export function pgliteStore(client: PGlite, description: string, end: () => Prom
  * Statements that cannot write: selects (PostgreSQL refuses a data-modifying WITH below the top level, and no
  * function of ours that a select calls writes), and PREPARE / EXECUTE of preparePgliteSelect's selects. Anything else
  * counts as a write when it finishes, a transaction as a whole too: its statements' changes are visible at COMMIT.
+ * `query` runs one statement (the extended protocol); `exec` may run several, so an `exec` is read-only only when its
+ * text has no `;` at all (a `;` inside a literal makes it count as a write: one more epoch read, never one fewer).
  */
 const READ_ONLY_STATEMENT = /^\s*(select|prepare|execute)\b/i;
+const readOnly = (method: "query" | "exec", text: string) => READ_ONLY_STATEMENT.test(text) && (method === "query" || !text.includes(";"));
 /** What a closed store refuses (pgliteStore). */
 const FENCED = new Set(["query", "transaction", "exec", "sql"]);
 
 /**
- * The PGlite client as drizzle uses it (`query`, `transaction`), reporting to `state`: embedded, it is never
- * unreachable, but its data directory can fill up (a write then fails with SQLSTATE 53100). Every statement that may
- * write, every transaction and every other call of the client (`exec`, `sql`…) adds 1 to `writes` when it finishes,
- * whether it succeeded or not.
+ * The PGlite client as drizzle uses it (`query`, `transaction`) and preparePgliteSelect (`exec`), reporting to
+ * `state`: embedded, it is never unreachable, but its data directory can fill up (a write then fails with SQLSTATE
+ * 53100). Every statement that may write, every transaction and every other call of the client (`sql`…) adds 1 to
+ * `writes` when it finishes, whether it succeeded or not.
  */
 function withStateOf<T extends object>(
   client: T,
@@ -293,7 +296,7 @@ function withStateOf<T extends object>(
     get(target, prop, receiver) {
       if (life.closed && typeof prop === "string" && FENCED.has(prop)) return () => Promise.reject(new Error("the store is closed"));
       const real = Reflect.get(target, prop, receiver);
-      if (prop === "query") {
+      if (prop === "query" || prop === "exec") {
         return async (...args: unknown[]) => {
           const text = String(args[0]);
           try {
@@ -305,7 +308,7 @@ function withStateOf<T extends object>(
             if (failure) state.failed(failure);
             throw failure ?? err;
           } finally {
-            if (!READ_ONLY_STATEMENT.test(text)) writes.value++;
+            if (!readOnly(prop, text)) writes.value++;
           }
         };
       }

@@ -126,8 +126,7 @@ describe("through the harness's store", () => {
     // The first loads the key (its epoch comes with the row), the second reads the epoch once after the import.
     expect((await verify()).body.valid).toBe(true);
     expect((await verify()).body.valid).toBe(true);
-    const client = (h.db as unknown as { $client: { query: (...a: unknown[]) => unknown; exec: (...a: unknown[]) => unknown } })
-      .$client;
+    const client = (h.db as unknown as { $client: { query: (...a: unknown[]) => unknown; exec: (...a: unknown[]) => unknown } }).$client;
     const queries = vi.spyOn(client, "query");
     const execs = vi.spyOn(client, "exec");
     try {

@@ -1,6 +1,6 @@
-import { PGlite } from "@electric-sql/pglite";
+import type { PGlite } from "@electric-sql/pglite";
 import { migrateAndRun, pgliteStore, type Store } from "../src/storage/client.js";
-import { withLeanParsers } from "../src/storage/pgliteParsers.js";
+import { startPglite } from "../src/storage/pgliteParsers.js";
 
 /**
  * Migrated in-memory PGlite instances, reused by the test files a worker runs one after another. Starting one
@@ -69,9 +69,7 @@ async function referenceOf(client: PGlite): Promise<{ reset: string; schema: str
 }
 
 async function migrated(): Promise<PGlite> {
-  const client = new PGlite("memory://");
-  await client.waitReady;
-  await withLeanParsers(client);
+  const client = await startPglite("memory://");
   await migrateAndRun(
     pgliteStore(client, "", async () => {}),
     undefined,

@@ -1,7 +1,7 @@
 import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { PGlite } from "@electric-sql/pglite";
+import type { PGlite } from "@electric-sql/pglite";
 import type { ExtractTablesWithRelations } from "drizzle-orm";
 import type { PgDatabase, PgQueryResultHKT, PgTransaction } from "drizzle-orm/pg-core";
 import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
@@ -11,7 +11,7 @@ import { migrate as migratePostgres } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
 import { classifyPostgresError, DependencyState, DependencyUnavailableError } from "./dependency.js";
 import { lockDataDir } from "./dataDir.js";
-import { withLeanParsers } from "./pgliteParsers.js";
+import { startPglite } from "./pgliteParsers.js";
 import * as schema from "./schema.js";
 
 export type Schema = typeof schema;
@@ -220,16 +220,8 @@ export async function openPglite(
   const lock = inMemory ? undefined : lockDataDir(dataDir, warn);
   let client: PGlite;
   try {
-    client = inMemory ? new PGlite(dataDir) : new PGlite(path.join(dataDir, "pgdata"));
-    await client.waitReady;
+    client = await startPglite(inMemory ? dataDir : path.join(dataDir, "pgdata"));
   } catch (err) {
-    lock?.release();
-    throw err;
-  }
-  try {
-    await withLeanParsers(client);
-  } catch (err) {
-    await client.close().catch(() => {});
     lock?.release();
     throw err;
   }

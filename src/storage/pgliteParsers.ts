@@ -1,4 +1,4 @@
-import { type PGlite, types } from "@electric-sql/pglite";
+import { PGlite, types } from "@electric-sql/pglite";
 
 /** PGlite's own parser type (not exported by name). */
 type Parser = PGlite["parsers"][number];
@@ -43,4 +43,20 @@ export async function withLeanParsers(client: PGlite): Promise<void> {
     kept[oid] = parse;
   }
   client.parsers = kept;
+}
+
+/**
+ * A PGlite instance on `location` (a directory, or `memory://`), ready and with lean parsers: how the embedded store
+ * starts one (openPglite, and the tests' pool of instances). Closed again if it cannot be made so.
+ */
+export async function startPglite(location: string): Promise<PGlite> {
+  const client = new PGlite(location);
+  try {
+    await client.waitReady;
+    await withLeanParsers(client);
+    return client;
+  } catch (err) {
+    await client.close().catch(() => {});
+    throw err;
+  }
 }

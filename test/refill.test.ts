@@ -35,7 +35,44 @@ describe("the refill boundary", () => {
   ])("for refill day %s at %s is %s (UTC)", async ([day, at, expected], { boundary }) => {
     expect(await boundary(day, at)).toBe(expected);
   });
+
+  it("is the boundary for every refill day at instants all through two years (a leap year among them)", async ({ h }) => {
+    // Every 7 h 13 min from 2027-11-20 to 2029-03-10, so that each day of a month, month ends and 2028-02-29 come at
+    // different hours; each day 1-31 and none, against the rule written out here.
+    const rows = await h.sql<{ day: number | null; at: string; b: string }>(
+      `select d.day, to_char(t at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as at,
+         to_char(keyhaven_refill_boundary(d.day::smallint, t) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS') as b
+       from (select generate_series(1, 31) as day union all select null) d,
+         generate_series(timestamptz '2027-11-20 03:00:00+00', timestamptz '2029-03-10 00:00:00+00', interval '7 hours 13 minutes') t`,
+    );
+    expect(rows.length).toBeGreaterThan(50_000);
+    const wrong = rows.filter((r) => r.b !== expectedBoundary(r.day, r.at)).slice(0, 5);
+    expect(wrong).toEqual([]);
+  });
+
+  it("is inlined into the statements that call it (no function call per row)", async ({ h }) => {
+    const plan = await h.sql<{ "QUERY PLAN": string }>(
+      "explain (verbose, costs off) select keyhaven_refill_boundary(refill_day, now()) from keys",
+    );
+    const text = plan.map((r) => r["QUERY PLAN"]).join("\n");
+    expect(text).toContain("date_trunc");
+    expect(text).not.toContain("keyhaven_refill_boundary");
+  });
 });
+
+/**
+ * The refill boundary by its rule: 00:00 UTC of `at`'s day, or of the refill day (clamped to the month's last day)
+ * this month, or last month when this month's is later than `at`.
+ */
+function expectedBoundary(day: number | null, at: string): string {
+  const t = new Date(at);
+  const [y, m] = [t.getUTCFullYear(), t.getUTCMonth()];
+  if (day === null) return new Date(Date.UTC(y, m, t.getUTCDate())).toISOString().slice(0, 19);
+  const inMonth = (year: number, month: number) =>
+    new Date(Date.UTC(year, month, Math.min(day, new Date(Date.UTC(year, month + 1, 0)).getUTCDate())));
+  const thisMonth = inMonth(y, m);
+  return (thisMonth <= t ? thisMonth : inMonth(y, m - 1)).toISOString().slice(0, 19);
+}
 
 describe("refills are applied when due, whether or not any job ran", () => {
   it("does not refill a key created after today's boundary", async ({ importKey, verify }) => {

@@ -9,6 +9,9 @@
  *   - plain:     200 keys without `remaining` nor rate limit, each request's key chosen at random.
  *   - remaining: 200 keys with `remaining: 2000000000`, each request's key chosen at random: every verification
  *                spends a use, so what is measured is how spends of different keys share statements and commits.
+ *   - refill:    as remaining, each key also refilled monthly (`refill: { interval: "monthly", amount: 2000000000,
+ *                refillDay: 1 }`, usage-based billing's usual budget): every statement that reads or spends such a key
+ *                computes its refill boundary (migration refill_boundary_inline).
  *   - hot:       one key with `remaining: 2000000000` and a rate limit that never refuses
  *                (`{ limit: 1e9, refillRate: 1e9, refillInterval: 60000 }`): one row's lock and commit.
  * Every keyhaven store (BENCH_STORES) runs in its own child process (compiled, `node dist/cli/main.js`, as bench/verify.bench.ts
@@ -22,7 +25,7 @@
  * rounds; then the target: `remaining` on PostgreSQL at ≥ 30% of the ceiling with p99 < 20 ms (reported, never a
  * failure of the process). Results: bench/results/budgets-<ts>.json.
  *
- * Run:   npm run bench:budgets                     (3 rounds × 7 scenarios × (2 s + 30 s): about 12 minutes)
+ * Run:   npm run bench:budgets                     (3 rounds × 5 scenarios × (2 s + 30 s): about 8 minutes)
  *        BENCH_SECONDS=10 npm run bench:budgets
  * Environment:
  *   BENCH_SECONDS        seconds per measurement, after the 2 s warm-up (default 30)
@@ -33,7 +36,7 @@
  *                        (default postgres://postgres@127.0.0.1:5432/postgres)
  *   DATABASE_POOL_SIZE   passed through to keyhaven when set (keyhaven's default is 4)
  *   BENCH_SERVER_NODE_ARGS  extra node flags for the keyhaven children, space-separated
- *   BENCH_KEY_KINDS      comma-separated subset of "plain,remaining,hot" (default all; e.g. one kind to profile it)
+ *   BENCH_KEY_KINDS      comma-separated subset of "plain,remaining,refill,hot" (default all; e.g. one kind to profile it)
  */
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -80,8 +83,8 @@ const KEYS_PER_IMPORT = 100;
 const TARGET = { store: "postgres", keyKind: "remaining", minShareOfCeiling: 0.3, maxP99Ms: 20 } as const;
 
 type StoreKind = "postgres" | "pglite";
-type KeyKind = "plain" | "remaining" | "hot";
-const KEY_KINDS: readonly KeyKind[] = ["plain", "remaining", "hot"];
+type KeyKind = "plain" | "remaining" | "refill" | "hot";
+const KEY_KINDS: readonly KeyKind[] = ["plain", "remaining", "refill", "hot"];
 
 type Settings = {
   seconds: number;
@@ -139,6 +142,7 @@ function importKeyOf(kind: KeyKind, apiId: string, plaintext: string): Record<st
   if (kind === "plain") return { apiId, plaintext, name: "bench plain" };
   const budget = { apiId, plaintext, name: `bench ${kind}`, remaining: 2_000_000_000 };
   if (kind === "remaining") return budget;
+  if (kind === "refill") return { ...budget, refill: { interval: "monthly", amount: 2_000_000_000, refillDay: 1 } };
   return { ...budget, ratelimit: { limit: 1_000_000_000, refillRate: 1_000_000_000, refillInterval: 60_000 } };
 }
 

@@ -140,6 +140,20 @@ describe("GET /metrics: epoch reads, cache clears and remaining-use spends", () 
     expect(sent).toBeLessThanOrEqual(7);
   });
 
+  it("spends the remaining uses of keys verified together in one statement, on either store", async () => {
+    const t = await h.tenant();
+    const apiId = await h.createApi(t);
+    const keys = await Promise.all(Array.from({ length: 10 }, () => h.importKey(t, apiId, { remaining: 5 })));
+    // Each key once, so that all are in memory and their verifications reach the spender in the same turn.
+    for (const { key } of keys) expect((await h.post("/v1/keys.verifyKey", { key })).body.remaining).toBe(4);
+    const statements = await value("keyhaven_remaining_spend_statements_total");
+    const together = await Promise.all(keys.map(({ key }) => h.post("/v1/keys.verifyKey", { key })));
+    expect(together.map((r) => r.body.remaining)).toEqual(keys.map(() => 3));
+    // One statement, the first verification's spend too: started at once, it would have gone alone (on PGlite, which
+    // runs a statement on this thread, every one would have).
+    expect((await value("keyhaven_remaining_spend_statements_total")) - statements).toBe(1);
+  });
+
   it("counts lookup statements and the keys they looked up: one for keys verified together, none for a key in memory", async () => {
     const t = await h.tenant();
     const apiId = await h.createApi(t);

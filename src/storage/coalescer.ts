@@ -13,8 +13,7 @@
 export class Coalescer<T> {
   private waiting: T[] = [];
   private running = false;
-  /** A run is due in the check phase of this turn of the event loop. */
-  private scheduled = false;
+  private readonly runThisTurn = onceThisTurn(() => void this.run());
 
   constructor(
     private readonly process: (batch: T[]) => Promise<void>,
@@ -23,12 +22,7 @@ export class Coalescer<T> {
 
   add(item: T): void {
     this.waiting.push(item);
-    if (this.running || this.scheduled) return;
-    this.scheduled = true;
-    setImmediate(() => {
-      this.scheduled = false;
-      void this.run();
-    });
+    if (!this.running) this.runThisTurn();
   }
 
   private async run(): Promise<void> {
@@ -47,4 +41,21 @@ export class Coalescer<T> {
       this.running = false;
     }
   }
+}
+
+/**
+ * A function that calls `start` in the check phase of this turn of the event loop (setImmediate: once the poll phase
+ * has handed over the I/O already received), once however often it is called before then: how the batches of
+ * Coalescer and RemainingSpender begin, so that the requests read in one turn go into one statement.
+ */
+export function onceThisTurn(start: () => void): () => void {
+  let scheduled = false;
+  return () => {
+    if (scheduled) return;
+    scheduled = true;
+    setImmediate(() => {
+      scheduled = false;
+      start();
+    });
+  };
 }

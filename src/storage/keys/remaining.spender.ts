@@ -1,4 +1,5 @@
 import type { Db } from "../client.js";
+import { onceThisTurn } from "../coalescer.js";
 import {
   MAX_SPENDS_PER_STATEMENT,
   prepareSpendStatements,
@@ -41,7 +42,7 @@ export const DEFAULT_SPEND_STATEMENTS_IN_FLIGHT = 2;
  * A statement that fails rejects the verifications it carried, and only those. One per process (services.ts).
  *
  * A spend that finds a statement free does not start one at once but in the check phase of the event loop's turn
- * (setImmediate, as Coalescer does), so the verifications read in the same turn share it. On PGlite, which runs a
+ * (onceThisTurn, as Coalescer's batches begin), so the verifications read in the same turn share it. On PGlite, which runs a
  * statement on this thread and keeps none in flight, that is what makes batches at all: started at once, 4,327
  * spends took 4,176 statements (432 req/s, 200 keys at random, 50 connections); deferred, 33,450 took 1,102
  * (3,704 req/s). Statements that end start the next one at once: what waited for them is already there.
@@ -51,8 +52,7 @@ export class RemainingSpender {
   /** Keys in a running statement. */
   private busy = new Set<string>();
   private running = 0;
-  /** startStatements is due in the check phase of this turn of the event loop. */
-  private scheduled = false;
+  private readonly startThisTurn = onceThisTurn(() => this.startStatements());
   private readonly statements: SpendStatements;
   /** Statements sent so far (with `spends`, how well spends share them). */
   statementsSent = 0;
@@ -91,12 +91,7 @@ export class RemainingSpender {
   private enqueue(keyId: string, cost: number, ifEpochAtMost: bigint | undefined): Promise<SpendAnswer | undefined> {
     return new Promise((resolve, reject) => {
       this.waiting.push({ keyId, cost, ifEpochAtMost, resolve, reject });
-      if (this.scheduled) return;
-      this.scheduled = true;
-      setImmediate(() => {
-        this.scheduled = false;
-        this.startStatements();
-      });
+      this.startThisTurn();
     });
   }
 

@@ -4,8 +4,9 @@
  * with throughput: CPU time per call does not depend much on what else the machine runs, req/s does.
  *
  * For each store, keyhaven is started (a child process, compiled: `node dist/cli/main.js serve`, LOG_LEVEL=warn; see lib.ts keyhavenEntry),
- * an API and one key are created, every route is warmed up (BENCH_WARMUP calls each, not counted: the JIT and the
- * caches settle), and the idle CPU rate is measured over BENCH_IDLE_SECONDS (timers, the pool's keep-alives). Then,
+ * an API and one key are created, every route is warmed up (BENCH_WARMUP calls each, not counted, in steps of
+ * WARMUP_STEP calls whose CPU per call is reported as the warm-up curve), and the idle CPU rate is measured over
+ * BENCH_IDLE_SECONDS (timers, the pool's keep-alives). Then,
  * for each route and each concurrency in BENCH_CONCURRENCY, BENCH_CALLS calls are made by that many workers, each
  * sending its next call when the previous one is answered (every answer must be a 200), with /metrics read before
  * and after. Reported: server CPU ms per call = (CPU after − CPU before − idle rate × elapsed) / calls, and its user
@@ -25,7 +26,11 @@
  *        BENCH_STORES=postgres,pglite npm run bench:admin-cpu    (also on the embedded store)
  * Environment:
  *   BENCH_CALLS          calls per route and concurrency (default 2000)
- *   BENCH_WARMUP         warm-up calls per route before measuring (default 300)
+ *   BENCH_WARMUP         warm-up calls per route before measuring (default 4000). The process's CPU includes V8's
+ *                        compiler threads: a fresh keyhaven spends 0.8–0.9 ms per createKey over its first 500 calls
+ *                        (0.2–0.3 of it on those threads) and 0.25–0.3 ms once the route's code is compiled, after
+ *                        about 3,000 calls (docs/benchmarks.md). The target is the steady state a running server
+ *                        spends; the warm-up curve shows the start.
  *   BENCH_CONCURRENCY    comma-separated concurrencies (default "1,4")
  *   BENCH_ROUTES         comma-separated subset of "createKey,updateKey,getKey,getApi" (default all)
  *   BENCH_STORES         comma-separated subset of "postgres,pglite" (default "postgres")
@@ -111,10 +116,16 @@ type Result = {
 
 type Failure = { store: string; route?: RouteName; concurrency?: number; error: string };
 
+/** Warm-up calls per step of the warm-up curve. */
+const WARMUP_STEP = 500;
+
+/** A route's warm-up: the server's CPU per call (ms, idle rate not subtracted) over each step of WARMUP_STEP calls. */
+type WarmupCurve = { store: StoreKind; route: RouteName; callsPerStep: number; cpuMsPerCall: number[] };
+
 function readSettings(env: NodeJS.ProcessEnv): Settings {
   return {
     calls: Math.round(envPositive(env, "BENCH_CALLS", 2000)),
-    warmup: Math.round(envPositive(env, "BENCH_WARMUP", 300)),
+    warmup: Math.round(envPositive(env, "BENCH_WARMUP", 4000)),
     concurrency: envIntList(env, "BENCH_CONCURRENCY", "1,4", 1, 256),
     routes: envList(env, "BENCH_ROUTES", ROUTES),
     stores: envList(env, "BENCH_STORES", ["postgres", "pglite"] as const, ["postgres"]),
@@ -191,6 +202,7 @@ async function runStore(
   settings: Settings,
   admin: Admin | undefined,
   results: Result[],
+  warmups: WarmupCurve[],
   failures: Failure[],
   cleanup: Cleanup,
 ) {
@@ -220,11 +232,20 @@ async function runStore(
         throw new Error(`keys.createKey answered ${key.status}: ${JSON.stringify(key.json)}`);
       const fixture: Fixture = { rootKey, apiId, keyId };
 
-      console.log(`▶ ${store}: warm-up, ${settings.warmup} calls per route`);
+      console.log(`▶ ${store}: warm-up, ${settings.warmup} calls per route, CPU ms per call over each ${WARMUP_STEP}`);
       let offset = 0;
       for (const route of settings.routes) {
-        await runCalls(server, route, fixture, settings.warmup, 1, offset);
-        offset += settings.warmup;
+        const curve: WarmupCurve = { store, route, callsPerStep: WARMUP_STEP, cpuMsPerCall: [] };
+        for (let done = 0; done < settings.warmup && !interrupted(); done += WARMUP_STEP) {
+          const step = Math.min(WARMUP_STEP, settings.warmup - done);
+          const before = await serverCpuMs(server);
+          await runCalls(server, route, fixture, step, 1, offset);
+          const after = await serverCpuMs(server);
+          curve.cpuMsPerCall.push(round((after.total - before.total) / step, 3));
+          offset += step;
+        }
+        warmups.push(curve);
+        console.log(`  ${route}: ${curve.cpuMsPerCall.map((c) => c.toFixed(2)).join(" ")}`);
       }
       await sleep(500);
       const idleBefore = await serverCpuMs(server);
@@ -322,6 +343,7 @@ async function main(): Promise<void> {
   const startedAt = new Date();
   const cleanup = new Cleanup();
   const results: Result[] = [];
+  const warmups: WarmupCurve[] = [];
   const failures: Failure[] = [];
   let failure: unknown;
   handleInterrupts("stopping the current measurement");
@@ -338,7 +360,7 @@ async function main(): Promise<void> {
     for (const store of settings.stores) {
       if (interrupted()) break;
       try {
-        await runStore(store, settings, opened.admin, results, failures, cleanup);
+        await runStore(store, settings, opened.admin, results, warmups, failures, cleanup);
       } catch (err) {
         failures.push({ store, error: describeError(err) });
         console.log(failureLine([store], describeError(err)));
@@ -365,6 +387,7 @@ async function main(): Promise<void> {
       settings,
       environment: environmentInfo(postgresVersion),
       results,
+      warmups,
       failures,
     });
     console.log(`\nresults: ${path.relative(process.cwd(), file)}`);

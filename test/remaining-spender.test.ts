@@ -1,7 +1,8 @@
 import { randomBytes } from "node:crypto";
+import postgres from "postgres";
 import { describe, expect } from "vitest";
 import { MAX_SPENDS_PER_STATEMENT, prepareSpendStatements, spendRemaining } from "../src/storage/keys/keys.repository.js";
-import { RemainingSpender } from "../src/storage/keys/remaining.spender.js";
+import { RemainingSpender, SPEND_OVERLAP_AFTER_MS } from "../src/storage/keys/remaining.spender.js";
 import { test } from "./fixtures.js";
 
 // Spends of remaining uses across keys (src/storage/keys/remaining.spender.ts over keys.repository.ts
@@ -215,8 +216,71 @@ describe("spending remaining uses across keys", () => {
       expect(await remainingOf(keyId!)).toBe(left);
   });
 
-  it("runs two statements at once, with a connection of the pool left for lookups on PostgreSQL", ({ h }) => {
+  it("runs up to two statements at once, with a connection of the pool left for lookups on PostgreSQL", ({ h }) => {
     expect(h.services.config.databasePoolSize).toBeGreaterThan(2);
     expect(h.services.remainingSpender.inFlight).toBe(2);
+    // On PostgreSQL the second only beside a statement that has run for a while; PGlite queues it at once.
+    expect(h.services.remainingSpender.overlapAfterMs).toBe(h.onPostgres ? SPEND_OVERLAP_AFTER_MS : 0);
+  });
+
+  describe("a statement stuck on a row lock held by another transaction (PostgreSQL)", () => {
+    /** A transaction of its own, on a connection of its own, holding the row lock of `keyId` until `release`. */
+    const holdRowLock = async (h: { config: { databaseUrl?: string | undefined } }, keyId: string) => {
+      const client = postgres(h.config.databaseUrl!, { max: 1, onnotice: () => {} });
+      const conn = await client.reserve();
+      await conn`begin`;
+      await conn`select id from keys where id = ${keyId} for update`;
+      let released: Promise<void> | undefined;
+      // Idempotent: the test releases it where it wants, its `finally` again in case it failed before.
+      return () =>
+        (released ??= (async () => {
+          await conn`commit`;
+          conn.release();
+          await client.end();
+        })());
+    };
+
+    it("starts no second statement while the first has not run for overlapAfterMs", async ({ h, newKeys, remainingOf }) => {
+      if (!h.onPostgres) return; // PGlite is one session: a lock held there would block its only thread
+      const [stuck, other] = await newKeys(2, { remaining: 10 });
+      const spender = new RemainingSpender(h.db, 2, 3_600_000);
+      const release = await holdRowLock(h, stuck!);
+      try {
+        const first = spender.spend(stuck!, 1);
+        await nextTurn();
+        const second = spender.spend(other!, 1);
+        // However long this takes, an hour has not passed: the other key's spend waits for the first statement.
+        for (let i = 0; i < 5; i++) await nextTurn();
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        expect(spender.statementsSent).toBe(1);
+        await release();
+        expect(await Promise.all([first, second])).toEqual([9, 9]);
+        expect(spender.statementsSent).toBe(2);
+      } finally {
+        await release();
+      }
+      expect(await remainingOf(other!)).toBe(9);
+    });
+
+    it("starts a second statement beside one that has run for overlapAfterMs, so other keys are not held", async ({ h, newKeys }) => {
+      if (!h.onPostgres) return;
+      const [stuck, other] = await newKeys(2, { remaining: 10 });
+      const spender = new RemainingSpender(h.db, 2, 30);
+      const release = await holdRowLock(h, stuck!);
+      let firstDone = false;
+      const first = spender.spend(stuck!, 1).finally(() => {
+        firstDone = true;
+      });
+      try {
+        await nextTurn();
+        // Answered while the first statement still waits for the lock (released only after this).
+        expect(await spender.spend(other!, 1)).toBe(9);
+        expect(firstDone).toBe(false);
+        expect(spender.statementsSent).toBe(2);
+      } finally {
+        await release();
+      }
+      expect(await first).toBe(9);
+    });
   });
 });

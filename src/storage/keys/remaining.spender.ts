@@ -28,6 +28,12 @@ type Group = { request: SpendRequest; spends: Spend[] };
 
 /** How many spending statements run at once by default (see RemainingSpender). */
 export const DEFAULT_SPEND_STATEMENTS_IN_FLIGHT = 2;
+/**
+ * On PostgreSQL, how long a spending statement runs alone before a second one may start beside it (see
+ * RemainingSpender): longer than a statement takes under load (p99 4–11 ms on the 2-core machines of
+ * docs/benchmarks.md), short enough that a statement stuck on a row lock does not hold every key's verifications.
+ */
+export const SPEND_OVERLAP_AFTER_MS = 20;
 
 /**
  * Spends the remaining uses of verifications in few database statements: verifications that arrive while
@@ -46,12 +52,22 @@ export const DEFAULT_SPEND_STATEMENTS_IN_FLIGHT = 2;
  * statement on this thread and keeps none in flight, that is what makes batches at all: started at once, 4,327
  * spends took 4,176 statements (432 req/s, 200 keys at random, 50 connections); deferred, 33,450 took 1,102
  * (3,704 req/s). Statements that end start the next one at once: what waited for them is already there.
+ *
+ * With `overlapAfterMs`, a statement starts beside running ones only once the youngest of them has run that long.
+ * On PostgreSQL one statement at a time carries more spends each (23 instead of 14 with two at once, 200 keys at
+ * 50 connections) and costs less per spend: PostgreSQL's CPU 18–20 µs per verification instead of 26–32, this
+ * process's 47–50 µs instead of 50–62 (docs/benchmarks.md); a second one still starts when the first is stuck (a
+ * row lock held by another transaction), so that other keys' verifications go on.
  */
 export class RemainingSpender {
   private waiting: Spend[] = [];
   /** Keys in a running statement. */
   private busy = new Set<string>();
   private running = 0;
+  /** When each running statement started (performance.now()), in start order. */
+  private readonly startedAt: number[] = [];
+  /** Starts the waiting spends once a running statement has run for overlapAfterMs, if nothing started them before. */
+  private overlapTimer: NodeJS.Timeout | undefined;
   private readonly startThisTurn = onceThisTurn(() => this.startStatements());
   private readonly statements: SpendStatements;
   /** Statements sent so far (with `spends`, how well spends share them). */
@@ -63,6 +79,8 @@ export class RemainingSpender {
     db: Db,
     /** How many statements may run at once. */
     readonly inFlight = DEFAULT_SPEND_STATEMENTS_IN_FLIGHT,
+    /** How long the youngest running statement must have run before another starts beside it (0: at once). */
+    readonly overlapAfterMs = 0,
   ) {
     this.statements = prepareSpendStatements(db);
   }
@@ -104,12 +122,25 @@ export class RemainingSpender {
   }
 
   private startStatements(): void {
-    while (this.running < this.inFlight && this.waiting.length > 0) {
+    while (this.running < this.inFlight && this.waiting.length > 0 && this.mayStartBeside()) {
       const groups = this.take();
       if (groups.length === 0) return; // every waiting key is in a running statement
       this.running++;
       void this.run(groups);
     }
+  }
+
+  /** Whether a statement may start now beside the running ones (overlapAfterMs); if not yet, asks again then. */
+  private mayStartBeside(): boolean {
+    const youngest = this.startedAt.at(-1);
+    if (youngest === undefined || this.overlapAfterMs <= 0) return true;
+    const wait = youngest + this.overlapAfterMs - performance.now();
+    if (wait <= 0) return true;
+    this.overlapTimer ??= setTimeout(() => {
+      this.overlapTimer = undefined;
+      this.startStatements();
+    }, Math.ceil(wait)).unref();
+    return false;
   }
 
   /**
@@ -151,6 +182,8 @@ export class RemainingSpender {
   }
 
   private async run(groups: Group[]): Promise<void> {
+    const started = performance.now();
+    this.startedAt.push(started);
     this.statementsSent++;
     for (const g of groups) this.spendsSent += g.spends.length;
     try {
@@ -174,6 +207,7 @@ export class RemainingSpender {
       for (const g of groups) for (const s of g.spends) s.reject(err);
     } finally {
       for (const g of groups) this.busy.delete(g.request.keyId);
+      this.startedAt.splice(this.startedAt.indexOf(started), 1);
       this.running--;
       this.startStatements();
     }

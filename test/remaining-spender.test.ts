@@ -26,6 +26,7 @@ const it = test
     return res.body.keyIds as string[];
   });
 
+const onPostgres = process.env.TEST_DATABASE_URL !== undefined;
 const range = (from: number, to: number) => Array.from({ length: from - to + 1 }, (_, i) => from - i);
 /**
  * The next turn of the event loop: the spender starts a statement in the check phase of the turn its spend arrived
@@ -240,47 +241,52 @@ describe("spending remaining uses across keys", () => {
         })());
     };
 
-    it("starts no second statement while the first has not run for overlapAfterMs", async ({ h, newKeys, remainingOf }) => {
-      if (!h.onPostgres) return; // PGlite is one session: a lock held there would block its only thread
-      const [stuck, other] = await newKeys(2, { remaining: 10 });
-      const spender = new RemainingSpender(h.db, 2, 3_600_000);
-      const release = await holdRowLock(h, stuck!);
-      try {
-        const first = spender.spend(stuck!, 1);
-        await nextTurn();
-        const second = spender.spend(other!, 1);
-        // However long this takes, an hour has not passed: the other key's spend waits for the first statement.
-        for (let i = 0; i < 5; i++) await nextTurn();
-        await new Promise((resolve) => setTimeout(resolve, 50));
-        expect(spender.statementsSent).toBe(1);
-        await release();
-        expect(await Promise.all([first, second])).toEqual([9, 9]);
-        expect(spender.statementsSent).toBe(2);
-      } finally {
-        await release();
-      }
-      expect(await remainingOf(other!)).toBe(9);
-    });
+    // PGlite is one session: a lock held there would block its only thread.
+    it.skipIf(!onPostgres)(
+      "starts no second statement while the first has not run for overlapAfterMs",
+      async ({ h, newKeys, remainingOf }) => {
+        const [stuck, other] = await newKeys(2, { remaining: 10 });
+        const spender = new RemainingSpender(h.db, 2, 3_600_000);
+        const release = await holdRowLock(h, stuck!);
+        try {
+          const first = spender.spend(stuck!, 1);
+          await nextTurn();
+          const second = spender.spend(other!, 1);
+          // However long this takes, an hour has not passed: the other key's spend waits for the first statement.
+          for (let i = 0; i < 5; i++) await nextTurn();
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          expect(spender.statementsSent).toBe(1);
+          await release();
+          expect(await Promise.all([first, second])).toEqual([9, 9]);
+          expect(spender.statementsSent).toBe(2);
+        } finally {
+          await release();
+        }
+        expect(await remainingOf(other!)).toBe(9);
+      },
+    );
 
-    it("starts a second statement beside one that has run for overlapAfterMs, so other keys are not held", async ({ h, newKeys }) => {
-      if (!h.onPostgres) return;
-      const [stuck, other] = await newKeys(2, { remaining: 10 });
-      const spender = new RemainingSpender(h.db, 2, 30);
-      const release = await holdRowLock(h, stuck!);
-      let firstDone = false;
-      const first = spender.spend(stuck!, 1).finally(() => {
-        firstDone = true;
-      });
-      try {
-        await nextTurn();
-        // Answered while the first statement still waits for the lock (released only after this).
-        expect(await spender.spend(other!, 1)).toBe(9);
-        expect(firstDone).toBe(false);
-        expect(spender.statementsSent).toBe(2);
-      } finally {
-        await release();
-      }
-      expect(await first).toBe(9);
-    });
+    it.skipIf(!onPostgres)(
+      "starts a second statement beside one that has run for overlapAfterMs, so other keys are not held",
+      async ({ h, newKeys }) => {
+        const [stuck, other] = await newKeys(2, { remaining: 10 });
+        const spender = new RemainingSpender(h.db, 2, 30);
+        const release = await holdRowLock(h, stuck!);
+        let firstDone = false;
+        const first = spender.spend(stuck!, 1).finally(() => {
+          firstDone = true;
+        });
+        try {
+          await nextTurn();
+          // Answered while the first statement still waits for the lock (released only after this).
+          expect(await spender.spend(other!, 1)).toBe(9);
+          expect(firstDone).toBe(false);
+          expect(spender.statementsSent).toBe(2);
+        } finally {
+          await release();
+        }
+        expect(await first).toBe(9);
+      },
+    );
   });
 });

@@ -200,11 +200,15 @@ async function decide(services: VerificationServices, req: VerifyRequest): Promi
     query = permissionQueryOf(req.permissions, "v2");
   }
 
+  // The answers below are written out field by field, not spread from `found`: see docs/architecture.md (object
+  // spreads on the hot path).
   const found = { key: factsOf(key, v2), workspaceId: key.workspaceId };
   const refuse = async (code: VerificationCode, extra: Partial<VerificationResult> = {}): Promise<VerificationResult> => {
     // v2 reports a limited key's uses on every answer; spends do not drop the cached key, so they are read.
     const credits = v2 && key.remaining !== null && extra.credits === undefined ? await services.remainingSpender.peek(key.id) : undefined;
-    return { ...found, ...extra, ...(credits !== undefined && { credits }), valid: false, code };
+    const answer: VerificationResult = Object.assign({ key: found.key, workspaceId: found.workspaceId }, extra, { valid: false, code });
+    if (credits !== undefined) answer.credits = credits;
+    return answer;
   };
 
   const refusal = refusalBeforeLimits(key, req, query, services.clock.now());
@@ -230,7 +234,7 @@ async function decide(services: VerificationServices, req: VerifyRequest): Promi
   if (key.remaining !== null) {
     return spendOutcome(found, await services.remainingSpender.spendAnswering(key.id, req.remainingCost), ratelimit, v2);
   }
-  return { ...found, ratelimit, valid: true, code: "VALID" };
+  return { key: found.key, workspaceId: found.workspaceId, ratelimit, valid: true, code: "VALID" };
 }
 
 /**
@@ -285,9 +289,13 @@ function spendOutcome(
   ratelimit: VerificationResult["ratelimit"],
   v2: boolean,
 ): VerificationResult & { workspaceId: string } {
-  if (left === undefined)
-    return { ...found, remaining: 0, ratelimit, ...(v2 && { credits: had ?? 0 }), valid: false, code: "USAGE_EXCEEDED" };
-  return { ...found, ratelimit, valid: true, code: "VALID", remaining: left, ...(v2 && { credits: left }) };
+  const { key, workspaceId } = found;
+  const answer: VerificationResult & { workspaceId: string } =
+    left === undefined
+      ? { key, workspaceId, remaining: 0, ratelimit, valid: false, code: "USAGE_EXCEEDED" }
+      : { key, workspaceId, ratelimit, valid: true, code: "VALID", remaining: left };
+  if (v2) answer.credits = left ?? had ?? 0;
+  return answer;
 }
 
 /** A key not found by its own hash, after completing its migration if it is pending in `migrationId` (§6.3). */
@@ -411,7 +419,8 @@ function limitChecks(
 function appliedLimits(outcomes: LimitOutcome[], settings: Map<string, RatelimitSetting>): AppliedRatelimit[] {
   return outcomes.map((o) => {
     const setting = settings.get(o.name) ?? { id: "", name: o.name, limit: o.limit, duration: 0, autoApply: false };
-    return { ...setting, exceeded: !o.passed, remaining: Math.max(0, o.remaining), reset: o.reset };
+    const { id, name, limit, duration, autoApply } = setting;
+    return { id, name, limit, duration, autoApply, exceeded: !o.passed, remaining: Math.max(0, o.remaining), reset: o.reset };
   });
 }
 

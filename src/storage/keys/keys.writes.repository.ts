@@ -149,7 +149,8 @@ export async function insertNewKey(writes: KeyWrites, input: NewKey): Promise<vo
   if (linksNothing(input)) {
     // Most keys are just a row: one statement instead of BEGIN, the lock, the INSERT and COMMIT (issue 13 §3: each
     // round trip costs the event loop a write and a read). The API row is locked FOR SHARE by the statement itself.
-    if (!(await writes.insertKeyInLiveApi({ ...row, identityId: null }, input.guard))) throw new NotFoundError("api", row.apiId);
+    if (!(await writes.insertKeyInLiveApi(Object.assign({}, row, { identityId: null }), input.guard)))
+      throw new NotFoundError("api", row.apiId);
     return;
   }
   await db.transaction(async (tx) => {
@@ -242,7 +243,7 @@ export function prepareKeyWrites(db: Db) {
         const value = given === undefined ? column.default : given;
         params[field] = value === undefined || value === null ? null : column.mapToDriverValue(value);
       }
-      const inserted = await insertKeyStatement.execute({ ...params, ...guardParams(guard) });
+      const inserted = await insertKeyStatement.execute(Object.assign(params, guardParams(guard)));
       return inserted.length > 0;
     },
   };

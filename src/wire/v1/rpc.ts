@@ -156,7 +156,8 @@ export function registerRpc(app: FastifyInstance, deps: Services, rpc: Rpc): voi
       const epoch = epochOnce(deps);
       const base: BaseContext = { deps, req, reply, epoch: epoch.read };
       const checked = rpc.beforeAuth ? await rpc.beforeAuth(input, base) : undefined;
-      const run = (principal: Principal<AuthKind>) => rpc.handler(input, { ...base, ...principal, checked } as RpcContext);
+      // Object.assign, not `{ ...base, ...principal, checked }`: see docs/benchmarks.md, "Object spreads on the hot path".
+      const run = (principal: Principal<AuthKind>) => rpc.handler(input, Object.assign({}, base, principal, { checked }) as RpcContext);
       const output =
         rpc.auth === "rootKeyCheckedByWrite"
           ? await deps.rootKeys.authorizeWrite(bearerToken(req.headers.authorization), (rootKey) => run({ rootKey }))

@@ -59,29 +59,29 @@ class RequestStats {
       help: "HTTP requests answered, by method, route pattern (never the raw URL) and status.",
       type: "counter",
       aggregator: "sum",
-      get: async () => ({ ...counter, values: series.map((s) => ({ labels: s.labels, value: s.count })) }),
+      get: async () => Object.assign({}, counter, { values: series.map((s) => ({ labels: s.labels, value: s.count })) }),
     };
     const histogram = {
       name: "keyhaven_http_request_duration_seconds",
       help: "Time from receiving a request to sending its last byte, by method, route pattern and status.",
       type: "histogram",
       aggregator: "sum",
-      get: async () => ({
-        ...histogram,
-        values: series.flatMap((s) => {
-          let cumulative = 0;
-          const buckets = LATENCY_BUCKETS.map((le, i) => {
-            cumulative += s.buckets[i]!;
-            return { metricName: `${histogram.name}_bucket`, labels: { ...s.labels, le }, value: cumulative };
-          });
-          return [
-            ...buckets,
-            { metricName: `${histogram.name}_bucket`, labels: { ...s.labels, le: "+Inf" }, value: s.count },
-            { metricName: `${histogram.name}_sum`, labels: s.labels, value: s.sum },
-            { metricName: `${histogram.name}_count`, labels: s.labels, value: s.count },
-          ];
+      get: async () =>
+        Object.assign({}, histogram, {
+          values: series.flatMap((s) => {
+            let cumulative = 0;
+            const buckets = LATENCY_BUCKETS.map((le, i) => {
+              cumulative += s.buckets[i]!;
+              return { metricName: `${histogram.name}_bucket`, labels: Object.assign({}, s.labels, { le }), value: cumulative };
+            });
+            return [
+              ...buckets,
+              { metricName: `${histogram.name}_bucket`, labels: Object.assign({}, s.labels, { le: "+Inf" }), value: s.count },
+              { metricName: `${histogram.name}_sum`, labels: s.labels, value: s.sum },
+              { metricName: `${histogram.name}_count`, labels: s.labels, value: s.count },
+            ];
+          }),
         }),
-      }),
     };
     return [counter as unknown as Metric, histogram as unknown as Metric];
   }

@@ -46,7 +46,7 @@ export class RootKeyAuthenticator {
         const [row] = await lookup.execute({ hash });
         if (!row) return undefined;
         const auth = { rootKeyId: row.id, workspaceId: row.workspaceId, permissions: new Set(row.permissions) };
-        const guarded = { ...auth, writeGuard: { rootKeyId: row.id, permissions: [...auth.permissions] } };
+        const guarded = Object.assign({}, auth, { writeGuard: { rootKeyId: row.id, permissions: [...auth.permissions] } });
         return { auth, guarded, workspaceEnabled: row.workspaceEnabled };
       },
       ROOT_KEY_CACHE_ENTRIES,

@@ -42,7 +42,7 @@ export async function upsertKeyRatelimits(db: Db, limits: KeyNamedRatelimit[], n
 export async function setKeyDefaultRatelimits(db: Db, limits: KeyDefaultRatelimit[], now: number): Promise<void> {
   await upsertKeyRatelimits(
     db,
-    limits.map((l) => ({ ...l, name: KEY_DEFAULT_RATELIMIT, autoApply: true })),
+    limits.map((l) => Object.assign({}, l, { name: KEY_DEFAULT_RATELIMIT, autoApply: true })),
     now,
   );
 }
@@ -68,7 +68,7 @@ export async function replaceKeyRatelimits(
   await db.delete(ratelimits).where(and(eq(ratelimits.keyId, key.id), names.length > 0 ? notInArray(ratelimits.name, names) : undefined));
   await upsertKeyRatelimits(
     db,
-    limits.map((l) => ({ ...l, keyId: key.id, workspaceId: key.workspaceId })),
+    limits.map((l) => Object.assign({}, l, { keyId: key.id, workspaceId: key.workspaceId })),
     now,
   );
 }

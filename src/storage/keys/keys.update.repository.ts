@@ -55,7 +55,7 @@ export async function updateKeyColumns(
   now: number,
 ): Promise<void> {
   const { refill, remaining, ...plain } = changes;
-  const set: PgUpdateSetSource<typeof keys> = { ...plain, updatedAtM: now };
+  const set: PgUpdateSetSource<typeof keys> = Object.assign({}, plain, { updatedAtM: now });
   if (refill === null) Object.assign(set, { refillAmount: null, refillDay: null, lastRefillAt: null });
   if (refill) Object.assign(set, { refillAmount: refill.amount, refillDay: refill.day, lastRefillAt: sql`now()` });
   if (remaining !== undefined) {

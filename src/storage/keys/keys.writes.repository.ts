@@ -87,7 +87,7 @@ const changeRemainingStatements = preparedPerHandle((db) => {
   const prepare = (name: string, set: PgUpdateSetSource<typeof keys>, where: SQL | undefined = live) =>
     db
       .update(keys)
-      .set({ ...set, updatedAtM: sql`${sql.placeholder("updatedAtM")}` })
+      .set(Object.assign({}, set, { updatedAtM: sql`${sql.placeholder("updatedAtM")}` }))
       .where(where)
       .returning({ remaining: keys.remaining, refillAmount: keys.refillAmount, refillDay: keys.refillDay })
       .prepare(`keyhaven_change_remaining_${name}`);
@@ -165,7 +165,7 @@ export async function insertNewKey(writes: KeyWrites, input: NewKey): Promise<vo
     // v1's keys.createKey stores `meta {}` on the identity it creates.
     const identityId = externalId === undefined ? null : (await upsertIdentities(tx, workspaceId, [externalId], {}, now)).get(externalId)!;
 
-    await tx.insert(keys).values({ ...row, identityId });
+    await tx.insert(keys).values(Object.assign({}, row, { identityId }));
     if (input.encrypted) {
       await tx.insert(encryptedKeys).values({
         keyId,
@@ -290,7 +290,7 @@ export async function findKeyToReroll(db: Db, workspaceId: string, keyId: string
     .where(and(eq(keys.id, keyId), eq(keys.workspaceId, workspaceId), isNull(keys.deletedAtM)))
     .limit(1);
   const [row] = lock ? await query.for("update", { of: keys }) : await query;
-  return row && { ...row.key, hasEncryptedCopy: row.encrypted };
+  return row && Object.assign({}, row.key, { hasEncryptedCopy: row.encrypted });
 }
 
 /**

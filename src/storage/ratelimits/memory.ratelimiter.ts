@@ -103,7 +103,7 @@ export class MemoryRateLimiter implements RateLimiter {
    * Another workspace's counters are never touched; a counter this call charges that has to go is created again.
    */
   private charge(checks: LimitCheck[], ids: string[], now: number) {
-    const charged = checks.flatMap((c, i) => (c.cost > 0 ? [{ ...c, id: ids[i]! }] : []));
+    const charged = checks.flatMap((c, i) => (c.cost > 0 ? [Object.assign({}, c, { id: ids[i]! })] : []));
     for (const workspaceId of new Set(charged.map((c) => c.workspaceId))) {
       const ws = this.workspaceOf(workspaceId);
       const mine = charged.filter((c) => c.workspaceId === workspaceId);

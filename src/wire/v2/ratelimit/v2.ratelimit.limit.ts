@@ -31,7 +31,7 @@ export const limit = defineV2Rpc({
   }),
   handler: async (input, { deps, rootKey }) => {
     const epoch = await deps.epochs.current();
-    const answer = { ...input, cost: input.cost ?? 1 };
+    const answer = Object.assign({}, input, { cost: input.cost ?? 1 });
     return { data: await limitCore(deps, rootKey, answer, epoch, "v2") };
   },
 });

@@ -200,8 +200,7 @@ async function decide(services: VerificationServices, req: VerifyRequest): Promi
     query = permissionQueryOf(req.permissions, "v2");
   }
 
-  // The answers below are written out field by field, not spread from `found`: see docs/architecture.md (object
-  // spreads on the hot path).
+  // The answers below are written out field by field, not spread from `found` (CONTRIBUTING.md, conventions).
   const found = { key: factsOf(key, v2), workspaceId: key.workspaceId };
   const refuse = async (code: VerificationCode, extra: Partial<VerificationResult> = {}): Promise<VerificationResult> => {
     // v2 reports a limited key's uses on every answer; spends do not drop the cached key, so they are read.

@@ -122,7 +122,7 @@ export function registerV2Rpc(app: FastifyInstance, deps: Services, rpc: V2Rpc):
         const token = bearerTokenV2(req.headers.authorization);
         principal = { rootKeyAt: (epoch: bigint | undefined) => deps.rootKeys.authenticate(token, epoch) };
       }
-      // Object.assign, not `{ ...base, ...principal }`: see docs/benchmarks.md, "Object spreads on the hot path".
+      // Object.assign, not `{ ...base, ...principal }` (CONTRIBUTING.md, conventions).
       const run = (principal: object) => rpc.handler(req.body, Object.assign({}, base, principal) as V2Context<V2AuthKind>);
       const answer =
         rpc.auth === "rootKeyCheckedByWrite"

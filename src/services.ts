@@ -6,7 +6,11 @@ import { EpochReader } from "./storage/epoch.js";
 import { InvalidationPruner } from "./storage/invalidations.js";
 import { AppMetrics } from "./http/metrics.js";
 import { RootKeyAuthenticator } from "./core/auth/rootKeys.authenticator.js";
-import { VerificationAnalytics } from "./storage/analytics/analytics.recorder.js";
+import {
+  ANALYTICS_ROWS_PER_STATEMENT,
+  ANALYTICS_ROWS_PER_STATEMENT_POSTGRES,
+  VerificationAnalytics,
+} from "./storage/analytics/analytics.recorder.js";
 import { DEFAULT_SPEND_STATEMENTS_IN_FLIGHT, RemainingSpender, SPEND_OVERLAP_AFTER_MS } from "./storage/keys/remaining.spender.js";
 import { VerificationCache } from "./storage/keys/verification.cache.js";
 import { type KeyObjectReads, prepareKeyObjectReads } from "./storage/keys/keyObjects.repository.js";
@@ -118,7 +122,11 @@ export async function createServices(config: Config, store: Store, options: Serv
       spender: remainingSpender,
       lookups: verificationCache,
     }),
-    analytics: new VerificationAnalytics(db, config.analytics, { retentionDays: config.analyticsRetentionDays, now: () => clock.now() }),
+    analytics: new VerificationAnalytics(db, config.analytics, {
+      retentionDays: config.analyticsRetentionDays,
+      now: () => clock.now(),
+      rowsPerStatement: store.kind === "pglite" ? ANALYTICS_ROWS_PER_STATEMENT : ANALYTICS_ROWS_PER_STATEMENT_POSTGRES,
+    }),
     migrationWorker: new MigrationWorker(db, { now: () => clock.now(), onImported: (count) => statistics.onImported(count) }),
     statistics,
   };

@@ -1,9 +1,11 @@
+import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect } from "vitest";
 import { stopBackgroundJobs } from "../src/background.js";
 import { ManualClock } from "../src/clock.js";
 import { openPostgres } from "../src/storage/client.js";
 import {
   ANALYTICS_ROWS_PER_STATEMENT,
+  ANALYTICS_ROWS_PER_STATEMENT_POSTGRES,
   MAX_TAG_SETS_PER_KEY_HOUR,
   OVERFLOW_TAGS,
   VerificationAnalytics,
@@ -145,9 +147,10 @@ describe("verification analytics: recording and writing", () => {
     // 2.5 statements' worth of counts, the second statement failing on the count of key `boom`.
     const n = ANALYTICS_ROWS_PER_STATEMENT * 2 + ANALYTICS_ROWS_PER_STATEMENT / 2;
     const boom = ANALYTICS_ROWS_PER_STATEMENT + 7;
-    const keyOf = (i: number) => (i === boom ? "chunk_boom" : `chunk_key_${i}`);
+    // Written in the order of their ids (the recorder sorts them), so padded: key i is the i-th written.
+    const keyOf = (i: number) => `chunk_key_${String(i).padStart(4, "0")}${i === boom ? "_boom" : ""}`;
     await h.sql(`create function chunk_boom() returns trigger language plpgsql as $$
-      begin if new.key_id = 'chunk_boom' then raise exception 'refused for the test'; end if; return new; end $$`);
+      begin if new.key_id like '%_boom' then raise exception 'refused for the test'; end if; return new; end $$`);
     await h.sql("create trigger chunk_boom before insert on verification_counts for each row execute function chunk_boom()");
     const job = new VerificationAnalytics(h.db, true, { retentionDays: 90 });
     try {
@@ -170,6 +173,34 @@ describe("verification analytics: recording and writing", () => {
     ).toBe(0);
     expect(job.unwritten).toBe(0);
     await h.sql("delete from verification_counts where key_id like 'chunk_%'");
+  });
+
+  it("stores tags and identities as counted, whatever characters the tags hold", async ({ h }) => {
+    const job = new VerificationAnalytics(h.db, true, { retentionDays: 90 });
+    const at = Date.now();
+    const odd = ['quote"d', "comma,s", "{braces}", "back\\slash", "NULL", "ünïcødé ✓", " spaced "];
+    job.record({ keyId: "enc_a", workspaceId: "ws", apiId: "api", identityId: "id_enc" }, "VALID", odd, at);
+    job.record({ keyId: "enc_b", workspaceId: "ws", apiId: "api", identityId: undefined }, "RATE_LIMITED", undefined, at);
+    job.record({ keyId: "enc_c", workspaceId: "ws", apiId: "api", identityId: undefined }, "VALID", [...OVERFLOW_TAGS], at);
+    await job.flush();
+    try {
+      expect(
+        await h.sql<{ key_id: string; outcome: string; tags: string[]; identity_id: string | null; n: number }>(
+          "select key_id, outcome, tags, identity_id, count::int as n from verification_counts where key_id like 'enc\\_%' order by key_id",
+        ),
+      ).toEqual([
+        { key_id: "enc_a", outcome: "VALID", tags: odd, identity_id: "id_enc", n: 1 },
+        { key_id: "enc_b", outcome: "RATE_LIMITED", tags: [], identity_id: null, n: 1 },
+        { key_id: "enc_c", outcome: "VALID", tags: [""], identity_id: null, n: 1 },
+      ]);
+    } finally {
+      await h.sql("delete from verification_counts where key_id like 'enc\\_%'");
+    }
+  });
+
+  it("writes 2,000 counts per statement on PostgreSQL, 200 on the embedded store (whose thread runs them)", ({ h }) => {
+    expect(h.services.analytics.rowsPerStatement).toBe(h.onPostgres ? ANALYTICS_ROWS_PER_STATEMENT_POSTGRES : ANALYTICS_ROWS_PER_STATEMENT);
+    expect([ANALYTICS_ROWS_PER_STATEMENT, ANALYTICS_ROWS_PER_STATEMENT_POSTGRES]).toEqual([200, 2000]);
   });
 
   it("records nothing with KEYHAVEN_ANALYTICS=off", async ({ verify, total }) => {
@@ -563,6 +594,53 @@ describe("verification analytics: bounds", () => {
       await down.close();
     }
   });
+});
+
+describe("verification analytics: replicas writing counts of the same keys (PostgreSQL)", () => {
+  // PGlite is one session: a lock held there would block its only thread, and no two writers share it.
+  it.skipIf(process.env.TEST_DATABASE_URL === undefined)(
+    "lock the rows in one order whatever order they were counted in, so two writers never deadlock",
+    async ({ h, total }) => {
+      const url = h.config.databaseUrl!;
+      const at = Date.now();
+      const subject = (keyId: string) => ({ keyId, workspaceId: "ws", apiId: "api", identityId: undefined });
+      const ids = ["lockorder_a", "lockorder_m", "lockorder_z"];
+      // The counts exist, so each writer's upsert locks the rows one after the other.
+      const seed = new VerificationAnalytics(h.db, true, { retentionDays: 90 });
+      for (const id of ids) seed.record(subject(id), "VALID", undefined, at);
+      await seed.flush();
+
+      const [first, second] = [openPostgres(url, 1), openPostgres(url, 1)];
+      const holder = postgres(url, { max: 1, onnotice: () => {} });
+      const conn = await holder.reserve();
+      try {
+        const one = new VerificationAnalytics(first.db, true, { retentionDays: 90 });
+        const other = new VerificationAnalytics(second.db, true, { retentionDays: 90 });
+        // Counted in opposite orders, as two replicas behind a load balancer may.
+        for (const id of ids) one.record(subject(id), "VALID", undefined, at);
+        for (const id of [...ids].reverse()) other.record(subject(id), "VALID", undefined, at);
+        // The middle row held by a third transaction, until both writers wait for a lock: in opposite orders, each
+        // then holds a row the other needs once it is released (PostgreSQL ends that deadlock by failing one).
+        await conn`begin`;
+        await conn`select 1 from verification_counts where key_id = 'lockorder_m' for update`;
+        const writes = Promise.allSettled([one.flush(), other.flush()]);
+        await waitFor("both writers waiting for a row lock", async () => {
+          const [row] = await h.sql<{ n: number }>(
+            "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%verification_counts%'",
+          );
+          return row!.n >= 2;
+        });
+        await conn`commit`;
+        expect((await writes).map((w) => (w.status === "rejected" ? String(w.reason) : w.status))).toEqual(["fulfilled", "fulfilled"]);
+        expect(await total("key_id like 'lockorder_%'")).toBe(9);
+      } finally {
+        conn.release();
+        await holder.end();
+        await Promise.all([first.close(), second.close()]);
+        await h.sql("delete from verification_counts where key_id like 'lockorder_%'");
+      }
+    },
+  );
 });
 
 describeRootKeyAuthOf(it, { countRows: rowsOf("verification_counts") }, [

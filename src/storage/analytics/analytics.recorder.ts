@@ -10,17 +10,28 @@ export const MAX_TAG_SETS_PER_KEY_HOUR = 100;
 /** A tag set no request can send (tags have 1 to 128 characters): where tag sets beyond the bound are counted. */
 export const OVERFLOW_TAGS: readonly string[] = Object.freeze([""]);
 /**
- * Counts written per statement. A flush of more writes them in several, one after the other, letting the event loop
- * serve requests in between: on the embedded store a statement runs on keyhaven's own thread, and one second of
- * verifications of 2,400 distinct keys (2,400 new counts) took it 90-150 ms in one statement (issue 13, the tail
+ * Counts written per statement on the embedded store. A flush of more writes them in several, one after the other,
+ * letting the event loop serve requests in between: there a statement runs on keyhaven's own thread, and one second
+ * of verifications of 2,400 distinct keys (2,400 new counts) took it 90-150 ms in one statement (issue 13, the tail
  * latency of random keys on PGlite: docs/benchmarks.md).
  */
 export const ANALYTICS_ROWS_PER_STATEMENT = 200;
+/**
+ * Counts written per statement on PostgreSQL, where a statement runs in PostgreSQL's process, not on keyhaven's
+ * thread: fewer, larger statements cost it less per count (random keys among 1,000,000: 2,000 rather than 200 per
+ * statement, +3–6% verifications/s; docs/benchmarks.md).
+ */
+export const ANALYTICS_ROWS_PER_STATEMENT_POSTGRES = 2000;
 /** Distinct counts (key, hour, outcome, tags) held in memory at most, e.g. while the database is unreachable. */
 export const MAX_PENDING_ROWS = 100_000;
 
 /** A count in memory with where it is kept: its hour and its id in that hour (key id, outcome and tags). */
 type PendingCount = { hourM: number; id: string; row: VerificationCountRow };
+
+function byHourThenId(a: PendingCount, b: PendingCount): number {
+  if (a.hourM !== b.hourM) return a.hourM - b.hourM;
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
 
 type Logger = { info(obj: unknown, msg?: string): void; warn(obj: unknown, msg?: string): void; error(obj: unknown, msg?: string): void };
 
@@ -29,6 +40,8 @@ export type AnalyticsOptions = {
   retentionDays: number;
   maxTagSetsPerKeyHour?: number;
   maxPendingRows?: number;
+  /** Counts written per statement (ANALYTICS_ROWS_PER_STATEMENT unless given). */
+  rowsPerStatement?: number;
   /** How often expired counts are deleted (the first time when started). */
   cleanupIntervalMs?: number;
   /** The clock the retention is measured on (injectable, so a test need not wait days). */
@@ -59,6 +72,7 @@ export class VerificationAnalytics {
   private log: Logger = { info: () => {}, warn: () => {}, error: () => {} };
   private readonly maxTagSets: number;
   private readonly maxPendingRows: number;
+  readonly rowsPerStatement: number;
   private readonly cleanupIntervalMs: number;
   private readonly now: () => number;
   readonly retentionDays: number;
@@ -71,6 +85,7 @@ export class VerificationAnalytics {
     this.retentionDays = options.retentionDays;
     this.maxTagSets = options.maxTagSetsPerKeyHour ?? MAX_TAG_SETS_PER_KEY_HOUR;
     this.maxPendingRows = options.maxPendingRows ?? MAX_PENDING_ROWS;
+    this.rowsPerStatement = options.rowsPerStatement ?? ANALYTICS_ROWS_PER_STATEMENT;
     this.cleanupIntervalMs = options.cleanupIntervalMs ?? HOUR_MS;
     this.now = options.now ?? Date.now;
   }
@@ -196,13 +211,16 @@ export class VerificationAnalytics {
   }
 
   /**
-   * Writes every count in memory, ANALYTICS_ROWS_PER_STATEMENT per statement; on failure, the counts of the failed
+   * Writes every count in memory, `rowsPerStatement` per statement; on failure, the counts of the failed
    * statement and of those not sent yet are merged back for the next call (the ones written stay written).
    */
   async flush(): Promise<void> {
     while (this.flushing) await this.flushing.catch(() => {});
     if (this.pending.size === 0) return;
     const batch = [...this.pending].flatMap(([hourM, hour]) => [...hour].map(([id, row]) => ({ hourM, id, row })));
+    // One order for every writer (by hour, then key, outcome and tags: `id`), so that two replicas writing counts
+    // of the same keys lock their rows in the same order and never deadlock.
+    batch.sort(byHourThenId);
     this.pending = new Map();
     this.pendingRows = 0;
     this.flushing = this.write(batch);
@@ -214,13 +232,13 @@ export class VerificationAnalytics {
   }
 
   private async write(batch: PendingCount[]): Promise<void> {
-    for (let from = 0; from < batch.length; from += ANALYTICS_ROWS_PER_STATEMENT) {
+    for (let from = 0; from < batch.length; from += this.rowsPerStatement) {
       // The requests that arrived during the previous statement are served before the next one.
       if (from > 0) await new Promise((resolve) => setImmediate(resolve));
       try {
         await upsertVerificationCounts(
           this.db,
-          batch.slice(from, from + ANALYTICS_ROWS_PER_STATEMENT).map((c) => c.row),
+          batch.slice(from, from + this.rowsPerStatement).map((c) => c.row),
         );
       } catch (err) {
         this.mergeBack(batch.slice(from));

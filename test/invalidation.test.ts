@@ -283,4 +283,31 @@ describe("TaggedEntries", () => {
     expect([entries.get("a"), entries.get("b"), entries.get("c")]).toEqual([undefined, undefined, "3"]);
     expect(entries.size).toBe(1);
   });
+
+  it("keeps its index exact as a tag goes from one entry to several and back (one entry's tag holds no set)", () => {
+    const entries = new TaggedEntries<string>(3);
+    entries.set("a", "1", ["x", "only-a"]);
+    entries.set("a", "1", ["x", "only-a"]); // the same key again: still one entry under x
+    entries.set("b", "2", ["x"]);
+    entries.dropTagged(new Set(["only-a"]));
+    expect([entries.get("a"), entries.get("b")]).toEqual([undefined, "2"]);
+    entries.dropTagged(new Set(["x"]));
+    expect(entries.get("b")).toBeUndefined();
+
+    // A key set again with other tags leaves its old ones: dropping them keeps the entry.
+    entries.set("c", "3", ["old"]);
+    entries.set("c", "4", ["new"]);
+    entries.dropTagged(new Set(["old"]));
+    expect(entries.get("c")).toBe("4");
+
+    // Evicted entries leave their tags: a new entry under the same key is not dropped by the evicted one's tag.
+    entries.set("d", "5", ["shared"]);
+    entries.set("e", "6", ["shared"]);
+    entries.set("f", "7", []); // evicts "c"; the cache holds d, e, f
+    entries.set("g", "8", []); // evicts "d"
+    entries.set("h", "9", []); // evicts "e": "shared" tags nothing now
+    entries.set("d", "10", ["other"]); // evicts "f"
+    entries.dropTagged(new Set(["shared"]));
+    expect([entries.get("d"), entries.get("g"), entries.get("h")]).toEqual(["10", "8", "9"]);
+  });
 });

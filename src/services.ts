@@ -12,7 +12,7 @@ import {
   VerificationAnalytics,
 } from "./storage/analytics/analytics.recorder.js";
 import { DEFAULT_SPEND_STATEMENTS_IN_FLIGHT, RemainingSpender, SPEND_OVERLAP_AFTER_MS } from "./storage/keys/remaining.spender.js";
-import { VerificationCache } from "./storage/keys/verification.cache.js";
+import { POSTGRES_LOOKUPS_IN_FLIGHT, VERIFICATION_CACHE_ENTRIES, VerificationCache } from "./storage/keys/verification.cache.js";
 import { type KeyObjectReads, prepareKeyObjectReads } from "./storage/keys/keyObjects.repository.js";
 import { type KeyWrites, prepareKeyWrites } from "./storage/keys/keys.writes.repository.js";
 import { MigrationWorker } from "./core/import/import.worker.js";
@@ -85,6 +85,12 @@ function remainingSpenderOf(store: Store, config: Config): RemainingSpender {
   return new RemainingSpender(store.db, inFlight, SPEND_OVERLAP_AFTER_MS);
 }
 
+/** Lookups at once: on PostgreSQL two, leaving two connections of the pool to the rest at least; one on PGlite. */
+function lookupsInFlightOf(store: Store, config: Config): number {
+  if (store.kind === "pglite") return 1;
+  return Math.max(1, Math.min(POSTGRES_LOOKUPS_IN_FLIGHT, config.databasePoolSize - 2));
+}
+
 /**
  * The composition root: builds every stateful piece on `store` with `config`. main.ts and the test harness both
  * call it. Nothing is started here: background.ts starts the analytics flusher and the migration worker.
@@ -96,7 +102,7 @@ export async function createServices(config: Config, store: Store, options: Serv
   const epochs = new EpochReader(db, store.writes);
   const statistics = new StatisticsRefresher(db, store.kind);
   const remainingSpender = remainingSpenderOf(store, config);
-  const verificationCache = new VerificationCache(db, epochs);
+  const verificationCache = new VerificationCache(db, epochs, VERIFICATION_CACHE_ENTRIES, lookupsInFlightOf(store, config));
   return {
     config,
     store,

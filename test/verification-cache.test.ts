@@ -1,11 +1,13 @@
 import { randomBytes } from "node:crypto";
+import postgres from "postgres";
 import { describe, expect, vi } from "vitest";
 import { hashKey } from "../src/crypto/hash.js";
 import { EpochReader } from "../src/storage/epoch.js";
 import { RemainingSpender } from "../src/storage/keys/remaining.spender.js";
 import { prepareVerificationLookup } from "../src/storage/keys/keys.repository.js";
-import { VerificationCache } from "../src/storage/keys/verification.cache.js";
+import { POSTGRES_LOOKUPS_IN_FLIGHT, VerificationCache } from "../src/storage/keys/verification.cache.js";
 import { test } from "./fixtures.js";
+import { waitFor } from "./wait.js";
 
 // Verification answers from an in-process cache (src/storage/keys/verification.cache.ts) validated against the
 // database's epoch. Each case below first verifies the key (so it is cached), then changes it through the API, and
@@ -238,6 +240,48 @@ describe("batched lookups", () => {
     expect(got.map((row) => (row as { name?: string } | undefined)?.name)).toEqual(imported.map((_, i) => `k${i}`));
     expect(cache.statements).toBe(1);
   });
+
+  it("allows two lookup statements at once on PostgreSQL, one on PGlite (whose thread runs them)", ({ h }) => {
+    expect(h.services.verificationCache.lookupsInFlight).toBe(h.onPostgres ? POSTGRES_LOOKUPS_IN_FLIGHT : 1);
+    expect(POSTGRES_LOOKUPS_IN_FLIGHT).toBe(2);
+  });
+
+  // PGlite is one session: a lock held there would block its only thread.
+  it.skipIf(process.env.TEST_DATABASE_URL === undefined)(
+    "starts a second lookup beside one in flight only for a key not in memory; keys in memory wait for the first",
+    async ({ h, t, apiId }) => {
+      const [inMemory, first, second] = await Promise.all([h.importKey(t, apiId), h.importKey(t, apiId), h.importKey(t, apiId)]);
+      const cache = new VerificationCache(h.db, new EpochReader(h.db), 100, 2);
+      await cache.lookup(hashKey(inMemory.key));
+      const sent = cache.statements;
+      // A transaction of its own holding the keys table: a lookup statement waits for it.
+      const client = postgres(h.databaseUrl!, { max: 1, onnotice: () => {} });
+      const conn = await client.reserve();
+      await conn`begin`;
+      await conn`lock table keys in access exclusive mode`;
+      try {
+        const stuck = cache.lookup(hashKey(first.key));
+        await waitFor("the first lookup statement sent", () => cache.statements === sent + 1);
+        let hitAnswered = false;
+        const hit = cache.lookup(hashKey(inMemory.key)).finally(() => {
+          hitAnswered = true;
+        });
+        for (let i = 0; i < 5; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        // A batch of keys in memory only: it waits for the statement in flight (which would answer its epoch).
+        expect([cache.statements, hitAnswered]).toEqual([sent + 1, false]);
+        // A key not in memory: its batch (with the waiting one) starts beside the stuck statement.
+        const miss = cache.lookup(hashKey(second.key));
+        await waitFor("a second lookup statement beside the first", () => cache.statements === sent + 2);
+        await conn`commit`;
+        expect((await Promise.all([stuck, hit, miss])).map((row) => row?.id)).toEqual([first.keyId, inMemory.keyId, second.keyId]);
+      } finally {
+        await conn`rollback`.catch(() => {});
+        conn.release();
+        await client.end();
+      }
+    },
+  );
 
   it("keeps at most its size, dropping the oldest entries", async ({ h, t, apiId }) => {
     const imported = await Promise.all(Array.from({ length: 5 }, () => h.importKey(t, apiId)));

@@ -9,36 +9,48 @@
  * this thread, so nothing else is read while it runs, and a run started at once answered one request per statement
  * (issue 13: 3,111 lookups for ~3,400 verifications in 5 s; about 40 a statement since). On PostgreSQL the first
  * request no longer goes alone, ahead of those read with it. The wait is one turn of the loop, not a timer.
+ *
+ * One batch is in process at a time unless `inFlight` allows more; a batch then starts beside those in process only
+ * when `mayStartBeside` says so of the items waiting (the verification cache: only when some key is not in memory).
  */
 export class Coalescer<T> {
   private waiting: T[] = [];
-  private running = false;
-  private readonly runThisTurn = onceThisTurn(() => void this.run());
+  private running = 0;
+  private readonly runThisTurn = onceThisTurn(() => this.startBatches());
+  readonly inFlight: number;
+  private readonly mayStartBeside: (waiting: readonly T[]) => boolean;
 
   constructor(
     private readonly process: (batch: T[]) => Promise<void>,
     private readonly fail: (batch: T[], err: unknown) => void,
-  ) {}
+    options: { inFlight?: number; mayStartBeside?: (waiting: readonly T[]) => boolean } = {},
+  ) {
+    this.inFlight = options.inFlight ?? 1;
+    this.mayStartBeside = options.mayStartBeside ?? (() => true);
+  }
 
   add(item: T): void {
     this.waiting.push(item);
-    if (!this.running) this.runThisTurn();
+    if (this.running < this.inFlight) this.runThisTurn();
   }
 
-  private async run(): Promise<void> {
-    this.running = true;
-    try {
-      while (this.waiting.length > 0) {
-        const batch = this.waiting;
-        this.waiting = [];
-        try {
-          await this.process(batch);
-        } catch (err) {
-          this.fail(batch, err);
-        }
+  private startBatches(): void {
+    while (this.waiting.length > 0 && (this.running === 0 || (this.running < this.inFlight && this.mayStartBeside(this.waiting)))) {
+      const batch = this.waiting;
+      this.waiting = [];
+      this.running++;
+      let done: Promise<void>;
+      try {
+        done = this.process(batch);
+      } catch (err) {
+        done = Promise.reject(err);
       }
-    } finally {
-      this.running = false;
+      void done
+        .catch((err: unknown) => this.fail(batch, err))
+        .finally(() => {
+          this.running--;
+          this.startBatches();
+        });
     }
   }
 }

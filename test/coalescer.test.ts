@@ -35,8 +35,8 @@ describe("Coalescer", () => {
     ends[1]!();
   });
 
-  it("starts a batch beside those in process, up to inFlight, only when mayStartBeside allows it", async () => {
-    const { queue, batches, ends } = controlled({ inFlight: 2, mayStartBeside: (waiting) => waiting.some((n) => n < 0) });
+  it("starts a batch beside those in process, up to inFlight, only for an item that startsBeside allows", async () => {
+    const { queue, batches, ends } = controlled({ inFlight: 2, startsBeside: (n) => n < 0 });
     queue.add(1);
     await nextTurn();
     queue.add(2);
@@ -51,8 +51,14 @@ describe("Coalescer", () => {
     ends[1]!();
     await nextTurn();
     expect(batches).toEqual([[1], [2, -3], [-4]]);
-    ends[0]!();
+    queue.add(5);
     ends[2]!();
+    await nextTurn();
+    expect(batches).toEqual([[1], [2, -3], [-4]]); // 5 waits for the one still in process
+    ends[0]!();
+    await nextTurn();
+    expect(batches).toEqual([[1], [2, -3], [-4], [5]]);
+    ends[3]!();
   });
 
   it("answers a batch whose processing threw through fail, and goes on with the next", async () => {

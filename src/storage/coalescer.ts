@@ -11,33 +11,38 @@
  * request no longer goes alone, ahead of those read with it. The wait is one turn of the loop, not a timer.
  *
  * One batch is in process at a time unless `inFlight` allows more; a batch then starts beside those in process only
- * when `mayStartBeside` says so of the items waiting (the verification cache: only when some key is not in memory).
+ * when an item added since the last batch started may start one (`startsBeside`, asked when the item is added while
+ * a batch is in process; the verification cache: a key not in memory).
  */
 export class Coalescer<T> {
   private waiting: T[] = [];
+  /** Whether an item waiting may start a batch beside those in process. */
+  private besideWaiting = false;
   private running = 0;
   private readonly runThisTurn = onceThisTurn(() => this.startBatches());
   readonly inFlight: number;
-  private readonly mayStartBeside: (waiting: readonly T[]) => boolean;
+  private readonly startsBeside: (item: T) => boolean;
 
   constructor(
     private readonly process: (batch: T[]) => Promise<void>,
     private readonly fail: (batch: T[], err: unknown) => void,
-    options: { inFlight?: number; mayStartBeside?: (waiting: readonly T[]) => boolean } = {},
+    options: { inFlight?: number; startsBeside?: (item: T) => boolean } = {},
   ) {
     this.inFlight = options.inFlight ?? 1;
-    this.mayStartBeside = options.mayStartBeside ?? (() => true);
+    this.startsBeside = options.startsBeside ?? (() => true);
   }
 
   add(item: T): void {
     this.waiting.push(item);
-    if (this.running < this.inFlight) this.runThisTurn();
+    if (this.running > 0 && this.inFlight > 1 && !this.besideWaiting && this.startsBeside(item)) this.besideWaiting = true;
+    if (this.running === 0 || (this.running < this.inFlight && this.besideWaiting)) this.runThisTurn();
   }
 
   private startBatches(): void {
-    while (this.waiting.length > 0 && (this.running === 0 || (this.running < this.inFlight && this.mayStartBeside(this.waiting)))) {
+    while (this.waiting.length > 0 && (this.running === 0 || (this.running < this.inFlight && this.besideWaiting))) {
       const batch = this.waiting;
       this.waiting = [];
+      this.besideWaiting = false;
       this.running++;
       let done: Promise<void>;
       try {

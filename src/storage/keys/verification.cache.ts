@@ -83,7 +83,7 @@ export class VerificationCache {
       (batch, err) => {
         for (const w of batch) w.reject(err);
       },
-      { inFlight: lookupsInFlight, mayStartBeside: (waiting) => waiting.some((w) => !this.entries.has(w.hash)) },
+      { inFlight: lookupsInFlight, startsBeside: (w) => !this.entries.has(w.hash) },
     );
   }
 

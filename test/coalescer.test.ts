@@ -31,7 +31,10 @@ describe("Coalescer", () => {
     expect(batches).toEqual([[1, 2]]);
     ends[0]!();
     await nextTurn();
-    expect(batches).toEqual([[1, 2], [3, 4]]);
+    expect(batches).toEqual([
+      [1, 2],
+      [3, 4],
+    ]);
     ends[1]!();
   });
 

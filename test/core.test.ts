@@ -17,15 +17,21 @@ const principal = (workspaceId: string, permissions: string[]): Principal => ({ 
 describe("core: rate limits", () => {
   test("creates the namespace only for a caller that may create namespaces, and an override replaces the limit", async ({ h, t }) => {
     const epoch = () => h.services.epochs.current();
-    const input = { namespace: "core-ns", identifier: "alice", limit: 2, duration: 60_000, cost: 1 };
+    // Every call in the middle of one window (the next minute's, ahead of the machine's clock, which the in-memory
+    // limiter sweeps by): on the machine's clock the calls straddled a minute now and then, and the second limit
+    // call found a fresh window (remaining 4 instead of 3).
+    const minute = 60_000;
+    const atMidWindow = Date.now() - (Date.now() % minute) + minute + minute / 2;
+    const services = Object.assign({}, h.services, { clock: { now: () => atMidWindow } });
+    const input = { namespace: "core-ns", identifier: "alice", limit: 2, duration: minute, cost: 1 };
     const cannotCreate = principal(t.workspaceId, ["ratelimit.*.limit"]);
-    const err = await limit(h.services, cannotCreate, input, await epoch()).catch((e: unknown) => e);
+    const err = await limit(services, cannotCreate, input, await epoch()).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(NotFoundError);
     expect(err).toMatchObject({ what: "namespace", id: "core-ns", refusal: { kind: "notFound", what: "namespace", id: "core-ns" } });
     expect(v1Words(err)).toBe("namespace core-ns not found");
 
     const creator = principal(t.workspaceId, ["ratelimit.*.create_namespace", "ratelimit.*.limit"]);
-    expect(await limit(h.services, creator, input, await epoch())).toMatchObject({ success: true, limit: 2, remaining: 1 });
+    expect(await limit(services, creator, input, await epoch())).toMatchObject({ success: true, limit: 2, remaining: 1 });
     const { namespaces } = await listNamespaces(h.services, principal(t.workspaceId, ["*"]), { limit: 100 });
     const ns = namespaces.find((n) => n.name === "core-ns")!;
     expect(ns.id).toMatch(/^rlns_/);
@@ -35,10 +41,10 @@ describe("core: rate limits", () => {
       h.services,
       owner,
       { namespaceId: ns.id },
-      { identifier: "alice", limit: 5, duration: 60_000, async: false },
+      { identifier: "alice", limit: 5, duration: minute, async: false },
     );
     expect(await getOverride(h.services, owner, { namespaceName: "core-ns" }, "alice")).toMatchObject({ id: overrideId, limit: 5 });
-    expect(await limit(h.services, creator, input, await epoch())).toMatchObject({ success: true, limit: 5, remaining: 3 });
+    expect(await limit(services, creator, input, await epoch())).toMatchObject({ success: true, limit: 5, remaining: 3 });
   });
 
   test("needs a namespace id or name, an empty one counting as none (input alone, before any lookup)", () => {

@@ -81,14 +81,17 @@ export type ServicesOptions = {
  */
 function remainingSpenderOf(store: Store, config: Config): RemainingSpender {
   if (store.kind === "pglite") return new RemainingSpender(store.db, DEFAULT_SPEND_STATEMENTS_IN_FLIGHT);
-  const inFlight = Math.max(1, Math.min(DEFAULT_SPEND_STATEMENTS_IN_FLIGHT, config.databasePoolSize - 1));
-  return new RemainingSpender(store.db, inFlight, SPEND_OVERLAP_AFTER_MS);
+  return new RemainingSpender(store.db, withinPool(config, DEFAULT_SPEND_STATEMENTS_IN_FLIGHT, 1), SPEND_OVERLAP_AFTER_MS);
 }
 
 /** Lookups at once: on PostgreSQL two, leaving two connections of the pool to the rest at least; one on PGlite. */
 function lookupsInFlightOf(store: Store, config: Config): number {
-  if (store.kind === "pglite") return 1;
-  return Math.max(1, Math.min(POSTGRES_LOOKUPS_IN_FLIGHT, config.databasePoolSize - 2));
+  return store.kind === "pglite" ? 1 : withinPool(config, POSTGRES_LOOKUPS_IN_FLIGHT, 2);
+}
+
+/** Statements of one kind at once on PostgreSQL: up to `most`, leaving `spare` connections of the pool, and at least one. */
+function withinPool(config: Config, most: number, spare: number): number {
+  return Math.max(1, Math.min(most, config.databasePoolSize - spare));
 }
 
 /**

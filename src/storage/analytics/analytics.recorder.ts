@@ -28,11 +28,6 @@ export const MAX_PENDING_ROWS = 100_000;
 /** A count in memory with where it is kept: its hour and its id in that hour (key id, outcome and tags). */
 type PendingCount = { hourM: number; id: string; row: VerificationCountRow };
 
-function byHourThenId(a: PendingCount, b: PendingCount): number {
-  if (a.hourM !== b.hourM) return a.hourM - b.hourM;
-  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
-}
-
 type Logger = { info(obj: unknown, msg?: string): void; warn(obj: unknown, msg?: string): void; error(obj: unknown, msg?: string): void };
 
 export type AnalyticsOptions = {
@@ -218,9 +213,6 @@ export class VerificationAnalytics {
     while (this.flushing) await this.flushing.catch(() => {});
     if (this.pending.size === 0) return;
     const batch = [...this.pending].flatMap(([hourM, hour]) => [...hour].map(([id, row]) => ({ hourM, id, row })));
-    // One order for every writer (by hour, then key, outcome and tags: `id`), so that two replicas writing counts
-    // of the same keys lock their rows in the same order and never deadlock.
-    batch.sort(byHourThenId);
     this.pending = new Map();
     this.pendingRows = 0;
     this.flushing = this.write(batch);

@@ -43,12 +43,25 @@ const countsUpsert = preparedPerHandle((db) => {
     .prepare("keyhaven_count_verifications");
 });
 
+const byText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** One order of counts for every writer: by hour, key, outcome, then tags. */
+function inLockOrder(a: VerificationCountRow, b: VerificationCountRow): number {
+  return (
+    a.hour_m - b.hour_m ||
+    byText(a.key_id, b.key_id) ||
+    byText(a.outcome, b.outcome) ||
+    (a.tags.length === 0 && b.tags.length === 0 ? 0 : byText(a.tags.join("\u0000"), b.tags.join("\u0000")))
+  );
+}
+
 /**
- * Adds the counts in one statement. Rows are locked in the order given: writers that may share rows (replicas
- * counting the same keys) must give them in one order (the recorder sorts them), or two statements can deadlock.
+ * Adds the counts in one statement. The statement locks the rows in the order it gets them, so it gets them in one
+ * order (inLockOrder): two replicas writing counts of the same keys, each in the order it first saw them, deadlocked.
  */
-export async function upsertVerificationCounts(db: Db, rows: readonly VerificationCountRow[]): Promise<void> {
-  if (rows.length === 0) return;
+export async function upsertVerificationCounts(db: Db, counted: readonly VerificationCountRow[]): Promise<void> {
+  if (counted.length === 0) return;
+  const rows = [...counted].sort(inLockOrder);
   const keyIds: string[] = [];
   const hours: number[] = [];
   const outcomes: string[] = [];

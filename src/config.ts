@@ -44,6 +44,12 @@ const encryptionKeySchema = optionalNonEmpty.refine((v) => v === undefined || de
 
 /** Live counters a workspace may hold when KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE is not set. */
 export const DEFAULT_COUNTERS_PER_WORKSPACE = 100_000;
+/**
+ * PostgreSQL's buffer pool in the embedded store (KEYHAVEN_PGLITE_SHARED_BUFFERS_MB), what PGlite 0.3 ran with. A
+ * store of 1,000,000 keys has 234 MB of keys and hash index: beyond the pool, a random key's verification reads its
+ * pages through the file system (issue 13 §2, docs/benchmarks.md).
+ */
+export const DEFAULT_PGLITE_SHARED_BUFFERS_MB = 128;
 
 /** A deadline in milliseconds: at least `min`, at most 10 minutes. */
 function milliseconds(fallback: number, min = 50) {
@@ -91,6 +97,12 @@ const envSchema = z.object({
   REDIS_COMMAND_TIMEOUT_MS: milliseconds(500),
   KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE: z.enum(["open", "closed"], { error: 'must be "open" or "closed"' }).default("open"),
   KEYHAVEN_DATA_DIR: z.string().min(1).default("./.keyhaven"),
+  KEYHAVEN_PGLITE_SHARED_BUFFERS_MB: z.coerce
+    .number({ error: "must be a whole number of megabytes" })
+    .int("must be a whole number of megabytes")
+    .min(16, "must be at least 16")
+    .max(1024, "must be at most 1024")
+    .default(DEFAULT_PGLITE_SHARED_BUFFERS_MB),
   KEYHAVEN_ROOT_KEY: optionalNonEmpty.refine((v) => v === undefined || v.length >= 16, "must be at least 16 characters long"),
   KEYHAVEN_ADMIN_TOKEN: optionalNonEmpty.refine((v) => v === undefined || v.length >= 16, "must be at least 16 characters long"),
   KEYHAVEN_METRICS_TOKEN: optionalNonEmpty.refine((v) => v === undefined || v.length >= 16, "must be at least 16 characters long"),
@@ -150,6 +162,8 @@ export type Config = Readonly<{
   /** When Redis cannot answer: "open" verifies without the Redis-backed limits (and says so), "closed" answers 503. */
   ratelimitOnRedisFailure: "open" | "closed";
   dataDir: string;
+  /** The embedded store's buffer pool, in MB (PostgreSQL's shared_buffers). */
+  pgliteSharedBuffersMb: number;
   rootKey: string | undefined;
   adminToken: string | undefined;
   /** When set, GET /metrics needs `Authorization: Bearer <token>`; unset, /metrics is open. */
@@ -233,6 +247,7 @@ export function loadConfig(
     redisCommandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,
     ratelimitOnRedisFailure: e.KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE,
     dataDir: e.KEYHAVEN_DATA_DIR,
+    pgliteSharedBuffersMb: e.KEYHAVEN_PGLITE_SHARED_BUFFERS_MB,
     rootKey: e.KEYHAVEN_ROOT_KEY,
     adminToken: e.KEYHAVEN_ADMIN_TOKEN,
     metricsToken: e.KEYHAVEN_METRICS_TOKEN,

@@ -151,6 +151,14 @@ describe("loadConfig", () => {
     }
   });
 
+  it("reads KEYHAVEN_PGLITE_SHARED_BUFFERS_MB, the embedded store's buffer pool: 128 by default, 16 to 1024", () => {
+    expect(loadConfig({}).pgliteSharedBuffersMb).toBe(128);
+    expect(loadConfig({ KEYHAVEN_PGLITE_SHARED_BUFFERS_MB: "512" }).pgliteSharedBuffersMb).toBe(512);
+    for (const mb of ["15", "1025", "64.5", "lots"]) {
+      expect(configError({ KEYHAVEN_PGLITE_SHARED_BUFFERS_MB: mb }).message).toMatch(/KEYHAVEN_PGLITE_SHARED_BUFFERS_MB: must be/);
+    }
+  });
+
   it("reads KEYHAVEN_TRUST_PROXY as Fastify's trustProxy: off by default, on, or proxy addresses and ranges", () => {
     expect(loadConfig({}).trustProxy).toBe(false);
     expect(loadConfig({ KEYHAVEN_TRUST_PROXY: "off" }).trustProxy).toBe(false);

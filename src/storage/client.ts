@@ -9,6 +9,7 @@ import { migrate as migratePglite } from "drizzle-orm/pglite/migrator";
 import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import { migrate as migratePostgres } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
+import { DEFAULT_PGLITE_SHARED_BUFFERS_MB } from "../config.js";
 import { classifyPostgresError, DependencyState, DependencyUnavailableError } from "./dependency.js";
 import { lockDataDir } from "./dataDir.js";
 import { startPglite } from "./pgliteParsers.js";
@@ -215,12 +216,13 @@ async function guardBegin(begin: (...a: unknown[]) => Promise<unknown>, target: 
 export async function openPglite(
   dataDir: string,
   warn: (message: string) => void = (message) => console.error(`keyhaven: ${message}`),
+  sharedBuffersMb = DEFAULT_PGLITE_SHARED_BUFFERS_MB,
 ): Promise<Store> {
   const inMemory = dataDir.startsWith("memory://");
   const lock = inMemory ? undefined : lockDataDir(dataDir, warn);
   let client: PGlite;
   try {
-    client = await startPglite(inMemory ? dataDir : path.join(dataDir, "pgdata"));
+    client = await startPglite(inMemory ? dataDir : path.join(dataDir, "pgdata"), sharedBuffersMb);
   } catch (err) {
     lock?.release();
     throw err;

@@ -1,4 +1,5 @@
 import { PGlite, types } from "@electric-sql/pglite";
+import { DEFAULT_PGLITE_SHARED_BUFFERS_MB } from "../config.js";
 
 /** PGlite's own parser type (not exported by name). */
 type Parser = PGlite["parsers"][number];
@@ -48,9 +49,14 @@ export async function withLeanParsers(client: PGlite): Promise<void> {
 /**
  * A PGlite instance on `location` (a directory, or `memory://`), ready and with lean parsers: how the embedded store
  * starts one (openPglite, and the tests' pool of instances). Closed again if it cannot be made so.
+ *
+ * Its database is `template1`, where PGlite 0.3 (keyhaven up to 0.8) created keyhaven's tables: PGlite 0.4 opens the
+ * same data directories (PostgreSQL 17) but would otherwise connect to `postgres`, empty there. Its buffer pool is
+ * `sharedBuffersMb`: PGlite 0.4 reads the data directory's postgresql.conf, in which PGlite's initdb wrote
+ * `shared_buffers = 400kB` (50 pages, which PGlite 0.3 never read: it ran with 128 MB), so the size is always given.
  */
-export async function startPglite(location: string): Promise<PGlite> {
-  const client = new PGlite(location);
+export async function startPglite(location: string, sharedBuffersMb = DEFAULT_PGLITE_SHARED_BUFFERS_MB): Promise<PGlite> {
+  const client = new PGlite(location, { database: "template1", postgresqlconf: [`shared_buffers = '${sharedBuffersMb}MB'`] });
   try {
     await client.waitReady;
     await withLeanParsers(client);

@@ -28,6 +28,8 @@
  *   BENCH_STORES              comma-separated subset of "postgres,pglite" (default both)
  *   BENCH_DATABASE_URL        PostgreSQL server (default postgres://postgres@127.0.0.1:5432/postgres)
  *   DATABASE_POOL_SIZE        passed through to keyhaven when set
+ *   BENCH_PGLITE_SHARED_BUFFERS_MB  the embedded store's buffer pool (KEYHAVEN_PGLITE_SHARED_BUFFERS_MB; unset: keyhaven's
+ *                             default, 128 MB, smaller than the 234 MB of keys and hash index of 1,000,000 keys)
  *   BENCH_SERVER_NODE_ARGS    extra node flags for the keyhaven child, space-separated
  *                             (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof")
  */
@@ -79,6 +81,7 @@ type Settings = {
   stores: StoreKind[];
   databaseUrl: string;
   serverNodeArgs: string[];
+  pgliteSharedBuffersMb: number | undefined;
 };
 
 type ImportResult = { keys: number; seconds: number; keysPerSecond: number; slices: { upTo: number; keysPerSecond: number }[] };
@@ -109,6 +112,9 @@ function readSettings(env: NodeJS.ProcessEnv): Settings {
     stores: envList(env, "BENCH_STORES", ["postgres", "pglite"] as const),
     databaseUrl: env.BENCH_DATABASE_URL?.trim() || DEFAULT_DATABASE_URL,
     serverNodeArgs: envServerNodeArgs(env),
+    pgliteSharedBuffersMb: env.BENCH_PGLITE_SHARED_BUFFERS_MB?.trim()
+      ? Math.round(positive("BENCH_PGLITE_SHARED_BUFFERS_MB", 128))
+      : undefined,
   };
 }
 
@@ -189,7 +195,10 @@ async function runStore(
   } else {
     const dir = await mkdtemp(path.join(os.tmpdir(), "keyhaven-bench-"));
     cleanup.add(`remove ${dir}`, () => rm(dir, { recursive: true, force: true }));
-    storeEnv = { KEYHAVEN_DATA_DIR: dir };
+    storeEnv = {
+      KEYHAVEN_DATA_DIR: dir,
+      ...(settings.pgliteSharedBuffersMb !== undefined && { KEYHAVEN_PGLITE_SHARED_BUFFERS_MB: String(settings.pgliteSharedBuffersMb) }),
+    };
   }
   const rootKey = `bench_root_${randomBytes(24).toString("base64url")}`;
   const server = await startKeyhaven(storeEnv, rootKey, settings.serverNodeArgs, cleanup, ["REDIS_URL"]);

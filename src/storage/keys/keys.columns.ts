@@ -1,5 +1,5 @@
 import { type SQL, sql } from "drizzle-orm";
-import { keys } from "../schema.js";
+import { identities, keys } from "../schema.js";
 
 /**
  * What a key has in other tables (its roles, its permissions, its rate limits), each rule written once, in two shapes:
@@ -59,12 +59,13 @@ export const keyEffectivePermissionSlugs = sql<string[]>`coalesce((
     select pairs.permission_id from (${effectivePermissionPairs(outerKey)}) pairs)), '{}')`;
 
 /**
- * The same, for every key of a batch at once: `matched` names a CTE of `keys` rows (the batch), and the answer is
- * the CTEs to put after it in the same WITH (`ctes`) and what to select and join from them (`columns`, `joins`, on
- * `matched.id`), each column null when the key has none (coalesce it). One index scan per table for the whole batch
- * (`key_id = any(…)` on each table's key index) instead of one per key and column: on the embedded store, where the
- * statement runs on keyhaven's own thread, the verification lookup's correlated subqueries took about half of a
- * batch's time (issue 13 §2, docs/benchmarks.md).
+ * The same, for every key of a batch at once, with the key's identity: `matched` names a CTE of `keys` rows (the
+ * batch), and the answer is the CTEs to put after it in the same WITH (`ctes`) and what to select and join from them
+ * (`columns`, `joins`, on `matched.id`), each column null when the key has none (coalesce it). One index scan per
+ * table for the whole batch (`key_id = any(…)` on each table's key index) instead of one per key and column: on the
+ * embedded store, where the statement runs on keyhaven's own thread, the verification lookup's correlated
+ * subqueries took about half of a batch's time, and a join of `identities` per key a system call per key (PGlite
+ * asks the file's size each time it starts an index scan of a table; issue 13 §2, docs/benchmarks.md).
  */
 export function keyAggregatesOf(matched: SQL): { ctes: SQL; columns: SQL; joins: SQL } {
   const ids = sql`(select key_ids from batch_ids)::text[]`;
@@ -80,12 +81,16 @@ export function keyAggregatesOf(matched: SQL): { ctes: SQL; columns: SQL; joins:
       from (select rl.key_id as for_key, rl.* from ratelimits rl where ${of(sql`rl.key_id`)}
         union all select m.id, rl.* from ${matched} m join ratelimits rl on rl.identity_id = m.identity_id
         where rl.identity_id = any(${identityIds})) rl
-      group by rl.for_key)`;
+      group by rl.for_key),
+    batch_identities as materialized (select i.id, i.external_id, i.meta from identities i where i.id = any(${identityIds}))`;
   const columns = sql`batch_roles.names as role_names, batch_roles.ids as role_ids,
-    batch_permissions.slugs as permission_slugs, batch_ratelimits.list as ratelimits`;
+    batch_permissions.slugs as permission_slugs, batch_ratelimits.list as ratelimits,
+    batch_identities.id as identity_found_id, batch_identities.external_id as identity_external_id,
+    batch_identities.meta as identity_meta`;
   const joins = sql`left join batch_roles on batch_roles.key_id = ${matched}.id
     left join batch_permissions on batch_permissions.key_id = ${matched}.id
-    left join batch_ratelimits on batch_ratelimits.key_id = ${matched}.id`;
+    left join batch_ratelimits on batch_ratelimits.key_id = ${matched}.id
+    left join batch_identities on batch_identities.id = ${matched}.identity_id`;
   return { ctes, columns, joins };
 }
 
@@ -95,4 +100,8 @@ export const batchKeyAggregates = {
   roleIds: sql<string[]>`coalesce("keys"."role_ids", '{}')`,
   ratelimits: sql<StoredRatelimit[]>`coalesce("keys"."ratelimits", '[]')`,
   permissions: sql<string[]>`coalesce("keys"."permission_slugs", '{}')`,
+  // The key's identity (null: none, or gone), read once for the batch as its rate limits are.
+  identityId: sql<string | null>`"keys"."identity_found_id"`,
+  identityExternalId: sql<string | null>`"keys"."identity_external_id"`,
+  identityMeta: sql<(typeof identities.$inferSelect)["meta"] | null>`"keys"."identity_meta"`.mapWith(identities.meta),
 };

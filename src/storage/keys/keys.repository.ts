@@ -3,7 +3,7 @@ import { type Db, rowsOf } from "../client.js";
 import { epochNow, epochSum } from "../epoch.js";
 import { indexFirst } from "../indexFirst.js";
 import { isPglite, preparePgliteSelect } from "../pglitePrepared.js";
-import { apis, identities, keys, workspaces } from "../schema.js";
+import { apis, keys, workspaces } from "../schema.js";
 import { batchKeyAggregates, keyAggregatesOf } from "./keys.columns.js";
 import { effectiveRemaining, lastRefillAfterWrite } from "./keys.refill.js";
 
@@ -46,10 +46,8 @@ const verificationLookupFields = {
   environment: keys.environment,
   workspaceEnabled: workspaces.enabled,
   apiIpWhitelist: apis.ipWhitelist,
-  identityId: identities.id,
-  identityExternalId: identities.externalId,
-  identityMeta: identities.meta,
-  // Roles, their ids (to tag the cached key), rate limits and effective permissions: for the whole batch at once.
+  // Its identity, roles, their ids (to tag the cached key), rate limits and effective permissions: for the whole
+  // batch at once.
   ...batchKeyAggregates,
 };
 
@@ -62,7 +60,6 @@ function verificationLookupQuery(db: Db) {
       .from(indexFirst(keys, sql`${keys.hash} = any(${sql.placeholder("hashes")}::text[])`, keyAggregatesOf))
       .innerJoin(apis, and(eq(apis.id, keys.apiId), isNull(apis.deletedAtM)))
       .innerJoin(workspaces, eq(workspaces.id, keys.workspaceId))
-      .leftJoin(identities, eq(identities.id, keys.identityId))
       .where(isNull(keys.deletedAtM))
   );
 }

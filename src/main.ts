@@ -15,7 +15,7 @@ export async function openStore(config: Config): Promise<Store> {
         connectTimeoutMs: config.databaseConnectTimeoutMs,
         statementTimeoutMs: config.databaseStatementTimeoutMs,
       })
-    : openPglite(config.dataDir, undefined, config.pgliteSharedBuffersMb);
+    : openPglite(config.dataDir, { sharedBuffersMb: config.pgliteSharedBuffersMb });
 }
 
 export type Server = { app: FastifyInstance; store: Store; url: string; close(): Promise<void> };

@@ -9,7 +9,6 @@ import { migrate as migratePglite } from "drizzle-orm/pglite/migrator";
 import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import { migrate as migratePostgres } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
-import { DEFAULT_PGLITE_SHARED_BUFFERS_MB } from "../config.js";
 import { classifyPostgresError, DependencyState, DependencyUnavailableError } from "./dependency.js";
 import { lockDataDir } from "./dataDir.js";
 import { startPglite } from "./pgliteParsers.js";
@@ -215,8 +214,14 @@ async function guardBegin(begin: (...a: unknown[]) => Promise<unknown>, target: 
  */
 export async function openPglite(
   dataDir: string,
-  warn: (message: string) => void = (message) => console.error(`keyhaven: ${message}`),
-  sharedBuffersMb = DEFAULT_PGLITE_SHARED_BUFFERS_MB,
+  {
+    sharedBuffersMb,
+    warn = (message) => console.error(`keyhaven: ${message}`),
+  }: {
+    /** The buffer pool (startPglite's default unless given). */
+    sharedBuffersMb?: number;
+    warn?: (message: string) => void;
+  } = {},
 ): Promise<Store> {
   const inMemory = dataDir.startsWith("memory://");
   const lock = inMemory ? undefined : lockDataDir(dataDir, warn);

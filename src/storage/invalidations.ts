@@ -16,68 +16,110 @@ export interface Invalidatable {
 }
 
 /**
+ * A tag as TaggedEntries knows it: how many times it was dropped (`generation`) and how many entries in memory carry
+ * it (`entries`: the tag is forgotten with its last entry).
+ */
+type TagCell = { readonly tag: string; generation: number; entries: number };
+/** An entry with its tags' cells and the sum of their generations when it was stored (see TaggedEntries). */
+type TaggedEntry<V> = { readonly value: V; readonly cells: readonly TagCell[]; readonly stamp: number };
+
+/** The sum of the cells' generations: it grows exactly when one of them is dropped, since generations only grow. */
+function generationSum(cells: readonly TagCell[]): number {
+  let sum = 0;
+  for (const cell of cells) sum += cell.generation;
+  return sum;
+}
+
+/**
  * Entries with tags (what their value was read from: `key:<id>`, `ws:<id>`…), least recently used dropped first
  * beyond `max`. `dropTagged` drops every entry carrying one of the tags.
+ *
+ * Dropping costs the same whatever the number of entries a tag carries: it counts one more generation for the tag,
+ * and an entry stored under an older generation of one of its tags is stale, found so (and removed) when it is next
+ * read, by `get`, `has` or `size`. Dropping entries one by one, an `api:` or `ws:` tag of 50,000 cached keys held the
+ * event loop 86–106 ms on every replica at each write to that API or workspace (issue 13; docs/operations.md).
  */
 export class TaggedEntries<V extends {}> implements Invalidatable {
-  private readonly entries: LRUCache<string, { value: V; tags: readonly string[] }>;
-  /**
-   * Tag → the keys of the entries carrying it: the key itself while it is the only one (most tags, `key:<id>`
-   * above all, are one entry's), a Set once there are more. A Set per entry cost the cache of random keys among
-   * many 2.1–2.7 µs per new entry against 1 µs (issue 13 §2).
-   */
-  private readonly byTag = new Map<string, string | Set<string>>();
+  private readonly entries: LRUCache<string, TaggedEntry<V>>;
+  /** The cells of the tags that entries in memory carry. */
+  private cells = new Map<string, TagCell>();
+  /** Whether a drop may have left stale entries, which `size` must not count. */
+  private dropped = false;
 
   constructor(max: number) {
-    this.entries = new LRUCache({ max, dispose: (entry, key) => this.unindex(key, entry.tags) });
+    this.entries = new LRUCache({ max, dispose: (entry) => this.release(entry.cells) });
   }
 
   get(key: string): V | undefined {
-    return this.entries.get(key)?.value;
+    const entry = this.entries.get(key);
+    if (entry === undefined) return undefined;
+    if (generationSum(entry.cells) !== entry.stamp) {
+      this.entries.delete(key);
+      return undefined;
+    }
+    return entry.value;
   }
 
   has(key: string): boolean {
-    return this.entries.has(key);
+    const entry = this.entries.peek(key);
+    if (entry === undefined) return false;
+    if (generationSum(entry.cells) !== entry.stamp) {
+      this.entries.delete(key);
+      return false;
+    }
+    return true;
   }
 
   set(key: string, value: V, tags: readonly string[]): void {
-    this.entries.set(key, { value, tags });
+    const cells: TagCell[] = [];
     for (const tag of tags) {
-      const keys = this.byTag.get(tag);
-      if (keys === undefined) this.byTag.set(tag, key);
-      else if (typeof keys !== "string") keys.add(key);
-      else if (keys !== key) this.byTag.set(tag, new Set([keys, key]));
+      let cell = this.cells.get(tag);
+      if (cell === undefined) {
+        cell = { tag, generation: 0, entries: 0 };
+        this.cells.set(tag, cell);
+      }
+      cell.entries++;
+      cells.push(cell);
     }
+    this.entries.set(key, { value, cells, stamp: generationSum(cells) });
   }
 
   dropTagged(tags: ReadonlySet<string>): void {
     for (const tag of tags) {
-      const keys = this.byTag.get(tag);
-      if (typeof keys === "string") this.entries.delete(keys);
-      else if (keys) for (const key of [...keys]) this.entries.delete(key);
+      const cell = this.cells.get(tag);
+      if (cell === undefined) continue;
+      cell.generation++;
+      this.dropped = true;
     }
   }
 
   clear(): void {
-    // The index first: each entry's dispose then finds nothing to unindex.
-    this.byTag.clear();
+    // New cells first: the entries' dispose then releases only the old ones.
+    this.cells = new Map();
     this.entries.clear();
+    this.dropped = false;
   }
 
+  /**
+   * Entries in memory that no drop made stale: after a drop, counted one by one (only the tests ask). Stale entries
+   * keep their place until read or evicted, as least recently used as when they were last read.
+   */
   get size(): number {
-    return this.entries.size;
+    if (!this.dropped) return this.entries.size;
+    let live = 0;
+    for (const entry of this.entries.values()) if (generationSum(entry.cells) === entry.stamp) live++;
+    return live;
   }
 
-  private unindex(key: string, tags: readonly string[]): void {
-    for (const tag of tags) {
-      const keys = this.byTag.get(tag);
-      if (keys === undefined) continue;
-      if (typeof keys === "string") {
-        if (keys === key) this.byTag.delete(tag);
-      } else {
-        keys.delete(key);
-        if (keys.size === 0) this.byTag.delete(tag);
-      }
+  /** Tags of the entries in memory, stale ones included until they are removed (what the tests of eviction count). */
+  get tagsHeld(): number {
+    return this.cells.size;
+  }
+
+  private release(cells: readonly TagCell[]): void {
+    for (const cell of cells) {
+      // A tag no entry carries is forgotten (unless clear() replaced its map meanwhile: the map holds another cell).
+      if (--cell.entries === 0 && this.cells.get(cell.tag) === cell) this.cells.delete(cell.tag);
     }
   }
 }

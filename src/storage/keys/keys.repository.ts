@@ -124,19 +124,21 @@ export function prepareSpendStatements(db: Db) {
     .where(sql`${keys.id} = cur.id`)
     .returning({ before: sql<number>`cur.before` })
     .prepare("keyhaven_spend_one");
-  const requested = sql`${groupsWithCurrentEpoch(sql`${sql.placeholder("groups")}::jsonb`)} r`;
   // Each group's grant is computed from its key's uses alone; the keys' rows are locked first, in the order of
-  // their ids (the inner subquery), so that concurrent statements wait for each other instead of deadlocking.
+  // their ids (the inner subquery), so that concurrent statements wait for each other instead of deadlocking. The
+  // groups are read from their JSON once (`req`, used twice): read at each use, the same parameter was sent and
+  // parsed twice, 8–15% of PostgreSQL's CPU per statement of 23 groups (issue 13 §0, docs/benchmarks.md).
   const distinct = db
     .update(keys)
     .set({ remaining: sql`cur.before - cur.cost * cur.granted`, lastRefillAt: lastRefillAfterWrite })
     .from(
-      sql`(select l.id, l.before, r.g, r.cost,
+      sql`(with ${requestedGroups(sql`${sql.placeholder("groups")}::jsonb`)}
+        select l.id, l.before, r.g, r.cost,
           least(r.n, case when r.cost = 0 then r.n else l.before / r.cost end) as granted
         from (select ${keys.id} as id, ${effectiveRemaining} as before from ${keys}
-          where ${keys.id} in (select r.id from ${requested}) and ${keys.remaining} is not null
+          where ${keys.id} in (select r.id from req r) and ${keys.remaining} is not null
           order by ${keys.id} for update) l
-        join ${requested} on r.id = l.id) cur`,
+        join req r on r.id = l.id) cur`,
     )
     .where(sql`${keys.id} = cur.id`)
     .returning({ g: sql<number>`cur.g`, before: sql<number>`cur.before`, granted: sql<number>`cur.granted` })
@@ -188,7 +190,8 @@ export async function spendRemaining(statements: SpendStatements, requests: read
 const lockedKeys = sql`cur as materialized (select ${keys.id} as id, ${effectiveRemaining} as before from ${keys}
   where ${keys.id} in (select id from req) and ${keys.remaining} is not null
   order by ${keys.id} for update)`;
-const requestedGroups = (groups: SQL) => sql`req as ${groupsWithCurrentEpoch(groups)}`;
+/** The groups as the CTE `req` (materialized: read once, however often the statement uses it). */
+const requestedGroups = (groups: SQL) => sql`req as materialized ${groupsWithCurrentEpoch(groups)}`;
 const spendAndRefill = (spent: SQL) => sql`update ${keys} set ${sql.identifier(keys.remaining.name)} = cur.before - ${spent},
   ${sql.identifier(keys.lastRefillAt.name)} = ${lastRefillAfterWrite}`;
 

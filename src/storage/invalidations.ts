@@ -36,7 +36,7 @@ function generationSum(cells: readonly TagCell[]): number {
  *
  * Dropping costs the same whatever the number of entries a tag carries: it counts one more generation for the tag,
  * and an entry stored under an older generation of one of its tags is stale, found so (and removed) when it is next
- * read, by `get`, `has` or `size`. Dropping entries one by one, an `api:` or `ws:` tag of 50,000 cached keys held the
+ * read, by `get` or `has` (`size` counts it out). Dropping entries one by one, an `api:` or `ws:` tag of 50,000 cached keys held the
  * event loop 86–106 ms on every replica at each write to that API or workspace (issue 13; docs/operations.md).
  */
 export class TaggedEntries<V extends {}> implements Invalidatable {

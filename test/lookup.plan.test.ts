@@ -1,16 +1,14 @@
 import { sql } from "drizzle-orm";
-import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
-import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import { describe, expect } from "vitest";
-import { type Db, rowsOf } from "../src/storage/client.js";
+import { rowsOf } from "../src/storage/client.js";
 import { findExistingHashes } from "../src/storage/import/migrations.repository.js";
 import { prepareKeyObjectReads } from "../src/storage/keys/keyObjects.repository.js";
 import { InvalidationTracker } from "../src/storage/invalidations.js";
 import { prepareVerificationLookup } from "../src/storage/keys/keys.repository.js";
 import { liveKeyHashExists, prepareRootKeyLookup } from "../src/storage/rootKeys/rootKeys.auth.repository.js";
-import * as schema from "../src/storage/schema.js";
 import { test } from "./fixtures.js";
 import type { Harness } from "./helper.js";
+import { type Captured, recordingDb } from "./recording-db.js";
 
 // Issue 13 §2: after a bulk import nobody analysed, the verification lookup was planned from `apis` through
 // keys_live_by_api_idx, reading every key of the API to find one hash. The lookups by hash (and the key object's
@@ -20,26 +18,6 @@ import type { Harness } from "./helper.js";
 
 /** Rows inserted, straight into the tables, in one API (one workspace for the root keys). */
 const BULK_ROWS = 30_000;
-
-type Captured = { query: string; params: unknown[] };
-
-/**
- * A drizzle handle on the harness's own connection(s) that keeps the last statement it sent: the repositories'
- * functions run on it unchanged, and the test then explains exactly what they sent.
- */
-function recordingDb(h: Harness): { db: Db; last(): Captured } {
-  let last: Captured | undefined;
-  const logger = { logQuery: (query: string, params: unknown[]) => void (last = { query, params }) };
-  const client = (h.db as unknown as { $client: never }).$client;
-  const db = (h.onPostgres ? drizzlePostgres({ client, schema, logger }) : drizzlePglite({ client, schema, logger })) as unknown as Db;
-  return {
-    db,
-    last: () => {
-      if (!last) throw new Error("no statement was sent");
-      return last;
-    },
-  };
-}
 
 /** A bound value written as an SQL literal, for EXECUTE (which takes expressions, not bind parameters). */
 function literal(value: unknown): string {

@@ -1,13 +1,10 @@
 import { randomBytes } from "node:crypto";
 import postgres from "postgres";
-import { drizzle as drizzlePglite } from "drizzle-orm/pglite";
-import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import { describe, expect } from "vitest";
-import type { Db } from "../src/storage/client.js";
-import * as schema from "../src/storage/schema.js";
 import { MAX_SPENDS_PER_STATEMENT, prepareSpendStatements, spendRemaining } from "../src/storage/keys/keys.repository.js";
 import { RemainingSpender, SPEND_OVERLAP_AFTER_MS } from "../src/storage/keys/remaining.spender.js";
 import { test } from "./fixtures.js";
+import { recordingDb } from "./recording-db.js";
 
 // Spends of remaining uses across keys (src/storage/keys/remaining.spender.ts over keys.repository.ts
 // spendRemaining): verifications that arrive together are spent together, whatever their keys, in one statement.
@@ -173,10 +170,7 @@ describe("spending remaining uses across keys", () => {
     // Read at each of its two uses, the same JSON was sent twice and parsed twice: 8–15% of PostgreSQL's CPU per
     // statement of 23 groups (issue 13 §0).
     const [a, b] = await newKeys(2, { remaining: 5 });
-    const sent: { query: string; params: unknown[] }[] = [];
-    const logger = { logQuery: (query: string, params: unknown[]) => void sent.push({ query, params }) };
-    const client = (h.db as unknown as { $client: never }).$client;
-    const db = (h.onPostgres ? drizzlePostgres({ client, schema, logger }) : drizzlePglite({ client, schema, logger })) as unknown as Db;
+    const { db, sent } = recordingDb(h);
     const results = await spendRemaining(prepareSpendStatements(db), [
       { keyId: a!, cost: 2, count: 1 },
       { keyId: b!, cost: 1, count: 3 },

@@ -30,6 +30,11 @@ function generationSum(cells: readonly TagCell[]): number {
   return sum;
 }
 
+/** Whether one of the entry's tags was dropped since it was stored. */
+function isStale(entry: TaggedEntry<unknown>): boolean {
+  return generationSum(entry.cells) !== entry.stamp;
+}
+
 /**
  * Entries with tags (what their value was read from: `key:<id>`, `ws:<id>`…), least recently used dropped first
  * beyond `max`. `dropTagged` drops every entry carrying one of the tags.
@@ -51,23 +56,12 @@ export class TaggedEntries<V extends {}> implements Invalidatable {
   }
 
   get(key: string): V | undefined {
-    const entry = this.entries.get(key);
-    if (entry === undefined) return undefined;
-    if (generationSum(entry.cells) !== entry.stamp) {
-      this.entries.delete(key);
-      return undefined;
-    }
-    return entry.value;
+    return this.fresh(key, this.entries.get(key))?.value;
   }
 
+  /** Whether the key is in memory and current (without making it more recently used). */
   has(key: string): boolean {
-    const entry = this.entries.peek(key);
-    if (entry === undefined) return false;
-    if (generationSum(entry.cells) !== entry.stamp) {
-      this.entries.delete(key);
-      return false;
-    }
-    return true;
+    return this.fresh(key, this.entries.peek(key)) !== undefined;
   }
 
   set(key: string, value: V, tags: readonly string[]): void {
@@ -107,13 +101,20 @@ export class TaggedEntries<V extends {}> implements Invalidatable {
   get size(): number {
     if (!this.dropped) return this.entries.size;
     let live = 0;
-    for (const entry of this.entries.values()) if (generationSum(entry.cells) === entry.stamp) live++;
+    for (const entry of this.entries.values()) if (!isStale(entry)) live++;
     return live;
   }
 
   /** Tags of the entries in memory, stale ones included until they are removed (what the tests of eviction count). */
   get tagsHeld(): number {
     return this.cells.size;
+  }
+
+  /** The entry found under `key`, unless a drop made it stale: then it is removed. */
+  private fresh(key: string, entry: TaggedEntry<V> | undefined): TaggedEntry<V> | undefined {
+    if (entry === undefined || !isStale(entry)) return entry;
+    this.entries.delete(key);
+    return undefined;
   }
 
   private release(cells: readonly TagCell[]): void {

@@ -13,8 +13,11 @@
  *      BENCH_HOT_KEYS (all cached after the first round). Rounds alternate, random first (the store as the import
  *      left it), BENCH_ROUNDS of each, BENCH_SECONDS each after a 2 s warm-up; every answer must be a 200 with
  *      `valid: true`. On PostgreSQL, whether autovacuum has analysed `keys` yet is reported at each round.
- * Reported: import keys/s, then per round req/s, p50/p99 and the load average, and random/hot (the target is at
- * least 0.5). The table is printed at the end and written to bench/results/scale-<ts>.json.
+ * Reported: import keys/s, then per round req/s, p50/p99, the load average and the CPU per verification (from /proc,
+ * on Linux: keyhaven's main thread, where its JavaScript and PGlite run, with how busy it was; the whole keyhaven
+ * process; PostgreSQL's backends serving it), and random/hot (the target is at least 0.5) next to the main thread's
+ * time per verification of each kind: on the embedded store, busy throughout, random/hot follows hot/random of those
+ * times. The table is printed at the end and written to bench/results/scale-<ts>.json.
  *
  * Run:   npm run bench:scale                                    (1,000,000 keys: long)
  *        BENCH_SCALE_KEYS=200000 BENCH_SECONDS=10 npm run bench:scale
@@ -42,6 +45,7 @@ import {
   type Admin,
   type ChildServer,
   Cleanup,
+  cpuSecondsOf,
   createDatabase,
   DEFAULT_DATABASE_URL,
   describeError,
@@ -51,11 +55,13 @@ import {
   envServerNodeArgs,
   formatCount,
   formatMs,
+  formatShare,
   formatTable,
   handleInterrupts,
   interrupted,
   type LatencySummary,
   loadJsonPost,
+  median,
   openAdmin,
   post,
   reportOutcome,
@@ -95,7 +101,16 @@ type Round = {
   load: number[];
   /** PostgreSQL: whether `keys` had been analysed (by autovacuum) when the round started. */
   keysAnalysed?: boolean;
+  /** Where the round's CPU went, per verification answered (/proc; absent where it cannot be read). */
+  cpu?: RoundCpu;
 };
+/**
+ * CPU per verification in a round: keyhaven's main thread (where its JavaScript runs, and PGlite with it), the whole
+ * keyhaven process (with its other threads: the garbage collector's, libuv's), and PostgreSQL's backends serving
+ * keyhaven (PostgreSQL store on this machine only); `threadBusy`, the share of the round the main thread was busy.
+ * On one thread, a verification's throughput is about 1 / its thread time whenever the thread is busy throughout.
+ */
+type RoundCpu = { threadUs: number; threadBusy: number; processUs: number; postgresUs?: number };
 type StoreResult = { store: StoreKind; import: ImportResult; rounds: Round[]; randomOverHot: number };
 type Failure = { store: StoreKind; error: string };
 
@@ -180,6 +195,8 @@ async function runStore(
 ): Promise<StoreResult | undefined> {
   let storeEnv: Record<string, string>;
   let analysed: (() => Promise<boolean>) | undefined;
+  /** PostgreSQL: the CPU seconds so far of each backend connected to the bench database (but the probe's). */
+  let backendsCpu: (() => Promise<Map<number, number>>) | undefined;
   if (store === "postgres") {
     if (!admin) throw new Error("no PostgreSQL connection");
     const db = await createDatabase(admin, settings.databaseUrl, cleanup);
@@ -191,6 +208,16 @@ async function runStore(
       const [row] = await probe<{ analysed: boolean }[]>`
         select coalesce(last_analyze, last_autoanalyze) is not null as analysed from pg_stat_user_tables where relname = 'keys'`;
       return row?.analysed === true;
+    };
+    backendsCpu = async () => {
+      const rows = await probe<{ pid: number }[]>`
+        select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`;
+      const seconds = new Map<number, number>();
+      for (const { pid } of rows) {
+        const s = cpuSecondsOf(pid);
+        if (s !== undefined) seconds.set(pid, s);
+      }
+      return seconds;
     };
   } else {
     const dir = await mkdtemp(path.join(os.tmpdir(), "keyhaven-bench-"));
@@ -220,7 +247,9 @@ async function runStore(
       const warm = await verifyLoad(server, among, settings.connections, WARMUP_SECONDS);
       if (warm.bad !== undefined || warm.result.non2xx > 0) throw new Error(`warm-up: ${warm.result.non2xx} non-2xx, ${warm.bad ?? ""}`);
       const load = loadAverage();
+      const cpuBefore = await cpuNow(server.pid, backendsCpu);
       const run = await verifyLoad(server, among, settings.connections, settings.seconds);
+      const cpuAfter = await cpuNow(server.pid, backendsCpu);
       if (interrupted()) return undefined;
       if (run.bad !== undefined) throw new Error(`an answer was not valid: ${run.bad}`);
       const durationS = run.result.duration || settings.seconds;
@@ -234,15 +263,55 @@ async function runStore(
         load,
         ...(keysAnalysedNow !== undefined && { keysAnalysed: keysAnalysedNow }),
       };
+      const cpu = cpuOfRound(cpuBefore, cpuAfter, run.latenciesMs.length, durationS);
+      if (cpu) r.cpu = cpu;
       rounds.push(r);
       console.log(
         `  ${kind} round ${round_}: ${formatCount(r.requestsPerSecond)} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, ` +
-          `load ${load.join(" ")}${keysAnalysedNow === undefined ? "" : `, keys analysed: ${keysAnalysedNow}`}`,
+          `load ${load.join(" ")}${keysAnalysedNow === undefined ? "" : `, keys analysed: ${keysAnalysedNow}`}` +
+          (cpu
+            ? `; CPU per verification: keyhaven's thread ${cpu.threadUs} µs (busy ${formatShare(cpu.threadBusy)}), ` +
+              `its process ${cpu.processUs} µs${cpu.postgresUs === undefined ? "" : `, PostgreSQL ${cpu.postgresUs} µs`}`
+            : ""),
       );
     }
   }
   const total = (kind: Kind) => rounds.filter((r) => r.kind === kind).reduce((sum, r) => sum + r.requestsPerSecond, 0);
   return { store, import: imported, rounds, randomOverHot: round(total("random") / total("hot"), 3) };
+}
+
+type CpuSnapshot = { thread?: number; process?: number; backends?: Map<number, number> };
+
+async function cpuNow(pid: number | undefined, backendsCpu: (() => Promise<Map<number, number>>) | undefined): Promise<CpuSnapshot> {
+  if (pid === undefined) return {};
+  const backends = backendsCpu ? await backendsCpu() : undefined;
+  return { thread: cpuSecondsOf(pid, pid), process: cpuSecondsOf(pid), backends };
+}
+
+/** The round's CPU per verification from the snapshots around it (undefined when /proc could not be read). */
+function cpuOfRound(before: CpuSnapshot, after: CpuSnapshot, verifications: number, seconds: number): RoundCpu | undefined {
+  if (before.thread === undefined || after.thread === undefined || before.process === undefined || after.process === undefined)
+    return undefined;
+  if (verifications === 0) return undefined;
+  const perVerification = (cpuSeconds: number) => round((cpuSeconds * 1e6) / verifications, 1);
+  const cpu: RoundCpu = {
+    threadUs: perVerification(after.thread - before.thread),
+    threadBusy: round((after.thread - before.thread) / seconds, 3),
+    processUs: perVerification(after.process - before.process),
+  };
+  if (after.backends && after.backends.size > 0) {
+    // A backend that started during the round counts from zero; one that ended is left out (keyhaven's pool keeps its own).
+    let seconds_ = 0;
+    for (const [pid, s] of after.backends) seconds_ += s - (before.backends?.get(pid) ?? 0);
+    cpu.postgresUs = perVerification(seconds_);
+  }
+  return cpu;
+}
+
+/** The median over a store's rounds of one kind of a CPU figure (undefined when no round has it). */
+function medianCpu(s: StoreResult, kind: Kind, figure: (c: RoundCpu) => number | undefined): number | undefined {
+  const values = s.rounds.filter((r) => r.kind === kind).flatMap((r) => (r.cpu && figure(r.cpu) !== undefined ? [figure(r.cpu)!] : []));
+  return values.length === 0 ? undefined : round(median(values), 1);
 }
 
 function table(results: StoreResult[]): string {
@@ -256,9 +325,16 @@ function table(results: StoreResult[]): string {
       formatMs(r.latencyMs.p99),
       r.load.join(" "),
       r.keysAnalysed === undefined ? "—" : String(r.keysAnalysed),
+      r.cpu ? String(r.cpu.threadUs) : "—",
+      r.cpu ? formatShare(r.cpu.threadBusy) : "—",
+      r.cpu?.postgresUs === undefined ? "—" : String(r.cpu.postgresUs),
     ]),
   );
-  return formatTable(["store", "keys", "round", "req/s", "p50 ms", "p99 ms", "load 1/5/15", "keys analysed"], rows, new Set([2, 3, 4, 5]));
+  return formatTable(
+    ["store", "keys", "round", "req/s", "p50 ms", "p99 ms", "load 1/5/15", "keys analysed", "thread µs", "busy", "pg µs"],
+    rows,
+    new Set([2, 3, 4, 5, 8, 9, 10]),
+  );
 }
 
 async function main(): Promise<void> {
@@ -303,6 +379,16 @@ async function main(): Promise<void> {
         `${s.store}: import ${formatCount(s.import.keysPerSecond)} keys/s (per ${formatCount(SLICE_KEYS)}: ${slices}); ` +
           `random/hot ${s.randomOverHot} (target ≥ 0.5: ${s.randomOverHot >= 0.5 ? "met" : "not met"})`,
       );
+      const random = medianCpu(s, "random", (c) => c.threadUs);
+      const hot = medianCpu(s, "hot", (c) => c.threadUs);
+      if (random !== undefined && hot !== undefined) {
+        const pgRandom = medianCpu(s, "random", (c) => c.postgresUs);
+        const pgHot = medianCpu(s, "hot", (c) => c.postgresUs);
+        console.log(
+          `  keyhaven's thread per verification (median): random ${random} µs, hot ${hot} µs (hot/random ${round(hot / random, 3)})` +
+            (pgRandom === undefined || pgHot === undefined ? "" : `; PostgreSQL's backends: random ${pgRandom} µs, hot ${pgHot} µs`),
+        );
+      }
     }
     const file = await writeResults("scale", startedAt, {
       startedAt: startedAt.toISOString(),

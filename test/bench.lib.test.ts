@@ -5,7 +5,8 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ChildServer, httpCall, loadJsonPost, median, post } from "../bench/lib.js";
+import { existsSync } from "node:fs";
+import { type ChildServer, cpuSecondsOf, httpCall, loadJsonPost, median, post } from "../bench/lib.js";
 
 let server: http.Server;
 let url: string;
@@ -67,6 +68,31 @@ describe("loadJsonPost", () => {
     });
     expect(load.result.mismatches).toBe(0);
     expect([...bodiesAt("/fixed").keys()]).toEqual(['{"key":"fixed"}']);
+  });
+});
+
+describe.skipIf(!existsSync("/proc/self/stat"))("cpuSecondsOf", () => {
+  it("reads a process's and its main thread's CPU time from /proc, as this process's own clock counts it", () => {
+    const process0 = cpuSecondsOf(process.pid);
+    const thread0 = cpuSecondsOf(process.pid, process.pid);
+    const used0 = process.cpuUsage();
+    // Work until this process's own clock counts 300 ms of CPU (user and system), however long that takes.
+    let spin = 0;
+    for (;;) {
+      for (let i = 0; i < 100_000; i++) spin = (spin + i) % 7919;
+      const used = process.cpuUsage(used0);
+      if (used.user + used.system >= 300_000) break;
+    }
+    expect(spin).toBeGreaterThanOrEqual(0);
+    // /proc counts in clock ticks (10 ms): at least 250 ms of the 300 this thread spent show in both (the test files
+    // run in forks, vitest.config.ts: this is the process's main thread).
+    expect(cpuSecondsOf(process.pid)! - process0!).toBeGreaterThanOrEqual(0.25);
+    expect(cpuSecondsOf(process.pid, process.pid)! - thread0!).toBeGreaterThanOrEqual(0.25);
+  });
+
+  it("is undefined for a process that does not exist", () => {
+    expect(cpuSecondsOf(2 ** 30)).toBeUndefined();
+    expect(cpuSecondsOf(process.pid, 2 ** 30)).toBeUndefined();
   });
 });
 

@@ -195,7 +195,10 @@ async function runStore(
 ): Promise<StoreResult | undefined> {
   let storeEnv: Record<string, string>;
   let analysed: (() => Promise<boolean>) | undefined;
-  /** PostgreSQL: the CPU seconds so far of each backend connected to the bench database (but the probe's). */
+  /**
+   * PostgreSQL: the CPU seconds so far of each client backend on the bench database but the probe's (keyhaven's
+   * connections; autovacuum's workers, which may analyse `keys` during a round, are not counted).
+   */
   let backendsCpu: (() => Promise<Map<number, number>>) | undefined;
   if (store === "postgres") {
     if (!admin) throw new Error("no PostgreSQL connection");
@@ -211,7 +214,8 @@ async function runStore(
     };
     backendsCpu = async () => {
       const rows = await probe<{ pid: number }[]>`
-        select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`;
+        select pid from pg_stat_activity
+        where datname = current_database() and backend_type = 'client backend' and pid <> pg_backend_pid()`;
       const seconds = new Map<number, number>();
       for (const { pid } of rows) {
         const s = cpuSecondsOf(pid);

@@ -21,8 +21,9 @@
  * same round. The 1-minute load average is sampled at the end of each measurement.
  *
  * Reported: per round and scenario, req/s (2xx answers per second), the share of the round's ceiling, p50/p99 from
- * every 2xx answer's own time, non-2xx answers, errors and the load average; then per scenario the median over
- * rounds; then the target: `remaining` on PostgreSQL at ≥ 30% of the ceiling with p99 < 20 ms (reported, never a
+ * every 2xx answer's own time, non-2xx answers, errors, the load average and the server's CPU per request (from
+ * /proc, on Linux: its main thread, with how busy it was, its process, and PostgreSQL's backends serving it); then
+ * per scenario the median over rounds; then the target: `remaining` on PostgreSQL at ≥ 30% of the ceiling with p99 < 20 ms (reported, never a
  * failure of the process). Results: bench/results/budgets-<ts>.json.
  *
  * Run:   npm run bench:budgets                     (3 rounds × 5 scenarios × (2 s + 30 s): about 8 minutes)
@@ -42,11 +43,15 @@ import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import postgres, { type Sql } from "postgres";
 import { redactUrl } from "../src/storage/client.js";
 import {
   type Admin,
   type ChildServer,
   Cleanup,
+  type CpuPerRequest,
+  cpuPerRequest,
+  cpuSnapshot,
   createDatabase,
   DEFAULT_DATABASE_URL,
   describeError,
@@ -56,6 +61,7 @@ import {
   envServerNodeArgs,
   failureLine,
   formatCount,
+  formatCpu,
   formatMs,
   formatShare,
   formatTable,
@@ -98,7 +104,8 @@ type Settings = {
 };
 
 type Scenario = { store: StoreKind | "ceiling"; keyKind: KeyKind | "fixed" };
-type Target = { server: ChildServer; keys: Map<KeyKind, string[]> };
+/** keyhaven on one store, its keys by kind, and on PostgreSQL a connection to its database (for the backends' CPU). */
+type Target = { server: ChildServer; keys: Map<KeyKind, string[]>; probe?: Sql };
 
 type Measurement = Scenario & {
   round: number;
@@ -113,6 +120,8 @@ type Measurement = Scenario & {
   timeouts: number;
   /** The 1-minute load average at the end of the measurement. */
   loadAverage: number;
+  /** The server's CPU per request (/proc; absent where it cannot be read): keyhaven's, or the ceiling server's. */
+  cpu?: CpuPerRequest;
 };
 
 type Failure = { store: string; keyKind?: string; round?: number; error: string };
@@ -149,9 +158,14 @@ function importKeyOf(kind: KeyKind, apiId: string, plaintext: string): Record<st
 /** keyhaven on a fresh store, with an API and the keys of every kind (their plaintexts). */
 async function startTarget(store: StoreKind, settings: Settings, admin: Admin | undefined, cleanup: Cleanup): Promise<Target> {
   let storeEnv: Record<string, string>;
+  let probe: Sql | undefined;
   if (store === "postgres") {
     if (!admin) throw new Error("no PostgreSQL connection");
-    storeEnv = { DATABASE_URL: (await createDatabase(admin, settings.databaseUrl, cleanup)).url };
+    const url = (await createDatabase(admin, settings.databaseUrl, cleanup)).url;
+    storeEnv = { DATABASE_URL: url };
+    const connection = postgres(url, { max: 1, onnotice: () => {} });
+    probe = connection;
+    cleanup.add("close the CPU probe", () => connection.end({ timeout: 5 }));
   } else {
     const dir = await mkdtemp(path.join(os.tmpdir(), "keyhaven-bench-"));
     cleanup.add(`remove ${dir}`, () => rm(dir, { recursive: true, force: true }));
@@ -181,14 +195,21 @@ async function startTarget(store: StoreKind, settings: Settings, admin: Admin | 
       }
       keys.set(kind, plaintexts);
     }
-    return { server, keys };
+    return { server, keys, ...(probe && { probe }) };
   } catch (err) {
     throw new Error(`${describeError(err)}\n--- keyhaven output ---\n${server.output()}`);
   }
 }
 
 /** Warm-up (every answer checked), then the measurement; each request's key at random among `keys`. */
-async function measure(scenario: Scenario, roundNo: number, server: ChildServer, keys: string[], settings: Settings): Promise<Measurement> {
+async function measure(
+  scenario: Scenario,
+  roundNo: number,
+  server: ChildServer,
+  keys: string[],
+  settings: Settings,
+  probe: Sql | undefined,
+): Promise<Measurement> {
   const url = `${server.url}${VERIFY_ROUTE}`;
   const bodies = keys.map((key) => JSON.stringify({ key }));
   const load = { url, body: bodies[0]!, bodies, connections: settings.connections };
@@ -200,9 +221,12 @@ async function measure(scenario: Scenario, roundNo: number, server: ChildServer,
         (warmup.badAnswer !== undefined ? `; for example: ${warmup.badAnswer}` : ""),
     );
   }
+  const cpuBefore = await cpuSnapshot(server.pid, probe);
   const run = await loadJsonPost({ ...load, seconds: settings.seconds });
+  const cpuAfter = await cpuSnapshot(server.pid, probe);
   const r = run.result;
   const durationS = r.duration > 0 ? r.duration : settings.seconds;
+  const cpu = cpuPerRequest(cpuBefore, cpuAfter, run.latenciesMs.length, durationS);
   return {
     ...scenario,
     round: roundNo,
@@ -215,6 +239,7 @@ async function measure(scenario: Scenario, roundNo: number, server: ChildServer,
     errors: r.errors,
     timeouts: r.timeouts,
     loadAverage: round(os.loadavg()[0]!, 2),
+    ...(cpu && { cpu }),
   };
 }
 
@@ -225,6 +250,10 @@ type Summary = Scenario & {
   p50Ms: number;
   p99Ms: number;
   loadAverage: number;
+  /** Medians of the rounds' CPU per request (where /proc was read). */
+  threadUs?: number;
+  threadBusy?: number;
+  postgresUs?: number;
 };
 
 function summarize(results: Measurement[], scenarios: Scenario[]): Summary[] {
@@ -241,9 +270,26 @@ function summarize(results: Measurement[], scenarios: Scenario[]): Summary[] {
         p50Ms: round(median(of.map((r) => r.latencyMs.p50)), 2),
         p99Ms: round(median(of.map((r) => r.latencyMs.p99)), 2),
         loadAverage: round(median(of.map((r) => r.loadAverage)), 2),
+        ...medianCpu(of),
       },
     ];
   });
+}
+
+/** The medians of the measurements' CPU figures, each where every measurement has it. */
+function medianCpu(of: Measurement[]): Pick<Summary, "threadUs" | "threadBusy" | "postgresUs"> {
+  const figure = (get: (c: CpuPerRequest) => number | undefined, digits: number) => {
+    const values = of.map((r) => (r.cpu ? get(r.cpu) : undefined));
+    return values.every((v) => v !== undefined) ? round(median(values as number[]), digits) : undefined;
+  };
+  const threadUs = figure((c) => c.threadUs, 1);
+  const threadBusy = figure((c) => c.threadBusy, 3);
+  const postgresUs = figure((c) => c.postgresUs, 1);
+  return {
+    ...(threadUs !== undefined && { threadUs }),
+    ...(threadBusy !== undefined && { threadBusy }),
+    ...(postgresUs !== undefined && { postgresUs }),
+  };
 }
 
 function roundsTable(results: Measurement[]): string {
@@ -264,7 +310,7 @@ function roundsTable(results: Measurement[]): string {
 }
 
 function summaryTable(summaries: Summary[]): string {
-  const header = ["store", "keys", "rounds", "req/s", "% ceiling", "p50 ms", "p99 ms", "load"];
+  const header = ["store", "keys", "rounds", "req/s", "% ceiling", "p50 ms", "p99 ms", "load", "thread µs", "busy", "pg µs"];
   const rows = summaries.map((s) => [
     s.store,
     s.keyKind,
@@ -274,8 +320,11 @@ function summaryTable(summaries: Summary[]): string {
     formatMs(s.p50Ms),
     formatMs(s.p99Ms),
     s.loadAverage.toFixed(2),
+    s.threadUs === undefined ? "—" : String(s.threadUs),
+    formatShare(s.threadBusy),
+    s.postgresUs === undefined ? "—" : String(s.postgresUs),
   ]);
-  return formatTable(header, rows, new Set([2, 3, 4, 5, 6, 7]));
+  return formatTable(header, rows, new Set([2, 3, 4, 5, 6, 7, 8, 9, 10]));
 }
 
 function describeTarget(summaries: Summary[], results: Measurement[]) {
@@ -340,10 +389,12 @@ async function main(): Promise<void> {
         const server = target?.server ?? ceiling;
         const keys = target?.keys.get(scenario.keyKind as KeyKind) ?? ["bench"];
         try {
-          const m = await measure(scenario, roundNo, server, keys, settings);
+          const m = await measure(scenario, roundNo, server, keys, settings, target?.probe);
           if (interrupted()) break; // a measurement cut short is not reported
           measured.push(m);
-          console.log(`${measurementLine(m.requestsPerSecond, "req/s", m)}, load ${m.loadAverage.toFixed(2)}`);
+          console.log(
+            `${measurementLine(m.requestsPerSecond, "req/s", m)}, load ${m.loadAverage.toFixed(2)}${m.cpu ? `; ${formatCpu(m.cpu)}` : ""}`,
+          );
         } catch (err) {
           failures.push({ store: scenario.store, keyKind: scenario.keyKind, round: roundNo, error: describeError(err) });
           console.log(failureLine([scenario.store, scenario.keyKind, `round ${roundNo}`], describeError(err)));
@@ -372,7 +423,8 @@ async function main(): Promise<void> {
     console.log(`\n${roundsTable(results)}\n\nmedians over rounds:\n${summaryTable(summaries)}`);
     console.log(
       `\nreq/s: 2xx answers per second; % ceiling: of the fixed-response server's req/s in the same round;` +
-        ` p50/p99: per request; load: 1-minute load average at the end of the measurement.` +
+        ` p50/p99: per request; load: 1-minute load average at the end of the measurement;` +
+        ` thread µs / busy / pg µs: CPU per request of the server's main thread (and how busy it was) and of PostgreSQL's backends serving it.` +
         `\nkeyhaven's DATABASE_POOL_SIZE: ${settings.keyhavenPoolSize}; ${KEYS_PER_SET} keys per set, each request's key at random.`,
     );
     console.log(`\n${target.text}`);

@@ -41,11 +41,14 @@ import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
+import type { Sql } from "postgres";
 import {
   type Admin,
   type ChildServer,
   Cleanup,
-  cpuSecondsOf,
+  type CpuPerRequest,
+  cpuPerRequest,
+  cpuSnapshot,
   createDatabase,
   DEFAULT_DATABASE_URL,
   describeError,
@@ -54,6 +57,7 @@ import {
   envPositive,
   envServerNodeArgs,
   formatCount,
+  formatCpu,
   formatMs,
   formatShare,
   formatTable,
@@ -102,15 +106,8 @@ type Round = {
   /** PostgreSQL: whether `keys` had been analysed (by autovacuum) when the round started. */
   keysAnalysed?: boolean;
   /** Where the round's CPU went, per verification answered (/proc; absent where it cannot be read). */
-  cpu?: RoundCpu;
+  cpu?: CpuPerRequest;
 };
-/**
- * CPU per verification in a round: keyhaven's main thread (where its JavaScript runs, and PGlite with it), the whole
- * keyhaven process (with its other threads: the garbage collector's, libuv's), and PostgreSQL's backends serving
- * keyhaven (PostgreSQL store on this machine only); `threadBusy`, the share of the round the main thread was busy.
- * On one thread, a verification's throughput is about 1 / its thread time whenever the thread is busy throughout.
- */
-type RoundCpu = { threadUs: number; threadBusy: number; processUs: number; postgresUs?: number };
 type StoreResult = { store: StoreKind; import: ImportResult; rounds: Round[]; randomOverHot: number };
 type Failure = { store: StoreKind; error: string };
 
@@ -195,33 +192,20 @@ async function runStore(
 ): Promise<StoreResult | undefined> {
   let storeEnv: Record<string, string>;
   let analysed: (() => Promise<boolean>) | undefined;
-  /**
-   * PostgreSQL: the CPU seconds so far of each client backend on the bench database but the probe's (keyhaven's
-   * connections; autovacuum's workers, which may analyse `keys` during a round, are not counted).
-   */
-  let backendsCpu: (() => Promise<Map<number, number>>) | undefined;
+  /** PostgreSQL: a connection to the bench database, to read autovacuum's progress and the backends' CPU. */
+  let probe: Sql | undefined;
   if (store === "postgres") {
     if (!admin) throw new Error("no PostgreSQL connection");
     const db = await createDatabase(admin, settings.databaseUrl, cleanup);
     storeEnv = { DATABASE_URL: db.url };
     const postgres = (await import("postgres")).default;
-    const probe = postgres(db.url, { max: 1, onnotice: () => {} });
-    cleanup.add("close the statistics probe", () => probe.end({ timeout: 5 }));
+    const statistics = postgres(db.url, { max: 1, onnotice: () => {} });
+    probe = statistics;
+    cleanup.add("close the statistics probe", () => statistics.end({ timeout: 5 }));
     analysed = async () => {
-      const [row] = await probe<{ analysed: boolean }[]>`
+      const [row] = await statistics<{ analysed: boolean }[]>`
         select coalesce(last_analyze, last_autoanalyze) is not null as analysed from pg_stat_user_tables where relname = 'keys'`;
       return row?.analysed === true;
-    };
-    backendsCpu = async () => {
-      const rows = await probe<{ pid: number }[]>`
-        select pid from pg_stat_activity
-        where datname = current_database() and backend_type = 'client backend' and pid <> pg_backend_pid()`;
-      const seconds = new Map<number, number>();
-      for (const { pid } of rows) {
-        const s = cpuSecondsOf(pid);
-        if (s !== undefined) seconds.set(pid, s);
-      }
-      return seconds;
     };
   } else {
     const dir = await mkdtemp(path.join(os.tmpdir(), "keyhaven-bench-"));
@@ -251,9 +235,9 @@ async function runStore(
       const warm = await verifyLoad(server, among, settings.connections, WARMUP_SECONDS);
       if (warm.bad !== undefined || warm.result.non2xx > 0) throw new Error(`warm-up: ${warm.result.non2xx} non-2xx, ${warm.bad ?? ""}`);
       const load = loadAverage();
-      const cpuBefore = await cpuNow(server.pid, backendsCpu);
+      const cpuBefore = await cpuSnapshot(server.pid, probe);
       const run = await verifyLoad(server, among, settings.connections, settings.seconds);
-      const cpuAfter = await cpuNow(server.pid, backendsCpu);
+      const cpuAfter = await cpuSnapshot(server.pid, probe);
       if (interrupted()) return undefined;
       if (run.bad !== undefined) throw new Error(`an answer was not valid: ${run.bad}`);
       const durationS = run.result.duration || settings.seconds;
@@ -267,16 +251,13 @@ async function runStore(
         load,
         ...(keysAnalysedNow !== undefined && { keysAnalysed: keysAnalysedNow }),
       };
-      const cpu = cpuOfRound(cpuBefore, cpuAfter, run.latenciesMs.length, durationS);
+      const cpu = cpuPerRequest(cpuBefore, cpuAfter, run.latenciesMs.length, durationS);
       if (cpu) r.cpu = cpu;
       rounds.push(r);
       console.log(
         `  ${kind} round ${round_}: ${formatCount(r.requestsPerSecond)} req/s, p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, ` +
           `load ${load.join(" ")}${keysAnalysedNow === undefined ? "" : `, keys analysed: ${keysAnalysedNow}`}` +
-          (cpu
-            ? `; CPU per verification: keyhaven's thread ${cpu.threadUs} µs (busy ${formatShare(cpu.threadBusy)}), ` +
-              `its process ${cpu.processUs} µs${cpu.postgresUs === undefined ? "" : `, PostgreSQL ${cpu.postgresUs} µs`}`
-            : ""),
+          (cpu ? `; ${formatCpu(cpu)}` : ""),
       );
     }
   }
@@ -284,36 +265,8 @@ async function runStore(
   return { store, import: imported, rounds, randomOverHot: round(total("random") / total("hot"), 3) };
 }
 
-type CpuSnapshot = { thread?: number; process?: number; backends?: Map<number, number> };
-
-async function cpuNow(pid: number | undefined, backendsCpu: (() => Promise<Map<number, number>>) | undefined): Promise<CpuSnapshot> {
-  if (pid === undefined) return {};
-  const backends = backendsCpu ? await backendsCpu() : undefined;
-  return { thread: cpuSecondsOf(pid, pid), process: cpuSecondsOf(pid), backends };
-}
-
-/** The round's CPU per verification from the snapshots around it (undefined when /proc could not be read). */
-function cpuOfRound(before: CpuSnapshot, after: CpuSnapshot, verifications: number, seconds: number): RoundCpu | undefined {
-  if (before.thread === undefined || after.thread === undefined || before.process === undefined || after.process === undefined)
-    return undefined;
-  if (verifications === 0) return undefined;
-  const perVerification = (cpuSeconds: number) => round((cpuSeconds * 1e6) / verifications, 1);
-  const cpu: RoundCpu = {
-    threadUs: perVerification(after.thread - before.thread),
-    threadBusy: round((after.thread - before.thread) / seconds, 3),
-    processUs: perVerification(after.process - before.process),
-  };
-  if (after.backends && after.backends.size > 0) {
-    // A backend that started during the round counts from zero; one that ended is left out (keyhaven's pool keeps its own).
-    let seconds_ = 0;
-    for (const [pid, s] of after.backends) seconds_ += s - (before.backends?.get(pid) ?? 0);
-    cpu.postgresUs = perVerification(seconds_);
-  }
-  return cpu;
-}
-
 /** The median over a store's rounds of one kind of a CPU figure (undefined when no round has it). */
-function medianCpu(s: StoreResult, kind: Kind, figure: (c: RoundCpu) => number | undefined): number | undefined {
+function medianCpu(s: StoreResult, kind: Kind, figure: (c: CpuPerRequest) => number | undefined): number | undefined {
   const values = s.rounds.filter((r) => r.kind === kind).flatMap((r) => (r.cpu && figure(r.cpu) !== undefined ? [figure(r.cpu)!] : []));
   return values.length === 0 ? undefined : round(median(values), 1);
 }

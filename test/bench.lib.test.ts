@@ -6,7 +6,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { existsSync } from "node:fs";
-import { type ChildServer, cpuSecondsOf, httpCall, loadJsonPost, median, post } from "../bench/lib.js";
+import { type ChildServer, cpuPerRequest, cpuSecondsOf, httpCall, loadJsonPost, median, post } from "../bench/lib.js";
 
 let server: http.Server;
 let url: string;
@@ -93,6 +93,39 @@ describe.skipIf(!existsSync("/proc/self/stat"))("cpuSecondsOf", () => {
   it("is undefined for a process that does not exist", () => {
     expect(cpuSecondsOf(2 ** 30)).toBeUndefined();
     expect(cpuSecondsOf(process.pid, 2 ** 30)).toBeUndefined();
+  });
+});
+
+describe("cpuPerRequest", () => {
+  it("divides the CPU between two snapshots by the requests, and the thread's by the seconds for how busy it was", () => {
+    const before = {
+      thread: 10,
+      process: 12,
+      backends: new Map([
+        [101, 5],
+        [102, 7],
+      ]),
+    };
+    // 2,000 requests in 4 s: the thread used 2 s, the process 2.5 s; backend 101 used 0.5 s, 102 ended, 103 started (0.1 s).
+    const after = {
+      thread: 12,
+      process: 14.5,
+      backends: new Map([
+        [101, 5.5],
+        [103, 0.1],
+      ]),
+    };
+    expect(cpuPerRequest(before, after, 2000, 4)).toEqual({ threadUs: 1000, threadBusy: 0.5, processUs: 1250, postgresUs: 300 });
+  });
+
+  it("leaves PostgreSQL out without backends, and is undefined without /proc's readings or without requests", () => {
+    expect(cpuPerRequest({ thread: 1, process: 1 }, { thread: 2, process: 2 }, 1000, 1)).toEqual({
+      threadUs: 1000,
+      threadBusy: 1,
+      processUs: 1000,
+    });
+    expect(cpuPerRequest({}, { thread: 2, process: 2 }, 1000, 1)).toBeUndefined();
+    expect(cpuPerRequest({ thread: 1, process: 1 }, { thread: 2, process: 2 }, 0, 1)).toBeUndefined();
   });
 });
 

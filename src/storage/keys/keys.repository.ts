@@ -112,7 +112,7 @@ export function prepareSpendStatements(db: Db) {
   const one = db
     .update(keys)
     .set({
-      remaining: sql`cur.before - ${cost} * least(${count}, case when ${cost} = 0 then ${count} else cur.before / ${cost} end)`,
+      remaining: sql`cur.before - ${cost} * ${granted(count, cost, sql`cur.before`)}`,
       lastRefillAt: lastRefillAfterWrite,
     })
     .from(
@@ -125,23 +125,19 @@ export function prepareSpendStatements(db: Db) {
     .returning({ before: sql<number>`cur.before` })
     .prepare("keyhaven_spend_one");
   // Each group's grant is computed from its key's uses alone; the keys' rows are locked first, in the order of
-  // their ids (the inner subquery), so that concurrent statements wait for each other instead of deadlocking. The
-  // groups are read from their JSON once (`req`, used twice): read at each use, the same parameter was sent and
-  // parsed twice, 8–15% of PostgreSQL's CPU per statement of 23 groups (issue 13 §0, docs/benchmarks.md).
+  // their ids (lockedKeys), so that concurrent statements wait for each other instead of deadlocking. The groups are
+  // read from their JSON once (`req`, used twice): read at each use, the same parameter was sent and parsed twice,
+  // 8–15% of PostgreSQL's CPU per statement of 23 groups (issue 13 §0, docs/benchmarks.md).
   const distinct = db
     .update(keys)
-    .set({ remaining: sql`cur.before - cur.cost * cur.granted`, lastRefillAt: lastRefillAfterWrite })
+    .set({ remaining: sql`spend.before - spend.cost * spend.granted`, lastRefillAt: lastRefillAfterWrite })
     .from(
-      sql`(with ${requestedGroups(sql`${sql.placeholder("groups")}::jsonb`)}
-        select l.id, l.before, r.g, r.cost,
-          least(r.n, case when r.cost = 0 then r.n else l.before / r.cost end) as granted
-        from (select ${keys.id} as id, ${effectiveRemaining} as before from ${keys}
-          where ${keys.id} in (select r.id from req r) and ${keys.remaining} is not null
-          order by ${keys.id} for update) l
-        join req r on r.id = l.id) cur`,
+      sql`(with ${requestedGroups(sql`${sql.placeholder("groups")}::jsonb`)}, ${lockedKeys}
+        select cur.id, cur.before, r.g, r.cost, ${granted(sql`r.n`, sql`r.cost`, sql`cur.before`)} as granted
+        from cur join req r on r.id = cur.id) spend`,
     )
-    .where(sql`${keys.id} = cur.id`)
-    .returning({ g: sql<number>`cur.g`, before: sql<number>`cur.before`, granted: sql<number>`cur.granted` })
+    .where(sql`${keys.id} = spend.id`)
+    .returning({ g: sql<number>`spend.g`, before: sql<number>`spend.before`, granted: sql<number>`spend.granted` })
     .prepare("keyhaven_spend_keys");
   return { db, one, distinct };
 }
@@ -186,7 +182,15 @@ export async function spendRemaining(statements: SpendStatements, requests: read
   return results;
 }
 
-/** The key's row, locked, with its uses after every due refill: for the statements below. */
+/**
+ * How many of `n` spends of `cost` uses each the `before` uses grant: as many as they cover, all of them when the cost
+ * is 0 (every spending statement's rule; spendGroup computes the same for the one-group statement's answer).
+ */
+function granted(n: SQL, cost: SQL, before: SQL): SQL {
+  return sql`least(${n}, case when ${cost} = 0 then ${n} else ${before} / ${cost} end)`;
+}
+
+/** The groups' keys' rows, locked in the order of their ids, with their uses after every due refill (the CTE `cur`). */
 const lockedKeys = sql`cur as materialized (select ${keys.id} as id, ${effectiveRemaining} as before from ${keys}
   where ${keys.id} in (select id from req) and ${keys.remaining} is not null
   order by ${keys.id} for update)`;
@@ -200,12 +204,11 @@ function spendGroupsInOrder(groups: SQL): SQL {
   return sql`with recursive ${requestedGroups(groups)}, ${lockedKeys},
     grp as (select g, id, cost, n, row_number() over (partition by id order by g) as step from req),
     walk as (
-      select grp.id, grp.step, grp.g, grp.cost, cur.before,
-        least(grp.n, case when grp.cost = 0 then grp.n else cur.before / grp.cost end) as granted
+      select grp.id, grp.step, grp.g, grp.cost, cur.before, ${granted(sql`grp.n`, sql`grp.cost`, sql`cur.before`)} as granted
       from grp join cur on cur.id = grp.id where grp.step = 1
       union all
       select nx.id, nx.step, nx.g, nx.cost, w.before - w.cost * w.granted,
-        least(nx.n, case when nx.cost = 0 then nx.n else (w.before - w.cost * w.granted) / nx.cost end)
+        ${granted(sql`nx.n`, sql`nx.cost`, sql`(w.before - w.cost * w.granted)`)}
       from walk w join grp nx on nx.id = w.id and nx.step = w.step + 1),
     spent as (select id, sum(cost::bigint * granted) as uses from walk group by id),
     upd as (${spendAndRefill(sql`spent.uses`)}

@@ -71,6 +71,7 @@ import {
   loadJsonPost,
   measurementLine,
   median,
+  medianCpu,
   openAdmin,
   post,
   reportOutcome,
@@ -243,18 +244,16 @@ async function measure(
   };
 }
 
-type Summary = Scenario & {
-  rounds: number;
-  requestsPerSecond: number;
-  shareOfCeiling?: number;
-  p50Ms: number;
-  p99Ms: number;
-  loadAverage: number;
-  /** Medians of the rounds' CPU per request (where /proc was read). */
-  threadUs?: number;
-  threadBusy?: number;
-  postgresUs?: number;
-};
+/** A scenario's medians over its rounds, those of its CPU per request included (where /proc was read). */
+type Summary = Scenario &
+  Partial<CpuPerRequest> & {
+    rounds: number;
+    requestsPerSecond: number;
+    shareOfCeiling?: number;
+    p50Ms: number;
+    p99Ms: number;
+    loadAverage: number;
+  };
 
 function summarize(results: Measurement[], scenarios: Scenario[]): Summary[] {
   return scenarios.flatMap((s) => {
@@ -270,26 +269,10 @@ function summarize(results: Measurement[], scenarios: Scenario[]): Summary[] {
         p50Ms: round(median(of.map((r) => r.latencyMs.p50)), 2),
         p99Ms: round(median(of.map((r) => r.latencyMs.p99)), 2),
         loadAverage: round(median(of.map((r) => r.loadAverage)), 2),
-        ...medianCpu(of),
+        ...medianCpu(of.map((r) => r.cpu)),
       },
     ];
   });
-}
-
-/** The medians of the measurements' CPU figures, each where every measurement has it. */
-function medianCpu(of: Measurement[]): Pick<Summary, "threadUs" | "threadBusy" | "postgresUs"> {
-  const figure = (get: (c: CpuPerRequest) => number | undefined, digits: number) => {
-    const values = of.map((r) => (r.cpu ? get(r.cpu) : undefined));
-    return values.every((v) => v !== undefined) ? round(median(values as number[]), digits) : undefined;
-  };
-  const threadUs = figure((c) => c.threadUs, 1);
-  const threadBusy = figure((c) => c.threadBusy, 3);
-  const postgresUs = figure((c) => c.postgresUs, 1);
-  return {
-    ...(threadUs !== undefined && { threadUs }),
-    ...(threadBusy !== undefined && { threadBusy }),
-    ...(postgresUs !== undefined && { postgresUs }),
-  };
 }
 
 function roundsTable(results: Measurement[]): string {

@@ -203,6 +203,27 @@ export function cpuPerRequest(before: CpuSnapshot, after: CpuSnapshot, requests:
   return cpu;
 }
 
+/**
+ * The medians of CPU figures over measurements (`undefined` for one that had no /proc readings): each figure where
+ * every measurement has it, else left out.
+ */
+export function medianCpu(cpus: readonly (CpuPerRequest | undefined)[]): Partial<CpuPerRequest> {
+  const figure = (get: (c: CpuPerRequest) => number | undefined, digits: number) => {
+    const values = cpus.map((c) => (c ? get(c) : undefined));
+    return values.length > 0 && values.every((v) => v !== undefined) ? round(median(values as number[]), digits) : undefined;
+  };
+  const threadUs = figure((c) => c.threadUs, 1);
+  const threadBusy = figure((c) => c.threadBusy, 3);
+  const processUs = figure((c) => c.processUs, 1);
+  const postgresUs = figure((c) => c.postgresUs, 1);
+  return {
+    ...(threadUs !== undefined && { threadUs }),
+    ...(threadBusy !== undefined && { threadBusy }),
+    ...(processUs !== undefined && { processUs }),
+    ...(postgresUs !== undefined && { postgresUs }),
+  };
+}
+
 /** "CPU per request: the server's thread 41.8 µs (busy 98.0%), its process 43.1 µs, PostgreSQL 4.0 µs". */
 export function formatCpu(cpu: CpuPerRequest): string {
   return (

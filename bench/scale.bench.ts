@@ -65,7 +65,7 @@ import {
   interrupted,
   type LatencySummary,
   loadJsonPost,
-  median,
+  medianCpu,
   openAdmin,
   post,
   reportOutcome,
@@ -265,11 +265,8 @@ async function runStore(
   return { store, import: imported, rounds, randomOverHot: round(total("random") / total("hot"), 3) };
 }
 
-/** The median over a store's rounds of one kind of a CPU figure (undefined when no round has it). */
-function medianCpu(s: StoreResult, kind: Kind, figure: (c: CpuPerRequest) => number | undefined): number | undefined {
-  const values = s.rounds.filter((r) => r.kind === kind).flatMap((r) => (r.cpu && figure(r.cpu) !== undefined ? [figure(r.cpu)!] : []));
-  return values.length === 0 ? undefined : round(median(values), 1);
-}
+/** The medians of a store's CPU figures over its rounds of one kind. */
+const cpuOfKind = (s: StoreResult, kind: Kind) => medianCpu(s.rounds.filter((r) => r.kind === kind).map((r) => r.cpu));
 
 function table(results: StoreResult[]): string {
   const rows = results.flatMap((s) =>
@@ -336,11 +333,9 @@ async function main(): Promise<void> {
         `${s.store}: import ${formatCount(s.import.keysPerSecond)} keys/s (per ${formatCount(SLICE_KEYS)}: ${slices}); ` +
           `random/hot ${s.randomOverHot} (target ≥ 0.5: ${s.randomOverHot >= 0.5 ? "met" : "not met"})`,
       );
-      const random = medianCpu(s, "random", (c) => c.threadUs);
-      const hot = medianCpu(s, "hot", (c) => c.threadUs);
+      const { threadUs: random, postgresUs: pgRandom } = cpuOfKind(s, "random");
+      const { threadUs: hot, postgresUs: pgHot } = cpuOfKind(s, "hot");
       if (random !== undefined && hot !== undefined) {
-        const pgRandom = medianCpu(s, "random", (c) => c.postgresUs);
-        const pgHot = medianCpu(s, "hot", (c) => c.postgresUs);
         console.log(
           `  keyhaven's thread per verification (median): random ${random} µs, hot ${hot} µs (hot/random ${round(hot / random, 3)})` +
             (pgRandom === undefined || pgHot === undefined ? "" : `; PostgreSQL's backends: random ${pgRandom} µs, hot ${pgHot} µs`),

@@ -6,7 +6,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { existsSync } from "node:fs";
-import { type ChildServer, cpuPerRequest, cpuSecondsOf, httpCall, loadJsonPost, median, post } from "../bench/lib.js";
+import { type ChildServer, cpuPerRequest, cpuSecondsOf, httpCall, loadJsonPost, median, medianCpu, post } from "../bench/lib.js";
 
 let server: http.Server;
 let url: string;
@@ -126,6 +126,16 @@ describe("cpuPerRequest", () => {
     });
     expect(cpuPerRequest({}, { thread: 2, process: 2 }, 1000, 1)).toBeUndefined();
     expect(cpuPerRequest({ thread: 1, process: 1 }, { thread: 2, process: 2 }, 0, 1)).toBeUndefined();
+  });
+});
+
+describe("medianCpu", () => {
+  it("takes each figure's median over the measurements, and leaves out a figure one of them lacks", () => {
+    const cpu = (threadUs: number, postgresUs?: number) => ({ threadUs, threadBusy: threadUs / 100, processUs: threadUs + 1, postgresUs });
+    expect(medianCpu([cpu(40, 5), cpu(60, 7), cpu(50, 6)])).toEqual({ threadUs: 50, threadBusy: 0.5, processUs: 51, postgresUs: 6 });
+    expect(medianCpu([cpu(40, 5), cpu(60)])).toEqual({ threadUs: 50, threadBusy: 0.5, processUs: 51 });
+    expect(medianCpu([cpu(40), undefined])).toEqual({});
+    expect(medianCpu([])).toEqual({});
   });
 });
 

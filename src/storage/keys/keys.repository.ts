@@ -125,16 +125,17 @@ export function prepareSpendStatements(db: Db) {
     .returning({ before: sql<number>`cur.before` })
     .prepare("keyhaven_spend_one");
   // Each group's grant is computed from its key's uses alone; the keys' rows are locked first, in the order of
-  // their ids (lockedKeys), so that concurrent statements wait for each other instead of deadlocking. The groups are
-  // read from their JSON once (`req`, used twice): read at each use, the same parameter was sent and parsed twice,
-  // 8–15% of PostgreSQL's CPU per statement of 23 groups (issue 13 §0, docs/benchmarks.md).
+  // their ids (lockedRows, a subquery here: it is read once), so that concurrent statements wait for each other
+  // instead of deadlocking. The groups are read from their JSON once (`req`, used twice): read at each use, the same
+  // parameter was sent and parsed twice, 8–15% of PostgreSQL's CPU per statement of 23 groups (issue 13 §0,
+  // docs/benchmarks.md).
   const distinct = db
     .update(keys)
     .set({ remaining: sql`spend.before - spend.cost * spend.granted`, lastRefillAt: lastRefillAfterWrite })
     .from(
-      sql`(with ${requestedGroups(sql`${sql.placeholder("groups")}::jsonb`)}, ${lockedKeys}
+      sql`(with ${requestedGroups(sql`${sql.placeholder("groups")}::jsonb`)}
         select cur.id, cur.before, r.g, r.cost, ${granted(sql`r.n`, sql`r.cost`, sql`cur.before`)} as granted
-        from cur join req r on r.id = cur.id) spend`,
+        from (${lockedRows}) cur join req r on r.id = cur.id) spend`,
     )
     .where(sql`${keys.id} = spend.id`)
     .returning({ g: sql<number>`spend.g`, before: sql<number>`spend.before`, granted: sql<number>`spend.granted` })
@@ -190,10 +191,12 @@ function granted(n: SQL, cost: SQL, before: SQL): SQL {
   return sql`least(${n}, case when ${cost} = 0 then ${n} else ${before} / ${cost} end)`;
 }
 
-/** The groups' keys' rows, locked in the order of their ids, with their uses after every due refill (the CTE `cur`). */
-const lockedKeys = sql`cur as materialized (select ${keys.id} as id, ${effectiveRemaining} as before from ${keys}
+/** The rows of the groups' keys (CTE `req`), locked in the order of their ids, with their uses after every due refill. */
+const lockedRows = sql`select ${keys.id} as id, ${effectiveRemaining} as before from ${keys}
   where ${keys.id} in (select id from req) and ${keys.remaining} is not null
-  order by ${keys.id} for update)`;
+  order by ${keys.id} for update`;
+/** The same as the CTE `cur`, materialized: the statement below reads it twice. */
+const lockedKeys = sql`cur as materialized (${lockedRows})`;
 /** The groups as the CTE `req` (materialized: read once, however often the statement uses it). */
 const requestedGroups = (groups: SQL) => sql`req as materialized ${groupsWithCurrentEpoch(groups)}`;
 const spendAndRefill = (spent: SQL) => sql`update ${keys} set ${sql.identifier(keys.remaining.name)} = cur.before - ${spent},

@@ -4,7 +4,7 @@ import { type KeyForVerification, prepareVerificationLookup } from "../src/stora
 import { test } from "./fixtures.js";
 
 // The verification lookup reads what a batch of keys has in other tables (roles, permissions direct and through
-// roles, the key's and its identity's rate limits) once for the whole batch (keys.columns.ts, keyAggregatesOf),
+// roles, the key's and its identity's rate limits) once for the whole batch (keys.columns.ts, batchListsOf),
 // where the key object reads them per key. Here keys that share roles, permissions and an identity are looked up
 // together and one by one: each row must hold exactly its own key's, whatever else is in the batch.
 

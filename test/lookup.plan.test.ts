@@ -26,7 +26,14 @@ function literal(value: unknown): string {
   return `'${String(value).replace(/'/g, "''")}'`;
 }
 
-type PlanNode = { "Node Type": string; "Relation Name"?: string; "Index Name"?: string; "Subplan Name"?: string; Plans?: PlanNode[] };
+type PlanNode = {
+  "Node Type": string;
+  "Relation Name"?: string;
+  "Index Name"?: string;
+  "Subplan Name"?: string;
+  "Parent Relationship"?: string;
+  Plans?: PlanNode[];
+};
 
 function nodesOf(node: PlanNode): PlanNode[] {
   return [node, ...(node.Plans ?? []).flatMap(nodesOf)];
@@ -72,11 +79,14 @@ async function expectIndexFirst(h: Harness, statement: Captured, table: string, 
   }
 }
 
-/** The scans of `table` under `node` that are not inside the CTE named `cte` (which runs once per statement). */
-function scansOutside(node: PlanNode, table: string, cte: string): PlanNode[] {
-  if (node["Subplan Name"] === `CTE ${cte}`) return [];
+/**
+ * The scans of `table` under `node` that are not inside an InitPlan (a subquery that runs once per statement, before
+ * the rows it is part of: the verification lookup's lists for the batch).
+ */
+function scansOutsideInitPlans(node: PlanNode, table: string): PlanNode[] {
+  if (node["Parent Relationship"] === "InitPlan") return [];
   const own = node["Relation Name"] === table ? [node] : [];
-  return [...own, ...(node.Plans ?? []).flatMap((child) => scansOutside(child, table, cte))];
+  return [...own, ...(node.Plans ?? []).flatMap((child) => scansOutsideInitPlans(child, table))];
 }
 
 /** Tables whose rows grow with the keys, read by the verification lookup for each key it finds. */
@@ -139,7 +149,9 @@ describe("lookups by hash start from the hash index, whatever the table's statis
     // The keys' identities too, once for the batch: joined per key, each key started a scan of `identities`, which on
     // the embedded store cost a system call (PGlite asking the file's size) and a quarter of a statement of 31 keys.
     for (const [mode, nodes] of Object.entries(await plansOf(h, { query: lookup.sql, params: [bulk.hashes] }))) {
-      expect(scansOutside(nodes[0]!, "identities", "batch_identities"), `${mode} plan of\n${lookup.sql}`).toEqual([]);
+      const identityScans = nodes.filter((n) => n["Relation Name"] === "identities");
+      expect(identityScans.length, `${mode} plan of\n${lookup.sql}`).toBeGreaterThan(0);
+      expect(scansOutsideInitPlans(nodes[0]!, "identities"), `${mode} plan of\n${lookup.sql}`).toEqual([]);
     }
   });
 

@@ -1,14 +1,14 @@
 import type { PGlite } from "@electric-sql/pglite";
-import { Column, is, type SQL } from "drizzle-orm";
+import { type Column, is, type SQL } from "drizzle-orm";
 import { PgliteDatabase } from "drizzle-orm/pglite";
 import { type Db, hasSqlState } from "./client.js";
+import { decodeJsonValues, jsonFieldsOf } from "./jsonValues.js";
 
 /** Whether `db` is a handle on the embedded store. */
 export function isPglite(db: Db): boolean {
   return is(db, PgliteDatabase);
 }
 
-type Decoder = { mapFromDriverValue(value: unknown): unknown };
 const SQLSTATE_DUPLICATE_PREPARED = "42P05";
 const SQLSTATE_UNKNOWN_PREPARED = "26000";
 
@@ -33,7 +33,8 @@ export function textArrayLiteral(values: readonly string[]): string {
  * of rows of fields: PGlite's JavaScript reads each field of each row out of the answer on its own (a copy and a
  * decode per field), which cost the verification lookup about a third of its time per batch on the embedded store
  * (issue 13 §2, docs/benchmarks.md). Values arrive as PostgreSQL writes them in JSON: text, numbers, booleans,
- * arrays, json and jsonb as they are, timestamps in ISO 8601; cast an int8 that may pass 2^53 to text (the epoch is).
+ * arrays, json and jsonb as they are, timestamps in ISO 8601 (jsonValues.ts); cast an int8 that may pass 2^53 to text (the
+ * epoch is).
  *
  * `text` must be the select's own SQL with `$1` where the text[] goes, and `selection` the select's fields in order:
  * rows are decoded column by column as drizzle decodes them. A statement deallocated behind our back (DISCARD ALL)
@@ -48,10 +49,7 @@ export function preparePgliteSelect<Row>(
   // The store counts EXECUTE as a statement that cannot write (client.ts, Store.writes): only selects are prepared.
   if (!/^\s*select\b/i.test(text)) throw new Error(`preparePgliteSelect prepares selects only: ${name}`);
   const client = (db as unknown as { $client: PGlite }).$client;
-  const fields = Object.entries(selection).map(([key, field]) => {
-    const decoder: Decoder | undefined = is(field, Column) ? field : (field as unknown as { decoder?: Decoder }).decoder;
-    return { key, decoder };
-  });
+  const fields = jsonFieldsOf(selection);
   let prepared: Promise<void> | undefined;
   const prepare = () => {
     prepared ??= client.query(`prepare ${name}(text[]) as select json_agg(row(q.*)) from (${text}) q`).then(
@@ -73,16 +71,7 @@ export function preparePgliteSelect<Row>(
     const [result] = await client.exec(`execute ${name}(${textArrayLiteral(values)})`, { rowMode: "array" });
     // One row, one json: an array of records, each an object of fields f1, f2, … in the select's order (null: no rows).
     const records = (result?.rows[0]?.[0] ?? null) as Record<string, unknown>[] | null;
-    return (records ?? []).map((record) => {
-      const raw = Object.values(record);
-      if (raw.length !== fields.length) throw new Error(`${name} answered ${raw.length} fields, not ${fields.length}`);
-      const row: Record<string, unknown> = {};
-      fields.forEach(({ key, decoder }, i) => {
-        const value = raw[i];
-        row[key] = value === null || value === undefined || !decoder ? (value ?? null) : decoder.mapFromDriverValue(value);
-      });
-      return row as Row;
-    });
+    return (records ?? []).map((record) => decodeJsonValues<Row>(fields, Object.values(record), name));
   };
   return {
     sql: text,

@@ -1,10 +1,11 @@
-import { and, eq, isNull, type SQL, sql } from "drizzle-orm";
+import { and, eq, type GetColumnData, isNull, type SQL, sql } from "drizzle-orm";
 import { type Db, rowsOf } from "../client.js";
 import { epochNow, epochSum } from "../epoch.js";
-import { indexFirst } from "../indexFirst.js";
+import { indexFirstCte } from "../indexFirst.js";
+import { decodeJsonValues, jsonFieldsOf } from "../jsonValues.js";
 import { isPglite, preparePgliteSelect } from "../pglitePrepared.js";
-import { apis, keys, workspaces } from "../schema.js";
-import { batchKeyAggregates, keyAggregatesOf } from "./keys.columns.js";
+import { apis, identities, keys, workspaces } from "../schema.js";
+import { batchListsOf, type RatelimitOfBatch, type StoredRatelimit } from "./keys.columns.js";
 import { effectiveRemaining, lastRefillAfterWrite } from "./keys.refill.js";
 
 export type { StoredRatelimit } from "./keys.columns.js";
@@ -16,6 +17,10 @@ export type { StoredRatelimit } from "./keys.columns.js";
  * (verification.cache.ts) prepares it once and runs it as a prepared statement, instead of once per request:
  * drizzle then skips building the SQL, and the store skips planning it (postgres.js names its statements; on PGlite,
  * where drizzle's are not prepared, it is a PREPAREd statement: pglitePrepared.ts).
+ *
+ * The statement answers one JSON value on both stores: the epoch, the keys' own rows (with their API's and
+ * workspace's), and what the batch's keys have in other tables as flat lists (keys.columns.ts, batchListsOf), which
+ * are grouped per key here. One value, parsed once, instead of rows of fields each decoded on its own.
  */
 export function prepareVerificationLookup(db: Db): VerificationLookup {
   const query = verificationLookupQuery(db);
@@ -23,17 +28,16 @@ export function prepareVerificationLookup(db: Db): VerificationLookup {
   // The hashes are the one parameter ($1): the PGlite statement passes nothing else.
   if (params.length !== 1) throw new Error(`the verification lookup takes one parameter, not ${params.length}`);
   if (isPglite(db)) {
-    const statement = preparePgliteSelect<KeyForVerification>(db, "keyhaven_verification_lookup", text, verificationLookupFields);
-    return { sql: text, execute: ({ hashes }) => statement.execute(hashes) };
+    const statement = preparePgliteSelect<{ answer: LookupAnswer }>(db, "keyhaven_verification_lookup", text, { answer: lookupAnswer });
+    return { sql: text, execute: async ({ hashes }) => keysOfAnswer((await statement.execute(hashes))[0]?.answer) };
   }
   const prepared = query.prepare("keyhaven_verification_lookup");
-  return { sql: text, execute: (values) => prepared.execute(values) };
+  return { sql: text, execute: async (values) => keysOfAnswer((await prepared.execute(values))[0]?.answer) };
 }
 
-const verificationLookupFields = {
+/** What verification reads of a key's own row, its API's and its workspace's, in this order in the list of keys. */
+const keyFields = {
   hash: keys.hash,
-  // Read in the same snapshot as the key: see verification.cache.ts.
-  epoch: epochSum,
   id: keys.id,
   workspaceId: keys.workspaceId,
   apiId: keys.apiId,
@@ -44,29 +48,118 @@ const verificationLookupFields = {
   remaining: keys.remaining,
   enabled: keys.enabled,
   environment: keys.environment,
+  identityId: keys.identityId,
   workspaceEnabled: workspaces.enabled,
   apiIpWhitelist: apis.ipWhitelist,
-  // Its identity, roles, their ids (to tag the cached key), rate limits and effective permissions: for the whole
-  // batch at once.
-  ...batchKeyAggregates,
 };
+const keyJsonFields = jsonFieldsOf(keyFields);
+type KeyFields = { [K in keyof typeof keyFields]: GetColumnData<(typeof keyFields)[K]> };
+
+/** The statement's one value (see batchListsOf for the lists); a list is null when it is empty. */
+type LookupAnswer = {
+  epoch: string;
+  keys: unknown[][] | null;
+  roles: [keyId: string, roleId: string, name: string][] | null;
+  permissions: [keyId: string, slug: string][] | null;
+  ratelimits: RatelimitOfBatch[] | null;
+  identities: [id: string, externalId: string, meta: unknown][] | null;
+};
+const lookupAnswer = sql<LookupAnswer>`"lookup"."answer"`;
 
 function verificationLookupQuery(db: Db) {
-  return (
-    db
-      .select(verificationLookupFields)
-      // From the hash index whatever the statistics say (indexFirst.ts), with what the batch's keys have in other
-      // tables read once for the whole batch (keys.columns.ts).
-      .from(indexFirst(keys, sql`${keys.hash} = any(${sql.placeholder("hashes")}::text[])`, keyAggregatesOf))
-      .innerJoin(apis, and(eq(apis.id, keys.apiId), isNull(apis.deletedAtM)))
-      .innerJoin(workspaces, eq(workspaces.id, keys.workspaceId))
-      .where(isNull(keys.deletedAtM))
-  );
+  const ids = sql`(select key_ids from batch_ids)::text[]`;
+  const identityIds = sql`(select identity_ids from batch_ids)::text[]`;
+  const lists = batchListsOf(ids, identityIds);
+  // From the hash index whatever the statistics say (indexFirst.ts); the CTE is read as `keys` for the columns.
+  const matched = indexFirstCte("matched", keys, sql`${keys.hash} = any(${sql.placeholder("hashes")}::text[])`);
+  const liveKeys = sql`(select json_agg(json_build_array(${sql.join(Object.values(keyFields), sql`, `)}))
+    from matched "keys"
+    inner join ${apis} on ${and(eq(apis.id, keys.apiId), isNull(apis.deletedAtM))}
+    inner join ${workspaces} on ${eq(workspaces.id, keys.workspaceId)}
+    where ${isNull(keys.deletedAtM)})`;
+  return db.select({ answer: lookupAnswer }).from(sql`(with ${matched},
+      batch_ids as (select array_agg(id) as key_ids,
+        array_agg(identity_id) filter (where identity_id is not null) as identity_ids from matched)
+    select json_build_object('epoch', ${epochSum}, 'keys', ${liveKeys}, 'roles', ${lists.roles},
+      'permissions', ${lists.permissions}, 'ratelimits', ${lists.ratelimits}, 'identities', ${lists.identities}) as answer) "lookup"`);
 }
 
-export type KeyForVerification = Awaited<ReturnType<typeof verificationLookupQuery>>[number];
+/** A live key as verification reads it: its row, and what it has in other tables. */
+export type KeyForVerification = Omit<KeyFields, "identityId"> & {
+  /** The verification epoch of the statement's snapshot (int8 as text): see verification.cache.ts. */
+  epoch: string;
+  roles: string[];
+  /** Its roles' ids, only to tag the cached key (verification.cache.ts): a change to one of its roles drops it. */
+  roleIds: string[];
+  ratelimits: StoredRatelimit[];
+  /** Direct permissions and those reached through roles, as slugs, each once, in order. */
+  permissions: string[];
+  /** Its identity (null: none, or gone). */
+  identityId: string | null;
+  identityExternalId: string | null;
+  identityMeta: (typeof identities.$inferSelect)["meta"] | null;
+};
 /** The lookup, prepared; `sql` is the statement's text (its one parameter, `$1`, is the hashes). */
 export type VerificationLookup = { sql: string; execute(values: { hashes: string[] }): Promise<KeyForVerification[]> };
+
+/** `list`'s entries by the key `keyOf` gives each (skipped when null). */
+function byKey<T>(list: readonly T[] | null, keyOf: (entry: T) => string | null): Map<string, T[]> {
+  const map = new Map<string, T[]>();
+  for (const entry of list ?? []) {
+    const key = keyOf(entry);
+    if (key === null) continue;
+    const entries = map.get(key);
+    if (entries) entries.push(entry);
+    else map.set(key, [entry]);
+  }
+  return map;
+}
+
+/** The answer's keys, each with its own roles, permissions, rate limits (its own first) and identity. */
+function keysOfAnswer(answer: LookupAnswer | undefined): KeyForVerification[] {
+  if (!answer?.keys) return [];
+  const roles = byKey(answer.roles, (r) => r[0]);
+  const permissions = byKey(answer.permissions, (p) => p[0]);
+  const ownRatelimits = byKey(answer.ratelimits, (rl) => rl[0]);
+  const identityRatelimits = byKey(answer.ratelimits, (rl) => rl[1]);
+  const identitiesById = new Map((answer.identities ?? []).map((i) => [i[0], i]));
+  return answer.keys.map((values) => {
+    const row = decodeJsonValues<KeyFields>(keyJsonFields, values, "keyhaven_verification_lookup");
+    const keyRoles = roles.get(row.id) ?? [];
+    const identity = row.identityId === null ? undefined : identitiesById.get(row.identityId);
+    const ratelimits = [
+      ...(ownRatelimits.get(row.id) ?? []).map((rl) => storedRatelimit(rl, "key")),
+      ...((row.identityId !== null && identityRatelimits.get(row.identityId)) || []).map((rl) => storedRatelimit(rl, "identity")),
+    ];
+    return {
+      hash: row.hash,
+      epoch: answer.epoch,
+      id: row.id,
+      workspaceId: row.workspaceId,
+      apiId: row.apiId,
+      name: row.name,
+      ownerId: row.ownerId,
+      meta: row.meta,
+      expires: row.expires,
+      remaining: row.remaining,
+      enabled: row.enabled,
+      environment: row.environment,
+      workspaceEnabled: row.workspaceEnabled,
+      apiIpWhitelist: row.apiIpWhitelist,
+      roles: keyRoles.map((r) => r[2]),
+      roleIds: keyRoles.map((r) => r[1]),
+      ratelimits,
+      permissions: (permissions.get(row.id) ?? []).map((p) => p[1]),
+      identityId: identity ? identity[0] : null,
+      identityExternalId: identity ? identity[1] : null,
+      identityMeta: identity ? (identities.meta.mapFromDriverValue(identity[2]) as KeyForVerification["identityMeta"]) : null,
+    };
+  });
+}
+
+function storedRatelimit([, , id, name, limit, duration, autoApply]: RatelimitOfBatch, owner: StoredRatelimit["owner"]): StoredRatelimit {
+  return { id, name, limit, duration, autoApply, owner };
+}
 
 /** A key's uses left now, with every due refill applied (no write); undefined when it is gone or unlimited. */
 export async function readRemaining(db: Db, keyId: string): Promise<number | undefined> {

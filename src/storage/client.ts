@@ -269,12 +269,12 @@ export function pgliteStore(client: PGlite, description: string, end: () => Prom
 
 /**
  * Statements that cannot write: selects (PostgreSQL refuses a data-modifying WITH below the top level, and no
- * function of ours that a select calls writes), and PREPARE / EXECUTE of preparePgliteSelect's selects. Anything else
+ * function of ours that a select calls writes), and PREPARE / EXECUTE / DEALLOCATE of preparePgliteSelect's selects. Anything else
  * counts as a write when it finishes, a transaction as a whole too: its statements' changes are visible at COMMIT.
  * `query` runs one statement (the extended protocol); `exec` may run several, so an `exec` is read-only only when its
  * text has no `;` at all (a `;` inside a literal makes it count as a write: one more epoch read, never one fewer).
  */
-const READ_ONLY_STATEMENT = /^\s*(select|prepare|execute)\b/i;
+const READ_ONLY_STATEMENT = /^\s*(select|prepare|execute|deallocate)\b/i;
 const readOnly = (method: "query" | "exec", text: string) => READ_ONLY_STATEMENT.test(text) && (method === "query" || !text.includes(";"));
 /** What a closed store refuses (pgliteStore). */
 const FENCED = new Set(["query", "transaction", "exec", "sql"]);

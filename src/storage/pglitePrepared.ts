@@ -1,3 +1,4 @@
+import { performance } from "node:perf_hooks";
 import type { PGlite } from "@electric-sql/pglite";
 import { type Column, is, type SQL } from "drizzle-orm";
 import { PgliteDatabase } from "drizzle-orm/pglite";
@@ -11,6 +12,21 @@ export function isPglite(db: Db): boolean {
 
 const SQLSTATE_DUPLICATE_PREPARED = "42P05";
 const SQLSTATE_UNKNOWN_PREPARED = "26000";
+
+/** How old a prepared statement's plan gets on PGlite before it is planned again (see preparePgliteSelect). */
+export const PGLITE_REPLAN_AFTER_MS = 60_000;
+
+export type PgliteSelectOptions = {
+  /** The plan's age at which the next execution plans it again (default PGLITE_REPLAN_AFTER_MS). */
+  replanAfterMs?: number;
+  /** The clock that age is read from, in ms (default performance.now). */
+  now?: () => number;
+};
+
+/** Swallows a failure with this SQLSTATE; throws any other. */
+function ignoreSqlState(err: unknown, sqlState: string): void {
+  if (!hasSqlState(err, sqlState)) throw err;
+}
 
 /** A text[] as an SQL literal: `'{"a","b"}'::text[]` (standard_conforming_strings is on, PostgreSQL's default). */
 export function textArrayLiteral(values: readonly string[]): string {
@@ -39,28 +55,41 @@ export function textArrayLiteral(values: readonly string[]): string {
  * `text` must be the select's own SQL with `$1` where the text[] goes, and `selection` the select's fields in order:
  * rows are decoded column by column as drizzle decodes them. A statement deallocated behind our back (DISCARD ALL)
  * is prepared again, once.
+ *
+ * The plan is made afresh once it is `replanAfterMs` old (PGLITE_REPLAN_AFTER_MS): a prepared statement keeps its
+ * plan until a table it reads is analysed, and PGlite analyses nothing by itself (statistics.ts analyses after
+ * imports only). A plan made while `keys_roles` was empty reads it whole (a sequential scan is the cheapest way to
+ * read an empty table), and went on reading it whole after roles were granted to 300,000 keys: 42.5 ms a lookup
+ * instead of 1.95 (issue 13 §2, docs/benchmarks.md). Planned again, it reads the tables' index, since the planner
+ * estimates a table's rows from its size now, analysed or not.
  */
 export function preparePgliteSelect<Row>(
   db: Db,
   name: string,
   text: string,
   selection: Record<string, Column | SQL>,
+  { replanAfterMs = PGLITE_REPLAN_AFTER_MS, now = () => performance.now() }: PgliteSelectOptions = {},
 ): { sql: string; execute(values: readonly string[]): Promise<Row[]> } {
   // The store counts EXECUTE as a statement that cannot write (client.ts, Store.writes): only selects are prepared.
   if (!/^\s*select\b/i.test(text)) throw new Error(`preparePgliteSelect prepares selects only: ${name}`);
   const client = (db as unknown as { $client: PGlite }).$client;
   const fields = jsonFieldsOf(selection);
+  const definition = `prepare ${name}(text[]) as select json_agg(row(q.*)) from (${text}) q`;
   let prepared: Promise<void> | undefined;
+  let plannedAt = 0;
   const prepare = () => {
-    prepared ??= client.query(`prepare ${name}(text[]) as select json_agg(row(q.*)) from (${text}) q`).then(
-      () => undefined,
-      (err: unknown) => {
-        // Another handle on the same PGlite session prepared it already: the same text, since the name is ours.
-        if (hasSqlState(err, SQLSTATE_DUPLICATE_PREPARED)) return;
-        prepared = undefined;
-        throw err;
-      },
-    );
+    const replan = prepared !== undefined && now() - plannedAt >= replanAfterMs;
+    if (replan) prepared = undefined;
+    prepared ??= (async () => {
+      plannedAt = now();
+      // Gone already (DISCARD ALL, or another handle on the same session replanned it): nothing to deallocate.
+      if (replan) await client.query(`deallocate ${name}`).catch((err: unknown) => ignoreSqlState(err, SQLSTATE_UNKNOWN_PREPARED));
+      // Another handle on the same PGlite session prepared it already: the same text, since the name is ours.
+      await client.query(definition).catch((err: unknown) => ignoreSqlState(err, SQLSTATE_DUPLICATE_PREPARED));
+    })().catch((err: unknown) => {
+      prepared = undefined;
+      throw err;
+    });
     return prepared;
   };
   const run = async (values: readonly string[]) => {

@@ -3,7 +3,7 @@ import { type Db, rowsOf } from "../client.js";
 import { epochNow, epochSum } from "../epoch.js";
 import { indexFirstCte } from "../indexFirst.js";
 import { decodeJsonValues, jsonFieldsOf } from "../jsonValues.js";
-import { isPglite, preparePgliteSelect } from "../pglitePrepared.js";
+import { isPglite, type PgliteSelectOptions, preparePgliteSelect } from "../pglitePrepared.js";
 import { apis, identities, keys, workspaces } from "../schema.js";
 import { batchListsOf, type RatelimitOfBatch, type StoredRatelimit } from "./keys.columns.js";
 import { effectiveRemaining, lastRefillAfterWrite } from "./keys.refill.js";
@@ -16,19 +16,26 @@ export type { StoredRatelimit } from "./keys.columns.js";
  * here, since spending reads and writes it in the database. Verification is the hot path: the verification cache
  * (verification.cache.ts) prepares it once and runs it as a prepared statement, instead of once per request:
  * drizzle then skips building the SQL, and the store skips planning it (postgres.js names its statements; on PGlite,
- * where drizzle's are not prepared, it is a PREPAREd statement: pglitePrepared.ts).
+ * where drizzle's are not prepared, it is a PREPAREd statement: pglitePrepared.ts, which plans it again once its plan
+ * is old, `pglite` saying when; the tests set it).
  *
  * The statement answers one JSON value on both stores: the epoch, the keys' own rows (with their API's and
  * workspace's), and what the batch's keys have in other tables as flat lists (keys.columns.ts, batchListsOf), which
  * are grouped per key here. One value, parsed once, instead of rows of fields each decoded on its own.
  */
-export function prepareVerificationLookup(db: Db): VerificationLookup {
+export function prepareVerificationLookup(db: Db, pglite?: PgliteSelectOptions): VerificationLookup {
   const query = verificationLookupQuery(db);
   const { sql: text, params } = query.toSQL();
   // The hashes are the one parameter ($1): the PGlite statement passes nothing else.
   if (params.length !== 1) throw new Error(`the verification lookup takes one parameter, not ${params.length}`);
   if (isPglite(db)) {
-    const statement = preparePgliteSelect<{ answer: LookupAnswer }>(db, "keyhaven_verification_lookup", text, { answer: lookupAnswer });
+    const statement = preparePgliteSelect<{ answer: LookupAnswer }>(
+      db,
+      "keyhaven_verification_lookup",
+      text,
+      { answer: lookupAnswer },
+      pglite,
+    );
     return { sql: text, execute: async ({ hashes }) => keysOfAnswer((await statement.execute(hashes))[0]?.answer) };
   }
   const prepared = query.prepare("keyhaven_verification_lookup");

@@ -8,6 +8,7 @@ import { prepareVerificationLookup } from "../src/storage/keys/keys.repository.j
 import { liveKeyHashExists, prepareRootKeyLookup } from "../src/storage/rootKeys/rootKeys.auth.repository.js";
 import { test } from "./fixtures.js";
 import type { Harness } from "./helper.js";
+import { type PlanNode, planNodesOf } from "./plans.js";
 import { type Captured, recordingDb } from "./recording-db.js";
 
 // Issue 13 §2: after a bulk import nobody analysed, the verification lookup was planned from `apis` through
@@ -26,19 +27,6 @@ function literal(value: unknown): string {
   return `'${String(value).replace(/'/g, "''")}'`;
 }
 
-type PlanNode = {
-  "Node Type": string;
-  "Relation Name"?: string;
-  "Index Name"?: string;
-  "Subplan Name"?: string;
-  "Parent Relationship"?: string;
-  Plans?: PlanNode[];
-};
-
-function nodesOf(node: PlanNode): PlanNode[] {
-  return [node, ...(node.Plans ?? []).flatMap(nodesOf)];
-}
-
 /**
  * The plans of `statement`, as a prepared statement is planned generically (as postgres.js's named statements
  * are, after five runs) and with its parameters' values (PGlite's unnamed statements): EXPLAIN without ANALYZE.
@@ -52,9 +40,7 @@ async function plansOf(h: Harness, statement: Captured): Promise<Record<"generic
       await run(`prepare lookup_plan_test as ${statement.query}`);
       const [row] = await run(`explain (format json) execute lookup_plan_test(${statement.params.map(literal).join(", ")})`);
       await run("deallocate lookup_plan_test");
-      const json = row!["QUERY PLAN"];
-      const [top] = (typeof json === "string" ? JSON.parse(json) : json) as { Plan: PlanNode }[];
-      plans[mode] = nodesOf(top!.Plan);
+      plans[mode] = planNodesOf(row);
     }
     return plans;
   });

@@ -4,6 +4,7 @@ import { PGLITE_REPLAN_AFTER_MS } from "../src/storage/pglitePrepared.js";
 import { prepareVerificationLookup } from "../src/storage/keys/keys.repository.js";
 import { test } from "./fixtures.js";
 import { createHarness, type Harness } from "./helper.js";
+import { planNodesOf } from "./plans.js";
 
 // Issue 13 §2 on the embedded store: the verification lookup is a PREPAREd statement there, and a prepared statement
 // keeps its plan until a table it reads is analysed, which PGlite never does by itself (keyhaven analyses after
@@ -13,17 +14,12 @@ import { createHarness, type Harness } from "./helper.js";
 /** Keys (each with a role) added after the lookup was planned: enough that reading `keys_roles` whole costs more. */
 const GROWN_ROWS = 5_000;
 
-type PlanNode = { "Node Type": string; "Relation Name"?: string; "Index Name"?: string; Plans?: PlanNode[] };
-const nodesOf = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(nodesOf)];
-
 /** How the session's prepared lookup reads `keys_roles` in its generic plan (the one a prepared statement keeps). */
 async function keysRolesScans(h: Harness, hash: string): Promise<string[]> {
   await h.sql("set plan_cache_mode = force_generic_plan");
   try {
-    const [row] = await h.sql<{ "QUERY PLAN": unknown }>(`explain (format json) execute keyhaven_verification_lookup('{"${hash}"}')`);
-    const json = row!["QUERY PLAN"];
-    const [top] = (typeof json === "string" ? JSON.parse(json) : json) as { Plan: PlanNode }[];
-    return nodesOf(top!.Plan)
+    const [row] = await h.sql(`explain (format json) execute keyhaven_verification_lookup('{"${hash}"}')`);
+    return planNodesOf(row)
       .filter((n) => n["Relation Name"] === "keys_roles" || n["Index Name"]?.startsWith("keys_roles"))
       .map((n) => `${n["Node Type"]}${n["Index Name"] ? ` using ${n["Index Name"]}` : ""}`);
   } finally {

@@ -134,9 +134,10 @@ function keysOfAnswer(answer: LookupAnswer | undefined): KeyForVerification[] {
     const row = decodeJsonValues<KeyFields>(keyJsonFields, values, "keyhaven_verification_lookup");
     const keyRoles = roles.get(row.id) ?? [];
     const identity = row.identityId === null ? undefined : identitiesById.get(row.identityId);
+    const ofIdentity = row.identityId === null ? undefined : identityRatelimits.get(row.identityId);
     const ratelimits = [
       ...(ownRatelimits.get(row.id) ?? []).map((rl) => storedRatelimit(rl, "key")),
-      ...((row.identityId !== null && identityRatelimits.get(row.identityId)) || []).map((rl) => storedRatelimit(rl, "identity")),
+      ...(ofIdentity ?? []).map((rl) => storedRatelimit(rl, "identity")),
     ];
     return {
       hash: row.hash,

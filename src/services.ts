@@ -75,13 +75,20 @@ export type ServicesOptions = {
 /**
  * The remaining-uses spender of a store. Spending statements at once: DEFAULT_SPEND_STATEMENTS_IN_FLIGHT, leaving at
  * least one connection of a PostgreSQL pool to the lookups verification needs; on PostgreSQL the second starts only
- * beside a statement that has run for SPEND_OVERLAP_AFTER_MS (one at a time costs less per spend, RemainingSpender).
+ * beside a statement that has run for SPEND_OVERLAP_AFTER_MS (one at a time costs less per spend, RemainingSpender),
+ * and a statement's verifications are answered once the next statement is on its way to PostgreSQL.
  * The embedded store runs statements one at a time, but a second one queued there early still measured faster
  * (bench:budgets) than batches that wait in the spender for the first.
  */
 function remainingSpenderOf(store: Store, config: Config): RemainingSpender {
   if (store.kind === "pglite") return new RemainingSpender(store.db, DEFAULT_SPEND_STATEMENTS_IN_FLIGHT);
-  return new RemainingSpender(store.db, withinPool(config, DEFAULT_SPEND_STATEMENTS_IN_FLIGHT, 1), SPEND_OVERLAP_AFTER_MS);
+  const answerAfterNextStatement = true;
+  return new RemainingSpender(
+    store.db,
+    withinPool(config, DEFAULT_SPEND_STATEMENTS_IN_FLIGHT, 1),
+    SPEND_OVERLAP_AFTER_MS,
+    answerAfterNextStatement,
+  );
 }
 
 /** Lookups at once: on PostgreSQL two, leaving two connections of the pool to the rest at least; one on PGlite. */

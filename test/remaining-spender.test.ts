@@ -1,8 +1,12 @@
 import { randomBytes } from "node:crypto";
+import net from "node:net";
+import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import postgres from "postgres";
 import { describe, expect } from "vitest";
 import { MAX_SPENDS_PER_STATEMENT, prepareSpendStatements, spendRemaining } from "../src/storage/keys/keys.repository.js";
 import { RemainingSpender, SPEND_OVERLAP_AFTER_MS } from "../src/storage/keys/remaining.spender.js";
+import type { Db } from "../src/storage/client.js";
+import * as schema from "../src/storage/schema.js";
 import { test } from "./fixtures.js";
 import { recordingDb } from "./recording-db.js";
 
@@ -242,7 +246,56 @@ describe("spending remaining uses across keys", () => {
     expect(h.services.remainingSpender.inFlight).toBe(2);
     // On PostgreSQL the second only beside a statement that has run for a while; PGlite queues it at once.
     expect(h.services.remainingSpender.overlapAfterMs).toBe(h.onPostgres ? SPEND_OVERLAP_AFTER_MS : 0);
+    // On PostgreSQL a statement's verifications are answered once the next statement is written (below); PGlite
+    // would run the next statement first on this thread, so there they are answered at once.
+    expect(h.services.remainingSpender.answerAfterNextStatement).toBe(h.onPostgres);
   });
+
+  // The next statement runs in PostgreSQL's process, so it is written to the socket before this thread spends its
+  // time answering the statement that ended (serialising and writing ~20 responses), not after.
+  it.skipIf(!onPostgres)(
+    "on PostgreSQL, writes the next statement before answering the verifications of the one that ended",
+    async ({ h, newKeys }) => {
+      const keyIds = await newKeys(61, { remaining: 10 });
+      const log: string[] = [];
+      const client = postgres(h.config.databaseUrl!, {
+        max: 1,
+        onnotice: () => {},
+        // The connection's socket, with each write of the driver logged next to the answers.
+        socket: ({ host, port }: { host: string[]; port: number[] }) => {
+          const socket = net.connect(port[0]!, host[0]!);
+          const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
+          socket.write = ((...args: unknown[]) => {
+            log.push("write");
+            return write(...args);
+          }) as typeof socket.write;
+          return socket;
+        },
+      } as postgres.Options<Record<string, never>>);
+      try {
+        const db = drizzlePostgres({ client, schema }) as unknown as Db;
+        for (const answerAfterNextStatement of [false, true]) {
+          const spender = new RemainingSpender(db, 1, 0, answerAfterNextStatement);
+          // Connected, and the statement of distinct keys prepared, before the log starts.
+          await Promise.all([spender.spend(keyIds[60]!, 1), spender.spend(keyIds[59]!, 1)]);
+          log.length = 0;
+          // 29 keys in the first statement; 29 others wait for it and go into the second.
+          const first = keyIds.slice(0, 29).map((keyId) => spender.spend(keyId, 1).then(() => void log.push("answer")));
+          await nextTurn();
+          expect(spender.statementsSent).toBe(2);
+          const second = keyIds.slice(29, 58).map((keyId) => spender.spend(keyId, 1));
+          await Promise.all([...first, ...second]);
+          expect(spender.statementsSent).toBe(3);
+          const firstAnswer = log.indexOf("answer");
+          const writesBefore = log.slice(0, firstAnswer).filter((e) => e === "write").length;
+          // Answered first, the first statement's verifications kept the second statement off the socket.
+          expect(writesBefore).toBe(answerAfterNextStatement ? 2 : 1);
+        }
+      } finally {
+        await client.end();
+      }
+    },
+  );
 
   describe("a statement stuck on a row lock held by another transaction (PostgreSQL)", () => {
     /** A transaction of its own, on a connection of its own, holding the row lock of `keyId` until `release`. */

@@ -5,6 +5,7 @@ import {
   prepareSpendStatements,
   readRemaining,
   type SpendRequest,
+  type SpendResult,
   type SpendStatements,
   spendRemaining,
 } from "./keys.repository.js";
@@ -58,6 +59,12 @@ export const SPEND_OVERLAP_AFTER_MS = 20;
  * 50 connections) and costs less per spend: PostgreSQL's CPU 18–20 µs per verification instead of 26–32, this
  * process's 47–50 µs instead of 50–62 (docs/benchmarks.md); a second one still starts when the first is stuck (a
  * row lock held by another transaction), so that other keys' verifications go on.
+ *
+ * With `answerAfterNextStatement` (PostgreSQL), a statement that ends starts the next one before its own
+ * verifications are answered: answered first, their replies (serialising and writing some 20 responses, about 0.7 ms
+ * of this thread) ran before the driver wrote the next statement, and every statement waited for them. 200 keys with
+ * remaining uses at 50 connections: p50 3.4–3.9 ms instead of 3.8–4.6, 11,508–13,238 req/s instead of 10,169–11,799
+ * (bench:budgets, alternated; docs/benchmarks.md, session 22).
  */
 export class RemainingSpender {
   private waiting: Spend[] = [];
@@ -81,6 +88,13 @@ export class RemainingSpender {
     readonly inFlight = DEFAULT_SPEND_STATEMENTS_IN_FLIGHT,
     /** How long the youngest running statement must have run before another starts beside it (0: at once). */
     readonly overlapAfterMs = 0,
+    /**
+     * Whether a statement's verifications are answered only after the next statement has been started and handed to
+     * the driver (in the check phase of the loop's turn, setImmediate), instead of before: see the class comment.
+     * For a store whose statements run in another process (PostgreSQL); the embedded store runs the next statement
+     * on this thread, so answering after it would only make the answers wait for it.
+     */
+    readonly answerAfterNextStatement = false,
   ) {
     this.statements = prepareSpendStatements(db);
   }
@@ -186,30 +200,39 @@ export class RemainingSpender {
     this.startedAt.push(started);
     this.statementsSent++;
     for (const g of groups) this.spendsSent += g.spends.length;
+    let answer: () => void;
     try {
       const results = await spendRemaining(
         this.statements,
         groups.map((g) => g.request),
       );
-      for (const [n, { request, spends }] of groups.entries()) {
-        const result = results[n];
-        // A condition that failed: nothing spent, the verification decides again (no answer, as spendIfCurrent says).
-        if (result === undefined && request.ifEpochAtMost !== undefined) {
-          for (const s of spends) s.resolve(undefined);
-          continue;
-        }
-        for (const [i, s] of spends.entries()) {
-          const had = result ? result.before - request.cost * Math.min(i, result.granted) : undefined;
-          s.resolve({ left: result && i < result.granted ? result.before - request.cost * (i + 1) : undefined, had });
-        }
-      }
+      answer = () => answerGroups(groups, results);
     } catch (err) {
-      for (const g of groups) for (const s of g.spends) s.reject(err);
-    } finally {
-      for (const g of groups) this.busy.delete(g.request.keyId);
-      this.startedAt.splice(this.startedAt.indexOf(started), 1);
-      this.running--;
-      this.startStatements();
+      answer = () => {
+        for (const g of groups) for (const s of g.spends) s.reject(err);
+      };
+    }
+    if (!this.answerAfterNextStatement) answer();
+    for (const g of groups) this.busy.delete(g.request.keyId);
+    this.startedAt.splice(this.startedAt.indexOf(started), 1);
+    this.running--;
+    this.startStatements();
+    if (this.answerAfterNextStatement) setImmediate(answer);
+  }
+}
+
+/** Answers each spend of a statement's groups from the statement's results (spendRemaining's, in the groups' order). */
+function answerGroups(groups: readonly Group[], results: readonly (SpendResult | undefined)[]): void {
+  for (const [n, { request, spends }] of groups.entries()) {
+    const result = results[n];
+    // A condition that failed: nothing spent, the verification decides again (no answer, as spendIfCurrent says).
+    if (result === undefined && request.ifEpochAtMost !== undefined) {
+      for (const s of spends) s.resolve(undefined);
+      continue;
+    }
+    for (const [i, s] of spends.entries()) {
+      const had = result ? result.before - request.cost * Math.min(i, result.granted) : undefined;
+      s.resolve({ left: result && i < result.granted ? result.before - request.cost * (i + 1) : undefined, had });
     }
   }
 }

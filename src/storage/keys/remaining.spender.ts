@@ -213,11 +213,15 @@ export class RemainingSpender {
       };
     }
     if (!this.answerAfterNextStatement) answer();
-    for (const g of groups) this.busy.delete(g.request.keyId);
-    this.startedAt.splice(this.startedAt.indexOf(started), 1);
-    this.running--;
-    this.startStatements();
-    if (this.answerAfterNextStatement) setImmediate(answer);
+    try {
+      for (const g of groups) this.busy.delete(g.request.keyId);
+      this.startedAt.splice(this.startedAt.indexOf(started), 1);
+      this.running--;
+      this.startStatements();
+    } finally {
+      // Whatever starting the next statement did, this statement's verifications get their answers.
+      if (this.answerAfterNextStatement) setImmediate(answer);
+    }
   }
 }
 

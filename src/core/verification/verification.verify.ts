@@ -382,13 +382,20 @@ function limitChecks(
         limit: rl.limit,
         duration: Number(rl.duration),
         cost: 1,
+        adHoc: false,
       });
     }
   }
   for (const r of requested) {
     const cost = r.cost ?? 1;
     if (r.limit !== undefined && r.duration !== undefined) {
-      checks.set(r.name, { workspaceId, name: r.name, identifier: key.identityId ?? key.id, limit: r.limit, duration: r.duration, cost });
+      const identifier = key.identityId ?? key.id;
+      // Ad hoc, so counted in the workspace's ad-hoc budget: anyone holding a key may name such limits, and they must
+      // never evict a configured limit's counter. Unless it is a configured limit's own counter (the same name,
+      // window and identifier, as upstream counts it), which is one counter per configured limit anyway.
+      const same = configured.get(r.name);
+      const adHoc = same === undefined || Number(same.duration) !== r.duration || identifierOf(same.owner) !== identifier;
+      checks.set(r.name, { workspaceId, name: r.name, identifier, limit: r.limit, duration: r.duration, cost, adHoc });
       settings.set(r.name, { id: "", name: r.name, limit: r.limit, duration: r.duration, autoApply: false });
       continue;
     }
@@ -408,6 +415,7 @@ function limitChecks(
       limit: rl.limit,
       duration: Number(rl.duration),
       cost,
+      adHoc: false,
     });
     settings.set(r.name, settingOf(rl));
   }

@@ -106,7 +106,9 @@ const envSchema = z.object({
     .default(DEFAULT_ADHOC_COUNTERS_PER_WORKSPACE),
   REDIS_CONNECT_TIMEOUT_MS: milliseconds(500),
   REDIS_COMMAND_TIMEOUT_MS: milliseconds(500),
-  KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE: z.enum(["open", "closed"], { error: 'must be "open" or "closed"' }).default("open"),
+  KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE: z.enum(["open", "closed"], { error: 'must be "open" or "closed"' }).optional(),
+  // The same setting by the shorter name issue 34 used for it; both may be set only to the same value.
+  KEYHAVEN_RATELIMIT_FAIL: z.enum(["open", "closed"], { error: 'must be "open" or "closed"' }).optional(),
   KEYHAVEN_DATA_DIR: z.string().min(1).default("./.keyhaven"),
   KEYHAVEN_PGLITE_SHARED_BUFFERS_MB: z.coerce
     .number({ error: "must be a whole number of megabytes" })
@@ -178,7 +180,10 @@ export type Config = Readonly<{
   ratelimitAdHocCountersPerWorkspace: number;
   redisConnectTimeoutMs: number;
   redisCommandTimeoutMs: number;
-  /** When Redis cannot answer: "open" verifies without the Redis-backed limits (and says so), "closed" answers 503. */
+  /**
+   * When Redis cannot answer (KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE, or KEYHAVEN_RATELIMIT_FAIL): "open" verifies without
+   * the Redis-backed limits (and says so), "closed" answers 503.
+   */
   ratelimitOnRedisFailure: "open" | "closed";
   dataDir: string;
   /** The embedded store's buffer pool, in MB (PostgreSQL's shared_buffers). */
@@ -248,6 +253,13 @@ export function loadConfig(
       throw invalid("KEYHAVEN_ENCRYPTION_KEY_FILE", (err as Error).message);
     }
   }
+  const onRedisFailure = e.KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE ?? e.KEYHAVEN_RATELIMIT_FAIL ?? "open";
+  if (e.KEYHAVEN_RATELIMIT_FAIL !== undefined && e.KEYHAVEN_RATELIMIT_FAIL !== onRedisFailure) {
+    throw invalid(
+      "KEYHAVEN_RATELIMIT_FAIL, KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE",
+      "both are set, to different values; set only one of them",
+    );
+  }
   if (e.KEYHAVEN_HEADERS_TIMEOUT_MS > e.KEYHAVEN_REQUEST_TIMEOUT_MS) {
     throw new ConfigError(
       "invalid environment:\n  KEYHAVEN_HEADERS_TIMEOUT_MS: must not exceed KEYHAVEN_REQUEST_TIMEOUT_MS (the headers are part of the request)",
@@ -265,7 +277,7 @@ export function loadConfig(
     ratelimitAdHocCountersPerWorkspace: e.KEYHAVEN_RATELIMIT_ADHOC_COUNTERS_PER_WORKSPACE,
     redisConnectTimeoutMs: e.REDIS_CONNECT_TIMEOUT_MS,
     redisCommandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,
-    ratelimitOnRedisFailure: e.KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE,
+    ratelimitOnRedisFailure: onRedisFailure,
     dataDir: e.KEYHAVEN_DATA_DIR,
     pgliteSharedBuffersMb: e.KEYHAVEN_PGLITE_SHARED_BUFFERS_MB,
     rootKey: e.KEYHAVEN_ROOT_KEY,

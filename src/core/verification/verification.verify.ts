@@ -5,7 +5,7 @@ import { hashKey } from "../../crypto/hash.js";
 import { InvalidInputError, WorkspaceDisabledError } from "../../errors.js";
 import { ipAllowed } from "../apis/apis.ipWhitelist.js";
 import type { KeyForVerification as FoundKey, StoredRatelimit } from "../../storage/keys/keys.repository.js";
-import { checkLimits, type LimitCheck, type LimitOutcome } from "../../storage/ratelimits/ratelimiter.js";
+import { checkLimits, type LimitCheck, type LimitOutcome, type SkipCounter } from "../../storage/ratelimits/ratelimiter.js";
 import type { Clock } from "../../clock.js";
 import type { Config } from "../../config.js";
 import type { VerificationAnalytics } from "../../storage/analytics/analytics.recorder.js";
@@ -46,7 +46,7 @@ export type VerificationServices = {
   readonly config: Pick<Config, "ratelimitOnRedisFailure">;
   readonly clock: Clock;
   /** Counts each outcome for the process's metrics (http/metrics.ts AppMetrics). */
-  readonly metrics: { recordVerification(code: VerificationCode): void };
+  readonly metrics: SkipCounter & { recordVerification(code: VerificationCode): void };
   readonly analytics: VerificationAnalytics;
 };
 
@@ -220,7 +220,7 @@ async function decide(services: VerificationServices, req: VerifyRequest): Promi
   const { checks, settings } = limitChecks(key, req.ratelimits ?? []);
   let ratelimit: VerificationResult["ratelimit"];
   if (checks.length > 0) {
-    const outcomes = await checkLimits(services, checks);
+    const outcomes = await checkLimits(services, checks, "verifyKey");
     if (outcomes === undefined) {
       ratelimit = { state: "unavailable" };
     } else {

@@ -69,18 +69,34 @@ export async function warnIfRedisUnreachable(
   }
 }
 
+/** What asked for limits a skip is counted under: a key verification, or a standalone limit (ratelimit(s).limit, multiLimit). */
+export type LimitedOperation = "verifyKey" | "limit";
+
+/** Where skipped limits are counted (AppMetrics: keyhaven_ratelimit_skipped_total). */
+export type SkipCounter = { recordRatelimitSkipped(operation: LimitedOperation): void };
+
 /**
  * Checks `checks` on the limiter. When Redis cannot answer, KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE decides: "open"
- * returns undefined (the caller proceeds without these limits and says so), "closed" lets the 503 through.
+ * returns undefined (the caller proceeds without these limits and says so) and counts the skip for `operation`,
+ * "closed" lets the 503 through.
  */
 export async function checkLimits(
-  deps: { ratelimiter: RateLimiter; config: Pick<Config, "ratelimitOnRedisFailure">; clock: { now(): number } },
+  deps: {
+    ratelimiter: RateLimiter;
+    config: Pick<Config, "ratelimitOnRedisFailure">;
+    clock: { now(): number };
+    metrics: SkipCounter;
+  },
   checks: LimitCheck[],
+  operation: LimitedOperation,
 ): Promise<LimitOutcome[] | undefined> {
   try {
     return await deps.ratelimiter.check(checks, deps.clock.now());
   } catch (err) {
-    if (deps.config.ratelimitOnRedisFailure === "open" && findDependencyFailure(err)?.dependency === "Redis") return undefined;
+    if (deps.config.ratelimitOnRedisFailure === "open" && findDependencyFailure(err)?.dependency === "Redis") {
+      deps.metrics.recordRatelimitSkipped(operation);
+      return undefined;
+    }
     throw err;
   }
 }

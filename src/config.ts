@@ -45,6 +45,11 @@ const encryptionKeySchema = optionalNonEmpty.refine((v) => v === undefined || de
 /** Live counters a workspace may hold when KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE is not set. */
 export const DEFAULT_COUNTERS_PER_WORKSPACE = 100_000;
 /**
+ * Live counters of ad-hoc limits (named with their limit and duration by a verification itself, by anyone holding a
+ * key) a workspace may hold besides, when KEYHAVEN_RATELIMIT_ADHOC_COUNTERS_PER_WORKSPACE is not set.
+ */
+export const DEFAULT_ADHOC_COUNTERS_PER_WORKSPACE = 100_000;
+/**
  * PostgreSQL's buffer pool in the embedded store (KEYHAVEN_PGLITE_SHARED_BUFFERS_MB), what PGlite 0.3 ran with. A
  * store of 1,000,000 keys has 234 MB of keys and hash index: beyond the pool, a random key's verification reads its
  * pages through the file system (issue 13 §2, docs/benchmarks.md).
@@ -93,9 +98,17 @@ const envSchema = z.object({
   REDIS_URL: optionalNonEmpty.refine((v) => v === undefined || /^rediss?:\/\//.test(v), "must be a redis:// or rediss:// URL"),
   // At least 100: one verification may need a few dozen new counters, and must not evict its own.
   KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE: z.coerce.number().int().min(100).max(10_000_000).default(DEFAULT_COUNTERS_PER_WORKSPACE),
+  KEYHAVEN_RATELIMIT_ADHOC_COUNTERS_PER_WORKSPACE: z.coerce
+    .number()
+    .int()
+    .min(100)
+    .max(10_000_000)
+    .default(DEFAULT_ADHOC_COUNTERS_PER_WORKSPACE),
   REDIS_CONNECT_TIMEOUT_MS: milliseconds(500),
   REDIS_COMMAND_TIMEOUT_MS: milliseconds(500),
-  KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE: z.enum(["open", "closed"], { error: 'must be "open" or "closed"' }).default("open"),
+  KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE: z.enum(["open", "closed"], { error: 'must be "open" or "closed"' }).optional(),
+  // The same setting by the shorter name issue 34 used for it; both may be set only to the same value.
+  KEYHAVEN_RATELIMIT_FAIL: z.enum(["open", "closed"], { error: 'must be "open" or "closed"' }).optional(),
   KEYHAVEN_DATA_DIR: z.string().min(1).default("./.keyhaven"),
   KEYHAVEN_PGLITE_SHARED_BUFFERS_MB: z.coerce
     .number({ error: "must be a whole number of megabytes" })
@@ -155,11 +168,22 @@ export type Config = Readonly<{
   /** PostgreSQL's statement_timeout; the client gives up 500 ms later (a frozen server or network). */
   databaseStatementTimeoutMs: number;
   redisUrl: string | undefined;
-  /** Live rate-limit counters one workspace may hold (in memory or in Redis); at the quota its own counters go. */
+  /**
+   * Live counters of configured rate limits (keys', identities', namespaces') one workspace may hold (in memory or
+   * in Redis); at the quota its own configured counters go, never another workspace's.
+   */
   ratelimitCountersPerWorkspace: number;
+  /**
+   * Live counters of ad-hoc limits (a verification's own `ratelimits` with limit and duration) one workspace may
+   * hold besides: a budget of their own, so that they never evict a configured limit's counter.
+   */
+  ratelimitAdHocCountersPerWorkspace: number;
   redisConnectTimeoutMs: number;
   redisCommandTimeoutMs: number;
-  /** When Redis cannot answer: "open" verifies without the Redis-backed limits (and says so), "closed" answers 503. */
+  /**
+   * When Redis cannot answer (KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE, or KEYHAVEN_RATELIMIT_FAIL): "open" verifies without
+   * the Redis-backed limits (and says so), "closed" answers 503.
+   */
   ratelimitOnRedisFailure: "open" | "closed";
   dataDir: string;
   /** The embedded store's buffer pool, in MB (PostgreSQL's shared_buffers). */
@@ -229,6 +253,13 @@ export function loadConfig(
       throw invalid("KEYHAVEN_ENCRYPTION_KEY_FILE", (err as Error).message);
     }
   }
+  const onRedisFailure = e.KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE ?? e.KEYHAVEN_RATELIMIT_FAIL ?? "open";
+  if (e.KEYHAVEN_RATELIMIT_FAIL !== undefined && e.KEYHAVEN_RATELIMIT_FAIL !== onRedisFailure) {
+    throw invalid(
+      "KEYHAVEN_RATELIMIT_FAIL, KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE",
+      "both are set, to different values; set only one of them",
+    );
+  }
   if (e.KEYHAVEN_HEADERS_TIMEOUT_MS > e.KEYHAVEN_REQUEST_TIMEOUT_MS) {
     throw new ConfigError(
       "invalid environment:\n  KEYHAVEN_HEADERS_TIMEOUT_MS: must not exceed KEYHAVEN_REQUEST_TIMEOUT_MS (the headers are part of the request)",
@@ -243,9 +274,10 @@ export function loadConfig(
     databaseStatementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,
     redisUrl: e.REDIS_URL,
     ratelimitCountersPerWorkspace: e.KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE,
+    ratelimitAdHocCountersPerWorkspace: e.KEYHAVEN_RATELIMIT_ADHOC_COUNTERS_PER_WORKSPACE,
     redisConnectTimeoutMs: e.REDIS_CONNECT_TIMEOUT_MS,
     redisCommandTimeoutMs: e.REDIS_COMMAND_TIMEOUT_MS,
-    ratelimitOnRedisFailure: e.KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE,
+    ratelimitOnRedisFailure: onRedisFailure,
     dataDir: e.KEYHAVEN_DATA_DIR,
     pgliteSharedBuffersMb: e.KEYHAVEN_PGLITE_SHARED_BUFFERS_MB,
     rootKey: e.KEYHAVEN_ROOT_KEY,

@@ -151,6 +151,29 @@ describe("loadConfig", () => {
     }
   });
 
+  it("reads KEYHAVEN_RATELIMIT_ADHOC_COUNTERS_PER_WORKSPACE, ad-hoc limits' own quota: 100,000 by default, 100 to 10,000,000", () => {
+    expect(loadConfig({}).ratelimitAdHocCountersPerWorkspace).toBe(100_000);
+    expect(loadConfig({ KEYHAVEN_RATELIMIT_ADHOC_COUNTERS_PER_WORKSPACE: "5000" }).ratelimitAdHocCountersPerWorkspace).toBe(5000);
+    for (const n of ["99", "10000001", "1.5"]) {
+      expect(configError({ KEYHAVEN_RATELIMIT_ADHOC_COUNTERS_PER_WORKSPACE: n }).message).toContain(
+        "KEYHAVEN_RATELIMIT_ADHOC_COUNTERS_PER_WORKSPACE:",
+      );
+    }
+  });
+
+  it("reads KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE (open by default), also as KEYHAVEN_RATELIMIT_FAIL, refusing the two at odds", () => {
+    expect(loadConfig({}).ratelimitOnRedisFailure).toBe("open");
+    expect(loadConfig({ KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE: "closed" }).ratelimitOnRedisFailure).toBe("closed");
+    expect(loadConfig({ KEYHAVEN_RATELIMIT_FAIL: "closed" }).ratelimitOnRedisFailure).toBe("closed");
+    expect(loadConfig({ KEYHAVEN_RATELIMIT_FAIL: "closed", KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE: "closed" }).ratelimitOnRedisFailure).toBe(
+      "closed",
+    );
+    expect(configError({ KEYHAVEN_RATELIMIT_FAIL: "shut" }).message).toContain('KEYHAVEN_RATELIMIT_FAIL: must be "open" or "closed"');
+    expect(configError({ KEYHAVEN_RATELIMIT_FAIL: "open", KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE: "closed" }).message).toContain(
+      "KEYHAVEN_RATELIMIT_FAIL, KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE: both are set, to different values",
+    );
+  });
+
   it("reads KEYHAVEN_PGLITE_SHARED_BUFFERS_MB, the embedded store's buffer pool: 128 by default, 16 to 1024", () => {
     expect(loadConfig({}).pgliteSharedBuffersMb).toBe(128);
     expect(loadConfig({ KEYHAVEN_PGLITE_SHARED_BUFFERS_MB: "512" }).pgliteSharedBuffersMb).toBe(512);

@@ -10,7 +10,7 @@ import type { Keyring } from "../src/keyring/keyring.js";
 import { type Db, openPostgres, type Store } from "../src/storage/client.js";
 import { insertRootKey } from "../src/storage/rootKeys/rootKeys.repository.js";
 import { MemoryRateLimiter } from "../src/storage/ratelimits/memory.ratelimiter.js";
-import type { RateLimiter } from "../src/storage/ratelimits/ratelimiter.js";
+import { counterQuotasOf, type RateLimiter } from "../src/storage/ratelimits/ratelimiter.js";
 import { RedisRateLimiter } from "../src/storage/ratelimits/redis.ratelimiter.js";
 import { createServices, type Services } from "../src/services.js";
 import { pooledPglite } from "./pglite-pool.js";
@@ -122,7 +122,7 @@ export async function createHarness(
   // With TEST_REDIS_URL, counters live in the real Redis, under a prefix of this harness's own.
   const redisUrl = options.redisUrl === undefined ? process.env.TEST_REDIS_URL : (options.redisUrl ?? undefined);
   const redisPrefix = `keyhaven-test:${randomBytes(6).toString("hex")}:`;
-  const quota = config.ratelimitCountersPerWorkspace;
+  const quota = counterQuotasOf(config);
   const redisTimeouts = { connectTimeoutMs: config.redisConnectTimeoutMs, commandTimeoutMs: config.redisCommandTimeoutMs };
   const ratelimiter: RateLimiter = redisUrl
     ? new RedisRateLimiter(redisUrl, redisPrefix, quota, redisTimeouts)

@@ -5,9 +5,10 @@ import { MAX_WINDOW_MS } from "../src/storage/ratelimits/ratelimiter.js";
 import { createHarness, type Harness, type Tenant } from "./helper.js";
 import { hasRedisServer, type OwnRedis, startRedisServer } from "./redis-server.js";
 
-// A small quota, so that one workspace's flood reaches it quickly. The Redis of the test has 2 MB of maxmemory:
-// about 0.9 MB for an empty Redis, plus what the formula of docs/operations.md asks for these two workspaces
-// (2 × 100 counters × ~300 bytes), with room to spare; the flood below would need about 2 MB more without the quota.
+// A small quota (of configured limits' counters, and of ad-hoc ones'), so that one workspace's flood reaches it
+// quickly. The Redis of the test has 2 MB of maxmemory: about 0.9 MB for an empty Redis, plus what the formula of
+// docs/operations.md asks for these two workspaces (2 × (100 + 100) counters × ~300 bytes), with room to spare; the
+// flood below would need about 2 MB more without the quotas.
 const QUOTA = 100;
 const MAXMEMORY = "2mb";
 const FLOOD_REQUESTS = 200;
@@ -37,7 +38,10 @@ describe.each(setups)("rate-limit counters $label", ({ redisArgs }) => {
   let attacker: Tenant;
   beforeAll(async () => {
     if (redisArgs) redis = await startRedisServer(redisArgs);
-    h = await createHarness({ KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE: String(QUOTA) }, { redisUrl: redis?.url ?? null, clock });
+    h = await createHarness(
+      { KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE: String(QUOTA), KEYHAVEN_RATELIMIT_ADHOC_COUNTERS_PER_WORKSPACE: String(QUOTA) },
+      { redisUrl: redis?.url ?? null, clock },
+    );
     victim = await h.tenant();
     attacker = await h.tenant();
   }, 60_000);
@@ -105,17 +109,83 @@ describe.each(setups)("rate-limit counters $label", ({ redisArgs }) => {
     expect(other.body).toMatchObject({ success: true, remaining: 2 });
     expect([...statuses.keys()]).toEqual([200]);
 
-    // The attacker holds at most its quota of counters; in Redis, memory stays under maxmemory.
+    // The attacker holds at most its quotas of counters (ad-hoc ones, and its namespace's); in Redis, memory stays
+    // under maxmemory.
     if (redis) {
       const attackerCounters = await redis.client.keys(`*{${attacker.workspaceId}}:*`);
-      expect(attackerCounters.length).toBeLessThanOrEqual(QUOTA);
+      expect(attackerCounters.length).toBeLessThanOrEqual(2 * QUOTA);
       const info = await redis.client.info("stats");
       expect(Number(/evicted_keys:(\d+)/.exec(info)![1])).toBe(0);
       console.log(`Redis used_memory after the flood: ${await redis.usedMemory()} bytes; attacker counters: ${attackerCounters.length}`);
     } else {
       const limiter = h.ratelimiter as MemoryRateLimiter;
-      expect(limiter.size(attacker.workspaceId)).toBe(QUOTA);
+      expect(limiter.size(attacker.workspaceId, "adHoc")).toBe(QUOTA);
+      expect(limiter.size(attacker.workspaceId, "configured")).toBe(QUOTA);
       expect(limiter.size(victim.workspaceId)).toBe(4);
     }
   }, 120_000);
+});
+
+// Within one workspace: anyone holding any of its keys names ad-hoc limits (no root key needed), so they count in a
+// budget of their own (KEYHAVEN_RATELIMIT_ADHOC_COUNTERS_PER_WORKSPACE) and never evict a configured limit's counter.
+// On the harness's limiter: in memory, or in the Redis of TEST_REDIS_URL.
+describe("a workspace's configured rate limits", () => {
+  let h: Harness;
+  let t: Tenant;
+  beforeAll(async () => {
+    h = await createHarness(
+      { KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE: String(QUOTA), KEYHAVEN_RATELIMIT_ADHOC_COUNTERS_PER_WORKSPACE: String(QUOTA) },
+      { clock },
+    );
+    t = await h.tenant();
+  }, 60_000);
+  afterAll(() => h?.close());
+
+  it("are not evicted by a flood of ad-hoc limits from another key of the same workspace", async () => {
+    const apiId = await h.createApi(t);
+    // A key's own limit (auto-applied), an identity's limit (requested by name), a namespace's override.
+    const { key: keyLimited } = await h.importKey(t, apiId, { ratelimit: { limit: 3, refillRate: 3, refillInterval: 600_000 } });
+    const identity = await h.post(
+      "/v1/identities.createIdentity",
+      { externalId: "customer-1", ratelimits: [{ name: "tokens", limit: 3, duration: 600_000 }] },
+      t.rootKey,
+    );
+    expect(identity.status, JSON.stringify(identity.body)).toBe(200);
+    const { key: identityLimited } = await h.importKey(t, apiId, { externalId: "customer-1" });
+    const standalone = { namespace: "login", identifier: "user-1", limit: 1000, duration: 60_000, cost: 0 };
+    expect((await h.post("/v1/ratelimits.limit", standalone, t.rootKey)).status).toBe(200);
+    const override = { namespaceName: "login", identifier: "user-1", limit: 3, duration: 600_000 };
+    expect((await h.post("/v1/ratelimits.setOverride", override, t.rootKey)).status).toBe(200);
+
+    const viaKey = () => h.post("/v1/keys.verifyKey", { key: keyLimited });
+    const viaIdentity = () => h.post("/v1/keys.verifyKey", { key: identityLimited, ratelimits: [{ name: "tokens" }] });
+    const viaNamespace = () => h.post("/v1/ratelimits.limit", { ...standalone, cost: 1 }, t.rootKey);
+    for (let i = 0; i < 3; i++) {
+      expect((await viaKey()).body.code).toBe("VALID");
+      expect((await viaIdentity()).body.code).toBe("VALID");
+      expect((await viaNamespace()).body.success).toBe(true);
+    }
+
+    // Another key of the workspace floods its ad-hoc budget: more new counters than the workspace may hold, with the
+    // longest window (which, before ad-hoc limits had a budget of their own, evicted the configured ones first).
+    const { key: flooder } = await h.importKey(t, apiId);
+    for (let request = 0; request * LIMITS_PER_REQUEST < QUOTA + 2 * LIMITS_PER_REQUEST; request++) {
+      const ratelimits = Array.from({ length: LIMITS_PER_REQUEST }, (_, j) => ({
+        name: `flood-${request}-${j}`,
+        limit: 10,
+        duration: MAX_WINDOW_MS,
+      }));
+      const res = await h.post("/v1/keys.verifyKey", { key: flooder, ratelimits });
+      expect(res.body.code, JSON.stringify(res.body)).toBe("VALID");
+    }
+
+    // Every configured limit still counts its window: the 4th attempt is refused.
+    expect((await viaKey()).body).toMatchObject({ code: "RATE_LIMITED", ratelimit: { remaining: 0 } });
+    expect((await viaIdentity()).body).toMatchObject({ code: "RATE_LIMITED", ratelimit: { remaining: 0 } });
+    expect((await viaNamespace()).body).toMatchObject({ success: false, remaining: 0 });
+    // An ad-hoc limit named and timed as a configured one counts on that limit's counter (as upstream counts it),
+    // here with a higher limit for this request: 3 used, 1 more now, 1 left.
+    const named = await h.post("/v1/keys.verifyKey", { key: keyLimited, ratelimits: [{ name: "default", limit: 5, duration: 600_000 }] });
+    expect(named.body).toMatchObject({ code: "VALID", ratelimit: { remaining: 1 } });
+  }, 60_000);
 });

@@ -86,6 +86,25 @@ describe.each(backends)("the %s rate limiter", (_, make) => {
     expect(await left(0)).toBe(5);
     expect(await left(3 * QUOTA - 1)).toBe(4);
   });
+
+  it("makes room for ad-hoc counters only among the workspace's ad-hoc ones, never its configured ones", async () => {
+    const configured = check({ workspaceId: "ws_c", name: "login", limit: 3, duration: 600_000 });
+    for (let i = 0; i < 3; i++) expect((await limiter.check([configured], now))[0]!.passed).toBe(true);
+    // The same workspace creates three times its ad-hoc quota of counters, all expiring after the configured one.
+    const adHoc = (i: number) =>
+      check({ workspaceId: "ws_c", identifier: "key_c", name: `adhoc-${i}`, limit: 5, duration: 3_600_000, adHoc: true });
+    for (let i = 0; i < 3 * QUOTA; i += 20) {
+      await limiter.check(
+        Array.from({ length: 20 }, (_, j) => adHoc(i + j)),
+        now,
+      );
+    }
+    expect((await limiter.check([configured], now))[0]).toMatchObject({ passed: false, remaining: 0 });
+    // The ad-hoc ones made room among themselves: the oldest went, the newest stay.
+    const left = async (i: number) => (await limiter.check([{ ...adHoc(i), cost: 0 }], now))[0]!.remaining;
+    expect(await left(0)).toBe(5);
+    expect(await left(3 * QUOTA - 1)).toBe(4);
+  });
 });
 
 describe("the memory rate limiter's bound", () => {

@@ -93,6 +93,7 @@ export class AppMetrics {
   /** Per-route request counts and latencies, fed by the hooks registerMetrics installs. */
   readonly requests = new RequestStats();
   private readonly verificationCounts = new Map<string, number>();
+  private readonly skipped = { verifyKey: 0, limit: 0 };
 
   constructor(deps: {
     config: Pick<Config, "databasePoolSize">;
@@ -119,6 +120,17 @@ export class AppMetrics {
       collect() {
         this.reset();
         for (const [code, n] of verificationCounts) this.inc({ code }, n);
+      },
+    });
+    const skipped = this.skipped;
+    new Counter({
+      name: "keyhaven_ratelimit_skipped_total",
+      help: "Requests answered without their rate limits because Redis did not answer (KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE=open; the answer says ratelimitSkipped: true), by operation: verifyKey (v1 and v2), limit (ratelimits.limit, ratelimit.limit, ratelimit.multiLimit).",
+      labelNames: ["operation"],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const operation of ["verifyKey", "limit"] as const) this.inc({ operation }, skipped[operation]);
       },
     });
     const { invalidations, spender, lookups } = deps;
@@ -193,6 +205,11 @@ export class AppMetrics {
   /** One keys.verifyKey outcome. A Map lookup and an addition: it runs on every verification. */
   recordVerification(code: string): void {
     this.verificationCounts.set(code, (this.verificationCounts.get(code) ?? 0) + 1);
+  }
+
+  /** One request answered without its rate limits, Redis not answering (failing open). */
+  recordRatelimitSkipped(operation: "verifyKey" | "limit"): void {
+    this.skipped[operation] += 1;
   }
 
   /** The Prometheus text exposition: this app's series, then the process's. */

@@ -15,7 +15,7 @@ import {
   softDeleteOverride,
   upsertOverride,
 } from "../../storage/ratelimits/ratelimits.repository.js";
-import { checkLimits, type RateLimiter, windowOf } from "../../storage/ratelimits/ratelimiter.js";
+import { checkLimits, type RateLimiter, type SkipCounter, windowOf } from "../../storage/ratelimits/ratelimiter.js";
 import type { Principal } from "../principal.js";
 import { overrideUrn, type PermissionQuery } from "../auth/permissions.query.js";
 
@@ -26,6 +26,8 @@ export type RatelimitServices = {
   ratelimiter: RateLimiter;
   config: Pick<Config, "ratelimitOnRedisFailure">;
   clock: { now(): number };
+  /** Counts the checks skipped while Redis cannot answer (failing open). */
+  metrics: SkipCounter;
 };
 
 /**
@@ -129,6 +131,7 @@ export async function limitMany(
       ...item.applied,
       cost: inputs[i]!.cost,
     })),
+    "limit",
   );
   const now = services.clock.now();
   const limits = items.map((item, i): ManyLimitResult => {

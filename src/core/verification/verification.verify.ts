@@ -5,7 +5,7 @@ import { hashKey } from "../../crypto/hash.js";
 import { InvalidInputError, WorkspaceDisabledError } from "../../errors.js";
 import { ipAllowed } from "../apis/apis.ipWhitelist.js";
 import type { KeyForVerification as FoundKey, StoredRatelimit } from "../../storage/keys/keys.repository.js";
-import { checkLimits, type LimitCheck, type LimitOutcome } from "../../storage/ratelimits/ratelimiter.js";
+import { checkLimits, type LimitCheck, type LimitOutcome, type SkipCounter } from "../../storage/ratelimits/ratelimiter.js";
 import type { Clock } from "../../clock.js";
 import type { Config } from "../../config.js";
 import type { VerificationAnalytics } from "../../storage/analytics/analytics.recorder.js";
@@ -46,7 +46,7 @@ export type VerificationServices = {
   readonly config: Pick<Config, "ratelimitOnRedisFailure">;
   readonly clock: Clock;
   /** Counts each outcome for the process's metrics (http/metrics.ts AppMetrics). */
-  readonly metrics: { recordVerification(code: VerificationCode): void };
+  readonly metrics: SkipCounter & { recordVerification(code: VerificationCode): void };
   readonly analytics: VerificationAnalytics;
 };
 
@@ -220,7 +220,7 @@ async function decide(services: VerificationServices, req: VerifyRequest): Promi
   const { checks, settings } = limitChecks(key, req.ratelimits ?? []);
   let ratelimit: VerificationResult["ratelimit"];
   if (checks.length > 0) {
-    const outcomes = await checkLimits(services, checks);
+    const outcomes = await checkLimits(services, checks, "verifyKey");
     if (outcomes === undefined) {
       ratelimit = { state: "unavailable" };
     } else {
@@ -382,13 +382,20 @@ function limitChecks(
         limit: rl.limit,
         duration: Number(rl.duration),
         cost: 1,
+        adHoc: false,
       });
     }
   }
   for (const r of requested) {
     const cost = r.cost ?? 1;
     if (r.limit !== undefined && r.duration !== undefined) {
-      checks.set(r.name, { workspaceId, name: r.name, identifier: key.identityId ?? key.id, limit: r.limit, duration: r.duration, cost });
+      const identifier = key.identityId ?? key.id;
+      // Ad hoc, so counted in the workspace's ad-hoc budget: anyone holding a key may name such limits, and they must
+      // never evict a configured limit's counter. Unless it is a configured limit's own counter (the same name,
+      // window and identifier, as upstream counts it), which is one counter per configured limit anyway.
+      const same = configured.get(r.name);
+      const adHoc = same === undefined || Number(same.duration) !== r.duration || identifierOf(same.owner) !== identifier;
+      checks.set(r.name, { workspaceId, name: r.name, identifier, limit: r.limit, duration: r.duration, cost, adHoc });
       settings.set(r.name, { id: "", name: r.name, limit: r.limit, duration: r.duration, autoApply: false });
       continue;
     }
@@ -408,6 +415,7 @@ function limitChecks(
       limit: rl.limit,
       duration: Number(rl.duration),
       cost,
+      adHoc: false,
     });
     settings.set(r.name, settingOf(rl));
   }

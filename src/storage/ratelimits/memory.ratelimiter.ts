@@ -1,9 +1,11 @@
 import {
+  type CounterQuotas,
   counterId,
-  DEFAULT_COUNTERS_PER_WORKSPACE,
+  DEFAULT_COUNTER_QUOTAS,
   decide,
   type LimitCheck,
   type LimitOutcome,
+  quotasOf,
   type RateLimiter,
   windowOf,
 } from "./ratelimiter.window.js";
@@ -66,76 +68,92 @@ class WorkspaceCounters {
   }
 }
 
+/** One budget of counters (configured limits', or ad-hoc ones'): each workspace's counters, and its quota of them. */
+type Budget = { readonly workspaces: Map<string, WorkspaceCounters>; readonly quota: number };
+
 /** Counters in this process's memory: for one process, or when REDIS_URL is not set. */
 export class MemoryRateLimiter implements RateLimiter {
   readonly kind = "memory";
-  private readonly workspaces = new Map<string, WorkspaceCounters>();
+  private readonly configured: Budget;
+  private readonly adHoc: Budget;
   private readonly sweeper: NodeJS.Timeout;
 
-  constructor(
-    sweepEveryMs = 60_000,
-    private readonly countersPerWorkspace = DEFAULT_COUNTERS_PER_WORKSPACE,
-  ) {
+  constructor(sweepEveryMs = 60_000, quotas: number | CounterQuotas = DEFAULT_COUNTER_QUOTAS) {
+    const { configured, adHoc } = quotasOf(quotas);
+    this.configured = { workspaces: new Map(), quota: configured };
+    this.adHoc = { workspaces: new Map(), quota: adHoc };
     this.sweeper = setInterval(() => this.sweep(Date.now()), sweepEveryMs);
     this.sweeper.unref();
   }
 
-  /** Live counters held, in all workspaces or in one. */
-  size(workspaceId?: string): number {
-    if (workspaceId !== undefined) return this.workspaces.get(workspaceId)?.byId.size ?? 0;
+  /** Live counters held, in all workspaces or in one; in both budgets, or in one ("configured" or "adHoc"). */
+  size(workspaceId?: string, budget?: "configured" | "adHoc"): number {
     let total = 0;
-    for (const ws of this.workspaces.values()) total += ws.byId.size;
+    for (const b of budget === undefined ? [this.configured, this.adHoc] : [this[budget]]) {
+      if (workspaceId !== undefined) total += b.workspaces.get(workspaceId)?.byId.size ?? 0;
+      else for (const ws of b.workspaces.values()) total += ws.byId.size;
+    }
     return total;
   }
 
   async check(checks: LimitCheck[], now = Date.now()): Promise<LimitOutcome[]> {
     const ids = checks.map((c) => counterId(c, windowOf(c.duration, now).window));
-    const currents = checks.map((c, i) => this.workspaces.get(c.workspaceId)?.byId.get(ids[i]!)?.count ?? 0);
+    const currents = checks.map((c, i) => this.budgetOf(c).workspaces.get(c.workspaceId)?.byId.get(ids[i]!)?.count ?? 0);
     const { all, outcomes } = decide(checks, currents, now);
     if (all) this.charge(checks, ids, now);
     return outcomes;
   }
 
+  private budgetOf(c: LimitCheck): Budget {
+    return c.adHoc === true ? this.adHoc : this.configured;
+  }
+
   /**
-   * Charges every check. Memory is bounded per workspace whatever callers send (verifyKey accepts ad-hoc limits
-   * from anyone holding a key): a workspace that would exceed its quota with the counters this call creates first
-   * drops its expired counters, then evicts its soonest-expiring (then oldest) ones, which count from zero again.
-   * Another workspace's counters are never touched; a counter this call charges that has to go is created again.
+   * Charges every check. Memory is bounded per workspace and budget whatever callers send (verifyKey accepts ad-hoc
+   * limits from anyone holding a key): a workspace that would exceed a budget's quota with the counters this call
+   * creates in it first drops its expired counters there, then evicts its soonest-expiring (then oldest) ones of
+   * that budget, which count from zero again. Another workspace's counters, and the other budget's, are never
+   * touched; a counter this call charges that has to go is created again.
    */
   private charge(checks: LimitCheck[], ids: string[], now: number) {
     const charged = checks.flatMap((c, i) => (c.cost > 0 ? [Object.assign({}, c, { id: ids[i]! })] : []));
-    for (const workspaceId of new Set(charged.map((c) => c.workspaceId))) {
-      const ws = this.workspaceOf(workspaceId);
-      const mine = charged.filter((c) => c.workspaceId === workspaceId);
-      const ours = new Set(mine.map((c) => c.id));
-      ws.dropExpired(now);
-      let needed = mine.filter((c) => !ws.byId.has(c.id)).length;
-      while (needed > 0 && ws.byId.size > 0 && ws.byId.size + needed > this.countersPerWorkspace) {
-        // An evicted counter of this call is created again below, so it needs room too.
-        if (ours.has(ws.evictSoonestExpiring()!.id)) needed++;
-      }
-      for (const c of mine) {
-        const counter = ws.byId.get(c.id);
-        if (counter) counter.count += c.cost;
-        else ws.create(c.id, c.cost, windowOf(c.duration, now).reset);
+    for (const budget of [this.configured, this.adHoc]) {
+      const inBudget = charged.filter((c) => this.budgetOf(c) === budget);
+      for (const workspaceId of new Set(inBudget.map((c) => c.workspaceId))) {
+        const ws = workspaceOf(budget, workspaceId);
+        const mine = inBudget.filter((c) => c.workspaceId === workspaceId);
+        const ours = new Set(mine.map((c) => c.id));
+        ws.dropExpired(now);
+        let needed = mine.filter((c) => !ws.byId.has(c.id)).length;
+        while (needed > 0 && ws.byId.size > 0 && ws.byId.size + needed > budget.quota) {
+          // An evicted counter of this call is created again below, so it needs room too.
+          if (ours.has(ws.evictSoonestExpiring()!.id)) needed++;
+        }
+        for (const c of mine) {
+          const counter = ws.byId.get(c.id);
+          if (counter) counter.count += c.cost;
+          else ws.create(c.id, c.cost, windowOf(c.duration, now).reset);
+        }
       }
     }
   }
 
-  private workspaceOf(workspaceId: string): WorkspaceCounters {
-    let ws = this.workspaces.get(workspaceId);
-    if (!ws) this.workspaces.set(workspaceId, (ws = new WorkspaceCounters()));
-    return ws;
-  }
-
   private sweep(now: number) {
-    for (const [workspaceId, ws] of this.workspaces) {
-      ws.dropExpired(now);
-      if (ws.byId.size === 0) this.workspaces.delete(workspaceId);
+    for (const budget of [this.configured, this.adHoc]) {
+      for (const [workspaceId, ws] of budget.workspaces) {
+        ws.dropExpired(now);
+        if (ws.byId.size === 0) budget.workspaces.delete(workspaceId);
+      }
     }
   }
 
   async close() {
     clearInterval(this.sweeper);
   }
+}
+
+function workspaceOf(budget: Budget, workspaceId: string): WorkspaceCounters {
+  let ws = budget.workspaces.get(workspaceId);
+  if (!ws) budget.workspaces.set(workspaceId, (ws = new WorkspaceCounters()));
+  return ws;
 }

@@ -1,11 +1,14 @@
 import type { Config } from "../../config.js";
 import { redactUrl } from "../client.js";
 import { findDependencyFailure } from "../dependency.js";
-import type { LimitCheck, LimitOutcome, RateLimiter } from "./ratelimiter.window.js";
+import type { CounterQuotas, LimitCheck, LimitOutcome, RateLimiter } from "./ratelimiter.window.js";
 
 // What callers use of the counting, so that they keep importing it from here.
 export {
+  type CounterQuotas,
   counterId,
+  DEFAULT_ADHOC_COUNTERS_PER_WORKSPACE,
+  DEFAULT_COUNTER_QUOTAS,
   DEFAULT_COUNTERS_PER_WORKSPACE,
   decide,
   type LimitCheck,
@@ -16,17 +19,28 @@ export {
 } from "./ratelimiter.window.js";
 
 export async function openRateLimiter(
-  config: Pick<Config, "redisUrl" | "redisConnectTimeoutMs" | "redisCommandTimeoutMs" | "ratelimitCountersPerWorkspace">,
+  config: Pick<
+    Config,
+    "redisUrl" | "redisConnectTimeoutMs" | "redisCommandTimeoutMs" | "ratelimitCountersPerWorkspace" | "ratelimitAdHocCountersPerWorkspace"
+  >,
 ): Promise<RateLimiter> {
+  const quotas = counterQuotasOf(config);
   if (!config.redisUrl) {
     const { MemoryRateLimiter } = await import("./memory.ratelimiter.js");
-    return new MemoryRateLimiter(undefined, config.ratelimitCountersPerWorkspace);
+    return new MemoryRateLimiter(undefined, quotas);
   }
   const { RedisRateLimiter } = await import("./redis.ratelimiter.js");
-  return new RedisRateLimiter(config.redisUrl, undefined, config.ratelimitCountersPerWorkspace, {
+  return new RedisRateLimiter(config.redisUrl, undefined, quotas, {
     connectTimeoutMs: config.redisConnectTimeoutMs,
     commandTimeoutMs: config.redisCommandTimeoutMs,
   });
+}
+
+/** The quotas of counters per workspace the configuration sets (KEYHAVEN_RATELIMIT_[ADHOC_]COUNTERS_PER_WORKSPACE). */
+export function counterQuotasOf(
+  config: Pick<Config, "ratelimitCountersPerWorkspace" | "ratelimitAdHocCountersPerWorkspace">,
+): CounterQuotas {
+  return { configured: config.ratelimitCountersPerWorkspace, adHoc: config.ratelimitAdHocCountersPerWorkspace };
 }
 
 /**
@@ -55,18 +69,34 @@ export async function warnIfRedisUnreachable(
   }
 }
 
+/** What asked for limits a skip is counted under: a key verification, or a standalone limit (ratelimit(s).limit, multiLimit). */
+export type LimitedOperation = "verifyKey" | "limit";
+
+/** Where skipped limits are counted (AppMetrics: keyhaven_ratelimit_skipped_total). */
+export type SkipCounter = { recordRatelimitSkipped(operation: LimitedOperation): void };
+
 /**
  * Checks `checks` on the limiter. When Redis cannot answer, KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE decides: "open"
- * returns undefined (the caller proceeds without these limits and says so), "closed" lets the 503 through.
+ * returns undefined (the caller proceeds without these limits and says so) and counts the skip for `operation`,
+ * "closed" lets the 503 through.
  */
 export async function checkLimits(
-  deps: { ratelimiter: RateLimiter; config: Pick<Config, "ratelimitOnRedisFailure">; clock: { now(): number } },
+  deps: {
+    ratelimiter: RateLimiter;
+    config: Pick<Config, "ratelimitOnRedisFailure">;
+    clock: { now(): number };
+    metrics: SkipCounter;
+  },
   checks: LimitCheck[],
+  operation: LimitedOperation,
 ): Promise<LimitOutcome[] | undefined> {
   try {
     return await deps.ratelimiter.check(checks, deps.clock.now());
   } catch (err) {
-    if (deps.config.ratelimitOnRedisFailure === "open" && findDependencyFailure(err)?.dependency === "Redis") return undefined;
+    if (deps.config.ratelimitOnRedisFailure === "open" && findDependencyFailure(err)?.dependency === "Redis") {
+      deps.metrics.recordRatelimitSkipped(operation);
+      return undefined;
+    }
     throw err;
   }
 }

@@ -1,4 +1,7 @@
 import { hash } from "node:crypto";
+// The defaults are declared with the configuration they default (config.ts), so that reading the configuration
+// loads no limiter.
+import { DEFAULT_ADHOC_COUNTERS_PER_WORKSPACE, DEFAULT_COUNTERS_PER_WORKSPACE } from "../../config.js";
 import type { DependencyState } from "../dependency.js";
 
 // The counting every backend shares (fixed windows, counter ids, the all-or-nothing decision) and the limiter's
@@ -8,8 +11,10 @@ import type { DependencyState } from "../dependency.js";
 /**
  * One limit to check: `cost` units against `limit` per fixed window of `duration` ms, counted under `identifier`
  * in the counters of `workspaceId`. Every counter belongs to one workspace, and each workspace holds at most its
- * quota of live counters (`countersPerWorkspace`): making room evicts only that workspace's own counters, so no
- * workspace's traffic can reset, evict or fail another's.
+ * quota of live counters (CounterQuotas): making room evicts only that workspace's own counters, so no workspace's
+ * traffic can reset, evict or fail another's. `adHoc` counters (limits a verification names with their own limit
+ * and duration: anyone holding a key may make them up) are held in a budget of their own, so that making room for
+ * them evicts only ad-hoc counters, never a configured limit's.
  */
 export type LimitCheck = {
   workspaceId: string;
@@ -18,7 +23,16 @@ export type LimitCheck = {
   limit: number;
   duration: number;
   cost: number;
+  adHoc?: boolean;
 };
+
+/** Live counters one workspace may hold: of configured limits, and of ad-hoc ones besides. */
+export type CounterQuotas = { configured: number; adHoc: number };
+
+/** A quota of counters as a backend is given one: a number is the same quota for both budgets. */
+export function quotasOf(quotas: number | CounterQuotas): CounterQuotas {
+  return typeof quotas === "number" ? { configured: quotas, adHoc: quotas } : quotas;
+}
 
 export type LimitOutcome = { name: string; limit: number; passed: boolean; remaining: number; reset: number };
 
@@ -39,8 +53,11 @@ export interface RateLimiter {
   isConnected?(): boolean;
 }
 
-// Declared with the configuration it defaults (config.ts), so that reading the configuration loads no limiter.
-export { DEFAULT_COUNTERS_PER_WORKSPACE } from "../../config.js";
+export { DEFAULT_ADHOC_COUNTERS_PER_WORKSPACE, DEFAULT_COUNTERS_PER_WORKSPACE };
+export const DEFAULT_COUNTER_QUOTAS: CounterQuotas = Object.freeze({
+  configured: DEFAULT_COUNTERS_PER_WORKSPACE,
+  adHoc: DEFAULT_ADHOC_COUNTERS_PER_WORKSPACE,
+});
 
 /** The longest window a request may ask for (ad-hoc limits in verifyKey, ratelimits.limit): 30 days, as upstream v2. */
 export const MAX_WINDOW_MS = 2_592_000_000;

@@ -1,33 +1,36 @@
 import { Redis, ReplyError } from "ioredis";
 import { DependencyState, DependencyUnavailableError } from "../dependency.js";
 import {
+  type CounterQuotas,
   counterId,
-  DEFAULT_COUNTERS_PER_WORKSPACE,
+  DEFAULT_COUNTER_QUOTAS,
   decide,
   type LimitCheck,
   type LimitOutcome,
+  quotasOf,
   type RateLimiter,
   windowOf,
 } from "./ratelimiter.window.js";
 
-// KEYS: per limit, its counter, then its workspace's index: a sorted set of the workspace's counter ids scored by
-// expiry (a counter's key is the index's key, ':', its id). ARGV: n, the quota of counters per workspace, then per
-// limit: limit, cost, ttl ms, counter id. Reads every counter, and only when every limit passes charges them all:
-// one round trip, atomic across replicas. Returns the counts before.
-// A counter new to its index first makes room in its own workspace: the index drops the expired ids, then evicts
-// the soonest-expiring counters while the workspace holds its quota. So a workspace never holds more than its
-// quota, and Redis never needs to evict (which could hit any workspace): memory is bounded by workspaces × quota.
+// KEYS: per limit, its counter, then its index: a sorted set of the counter ids of its workspace's budget
+// (configured or ad-hoc limits) scored by expiry (a counter's key is the index's key, ':', its id). ARGV: n, then
+// per limit: limit, cost, ttl ms, counter id, the quota of its index. Reads every counter, and only when every limit
+// passes charges them all: one round trip, atomic across replicas. Returns the counts before.
+// A counter new to its index first makes room in its own index: the index drops the expired ids, then evicts the
+// soonest-expiring counters while it holds its quota. So a workspace never holds more than its quotas, an ad-hoc
+// counter never evicts a configured one, and Redis never needs to evict (which could hit any workspace): memory is
+// bounded by workspaces × quotas.
 // Expiry is absolute (Redis's clock, set once at creation), so an index entry and its counter expire together.
 const CHECK_AND_CHARGE = `
 local n = tonumber(ARGV[1])
-local quota = tonumber(ARGV[2])
+local function arg(i, field) return ARGV[1 + (i - 1) * 5 + field] end
 local currents = {}
 local ok = true
 for i = 1, n do
   local current = tonumber(redis.call('GET', KEYS[2 * i - 1]) or '0')
   currents[i] = current
-  local limit = tonumber(ARGV[3 + (i - 1) * 4])
-  local cost = tonumber(ARGV[4 + (i - 1) * 4])
+  local limit = tonumber(arg(i, 1))
+  local cost = tonumber(arg(i, 2))
   if limit <= 0 or current + cost > limit then ok = false end
 end
 if ok then
@@ -35,11 +38,12 @@ if ok then
   local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   -- Which charged counters are new to their index, and what each index must make room for. A counter this call
   -- charges that has to go to make room is created again, so it needs room too.
-  local charged, fresh, room = {}, {}, {}
+  local charged, fresh, room, quota = {}, {}, {}, {}
   for i = 1, n do
-    if tonumber(ARGV[4 + (i - 1) * 4]) > 0 then
-      local index, id = KEYS[2 * i], ARGV[6 + (i - 1) * 4]
+    if tonumber(arg(i, 2)) > 0 then
+      local index, id = KEYS[2 * i], arg(i, 4)
       charged[index .. ':' .. id] = i
+      quota[index] = tonumber(arg(i, 5))
       if tonumber(redis.call('ZSCORE', index, id) or '0') <= now then
         fresh[i] = true
         room[index] = (room[index] or 0) + 1
@@ -50,7 +54,7 @@ if ok then
     redis.call('ZREMRANGEBYSCORE', index, '-inf', now)
     while needed > 0 do
       local held = redis.call('ZCARD', index)
-      if held == 0 or held + needed <= quota then break end
+      if held == 0 or held + needed <= quota[index] then break end
       local evicted = index .. ':' .. redis.call('ZPOPMIN', index)[1]
       redis.call('DEL', evicted)
       local mine = charged[evicted]
@@ -61,17 +65,17 @@ if ok then
     end
   end
   for i = 1, n do
-    local cost = tonumber(ARGV[4 + (i - 1) * 4])
+    local cost = tonumber(arg(i, 2))
     if cost > 0 then
       local counter, index = KEYS[2 * i - 1], KEYS[2 * i]
-      local ttl = tonumber(ARGV[5 + (i - 1) * 4])
+      local ttl = tonumber(arg(i, 3))
       local expiresAt
       if fresh[i] then
         expiresAt = now + ttl
-        redis.call('ZADD', index, expiresAt, ARGV[6 + (i - 1) * 4])
+        redis.call('ZADD', index, expiresAt, arg(i, 4))
         if redis.call('PTTL', index) < ttl then redis.call('PEXPIRE', index, ttl) end
       else
-        expiresAt = tonumber(redis.call('ZSCORE', index, ARGV[6 + (i - 1) * 4]))
+        expiresAt = tonumber(redis.call('ZSCORE', index, arg(i, 4)))
       end
       redis.call('INCRBY', counter, cost)
       redis.call('PEXPIREAT', counter, string.format('%.0f', expiresAt))
@@ -93,14 +97,16 @@ export class RedisRateLimiter implements RateLimiter {
   /** Whether Redis answers, as commands found; logs changes of state once (see dependency.ts). */
   readonly state = new DependencyState("Redis");
   private readonly redis: WithCheck;
+  private readonly quotas: CounterQuotas;
   private closing = false;
 
   constructor(
     url: string,
     private readonly prefix = "keyhaven:rl:",
-    private readonly countersPerWorkspace = DEFAULT_COUNTERS_PER_WORKSPACE,
+    quotas: number | CounterQuotas = DEFAULT_COUNTER_QUOTAS,
     timeouts: RedisTimeouts = DEFAULT_REDIS_TIMEOUTS,
   ) {
+    this.quotas = quotasOf(quotas);
     const redis = new Redis(url, {
       lazyConnect: false,
       connectTimeout: timeouts.connectTimeoutMs,
@@ -123,14 +129,19 @@ export class RedisRateLimiter implements RateLimiter {
 
   async check(checks: LimitCheck[], now = Date.now()): Promise<LimitOutcome[]> {
     if (checks.length === 0) return [];
-    // The workspace id in braces: a hash tag, so that a workspace's counters and index share a Redis Cluster slot.
-    const indexes = checks.map((c) => `${this.prefix}{${c.workspaceId}}`);
+    // The workspace id in braces: a hash tag, so that a workspace's counters and indexes share a Redis Cluster slot.
+    // Ad-hoc counters have an index of their own (`adhoc:`), so that they only ever evict one another.
+    const indexes = checks.map((c) => `${this.prefix}${c.adHoc === true ? "adhoc:" : ""}{${c.workspaceId}}`);
     const ids = checks.map((c) => counterId(c, windowOf(c.duration, now).window));
     const keys = checks.flatMap((_, i) => [`${indexes[i]}:${ids[i]}`, indexes[i]!]);
-    const args = checks.flatMap((c, i) => [c.limit, c.cost, Math.max(1, windowOf(c.duration, now).reset - now + 1000), ids[i]!]);
-    const currents = (
-      await this.command(() => this.redis.keyhavenCheck(keys.length, ...keys, checks.length, this.countersPerWorkspace, ...args))
-    ).map(Number);
+    const args = checks.flatMap((c, i) => [
+      c.limit,
+      c.cost,
+      Math.max(1, windowOf(c.duration, now).reset - now + 1000),
+      ids[i]!,
+      c.adHoc === true ? this.quotas.adHoc : this.quotas.configured,
+    ]);
+    const currents = (await this.command(() => this.redis.keyhavenCheck(keys.length, ...keys, checks.length, ...args))).map(Number);
     return decide(checks, currents, now).outcomes;
   }
 

@@ -69,6 +69,13 @@ const output = z.object({
     )
     .optional()
     .describe("Every limit this verification was checked against (absent when none was)."),
+  // keyhaven extension (v1's name), only when true: Redis did not answer and KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE=open.
+  ratelimitSkipped: z
+    .literal(true)
+    .optional()
+    .describe(
+      "keyhaven extension, only when true: the rate-limit store (Redis) did not answer, so this verification was answered without its rate limits (`ratelimits` absent) instead of a 503 (KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE=open, the default).",
+    ),
 });
 
 export const verifyKey = defineV2Rpc({
@@ -173,5 +180,6 @@ function v2Answer(result: VerificationResult): z.input<typeof output> {
       },
     }),
     ...(ratelimit?.state === "applied" && ratelimit.limits.length > 0 && { ratelimits: ratelimit.limits }),
+    ...(ratelimit?.state === "unavailable" && { ratelimitSkipped: true as const }),
   };
 }

@@ -10,6 +10,11 @@ import { expectV2Error } from "./v2-errors.js";
 const unique = (name: string) => `${name}_${randomBytes(4).toString("hex")}`;
 const THIRTY_DAYS = 2_592_000_000;
 
+// The file's harness, tenant and API are made in a hook (its deadline is the hooks' one), not in the first test.
+test.beforeAll(async ({ h, t, apiId }) => {
+  expect([h, t, apiId].every(Boolean)).toBe(true);
+});
+
 async function v2Key(h: Harness, t: Tenant, apiId: string, fields: Record<string, unknown> = {}) {
   const res = await h.post("/v2/keys.createKey", { apiId, ...fields }, t.rootKey);
   expect(res.status, JSON.stringify(res.body)).toBe(200);

@@ -113,9 +113,11 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
   app.setSerializerCompiler(serializerCompiler);
 
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (_req, body, done) => {
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
     try {
-      done(null, parseJsonBody(body as string));
+      // A route may name fields whose text is only looked up (v2's lookupOnly): NUL there is a "not found", not a 400.
+      const lookupOnly = (req.routeOptions.config as { lookupOnly?: readonly string[] } | undefined)?.lookupOnly;
+      done(null, parseJsonBody(body as string, lookupOnly));
     } catch (err) {
       done(err as Error, undefined);
     }

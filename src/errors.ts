@@ -195,7 +195,11 @@ export class PermissionDeniedError extends DomainError {
 
 /** The caller may read keys but not their plaintext (the decrypt permission is missing). */
 export class DecryptNotAllowedError extends DomainError {
-  constructor(readonly apiId: string) {
+  constructor(
+    readonly apiId: string,
+    /** The query that was not satisfied and what the caller held, for an adapter that names what it asks for. */
+    readonly missing?: { query: PermissionQuery; have: readonly string[] },
+  ) {
     super({ kind: "decryptNotAllowed", apiId });
   }
 }

@@ -107,7 +107,7 @@ describe("v2 errors", () => {
     const tooShort = await v2(h, "/v2/apis.createApi", { name: "ab" }, t.rootKey);
     expect(tooShort.body.error.errors[0].location).toBe("/properties/name/minLength");
     const missingName = await v2(h, "/v2/apis.createApi", {}, t.rootKey);
-    expect(missingName.body.error.errors[0].location).toBe("/properties/name/required");
+    expect(missingName.body.error.errors[0].location).toBe("/required");
     const badJson = await h.app.inject({
       method: "POST",
       url: "/v2/apis.createApi",

@@ -9,7 +9,7 @@ import type { Harness, Tenant } from "./helper.js";
 // permissions by slug (created when allowed), roles by name (never created), the key's list after the change.
 
 const unique = (name: string) => `${name}.${randomBytes(4).toString("hex")}`;
-const KEY_NOT_FOUND = "We could not find the requested key.";
+const KEY_NOT_FOUND = "The specified key was not found. We could not find the requested key.";
 
 async function newKey(h: Harness, t: Tenant, apiId: string, fields: Record<string, unknown> = {}) {
   const res = await h.post("/v1/keys.createKey", { apiId, ...fields }, t.rootKey);
@@ -100,8 +100,20 @@ describe("v2 keys.addPermissions / removePermissions / setPermissions", () => {
     const adder = await h.rootKey(t.workspaceId, [`api.${apiId}.update_key`, "rbac.*.add_permission_to_key"]);
     expect((await h.post("/v2/keys.addPermissions", { keyId, permissions: [existing] }, adder)).status).toBe(200);
     const missing = unique("missing");
+    // A permission addPermissions may not create is not found (upstream's test); setPermissions asks for the right.
     expectV2Error(
       await h.post("/v2/keys.addPermissions", { keyId, permissions: [missing] }, adder),
+      404,
+      "unkey/data/permission_not_found",
+      `Permission '${missing}' was not found.`,
+    );
+    const apiSetter = await h.rootKey(t.workspaceId, [
+      `api.${apiId}.update_key`,
+      "rbac.*.add_permission_to_key",
+      "rbac.*.remove_permission_from_key",
+    ]);
+    expectV2Error(
+      await h.post("/v2/keys.setPermissions", { keyId, permissions: [missing] }, apiSetter),
       403,
       "unkey/authorization/insufficient_permissions",
       `Missing one of these permissions: unkey:v1:${t.workspaceId}:rbac/permissions/*#create_permission or rbac.*.create_permission`,
@@ -197,7 +209,7 @@ describe("v2 keys.addPermissions / removePermissions / setPermissions", () => {
       { keyId, permissions: ["has space"] },
       { keyId, permissions: [""] },
       { keyId, permissions: ["a"], extra: 1 },
-      { keyId: "short", permissions: ["a"] },
+      { keyId: "ab", permissions: ["a"] },
     ]) {
       expectV2Error(await h.post("/v2/keys.addPermissions", body, t.rootKey), 400, "unkey/application/invalid_input");
     }

@@ -10,7 +10,7 @@ import { expectV2Error } from "./v2-errors.js";
 // does not inherit the old one's expiry, and a prefix with `_` is kept whole.
 
 const unique = (name: string) => `${name}_${randomBytes(4).toString("hex")}`;
-const NOT_FOUND = "The specified key was not found.";
+const NOT_FOUND = "The specified key was not found. We could not find the requested key.";
 const MINUTE = 60_000;
 
 async function v2Key(h: Harness, t: Tenant, apiId: string, fields: Record<string, unknown> = {}) {

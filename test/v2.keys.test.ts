@@ -8,7 +8,7 @@ import type { Harness, Tenant } from "./helper.js";
 // core v1 uses: KeyResponseData with empty fields left out, v2's errors, v1 and v2 on one store.
 
 const unique = (name: string) => `${name}_${randomBytes(4).toString("hex")}`;
-const NOT_FOUND = "We could not find the requested key.";
+const NOT_FOUND = "The specified key was not found. We could not find the requested key.";
 
 /** A key created through v1, with the fields given. */
 async function v1Key(h: Harness, t: Tenant, apiId: string, fields: Record<string, unknown> = {}) {

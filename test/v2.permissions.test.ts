@@ -111,7 +111,7 @@ describe("v2 permissions", () => {
       await h.post("/v2/permissions.getPermission", { permission: "perm_missing_1" }, reader),
       403,
       "unkey/authorization/insufficient_permissions",
-      "Missing permission: 'rbac.*.read_permission'",
+      "Missing one of these permissions: rbac.*.read_permission",
     );
     expectV2Error(await h.post("/v2/permissions.listPermissions", {}, reader), 403, "unkey/authorization/insufficient_permissions");
     expect((await h.post("/v2/permissions.listRoles", {}, reader)).status).toBe(200);

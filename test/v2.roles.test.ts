@@ -56,7 +56,7 @@ describe("v2 permissions.createRole", () => {
       await h.post("/v2/permissions.createRole", { name: unique("r") }, none),
       403,
       FORBIDDEN,
-      "Missing permission: 'rbac.*.create_role'",
+      "Missing one of these permissions: rbac.*.create_role",
     );
     const create = await h.rootKey(t.workspaceId, ["rbac.*.create_role"]);
     expect((await h.post("/v2/permissions.createRole", { name: unique("r") }, create)).status).toBe(200);

@@ -20,9 +20,11 @@ const UNSTORABLE_STRING = "JSON strings must not contain the NUL character (\\u0
  * Parses a request body, refusing what PostgreSQL cannot store (so it is a 400 here, never a 500 later):
  * NUL characters and lone UTF-16 surrogates in any string or property name, and nesting deeper than MAX_JSON_DEPTH;
  * and what would cost the parser most: more than MAX_JSON_CONTAINERS objects and arrays, or an object with more than
- * MAX_JSON_OBJECT_PROPERTIES properties.
+ * MAX_JSON_OBJECT_PROPERTIES properties. `lookupOnly` names top-level fields of the body whose string is only looked
+ * up, never stored (v2's apis.listKeys `apiId`, identities' `identity`): such text there names nothing, a 404 upstream,
+ * which the repositories answer without a query (storage/lookupText.ts); anywhere else it is still refused.
  */
-export function parseJsonBody(text: string): unknown {
+export function parseJsonBody(text: string, lookupOnly?: readonly string[]): unknown {
   if (text.trim() === "") throw new ApiError("BAD_REQUEST", "Request body is empty; expected JSON");
   const shape = measureJson(text);
   if (shape.depth > MAX_JSON_DEPTH) {
@@ -41,8 +43,28 @@ export function parseJsonBody(text: string): unknown {
     throw new ApiError("BAD_REQUEST", "Malformed JSON in request body");
   }
   // Found by the scan, which saw every escape: a reviver visiting every value would cost more than the parse.
-  if (shape.unstorable || !text.isWellFormed()) throw new ApiError("BAD_REQUEST", UNSTORABLE_STRING);
+  if ((shape.unstorable || !text.isWellFormed()) && !(lookupOnly && unstorableOnlyIn(value, lookupOnly))) {
+    throw new ApiError("BAD_REQUEST", UNSTORABLE_STRING);
+  }
   return value;
+}
+
+const storable = (text: string) => !text.includes("\u0000") && text.isWellFormed();
+
+/** Whether every string and property name PostgreSQL cannot hold is the string value of one of `fields` at the top. */
+function unstorableOnlyIn(body: unknown, fields: readonly string[]): boolean {
+  if (body === null || typeof body !== "object" || Array.isArray(body)) return false;
+  return Object.entries(body).every(
+    ([name, value]) => storable(name) && ((fields.includes(name) && typeof value === "string") || storableThroughout(value)),
+  );
+}
+
+/** Whether `value` holds only text PostgreSQL can store (the parser's limits bound the walk). */
+function storableThroughout(value: unknown): boolean {
+  if (typeof value === "string") return storable(value);
+  if (value === null || typeof value !== "object") return true;
+  if (Array.isArray(value)) return value.every(storableThroughout);
+  return Object.entries(value).every(([name, v]) => storable(name) && storableThroughout(v));
 }
 
 /**

@@ -70,9 +70,18 @@ export function satisfies(query: PermissionQuery, held: ReadonlySet<string>): bo
 
 export function describeQuery(query: PermissionQuery): string {
   if (typeof query === "string") return JSON.stringify(query);
+  // A one-part `or` (anyOfOne) reads as its part.
+  if ("or" in query && query.or.length === 1) return describeQuery(query.or[0]!);
   if ("and" in query) return `all of [${query.and.map(describeQuery).join(", ")}]`;
   return `one of [${query.or.map(describeQuery).join(", ")}]`;
 }
+
+/**
+ * `or("*", or(permission))`: one permission that v2 asks for as a one-part `or` (the permissions.* reads, deletes and
+ * createRole, contract §2 rows 27–33), so that its 403 says `Missing one of these permissions: <permission>` where a
+ * single leaf says `Missing permission: '<permission>'`. Holding and v1's text are those of `or("*", permission)`.
+ */
+export const anyOfOne = (permission: string): PermissionQuery => ({ or: ["*", { or: [permission] }] });
 
 /** `or("*", "api.*.<action>", "api.<apiId>.<action>")`, the usual shape of an API-scoped check. */
 export function apiPermission(apiId: string, ...actions: string[]): PermissionQuery {

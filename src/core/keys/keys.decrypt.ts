@@ -10,9 +10,8 @@ import type { Principal } from "../principal.js";
  * granted by the URN of the key (`keyId`), or of any key of the keyspace (`*`).
  */
 export function requireDecryptPermission(principal: Principal, apiId: string, dialect: PermissionDialect = "v1", keyId = "*"): void {
-  if (!hasPermission(principal, keyPermission(dialect, principal.workspaceId, apiId, keyId, "decrypt_key"))) {
-    throw new DecryptNotAllowedError(apiId);
-  }
+  const query = keyPermission(dialect, principal.workspaceId, apiId, keyId, "decrypt_key");
+  if (!hasPermission(principal, query)) throw new DecryptNotAllowedError(apiId, { query, have: [...principal.permissions] });
 }
 
 /** What decryption reads of a key row: its encrypted copy, if it has one. */

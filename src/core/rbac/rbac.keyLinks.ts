@@ -102,11 +102,19 @@ const v2CreatePermission = (principal: Principal): PermissionQuery => createPerm
 /** v2's refusal of a role (or a permission to remove) that the workspace lacks. */
 const namedNotFound = (k: RbacKind, name: string): Refusal => ({ kind: "namedNotFound", what: k.kind, name });
 
-/** v2's rules of looking up what a request names: permissions by slug, created when allowed; roles by name. */
-function v2Rules(principal: Principal, k: RbacKind) {
+/**
+ * v2's rules of looking up what a request names: permissions by slug, created when allowed; roles by name. A
+ * permission that keys.addPermissions may not create is not found (404 `namedNotFound`, as upstream's tests expect);
+ * setPermissions refuses it (403 naming create_permission, as upstream's handler answers).
+ */
+function v2Rules(principal: Principal, k: RbacKind, operation: KeyLinkOperation) {
   return {
     missing: (name: string) => namedNotFound(k, name),
-    allowCreate: () => requirePermission(principal, v2CreatePermission(principal)),
+    allowCreate: (name: string) => {
+      const query = v2CreatePermission(principal);
+      if (operation === "add" && !hasPermission(principal, query)) throw new NotFoundError(k.kind, name, namedNotFound(k, name));
+      requirePermission(principal, query);
+    },
   };
 }
 
@@ -124,7 +132,7 @@ async function resolve(
   k: RbacKind,
   wanted: Wanted[],
   now: number,
-  rules: { missing?(name: string): Refusal; allowCreate(): void },
+  rules: { missing?(name: string): Refusal; allowCreate(name: string): void },
 ): Promise<Connected[]> {
   const ids = wanted.flatMap((w) => (w.id !== undefined ? [w.id] : []));
   const names = wanted.flatMap((w) => (w.id === undefined ? [w.name!] : []));
@@ -143,7 +151,7 @@ async function resolve(
     let hit = byName.get(wantedName);
     if (hit === undefined) {
       if (!w.create) throw new NotFoundError(k.kind, wantedName, rules.missing?.(wantedName));
-      rules.allowCreate();
+      rules.allowCreate(wantedName);
       // Created roles are named by their name, created permissions get name = slug.
       const id = await k.ensure(db, principal.workspaceId, wantedName, now);
       // Deleted by a concurrent call between its creation and this lookup: it is not found (a 404 as v1 declares).
@@ -177,7 +185,7 @@ export async function addToKey(
     const now = services.clock.now();
     const rules =
       dialect === "v2"
-        ? v2Rules(principal, k)
+        ? v2Rules(principal, k, "add")
         : {
             allowCreate: () => {
               if (!hasPermission(principal, anyOf(k.permissions.create))) deny("createWhileAdding", principal, anyOf(k.permissions.create));
@@ -245,7 +253,7 @@ export async function setOnKey(
     if (dialect === "v2") {
       requirePermission(principal, v2KeyLinkQuery(principal, k, "set", key));
       const now = services.clock.now();
-      const connected = await resolve(tx, principal, k, input.wanted, now, v2Rules(principal, k));
+      const connected = await resolve(tx, principal, k, input.wanted, now, v2Rules(principal, k, "set"));
       await replaceKeyLinks(
         tx,
         k.kind,

@@ -1,4 +1,5 @@
 import { requirePermission } from "../principal.js";
+import { anyOfOne } from "../auth/permissions.query.js";
 import { createPermissionPermission, type PermissionQuery } from "../auth/permissions.query.js";
 import { isUniqueViolation } from "../../storage/client.js";
 import { ConflictError, NotFoundError } from "../../errors.js";
@@ -45,7 +46,7 @@ export async function createRole(
   principal: Principal,
   input: { name: string; description?: string | undefined; permissions?: string[] | undefined },
 ): Promise<{ roleId: string }> {
-  requirePermission(principal, { or: ["*", "rbac.*.create_role"] });
+  requirePermission(principal, anyOfOne("rbac.*.create_role"));
   const slugs = [...new Set(input.permissions ?? [])].sort();
   if (slugs.length > 0) requirePermission(principal, { or: ["*", "rbac.*.add_permission_to_role"] });
   const { permissions: _, ...role } = input;
@@ -154,7 +155,7 @@ export type RbacLookup = "id" | "idOrName";
 
 /** Deletes a role for good, with its links to keys and permissions. */
 export async function deleteRole(services: RbacServices, principal: Principal, roleId: string, lookup: RbacLookup = "id"): Promise<void> {
-  requirePermission(principal, { or: ["*", "rbac.*.delete_role"] });
+  requirePermission(principal, anyOfOne("rbac.*.delete_role"));
   const id = lookup === "id" ? roleId : (await findRoleByIdOrName(services.db, principal.workspaceId, roleId))?.id;
   if (id === undefined || !(await deleteRoleRow(services.db, principal.workspaceId, id)))
     throw new NotFoundError("role", roleId, { kind: "roleToDeleteNotFound", roleId });
@@ -167,7 +168,7 @@ export async function deletePermission(
   permissionId: string,
   lookup: RbacLookup = "id",
 ): Promise<void> {
-  requirePermission(principal, { or: ["*", "rbac.*.delete_permission"] });
+  requirePermission(principal, anyOfOne("rbac.*.delete_permission"));
   const id = lookup === "id" ? permissionId : (await findPermissionByIdOrSlug(services.db, principal.workspaceId, permissionId))?.id;
   if (id === undefined || !(await deletePermissionRow(services.db, principal.workspaceId, id))) {
     throw new NotFoundError("permission", permissionId, { kind: "permissionToDeleteNotFound", permissionId });
@@ -203,7 +204,7 @@ export async function getPermission(
   permissionId: string,
   lookup: RbacLookup = "id",
 ): Promise<PermissionRow> {
-  requirePermission(principal, { or: ["*", "rbac.*.read_permission"] });
+  requirePermission(principal, anyOfOne("rbac.*.read_permission"));
   const permission =
     lookup === "id"
       ? await findPermission(services.db, principal.workspaceId, permissionId)
@@ -214,13 +215,13 @@ export async function getPermission(
 
 /** Every permission of the caller's workspace, oldest first. */
 export async function listPermissions(services: RbacServices, principal: Principal): Promise<PermissionRow[]> {
-  requirePermission(principal, { or: ["*", "rbac.*.read_permission"] });
+  requirePermission(principal, anyOfOne("rbac.*.read_permission"));
   return listWorkspacePermissions(services.db, principal.workspaceId);
 }
 
 /** A role of the caller's workspace (one of another workspace is not found). */
 export async function getRole(services: RbacServices, principal: Principal, roleId: string, lookup: RbacLookup = "id"): Promise<RoleRow> {
-  requirePermission(principal, { or: ["*", "rbac.*.read_role"] });
+  requirePermission(principal, anyOfOne("rbac.*.read_role"));
   const role =
     lookup === "id"
       ? await findRole(services.db, principal.workspaceId, roleId)
@@ -231,13 +232,13 @@ export async function getRole(services: RbacServices, principal: Principal, role
 
 /** Every role of the caller's workspace, oldest first. */
 export async function listRoles(services: RbacServices, principal: Principal): Promise<RoleRow[]> {
-  requirePermission(principal, { or: ["*", "rbac.*.read_role"] });
+  requirePermission(principal, anyOfOne("rbac.*.read_role"));
   return listWorkspaceRoles(services.db, principal.workspaceId);
 }
 
 /** A page of the caller's permissions by id, from `fromId` on (inclusive), matching `search`. */
 export async function listPermissionsPage(services: RbacServices, principal: Principal, page: PageRequest): Promise<PermissionRow[]> {
-  requirePermission(principal, { or: ["*", "rbac.*.read_permission"] });
+  requirePermission(principal, anyOfOne("rbac.*.read_permission"));
   return listPermissionsPageRows(services.db, principal.workspaceId, page);
 }
 
@@ -245,7 +246,7 @@ export type RoleWithPermissions = RoleRow & { permissions: PermissionRow[] };
 
 /** A page of the caller's roles by id, from `fromId` on (inclusive), matching `search`, each with its permissions. */
 export async function listRolesPage(services: RbacServices, principal: Principal, page: PageRequest): Promise<RoleWithPermissions[]> {
-  requirePermission(principal, { or: ["*", "rbac.*.read_role"] });
+  requirePermission(principal, anyOfOne("rbac.*.read_role"));
   const rows = await listRolesPageRows(services.db, principal.workspaceId, page);
   const permissions = await permissionsOfRoles(
     services.db,

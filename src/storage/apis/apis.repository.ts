@@ -1,4 +1,5 @@
 import { and, eq, inArray, isNull } from "drizzle-orm";
+import { isStorableText } from "../lookupText.js";
 import { LRUCache } from "lru-cache";
 import type { Db } from "../client.js";
 import { apis } from "../schema.js";
@@ -44,6 +45,7 @@ const findApiStatement = preparedPerHandle((db) =>
 
 /** The API if it exists, is not deleted and belongs to the workspace; another workspace's API is simply absent. */
 export async function findApi(db: Db, workspaceId: string, apiId: string) {
+  if (!isStorableText(apiId)) return undefined;
   const [row] = await findApiStatement(db).execute({ apiId, workspaceId });
   return row;
 }

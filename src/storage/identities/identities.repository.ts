@@ -1,4 +1,5 @@
 import { and, asc, count, eq, gt, inArray, or, type SQL, sql } from "drizzle-orm";
+import { isStorableText } from "../lookupText.js";
 import { insertRecordset } from "../bulk.js";
 import { containsLiteral } from "../search.js";
 import { type Db, preparedPerHandle } from "../client.js";
@@ -122,6 +123,7 @@ export const identityRatelimits = (db: Db, identityIds: string[]): Promise<Map<s
 
 /** The identity of the workspace whose id, or else whose externalId, is `ref`. */
 export async function findIdentityByRef(db: Db, workspaceId: string, ref: string): Promise<IdentityRow | undefined> {
+  if (!isStorableText(ref)) return undefined;
   const rows = await db
     .select()
     .from(identities)

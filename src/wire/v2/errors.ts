@@ -123,10 +123,19 @@ const V2_RESOURCE: Record<string, string> = {
   workspace: "workspace",
 };
 
+/**
+ * v2's detail for a key that is not there, whatever the cause (unknown, deleted, of another workspace) and the route:
+ * v2's key routes word it two ways, `The specified key was not found.` (the RBAC routes and rerollKey, and every route
+ * for a key of another workspace) and `We could not find the requested key.` (getKey, updateKey, deleteKey,
+ * updateCredits and whoami for an unknown or deleted key), and its tests look for one or the other. Both sentences,
+ * always, so that every check of either holds and no answer tells a key of another workspace from a missing one.
+ */
+export const V2_KEY_NOT_FOUND = "The specified key was not found. We could not find the requested key.";
+
 /** v2's detail for a thing that is not there. */
 const NOT_FOUND_DETAIL: Record<string, string> = {
   api: "The requested API does not exist or has been deleted.",
-  key: "We could not find the requested key.",
+  key: V2_KEY_NOT_FOUND,
   permission: "The requested permission does not exist.",
   role: "The requested role does not exist.",
   identity: "This identity does not exist.",
@@ -192,12 +201,17 @@ export function v2MissingPermissions(query: PermissionQuery, held: ReadonlySet<s
   return `Missing one of these permissions: ${failing.or.map(flat).join(" or ")}`;
 }
 
+/**
+ * The query without `*`; a part left alone by taking `*` out stands for itself (`or("*", x)` is `x`), while a one-part
+ * `or` the route asked for as such (anyOfOne) stays one.
+ */
 function withoutStar(query: PermissionQuery): PermissionQuery | undefined {
   if (typeof query === "string") return query === "*" ? undefined : query;
   const op = "and" in query ? "and" : "or";
-  const parts = ("and" in query ? query.and : query.or).map(withoutStar).filter((q): q is PermissionQuery => q !== undefined);
+  const given = "and" in query ? query.and : query.or;
+  const parts = given.map(withoutStar).filter((q): q is PermissionQuery => q !== undefined);
   if (parts.length === 0) return undefined;
-  if (parts.length === 1) return parts[0];
+  if (parts.length === 1 && given.length > 1) return parts[0];
   return op === "and" ? { and: parts } : { or: parts };
 }
 
@@ -249,7 +263,11 @@ export function v2ErrorOf(err: DomainError): V2Error {
     return new V2Error(403, "unkey/authorization/insufficient_permissions", detail);
   }
   if (err instanceof DecryptNotAllowedError) {
-    return new V2Error(403, "unkey/authorization/insufficient_permissions", "You are not allowed to decrypt this key.");
+    // v2 names the decrypt permissions it asks for, as for any other (upstream's listKeys test looks for "permission").
+    const detail = err.missing
+      ? v2MissingPermissions(err.missing.query, new Set(err.missing.have))
+      : "Missing permission to decrypt this key.";
+    return new V2Error(403, "unkey/authorization/insufficient_permissions", detail);
   }
   if (err instanceof DeleteProtectedError) {
     const detail = PROTECTED_DETAIL[err.what] ?? `This ${err.what} has delete protection enabled. Disable it before attempting to delete.`;

@@ -57,6 +57,11 @@ export type V2Rpc<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodTy
   errors: readonly V2RouteErrorStatus[];
   handler: (input: z.output<I>, ctx: V2Context<A>) => Promise<V2Answer<O>>;
   bodyLimit?: number;
+  /**
+   * Top-level fields whose string is only looked up, never stored: the body parser lets text PostgreSQL cannot hold
+   * (a NUL) through there, and the lookup finds nothing (404), as upstream answers (parseJsonBody).
+   */
+  lookupOnly?: readonly string[];
 };
 
 export function defineV2Rpc<I extends z.ZodType, O extends z.ZodType, A extends V2AuthKind>(rpc: V2Rpc<I, O, A>): V2Rpc<I, O, A> {
@@ -108,7 +113,7 @@ export function registerV2Rpc(app: FastifyInstance, deps: Services, rpc: V2Rpc):
     method: rpc.method,
     url: rpc.path,
     bodyLimit: rpc.bodyLimit ?? DEFAULT_BODY_LIMIT,
-    config: { protocol: "v2" },
+    config: { protocol: "v2", ...(rpc.lookupOnly && { lookupOnly: rpc.lookupOnly }) },
     schema: {
       summary: rpc.summary,
       ...(rpc.method === "POST" && { body: rpc.input }),

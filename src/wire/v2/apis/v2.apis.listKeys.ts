@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { listApiKeysFrom } from "../../../core/apis/apis.core.js";
 import { keyResponseData, keyResponseOutput } from "../keys/keys.schemas.js";
+import { v2LookupRef } from "../inputBounds.js";
 import { pageInput } from "../pagination.js";
 import { defineV2Rpc } from "../rpc.js";
 
@@ -8,6 +9,7 @@ export const listKeys = defineV2Rpc({
   method: "POST",
   path: "/v2/apis.listKeys",
   auth: "rootKey",
+  lookupOnly: ["apiId"],
   summary:
     "Lists an API's live keys by id, a page at a time, optionally only those of an identity (`externalId`); `decrypt: true` adds the plaintext of keys stored encrypted. A root key that may not read the API's keys is answered 404, as for a missing API.",
   errors: [400, 401, 403, 404, 412, 503],
@@ -15,7 +17,7 @@ export const listKeys = defineV2Rpc({
   paginated: true,
   input: z
     .object({
-      apiId: z.string().min(1).max(255).describe("The API whose keys are listed."),
+      apiId: v2LookupRef.describe("The API whose keys are listed."),
       ...pageInput,
       externalId: z.string().min(1).max(255).optional().describe("Only the keys of the identity with this externalId."),
       decrypt: z.boolean().optional().describe("Add each key's plaintext (needs decrypt_key and an API storing keys encrypted)."),

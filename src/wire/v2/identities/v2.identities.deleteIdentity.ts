@@ -7,6 +7,7 @@ export const deleteIdentity = defineV2Rpc({
   method: "POST",
   path: "/v2/identities.deleteIdentity",
   auth: "rootKey",
+  lookupOnly: ["identity"],
   summary: "Deletes an identity (by id or externalId) with its rate limits; its keys keep working without an identity.",
   errors: [400, 401, 403, 404, 503],
   returns: "Only `meta`: this route's answer has no `data`.",

@@ -7,6 +7,7 @@ export const getIdentity = defineV2Rpc({
   method: "POST",
   path: "/v2/identities.getIdentity",
   auth: "rootKey",
+  lookupOnly: ["identity"],
   summary: "Reads an identity by id or externalId, with its meta and rate limits.",
   errors: [400, 401, 403, 404, 503],
   returns: "The identity.",

@@ -1,7 +1,5 @@
 import { z } from "zod";
 import { rerollKey as rerollKeyCore } from "../../../core/keys/keys.reroll.js";
-import { NotFoundError } from "../../../errors.js";
-import { V2Error } from "../errors.js";
 import { v2Id } from "../inputBounds.js";
 import { defineV2Rpc } from "../rpc.js";
 import { createdKeyOutput, V2_MAX_EXPIRES } from "./keys.schemas.js";
@@ -20,15 +18,7 @@ export const rerollKey = defineV2Rpc({
     expiration: z.int().min(0).max(V2_MAX_EXPIRES).describe("How long (ms) the old key keeps verifying; 0: it expires now."),
   }),
   output: createdKeyOutput,
-  handler: async (input, { deps, rootKey }) => {
-    try {
-      return { data: await rerollKeyCore(deps, rootKey, { keyId: input.keyId, expiration: input.expiration }, "v2", "v2") };
-    } catch (err) {
-      // v2's rerollKey words a missing key apart from the other key routes.
-      if (err instanceof NotFoundError && err.what === "key") {
-        throw new V2Error(404, "unkey/data/key_not_found", "The specified key was not found.");
-      }
-      throw err;
-    }
-  },
+  handler: async (input, { deps, rootKey }) => ({
+    data: await rerollKeyCore(deps, rootKey, { keyId: input.keyId, expiration: input.expiration }, "v2", "v2"),
+  }),
 });

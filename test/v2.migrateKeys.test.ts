@@ -16,7 +16,6 @@ const unique = (name: string) => `${name}_${randomBytes(4).toString("hex")}`;
 const sha256Base64 = (key: string) => createHash("sha256").update(key).digest("base64");
 const sha256Hex = (text: string) => createHash("sha256").update(text).digest("hex");
 const API_NOT_FOUND = "The requested API does not exist or has been deleted.";
-const MIGRATION_NOT_FOUND = "The requested Migration does not exist or has been deleted.";
 
 const migrate = (h: Harness, rootKey: string, body: unknown) => h.post("/v2/keys.migrateKeys", body, rootKey);
 
@@ -289,24 +288,50 @@ describe("v2 keys.migrateKeys", () => {
     expect(await countIn(h, `keys where api_id = '${otherApi}'`)).toBe(0);
   });
 
-  test("a migration of another workspace is a 404 and writes nothing", async ({ h, t }) => {
+  test("migration ids are per workspace: another workspace's id is the caller's own migration, and tells nothing of theirs", async ({
+    h,
+    t,
+  }) => {
     const apiId = await h.createApi(t);
     const other = await h.tenant();
-    const theirs = await createMigration(h, other, "sha256");
-    const res = await migrate(h, t.rootKey, { migrationId: theirs, apiId, keys: [{ hash: unique("h") }] });
-    expectV2Error(res, 404, "unkey/data/migration_not_found", MIGRATION_NOT_FOUND);
-    expect(await countIn(h, `keys where api_id = '${apiId}'`)).toBe(0);
+    const theirs = await createMigration(h, other, "github.com/seamapi/prefixed-api-key");
+    const key = `sk_${randomBytes(16).toString("hex")}`;
+    // The same answer whether another workspace has the id or nobody has.
+    for (const migrationId of [theirs, unique("mig")]) {
+      const data = await migrateOk(h, t.rootKey, { migrationId, apiId, keys: [{ hash: sha256Base64(`${key}${migrationId}`) }] });
+      expect(data.failed).toEqual([]);
+      const [row] = await h.sql<any>(
+        `select workspace_id, algorithm from key_migrations where id = '${migrationId}' and workspace_id = '${t.workspaceId}'`,
+      );
+      expect(row).toEqual({ workspace_id: t.workspaceId, algorithm: "sha256" });
+    }
+    // Theirs is untouched, and the caller's key is pending in the caller's own migration of that id.
+    const [row] = await h.sql<any>(`select algorithm from key_migrations where id = '${theirs}' and workspace_id = '${other.workspaceId}'`);
+    expect(row).toEqual({ algorithm: "github.com/seamapi/prefixed-api-key" });
+    expect(await countIn(h, `keys where pending_migration_id = '${theirs}'`)).toBe(1);
+    expect(await countIn(h, `keys where pending_migration_id = '${theirs}' and workspace_id = '${t.workspaceId}'`)).toBe(1);
   });
 });
 
 describe("keyhaven.createMigration (keyhaven extension)", () => {
-  test("creates a migration with either algorithm; an id taken (by any workspace) is a 409", async ({ h, t }) => {
+  test("creates a migration with either algorithm; an id the workspace has already is a 409", async ({ h, t }) => {
     const id = await createMigration(h, t, "github.com/seamapi/prefixed-api-key");
     const [row] = await h.sql<any>(`select workspace_id, algorithm from key_migrations where id = '${id}'`);
     expect(row).toEqual({ workspace_id: t.workspaceId, algorithm: "github.com/seamapi/prefixed-api-key" });
-    const other = await h.tenant();
-    const again = await h.post("/v2/keyhaven.createMigration", { migrationId: id, algorithm: "sha256" }, other.rootKey);
+    const again = await h.post("/v2/keyhaven.createMigration", { migrationId: id, algorithm: "sha256" }, t.rootKey);
     expectV2Error(again, 409, "unkey/data/migration_already_exists", `A migration with id '${id}' already exists.`);
+  });
+
+  test("ids are per workspace: another workspace creates the same id (200), neither learns nor claims the other's", async ({ h, t }) => {
+    const id = await createMigration(h, t, "github.com/seamapi/prefixed-api-key");
+    const other = await h.tenant();
+    const theirs = await h.post("/v2/keyhaven.createMigration", { migrationId: id, algorithm: "sha256" }, other.rootKey);
+    expect(theirs.status, JSON.stringify(theirs.body)).toBe(200);
+    const rows = await h.sql<any>(`select workspace_id, algorithm from key_migrations where id = '${id}' order by algorithm`);
+    expect(rows).toEqual([
+      { workspace_id: t.workspaceId, algorithm: "github.com/seamapi/prefixed-api-key" },
+      { workspace_id: other.workspaceId, algorithm: "sha256" },
+    ]);
   });
 
   test("needs api.*.create_key (403) and a known algorithm (400)", async ({ h, t }) => {

@@ -56,8 +56,8 @@ type MigrateStore = { db: Db; keyring: Keyring; statistics: Pick<StatisticsRefre
  * v2's keys.migrateKeys over the import core (the planner and the insert of migrations.createKeys): keys given by a
  * hash are created in `apiId` with `pending_migration_id`, an empty `start`, and the roles and permissions they name
  * (created when missing, unlike v1's import, which refuses them). The checks, in the order a client observes them:
- * `create_key` (before the API is read), the API, the migration (an id not seen yet is created for the caller's
- * workspace with `sha256`; one of another workspace is not found), a hash repeated in the request, a rate-limit name
+ * `create_key` (before the API is read), the API, the migration (an id the caller's workspace has not used yet is
+ * created for it with `sha256`; ids are per workspace), a hash repeated in the request, a rate-limit name
  * repeated in a key, refill on unlimited credits. One transaction: a hash that exists already is left out and
  * reported in `failed`; any other failure writes nothing.
  */
@@ -149,19 +149,21 @@ function importKeyOf(apiId: string, key: MigrateKey): ImportKey {
 }
 
 /**
- * The migration `id` of the caller's workspace, created with `sha256` when no workspace has it yet (keyhaven's
- * self-serve migrations; upstream's support creates them); one of another workspace is not found.
+ * The migration `id` of the caller's workspace, created with `sha256` when the workspace has none of that id yet
+ * (keyhaven's self-serve migrations; upstream's support creates them). Ids are per workspace: whether another
+ * workspace uses the same id changes nothing and cannot be learnt.
  */
 async function migrationOfWorkspace(db: Db, workspaceId: string, id: string, now: number): Promise<KeyMigrationRow> {
   await insertKeyMigration(db, { id, workspaceId, algorithm: "sha256" }, now);
-  const migration = await findKeyMigration(db, id);
-  if (!migration || migration.workspaceId !== workspaceId) throw new NotFoundError("migration", id);
+  const migration = await findKeyMigration(db, workspaceId, id);
+  if (!migration) throw new NotFoundError("migration", id);
   return migration;
 }
 
 /**
  * keyhaven's extension of v2: creates a migration for the caller's workspace with the algorithm its keys' hashes
- * were made with. The id is the caller's; one taken (by any workspace) is a conflict.
+ * were made with. The id is the caller's; one the caller's workspace has already is a conflict (another
+ * workspace's is not: ids are per workspace).
  */
 export async function createKeyMigration(
   store: { db: Db },
@@ -189,8 +191,8 @@ export async function completeKeyMigration(
   request: { key: string; migrationId: string; workspaceId: string },
   now: number,
 ): Promise<boolean> {
-  const migration = await findKeyMigration(db, request.migrationId);
-  if (!migration || migration.workspaceId !== request.workspaceId) return false;
+  const migration = await findKeyMigration(db, request.workspaceId, request.migrationId);
+  if (!migration) return false;
   // A sha256 migration's keys verify by their own hash: nothing to complete.
   if (migration.algorithm !== PREFIXED_API_KEY) return false;
   const parts = request.key.split("_");

@@ -4,21 +4,21 @@ import { type KeyMigrationAlgorithm, keyMigrations, keys } from "../schema.js";
 
 export type KeyMigrationRow = { id: string; workspaceId: string; algorithm: KeyMigrationAlgorithm };
 
-/** A v2 migration by id, whatever its workspace (ids are unique across workspaces). */
-export async function findKeyMigration(db: Db, id: string): Promise<KeyMigrationRow | undefined> {
+/** A v2 migration of `workspaceId` by id (ids are unique per workspace: another workspace's is never found). */
+export async function findKeyMigration(db: Db, workspaceId: string, id: string): Promise<KeyMigrationRow | undefined> {
   const [row] = await db
     .select({ id: keyMigrations.id, workspaceId: keyMigrations.workspaceId, algorithm: keyMigrations.algorithm })
     .from(keyMigrations)
-    .where(eq(keyMigrations.id, id));
+    .where(and(eq(keyMigrations.workspaceId, workspaceId), eq(keyMigrations.id, id)));
   return row;
 }
 
-/** Creates a migration; false when the id is taken already (by any workspace). */
+/** Creates a migration; false when its workspace has the id already (another workspace's has no bearing). */
 export async function insertKeyMigration(db: Db, migration: KeyMigrationRow, now: number): Promise<boolean> {
   const rows = await db
     .insert(keyMigrations)
     .values({ ...migration, createdAtM: now })
-    .onConflictDoNothing({ target: keyMigrations.id })
+    .onConflictDoNothing({ target: [keyMigrations.workspaceId, keyMigrations.id] })
     .returning({ id: keyMigrations.id });
   return rows.length === 1;
 }

@@ -74,7 +74,8 @@ export type VerifyRequest = {
   scope?: ((epoch: bigint | undefined) => Promise<{ workspaceId: string; permissions?: ReadonlySet<string> } | undefined>) | undefined;
   /**
    * Refuse (InvalidInputError) a verification with neither `apiId` nor a scope. v1: KEYHAVEN_VERIFY_REQUIRE_SCOPE;
-   * a v2 adapter, whose verifyKey always needs a root key, would pass true.
+   * a v2 adapter, whose verifyKey always needs a root key, would pass true. With it, a key of another API than
+   * `apiId` is out of scope: FORBIDDEN before any other state of the key, and the answer says nothing else about it.
    */
   requireScope?: boolean | undefined;
   /** The caller's address, for the API's IP allow-list (the adapter decides which header or peer it is). */
@@ -127,7 +128,7 @@ export type RatelimitFacts = { limit?: number; remaining: number; reset: number 
 export type VerificationResult = {
   valid: boolean;
   code: VerificationCode;
-  /** Absent exactly when the key was not found. */
+  /** Absent when the key was not found, or was out of the request's scope (`requireScope`: only `valid` and `code`). */
   key?: KeyFacts;
   /**
    * How the rate limits went: `applied` with what they report, `unavailable` when the limiter's store could not
@@ -166,11 +167,16 @@ export async function verifyKey(services: VerificationServices, req: VerifyReque
       services.clock.now(),
     );
   }
-  const { workspaceId: _, ...answer } = result;
+  // Counted for the key's workspace above, but the caller learns nothing of a key outside its scope.
+  if (result.outOfScope === true) return { valid: false, code: result.code };
+  const { workspaceId: _, outOfScope: __, ...answer } = result;
   return answer;
 }
 
-async function decide(services: VerificationServices, req: VerifyRequest): Promise<VerificationResult & { workspaceId?: string }> {
+/** The core's result with what only verifyKey reads: the key's workspace, and whether the key was out of scope. */
+type Decided = VerificationResult & { workspaceId?: string; outOfScope?: true };
+
+async function decide(services: VerificationServices, req: VerifyRequest): Promise<Decided> {
   const v2 = req.dialect === "v2";
   let query = v2 ? undefined : permissionQueryOf(req.permissions, "v1");
   const hash = hashKey(req.key);
@@ -211,6 +217,8 @@ async function decide(services: VerificationServices, req: VerifyRequest): Promi
   };
 
   const refusal = refusalBeforeLimits(key, req, query, services.clock.now());
+  if (refusal === "OUT_OF_SCOPE")
+    return { key: found.key, workspaceId: found.workspaceId, outOfScope: true, valid: false, code: "FORBIDDEN" };
   if (refusal === "WORKSPACE_DISABLED") {
     if (v2) return refuse("FORBIDDEN");
     throw new WorkspaceDisabledError();
@@ -265,13 +273,18 @@ function fromMemory(
   });
 }
 
-/** The first refusal the key's own facts decide, before its rate limits, in v1's order (see verifyKey). */
+/**
+ * The first refusal the key's own facts decide, before its rate limits, in v1's order (see verifyKey). With
+ * `requireScope`, a key of another API than the request's is refused first (OUT_OF_SCOPE): neither its workspace's
+ * state nor its own (disabled, expired...) may be learnt by naming another API.
+ */
 function refusalBeforeLimits(
   key: FoundKey,
   req: VerifyRequest,
   query: PermissionQuery | undefined,
   now: number,
-): Exclude<VerificationCode, "VALID"> | "WORKSPACE_DISABLED" | undefined {
+): Exclude<VerificationCode, "VALID"> | "WORKSPACE_DISABLED" | "OUT_OF_SCOPE" | undefined {
+  if (req.requireScope === true && req.apiId !== undefined && req.apiId !== key.apiId) return "OUT_OF_SCOPE";
   if (!key.workspaceEnabled) return "WORKSPACE_DISABLED";
   if (!key.enabled) return "DISABLED";
   if (req.apiId !== undefined && req.apiId !== key.apiId) return "FORBIDDEN";

@@ -521,7 +521,7 @@ describe("v2 keys.verifyKey: who may verify which key", () => {
       await h.post("/v2/keys.verifyKey", { key }, key),
       401,
       "unkey/authentication/key_not_found",
-      "The provided root key is invalid.",
+      "The provided root key is invalid. We could not find the requested key.",
     );
   });
 

@@ -392,6 +392,35 @@ describe("first verification of a prefixed-api-key key (contract §6.3, through 
     expectV2Error(malformed, 400, "unkey/authentication/malformed", "Invalid key format");
   });
 
+  test("a root key without verify_key for the key's API leaves the pending key unchanged (NOT_FOUND), checked before the rewrite", async ({
+    h,
+    t,
+  }) => {
+    const apiId = await h.createApi(t);
+    const migrationId = await createMigration(h, t, "github.com/seamapi/prefixed-api-key");
+    const { key, hash } = prefixedKey("re");
+    const keyId = (await migrateOk(h, t.rootKey, { migrationId, apiId, keys: [{ hash, credits: { remaining: 5 } }] })).migrated[0]!.keyId;
+    const rowOf = async () =>
+      (await h.sql<any>(`select hash, start, pending_migration_id, updated_at_m, remaining_requests from keys where id = '${keyId}'`))[0];
+    const before = await rowOf();
+    const otherApi = await h.createApi(t);
+    for (const permissions of [["api.*.read_key", "api.*.create_key"], [`api.${otherApi}.verify_key`], []]) {
+      const rootKey = await h.rootKey(t.workspaceId, permissions);
+      const res = await h.post("/v2/keys.verifyKey", { key, migrationId }, rootKey);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(res.body.data, permissions.join()).toEqual({ valid: false, code: "NOT_FOUND" });
+      expect(await rowOf()).toEqual(before);
+    }
+    // With verify_key for the key's API the same request completes the migration.
+    const verifier = await h.rootKey(t.workspaceId, [`api.${apiId}.verify_key`]);
+    expect((await h.post("/v2/keys.verifyKey", { key, migrationId }, verifier)).body.data).toMatchObject({
+      valid: true,
+      keyId,
+      credits: 4,
+    });
+    expect(await rowOf()).toMatchObject({ hash: sha256Base64(key), pending_migration_id: null });
+  });
+
   test("a prefix holding underscores keeps them; start is `<prefix>_` and four characters", async ({ h, t }) => {
     const apiId = await h.createApi(t);
     const migrationId = await createMigration(h, t, "github.com/seamapi/prefixed-api-key");

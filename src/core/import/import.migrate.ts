@@ -6,6 +6,7 @@ import { ConflictError, InvalidInputError, NotFoundError } from "../../errors.js
 import { findLiveApiIds } from "../../storage/apis/apis.repository.js";
 import {
   findKeyMigration,
+  findPendingKey,
   insertKeyMigration,
   type KeyMigrationRow,
   rehashPendingKey,
@@ -183,13 +184,16 @@ export async function createKeyMigration(
  * The first verification of a key migrated by a prefixed-api-key hash (contract §6.3), called by verification when
  * the key's own hash finds nothing and the request names a migration: the migration is looked up in `workspaceId`
  * (the caller's), the key split into `<prefix>_<shortToken>_<longToken>` (fewer than three parts: InvalidInputError),
- * and the key pending in that migration under hex(sha256(longToken)) gets its own hash and `start`. True when a key
- * was rehashed (the caller then looks it up again by its own hash); false: the key stays not found.
+ * and the key pending in that migration under hex(sha256(longToken)) gets its own hash and `start`, only if
+ * `mayVerify` says the caller may verify that key (v2: the root key's verify_key for its API), so that a caller
+ * who may not verify it changes nothing. True when a key was rehashed (the caller then looks it up again by its own
+ * hash); false: the key stays not found.
  */
 export async function completeKeyMigration(
   db: Db,
   request: { key: string; migrationId: string; workspaceId: string },
   now: number,
+  mayVerify: (key: { id: string; apiId: string }) => boolean = () => true,
 ): Promise<boolean> {
   const migration = await findKeyMigration(db, request.workspaceId, request.migrationId);
   if (!migration) return false;
@@ -200,12 +204,16 @@ export async function completeKeyMigration(
   const longToken = parts[parts.length - 1]!;
   const shortToken = parts[parts.length - 2]!;
   const prefix = parts.slice(0, -2).join("_");
+  const ref = { workspaceId: request.workspaceId, migrationId: request.migrationId, pendingHash: sha256Hex(longToken) };
+  const pending = await findPendingKey(db, ref);
+  if (pending === undefined || !mayVerify(pending)) return false;
   return rehashPendingKey(
     db,
     {
-      workspaceId: request.workspaceId,
-      migrationId: request.migrationId,
-      pendingHash: sha256Hex(longToken),
+      workspaceId: ref.workspaceId,
+      migrationId: ref.migrationId,
+      pendingHash: ref.pendingHash,
+      keyId: pending.id,
       hash: hashKey(request.key),
       start: `${prefix}_${`${shortToken}_${longToken}`.slice(0, 4)}`,
     },

@@ -199,10 +199,7 @@ async function decide(services: VerificationServices, req: VerifyRequest): Promi
   if (v2) {
     // A caller without verify_key for this API (or the key's URN, contract §2 row 11) is told nothing about the key
     // (v2 answers NOT_FOUND, not 403).
-    const verifyKey = keyPermission("v2", key.workspaceId, key.apiId, key.id, "verify_key");
-    if (!scope?.permissions || !rootKeySatisfies(verifyKey, scope.permissions)) {
-      return { valid: false, code: "NOT_FOUND" };
-    }
+    if (!mayVerifyOnV2(scope, key)) return { valid: false, code: "NOT_FOUND" };
     query = permissionQueryOf(req.permissions, "v2");
   }
 
@@ -321,8 +318,21 @@ async function lookupMigrated(
   const scope = await req.scope?.(epoch);
   if (scope === undefined) return { key: undefined, epoch };
   const request = { key: req.key, migrationId, workspaceId: scope.workspaceId };
-  if (!(await completeKeyMigration(services.db, request, services.clock.now()))) return { key: undefined, epoch };
+  // v2: a root key that may not verify the pending key (decide's verify_key check, made before the key changes)
+  // leaves it pending; the verification then answers NOT_FOUND, as that check would.
+  const mayVerify = (key: { id: string; apiId: string }) =>
+    req.dialect !== "v2" || mayVerifyOnV2(scope, { id: key.id, apiId: key.apiId, workspaceId: scope.workspaceId });
+  if (!(await completeKeyMigration(services.db, request, services.clock.now(), mayVerify))) return { key: undefined, epoch };
   return services.verificationCache.lookupWithEpoch(hashKey(req.key));
+}
+
+/** v2: whether the scope's root key holds verify_key for the key (its API's tuple, or the key's URN, contract §2 row 11). */
+function mayVerifyOnV2(
+  scope: { permissions?: ReadonlySet<string> } | undefined,
+  key: { id: string; apiId: string; workspaceId: string },
+): boolean {
+  if (scope?.permissions === undefined) return false;
+  return rootKeySatisfies(keyPermission("v2", key.workspaceId, key.apiId, key.id, "verify_key"), scope.permissions);
 }
 
 function permissionQueryOf(raw: unknown, dialect: VerifyDialect): PermissionQuery | undefined {

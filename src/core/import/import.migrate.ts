@@ -70,7 +70,7 @@ export async function migrateKeys(
 ): Promise<MigrateKeysResult> {
   const { db } = store;
   const { workspaceId } = caller;
-  requirePermission(caller, importPermission(input.apiId, false));
+  requirePermission(caller, importPermission(input.apiId));
   const liveApis = await findLiveApiIds(db, workspaceId, [input.apiId]);
   if (!liveApis.has(input.apiId)) throw new NotFoundError("api", input.apiId);
 

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { describe, expect } from "vitest";
 import { InvalidInputError } from "../src/errors.js";
 import { v2ErrorOf, v2MissingPermissions } from "../src/wire/v2/errors.js";
@@ -176,6 +177,30 @@ describe("v2 root-key authentication (contract §1.4)", () => {
     expect(unknown.body.error.title).toBe("Unauthorized");
   });
 
+  test("a bearer that is a live customer key is answered exactly as one nobody holds: it tells nothing of the key", async ({
+    h,
+    t,
+    apiId,
+  }) => {
+    const { key, keyId } = await h.importKey(t, apiId);
+    const deleted = await h.importKey(t, apiId);
+    expect((await h.post("/v1/keys.deleteKey", { keyId: deleted.keyId }, t.rootKey)).status).toBe(200);
+    const errorOf = async (path: string, body: unknown, bearer: string) => {
+      const res = await v2(h, path, body, bearer);
+      return { status: res.status, error: res.body.error };
+    };
+    for (const [path, body] of [
+      ["/v2/apis.getApi", { apiId }],
+      ["/v2/keys.getKey", { keyId }],
+      ["/v2/keys.verifyKey", { key }],
+    ] as const) {
+      const unknown = await errorOf(path, body, `sk_${randomBytes(16).toString("hex")}`);
+      expect(unknown.status).toBe(401);
+      expect(await errorOf(path, body, key), path).toEqual(unknown);
+      expect(await errorOf(path, body, deleted.key), path).toEqual(unknown);
+    }
+  });
+
   test("the body is validated before the credential: a bad body with an unknown key is 400", async ({ h }) => {
     expectV2Error(await v2(h, "/v2/apis.createApi", { name: "a" }, "unkey_not_a_root_key_at_all"), 400, "unkey/application/invalid_input");
   });
@@ -188,7 +213,7 @@ describe("v2 root-key authentication (contract §1.4)", () => {
       await v2(h, "/v2/apis.getApi", { apiId }, key),
       401,
       "unkey/authentication/key_not_found",
-      "The provided root key is invalid.",
+      "The provided root key is invalid. We could not find the requested key.",
     );
     const other = await h.tenant();
     await h.disableWorkspace(other.workspaceId);

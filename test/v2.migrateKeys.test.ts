@@ -16,7 +16,6 @@ const unique = (name: string) => `${name}_${randomBytes(4).toString("hex")}`;
 const sha256Base64 = (key: string) => createHash("sha256").update(key).digest("base64");
 const sha256Hex = (text: string) => createHash("sha256").update(text).digest("hex");
 const API_NOT_FOUND = "The requested API does not exist or has been deleted.";
-const MIGRATION_NOT_FOUND = "The requested Migration does not exist or has been deleted.";
 
 const migrate = (h: Harness, rootKey: string, body: unknown) => h.post("/v2/keys.migrateKeys", body, rootKey);
 
@@ -289,24 +288,50 @@ describe("v2 keys.migrateKeys", () => {
     expect(await countIn(h, `keys where api_id = '${otherApi}'`)).toBe(0);
   });
 
-  test("a migration of another workspace is a 404 and writes nothing", async ({ h, t }) => {
+  test("migration ids are per workspace: another workspace's id is the caller's own migration, and tells nothing of theirs", async ({
+    h,
+    t,
+  }) => {
     const apiId = await h.createApi(t);
     const other = await h.tenant();
-    const theirs = await createMigration(h, other, "sha256");
-    const res = await migrate(h, t.rootKey, { migrationId: theirs, apiId, keys: [{ hash: unique("h") }] });
-    expectV2Error(res, 404, "unkey/data/migration_not_found", MIGRATION_NOT_FOUND);
-    expect(await countIn(h, `keys where api_id = '${apiId}'`)).toBe(0);
+    const theirs = await createMigration(h, other, "github.com/seamapi/prefixed-api-key");
+    const key = `sk_${randomBytes(16).toString("hex")}`;
+    // The same answer whether another workspace has the id or nobody has.
+    for (const migrationId of [theirs, unique("mig")]) {
+      const data = await migrateOk(h, t.rootKey, { migrationId, apiId, keys: [{ hash: sha256Base64(`${key}${migrationId}`) }] });
+      expect(data.failed).toEqual([]);
+      const [row] = await h.sql<any>(
+        `select workspace_id, algorithm from key_migrations where id = '${migrationId}' and workspace_id = '${t.workspaceId}'`,
+      );
+      expect(row).toEqual({ workspace_id: t.workspaceId, algorithm: "sha256" });
+    }
+    // Theirs is untouched, and the caller's key is pending in the caller's own migration of that id.
+    const [row] = await h.sql<any>(`select algorithm from key_migrations where id = '${theirs}' and workspace_id = '${other.workspaceId}'`);
+    expect(row).toEqual({ algorithm: "github.com/seamapi/prefixed-api-key" });
+    expect(await countIn(h, `keys where pending_migration_id = '${theirs}'`)).toBe(1);
+    expect(await countIn(h, `keys where pending_migration_id = '${theirs}' and workspace_id = '${t.workspaceId}'`)).toBe(1);
   });
 });
 
 describe("keyhaven.createMigration (keyhaven extension)", () => {
-  test("creates a migration with either algorithm; an id taken (by any workspace) is a 409", async ({ h, t }) => {
+  test("creates a migration with either algorithm; an id the workspace has already is a 409", async ({ h, t }) => {
     const id = await createMigration(h, t, "github.com/seamapi/prefixed-api-key");
     const [row] = await h.sql<any>(`select workspace_id, algorithm from key_migrations where id = '${id}'`);
     expect(row).toEqual({ workspace_id: t.workspaceId, algorithm: "github.com/seamapi/prefixed-api-key" });
-    const other = await h.tenant();
-    const again = await h.post("/v2/keyhaven.createMigration", { migrationId: id, algorithm: "sha256" }, other.rootKey);
+    const again = await h.post("/v2/keyhaven.createMigration", { migrationId: id, algorithm: "sha256" }, t.rootKey);
     expectV2Error(again, 409, "unkey/data/migration_already_exists", `A migration with id '${id}' already exists.`);
+  });
+
+  test("ids are per workspace: another workspace creates the same id (200), neither learns nor claims the other's", async ({ h, t }) => {
+    const id = await createMigration(h, t, "github.com/seamapi/prefixed-api-key");
+    const other = await h.tenant();
+    const theirs = await h.post("/v2/keyhaven.createMigration", { migrationId: id, algorithm: "sha256" }, other.rootKey);
+    expect(theirs.status, JSON.stringify(theirs.body)).toBe(200);
+    const rows = await h.sql<any>(`select workspace_id, algorithm from key_migrations where id = '${id}' order by algorithm`);
+    expect(rows).toEqual([
+      { workspace_id: t.workspaceId, algorithm: "github.com/seamapi/prefixed-api-key" },
+      { workspace_id: other.workspaceId, algorithm: "sha256" },
+    ]);
   });
 
   test("needs api.*.create_key (403) and a known algorithm (400)", async ({ h, t }) => {
@@ -365,6 +390,35 @@ describe("first verification of a prefixed-api-key key (contract §6.3, through 
 
     const malformed = await verify({ key: "no-underscores-here", migrationId });
     expectV2Error(malformed, 400, "unkey/authentication/malformed", "Invalid key format");
+  });
+
+  test("a root key without verify_key for the key's API leaves the pending key unchanged (NOT_FOUND), checked before the rewrite", async ({
+    h,
+    t,
+  }) => {
+    const apiId = await h.createApi(t);
+    const migrationId = await createMigration(h, t, "github.com/seamapi/prefixed-api-key");
+    const { key, hash } = prefixedKey("re");
+    const keyId = (await migrateOk(h, t.rootKey, { migrationId, apiId, keys: [{ hash, credits: { remaining: 5 } }] })).migrated[0]!.keyId;
+    const rowOf = async () =>
+      (await h.sql<any>(`select hash, start, pending_migration_id, updated_at_m, remaining_requests from keys where id = '${keyId}'`))[0];
+    const before = await rowOf();
+    const otherApi = await h.createApi(t);
+    for (const permissions of [["api.*.read_key", "api.*.create_key"], [`api.${otherApi}.verify_key`], []]) {
+      const rootKey = await h.rootKey(t.workspaceId, permissions);
+      const res = await h.post("/v2/keys.verifyKey", { key, migrationId }, rootKey);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(res.body.data, permissions.join()).toEqual({ valid: false, code: "NOT_FOUND" });
+      expect(await rowOf()).toEqual(before);
+    }
+    // With verify_key for the key's API the same request completes the migration.
+    const verifier = await h.rootKey(t.workspaceId, [`api.${apiId}.verify_key`]);
+    expect((await h.post("/v2/keys.verifyKey", { key, migrationId }, verifier)).body.data).toMatchObject({
+      valid: true,
+      keyId,
+      credits: 4,
+    });
+    expect(await rowOf()).toMatchObject({ hash: sha256Base64(key), pending_migration_id: null });
   });
 
   test("a prefix holding underscores keeps them; start is `<prefix>_` and four characters", async ({ h, t }) => {

@@ -434,6 +434,55 @@ describe("v2 keys.verifyKey: who may verify which key", () => {
     }
   });
 
+  it("out of scope, a key with every fact (meta, identity, credits, limits, roles; disabled or not) is NOT_FOUND and nothing else", async ({
+    h,
+  }) => {
+    const t = await h.tenant();
+    const api = await h.createApi(t);
+    const [role, perm, externalId] = [unique("role"), unique("perm"), unique("user")];
+    expect((await h.post("/v2/permissions.createRole", { name: role }, t.rootKey)).status).toBe(200);
+    expect((await h.post("/v2/permissions.createPermission", { name: perm, slug: perm }, t.rootKey)).status).toBe(200);
+    await createIdentity(h, t, {
+      externalId,
+      meta: { tier: "gold" },
+      ratelimits: [{ name: "ident", limit: 5, duration: 60_000, autoApply: false }],
+    });
+    const created = await h.post(
+      "/v2/keys.createKey",
+      {
+        apiId: api,
+        name: "billing",
+        externalId,
+        meta: { plan: "pro" },
+        roles: [role],
+        permissions: [perm],
+        expires: clock.now() + HOUR,
+        credits: { remaining: 3 },
+        ratelimits: [{ name: "calls", limit: 10, duration: 60_000, autoApply: true }],
+      },
+      t.rootKey,
+    );
+    expect(created.status, JSON.stringify(created.body)).toBe(200);
+    const { key, keyId } = created.body.data as { key: string; keyId: string };
+    const otherApi = await h.rootKey(t.workspaceId, [`api.${await h.createApi(t)}.verify_key`]);
+    const outOfScope = [otherApi, await h.rootKey(t.workspaceId, ["api.*.read_key"]), (await h.tenant()).rootKey];
+    const unseen = async () => {
+      for (const rootKey of outOfScope) {
+        expect(await verify(h, rootKey, { key, tags: ["a"], ratelimits: [{ name: "calls" }] })).toEqual({
+          valid: false,
+          code: "NOT_FOUND",
+        });
+      }
+    };
+    await unseen();
+    expect((await h.post("/v2/keys.updateKey", { keyId, enabled: false }, t.rootKey)).status).toBe(200);
+    await unseen();
+    const [row] = await h.sql<{ r: number }>(`select remaining_requests as r from keys where id = '${keyId}'`);
+    expect(row!.r).toBe(3);
+    // In scope the facts are there: the answers above left them out.
+    expect(await verify(h, t.rootKey, { key })).toMatchObject({ code: "DISABLED", keyId, meta: { plan: "pro" }, credits: 3 });
+  });
+
   it("an unknown key, a deleted key and a key of a deleted API are 200 NOT_FOUND", async ({ h, t, apiId }) => {
     expect(await verify(h, t.rootKey, { key: "sk_does_not_exist" })).toEqual({ valid: false, code: "NOT_FOUND" });
     const deleted = await v1Key(h, t, apiId);
@@ -472,7 +521,7 @@ describe("v2 keys.verifyKey: who may verify which key", () => {
       await h.post("/v2/keys.verifyKey", { key }, key),
       401,
       "unkey/authentication/key_not_found",
-      "The provided root key is invalid.",
+      "The provided root key is invalid. We could not find the requested key.",
     );
   });
 

@@ -333,6 +333,53 @@ describe("keys.verifyKey with KEYHAVEN_VERIFY_REQUIRE_SCOPE=on", () => {
     const stranger = await strict.tenant();
     expect((await verifyWith(`Bearer ${stranger.rootKey}`, { key })).body).toMatchObject({ valid: false, code: "NOT_FOUND" });
   });
+
+  it("answers a key of another API FORBIDDEN and nothing else, whatever the key's or its workspace's state", async () => {
+    const tenant = await strict.tenant();
+    const [own, otherApi] = [await strict.createApi(tenant), await strict.createApi(tenant)];
+    const role = `role_${randomBytes(4).toString("hex")}`;
+    expect((await strict.post("/v1/permissions.createRole", { name: role }, tenant.rootKey)).status).toBe(200);
+    const externalId = `user_${randomBytes(4).toString("hex")}`;
+    const { key, keyId } = await strict.importKey(tenant, own, {
+      name: "billing",
+      externalId,
+      meta: { plan: "pro" },
+      roles: [role],
+      remaining: 3,
+      expires: Date.now() + 86_400_000,
+      ratelimit: { limit: 10, refillRate: 10, refillInterval: 60_000 },
+    });
+    await strict.sql(`update identities set meta = '{"tier":"gold"}' where external_id = '${externalId}'`);
+    const forbidden = { requestId: expect.any(String), valid: false, code: "FORBIDDEN" };
+    const outOfScope = async () => {
+      for (const [authorization, apiId] of [
+        [undefined, otherApi],
+        [undefined, ""],
+        [`Bearer ${tenant.rootKey}`, otherApi],
+      ] as const) {
+        const res = await verifyWith(authorization, { key, apiId });
+        expect(res.status).toBe(200);
+        expect(res.body, `${authorization} ${apiId}`).toEqual(forbidden);
+      }
+    };
+    await outOfScope();
+    // In scope, the same key answers in full: the facts above are the key's, not missing.
+    expect((await verifyWith(undefined, { key, apiId: own })).body).toMatchObject({
+      valid: true,
+      keyId,
+      apiId: own,
+      meta: { plan: "pro" },
+      identity: { externalId, meta: { tier: "gold" } },
+      remaining: 2,
+    });
+    // A disabled key, or a key of a disabled workspace, is not told apart from any other out of scope.
+    expect((await strict.post("/v1/keys.updateKey", { keyId, enabled: false }, tenant.rootKey)).status).toBe(200);
+    await outOfScope();
+    await strict.disableWorkspace(tenant.workspaceId);
+    expect((await verifyWith(undefined, { key, apiId: otherApi })).body).toEqual(forbidden);
+    const [row] = await strict.sql<{ r: number }>(`select remaining_requests as r from keys where id = '${keyId}'`);
+    expect(row!.r).toBe(2);
+  });
 });
 
 describe("keys.verifyKey and the API's IP allow-list (contract 4.2 step 6)", () => {

@@ -142,12 +142,13 @@ export type KeyMigrationAlgorithm = (typeof KEY_MIGRATION_ALGORITHMS)[number];
 
 /**
  * v2's migrations (upstream `key_migrations`): an id of the workspace's choosing and how its keys' hashes were made.
- * Ids are unique across workspaces, as upstream's primary key.
+ * Ids are unique per workspace, not across workspaces as upstream's (where support creates them): with self-serve
+ * ids, one namespace for all would let a workspace learn another's ids (not found against created) and claim them.
  */
 export const keyMigrations = pgTable(
   "key_migrations",
   {
-    id: text("id").primaryKey(),
+    id: text("id").notNull(),
     workspaceId: text("workspace_id")
       .notNull()
       .references(() => workspaces.id, { onDelete: "cascade" }),
@@ -155,7 +156,7 @@ export const keyMigrations = pgTable(
     createdAtM: ms("created_at_m").notNull(),
   },
   (t) => [
-    index("key_migrations_workspace_idx").on(t.workspaceId),
+    primaryKey({ columns: [t.workspaceId, t.id] }),
     check("key_migrations_algorithm", sql`${t.algorithm} in ('sha256', 'github.com/seamapi/prefixed-api-key')`),
   ],
 );

@@ -27,13 +27,7 @@ export async function enqueueKeys(
 ): Promise<boolean> {
   const { db, keyring } = store;
   const { workspaceId } = caller;
-  requirePermission(
-    caller,
-    importPermission(
-      apiId,
-      keys.some((k) => k.plaintext !== undefined),
-    ),
-  );
+  requirePermission(caller, importPermission(apiId));
   if (!(await findApi(db, workspaceId, apiId))) throw new NotFoundError("api", apiId);
   if (keys.length === 0) return false;
   await resolveImportNames(db, workspaceId, keys);

@@ -29,10 +29,9 @@ export async function importKeys(
   const { workspaceId } = caller;
 
   items.forEach((item, index) => {
-    const withPlaintext = item.plaintext !== undefined;
-    if (!hasPermission(caller, importPermission(item.apiId, withPlaintext))) {
-      throw new PermissionDeniedError(describeImportPermission(item.apiId, withPlaintext), [...caller.permissions], {
-        refusal: { kind: "importKeyNotAllowed", index, need: describeImportPermission(item.apiId, withPlaintext) },
+    if (!hasPermission(caller, importPermission(item.apiId))) {
+      throw new PermissionDeniedError(describeImportPermission(item.apiId), [...caller.permissions], {
+        refusal: { kind: "importKeyNotAllowed", index, need: describeImportPermission(item.apiId) },
         details: { keyIndex: index },
       });
     }

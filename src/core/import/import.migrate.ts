@@ -6,6 +6,7 @@ import { ConflictError, InvalidInputError, NotFoundError } from "../../errors.js
 import { findLiveApiIds } from "../../storage/apis/apis.repository.js";
 import {
   findKeyMigration,
+  findPendingKey,
   insertKeyMigration,
   type KeyMigrationRow,
   rehashPendingKey,
@@ -56,8 +57,8 @@ type MigrateStore = { db: Db; keyring: Keyring; statistics: Pick<StatisticsRefre
  * v2's keys.migrateKeys over the import core (the planner and the insert of migrations.createKeys): keys given by a
  * hash are created in `apiId` with `pending_migration_id`, an empty `start`, and the roles and permissions they name
  * (created when missing, unlike v1's import, which refuses them). The checks, in the order a client observes them:
- * `create_key` (before the API is read), the API, the migration (an id not seen yet is created for the caller's
- * workspace with `sha256`; one of another workspace is not found), a hash repeated in the request, a rate-limit name
+ * `create_key` (before the API is read), the API, the migration (an id the caller's workspace has not used yet is
+ * created for it with `sha256`; ids are per workspace), a hash repeated in the request, a rate-limit name
  * repeated in a key, refill on unlimited credits. One transaction: a hash that exists already is left out and
  * reported in `failed`; any other failure writes nothing.
  */
@@ -69,7 +70,7 @@ export async function migrateKeys(
 ): Promise<MigrateKeysResult> {
   const { db } = store;
   const { workspaceId } = caller;
-  requirePermission(caller, importPermission(input.apiId, false));
+  requirePermission(caller, importPermission(input.apiId));
   const liveApis = await findLiveApiIds(db, workspaceId, [input.apiId]);
   if (!liveApis.has(input.apiId)) throw new NotFoundError("api", input.apiId);
 
@@ -149,19 +150,21 @@ function importKeyOf(apiId: string, key: MigrateKey): ImportKey {
 }
 
 /**
- * The migration `id` of the caller's workspace, created with `sha256` when no workspace has it yet (keyhaven's
- * self-serve migrations; upstream's support creates them); one of another workspace is not found.
+ * The migration `id` of the caller's workspace, created with `sha256` when the workspace has none of that id yet
+ * (keyhaven's self-serve migrations; upstream's support creates them). Ids are per workspace: whether another
+ * workspace uses the same id changes nothing and cannot be learnt.
  */
 async function migrationOfWorkspace(db: Db, workspaceId: string, id: string, now: number): Promise<KeyMigrationRow> {
   await insertKeyMigration(db, { id, workspaceId, algorithm: "sha256" }, now);
-  const migration = await findKeyMigration(db, id);
-  if (!migration || migration.workspaceId !== workspaceId) throw new NotFoundError("migration", id);
+  const migration = await findKeyMigration(db, workspaceId, id);
+  if (!migration) throw new NotFoundError("migration", id);
   return migration;
 }
 
 /**
  * keyhaven's extension of v2: creates a migration for the caller's workspace with the algorithm its keys' hashes
- * were made with. The id is the caller's; one taken (by any workspace) is a conflict.
+ * were made with. The id is the caller's; one the caller's workspace has already is a conflict (another
+ * workspace's is not: ids are per workspace).
  */
 export async function createKeyMigration(
   store: { db: Db },
@@ -181,16 +184,19 @@ export async function createKeyMigration(
  * The first verification of a key migrated by a prefixed-api-key hash (contract §6.3), called by verification when
  * the key's own hash finds nothing and the request names a migration: the migration is looked up in `workspaceId`
  * (the caller's), the key split into `<prefix>_<shortToken>_<longToken>` (fewer than three parts: InvalidInputError),
- * and the key pending in that migration under hex(sha256(longToken)) gets its own hash and `start`. True when a key
- * was rehashed (the caller then looks it up again by its own hash); false: the key stays not found.
+ * and the key pending in that migration under hex(sha256(longToken)) gets its own hash and `start`, only if
+ * `mayVerify` says the caller may verify that key (v2: the root key's verify_key for its API), so that a caller
+ * who may not verify it changes nothing. True when a key was rehashed (the caller then looks it up again by its own
+ * hash); false: the key stays not found.
  */
 export async function completeKeyMigration(
   db: Db,
   request: { key: string; migrationId: string; workspaceId: string },
   now: number,
+  mayVerify: (key: { id: string; apiId: string }) => boolean = () => true,
 ): Promise<boolean> {
-  const migration = await findKeyMigration(db, request.migrationId);
-  if (!migration || migration.workspaceId !== request.workspaceId) return false;
+  const migration = await findKeyMigration(db, request.workspaceId, request.migrationId);
+  if (!migration) return false;
   // A sha256 migration's keys verify by their own hash: nothing to complete.
   if (migration.algorithm !== PREFIXED_API_KEY) return false;
   const parts = request.key.split("_");
@@ -198,12 +204,16 @@ export async function completeKeyMigration(
   const longToken = parts[parts.length - 1]!;
   const shortToken = parts[parts.length - 2]!;
   const prefix = parts.slice(0, -2).join("_");
+  const ref = { workspaceId: request.workspaceId, migrationId: request.migrationId, pendingHash: sha256Hex(longToken) };
+  const pending = await findPendingKey(db, ref);
+  if (pending === undefined || !mayVerify(pending)) return false;
   return rehashPendingKey(
     db,
     {
-      workspaceId: request.workspaceId,
-      migrationId: request.migrationId,
-      pendingHash: sha256Hex(longToken),
+      workspaceId: ref.workspaceId,
+      migrationId: ref.migrationId,
+      pendingHash: ref.pendingHash,
+      keyId: pending.id,
       hash: hashKey(request.key),
       start: `${prefix}_${`${shortToken}_${longToken}`.slice(0, 4)}`,
     },

@@ -1,20 +1,17 @@
 import type { PermissionQuery } from "../auth/permissions.query.js";
 
 /**
- * What a root key needs to import keys into `apiId`, in both import routes and whatever the key's form: `*`, or
- * `create_key` (`api.*.` or `api.<apiId>.`), and `encrypt_key` too when a plaintext is stored (encrypted).
- * v1's createKeys took either one (an OR), so `encrypt_key` alone created verifiable keys; keyhaven asks, as
- * keys.createKey and migrations.enqueueKeys do, for `create_key` whenever a key is created.
+ * What a root key needs to import keys into `apiId`, in both import routes and whatever the key's form (hash or
+ * plaintext): `*`, or `create_key` (`api.*.` or `api.<apiId>.`). A plaintext is stored encrypted, but the caller
+ * already holds the plaintext it sends, so storing it grants nothing more and asks nothing more (as upstream's own
+ * tests import plaintext with `create_key` alone); reading it back is `decrypt_key`'s. v1's createKeys also took
+ * `encrypt_key` alone (an OR), which created verifiable keys without `create_key`: keyhaven never does.
  */
-export function importPermission(apiId: string, withPlaintext: boolean): PermissionQuery {
-  const createKey: PermissionQuery = { or: ["api.*.create_key", `api.${apiId}.create_key`] };
-  const encryptKey: PermissionQuery = { or: ["api.*.encrypt_key", `api.${apiId}.encrypt_key`] };
-  return { or: ["*", withPlaintext ? { and: [createKey, encryptKey] } : createKey] };
+export function importPermission(apiId: string): PermissionQuery {
+  return { or: ["*", "api.*.create_key", `api.${apiId}.create_key`] };
 }
 
 /** The permissions `importPermission` asks for, in words, for the 403 of one key. */
-export function describeImportPermission(apiId: string, withPlaintext: boolean): string {
-  const createKey = `"*", "api.*.create_key" or "api.${apiId}.create_key"`;
-  if (!withPlaintext) return `one of the permissions ${createKey}`;
-  return `"*", or one of "api.*.create_key" or "api.${apiId}.create_key" and one of "api.*.encrypt_key" or "api.${apiId}.encrypt_key" (it has a plaintext, stored encrypted)`;
+export function describeImportPermission(apiId: string): string {
+  return `one of the permissions "*", "api.*.create_key" or "api.${apiId}.create_key"`;
 }

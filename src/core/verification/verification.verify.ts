@@ -74,7 +74,8 @@ export type VerifyRequest = {
   scope?: ((epoch: bigint | undefined) => Promise<{ workspaceId: string; permissions?: ReadonlySet<string> } | undefined>) | undefined;
   /**
    * Refuse (InvalidInputError) a verification with neither `apiId` nor a scope. v1: KEYHAVEN_VERIFY_REQUIRE_SCOPE;
-   * a v2 adapter, whose verifyKey always needs a root key, would pass true.
+   * a v2 adapter, whose verifyKey always needs a root key, would pass true. With it, a key of another API than
+   * `apiId` is out of scope: FORBIDDEN before any other state of the key, and the answer says nothing else about it.
    */
   requireScope?: boolean | undefined;
   /** The caller's address, for the API's IP allow-list (the adapter decides which header or peer it is). */
@@ -127,7 +128,7 @@ export type RatelimitFacts = { limit?: number; remaining: number; reset: number 
 export type VerificationResult = {
   valid: boolean;
   code: VerificationCode;
-  /** Absent exactly when the key was not found. */
+  /** Absent when the key was not found, or was out of the request's scope (`requireScope`: only `valid` and `code`). */
   key?: KeyFacts;
   /**
    * How the rate limits went: `applied` with what they report, `unavailable` when the limiter's store could not
@@ -166,11 +167,16 @@ export async function verifyKey(services: VerificationServices, req: VerifyReque
       services.clock.now(),
     );
   }
-  const { workspaceId: _, ...answer } = result;
+  // Counted for the key's workspace above, but the caller learns nothing of a key outside its scope.
+  if (result.outOfScope === true) return { valid: false, code: result.code };
+  const { workspaceId: _, outOfScope: __, ...answer } = result;
   return answer;
 }
 
-async function decide(services: VerificationServices, req: VerifyRequest): Promise<VerificationResult & { workspaceId?: string }> {
+/** The core's result with what only verifyKey reads: the key's workspace, and whether the key was out of scope. */
+type Decided = VerificationResult & { workspaceId?: string; outOfScope?: true };
+
+async function decide(services: VerificationServices, req: VerifyRequest): Promise<Decided> {
   const v2 = req.dialect === "v2";
   let query = v2 ? undefined : permissionQueryOf(req.permissions, "v1");
   const hash = hashKey(req.key);
@@ -193,10 +199,7 @@ async function decide(services: VerificationServices, req: VerifyRequest): Promi
   if (v2) {
     // A caller without verify_key for this API (or the key's URN, contract §2 row 11) is told nothing about the key
     // (v2 answers NOT_FOUND, not 403).
-    const verifyKey = keyPermission("v2", key.workspaceId, key.apiId, key.id, "verify_key");
-    if (!scope?.permissions || !rootKeySatisfies(verifyKey, scope.permissions)) {
-      return { valid: false, code: "NOT_FOUND" };
-    }
+    if (!mayVerifyOnV2(scope, key)) return { valid: false, code: "NOT_FOUND" };
     query = permissionQueryOf(req.permissions, "v2");
   }
 
@@ -211,6 +214,8 @@ async function decide(services: VerificationServices, req: VerifyRequest): Promi
   };
 
   const refusal = refusalBeforeLimits(key, req, query, services.clock.now());
+  if (refusal === "OUT_OF_SCOPE")
+    return { key: found.key, workspaceId: found.workspaceId, outOfScope: true, valid: false, code: "FORBIDDEN" };
   if (refusal === "WORKSPACE_DISABLED") {
     if (v2) return refuse("FORBIDDEN");
     throw new WorkspaceDisabledError();
@@ -265,13 +270,18 @@ function fromMemory(
   });
 }
 
-/** The first refusal the key's own facts decide, before its rate limits, in v1's order (see verifyKey). */
+/**
+ * The first refusal the key's own facts decide, before its rate limits, in v1's order (see verifyKey). With
+ * `requireScope`, a key of another API than the request's is refused first (OUT_OF_SCOPE): neither its workspace's
+ * state nor its own (disabled, expired...) may be learnt by naming another API.
+ */
 function refusalBeforeLimits(
   key: FoundKey,
   req: VerifyRequest,
   query: PermissionQuery | undefined,
   now: number,
-): Exclude<VerificationCode, "VALID"> | "WORKSPACE_DISABLED" | undefined {
+): Exclude<VerificationCode, "VALID"> | "WORKSPACE_DISABLED" | "OUT_OF_SCOPE" | undefined {
+  if (req.requireScope === true && req.apiId !== undefined && req.apiId !== key.apiId) return "OUT_OF_SCOPE";
   if (!key.workspaceEnabled) return "WORKSPACE_DISABLED";
   if (!key.enabled) return "DISABLED";
   if (req.apiId !== undefined && req.apiId !== key.apiId) return "FORBIDDEN";
@@ -308,8 +318,21 @@ async function lookupMigrated(
   const scope = await req.scope?.(epoch);
   if (scope === undefined) return { key: undefined, epoch };
   const request = { key: req.key, migrationId, workspaceId: scope.workspaceId };
-  if (!(await completeKeyMigration(services.db, request, services.clock.now()))) return { key: undefined, epoch };
+  // v2: a root key that may not verify the pending key (decide's verify_key check, made before the key changes)
+  // leaves it pending; the verification then answers NOT_FOUND, as that check would.
+  const mayVerify = (key: { id: string; apiId: string }) =>
+    req.dialect !== "v2" || mayVerifyOnV2(scope, { id: key.id, apiId: key.apiId, workspaceId: scope.workspaceId });
+  if (!(await completeKeyMigration(services.db, request, services.clock.now(), mayVerify))) return { key: undefined, epoch };
   return services.verificationCache.lookupWithEpoch(hashKey(req.key));
+}
+
+/** v2: whether the scope's root key holds verify_key for the key (its API's tuple, or the key's URN, contract §2 row 11). */
+function mayVerifyOnV2(
+  scope: { permissions?: ReadonlySet<string> } | undefined,
+  key: { id: string; apiId: string; workspaceId: string },
+): boolean {
+  if (scope?.permissions === undefined) return false;
+  return rootKeySatisfies(keyPermission("v2", key.workspaceId, key.apiId, key.id, "verify_key"), scope.permissions);
 }
 
 function permissionQueryOf(raw: unknown, dialect: VerifyDialect): PermissionQuery | undefined {

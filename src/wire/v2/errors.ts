@@ -242,11 +242,10 @@ export function v2ErrorOf(err: DomainError): V2Error {
         { location: "security", message: "Authorization header was not found", fix: "Add an 'Authorization' header to this request" },
       ]);
     }
-    const detail =
-      err.reason === "notRootKey"
-        ? "The provided root key is invalid."
-        : "The provided root key is invalid. We could not find the requested key.";
-    return new V2Error(401, "unkey/authentication/key_not_found", detail);
+    // A customer's live key (`notRootKey`) is answered as an unknown token: any string sent as a bearer would
+    // otherwise tell whether it is a live key of some workspace. (Upstream words it `The provided root key is
+    // invalid.`, which this detail begins with.)
+    return new V2Error(401, "unkey/authentication/key_not_found", "The provided root key is invalid. We could not find the requested key.");
   }
   if (err instanceof WorkspaceDisabledError) {
     return new V2Error(403, "unkey/authorization/workspace_disabled", "The provided root key is invalid. The workspace is disabled.");

@@ -21,7 +21,7 @@ const output = z.object({
   code: z
     .enum(verificationCodes)
     .describe(
-      "The outcome, checked in this order: NOT_FOUND, DISABLED, FORBIDDEN (another API), EXPIRED, INSUFFICIENT_PERMISSIONS, RATE_LIMITED, USAGE_EXCEEDED, else VALID.",
+      "The outcome, checked in this order: NOT_FOUND, DISABLED, FORBIDDEN (another API; first after NOT_FOUND with KEYHAVEN_VERIFY_REQUIRE_SCOPE=on), EXPIRED, INSUFFICIENT_PERMISSIONS, RATE_LIMITED, USAGE_EXCEEDED, else VALID.",
     ),
   keyId: z.string().optional().describe("The key's id, when the key exists."),
   apiId: z.string().optional().describe("keyhaven extension: the API of the key, when the key exists."),
@@ -48,7 +48,7 @@ export const verifyKey = defineRpc({
   path: "/v1/keys.verifyKey",
   auth: "optionalRootKey",
   summary:
-    "Verifies a key and answers 200 for every outcome of the key itself. Needs no root key; with a valid root key (`Authorization: Bearer`) the verification is scoped to its workspace (a key of another workspace is NOT_FOUND), any other Authorization header is ignored. KEYHAVEN_VERIFY_REQUIRE_SCOPE=on makes `apiId` or a valid root key mandatory (else 400). When the key's API has an IP allow-list, a caller whose address (True-Client-IP, else CF-Connecting-IP, else the address the server sees, see KEYHAVEN_TRUST_PROXY) is not listed gets FORBIDDEN. A RATE_LIMITED answer carries the header `Unkey-Ratelimit-Triggered` naming the limit that refused.",
+    "Verifies a key and answers 200 for every outcome of the key itself. Needs no root key; with a valid root key (`Authorization: Bearer`) the verification is scoped to its workspace (a key of another workspace is NOT_FOUND), any other Authorization header is ignored. KEYHAVEN_VERIFY_REQUIRE_SCOPE=on makes `apiId` or a valid root key mandatory (else 400), and answers a key of another API FORBIDDEN with `valid` and `code` alone, whatever its state. When the key's API has an IP allow-list, a caller whose address (True-Client-IP, else CF-Connecting-IP, else the address the server sees, see KEYHAVEN_TRUST_PROXY) is not listed gets FORBIDDEN. A RATE_LIMITED answer carries the header `Unkey-Ratelimit-Triggered` naming the limit that refused.",
   errors: [400, 403, 503],
   returns: "The outcome for the key, valid or not (`valid`, `code`), with what the key carries.",
   input: z.object({

@@ -14,7 +14,7 @@ const sharedKeyFields = {
     .max(1024)
     .optional()
     .describe(
-      "The key itself: stored as its SHA-256 hash and encrypted (needs an encryption key and `encrypt_key`). Exactly one of `plaintext` and `hash`.",
+      "The key itself: stored as its SHA-256 hash and encrypted (needs an encryption key; `create_key` suffices, as for a hash). Exactly one of `plaintext` and `hash`.",
     ),
   hash: z
     .object({

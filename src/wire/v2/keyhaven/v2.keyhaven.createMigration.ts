@@ -13,7 +13,11 @@ export const createMigration = defineV2Rpc({
   returns: "The migration.",
   input: z
     .object({
-      migrationId: z.string().min(3).max(255).describe("The migration's id, of your choosing; unique across workspaces."),
+      migrationId: z
+        .string()
+        .min(3)
+        .max(255)
+        .describe("The migration's id, of your choosing; unique in your workspace (not across workspaces)."),
       algorithm: z.enum(KEY_MIGRATION_ALGORITHMS).describe("How the keys' hashes were made (contract §6.3)."),
     })
     .strict(),

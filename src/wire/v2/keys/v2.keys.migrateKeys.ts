@@ -59,7 +59,7 @@ export const migrateKeys = defineV2Rpc({
   auth: "rootKey",
   bodyLimit: BULK_BODY_LIMIT,
   summary:
-    "Imports keys by their hash into an API, in one transaction. A hash that exists already (in any workspace) is reported in `failed`; any other refusal writes nothing. A `migrationId` not seen yet is created for the workspace with `sha256` (see keyhaven.createMigration).",
+    "Imports keys by their hash into an API, in one transaction. A hash that exists already (in any workspace) is reported in `failed`; any other refusal writes nothing. A `migrationId` the workspace has not used yet is created for it with `sha256` (ids are per workspace; see keyhaven.createMigration).",
   errors: [400, 401, 403, 404, 503],
   returns: "The migrated keys (`hash`, `keyId`, in request order) and the hashes that existed already.",
   input: z

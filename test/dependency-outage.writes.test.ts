@@ -58,3 +58,52 @@ describe.runIf(process.env.TEST_DATABASE_URL)("a write whose answer is lost", ()
     },
   );
 });
+
+describe.runIf(process.env.TEST_DATABASE_URL)("one deadline per request", () => {
+  it("every request answers 503 within its one deadline while PostgreSQL is frozen, however many statements and waits it makes", async () => {
+    const target = new URL(process.env.TEST_DATABASE_URL!);
+    const proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port || 5432) });
+    const h = await createHarness(
+      { DATABASE_STATEMENT_TIMEOUT_MS: "1000", DATABASE_CONNECT_TIMEOUT_MS: "1000" },
+      { postgresVia: (url) => proxy.urlFor(url) },
+    );
+    cleanup.push(
+      () => proxy.close(),
+      () => h.close(),
+    );
+    // The documented bound: DATABASE_STATEMENT_TIMEOUT_MS + 0.5 s.
+    const bound = 1500;
+    expect(h.store.requestDeadlineMs).toBe(bound);
+    const t = await h.tenant();
+    const apiId = await h.createApi(t);
+    const { key } = await h.importKey(t, apiId, { remaining: 100 });
+    const other = await h.tenant();
+    proxy.freeze();
+    // Requests that wait behind each other's statements (the epoch read and key lookups they share, the pool's
+    // connections) and make several statements each (a transaction with roles, a root key not in memory).
+    const calls = [
+      () => h.post("/v1/keys.verifyKey", { key }),
+      () => h.post("/v1/keys.createKey", { apiId, roles: ["r1"], permissions: ["p1"] }, t.rootKey),
+      () => h.post("/v2/keys.createKey", { apiId }, other.rootKey),
+      () => h.get("/v1/apis.getApi", { apiId }, t.rootKey),
+      () => h.post("/v2/keys.verifyKey", { key }, t.rootKey),
+    ];
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, async (_, i) => {
+        // Arrivals spread over more than one deadline: the scenario, not a wait for an event.
+        await new Promise((resolve) => setTimeout(resolve, i * 120));
+        const at = Date.now();
+        const res = await calls[i % calls.length]!();
+        return { status: res.status, ms: Date.now() - at };
+      }),
+    );
+    const times = answers.map((a) => a.ms);
+    console.log(
+      `PostgreSQL frozen, 20 requests arriving over 2.3 s: answered in ${Math.min(...times)}–${Math.max(...times)} ms (bound ${bound} ms)`,
+    );
+    for (const a of answers) expect(a.status).toBe(503);
+    // Before: waits added up (for another's statement, then one's own; each statement, pool slot and retry its own
+    // deadline), up to twice the bound here and 8.5–22 s at the default 5.5 s. The slack is for a loaded machine.
+    expect(Math.max(...times)).toBeLessThan(bound * 1.6);
+  });
+});

@@ -1,4 +1,5 @@
 import type { Services } from "./services.js";
+import { findDependencyFailure } from "./storage/dependency.js";
 
 export type BackgroundJobs = Pick<Services, "analytics" | "migrationWorker" | "invalidationPruner" | "statistics">;
 
@@ -30,4 +31,39 @@ export async function stopBackgroundJobs(jobs: BackgroundJobs): Promise<void> {
   await jobs.statistics.stop();
   await jobs.analytics.stop();
   await jobs.invalidationPruner.stop();
+}
+
+/**
+ * stopBackgroundJobs within one deadline (KEYHAVEN_SHUTDOWN_TIMEOUT_MS) for everything it writes, so that a shutdown
+ * with PostgreSQL down ends in time (issue 34 §6: 47–56 s, then exit 1, beyond a 30 s grace period). Past the
+ * deadline, or when writing fails, it gives up and logs what was not written (counts only); it never throws, so
+ * the process exits 0 after it. A batch of the migration worker is never lost: unfinished, it stays pending in the
+ * database for the next worker.
+ */
+export async function stopBackgroundJobsWithin(jobs: BackgroundJobs, deadlineMs: number, log: Logger): Promise<void> {
+  const stopping = stopBackgroundJobs(jobs);
+  let timer: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([
+    stopping.then(
+      () => ({ done: true as const }),
+      (err: unknown) => ({ done: false as const, why: "writing failed", err }),
+    ),
+    new Promise<{ done: false; why: string; err?: unknown }>((resolve) => {
+      timer = setTimeout(() => resolve({ done: false, why: `not done within ${deadlineMs} ms` }), deadlineMs);
+    }),
+  ]);
+  clearTimeout(timer);
+  if (outcome.done) return;
+  // Still running past the deadline: what it ends with comes after the answer and must not go unhandled.
+  stopping.catch(() => {});
+  const failure = outcome.err === undefined ? undefined : findDependencyFailure(outcome.err);
+  log.warn(
+    {
+      deadlineMs,
+      why: outcome.why,
+      ...(failure && { dependency: failure.dependency, reason: failure.reason }),
+      droppedVerificationCounts: jobs.analytics.notWritten,
+    },
+    "shutdown: gave up writing what the background jobs held; dropped what is counted here",
+  );
 }

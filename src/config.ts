@@ -95,6 +95,7 @@ const envSchema = z.object({
   DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(4),
   DATABASE_CONNECT_TIMEOUT_MS: milliseconds(3000),
   DATABASE_STATEMENT_TIMEOUT_MS: milliseconds(5000),
+  KEYHAVEN_SHUTDOWN_TIMEOUT_MS: milliseconds(5000),
   REDIS_URL: optionalNonEmpty.refine((v) => v === undefined || /^rediss?:\/\//.test(v), "must be a redis:// or rediss:// URL"),
   // At least 100: one verification may need a few dozen new counters, and must not evict its own.
   KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE: z.coerce.number().int().min(100).max(10_000_000).default(DEFAULT_COUNTERS_PER_WORKSPACE),
@@ -167,6 +168,8 @@ export type Config = Readonly<{
   databaseConnectTimeoutMs: number;
   /** PostgreSQL's statement_timeout; the client gives up 500 ms later (a frozen server or network). */
   databaseStatementTimeoutMs: number;
+  /** The one deadline for what shutdown writes (analytics counts, the migration worker's batch, ANALYZE), after requests. */
+  shutdownTimeoutMs: number;
   redisUrl: string | undefined;
   /**
    * Live counters of configured rate limits (keys', identities', namespaces') one workspace may hold (in memory or
@@ -272,6 +275,7 @@ export function loadConfig(
     databasePoolSize: e.DATABASE_POOL_SIZE,
     databaseConnectTimeoutMs: e.DATABASE_CONNECT_TIMEOUT_MS,
     databaseStatementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,
+    shutdownTimeoutMs: e.KEYHAVEN_SHUTDOWN_TIMEOUT_MS,
     redisUrl: e.REDIS_URL,
     ratelimitCountersPerWorkspace: e.KEYHAVEN_RATELIMIT_COUNTERS_PER_WORKSPACE,
     ratelimitAdHocCountersPerWorkspace: e.KEYHAVEN_RATELIMIT_ADHOC_COUNTERS_PER_WORKSPACE,

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "./app.js";
-import { startBackgroundJobs, stopBackgroundJobs } from "./background.js";
+import { startBackgroundJobs, stopBackgroundJobsWithin } from "./background.js";
 import { bootstrap } from "./bootstrap.js";
 import type { Config } from "./config.js";
 import { assertMasterKeyMatches } from "./keyring/keyring.js";
@@ -50,8 +50,8 @@ export async function startServer(
       close: () =>
         (closing ??= (async () => {
           await app.close();
-          // After the app (no request in flight), before the store: the jobs write what they hold.
-          await stopBackgroundJobs(services);
+          // After the app (no request in flight), before the store: the jobs write what they hold, within one deadline.
+          await stopBackgroundJobsWithin(services, config.shutdownTimeoutMs, app.log);
           // Not an onClose hook: Fastify refuses hooks once buildApp has made the app ready.
           await ratelimiter.close();
           await store.close();

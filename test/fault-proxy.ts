@@ -1,13 +1,16 @@
 import net from "node:net";
 import { freePort } from "./wait.js";
 
-type Link = { client: net.Socket; upstream: net.Socket | undefined };
+type Link = { client: net.Socket; upstream: net.Socket | undefined; muted?: boolean };
 
 /**
  * A TCP proxy on 127.0.0.1 (a random port) in front of a real server, that the test can break the way outages do:
  * - freeze(): nothing is forwarded any more, but every connection stays open and new ones are accepted (a server
  *   stopped with SIGSTOP, or a network that drops packets);
  * - cut(): every connection is closed and new ones are refused (a server killed, a host down);
+ * - muteAnswers(): on the connections open now, what the client sends still reaches the server, but nothing the
+ *   server answers comes back (a return path that died, or a server that stopped right after doing the work); new
+ *   connections work normally. What a statement's sender cannot tell from a lost statement: it may have been applied;
  * - restore(): forwarding again (a frozen connection resumes where it was; after a cut, new connections work).
  */
 export class FaultProxy {
@@ -37,6 +40,15 @@ export class FaultProxy {
   freeze(): void {
     this.frozen = true;
     for (const link of this.links) this.unlink(link);
+  }
+
+  muteAnswers(): void {
+    for (const link of this.links) {
+      if (!link.upstream || link.muted) continue;
+      link.muted = true;
+      link.upstream.unpipe(link.client);
+      link.upstream.pause();
+    }
   }
 
   async cut(): Promise<void> {
@@ -75,6 +87,12 @@ export class FaultProxy {
   }
 
   private link(link: Link) {
+    if (link.muted && link.upstream) {
+      // Only the answers were held back: the client's side still flows.
+      link.muted = false;
+      link.upstream.pipe(link.client);
+      return;
+    }
     if (!link.upstream) {
       const upstream = net.connect(this.target.port, this.target.host);
       upstream.on("error", () => {});
@@ -86,6 +104,7 @@ export class FaultProxy {
   }
 
   private unlink(link: Link) {
+    link.muted = false;
     link.client.unpipe();
     link.upstream?.unpipe();
     link.client.pause();

@@ -56,7 +56,8 @@ describe("GET /v1/readiness", () => {
     const app = await appWith(h.config, store, new MemoryRateLimiter());
     try {
       const res = await readiness(app);
-      expectError(res, 503, "SERVICE_UNAVAILABLE", "not ready: the database did not answer within 1000 ms");
+      // What happened, not a deadline it never waited for (issue 34 §6).
+      expectError(res, 503, "SERVICE_UNAVAILABLE", "not ready: the database refused the connection (ECONNREFUSED)");
       expect((await app.inject({ method: "GET", url: "/v1/liveness" })).statusCode).toBe(200);
       const metrics = await app.inject({ method: "GET", url: "/metrics" });
       expect(metrics.body).toMatch(/^keyhaven_database_up 0$/m);
@@ -71,7 +72,7 @@ describe("GET /v1/readiness", () => {
     const app = await appWith(failClosed(h.config), h.store, limiter);
     try {
       const started = Date.now();
-      expectError(await readiness(app), 503, "SERVICE_UNAVAILABLE", "not ready: Redis did not answer within 1000 ms");
+      expectError(await readiness(app), 503, "SERVICE_UNAVAILABLE", "not ready: Redis refused the connection (ECONNREFUSED)");
       expect(Date.now() - started).toBeLessThan(3000);
       const metrics = await app.inject({ method: "GET", url: "/metrics" });
       expect(metrics.body).toMatch(/^keyhaven_redis_up 0$/m);
@@ -100,12 +101,51 @@ describe("GET /v1/readiness", () => {
     const limiter = new RedisRateLimiter(`redis://127.0.0.1:${await freePort()}`);
     const app = await appWith(failClosed(h.config), store, limiter);
     try {
-      expectError(await readiness(app), 503, "SERVICE_UNAVAILABLE", "not ready: the database and Redis did not answer within 1000 ms");
+      expectError(
+        await readiness(app),
+        503,
+        "SERVICE_UNAVAILABLE",
+        "not ready: the database and Redis refused the connection (ECONNREFUSED)",
+      );
     } finally {
       await app.close();
       await limiter.close();
       await store.close();
     }
+  });
+
+  it("answers 503 while the store answers statements with errors though it still answers `select 1`, and 200 once it serves again", async () => {
+    // A store that answers but cannot serve (issue 34 §1: a broken embedded store answered every request with an
+    // error, or with no rows, while readiness said ready): here the table every request starts with is gone.
+    const t = await h.tenant();
+    expect((await readiness(h.app)).status).toBe(200);
+    await h.sql("alter table keyhaven_epoch rename to keyhaven_epoch_gone");
+    try {
+      expect(await h.sql("select 1 as one")).toEqual([{ one: 1 }]);
+      expect((await h.post("/v1/apis.createApi", { name: "cannot" }, t.rootKey)).status).toBe(500);
+      expectError(await readiness(h.app), 503, "SERVICE_UNAVAILABLE", "not ready: the database answered with an error (SQLSTATE 42P01)");
+    } finally {
+      await h.sql("alter table keyhaven_epoch_gone rename to keyhaven_epoch");
+    }
+    expect((await readiness(h.app)).status).toBe(200);
+  });
+
+  describe.runIf(process.env.TEST_DATABASE_URL)("when PostgreSQL does not answer", () => {
+    it("says it did not answer within the probe's deadline", async () => {
+      const target = new URL(h.databaseUrl!);
+      const proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port || 5432) });
+      const store = openPostgres(proxy.urlFor(h.databaseUrl!), 1);
+      const app = await appWith(h.config, store, new MemoryRateLimiter());
+      try {
+        expect((await eventually(app, 200)).status).toBe(200);
+        proxy.freeze();
+        expectError(await readiness(app), 503, "SERVICE_UNAVAILABLE", "not ready: the database did not answer within 1000 ms");
+      } finally {
+        await app.close();
+        await proxy.close();
+        await store.close();
+      }
+    });
   });
 
   describe.runIf(process.env.TEST_REDIS_URL)("when Redis goes away and comes back", () => {

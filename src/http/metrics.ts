@@ -182,7 +182,7 @@ export class AppMetrics {
     }).set({ store: deps.store.kind }, deps.store.kind === "postgres" ? deps.config.databasePoolSize : 1);
     new Gauge({
       name: "keyhaven_database_up",
-      help: "1 when the store answered `select 1` during this scrape (within 1 s), else 0.",
+      help: "1 when the store answered readiness's probe (it reads the epoch table) correctly during this scrape (within 1 s), else 0.",
       registers: [this.registry],
       async collect() {
         this.set((await checkDatabase(deps)) === "up" ? 1 : 0);

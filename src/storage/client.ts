@@ -11,6 +11,7 @@ import { migrate as migratePostgres } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
 import { classifyPostgresError, DependencyState, DependencyUnavailableError } from "./dependency.js";
 import { lockDataDir } from "./dataDir.js";
+import { RequestDeadlineError, requestDeadlineMs, requestDeadlinePassed, requestTimeLeft } from "./deadline.js";
 import { startPglite } from "./pgliteParsers.js";
 import * as schema from "./schema.js";
 
@@ -33,6 +34,11 @@ export type Store = {
    * without a statement). PostgreSQL has other writers (replicas, the CLI): there, undefined.
    */
   writes?: WriteCount;
+  /**
+   * PostgreSQL only: the one deadline each request gets for everything it waits for on the store (deadline.ts), the
+   * documented bound `DATABASE_STATEMENT_TIMEOUT_MS` + 0.5 s. The embedded store has no outage to wait out: undefined.
+   */
+  requestDeadlineMs?: number;
   close(): Promise<void>;
 };
 
@@ -90,6 +96,7 @@ export function openPostgres(url: string, poolSize: number, timeouts: PostgresTi
     db,
     description: `PostgreSQL at ${redactUrl(url)}`,
     state,
+    requestDeadlineMs: deadline.ms,
     // Called once nothing runs any more (main.ts closes the app and the jobs first): a statement still unanswered
     // after a second is on a connection that will not answer (PostgreSQL frozen), so do not wait longer for it.
     close: () => client.end({ timeout: 1 }),
@@ -138,51 +145,101 @@ function withDeadlines<T extends object>(sql: T, deadline: Deadline): T {
   });
 }
 
+/**
+ * A statement with its deadline: its own (`deadline.ms`, from when it is awaited, so a wait for a pool slot or a
+ * connection counts) or what is left of its request's (deadline.ts), whichever ends first. Past the request's, the
+ * caller is answered and nothing more is sent for it; past the statement's own, PostgreSQL did not answer at all.
+ */
 function guardQuery(query: PendingQuery, text: string, deadline: Deadline): Promise<unknown> {
+  const left = requestTimeLeft();
+  if (left === 0) {
+    // The request already gave up: the statement is never sent (it is lazy until awaited).
+    return Promise.reject(requestDeadlinePassed(requestDeadlineMs()!));
+  }
   return new Promise((resolve, reject) => {
+    let settled = false;
+    const fail = (failure: unknown) => {
+      if (settled) return;
+      settled = true;
+      reject(failure);
+    };
+    const requestTimer =
+      left !== undefined && left < deadline.ms
+        ? setTimeout(() => {
+            // Never sent: take it out of the queue, so that it cannot run after its caller was told it failed. Sent:
+            // its own deadline below still decides whether the connection is dead.
+            if (!query.state) void Promise.resolve(query.cancel()).catch(() => {});
+            fail(requestDeadlinePassed(requestDeadlineMs()!));
+          }, left)
+        : undefined;
     const timer = setTimeout(() => {
+      clearTimeout(requestTimer);
       const failure = new DependencyUnavailableError("PostgreSQL", "PostgreSQL is unreachable", `no answer within ${deadline.ms} ms`);
       // `state` is set once postgres.js has sent the statement. Never sent: take it out of the queue, so that it
       // cannot run after its caller was told it failed. Sent: its connection does not answer; drop them all.
       if (query.state) deadline.dropConnections();
       else void Promise.resolve(query.cancel()).catch(() => {});
       deadline.state.failed(failure);
-      reject(failure);
+      fail(failure);
     }, deadline.ms);
     query.then(
       (rows) => {
         clearTimeout(timer);
+        clearTimeout(requestTimer);
         deadline.state.succeeded(deadline.state.awaitingWrite && WRITE_STATEMENT.test(text));
-        resolve(rows);
+        if (!settled) {
+          settled = true;
+          resolve(rows);
+        }
       },
       (err: unknown) => {
         clearTimeout(timer);
+        clearTimeout(requestTimer);
         const failure = classifyPostgresError(err);
         if (failure) deadline.state.failed(failure);
-        reject(failure ?? err);
+        fail(failure ?? err);
       },
     );
   });
 }
 
-/** `begin` with a deadline on getting the transaction started; each statement inside has its own. */
+/**
+ * `begin` with a deadline on getting the transaction started and on its COMMIT or ROLLBACK (each statement inside
+ * has its own): the statement's, or what is left of the request's, whichever ends first (see guardQuery).
+ */
 async function guardBegin(begin: (...a: unknown[]) => Promise<unknown>, target: object, args: unknown[], deadline: Deadline) {
   const fn = args.pop() as (sql: unknown) => unknown;
+  if (requestTimeLeft() === 0) throw requestDeadlinePassed(requestDeadlineMs()!);
   let started = false;
   let gaveUp: DependencyUnavailableError | undefined;
   let timer: NodeJS.Timeout | undefined;
-  let giveUp: (reason: string) => void = () => {};
+  let giveUp: (reason: string, byRequest: boolean) => void = () => {};
   const timeout = new Promise<never>((_, reject) => {
-    giveUp = (reason) => {
-      gaveUp = new DependencyUnavailableError("PostgreSQL", "PostgreSQL is unreachable", reason);
-      deadline.dropConnections();
-      deadline.state.failed(gaveUp);
+    giveUp = (reason, byRequest) => {
+      if (gaveUp) return;
+      if (byRequest) {
+        // The request's deadline, not PostgreSQL's silence: answer the caller, keep the connections.
+        gaveUp = requestDeadlinePassed(requestDeadlineMs() ?? deadline.ms);
+      } else {
+        gaveUp = new DependencyUnavailableError("PostgreSQL", "PostgreSQL is unreachable", reason);
+        deadline.dropConnections();
+        deadline.state.failed(gaveUp);
+      }
       reject(gaveUp);
     };
-    timer = setTimeout(() => {
-      if (!started) giveUp(`no transaction within ${deadline.ms} ms`);
-    }, deadline.ms);
   });
+  /** Arms the deadline for what comes next (the start, then the COMMIT or ROLLBACK). */
+  const arm = (reason: string, unless: () => boolean) => {
+    const left = requestTimeLeft();
+    const byRequest = left !== undefined && left < deadline.ms;
+    timer = setTimeout(
+      () => {
+        if (!unless()) giveUp(reason, byRequest);
+      },
+      byRequest ? left : deadline.ms,
+    );
+  };
+  arm(`no transaction within ${deadline.ms} ms`, () => started);
   const transaction = begin.call(target, ...args, async (tx: object) => {
     // Started after its caller was told it failed: it must not write anything.
     if (gaveUp) throw gaveUp;
@@ -193,7 +250,7 @@ async function guardBegin(begin: (...a: unknown[]) => Promise<unknown>, target: 
     } finally {
       // The COMMIT or ROLLBACK that follows gets a deadline too: on a connection that died during the transaction,
       // the driver may never settle it (test/postgres-driver.test.ts).
-      timer = setTimeout(() => giveUp(`no COMMIT or ROLLBACK within ${deadline.ms} ms`), deadline.ms);
+      arm(`no COMMIT or ROLLBACK within ${deadline.ms} ms`, () => false);
     }
   });
   transaction.catch(() => {});
@@ -201,7 +258,7 @@ async function guardBegin(begin: (...a: unknown[]) => Promise<unknown>, target: 
     return await Promise.race([transaction, timeout]);
   } catch (err) {
     const failure = classifyPostgresError(err);
-    if (failure) deadline.state.failed(failure);
+    if (failure && failure !== gaveUp && !(failure instanceof RequestDeadlineError)) deadline.state.failed(failure);
     throw failure ?? err;
   } finally {
     clearTimeout(timer);

@@ -1,3 +1,5 @@
+import { detachedFromRequest } from "./deadline.js";
+
 /**
  * Processes queued items a batch at a time: items added while a batch is in process wait, and all of them go into
  * the next batch. Under load one database statement then serves many requests, and every item is processed by a
@@ -70,9 +72,12 @@ export function onceThisTurn(start: () => void): () => void {
   return () => {
     if (scheduled) return;
     scheduled = true;
-    setImmediate(() => {
-      scheduled = false;
-      start();
-    });
+    // Shared by the requests of the batch, so bound by none's deadline (deadline.ts): each is answered by its own.
+    detachedFromRequest(() =>
+      setImmediate(() => {
+        scheduled = false;
+        start();
+      }),
+    );
   };
 }

@@ -5,6 +5,7 @@ import { hashKey } from "../../crypto/hash.js";
 import { liveKeyHashExists, prepareRootKeyLookup, type WriteGuard } from "../../storage/rootKeys/rootKeys.auth.repository.js";
 import type { Clock } from "../../clock.js";
 import { UnauthenticatedError, WorkspaceDisabledError } from "../../errors.js";
+import { findDependencyFailure } from "../../storage/dependency.js";
 
 export type RootKeyAuth = {
   readonly rootKeyId: string;
@@ -85,19 +86,25 @@ export class RootKeyAuthenticator {
    * issue 13 §3).
    * A root key in memory runs it at once, with a `writeGuard`: the write's own statement checks, at its snapshot, that
    * the root key still exists with exactly these permissions in an enabled workspace, and writes nothing otherwise.
-   * When that run throws anything (a refusal reasoned from permissions that may have changed, a guard that failed,
-   * …), nothing was written, and `write` runs again with the root key authenticated at a fresh epoch, as every other
-   * route's is: so every answer but a success is the one a confirmed root key gets, and a success was re-checked
-   * by the write itself. A root key not in memory is authenticated at once. So `write` must throw only before it
-   * writes (its write is its last step), and every write it makes must apply the guard.
+   * When that run throws (a refusal reasoned from permissions that may have changed, a guard that failed, a
+   * statement's own error, …), nothing was written, and `write` runs again with the root key authenticated at a fresh
+   * epoch, as every other route's is: so every answer but a success is the one a confirmed root key gets, and a
+   * success was re-checked by the write itself. A root key not in memory is authenticated at once. So `write` must
+   * throw only before it writes (its write is its last step), and every write it makes must apply the guard.
+   *
+   * Except when the store could not answer (a DependencyUnavailableError: PostgreSQL frozen, a connection lost, a
+   * deadline met): the statement may have been applied all the same, so that failure is answered as it is, never run
+   * again, or a second run writes a second key (issue 34 §6: 8 duplicate keys in 6 freezes). A write is attempted
+   * once per request.
    */
   async authorizeWrite<T>(token: string, write: (auth: RootKeyAuth) => Promise<T>): Promise<T> {
     const remembered = token === "" ? undefined : this.cache.peek(hashKey(token));
     if (remembered?.workspaceEnabled) {
       try {
         return await write(remembered.guarded);
-      } catch {
-        // Answered below, at a fresh epoch.
+      } catch (err) {
+        if (findDependencyFailure(err)) throw err;
+        // Nothing was written: answered below, at a fresh epoch.
       }
     }
     return write(await this.authenticate(token));

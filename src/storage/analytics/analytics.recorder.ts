@@ -64,6 +64,8 @@ export class VerificationAnalytics {
   private flushTimer: NodeJS.Timeout | undefined;
   private cleanupTimer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
+  /** Verifications in the counts a flush is writing now (out of `pending` until it ends). */
+  private writing = 0;
   private log: Logger = { info: () => {}, warn: () => {}, error: () => {} };
   private readonly maxTagSets: number;
   private readonly maxPendingRows: number;
@@ -160,6 +162,11 @@ export class VerificationAnalytics {
     return n;
   }
 
+  /** Verifications counted and not known to be written: in memory, or in a flush still unanswered (shutdown's log). */
+  get notWritten(): number {
+    return this.unwritten + this.writing;
+  }
+
   /** Starts writing the counts every second (when enabled) and deleting expired ones every cleanup interval. */
   start(log?: Logger): void {
     if (log) this.log = log;
@@ -215,11 +222,13 @@ export class VerificationAnalytics {
     const batch = [...this.pending].flatMap(([hourM, hour]) => [...hour].map(([id, row]) => ({ hourM, id, row })));
     this.pending = new Map();
     this.pendingRows = 0;
+    this.writing = batch.reduce((n, c) => n + c.row.count, 0);
     this.flushing = this.write(batch);
     try {
       await this.flushing;
     } finally {
       this.flushing = undefined;
+      this.writing = 0;
     }
   }
 

@@ -99,6 +99,8 @@ export class RedisRateLimiter implements RateLimiter {
   private readonly redis: WithCheck;
   private readonly quotas: CounterQuotas;
   private closing = false;
+  /** The code of the last connection error (ECONNREFUSED, ETIMEDOUT…) while not connected since. */
+  private connectionCode: string | undefined;
 
   constructor(
     url: string,
@@ -118,9 +120,16 @@ export class RedisRateLimiter implements RateLimiter {
       retryStrategy: (times) => Math.min(times * 50, 250),
     });
     redis.defineCommand("keyhavenCheck", { lua: CHECK_AND_CHARGE });
-    // Errors surface on the command that failed; without a listener ioredis would also print each reconnect.
-    redis.on("error", () => {});
-    redis.on("ready", () => this.state.succeeded());
+    // Errors surface on the command that failed; without a listener ioredis would also print each reconnect. The
+    // connection's own code is kept for readiness, to say what happened (ECONNREFUSED, ...) rather than only "no PONG".
+    redis.on("error", (err: unknown) => {
+      const code = (err as { code?: unknown }).code;
+      if (typeof code === "string") this.connectionCode = code;
+    });
+    redis.on("ready", () => {
+      this.connectionCode = undefined;
+      this.state.succeeded();
+    });
     redis.on("close", () => {
       if (!this.closing) this.state.failed(new DependencyUnavailableError("Redis", "Redis is unreachable", "connection closed"));
     });
@@ -178,6 +187,11 @@ export class RedisRateLimiter implements RateLimiter {
     ping.catch(() => {});
     try {
       await Promise.race([ping, timeout]);
+    } catch (err) {
+      // Not connected: what the connection met says more than the missing PONG (health.ts words it).
+      if (this.redis.status !== "ready" && this.connectionCode)
+        throw Object.assign(new Error("Redis is not connected"), { connectionCode: this.connectionCode });
+      throw err;
     } finally {
       clearTimeout(timer);
     }

@@ -5,6 +5,7 @@ import { authenticateAdmin } from "./auth.admin.js";
 import type { RootKeyAuth } from "../../core/auth/rootKeys.authenticator.js";
 import { bearerToken } from "../../http/bearer.js";
 import type { Services } from "../../services.js";
+import { withRequestDeadline } from "../../storage/deadline.js";
 
 /**
  * Who may call a route, enforced by registerRpc before the handler runs (after the input is validated, and after
@@ -153,15 +154,17 @@ export function registerRpc(app: FastifyInstance, deps: Services, rpc: Rpc): voi
     },
     handler: async (req, reply) => {
       const input = rpc.method === "GET" ? req.query : req.body;
-      const epoch = epochOnce(deps);
-      const base: BaseContext = { deps, req, reply, epoch: epoch.read };
-      const checked = rpc.beforeAuth ? await rpc.beforeAuth(input, base) : undefined;
-      // Object.assign, not `{ ...base, ...principal, checked }` (CONTRIBUTING.md, conventions).
-      const run = (principal: Principal<AuthKind>) => rpc.handler(input, Object.assign({}, base, principal, { checked }) as RpcContext);
-      const output =
-        rpc.auth === "rootKeyCheckedByWrite"
-          ? await deps.rootKeys.authorizeWrite(bearerToken(req.headers.authorization), (rootKey) => run({ rootKey }))
-          : await run(await authenticate(rpc.auth, deps, req.headers.authorization, epoch));
+      // One deadline for everything the request waits for on PostgreSQL (storage/deadline.ts).
+      const output = await withRequestDeadline(deps.store.requestDeadlineMs, async () => {
+        const epoch = epochOnce(deps);
+        const base: BaseContext = { deps, req, reply, epoch: epoch.read };
+        const checked = rpc.beforeAuth ? await rpc.beforeAuth(input, base) : undefined;
+        // Object.assign, not `{ ...base, ...principal, checked }` (CONTRIBUTING.md, conventions).
+        const run = (principal: Principal<AuthKind>) => rpc.handler(input, Object.assign({}, base, principal, { checked }) as RpcContext);
+        return rpc.auth === "rootKeyCheckedByWrite"
+          ? deps.rootKeys.authorizeWrite(bearerToken(req.headers.authorization), (rootKey) => run({ rootKey }))
+          : run(await authenticate(rpc.auth, deps, req.headers.authorization, epoch));
+      });
       return reply.code(status).send(output);
     },
   });

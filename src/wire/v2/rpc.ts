@@ -4,6 +4,7 @@ import { z } from "zod";
 import type { RootKeyAuth } from "../../core/auth/rootKeys.authenticator.js";
 import { UnauthenticatedError } from "../../errors.js";
 import type { Services } from "../../services.js";
+import { withRequestDeadline } from "../../storage/deadline.js";
 import { DEFAULT_BODY_LIMIT } from "../v1/rpc.js";
 import { V2Error } from "./errors.js";
 
@@ -120,19 +121,21 @@ export function registerV2Rpc(app: FastifyInstance, deps: Services, rpc: V2Rpc):
       response: { 200: v2Envelope(rpc) },
     },
     handler: async (req, reply) => {
-      const base = { deps, req, reply };
-      let principal = {};
-      if (rpc.auth === "rootKey") principal = { rootKey: await authenticateV2(deps, req.headers.authorization) };
-      if (rpc.auth === "rootKeyAtEpoch") {
-        const token = bearerTokenV2(req.headers.authorization);
-        principal = { rootKeyAt: (epoch: bigint | undefined) => deps.rootKeys.authenticate(token, epoch) };
-      }
-      // Object.assign, not `{ ...base, ...principal }` (CONTRIBUTING.md, conventions).
-      const run = (principal: object) => rpc.handler(req.body, Object.assign({}, base, principal) as V2Context<V2AuthKind>);
-      const answer =
-        rpc.auth === "rootKeyCheckedByWrite"
-          ? await deps.rootKeys.authorizeWrite(bearerTokenV2(req.headers.authorization), (rootKey) => run({ rootKey }))
-          : await run(principal);
+      // One deadline for everything the request waits for on PostgreSQL (storage/deadline.ts).
+      const answer = await withRequestDeadline(deps.store.requestDeadlineMs, async () => {
+        const base = { deps, req, reply };
+        let principal = {};
+        if (rpc.auth === "rootKey") principal = { rootKey: await authenticateV2(deps, req.headers.authorization) };
+        if (rpc.auth === "rootKeyAtEpoch") {
+          const token = bearerTokenV2(req.headers.authorization);
+          principal = { rootKeyAt: (epoch: bigint | undefined) => deps.rootKeys.authenticate(token, epoch) };
+        }
+        // Object.assign, not `{ ...base, ...principal }` (CONTRIBUTING.md, conventions).
+        const run = (principal: object) => rpc.handler(req.body, Object.assign({}, base, principal) as V2Context<V2AuthKind>);
+        return rpc.auth === "rootKeyCheckedByWrite"
+          ? deps.rootKeys.authorizeWrite(bearerTokenV2(req.headers.authorization), (rootKey) => run({ rootKey }))
+          : run(principal);
+      });
       return reply.code(200).send(rpc.noData ? { meta: { requestId: req.id } } : { meta: { requestId: req.id }, ...answer });
     },
   });

@@ -43,11 +43,16 @@ export async function importKeys(
   const liveApiIds = await findLiveApiIds(db, workspaceId, unique(items.map((k) => k.apiId)));
   const missingApi = items.find((item) => !liveApiIds.has(item.apiId));
   if (missingApi) throw new NotFoundError("api", missingApi.apiId);
-  const { roleIds, permissionIds } = await resolveImportNames(db, workspaceId, items);
 
   const dataKey = items.some((k) => k.plaintext !== undefined) ? await keyring.dataKeyFor(db, workspaceId) : undefined;
-  const plan = planImport(items, { workspaceId, roleIds, permissionIds, keyring, dataKey, now });
-  const keyIds = await insertImport(db, plan);
+  // The names are resolved (and locked) in the transaction that writes the links: a role deleted meanwhile is then
+  // either missing here (412, as if deleted before the request) or its delete waits for the commit. Resolved
+  // before the transaction, a delete in between broke the links' foreign key (a 500).
+  const keyIds = await db.transaction(async (tx) => {
+    const { roleIds, permissionIds } = await resolveImportNames(tx, workspaceId, items);
+    // insertImport's own transaction is a savepoint here.
+    return insertImport(tx, planImport(items, { workspaceId, roleIds, permissionIds, keyring, dataKey, now }));
+  });
   if (dataKey?.newRow) keyring.remember(dataKey);
   store.statistics.onImported(keyIds.length);
   return keyIds;

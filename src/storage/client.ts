@@ -316,7 +316,9 @@ function withStateOf<T extends object>(client: T, state: DependencyState, writes
           const parameters = prop === "query" && Array.isArray(args[1]) ? args[1].length : 0;
           if (parameters > PGLITE_MAX_PARAMETERS) {
             // Never sent: nothing was written, and the instance stays sound.
-            throw new Error(`a statement of ${parameters} parameters was refused: the embedded store takes at most ${PGLITE_MAX_PARAMETERS}`);
+            throw new Error(
+              `a statement of ${parameters} parameters was refused: the embedded store takes at most ${PGLITE_MAX_PARAMETERS}`,
+            );
           }
           try {
             const result = await (real as (...a: unknown[]) => Promise<unknown>).apply(target, args);

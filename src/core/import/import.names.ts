@@ -76,7 +76,9 @@ export async function createImportNames(
   let roleNames = unique(items.flatMap((k) => k.roles ?? []));
   let slugs = unique(items.flatMap((k) => k.permissions ?? []));
   for (let attempt = 1; roleNames.length + slugs.length > 0; attempt++) {
-    if (attempt > CREATE_ATTEMPTS) throw new ConflictError("role", "roles or permissions of the request were deleted meanwhile, again and again");
+    if (attempt > CREATE_ATTEMPTS) {
+      throw new ConflictError("role", "roles or permissions of the request were deleted meanwhile, again and again");
+    }
     await createMissingRoles(db, workspaceId, roleNames, now);
     await createMissingPermissions(db, workspaceId, slugs, now);
     for (const [name, id] of await lockRoleIdsByName(db, workspaceId, roleNames)) roleIds.set(name, id);

@@ -61,6 +61,8 @@ export type RefusalFacts = {
   // Roles and permissions.
   roleExists: { name: string };
   permissionExists: { name: string; slug: string };
+  /** A request naming more roles and permissions, or writing more links, than one request may (core/rbac/rbac.bounds.ts). */
+  tooManyNames: { what: "names" | "links"; count: number; max: number };
   // Rate limits.
   namespaceSelectorMissing: Record<never, never>;
   // Imports.

@@ -575,7 +575,7 @@ describe("migrations.createKeys permissions of the root key", () => {
 });
 
 describe("migrations.createKeys with many role and permission names", () => {
-  it("answers 100 keys naming 1,000 distinct missing roles each with 412, not a 500 (one parameter for all names)", async ({
+  it("answers 100 keys naming 1,000 distinct missing roles each with 400 naming the per-request bound, not a 500", async ({
     apiId,
     importKeys,
     snapshot,
@@ -583,13 +583,27 @@ describe("migrations.createKeys with many role and permission names", () => {
     const names = (key: number, kind: string) => Array.from({ length: 1000 }, (_, i) => `${kind}${(key * 1000 + i).toString(36)}`);
     const before = await snapshot();
     const roles = byHash(apiId, 100).map((k, i) => ({ ...k, roles: names(i, "r") }));
-    const res = await importKeys(roles);
-    expectError(res, 412, "PRECONDITION_FAILED", /^Roles \["r0","r1",.*"r\w+"\] are missing, please create them first$/);
-    expect(JSON.parse(res.body.error.message.slice("Roles ".length, -" are missing, please create them first".length))).toHaveLength(
-      100_000,
+    expectError(
+      await importKeys(roles),
+      400,
+      "BAD_REQUEST",
+      "the request names 100000 distinct roles and permissions; one request may name at most 2000: send fewer keys per request",
     );
     const permissions = byHash(apiId, 100).map((k, i) => ({ ...k, permissions: names(i, "p") }));
-    expectError(await importKeys(permissions), 412, "PRECONDITION_FAILED", /^Permissions \["p0",/);
+    expectError(await importKeys(permissions), 400, "BAD_REQUEST", /^the request names 100000 distinct/);
+    expect(await snapshot()).toEqual(before);
+  });
+
+  it("answers 2 keys naming 1,000 distinct missing roles each (the bound) with 412 listing all 2,000", async ({
+    apiId,
+    importKeys,
+    snapshot,
+  }) => {
+    const names = (key: number, kind: string) => Array.from({ length: 1000 }, (_, i) => `${kind}${(key * 1000 + i).toString(36)}`);
+    const before = await snapshot();
+    const res = await importKeys(byHash(apiId, 2).map((k, i) => ({ ...k, roles: names(i, "r") })));
+    expectError(res, 412, "PRECONDITION_FAILED", /^Roles \["r0","r1",.*"r\w+"\] are missing, please create them first$/);
+    expect(JSON.parse(res.body.error.message.slice("Roles ".length, -" are missing, please create them first".length))).toHaveLength(2_000);
     expect(await snapshot()).toEqual(before);
   });
 });

@@ -309,7 +309,7 @@ export async function openPglite(
 export function pgliteStore(client: PGlite, description: string, end: () => Promise<void>): Store {
   const state = new DependencyState("PostgreSQL");
   const writes = { value: 0 };
-  const life = { closed: false };
+  const life: PgliteLife = { closed: false, broken: undefined };
   const db = drizzlePglite({ client: withStateOf(client, state, writes, life), schema }) as unknown as Db;
   return {
     kind: "pglite",
@@ -333,8 +333,24 @@ export function pgliteStore(client: PGlite, description: string, end: () => Prom
  */
 const READ_ONLY_STATEMENT = /^\s*(select|prepare|execute|deallocate)\b/i;
 const readOnly = (method: "query" | "exec", text: string) => READ_ONLY_STATEMENT.test(text) && (method === "query" || !text.includes(";"));
-/** What a closed store refuses (pgliteStore). */
+/** What a closed (or broken) store refuses (pgliteStore). */
 const FENCED = new Set(["query", "transaction", "exec", "sql"]);
+
+/** Whether the store was closed, or found broken (its error then), as every statement of it checks. */
+type PgliteLife = { closed: boolean; broken: DependencyUnavailableError | undefined };
+
+/**
+ * The most bind parameters a statement may carry on the embedded store: PGlite 0.4's protocol parser reads the
+ * count of a ParameterDescription as a signed 16-bit number, so 32,768 reads as -32,768 and `new Array(-32768)`
+ * throws inside the parser, in the WebAssembly callback that hands it PostgreSQL's answer. The parser keeps that
+ * message unconsumed, appends every later answer behind it and throws again at the same place: the instance answers
+ * every later statement, of every workspace, with no rows and no error until the process restarts. (PostgreSQL
+ * itself takes 65,535 and refuses more with an error, the connection unharmed.) A statement beyond this is refused
+ * before it is sent; the repositories never build one (bulk.ts: one parameter a list, bounded rows a statement).
+ */
+export const PGLITE_MAX_PARAMETERS = 32_767;
+
+const SELECT_STATEMENT = /^\s*(select|execute)\b/i;
 
 /**
  * The PGlite client as drizzle uses it (`query`, `transaction`) and preparePgliteSelect (`exec`), reporting to
@@ -342,21 +358,36 @@ const FENCED = new Set(["query", "transaction", "exec", "sql"]);
  * 53100). Every statement that may write, every transaction and every other call of the client (`sql`…) adds 1 to
  * `writes` when it finishes, whether it succeeded or not.
  */
-function withStateOf<T extends object>(
-  client: T,
-  state: DependencyState,
-  writes: { value: number },
-  life: { readonly closed: boolean },
-): T {
+function withStateOf<T extends object>(client: T, state: DependencyState, writes: { value: number }, life: PgliteLife, root = client): T {
   return new Proxy(client, {
     get(target, prop, receiver) {
-      if (life.closed && typeof prop === "string" && FENCED.has(prop)) return () => Promise.reject(new Error("the store is closed"));
+      if (typeof prop === "string" && FENCED.has(prop)) {
+        if (life.closed) return () => Promise.reject(new Error("the store is closed"));
+        const broken = life.broken;
+        if (broken) return () => Promise.reject(broken);
+      }
       const real = Reflect.get(target, prop, receiver);
       if (prop === "query" || prop === "exec") {
         return async (...args: unknown[]) => {
           const text = String(args[0]);
+          const parameters = prop === "query" && Array.isArray(args[1]) ? args[1].length : 0;
+          if (parameters > PGLITE_MAX_PARAMETERS) {
+            // Never sent: nothing was written, and the instance stays sound.
+            throw new Error(
+              `a statement of ${parameters} parameters was refused: the embedded store takes at most ${PGLITE_MAX_PARAMETERS}`,
+            );
+          }
           try {
             const result = await (real as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+            if (SELECT_STATEMENT.test(text) && answeredNothing(result) && (await stoppedAnswering(root as unknown as PGlite))) {
+              life.broken = new DependencyUnavailableError(
+                "PostgreSQL",
+                "the embedded database stopped answering",
+                "PGlite answered selects with no row description; restart keyhaven (committed data are kept on disk)",
+              );
+              state.failed(life.broken);
+              throw life.broken;
+            }
             state.succeeded(state.awaitingWrite && WRITE_STATEMENT.test(text));
             return result;
           } catch (err) {
@@ -372,7 +403,7 @@ function withStateOf<T extends object>(
         return async (fn: (tx: object) => unknown) => {
           try {
             return await (real as (f: (tx: object) => unknown) => Promise<unknown>).call(target, (tx: object) =>
-              fn(withStateOf(tx, state, writes, life)),
+              fn(withStateOf(tx, state, writes, life, tx)),
             );
           } finally {
             writes.value++;
@@ -395,6 +426,32 @@ function withStateOf<T extends object>(
       };
     },
   });
+}
+
+/**
+ * Whether a PGlite answer is what a broken instance answers to anything (see PGLITE_MAX_PARAMETERS): no row
+ * description, so no fields and no rows (`exec`: each of its results so). A select always has a row description,
+ * even of no rows; keyhaven sends no select of no columns.
+ */
+function answeredNothing(result: unknown): boolean {
+  const results = Array.isArray(result) ? result : [result];
+  return results.every((r) => {
+    const { fields, rows } = (r ?? {}) as { fields?: unknown[]; rows?: unknown[] };
+    return (fields?.length ?? 0) === 0 && (rows?.length ?? 0) === 0;
+  });
+}
+
+/**
+ * Confirms, on the same handle (a transaction's own, inside one), that the instance answers nothing any more: a
+ * sound one answers `select 1` its one row. Run only after a select answered nothing, so never on a sound path.
+ */
+async function stoppedAnswering(client: Pick<PGlite, "query">): Promise<boolean> {
+  try {
+    const { rows } = await client.query<{ one: number }>("select 1 as one");
+    return rows[0]?.one !== 1;
+  } catch {
+    return false;
+  }
 }
 
 /** Applies the committed migrations; on PostgreSQL under an advisory lock, then runs `then` while still holding it. */

@@ -8,6 +8,7 @@ import type { QueuedKey } from "../../storage/import/import.rows.js";
 import { insertMigrationBatch } from "../../storage/import/migrations.repository.js";
 import type { EnqueueKey } from "./import.keys.types.js";
 import { resolveImportNames } from "./import.names.js";
+import { requireNamesWithinBounds } from "../rbac/rbac.bounds.js";
 import { importPermission } from "./import.permissions.js";
 import { sealKeys } from "./import.plan.js";
 import type { Principal } from "../principal.js";
@@ -27,6 +28,7 @@ export async function enqueueKeys(
 ): Promise<boolean> {
   const { db, keyring } = store;
   const { workspaceId } = caller;
+  requireNamesWithinBounds(keys);
   requirePermission(caller, importPermission(apiId));
   if (!(await findApi(db, workspaceId, apiId))) throw new NotFoundError("api", apiId);
   if (keys.length === 0) return false;

@@ -7,6 +7,7 @@ import type { ImportKey } from "./import.keys.types.js";
 import { insertImport } from "../../storage/import/migrations.repository.js";
 import type { StatisticsRefresher } from "../../storage/statistics.js";
 import { resolveImportNames } from "./import.names.js";
+import { requireNamesWithinBounds } from "../rbac/rbac.bounds.js";
 import { describeImportPermission, importPermission } from "./import.permissions.js";
 import { planImport } from "./import.plan.js";
 import type { Principal } from "../principal.js";
@@ -16,7 +17,8 @@ import type { Principal } from "../principal.js";
  * (the order a client observes): the caller's permissions for every key first (a caller that may not import learns
  * nothing about the workspace's APIs, roles or permissions; PermissionDeniedError with `details.keyIndex`), then
  * the APIs (NotFoundError), the roles and permissions named (PreconditionFailedError), a key repeated in the batch,
- * and a key that exists already (ConflictError with `details`).
+ * and a key that exists already (ConflictError with `details`). Before all of them, the per-request bound on the
+ * names and links (InvalidInputError, rbac.bounds.ts).
  */
 export async function importKeys(
   store: { db: Db; keyring: Keyring; statistics: Pick<StatisticsRefresher, "onImported"> },
@@ -26,6 +28,7 @@ export async function importKeys(
 ): Promise<string[]> {
   const { db, keyring } = store;
   if (items.length === 0) return [];
+  requireNamesWithinBounds(items);
   const { workspaceId } = caller;
 
   items.forEach((item, index) => {
@@ -39,11 +42,16 @@ export async function importKeys(
   const liveApiIds = await findLiveApiIds(db, workspaceId, unique(items.map((k) => k.apiId)));
   const missingApi = items.find((item) => !liveApiIds.has(item.apiId));
   if (missingApi) throw new NotFoundError("api", missingApi.apiId);
-  const { roleIds, permissionIds } = await resolveImportNames(db, workspaceId, items);
 
   const dataKey = items.some((k) => k.plaintext !== undefined) ? await keyring.dataKeyFor(db, workspaceId) : undefined;
-  const plan = planImport(items, { workspaceId, roleIds, permissionIds, keyring, dataKey, now });
-  const keyIds = await insertImport(db, plan);
+  // The names are resolved (and locked) in the transaction that writes the links: a role deleted meanwhile is then
+  // either missing here (412, as if deleted before the request) or its delete waits for the commit. Resolved
+  // before the transaction, a delete in between broke the links' foreign key (a 500).
+  const keyIds = await db.transaction(async (tx) => {
+    const { roleIds, permissionIds } = await resolveImportNames(tx, workspaceId, items);
+    // insertImport's own transaction is a savepoint here.
+    return insertImport(tx, planImport(items, { workspaceId, roleIds, permissionIds, keyring, dataKey, now }));
+  });
   if (dataKey?.newRow) keyring.remember(dataKey);
   store.statistics.onImported(keyIds.length);
   return keyIds;

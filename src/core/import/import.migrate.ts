@@ -17,6 +17,7 @@ import type { KeyNamedRatelimit } from "../../storage/keys/keys.ratelimit.reposi
 import type { ImportKey } from "./import.keys.types.js";
 import { insertLeavingOutExisting } from "./import.batch.js";
 import { createImportNames } from "./import.names.js";
+import { requireNamesWithinBounds } from "../rbac/rbac.bounds.js";
 import { importPermission } from "./import.permissions.js";
 import { planSealedImport, sealKeys } from "./import.plan.js";
 import type { Principal } from "../principal.js";
@@ -70,6 +71,7 @@ export async function migrateKeys(
 ): Promise<MigrateKeysResult> {
   const { db } = store;
   const { workspaceId } = caller;
+  requireNamesWithinBounds(input.keys);
   requirePermission(caller, importPermission(input.apiId));
   const liveApis = await findLiveApiIds(db, workspaceId, [input.apiId]);
   if (!liveApis.has(input.apiId)) throw new NotFoundError("api", input.apiId);

@@ -11,6 +11,7 @@ import { findPermissionsByIdOrSlug, findRoleIdsByName, missingNames } from "../.
 import type { KeySettings } from "../../storage/import/import.rows.js";
 import type { Principal } from "../principal.js";
 import type { KeyServices } from "./keys.services.js";
+import { requireNamesWithinBounds } from "../rbac/rbac.bounds.js";
 
 /** A new key, as any protocol asks for it (the adapter resolves its own aliases and quirks first). */
 export type CreateKeyCommand = KeySettings & {
@@ -102,6 +103,7 @@ export async function createKey(
   input: CreateKeyCommand,
   rules: CreateKeyRules = V1_CREATE_KEY_RULES,
 ): Promise<CreatedKey> {
+  requireNamesWithinBounds([input]);
   requirePermission(principal, keyPermission(rules.permissionDialect, principal.workspaceId, input.apiId, null, "create_key"));
   const { workspaceId } = principal;
   // An API's key settings never change: from memory when this process has seen the API (a statement fewer per call).

@@ -1,4 +1,5 @@
 import { hasPermission, type Principal, requirePermission } from "../principal.js";
+import { requireNamesWithinBounds } from "./rbac.bounds.js";
 import { createPermissionPermission, describeQuery, keyspaceUrn, type PermissionQuery } from "../auth/permissions.query.js";
 import type { Clock } from "../../clock.js";
 import type { Db } from "../../storage/client.js";
@@ -134,6 +135,7 @@ async function resolve(
   now: number,
   rules: { missing?(name: string): Refusal; allowCreate(name: string): void },
 ): Promise<Connected[]> {
+  requireNamesWithinBounds([namingOf(k, wanted)]);
   const ids = wanted.flatMap((w) => (w.id !== undefined ? [w.id] : []));
   const names = wanted.flatMap((w) => (w.id === undefined ? [w.name!] : []));
   const found = await k.find(db, principal.workspaceId, ids, names);
@@ -164,6 +166,12 @@ async function resolve(
   return [...result.values()];
 }
 
+/** What entries name, as the per-request bound counts it: by id or name, each distinct one a link. */
+function namingOf(k: RbacKind, wanted: Wanted[]) {
+  const names = wanted.map((w) => w.id ?? w.name!);
+  return k.kind === "role" ? { roles: names } : { permissions: names };
+}
+
 async function lockKey(tx: Db, principal: Principal, keyId: string): Promise<Key> {
   const key = await lockKeyForUpdate(tx, principal.workspaceId, keyId);
   if (!key) throw new NotFoundError("key", keyId);
@@ -178,6 +186,7 @@ export async function addToKey(
   input: { keyId: string; wanted: Wanted[] },
   dialect: KeyLinkDialect = "v1",
 ): Promise<Connected[]> {
+  requireNamesWithinBounds([namingOf(k, input.wanted)]);
   if (dialect === "v1") requirePermission(principal, anyOf(k.permissions.add));
   return services.db.transaction(async (tx) => {
     const key = await lockKey(tx, principal, input.keyId);
@@ -247,6 +256,7 @@ export async function setOnKey(
   input: { keyId: string; wanted: Wanted[] },
   dialect: KeyLinkDialect = "v1",
 ): Promise<Connected[]> {
+  requireNamesWithinBounds([namingOf(k, input.wanted)]);
   if (dialect === "v1") requirePermission(principal, { or: ["*", k.permissions.add, k.permissions.remove] });
   return services.db.transaction(async (tx) => {
     const key = await lockKey(tx, principal, input.keyId);

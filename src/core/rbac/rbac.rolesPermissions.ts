@@ -29,6 +29,7 @@ import {
 } from "../../storage/rbac/permissions.repository.js";
 import type { Principal } from "../principal.js";
 import type { RbacServices } from "./rbac.keyLinks.js";
+import { requireNamesWithinBounds } from "./rbac.bounds.js";
 
 /**
  * The rules of a workspace's roles and permissions themselves (v1: permissions.createRole / createPermission /
@@ -46,6 +47,7 @@ export async function createRole(
   principal: Principal,
   input: { name: string; description?: string | undefined; permissions?: string[] | undefined },
 ): Promise<{ roleId: string }> {
+  requireNamesWithinBounds([{ permissions: input.permissions }]);
   requirePermission(principal, anyOfOne("rbac.*.create_role"));
   const slugs = [...new Set(input.permissions ?? [])].sort();
   if (slugs.length > 0) requirePermission(principal, { or: ["*", "rbac.*.add_permission_to_role"] });
@@ -107,6 +109,7 @@ export async function setPermissionsOfRole(
   principal: Principal,
   input: { roleId: string; permissions: string[] },
 ): Promise<PermissionRow[]> {
+  requireNamesWithinBounds([{ permissions: input.permissions }]);
   requirePermission(principal, { or: ["*", { and: ["rbac.*.add_permission_to_role", "rbac.*.remove_permission_from_role"] }] });
   const slugs = [...new Set(input.permissions)].sort();
   const mayCreate = createPermissionPermission(principal.workspaceId);
@@ -185,6 +188,7 @@ export async function changePermissionsOfRole(
   input: { roleId: string; permissions: PermissionRef[] },
   change: "add" | "remove",
 ): Promise<void> {
+  if (change === "add") requireNamesWithinBounds([{ permissions: input.permissions.map((p) => p.id ?? p.slug ?? "") }]);
   requirePermission(principal, { or: ["*", change === "add" ? "rbac.*.add_permission_to_role" : "rbac.*.remove_permission_from_role"] });
   await changeRolePermissions(
     services.db,

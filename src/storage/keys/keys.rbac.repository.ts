@@ -1,5 +1,5 @@
-import { and, eq, inArray, notInArray, sql } from "drizzle-orm";
-import { insertRecordset } from "../bulk.js";
+import { and, eq, sql } from "drizzle-orm";
+import { insertRecordset, textArray } from "../bulk.js";
 import type { Db } from "../client.js";
 import { keysPermissions, keysRoles, permissions, roles } from "../schema.js";
 
@@ -22,7 +22,7 @@ const linkTables = {
 
 /**
  * The one writer of key links: connects each key to each role or permission; links that exist already stay as
- * they are. One statement for any number of links (an import writes hundreds of thousands).
+ * they are. One parameter a statement, MAX_ROWS_PER_STATEMENT links each (insertRecordset).
  */
 export async function insertKeyLinks(db: Db, kind: LinkKind, links: KeyLink[], now: number): Promise<void> {
   const tail = sql`on conflict do nothing`;
@@ -46,7 +46,7 @@ export async function findKeyLinkIds(db: Db, kind: LinkKind, keyId: string): Pro
 export async function deleteKeyLinks(db: Db, kind: LinkKind, keyId: string, ids: string[]): Promise<void> {
   if (ids.length === 0) return;
   const t = linkTables[kind];
-  await db.delete(t.table).where(and(eq(t.key, keyId), inArray(t.column, ids)));
+  await db.delete(t.table).where(and(eq(t.key, keyId), sql`${t.column} = any(${textArray(ids)})`));
 }
 
 /** Makes `ids` exactly the key's roles or direct permissions: drops the others, adds the missing ones. */
@@ -58,7 +58,7 @@ export async function replaceKeyLinks(
   now: number,
 ): Promise<void> {
   const t = linkTables[kind];
-  await db.delete(t.table).where(and(eq(t.key, key.id), ids.length > 0 ? notInArray(t.column, ids) : undefined));
+  await db.delete(t.table).where(and(eq(t.key, key.id), ids.length > 0 ? sql`${t.column} <> all(${textArray(ids)})` : undefined));
   await insertKeyLinks(
     db,
     kind,

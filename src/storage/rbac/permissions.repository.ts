@@ -1,5 +1,5 @@
-import { and, eq, inArray, notInArray, or, sql } from "drizzle-orm";
-import { textArray } from "../bulk.js";
+import { and, eq, or, sql } from "drizzle-orm";
+import { insertRecordset, textArray } from "../bulk.js";
 import { containsLiteral } from "../search.js";
 import { type Db, preparedPerHandle, rowsOf } from "../client.js";
 import { permissions, roles, rolesPermissions } from "../schema.js";
@@ -63,17 +63,24 @@ export async function findRoleIdsByName(db: Db, workspaceId: string, names: stri
 }
 
 /**
- * Permission ids by name in the workspace, as v1's import names them. Names are not unique (slugs are); when several
+ * Permission ids by name in the workspace, as v1's import names them (`lockForShare`: locked as findRolesByIdOrName's). Names are not unique (slugs are); when several
  * permissions share a name, the one whose slug equals the name wins, else the oldest, so the choice never changes
  * between calls.
  */
-export async function findPermissionIdsByName(db: Db, workspaceId: string, names: string[]): Promise<Map<string, string>> {
+export async function findPermissionIdsByName(
+  db: Db,
+  workspaceId: string,
+  names: string[],
+  { lockForShare = false } = {},
+): Promise<Map<string, string>> {
   if (names.length === 0) return new Map();
-  const rows = await db
+  const query = db
     .select({ id: permissions.id, name: permissions.name, slug: permissions.slug, createdAtM: permissions.createdAtM })
     .from(permissions)
     .where(and(eq(permissions.workspaceId, workspaceId), sql`${permissions.name} = any(${textArray(names)})`))
     .orderBy(permissions.createdAtM, permissions.id);
+  // Every permission of these names is locked (a name may be shared): shared locks never wait for each other.
+  const rows = lockForShare ? await query.for("share") : await query;
   const byName = new Map<string, string>();
   for (const r of rows) {
     if (!byName.has(r.name) || r.slug === r.name) byName.set(r.name, r.id);
@@ -86,23 +93,31 @@ export function missingNames(wanted: Iterable<string>, found: { has(name: string
   return [...new Set(wanted)].filter((n) => !found.has(n));
 }
 
-/** Creates the roles of these names that the workspace lacks; a concurrent creation of the same name is no error. */
+/**
+ * Creates the roles of these names that the workspace lacks; a concurrent creation of the same name is no error.
+ * One parameter per statement of at most MAX_ROWS_PER_STATEMENT roles (insertRecordset): a multi-row VALUES took
+ * four parameters a role, and 8,192 new roles made a statement the embedded store cannot answer (client.ts).
+ */
 export async function createMissingRoles(db: Db, workspaceId: string, names: string[], now: number): Promise<void> {
   if (names.length === 0) return;
   // Inserted in one fixed order, so that concurrent creates of the same new roles cannot deadlock.
-  await db
-    .insert(roles)
-    .values([...new Set(names)].sort().map((name) => ({ id: newId("role"), workspaceId, name, createdAtM: now })))
-    .onConflictDoNothing({ target: [roles.workspaceId, roles.name] });
+  await insertRecordset(
+    db,
+    roles,
+    [...new Set(names)].sort().map((name) => ({ id: newId("role"), workspaceId, name, createdAtM: now })),
+    sql.raw(`on conflict ("${roles.workspaceId.name}", "${roles.name.name}") do nothing`),
+  );
 }
 
 /** Creates the permissions of these slugs (name = slug) that the workspace lacks, like createMissingRoles. */
 export async function createMissingPermissions(db: Db, workspaceId: string, slugs: string[], now: number): Promise<void> {
   if (slugs.length === 0) return;
-  await db
-    .insert(permissions)
-    .values([...new Set(slugs)].sort().map((slug) => ({ id: newId("perm"), workspaceId, name: slug, slug, createdAtM: now })))
-    .onConflictDoNothing({ target: [permissions.workspaceId, permissions.slug] });
+  await insertRecordset(
+    db,
+    permissions,
+    [...new Set(slugs)].sort().map((slug) => ({ id: newId("perm"), workspaceId, name: slug, slug, createdAtM: now })),
+    sql.raw(`on conflict ("${permissions.workspaceId.name}", "${permissions.slug.name}") do nothing`),
+  );
 }
 
 /**
@@ -219,7 +234,10 @@ export async function findPermissionsByIdOrSlug(
     .where(
       and(
         eq(permissions.workspaceId, workspaceId),
-        or(ids.length > 0 ? inArray(permissions.id, ids) : undefined, slugs.length > 0 ? inArray(permissions.slug, slugs) : undefined),
+        or(
+          ids.length > 0 ? sql`${permissions.id} = any(${textArray(ids)})` : undefined,
+          slugs.length > 0 ? sql`${permissions.slug} = any(${textArray(slugs)})` : undefined,
+        ),
       ),
     )
     .orderBy(permissions.id);
@@ -375,7 +393,7 @@ export async function lockPermissionsBySlug(db: Db, workspaceId: string, slugs: 
   return db
     .select(permissionColumns)
     .from(permissions)
-    .where(and(eq(permissions.workspaceId, workspaceId), inArray(permissions.slug, slugs)))
+    .where(and(eq(permissions.workspaceId, workspaceId), sql`${permissions.slug} = any(${textArray(slugs)})`))
     .orderBy(permissions.id)
     .for("share");
 }
@@ -393,12 +411,13 @@ export async function replaceRolePermissions(
     .where(
       and(
         eq(rolesPermissions.roleId, roleId),
-        permissionIds.length > 0 ? notInArray(rolesPermissions.permissionId, permissionIds) : undefined,
+        permissionIds.length > 0 ? sql`${rolesPermissions.permissionId} <> all(${textArray(permissionIds)})` : undefined,
       ),
     );
-  if (permissionIds.length === 0) return;
-  await db
-    .insert(rolesPermissions)
-    .values(permissionIds.map((permissionId) => ({ roleId, permissionId, workspaceId, createdAtM: now })))
-    .onConflictDoNothing();
+  await insertRecordset(
+    db,
+    rolesPermissions,
+    permissionIds.map((permissionId) => ({ roleId, permissionId, workspaceId, createdAtM: now })),
+    sql`on conflict do nothing`,
+  );
 }

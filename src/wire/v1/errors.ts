@@ -73,6 +73,10 @@ const V1_WORDING: { [K in RefusalKind]: (facts: RefusalFacts[K]) => string } = {
 
   roleExists: ({ name }) => `Role with name "${name}" already exists in this workspace`,
   permissionExists: ({ name }) => `Permission with name "${name}" already exists in this workspace`,
+  tooManyNames: ({ what, count, max }) =>
+    what === "names"
+      ? `the request names ${count} distinct roles and permissions; one request may name at most ${max}: send fewer keys per request`
+      : `the request connects ${count} roles and permissions (summed over its keys); one request may connect at most ${max}: send fewer keys per request`,
 
   namespaceSelectorMissing: () => "You must provide a namespaceId or a namespaceName",
 

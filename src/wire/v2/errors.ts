@@ -156,6 +156,10 @@ const V2_WORDING: { [K in RefusalKind]?: (facts: RefusalFacts[K]) => string } = 
   refillDayMissingForMonthly: () => "`refillDay` must be provided when the refill interval is `monthly`.",
   permissionExists: ({ slug }) => `A permission with slug '${slug}' already exists in this workspace`,
   roleExists: ({ name }) => `A role with name '${name}' already exists in this workspace`,
+  tooManyNames: ({ what, count, max }) =>
+    what === "names"
+      ? `The request names ${count} distinct roles and permissions, but one request may name at most ${max}. Send fewer keys per request.`
+      : `The request connects ${count} roles and permissions (summed over its keys), but one request may connect at most ${max}. Send fewer keys per request.`,
   identityExists: ({ externalId }) => `Identity with externalId '${externalId}' already exists in this workspace.`,
   ratelimitNameRepeated: ({ name }) => `Ratelimit with name '${name}' is already defined in the request`,
   // keys.verifyKey (contract §5.5); v2 appends a Go formatting artefact to the second, which keyhaven leaves out.

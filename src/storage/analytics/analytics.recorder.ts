@@ -7,7 +7,7 @@ const HOUR_MS = 3_600_000;
 export const ANALYTICS_FLUSH_INTERVAL_MS = 1000;
 /** Distinct tag sets counted per key and hour (per process); further ones are counted under OVERFLOW_TAGS. */
 export const MAX_TAG_SETS_PER_KEY_HOUR = 100;
-/** A tag set no request can send (tags have 1 to 128 characters): where tag sets beyond the bound are counted. */
+/** A tag set no request can send (no tag may be empty): where tag sets beyond the bound are counted. */
 export const OVERFLOW_TAGS: readonly string[] = Object.freeze([""]);
 /**
  * Counts written per statement on the embedded store. A flush of more writes them in several, one after the other,
@@ -24,9 +24,25 @@ export const ANALYTICS_ROWS_PER_STATEMENT = 200;
 export const ANALYTICS_ROWS_PER_STATEMENT_POSTGRES = 2000;
 /** Distinct counts (key, hour, outcome, tags) held in memory at most, e.g. while the database is unreachable. */
 export const MAX_PENDING_ROWS = 100_000;
+/**
+ * Statements one flush may spend, beyond one per chunk, finding which counts a refused statement could not write:
+ * a statement the database refuses (an error of the statement, not an outage) is split in halves, written again,
+ * and so on down to the refused counts, so that one count the database will not take never holds back the others.
+ * Isolating one count among 2,000 takes 22; what the budget leaves untried waits for the next flush.
+ */
+export const ISOLATING_STATEMENTS_PER_FLUSH = 32;
+/**
+ * Flushes in which a count may be refused on its own (in a statement of that count alone) before it is dropped
+ * and logged: kept until then for the next flush, in case what refused it was passing.
+ */
+export const MAX_REFUSALS_PER_COUNT = 3;
 
 /** A count in memory with where it is kept: its hour and its id in that hour (key id, outcome and tags). */
-type PendingCount = { hourM: number; id: string; row: VerificationCountRow };
+type PendingCount = { hourM: number; id: string; row: PendingRow; written: boolean };
+/** A count in memory: its row, and how many flushes refused it on its own. */
+type PendingRow = VerificationCountRow & { refusals: number };
+/** What a flush could not write: the counts refused on their own, those the isolating budget left, the error. */
+type Unwritten = { refused: PendingCount[]; untried: PendingCount[]; error: unknown; statements: number; isolating: number };
 
 type Logger = { info(obj: unknown, msg?: string): void; warn(obj: unknown, msg?: string): void; error(obj: unknown, msg?: string): void };
 
@@ -46,7 +62,8 @@ export type AnalyticsOptions = {
 /**
  * Counts verification outcomes in process memory and writes them to `verification_counts` about once a second
  * and when the app closes. Recording is synchronous and cheap: one map lookup and an increment per verification,
- * never a query, so it adds nothing measurable to keys.verifyKey. A failed write keeps its counts for the next one.
+ * never a query, so it adds nothing measurable to keys.verifyKey. A failed write keeps its counts for the next one;
+ * a count the database refuses holds back no other (flush).
  *
  * What callers control is bounded: a key gets at most `maxTagSetsPerKeyHour` distinct tag sets per hour in this
  * process (more are counted under OVERFLOW_TAGS), memory holds at most `maxPendingRows` distinct counts (beyond,
@@ -55,7 +72,7 @@ export type AnalyticsOptions = {
  */
 export class VerificationAnalytics {
   /** Hour (unix ms) → key id, outcome and tags → the count so far. */
-  private pending = new Map<number, Map<string, VerificationCountRow>>();
+  private pending = new Map<number, Map<string, PendingRow>>();
   private pendingRows = 0;
   /** Hour → key id → the tag sets (joined) this process has counted for it: the bound of distinct tag sets. */
   private tagSets = new Map<number, Map<string, Set<string>>>();
@@ -123,6 +140,7 @@ export class VerificationAnalytics {
       tags: [...counted],
       identity_id: key.identityId ?? null,
       count: 1,
+      refusals: 0,
     });
   }
 
@@ -206,13 +224,16 @@ export class VerificationAnalytics {
   }
 
   /**
-   * Writes every count in memory, `rowsPerStatement` per statement; on failure, the counts of the failed
-   * statement and of those not sent yet are merged back for the next call (the ones written stay written).
+   * Writes every count in memory, `rowsPerStatement` per statement (the ones written stay written). In an outage,
+   * the counts of the failed statement and of those not sent yet are merged back for the next call. A statement
+   * the database refuses is split until the counts it refuses are found (ISOLATING_STATEMENTS_PER_FLUSH): the
+   * others are written, the refused ones kept for the next call, up to MAX_REFUSALS_PER_COUNT refusals each, then
+   * dropped and logged. Throws the first error after writing what it could.
    */
   async flush(): Promise<void> {
     while (this.flushing) await this.flushing.catch(() => {});
     if (this.pending.size === 0) return;
-    const batch = [...this.pending].flatMap(([hourM, hour]) => [...hour].map(([id, row]) => ({ hourM, id, row })));
+    const batch = [...this.pending].flatMap(([hourM, hour]) => [...hour].map(([id, row]) => ({ hourM, id, row, written: false })));
     this.pending = new Map();
     this.pendingRows = 0;
     this.flushing = this.write(batch);
@@ -224,23 +245,75 @@ export class VerificationAnalytics {
   }
 
   private async write(batch: PendingCount[]): Promise<void> {
+    const unwritten: Unwritten = { refused: [], untried: [], error: undefined, statements: 0, isolating: ISOLATING_STATEMENTS_PER_FLUSH };
     for (let from = 0; from < batch.length; from += this.rowsPerStatement) {
-      // The requests that arrived during the previous statement are served before the next one.
-      if (from > 0) await new Promise((resolve) => setImmediate(resolve));
       try {
-        await upsertVerificationCounts(
-          this.db,
-          batch.slice(from, from + this.rowsPerStatement).map((c) => c.row),
-        );
+        await this.writeIsolating(batch.slice(from, from + this.rowsPerStatement), unwritten);
       } catch (err) {
-        this.mergeBack(batch.slice(from));
+        // An outage: nothing more is tried; what this flush has not written waits for the next one.
+        this.mergeBack(batch.slice(from).filter((c) => !c.written));
+        this.mergeBack(unwritten.untried);
+        this.mergeBack(unwritten.refused);
         throw err;
       }
     }
+    this.mergeBack(unwritten.untried);
+    this.keepOrDropRefused(unwritten.refused);
+    if (unwritten.error !== undefined) throw unwritten.error;
     if (this.dropped > 0) {
       this.log.warn({ dropped: this.dropped }, "verification counts are written again; some were dropped while memory was full");
       this.dropped = 0;
     }
+  }
+
+  /**
+   * Writes `counts` in one statement. When the database refuses it (an error of the statement, not an outage, which
+   * is thrown), writes each half the same way while the flush's isolating budget lasts: the counts refused on their
+   * own and those left untried are collected in `unwritten`, the others are written.
+   */
+  private async writeIsolating(counts: PendingCount[], unwritten: Unwritten): Promise<void> {
+    // The requests that arrived during the previous statement are served before the next one.
+    if (unwritten.statements++ > 0) await new Promise((resolve) => setImmediate(resolve));
+    try {
+      await upsertVerificationCounts(
+        this.db,
+        counts.map((c) => c.row),
+      );
+    } catch (err) {
+      if (findDependencyFailure(err)) throw err;
+      unwritten.error ??= err;
+      if (counts.length === 1) {
+        unwritten.refused.push(counts[0]!);
+      } else if (unwritten.isolating < 2) {
+        unwritten.untried.push(...counts);
+      } else {
+        unwritten.isolating -= 2;
+        const half = Math.ceil(counts.length / 2);
+        await this.writeIsolating(counts.slice(0, half), unwritten);
+        await this.writeIsolating(counts.slice(half), unwritten);
+      }
+      return;
+    }
+    for (const c of counts) c.written = true;
+  }
+
+  /** Counts the database refused on their own: kept for the next flush, dropped (and logged) after the bound. */
+  private keepOrDropRefused(refused: readonly PendingCount[]): void {
+    const kept: PendingCount[] = [];
+    for (const c of refused) {
+      c.row.refusals++;
+      if (c.row.refusals < MAX_REFUSALS_PER_COUNT) {
+        kept.push(c);
+        continue;
+      }
+      // Which count, not its tags: they may be long, and are the caller's text.
+      const { key_id: keyId, hour_m: hourM, outcome, count, tags } = c.row;
+      this.log.error(
+        { keyId, hourM, outcome, count, tags: tags.length, refusals: c.row.refusals },
+        "the database refused a verification count in every try; dropped",
+      );
+    }
+    this.mergeBack(kept);
   }
 
   /** Puts the counts of a failed write back, within the bound of rows held in memory. */
@@ -251,6 +324,7 @@ export class VerificationAnalytics {
       const newer = current.get(id);
       if (newer) {
         newer.count += row.count;
+        newer.refusals = Math.max(newer.refusals, row.refusals);
       } else if (this.pendingRows < this.maxPendingRows) {
         current.set(id, row);
         this.pendingRows++;

@@ -486,6 +486,71 @@ describe("analytics.getVerifications", () => {
     ]);
   });
 
+  it("answers upstream's own case of groupBy tags (4 tag sets × 20 verifications through verifyKey): one row per tag set", async () => {
+    // Upstream's test queries from 00:00 UTC on the 2nd of the current month to a month later, and counts what
+    // keys.verifyKey counted "now": on the 15th, every verification is in that window; on the 1st, none is (the
+    // window starts the next day), and upstream's ClickHouse answers no row either. A clock of the harness's own
+    // sets the day; the months are the machine's current one and the next, so the retention keeps their counts.
+    const now = new Date();
+    const monthStart = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1);
+    const own = new ManualClock(monthStart + 14 * DAY + 12 * HOUR);
+    const harness = await createHarness({}, { clock: own });
+    try {
+      const tenant = await harness.tenant();
+      const api = await harness.createApi(tenant);
+      const keys = [
+        ...(await Promise.all([0, 1, 2].map(() => harness.importKey(tenant, api, { externalId: "upstream-identity" })))),
+        await harness.importKey(tenant, api),
+      ];
+      const tagSets = [["a", "b"], ["a"], [], ["b", "c"]];
+      const upstreamWindow = () => {
+        const d = new Date(own.now());
+        d.setUTCDate(2);
+        d.setUTCHours(0, 0, 0, 0);
+        const start = d.getTime();
+        return { apiId: api, start: String(start), end: String(new Date(start).setUTCMonth(new Date(start).getUTCMonth() + 1)) };
+      };
+      const verifyAll = async () => {
+        for (const tags of tagSets) {
+          for (let i = 0; i < 20; i++) {
+            const res = await harness.post("/v1/keys.verifyKey", { key: keys[i % keys.length]!.key, tags });
+            expect(res.body.valid).toBe(true);
+          }
+        }
+        await harness.jobs.analytics.flush();
+      };
+      const query = async (extra: Record<string, string>) => {
+        const res = await harness.get("/v1/analytics.getVerifications", { ...upstreamWindow(), ...extra }, tenant.rootKey);
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        return res.body as { tags?: string[]; tag?: string; total: number }[];
+      };
+
+      await verifyAll();
+      const byTags = await query({ groupBy: "tags" });
+      expect(byTags.map((r) => [r.tags, r.total])).toEqual([
+        [[], 20],
+        [["a"], 20],
+        [["a", "b"], 20],
+        [["b", "c"], 20],
+      ]);
+      expect((await query({ groupBy: "tag" })).map((r) => [r.tag, r.total])).toEqual([
+        ["a", 40],
+        ["b", 40],
+        ["c", 20],
+      ]);
+
+      // The 1st of the next month: the same verifications again, all before the window's start. Upstream's
+      // groupBy tag test passes on no row (it checks each row it gets), its groupBy tags test wants 4.
+      own.set(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1) + 12 * HOUR);
+      await verifyAll();
+      expect(await query({ groupBy: "tags" })).toEqual([]);
+      expect(await query({ groupBy: "tag" })).toEqual([]);
+      expect((await query({ tag: "a" })).map((r) => r.total)).toEqual([0]);
+    } finally {
+      await harness.close();
+    }
+  });
+
   it("refuses bad queries with 400", async ({ analytics }) => {
     expectError(await analytics({ apiId: api }), 400, "BAD_REQUEST", /^start: /);
     expectError(await analytics({ start: "0" }), 400, "BAD_REQUEST", /^apiId: /);

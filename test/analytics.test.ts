@@ -733,6 +733,39 @@ describe("verification analytics: bounds", () => {
     }
   });
 
+  it("holds at most maxPendingTagChars characters of tags in memory: further tag sets are counted under the overflow set", async ({
+    h,
+  }) => {
+    const job = new VerificationAnalytics(h.db, true, { retentionDays: 90, maxPendingTagChars: 3000 });
+    const at = Date.now();
+    const subject = (i: number) => ({ keyId: `tagchars_${i}`, workspaceId: "ws", apiId: "api", identityId: undefined });
+    // Tag sets of 1,024 characters: two fit in 3,000, the third does not.
+    const tagSet = (i: number) => [`${i}`.padEnd(512, "x"), `${i}`.padEnd(512, "y")];
+    for (let round = 0; round < 2; round++) for (let i = 0; i < 5; i++) job.record(subject(i), "VALID", tagSet(i), at);
+    expect(job.unwritten).toBe(10);
+    try {
+      await job.flush();
+      const rows = await h.sql<{ key_id: string; sets: number; n: number }>(
+        "select key_id, cardinality(tags)::int as sets, count::int as n from verification_counts where key_id like 'tagchars\\_%' order by key_id",
+      );
+      expect(rows).toEqual([
+        { key_id: "tagchars_0", sets: 2, n: 2 },
+        { key_id: "tagchars_1", sets: 2, n: 2 },
+        { key_id: "tagchars_2", sets: 1, n: 2 },
+        { key_id: "tagchars_3", sets: 1, n: 2 },
+        { key_id: "tagchars_4", sets: 1, n: 2 },
+      ]);
+      // Written, they hold no memory: the next ones are kept as sent again.
+      job.record(subject(4), "VALID", tagSet(4), at);
+      await job.flush();
+      expect(await h.sql("select count::int as n from verification_counts where key_id = 'tagchars_4' and cardinality(tags) = 2")).toEqual([
+        { n: 1 },
+      ]);
+    } finally {
+      await h.sql("delete from verification_counts where key_id like 'tagchars\\_%'");
+    }
+  });
+
   it("holds at most maxPendingRows distinct counts in memory while the database is unreachable, logging it once", async () => {
     // A port nothing listens on: every write fails at once, as with a database that is down.
     const port = await freePort();

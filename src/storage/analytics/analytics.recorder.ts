@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { Db } from "../client.js";
 import { findDependencyFailure } from "../dependency.js";
 import { DAY_MS, deleteVerificationCountsBefore, upsertVerificationCounts, type VerificationCountRow } from "./analytics.repository.js";
@@ -25,6 +26,17 @@ export const ANALYTICS_ROWS_PER_STATEMENT_POSTGRES = 2000;
 /** Distinct counts (key, hour, outcome, tags) held in memory at most, e.g. while the database is unreachable. */
 export const MAX_PENDING_ROWS = 100_000;
 /**
+ * Characters of tags the counts not yet written hold at most: a count of a further tag set is counted under
+ * OVERFLOW_TAGS instead (the totals stay exact). v2 accepts 20 tags of 512 characters: without it, MAX_PENDING_ROWS
+ * counts of such tag sets would hold some 2 GB while the database is unreachable.
+ */
+export const MAX_PENDING_TAG_CHARS = 8_000_000;
+/**
+ * Tag sets longer than this (characters, joined) are known in memory by a digest instead of their text (the bound
+ * of distinct tag sets per key and hour, and the id of their count), so that what is kept per tag set stays small.
+ */
+const DIGEST_TAG_SETS_LONGER_THAN = 128;
+/**
  * Statements one flush may spend, beyond one per chunk, finding which counts a refused statement could not write:
  * a statement the database refuses (an error of the statement, not an outage) is split in halves, written again,
  * and so on down to the refused counts, so that one count the database will not take never holds back the others.
@@ -51,6 +63,7 @@ export type AnalyticsOptions = {
   retentionDays: number;
   maxTagSetsPerKeyHour?: number;
   maxPendingRows?: number;
+  maxPendingTagChars?: number;
   /** Counts written per statement (ANALYTICS_ROWS_PER_STATEMENT unless given). */
   rowsPerStatement?: number;
   /** How often expired counts are deleted (the first time when started). */
@@ -74,6 +87,8 @@ export class VerificationAnalytics {
   /** Hour (unix ms) → key id, outcome and tags → the count so far. */
   private pending = new Map<number, Map<string, PendingRow>>();
   private pendingRows = 0;
+  /** Characters of tags the pending counts hold. */
+  private pendingTagChars = 0;
   /** Hour → key id → the tag sets (joined) this process has counted for it: the bound of distinct tag sets. */
   private tagSets = new Map<number, Map<string, Set<string>>>();
   /** Verifications not counted because memory was full, since the last successful write. */
@@ -84,6 +99,7 @@ export class VerificationAnalytics {
   private log: Logger = { info: () => {}, warn: () => {}, error: () => {} };
   private readonly maxTagSets: number;
   private readonly maxPendingRows: number;
+  private readonly maxPendingTagChars: number;
   readonly rowsPerStatement: number;
   private readonly cleanupIntervalMs: number;
   private readonly now: () => number;
@@ -97,6 +113,7 @@ export class VerificationAnalytics {
     this.retentionDays = options.retentionDays;
     this.maxTagSets = options.maxTagSetsPerKeyHour ?? MAX_TAG_SETS_PER_KEY_HOUR;
     this.maxPendingRows = options.maxPendingRows ?? MAX_PENDING_ROWS;
+    this.maxPendingTagChars = options.maxPendingTagChars ?? MAX_PENDING_TAG_CHARS;
     this.rowsPerStatement = options.rowsPerStatement ?? ANALYTICS_ROWS_PER_STATEMENT;
     this.cleanupIntervalMs = options.cleanupIntervalMs ?? HOUR_MS;
     this.now = options.now ?? Date.now;
@@ -117,10 +134,21 @@ export class VerificationAnalytics {
     const hourM = at - (at % HOUR_MS);
     let hour = this.pending.get(hourM);
     if (hour === undefined) this.pending.set(hourM, (hour = new Map()));
-    const counted = tags === undefined || tags.length === 0 ? [] : this.boundTags(key.keyId, hourM, tags);
     // NUL never occurs in a key id, code or tag (the JSON body parser refuses it), so it separates them safely.
-    const id = counted.length === 0 ? `${key.keyId}\u0000${outcome}` : `${key.keyId}\u0000${outcome}\u0000${counted.join("\u0000")}`;
-    const row = hour.get(id);
+    const keyed = `${key.keyId}\u0000${outcome}`;
+    let counted: readonly string[] = [];
+    let id = keyed;
+    if (tags !== undefined && tags.length > 0) {
+      const tagSet = this.boundTags(key.keyId, hourM, tags);
+      counted = tagSet === OVERFLOW_ID ? OVERFLOW_TAGS : tags;
+      id = `${keyed}\u0000${tagSet}`;
+    }
+    let row = hour.get(id);
+    if (row === undefined && counted !== OVERFLOW_TAGS && this.pendingTagChars + charsOf(counted) > this.maxPendingTagChars) {
+      counted = OVERFLOW_TAGS;
+      id = `${keyed}\u0000${OVERFLOW_ID}`;
+      row = hour.get(id);
+    }
     if (row !== undefined) {
       row.count++;
       row.identity_id = key.identityId ?? null;
@@ -131,6 +159,7 @@ export class VerificationAnalytics {
       return;
     }
     this.pendingRows++;
+    this.pendingTagChars += charsOf(counted);
     hour.set(id, {
       key_id: key.keyId,
       workspace_id: key.workspaceId,
@@ -144,8 +173,11 @@ export class VerificationAnalytics {
     });
   }
 
-  /** The tag set to count: as sent while the key has fewer than the bound this hour, else OVERFLOW_TAGS. */
-  private boundTags(keyId: string, hourM: number, tags: string[]): readonly string[] {
+  /**
+   * The id of the tag set to count: the tags as sent (joined, or a digest of them when long) while the key has fewer
+   * than the bound of distinct tag sets this hour, else OVERFLOW_ID (count them under OVERFLOW_TAGS).
+   */
+  private boundTags(keyId: string, hourM: number, tags: string[]): string {
     let hour = this.tagSets.get(hourM);
     if (hour === undefined) {
       // Verifications are recorded as they happen, so only this hour and the one before can still grow.
@@ -154,11 +186,11 @@ export class VerificationAnalytics {
     }
     let seen = hour.get(keyId);
     if (seen === undefined) hour.set(keyId, (seen = new Set()));
-    const joined = tags.join("\u0000");
-    if (seen.has(joined)) return tags;
-    if (seen.size >= this.maxTagSets) return OVERFLOW_TAGS;
-    seen.add(joined);
-    return tags;
+    const tagSet = tagSetId(tags);
+    if (seen.has(tagSet)) return tagSet;
+    if (seen.size >= this.maxTagSets) return OVERFLOW_ID;
+    seen.add(tagSet);
+    return tagSet;
   }
 
   private drop(count: number): void {
@@ -236,6 +268,7 @@ export class VerificationAnalytics {
     const batch = [...this.pending].flatMap(([hourM, hour]) => [...hour].map(([id, row]) => ({ hourM, id, row, written: false })));
     this.pending = new Map();
     this.pendingRows = 0;
+    this.pendingTagChars = 0;
     this.flushing = this.write(batch);
     try {
       await this.flushing;
@@ -328,9 +361,29 @@ export class VerificationAnalytics {
       } else if (this.pendingRows < this.maxPendingRows) {
         current.set(id, row);
         this.pendingRows++;
+        this.pendingTagChars += charsOf(row.tags);
       } else {
         this.drop(row.count);
       }
     }
   }
+}
+
+/** OVERFLOW_TAGS' id among tag sets (its one tag, empty, joined): no tag set sent has it, since no tag is empty. */
+const OVERFLOW_ID = "";
+
+/**
+ * A tag set's id in memory: its tags joined by NUL, or, when that is long, NUL and a SHA-256 digest of it (a joined
+ * tag set never starts with NUL, since its first tag is not empty).
+ */
+function tagSetId(tags: readonly string[]): string {
+  const joined = tags.join("\u0000");
+  return joined.length > DIGEST_TAG_SETS_LONGER_THAN ? `\u0000${createHash("sha256").update(joined).digest("base64")}` : joined;
+}
+
+/** The characters of a tag set's tags. */
+function charsOf(tags: readonly string[]): number {
+  let n = 0;
+  for (const tag of tags) n += tag.length;
+  return n;
 }

@@ -222,6 +222,34 @@ describe("verification analytics: recording and writing", () => {
     }
   });
 
+  it("keeps each count once when an outage ends a flush that was finding a refused count", async ({ h, total }) => {
+    // The statement is refused for iso_a_refused (found by splitting it), then fails as an outage for
+    // iso_z_outage (SQLSTATE 57014, as a cancelled statement): every count not written is kept, once.
+    await h.sql(`create function refuse_count() returns trigger language plpgsql as $$
+      begin
+        if new.key_id = 'iso_a_refused' then raise exception 'refused for the test'; end if;
+        if new.key_id = 'iso_z_outage' then raise exception 'cancelled for the test' using errcode = '57014'; end if;
+        return new;
+      end $$`);
+    await h.sql("create trigger refuse_count before insert on verification_counts for each row execute function refuse_count()");
+    const job = new VerificationAnalytics(h.db, true, { retentionDays: 90 });
+    const ids = ["iso_a_refused", "iso_b", "iso_c", "iso_d", "iso_z_outage"];
+    try {
+      const at = Date.now();
+      for (const keyId of ids) job.record({ keyId, workspaceId: "ws", apiId: "api", identityId: undefined }, "VALID", undefined, at);
+      await expect(job.flush()).rejects.toThrow();
+      const written = await total("key_id like 'iso\\_%'");
+      expect(written + job.unwritten).toBe(ids.length);
+    } finally {
+      await stopRefusing(h);
+    }
+    await job.flush();
+    expect(await h.sql("select key_id, count::int as n from verification_counts where key_id like 'iso\\_%' order by key_id")).toEqual(
+      ids.map((key_id) => ({ key_id, n: 1 })),
+    );
+    await h.sql("delete from verification_counts where key_id like 'iso\\_%'");
+  });
+
   it("stores and counts a tag set of 20 tags of 512 characters (v2's bound), and every other workspace's counts with it", async ({
     h,
     t,

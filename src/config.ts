@@ -92,6 +92,8 @@ const envSchema = z.object({
     (v) => v === undefined || /^postgres(ql)?:\/\//.test(v),
     "must be a postgres:// or postgresql:// URL",
   ),
+  // A file holding DATABASE_URL's password (a Docker secret, the one PostgreSQL's POSTGRES_PASSWORD_FILE reads).
+  DATABASE_PASSWORD_FILE: optionalNonEmpty,
   DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(4),
   DATABASE_CONNECT_TIMEOUT_MS: milliseconds(3000),
   DATABASE_STATEMENT_TIMEOUT_MS: milliseconds(5000),
@@ -118,6 +120,7 @@ const envSchema = z.object({
     .max(1024, "must be at most 1024")
     .default(DEFAULT_PGLITE_SHARED_BUFFERS_MB),
   KEYHAVEN_ROOT_KEY: optionalNonEmpty.refine((v) => v === undefined || v.length >= 16, "must be at least 16 characters long"),
+  KEYHAVEN_ROOT_KEY_FILE: optionalNonEmpty,
   KEYHAVEN_ADMIN_TOKEN: optionalNonEmpty.refine((v) => v === undefined || v.length >= 16, "must be at least 16 characters long"),
   KEYHAVEN_METRICS_TOKEN: optionalNonEmpty.refine((v) => v === undefined || v.length >= 16, "must be at least 16 characters long"),
   KEYHAVEN_ENCRYPTION_KEY: encryptionKeySchema,
@@ -263,6 +266,10 @@ export function loadConfig(
       "both are set, to different values; set only one of them",
     );
   }
+  const rootKey =
+    e.KEYHAVEN_ROOT_KEY_FILE === undefined ? e.KEYHAVEN_ROOT_KEY : rootKeyFromFile(e.KEYHAVEN_ROOT_KEY, e.KEYHAVEN_ROOT_KEY_FILE);
+  const databaseUrl =
+    e.DATABASE_PASSWORD_FILE === undefined ? e.DATABASE_URL : urlWithPasswordFile(e.DATABASE_URL, e.DATABASE_PASSWORD_FILE);
   if (e.KEYHAVEN_HEADERS_TIMEOUT_MS > e.KEYHAVEN_REQUEST_TIMEOUT_MS) {
     throw new ConfigError(
       "invalid environment:\n  KEYHAVEN_HEADERS_TIMEOUT_MS: must not exceed KEYHAVEN_REQUEST_TIMEOUT_MS (the headers are part of the request)",
@@ -271,7 +278,7 @@ export function loadConfig(
   return Object.freeze({
     port: e.PORT,
     host: e.HOST,
-    databaseUrl: e.DATABASE_URL,
+    databaseUrl,
     databasePoolSize: e.DATABASE_POOL_SIZE,
     databaseConnectTimeoutMs: e.DATABASE_CONNECT_TIMEOUT_MS,
     databaseStatementTimeoutMs: e.DATABASE_STATEMENT_TIMEOUT_MS,
@@ -284,7 +291,7 @@ export function loadConfig(
     ratelimitOnRedisFailure: onRedisFailure,
     dataDir: e.KEYHAVEN_DATA_DIR,
     pgliteSharedBuffersMb: e.KEYHAVEN_PGLITE_SHARED_BUFFERS_MB,
-    rootKey: e.KEYHAVEN_ROOT_KEY,
+    rootKey,
     adminToken: e.KEYHAVEN_ADMIN_TOKEN,
     metricsToken: e.KEYHAVEN_METRICS_TOKEN,
     encryptionKey,
@@ -302,6 +309,40 @@ export function loadConfig(
       maxConnections: e.KEYHAVEN_MAX_CONNECTIONS,
     }),
   });
+}
+
+const invalidVariable = (name: string, message: string) => new ConfigError(`invalid environment:\n  ${name}: ${message}`);
+
+/**
+ * A secret from a file (a mounted Docker secret): its text without the trailing newlines, as PostgreSQL's image
+ * reads POSTGRES_PASSWORD_FILE, so one file serves both. Errors name the file, never its content.
+ */
+function readSecretFile(name: string, file: string): string {
+  try {
+    return readFileSync(file, "utf8").replace(/[\r\n]+$/, "");
+  } catch (err) {
+    throw invalidVariable(name, `${file}: cannot read it (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+}
+
+function rootKeyFromFile(inline: string | undefined, file: string): string {
+  if (inline !== undefined) throw invalidVariable("KEYHAVEN_ROOT_KEY, KEYHAVEN_ROOT_KEY_FILE", "both are set; set only one of them");
+  const key = readSecretFile("KEYHAVEN_ROOT_KEY_FILE", file);
+  if (key.length < 16) throw invalidVariable("KEYHAVEN_ROOT_KEY_FILE", `${file}: must hold at least 16 characters`);
+  return key;
+}
+
+/** DATABASE_URL with the password of DATABASE_PASSWORD_FILE, percent-encoded, so that any password works. */
+function urlWithPasswordFile(url: string | undefined, file: string): string {
+  if (url === undefined) throw invalidVariable("DATABASE_PASSWORD_FILE", "is set without DATABASE_URL (the URL to give the password to)");
+  const parsed = new URL(url);
+  if (parsed.password !== "") {
+    throw invalidVariable("DATABASE_URL, DATABASE_PASSWORD_FILE", "the URL holds a password and the file another; set only one of them");
+  }
+  const password = readSecretFile("DATABASE_PASSWORD_FILE", file);
+  if (password === "") throw invalidVariable("DATABASE_PASSWORD_FILE", `${file}: is empty`);
+  parsed.password = encodeURIComponent(password);
+  return parsed.toString();
 }
 
 /** What the client commands (`keyhaven import`, `keyhaven admin`) read from the environment: credentials only. */

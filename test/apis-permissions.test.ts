@@ -93,14 +93,28 @@ describe("IP allow-lists: apis.createApi, apis.updateApi and apis.getApi", () =>
     expect(await getApi(apiId)).toEqual({ id: apiId, workspaceId: t.workspaceId, name: "unlisted" });
   });
 
+  it("accepts CIDR ranges, IPv4 and IPv6, on createApi and updateApi, and stores them as sent", async ({ h, t, getApi, updateApi }) => {
+    const list = "10.0.0.0/8, 192.168.1.20, 2001:db8::/32,fd00::/8 , 0.0.0.0/0";
+    const res = await h.post("/v1/apis.createApi", { name: "ranges", ipWhitelist: list }, t.rootKey);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect((await getApi(res.body.apiId)).ipWhitelist).toBe(list);
+    expect((await updateApi({ apiId: res.body.apiId, ipWhitelist: "::/0,172.16.0.0/12" })).status).toBe(200);
+    expect((await getApi(res.body.apiId)).ipWhitelist).toBe("::/0,172.16.0.0/12");
+  });
+
   it.for([
-    ["10.0.0.1,nope", 'ipWhitelist: "nope" is not an IPv4 or IPv6 address'],
-    ["10.0.0.0/8", 'ipWhitelist: "10.0.0.0/8" is a range: list single IPv4 or IPv6 addresses (CIDR ranges are not supported)'],
-    ["10.0.0.1,,10.0.0.2", "ipWhitelist: entry 2 is empty: separate the addresses with single commas"],
-    ["10.0.0.1,", "ipWhitelist: entry 2 is empty: separate the addresses with single commas"],
-    ["256.0.0.1", 'ipWhitelist: "256.0.0.1" is not an IPv4 or IPv6 address'],
-    ["10.0.0.1:8080", 'ipWhitelist: "10.0.0.1:8080" is not an IPv4 or IPv6 address'],
-    ["", "ipWhitelist: must list at least one address (send null to apis.updateApi to remove the list)"],
+    ["10.0.0.1,nope", 'ipWhitelist: "nope" is not an IPv4 or IPv6 address or CIDR range'],
+    ["10.0.0.0/33", 'ipWhitelist: "10.0.0.0/33" is not a CIDR range: the prefix after "/" must be 0 to 32 bits'],
+    ["2001:db8::/129", 'ipWhitelist: "2001:db8::/129" is not a CIDR range: the prefix after "/" must be 0 to 128 bits'],
+    ["10.0.0.0/", 'ipWhitelist: "10.0.0.0/" is not a CIDR range: the prefix after "/" must be 0 to 32 bits'],
+    ["10.0.0.0/8/8", 'ipWhitelist: "10.0.0.0/8/8" is not a CIDR range: the prefix after "/" must be 0 to 32 bits'],
+    ["10.0.0.0/-1", 'ipWhitelist: "10.0.0.0/-1" is not a CIDR range: the prefix after "/" must be 0 to 32 bits'],
+    ["10.0.0/8", 'ipWhitelist: "10.0.0/8" is not an IPv4 or IPv6 address or CIDR range'],
+    ["10.0.0.1,,10.0.0.2", "ipWhitelist: entry 2 is empty: separate the entries with single commas"],
+    ["10.0.0.1,", "ipWhitelist: entry 2 is empty: separate the entries with single commas"],
+    ["256.0.0.1", 'ipWhitelist: "256.0.0.1" is not an IPv4 or IPv6 address or CIDR range'],
+    ["10.0.0.1:8080", 'ipWhitelist: "10.0.0.1:8080" is not an IPv4 or IPv6 address or CIDR range'],
+    ["", "ipWhitelist: must list at least one address or range (send null to apis.updateApi to remove the list)"],
   ])(
     "refuses the list %j with 400 naming the bad entry, on createApi and updateApi",
     async ([ipWhitelist, message], { h, t, getApi, updateApi }) => {

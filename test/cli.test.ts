@@ -12,9 +12,11 @@ import type { Progress } from "../src/cli/import/import.progress.js";
 import { explainFailure, ImportRunner } from "../src/cli/import/import.runner.js";
 import type { Batch, ValidKey } from "../src/cli/import/import.validate.js";
 import { type Cli, keyhaven, killAll, PROJECT_ROOT, spawnProcess, started, withinSeconds } from "./cli-process.js";
+import { notPrivateUnder } from "./file-modes.js";
 import { freePort, waitFor } from "./wait.js";
 
-const TIMEOUT = 60_000;
+// A child that opens a store runs initdb (3-5 s of CPU): on a loaded 2-core machine that is 20-40 s of wall time.
+const TIMEOUT = 120_000;
 
 /** Every regular file under `dir`, recursively. */
 function filesUnder(dir: string): string[] {
@@ -264,7 +266,10 @@ describe("the keyhaven command line", () => {
         const port = await freePort();
         const env = { PORT: String(port), HOST: "127.0.0.1", KEYHAVEN_DATA_DIR: dataDir, LOG_LEVEL: "warn" };
         const migrate = keyhaven(["migrate"], env);
-        expect(await withinSeconds(migrate.exited, 40), migrate.stderr()).toEqual({ code: 0, signal: null });
+        expect(await withinSeconds(migrate.exited, 100), migrate.stderr()).toEqual({ code: 0, signal: null });
+        // Started under this process's umask (022): every file it made, the migrations' tables too, is its user's alone.
+        expect(process.umask() & 0o077).not.toBe(0o077);
+        expect(notPrivateUnder(dataDir)).toEqual([]);
         const printed = (migrate.stdout() + migrate.stderr()).match(ROOT_KEY_PATTERN) ?? [];
         expect(printed).toHaveLength(1);
         const rootKey = printed[0]!;
@@ -335,7 +340,7 @@ describe("the keyhaven command line", () => {
       const { port } = blocker.address() as net.AddressInfo;
       try {
         const cli = keyhaven(["serve"], { PORT: String(port), HOST: "127.0.0.1", KEYHAVEN_DATA_DIR: "memory://", LOG_LEVEL: "silent" });
-        expect(await withinSeconds(cli.exited, 40)).toEqual({ code: 1, signal: null });
+        expect(await withinSeconds(cli.exited, 100)).toEqual({ code: 1, signal: null });
         expect(cli.stderr()).toMatch(/^keyhaven: .*EADDRINUSE/);
         expect(cli.stderr()).not.toMatch(/^\s+at /m);
       } finally {

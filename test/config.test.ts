@@ -259,4 +259,58 @@ describe("loadConfig", () => {
       expect(err.message).not.toContain(validKey);
     });
   });
+
+  describe("KEYHAVEN_ROOT_KEY_FILE and DATABASE_PASSWORD_FILE (Docker secrets)", () => {
+    let dir: string;
+    beforeAll(() => {
+      dir = mkdtempSync(path.join(os.tmpdir(), "keyhaven-config-secrets-"));
+    });
+    afterAll(() => rmSync(dir, { recursive: true, force: true }));
+    const file = (name: string, content: string) => {
+      const p = path.join(dir, name);
+      writeFileSync(p, content, { mode: 0o600 });
+      return p;
+    };
+
+    it("reads the root key from its file, without the trailing newlines", () => {
+      const rootKey = `root ${randomBytes(12).toString("base64")}`;
+      expect(loadConfig({ KEYHAVEN_ROOT_KEY_FILE: file("root", `${rootKey}\n\n`) }).rootKey).toBe(rootKey);
+    });
+
+    it("refuses a short root key file, a missing one, and both variables, never showing the content", () => {
+      const short = file("short", "tooshort\n");
+      const err = configError({ KEYHAVEN_ROOT_KEY_FILE: short });
+      expect(err.message).toContain(`KEYHAVEN_ROOT_KEY_FILE: ${short}: must hold at least 16 characters`);
+      expect(err.message).not.toContain("tooshort");
+      const missing = path.join(dir, "missing");
+      expect(configError({ KEYHAVEN_ROOT_KEY_FILE: missing }).message).toContain(
+        `KEYHAVEN_ROOT_KEY_FILE: ${missing}: cannot read it (ENOENT)`,
+      );
+      const both = configError({ KEYHAVEN_ROOT_KEY: "x".repeat(20), KEYHAVEN_ROOT_KEY_FILE: file("root2", "y".repeat(20)) });
+      expect(both.message).toContain("KEYHAVEN_ROOT_KEY, KEYHAVEN_ROOT_KEY_FILE: both are set; set only one of them");
+    });
+
+    it("puts the password file's content into DATABASE_URL, percent-encoded, so any password works", () => {
+      const password = "p@ss:w/rd%41 é#?";
+      const config = loadConfig({
+        DATABASE_URL: "postgres://keyhaven@postgres:5432/keyhaven",
+        DATABASE_PASSWORD_FILE: file("pg", `${password}\n`),
+      });
+      const url = new URL(config.databaseUrl!);
+      expect(decodeURIComponent(url.password)).toBe(password);
+      expect([url.username, url.hostname, url.port, url.pathname]).toEqual(["keyhaven", "postgres", "5432", "/keyhaven"]);
+    });
+
+    it("refuses a password file without DATABASE_URL, beside a URL that holds a password, or empty", () => {
+      const pg = file("pg2", "secret-password\n");
+      expect(configError({ DATABASE_PASSWORD_FILE: pg }).message).toContain("DATABASE_PASSWORD_FILE: is set without DATABASE_URL");
+      const twice = configError({ DATABASE_URL: "postgres://u:inline@h/db", DATABASE_PASSWORD_FILE: pg });
+      expect(twice.message).toContain("DATABASE_URL, DATABASE_PASSWORD_FILE: the URL holds a password and the file another");
+      expect(twice.message).not.toContain("secret-password");
+      const empty = file("empty", "\n");
+      expect(configError({ DATABASE_URL: "postgres://u@h/db", DATABASE_PASSWORD_FILE: empty }).message).toContain(
+        `DATABASE_PASSWORD_FILE: ${empty}: is empty`,
+      );
+    });
+  });
 });

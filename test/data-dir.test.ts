@@ -1,9 +1,9 @@
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
-import { DataDirError, LOCK_FILE_NAME, lockDataDir, prepareDataDir } from "../src/storage/dataDir.js";
+import { DataDirError, LOCK_FILE_NAME, lockDataDir, prepareDataDir, restrictDataDir } from "../src/storage/dataDir.js";
 
 let root: string;
 let dataDir: string;
@@ -122,6 +122,34 @@ describe("the data directory lock", () => {
     writeFileSync(lockFile, other);
     lock.release();
     expect(readFileSync(lockFile, "utf8")).toBe(other);
+  });
+});
+
+describe("the data directory's modes", () => {
+  const mode = (file: string) => statSync(file).mode & 0o777;
+
+  it("creates the directory 0700 and the lock 0600 under any umask, the levels above it as usual", () => {
+    const nested = path.join(root, "above", "data");
+    const lock = lockDataDir(nested, warn);
+    try {
+      expect(mode(nested)).toBe(0o700);
+      expect(mode(path.join(nested, LOCK_FILE_NAME))).toBe(0o600);
+      expect(mode(path.join(root, "above")) & 0o700).toBe(0o700);
+    } finally {
+      lock.release();
+    }
+  });
+
+  it("leaves a directory that holds other things than keyhaven's with its mode, and those things with theirs", () => {
+    mkdirSync(path.join(dataDir, "pgdata"), { recursive: true, mode: 0o755 });
+    chmodSync(dataDir, 0o755);
+    writeFileSync(path.join(dataDir, "pgdata", "PG_VERSION"), "17\n", { mode: 0o644 });
+    writeFileSync(path.join(dataDir, "notes.txt"), "someone else's\n", { mode: 0o644 });
+    chmodSync(path.join(dataDir, "notes.txt"), 0o644);
+    chmodSync(path.join(dataDir, "pgdata", "PG_VERSION"), 0o644);
+    expect(restrictDataDir(dataDir)).toEqual({ changed: 2, refused: [], foreign: true });
+    expect([mode(dataDir), mode(path.join(dataDir, "notes.txt"))]).toEqual([0o755, 0o644]);
+    expect([mode(path.join(dataDir, "pgdata")), mode(path.join(dataDir, "pgdata", "PG_VERSION"))]).toEqual([0o700, 0o600]);
   });
 });
 

@@ -90,6 +90,8 @@ describe.runIf(nginxBinary && templateUrl)("deploy/nginx.conf in front of two ke
       ...(process.env.TEST_REDIS_URL && { REDIS_URL: process.env.TEST_REDIS_URL }),
       KEYHAVEN_ROOT_KEY: ROOT_KEY,
       LOG_LEVEL: "warn",
+      // As docker-compose.yml: X-Forwarded-For is believed from nginx's address (here loopback) alone.
+      KEYHAVEN_TRUST_PROXY: "127.0.0.1",
     });
     replicas = await Promise.all(
       [0, 1].map(async () => {
@@ -236,6 +238,39 @@ describe.runIf(nginxBinary && templateUrl)("deploy/nginx.conf in front of two ke
         `${retried.length} answered by the other after a failed attempt; failed: ${JSON.stringify(failed)}`,
     );
   }
+
+  it("passes on the address nginx sees: a spoofed X-Forwarded-For passes no IP allow-list, the real client passes (v1 and v2)", async () => {
+    // This test's client reaches nginx from 127.0.0.1; 203.0.113.7 and 198.51.100.0/24 are addresses it may claim.
+    const own = await call("POST", "/v1/apis.createApi", { name: "listed-client", ipWhitelist: "127.0.0.1" });
+    const claimed = await call("POST", "/v1/apis.createApi", { name: "listed-claimed", ipWhitelist: "203.0.113.7, 198.51.100.0/24" });
+    expect([own.status, claimed.status]).toEqual([200, 200]);
+    const keyOf = async (apiId: string) => (await call("POST", "/v1/keys.createKey", { apiId })).body.key as string;
+    const ownKey = await keyOf(own.body.apiId);
+    const claimedKey = await keyOf(claimed.body.apiId);
+    const verify = async (version: "v1" | "v2", key: string, headers: Record<string, string>) => {
+      const res = await fetch(`${base}/${version}/keys.verifyKey`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${ROOT_KEY}`, ...headers },
+        body: JSON.stringify({ key }),
+      });
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as any;
+      return (version === "v1" ? body.code : body.data.code) as string;
+    };
+    const claims: Record<string, string>[] = [
+      {},
+      { "x-forwarded-for": "203.0.113.7" },
+      { "x-forwarded-for": "198.51.100.1, 203.0.113.7" },
+      { "x-forwarded-for": "203.0.113.7, 127.0.0.1" },
+      { "true-client-ip": "203.0.113.7", "cf-connecting-ip": "203.0.113.7", "x-real-ip": "203.0.113.7" },
+    ];
+    for (const version of ["v1", "v2"] as const) {
+      for (const headers of claims) {
+        expect(await verify(version, claimedKey, headers), `${version} ${JSON.stringify(headers)}`).toBe("FORBIDDEN");
+        expect(await verify(version, ownKey, headers), `${version} ${JSON.stringify(headers)}`).toBe("VALID");
+      }
+    }
+  });
 
   it("loses no request when a replica is SIGKILLed under load, except POSTs in flight on it", async () => {
     const api = await call("POST", "/v1/apis.createApi", { name: "behind-nginx" });

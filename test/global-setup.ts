@@ -1,17 +1,22 @@
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
 import postgres from "postgres";
 import type { TestProject } from "vitest/node";
 import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
-import { MIGRATIONS_DIR } from "../src/storage/client.js";
+import { MIGRATIONS_DIR, migrateAndRun, pgliteStore } from "../src/storage/client.js";
+import { startPglite } from "../src/storage/pgliteParsers.js";
 
 declare module "vitest" {
   export interface ProvidedContext {
     /** URL of a migrated template database; each test file copies it into a database of its own. */
     templateDatabaseUrl: string | undefined;
+    /** A migrated embedded store's data directory (PGlite's dumpDataDir tarball), which test/pglite-pool.ts loads. */
+    pgliteTemplateFile: string;
   }
 }
 
@@ -21,6 +26,7 @@ declare module "vitest" {
  */
 export default async function setup(project: TestProject) {
   buildDist();
+  project.provide("pgliteTemplateFile", await pgliteTemplate());
   let baseUrl = process.env.TEST_DATABASE_URL;
   let stopContainer: (() => Promise<unknown>) | undefined;
   if (!baseUrl && process.env.TEST_DB === "container") {
@@ -54,6 +60,33 @@ export function withDatabase(url: string, database: string): string {
   const u = new URL(url);
   u.pathname = `/${database}`;
   return u.toString();
+}
+
+let template: Promise<string> | undefined;
+
+/**
+ * Every in-memory PGlite the tests use (test/pglite-pool.ts) starts from one migrated data directory, made here once
+ * per run: initdb and the migrations cost about 3 s of CPU per instance (5-7 s of wall time on a loaded 2-core
+ * machine, inside the timeout of whichever test made the harness), loading the tarball about a third of it.
+ */
+function pgliteTemplate(): Promise<string> {
+  template ??= (async () => {
+    const client = await startPglite("memory://");
+    try {
+      await migrateAndRun(
+        pgliteStore(client, "", async () => {}),
+        undefined,
+        async () => {},
+      );
+      const file = path.join(os.tmpdir(), `keyhaven-pglite-template-${process.pid}.tar`);
+      writeFileSync(file, Buffer.from(await (await client.dumpDataDir("none")).arrayBuffer()));
+      process.once("exit", () => rmSync(file, { force: true }));
+      return file;
+    } finally {
+      await client.close();
+    }
+  })();
+  return template;
 }
 
 let built = false;

@@ -1,5 +1,7 @@
+import { readFileSync } from "node:fs";
 import type { PGlite } from "@electric-sql/pglite";
-import { migrateAndRun, pgliteStore, type Store } from "../src/storage/client.js";
+import { inject } from "vitest";
+import { pgliteStore, type Store } from "../src/storage/client.js";
 import { startPglite } from "../src/storage/pgliteParsers.js";
 
 /**
@@ -68,14 +70,21 @@ async function referenceOf(client: PGlite): Promise<{ reset: string; schema: str
   return { reset, schema: await fingerprint(client) };
 }
 
+/** The migrated data directory test/global-setup.ts made for the run, read once per worker. */
+let templateDir: Blob | undefined;
+
+/** A new migrated instance: the run's template data directory loaded (no initdb, no migrations to run). */
 async function migrated(): Promise<PGlite> {
-  const client = await startPglite("memory://");
-  await migrateAndRun(
-    pgliteStore(client, "", async () => {}),
-    undefined,
-    async () => {},
-  );
-  return client;
+  templateDir ??= new Blob([readFileSync(inject("pgliteTemplateFile"))]);
+  return startPglite("memory://", undefined, templateDir);
+}
+
+/** The instance behind each store handed out (the store's own `$client` is a wrapper of it). */
+const instanceOfStore = new WeakMap<Store, PGlite>();
+
+/** Whether `store`'s instance waits in this worker's idle list (for the pool's own test). */
+export function isIdle(store: Store): boolean {
+  return idle.includes(instanceOfStore.get(store)!);
 }
 
 async function release(client: PGlite): Promise<void> {
@@ -112,5 +121,7 @@ export async function pooledPglite(): Promise<Store> {
   const client = idle.pop() ?? (await migrated());
   reference ??= referenceOf(client);
   await reference;
-  return pgliteStore(client, "embedded PGlite in memory (nothing is kept)", () => release(client));
+  const store = pgliteStore(client, "embedded PGlite in memory (nothing is kept)", () => release(client));
+  instanceOfStore.set(store, client);
+  return store;
 }

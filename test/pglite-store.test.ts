@@ -1,4 +1,4 @@
-import { appendFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { appendFileSync, chmodSync, lstatSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import type { PGlite } from "@electric-sql/pglite";
@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_PGLITE_SHARED_BUFFERS_MB, loadConfig } from "../src/config.js";
 import { openStore } from "../src/main.js";
 import { migrateAndRun, openPglite, rowsOf, type Store } from "../src/storage/client.js";
+import { modesUnder, notPrivateUnder } from "./file-modes.js";
 
 // How the embedded store starts PGlite (src/storage/pgliteParsers.ts, startPglite): in the database PGlite 0.3
 // created keyhaven's tables in, with the buffer pool KEYHAVEN_PGLITE_SHARED_BUFFERS_MB asks for whatever the data
@@ -47,6 +48,40 @@ describe("the embedded store on disk", () => {
       await configured.close();
     }
   }, 60_000);
+
+  it("makes its data directory this user's alone at every open: 0700 directories, 0600 files, an existing 0644 install fixed", async () => {
+    // An install made under umask 022 before this rule: PGlite wrote 966 of 1,092 files 0644, its directories 0755.
+    for (const [file, mode] of modesUnder(dataDir)) {
+      if (mode === 0o600 && !file.endsWith(".key")) chmodSync(path.join(dataDir, file), 0o644);
+      if (mode === 0o700) chmodSync(path.join(dataDir, file), 0o755);
+    }
+    // A symbolic link is not followed: what it points to keeps its mode.
+    const outside = path.join(root, "outside.txt");
+    writeFileSync(outside, "not the store's\n", { mode: 0o644 });
+    chmodSync(outside, 0o644);
+    symlinkSync(outside, path.join(dataDir, "pgdata", "link-out"));
+    const before = modesUnder(dataDir);
+    const open = [...before.values()].filter((mode) => (mode & 0o077) !== 0).length;
+    expect(open).toBeGreaterThan(100);
+
+    const warnings: string[] = [];
+    const store = await openPglite(dataDir, { warn: (m) => warnings.push(m) });
+    try {
+      expect(notPrivateUnder(dataDir)).toEqual([]);
+      expect(modesUnder(dataDir).size).toBeGreaterThan(100);
+      expect(warnings).toEqual([
+        `KEYHAVEN_DATA_DIR ${dataDir}: ${open} files and directories were open to other users; made them this user's alone (0700/0600)`,
+      ]);
+      expect(lstatSync(outside).mode & 0o777).toBe(0o644);
+    } finally {
+      await store.close();
+      rmSync(path.join(dataDir, "pgdata", "link-out"));
+    }
+    // Nothing left to change: no warning at the next open.
+    warnings.length = 0;
+    await (await openPglite(dataDir, { warn: (m) => warnings.push(m) })).close();
+    expect(warnings).toEqual([]);
+  }, 120_000);
 
   it("keeps its tables in template1, where PGlite 0.3 made them, and finds them there again", async () => {
     const store = await openPglite(dataDir);

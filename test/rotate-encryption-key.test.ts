@@ -172,7 +172,11 @@ describe("keyhaven rotate-encryption-key", () => {
       run(["--new-key-file", newKeyFile], { KEYHAVEN_DATA_DIR: stale.dataDir }),
       run(["--new-key-file", newKeyFile], { KEYHAVEN_DATA_DIR: linked.dataDir }),
     ]);
-    expect([a.code, a.err], a.out).toEqual([0, ""]);
+    // The 0644 key file and its 0644 .new were made 0600 when the store was opened, which says so.
+    expect([a.code, a.err], a.out).toEqual([
+      0,
+      `keyhaven: KEYHAVEN_DATA_DIR ${stale.dataDir}: 2 files and directories were open to other users; made them this user's alone (0700/0600)\n`,
+    ]);
     expect([b.code, b.err], b.out).toEqual([0, ""]);
     for (const keyFile of [stale.keyFile, linked.keyFile]) {
       expect(lstatSync(keyFile).isFile()).toBe(true);

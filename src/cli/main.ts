@@ -78,7 +78,15 @@ async function migrate(): Promise<void> {
   }
 }
 
+/**
+ * The commands that open a store write its files (PGlite's data directory, the generated key file, the lock) and
+ * nothing meant for other users: each file they create is this user's alone (umask 077), whatever umask they were
+ * started with (022 made PGlite's files 0644). The data directory is also made private at each open (dataDir.ts).
+ */
+const STORE_COMMANDS = new Set(["serve", "migrate", "rotate-encryption-key", "reset-encryption-key"]);
+
 export async function run(argv: string[]): Promise<void> {
+  if (STORE_COMMANDS.has(argv[0] ?? "")) process.umask(0o077);
   // The client commands parse their own options.
   if (argv[0] === "import") {
     const { importCommand } = await import("./import/import.command.js");

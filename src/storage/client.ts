@@ -10,7 +10,7 @@ import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import { migrate as migratePostgres } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
 import { classifyPostgresError, DependencyState, DependencyUnavailableError } from "./dependency.js";
-import { lockDataDir } from "./dataDir.js";
+import { lockDataDir, restrictDataDirWarning } from "./dataDir.js";
 import { RequestDeadlineError, requestDeadlineMs, requestDeadlinePassed, requestTimeLeft } from "./deadline.js";
 import { startPglite } from "./pgliteParsers.js";
 import * as schema from "./schema.js";
@@ -284,7 +284,11 @@ export async function openPglite(
   const lock = inMemory ? undefined : lockDataDir(dataDir, warn);
   let client: PGlite;
   try {
+    // The directory and what earlier runs left in it: 0700/0600 before PGlite opens it (dataDir.ts).
+    if (!inMemory) restrictDataDirWarning(dataDir, warn);
     client = await startPglite(inMemory ? dataDir : path.join(dataDir, "pgdata"), sharedBuffersMb);
+    // And what PGlite's initdb just wrote under this process's umask (keyhaven's commands set 077; others may not).
+    if (!inMemory) restrictDataDirWarning(dataDir, warn, { quiet: true });
   } catch (err) {
     lock?.release();
     throw err;

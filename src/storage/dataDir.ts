@@ -1,4 +1,17 @@
-import { existsSync, linkSync, mkdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  existsSync,
+  lstatSync,
+  linkSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  type Stats,
+  writeFileSync,
+} from "node:fs";
 import os from "node:os";
 import path from "node:path";
 
@@ -47,13 +60,84 @@ export function prepareDataDir(dataDir: string): string {
   }
   for (const level of missing) {
     try {
-      mkdirSync(level);
+      // The data directory itself is this user's alone (restrictDataDir); the levels above it are ordinary.
+      mkdirSync(level, { mode: level === dir ? PRIVATE_DIR : 0o777 });
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === "EEXIST" && statSync(level).isDirectory()) continue;
       throw new DataDirError(`cannot create KEYHAVEN_DATA_DIR ${dir}: cannot create ${level}: ${inWords(err)}`);
     }
   }
   return dir;
+}
+
+/** The modes of everything in an embedded data directory: this user's alone (the store holds key hashes and ciphertexts). */
+const PRIVATE_DIR = 0o700;
+const PRIVATE_FILE = 0o600;
+
+/** What keyhaven keeps in a data directory: PGlite's files, the key file, the lock (and their temporary siblings). */
+const isOurs = (name: string) =>
+  name === "pgdata" || name === "encryption.key" || name === LOCK_FILE_NAME || /^(encryption\.key|keyhaven\.lock)\./.test(name);
+
+/**
+ * Makes an embedded data directory this user's alone: the directory and every directory in it 0700, every file
+ * 0600, changing only what differs. Run at every open, so a directory made under umask 022 (PGlite writes its files
+ * 0644, and did before this existed) is fixed at the next start. Only what keyhaven keeps there is changed (a
+ * KEYHAVEN_DATA_DIR pointed by mistake at a directory holding other things keeps that directory's mode, and those
+ * things theirs). Symbolic links are neither followed nor changed. What cannot be changed (another owner) is
+ * counted, not fatal. Returns what was changed, what could not be, and whether the directory held other things.
+ */
+export function restrictDataDir(dataDir: string): { changed: number; refused: string[]; foreign: boolean } {
+  const result = { changed: 0, refused: [] as string[], foreign: false };
+  const restrict = (file: string, stat: Stats) => {
+    const mode = stat.isDirectory() ? PRIVATE_DIR : PRIVATE_FILE;
+    if ((stat.mode & 0o777) === mode) return;
+    try {
+      chmodSync(file, mode);
+      result.changed++;
+    } catch {
+      result.refused.push(file);
+    }
+  };
+  const entries = (dir: string) => {
+    try {
+      return readdirSync(dir);
+    } catch {
+      result.refused.push(dir);
+      return [];
+    }
+  };
+  const visit = (file: string) => {
+    let stat: Stats;
+    try {
+      stat = lstatSync(file);
+    } catch {
+      return; // removed meanwhile
+    }
+    if (!stat.isDirectory() && !stat.isFile()) return;
+    restrict(file, stat);
+    if (stat.isDirectory()) for (const entry of entries(file)) visit(path.join(file, entry));
+  };
+  const dir = path.resolve(dataDir);
+  const names = entries(dir);
+  result.foreign = names.some((name) => !isOurs(name));
+  if (!result.foreign) restrict(dir, lstatSync(dir));
+  for (const name of names.filter(isOurs)) visit(path.join(dir, name));
+  return result;
+}
+
+/** restrictDataDir, saying in a warning what was open to other users and what could not be closed. */
+export function restrictDataDirWarning(dataDir: string, warn: (message: string) => void, { quiet = false } = {}): void {
+  const { changed, refused, foreign } = restrictDataDir(dataDir);
+  const dir = path.resolve(dataDir);
+  if (foreign && !quiet) {
+    warn(`KEYHAVEN_DATA_DIR ${dir} holds files that are not keyhaven's: its own mode is left as it is (keyhaven's files are made private)`);
+  }
+  if (changed > 0 && !quiet) {
+    warn(`KEYHAVEN_DATA_DIR ${dir}: ${changed} files and directories were open to other users; made them this user's alone (0700/0600)`);
+  }
+  if (refused.length > 0) {
+    warn(`KEYHAVEN_DATA_DIR ${dir}: could not make ${refused.length} entries private (another owner?), e.g. ${refused[0]}`);
+  }
 }
 
 // The data directories this process holds: a second store on one of them would be a second writer too.
@@ -79,7 +163,7 @@ export function lockDataDir(dataDir: string, warn: (message: string) => void): D
   const content = `${JSON.stringify(mine)}\n`;
   const aside = `${file}.${process.pid}.tmp`;
   try {
-    writeFileSync(aside, content, { mode: 0o644 });
+    writeFileSync(aside, content, { mode: PRIVATE_FILE });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code ?? "error";
     throw new DataDirError(`KEYHAVEN_DATA_DIR ${dir} is not writable (${code}): ${inWords(err)}`);

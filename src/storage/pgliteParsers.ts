@@ -55,8 +55,17 @@ export async function withLeanParsers(client: PGlite): Promise<void> {
  * `sharedBuffersMb`: PGlite 0.4 reads the data directory's postgresql.conf, in which PGlite's initdb wrote
  * `shared_buffers = 400kB` (50 pages, which PGlite 0.3 never read: it ran with 128 MB), so the size is always given.
  */
-export async function startPglite(location: string, sharedBuffersMb = DEFAULT_PGLITE_SHARED_BUFFERS_MB): Promise<PGlite> {
-  const client = new PGlite(location, { database: "template1", postgresqlconf: [`shared_buffers = '${sharedBuffersMb}MB'`] });
+export async function startPglite(
+  location: string,
+  sharedBuffersMb = DEFAULT_PGLITE_SHARED_BUFFERS_MB,
+  /** A data directory to start from (PGlite's dumpDataDir tarball), instead of a new one (the tests' template). */
+  loadDataDir?: Blob,
+): Promise<PGlite> {
+  const client = new PGlite(location, {
+    database: "template1",
+    postgresqlconf: [`shared_buffers = '${sharedBuffersMb}MB'`],
+    ...(loadDataDir !== undefined && { loadDataDir }),
+  });
   try {
     await client.waitReady;
     await withLeanParsers(client);

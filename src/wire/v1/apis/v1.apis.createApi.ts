@@ -19,11 +19,11 @@ export const createApi = defineRpc({
     defaultPrefix: z.string().min(1).max(8).optional().describe("The prefix of keys created without one."),
     defaultBytes: z.int().min(16).max(255).optional().describe("Random bytes of keys created without `byteLength` (else 16)."),
     deleteProtection: z.boolean().optional().describe("Refuse apis.deleteApi (412 DELETE_PROTECTED). Default false."),
-    // keyhaven extension (v1 set it from its dashboard): comma-separated IPv4/IPv6 addresses allowed to verify keys.
+    // keyhaven extension (v1 set it from its dashboard): comma-separated IPv4/IPv6 addresses and CIDR ranges allowed to verify keys.
     ipWhitelist: ipWhitelistInput
       .optional()
       .describe(
-        "keyhaven extension: comma-separated IPv4/IPv6 addresses allowed to verify this API's keys (else FORBIDDEN). Default: any caller.",
+        "keyhaven extension: comma-separated IPv4/IPv6 addresses and CIDR ranges (`10.0.0.0/8`, `2001:db8::/32`) allowed to verify this API's keys (else FORBIDDEN). Default: any caller.",
       ),
   }),
   output: z.object({ apiId: z.string().describe("The new API's id (`api_…`)."), name: z.string() }),

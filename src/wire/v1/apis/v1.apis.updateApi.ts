@@ -10,7 +10,7 @@ export const updateApi = defineRpc({
   path: "/v1/apis.updateApi",
   auth: "rootKey",
   summary:
-    "Sets an API's IP allow-list (`ipWhitelist`: comma-separated IPv4/IPv6 addresses), or removes it with null. keys.verifyKey then answers FORBIDDEN to a caller whose address (True-Client-IP, else CF-Connecting-IP, else the address the server sees) is not listed; the next verification on every replica sees the change.",
+    "Sets an API's IP allow-list (`ipWhitelist`: comma-separated IPv4/IPv6 addresses and CIDR ranges), or removes it with null. keys.verifyKey then answers FORBIDDEN to a caller whose address (the socket's peer, or with KEYHAVEN_TRUST_PROXY the address trusted proxies forwarded) is not in it; the next verification on every replica sees the change.",
   errors: [400, 403, 404, 503],
   returns: "The allow-list is set (or removed).",
   input: z.object({

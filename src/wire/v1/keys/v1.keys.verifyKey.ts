@@ -1,5 +1,5 @@
-import type { FastifyRequest } from "fastify";
 import { z } from "zod";
+import { callerAddress } from "../../../http/clientAddress.js";
 import { MAX_ID_LENGTH } from "../inputBounds.js";
 import { MAX_WINDOW_MS } from "../../../storage/ratelimits/ratelimiter.js";
 import { defineRpc } from "../rpc.js";
@@ -48,7 +48,7 @@ export const verifyKey = defineRpc({
   path: "/v1/keys.verifyKey",
   auth: "optionalRootKey",
   summary:
-    "Verifies a key and answers 200 for every outcome of the key itself. Needs no root key; with a valid root key (`Authorization: Bearer`) the verification is scoped to its workspace (a key of another workspace is NOT_FOUND), any other Authorization header is ignored. KEYHAVEN_VERIFY_REQUIRE_SCOPE=on makes `apiId` or a valid root key mandatory (else 400), and answers a key of another API FORBIDDEN with `valid` and `code` alone, whatever its state. When the key's API has an IP allow-list, a caller whose address (True-Client-IP, else CF-Connecting-IP, else the address the server sees, see KEYHAVEN_TRUST_PROXY) is not listed gets FORBIDDEN. A RATE_LIMITED answer carries the header `Unkey-Ratelimit-Triggered` naming the limit that refused.",
+    "Verifies a key and answers 200 for every outcome of the key itself. Needs no root key; with a valid root key (`Authorization: Bearer`) the verification is scoped to its workspace (a key of another workspace is NOT_FOUND), any other Authorization header is ignored. KEYHAVEN_VERIFY_REQUIRE_SCOPE=on makes `apiId` or a valid root key mandatory (else 400), and answers a key of another API FORBIDDEN with `valid` and `code` alone, whatever its state. When the key's API has an IP allow-list, a caller whose address (the socket's peer, or with KEYHAVEN_TRUST_PROXY the address the trusted proxies forwarded in X-Forwarded-For) is not in it gets FORBIDDEN. A RATE_LIMITED answer carries the header `Unkey-Ratelimit-Triggered` naming the limit that refused.",
   errors: [400, 403, 503],
   returns: "The outcome for the key, valid or not (`valid`, `code`), with what the key carries.",
   input: z.object({
@@ -99,7 +99,7 @@ export const verifyKey = defineRpc({
       // lets a key with remaining uses in memory be verified in one statement (verification.verify.ts fromMemory).
       scope: req.headers.authorization === undefined ? undefined : optionalRootKey,
       requireScope: deps.config.verifyRequireScope,
-      callerIp: callerIp(req),
+      callerIp: callerAddress(req),
       permissions: input.authorization?.permissions,
       remainingCost: input.remaining?.cost ?? 1,
       ratelimits: input.ratelimits,
@@ -110,21 +110,6 @@ export const verifyKey = defineRpc({
     return { requestId: req.id, ...v1Answer(result) };
   },
 });
-
-/**
- * The caller's address for the API's IP allow-list: `True-Client-IP`, else `CF-Connecting-IP` (v1 ran behind
- * Cloudflare, which sets both), else the address the server sees: the socket's peer, or with KEYHAVEN_TRUST_PROXY the
- * address the trusted proxies forwarded (Fastify's `request.ip`). Clients can send the two headers themselves: a
- * proxy in front of keyhaven must set or strip them, else a caller can claim any address.
- */
-function callerIp(req: FastifyRequest): string | undefined {
-  for (const name of ["true-client-ip", "cf-connecting-ip"]) {
-    const value = req.headers[name];
-    const text = (Array.isArray(value) ? value.join(",") : (value ?? "")).trim();
-    if (text !== "") return text;
-  }
-  return req.ip;
-}
 
 /** v1's fields for the core's result: the key's facts flat beside `valid`/`code`, and the rate limit as v1 shows it. */
 function v1Answer(result: VerificationResult): Omit<z.infer<typeof output>, "requestId"> {

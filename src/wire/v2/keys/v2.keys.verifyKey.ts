@@ -1,5 +1,5 @@
-import type { FastifyRequest } from "fastify";
 import { z } from "zod";
+import { callerAddress } from "../../../http/clientAddress.js";
 import {
   MAX_RATELIMITS_PER_VERIFICATION,
   type VerificationResult,
@@ -83,7 +83,7 @@ export const verifyKey = defineV2Rpc({
   path: "/v2/keys.verifyKey",
   auth: "rootKeyAtEpoch",
   summary:
-    "Verifies a key and answers 200 for every outcome of the key itself. The root key must hold `verify_key` for the key's API (`api.*.verify_key` or `api.<apiId>.verify_key`); a key of another workspace or API, or a caller without that permission, is NOT_FOUND. `permissions` is a query such as `a AND (b OR c)` (400 when it does not parse); a named rate limit that is not configured is a 412. When the key's API has an IP allow-list, the caller is the first address of `X-Forwarded-For`, else the address the server sees.",
+    "Verifies a key and answers 200 for every outcome of the key itself. The root key must hold `verify_key` for the key's API (`api.*.verify_key` or `api.<apiId>.verify_key`); a key of another workspace or API, or a caller without that permission, is NOT_FOUND. `permissions` is a query such as `a AND (b OR c)` (400 when it does not parse); a named rate limit that is not configured is a 412. When the key's API has an IP allow-list, the caller's address is the socket's peer, or with KEYHAVEN_TRUST_PROXY the address the trusted proxies forwarded in `X-Forwarded-For` (as on v1).",
   errors: [400, 401, 403, 404, 412, 503],
   returns: "The outcome for the key, valid or not (`valid`, `code`), with what the key carries.",
   input: z
@@ -128,7 +128,7 @@ export const verifyKey = defineV2Rpc({
       ...(input.migrationId !== undefined && { migrationId: input.migrationId }),
       scope: rootKeyAt,
       requireScope: true,
-      callerIp: callerIp(req),
+      callerIp: callerAddress(req),
       permissions: input.permissions,
       remainingCost: input.credits?.cost ?? 1,
       ratelimits: input.ratelimits,
@@ -137,20 +137,6 @@ export const verifyKey = defineV2Rpc({
     return { data: v2Answer(result) };
   },
 });
-
-/** The caller's address as v2 reads it: the first non-empty entry of `X-Forwarded-For` (port stripped), else the peer. */
-function callerIp(req: FastifyRequest): string | undefined {
-  const header = req.headers["x-forwarded-for"];
-  const text = Array.isArray(header) ? header.join(",") : (header ?? "");
-  for (const part of text.split(",")) {
-    const entry = part.trim();
-    if (entry === "") continue;
-    const bracketed = /^\[([^\]]+)\](?::\d+)?$/.exec(entry);
-    if (bracketed) return bracketed[1];
-    return /^[^:]+:\d+$/.test(entry) ? entry.slice(0, entry.lastIndexOf(":")) : entry;
-  }
-  return req.ip;
-}
 
 type Meta = Record<string, unknown>;
 const nonEmpty = (value: Meta | undefined): value is Meta => value !== undefined && value !== null && Object.keys(value).length > 0;

@@ -15,6 +15,7 @@ import { ApiError, type ErrorCode, type ErrorFields, errorEnvelope } from "./htt
 import { apiErrorOf } from "./wire/v1/errors.js";
 import { registerErrorReference } from "./wire/v1/errorReference.js";
 import { parseJsonBody } from "./http/jsonBody.js";
+import { checkIntervalMs, drainOnClose, noteAnswer } from "./http/server.js";
 import { registerMetrics } from "./http/metrics.js";
 import { registerOpenApi } from "./wire/v1/openapi.js";
 import { newId } from "./ids.js";
@@ -35,12 +36,7 @@ function httpServerOptions(config: Config) {
     keepAliveTimeout: keepAliveTimeoutMs,
     // No socket inactivity timeout: it would also cut a slow handler's answer. The three above bound the client.
     connectionTimeout: 0,
-    http: {
-      headersTimeout: headersTimeoutMs,
-      // Node enforces the header and request timeouts by checking every connection at this interval (30 s by
-      // default, which would let a 10 s timeout run to 40 s): a tenth of the shorter one, 25 ms to 1 s.
-      connectionsCheckingInterval: Math.min(1000, Math.max(25, Math.floor(Math.min(headersTimeoutMs, requestTimeoutMs) / 10))),
-    },
+    http: { headersTimeout: headersTimeoutMs, connectionsCheckingInterval: checkIntervalMs(config.http) },
   };
 }
 
@@ -104,6 +100,9 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
   });
   // Beyond this, Node closes a new connection at once: memory and file descriptors stay bounded.
   app.server.maxConnections = deps.config.http.maxConnections;
+  // When it closes: idle connections are closed, a request still arriving is served within the slow-client bounds,
+  // the same on every Node version (Node 26.4 began to drop requests on the wire but unread).
+  drainOnClose(app.server, deps.config.http);
 
   // The origin of error.docs links. Never the Host header: any client could make the link point at a site of its
   // choosing. Without KEYHAVEN_PUBLIC_URL it is the address this server listens on (the configured one until then).
@@ -139,8 +138,9 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
     closing = true;
     done();
   });
-  app.addHook("onSend", (_req, reply, payload, done) => {
+  app.addHook("onSend", (req, reply, payload, done) => {
     if (closing) reply.header("Connection", "close");
+    noteAnswer(req.raw.socket);
     done(null, payload);
   });
   // The body parser refuses these in JSON; query strings get the same rule, for every GET route at once.

@@ -63,7 +63,8 @@ describe.runIf(process.platform === "linux")("stopping the production command wi
       // the compiled dist/ alone (no esbuild service compiling TypeScript beside it, as tsx's loader ran).
       const commandName = (pid: number) => readFileSync(`/proc/${pid}/comm`, "utf8").trim();
       const group = processGroup(cli.child.pid!);
-      expect(commandName(cli.child.pid!)).toBe("node");
+      // Node 26 names its main thread, and so the process's comm, "node-MainThread".
+      expect(commandName(cli.child.pid!)).toMatch(/^node(-MainThread)?$/);
       expect(group.filter((pid) => pid !== cli.child.pid).map(commandName)).toEqual([]);
 
       // A kept-alive connection with a request in flight at SIGTERM, and another request queued behind it: the

@@ -219,4 +219,48 @@ describe("requests that arrive while the server shuts down", () => {
       await closing.close();
     }
   });
+
+  it("are bounded: a silent connection is closed, half a request answered 408, a begun one on a kept-alive connection served", async () => {
+    const closing = await createHarness({
+      KEYHAVEN_HEADERS_TIMEOUT_MS: "300",
+      KEYHAVEN_REQUEST_TIMEOUT_MS: "600",
+      KEYHAVEN_KEEP_ALIVE_TIMEOUT_MS: "300",
+    });
+    try {
+      const closingPort = Number(new URL(await closing.app.listen({ port: 0, host: "127.0.0.1" })).port);
+      const liveness = "GET /v1/liveness HTTP/1.1\r\nHost: x\r\n\r\n";
+      const [silent, half, idle, again] = [
+        await openConnection(closingPort),
+        await openConnection(closingPort),
+        await openConnection(closingPort),
+        await openConnection(closingPort),
+      ];
+      for (const c of [idle, again]) {
+        c.socket.write(liveness);
+        await expect.poll(() => c.received(), { timeout: CLOSE_WITHIN_MS }).toMatch(/^HTTP\/1\.1 200 [\s\S]*\}$/);
+      }
+      const answered = idle.received();
+      half.socket.write("POST /v1/apis.createApi HTTP/1.1\r\nHost: x\r\n");
+      // The next request has begun on a kept-alive connection: it is not idle.
+      again.socket.write("GET /v1/liveness HTTP/1.1\r\n");
+      const connections = () => new Promise<number>((resolve) => closing.app.server.getConnections((_, n) => resolve(n)));
+      await expect.poll(connections).toBe(4);
+      const started = performance.now();
+      const closed = closing.app.close().then(() => performance.now() - started);
+      await expect.poll(() => closing.app.server.listening).toBe(false);
+      again.socket.write("Host: x\r\n\r\n");
+      // Before, on Node 20 the silent connection and on every Node the half request held the server open for ever.
+      const ms = await Promise.race([closed, new Promise<string>((r) => setTimeout(() => r("still open"), CLOSE_WITHIN_MS))]);
+      console.log(`shutdown with a silent connection and half a request: closed after ${typeof ms === "number" ? Math.round(ms) : ms} ms`);
+      expect(ms).toBeTypeOf("number");
+      await Promise.all([silent.closed, half.closed, idle.closed, again.closed]);
+      expect(silent.received()).toBe("");
+      expectTimeoutAnswer(half.received());
+      expect(idle.received()).toBe(answered);
+      const [, second] = again.received().split(/(?=HTTP\/1\.1 )/);
+      expect(second).toMatch(/^HTTP\/1\.1 200 [\s\S]*\r\nconnection: close\r\n/i);
+    } finally {
+      await closing.close();
+    }
+  });
 });

@@ -85,3 +85,30 @@ describe.skipIf(!templateUrl)("the PostgreSQL driver when the server ends a conn
     }
   });
 });
+
+describe.skipIf(!templateUrl)("the PostgreSQL driver's pool after a statement gave up waiting for a connect", () => {
+  it("puts the connection back in the pool once its connect succeeds", async () => {
+    const target = new URL(templateUrl!);
+    const proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port || 5432) });
+    // One connection, and a connect deadline far beyond the statement's (1 s): the connect outlives the statement.
+    const store = openPostgres(proxy.urlFor(templateUrl!), 1, { connectTimeoutMs: 30_000, statementTimeoutMs: 500 });
+    try {
+      // The pool dials for this statement; nobody answers the connect, and the statement gives up, never sent.
+      proxy.freeze();
+      const gaveUp = await store.db.execute(sql`select 1`).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      expect(findDependencyFailure(gaveUp)?.reason).toMatch(/no answer within 1000 ms/);
+      // The connect is answered after all (the proxy forwards it now).
+      await proxy.restore();
+      // Before: the driver skipped the cancelled statement it had connected for and never put the connection back
+      // in the pool; every later statement waited for it, and failed at its deadline, until the process restarted.
+      const rows = await store.db.execute(sql`select 2 as two`);
+      expect(rows).toEqual([{ two: 2 }]);
+    } finally {
+      await proxy.close();
+      await store.close();
+    }
+  });
+});

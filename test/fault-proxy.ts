@@ -1,7 +1,7 @@
 import net from "node:net";
 import { freePort } from "./wait.js";
 
-type Link = { client: net.Socket; upstream: net.Socket | undefined; muted?: boolean };
+type Link = { client: net.Socket; upstream: net.Socket | undefined; muted?: boolean; lost?: boolean };
 
 /**
  * A TCP proxy on 127.0.0.1 (a random port) in front of a real server, that the test can break the way outages do:
@@ -11,12 +11,17 @@ type Link = { client: net.Socket; upstream: net.Socket | undefined; muted?: bool
  * - muteAnswers(): on the connections open now, what the client sends still reaches the server, but nothing the
  *   server answers comes back (a return path that died, or a server that stopped right after doing the work); new
  *   connections work normally. What a statement's sender cannot tell from a lost statement: it may have been applied;
+ * - blackHole(): as freeze(), but what is connected while it lasts is lost for good: those connections are never
+ *   forwarded, even after restore() (a network that drops packets, where a connect started during the outage is
+ *   answered by nobody: its SYN, or here its startup message, is never answered, and only the client's own
+ *   deadline ends it);
  * - restore(): forwarding again (a frozen connection resumes where it was; after a cut, new connections work).
  */
 export class FaultProxy {
   private server: net.Server | undefined;
   private readonly links = new Set<Link>();
   private frozen = false;
+  private blackHoled = false;
 
   private constructor(
     readonly port: number,
@@ -42,6 +47,18 @@ export class FaultProxy {
     for (const link of this.links) this.unlink(link);
   }
 
+  blackHole(): void {
+    this.freeze();
+    this.blackHoled = true;
+  }
+
+  /** How many connections were accepted during a black hole (and are lost). */
+  get lostConnections(): number {
+    let n = 0;
+    for (const link of this.links) if (link.lost) n++;
+    return n;
+  }
+
   muteAnswers(): void {
     for (const link of this.links) {
       if (!link.upstream || link.muted) continue;
@@ -53,6 +70,7 @@ export class FaultProxy {
 
   async cut(): Promise<void> {
     this.frozen = false;
+    this.blackHoled = false;
     for (const { client, upstream } of this.links) {
       client.destroy();
       upstream?.destroy();
@@ -63,8 +81,9 @@ export class FaultProxy {
 
   async restore(): Promise<void> {
     this.frozen = false;
+    this.blackHoled = false;
     if (!this.server) await this.listen();
-    for (const link of this.links) this.link(link);
+    for (const link of this.links) if (!link.lost) this.link(link);
   }
 
   async close(): Promise<void> {
@@ -73,7 +92,7 @@ export class FaultProxy {
 
   private async listen() {
     this.server = net.createServer((client) => {
-      const link: Link = { client, upstream: undefined };
+      const link: Link = { client, upstream: undefined, lost: this.blackHoled };
       this.links.add(link);
       client.on("error", () => {});
       client.on("close", () => {

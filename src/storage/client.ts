@@ -9,6 +9,7 @@ import { migrate as migratePglite } from "drizzle-orm/pglite/migrator";
 import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import { migrate as migratePostgres } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
+import { ConnectWatch } from "./connectWatch.js";
 import { classifyPostgresError, DependencyState, DependencyUnavailableError } from "./dependency.js";
 import { lockDataDir, restrictDataDirWarning } from "./dataDir.js";
 import { RequestDeadlineError, requestDeadlineMs, requestDeadlinePassed, requestTimeLeft } from "./deadline.js";
@@ -64,6 +65,17 @@ export function openPostgres(url: string, poolSize: number, timeouts: PostgresTi
   const state = new DependencyState("PostgreSQL");
   const sockets = new Set<net.Socket>();
   let nextHost = 0;
+  const dial = (options: SocketOptions) => {
+    const i = nextHost++ % options.host.length;
+    const socket = options.path ? net.connect(options.path) : net.connect(options.port[i]!, options.host[i]!);
+    // postgres.js reads it for TLS's servername.
+    (socket as net.Socket & { host?: string }).host = options.host[i];
+    return socket;
+  };
+  // Where the pool dials (postgres.js's parsed hosts, ports or path), for the probes of `connects`.
+  let target: SocketOptions | undefined;
+  // Connects into a black hole must not hold up serving once PostgreSQL answers again (connectWatch.ts).
+  const connects = new ConnectWatch(() => dial(target!));
   const client = postgres(url, {
     max: poolSize,
     onnotice: () => {},
@@ -73,13 +85,12 @@ export function openPostgres(url: string, poolSize: number, timeouts: PostgresTi
     // outage too: serving would resume up to 20 s after PostgreSQL is back. Connects are cheap; retry fast.
     backoff: (retries: number) => Math.min(0.05 * retries, 0.5),
     // Our own sockets, only so that a statement that misses its deadline can drop them (see guardQuery).
-    socket: (options: { host: string[]; port: number[]; path?: string | false }) => {
-      const i = nextHost++ % options.host.length;
-      const socket = options.path ? net.connect(options.path) : net.connect(options.port[i]!, options.host[i]!);
-      // postgres.js reads it for TLS's servername.
-      (socket as net.Socket & { host?: string }).host = options.host[i];
+    socket: (options: SocketOptions) => {
+      target = options;
+      const socket = dial(options);
       sockets.add(socket);
       socket.once("close", () => sockets.delete(socket));
+      connects.track(socket);
       return socket;
     },
   } as postgres.Options<Record<string, never>>);
@@ -99,12 +110,23 @@ export function openPostgres(url: string, poolSize: number, timeouts: PostgresTi
     requestDeadlineMs: deadline.ms,
     // Called once nothing runs any more (main.ts closes the app and the jobs first): a statement still unanswered
     // after a second is on a connection that will not answer (PostgreSQL frozen), so do not wait longer for it.
-    close: () => client.end({ timeout: 1 }),
+    close: () => {
+      connects.close();
+      return client.end({ timeout: 1 });
+    },
   };
 }
 
+type SocketOptions = { host: string[]; port: number[]; path?: string | false };
+
 type Deadline = { ms: number; state: DependencyState; dropConnections(): void };
-type PendingQuery = PromiseLike<unknown> & { values(): unknown; cancel(): unknown; state?: unknown };
+type PendingQuery = PromiseLike<unknown> & {
+  values(): unknown;
+  cancel(): unknown;
+  state?: unknown;
+  cancelled?: unknown;
+  args?: unknown;
+};
 
 const WRITE_STATEMENT = /^\s*(insert|update|delete|with\b[\s\S]*\b(insert|update|delete)\b)/i;
 
@@ -113,7 +135,7 @@ const WRITE_STATEMENT = /^\s*(insert|update|delete|with\b[\s\S]*\b(insert|update
  * postgres.js has none, and a statement on a frozen connection (server stopped, network partitioned) would wait
  * for as long as TCP does. Errors that mean "PostgreSQL cannot serve" become DependencyUnavailableError.
  */
-function withDeadlines<T extends object>(sql: T, deadline: Deadline): T {
+function withDeadlines<T extends object>(sql: T, deadline: Deadline, pooled = true): T {
   return new Proxy(sql, {
     get(target, prop, receiver) {
       const real = Reflect.get(target, prop, receiver);
@@ -128,7 +150,7 @@ function withDeadlines<T extends object>(sql: T, deadline: Deadline): T {
             },
             // biome-ignore lint/suspicious/noThenProperty: a thenable on purpose, so that `await` sends the query as postgres.js does
             then(onOk?: (v: unknown) => unknown, onErr?: (e: unknown) => unknown) {
-              return guardQuery(query, String(args[0]), deadline).then(onOk, onErr);
+              return guardQuery(query, String(args[0]), deadline, pooled).then(onOk, onErr);
             },
           };
           return lazy;
@@ -138,7 +160,7 @@ function withDeadlines<T extends object>(sql: T, deadline: Deadline): T {
         return (...args: unknown[]) => guardBegin(real as (...a: unknown[]) => Promise<unknown>, target, args, deadline);
       }
       if (prop === "savepoint" && typeof real === "function") {
-        return (fn: (sql: unknown) => unknown) => real.call(target, (inner: object) => fn(withDeadlines(inner, deadline)));
+        return (fn: (sql: unknown) => unknown) => real.call(target, (inner: object) => fn(withDeadlines(inner, deadline, false)));
       }
       return real;
     },
@@ -150,7 +172,7 @@ function withDeadlines<T extends object>(sql: T, deadline: Deadline): T {
  * connection counts) or what is left of its request's (deadline.ts), whichever ends first. Past the request's, the
  * caller is answered and nothing more is sent for it; past the statement's own, PostgreSQL did not answer at all.
  */
-function guardQuery(query: PendingQuery, text: string, deadline: Deadline): Promise<unknown> {
+function guardQuery(query: PendingQuery, text: string, deadline: Deadline, pooled: boolean): Promise<unknown> {
   const left = requestTimeLeft();
   if (left === 0) {
     // The request already gave up: the statement is never sent (it is lazy until awaited).
@@ -168,7 +190,7 @@ function guardQuery(query: PendingQuery, text: string, deadline: Deadline): Prom
         ? setTimeout(() => {
             // Never sent: take it out of the queue, so that it cannot run after its caller was told it failed. Sent:
             // its own deadline below still decides whether the connection is dead.
-            if (!query.state) void Promise.resolve(query.cancel()).catch(() => {});
+            if (!query.state) withdraw(query, pooled);
             fail(requestDeadlinePassed(requestDeadlineMs()!));
           }, left)
         : undefined;
@@ -178,7 +200,7 @@ function guardQuery(query: PendingQuery, text: string, deadline: Deadline): Prom
       // `state` is set once postgres.js has sent the statement. Never sent: take it out of the queue, so that it
       // cannot run after its caller was told it failed. Sent: its connection does not answer; drop them all.
       if (query.state) deadline.dropConnections();
-      else void Promise.resolve(query.cancel()).catch(() => {});
+      else withdraw(query, pooled);
       deadline.state.failed(failure);
       fail(failure);
     }, deadline.ms);
@@ -201,6 +223,25 @@ function guardQuery(query: PendingQuery, text: string, deadline: Deadline): Prom
       },
     );
   });
+}
+
+/**
+ * Takes a statement that was never sent out of the driver's hands, so that it cannot run after its caller was told
+ * it failed. postgres.js's `cancel` takes it out of the pool's queue; but a statement may instead be the one a pool
+ * connection is connecting for (postgres.js 3.4.9 dials a closed connection on behalf of the statement that needs
+ * it), and once that connect succeeds the driver skips a cancelled statement without ever putting the connection
+ * back in the pool: the connection is lost until the process restarts, and once every one of them is, nothing is
+ * served any more (issue 34 §6: what an outage's cancelled statements left of the pool after PostgreSQL answered
+ * again; test/postgres-driver.test.ts). So a statement of the pool is withdrawn differently once out of the queue:
+ * marked not cancelled, with no arguments left to build it from, the driver fails it when it comes to send it, with
+ * nothing of it sent (only a Sync), and the connection joins the pool. Inside a transaction, a statement is never
+ * one a connection connects for (the transaction holds its connection), and `cancel` suffices.
+ */
+function withdraw(query: PendingQuery, pooled: boolean) {
+  void Promise.resolve(query.cancel()).catch(() => {});
+  if (!pooled || query.state) return;
+  query.cancelled = null;
+  query.args = null;
 }
 
 /**
@@ -246,7 +287,7 @@ async function guardBegin(begin: (...a: unknown[]) => Promise<unknown>, target: 
     started = true;
     clearTimeout(timer);
     try {
-      return await fn(withDeadlines(tx, deadline));
+      return await fn(withDeadlines(tx, deadline, false));
     } finally {
       // The COMMIT or ROLLBACK that follows gets a deadline too: on a connection that died during the transaction,
       // the driver may never settle it (test/postgres-driver.test.ts).

@@ -534,8 +534,15 @@ describe("keys.verifyKey's caller address behind a trusted proxy (KEYHAVEN_TRUST
     // Not a trusted proxy: its header is ignored, and its own address is the caller's.
     expect(await verifyVia("198.51.100.9", { "x-forwarded-for": "203.0.113.7" })).toBe("FORBIDDEN");
     expect(await verifyVia("203.0.113.7", {})).toBe("VALID");
-    // Headers that name a client directly are not believed, even from a trusted proxy.
-    expect(await verifyVia("10.1.2.3", { "x-forwarded-for": "198.51.100.1", "true-client-ip": "203.0.113.7" })).toBe("FORBIDDEN");
+    // From a trusted proxy, True-Client-IP, else CF-Connecting-IP, names the client (Unkey v1's own tests send it);
+    // from any other peer neither is believed, and a value that is not an address is ignored.
+    expect(await verifyVia("10.1.2.3", { "x-forwarded-for": "198.51.100.1", "true-client-ip": "203.0.113.7" })).toBe("VALID");
+    expect(await verifyVia("10.1.2.3", { "true-client-ip": "198.51.100.1", "cf-connecting-ip": "203.0.113.7" })).toBe("FORBIDDEN");
+    expect(await verifyVia("10.1.2.3", { "cf-connecting-ip": "203.0.113.7" })).toBe("VALID");
+    expect(await v2Via("10.1.2.3", { "true-client-ip": "203.0.113.7" })).toBe("VALID");
+    expect(await verifyVia("10.1.2.3", { "true-client-ip": "not an address", "x-forwarded-for": "198.51.100.1" })).toBe("FORBIDDEN");
+    expect(await verifyVia("198.51.100.9", { "true-client-ip": "203.0.113.7" })).toBe("FORBIDDEN");
+    expect(await v2Via("198.51.100.9", { "cf-connecting-ip": "203.0.113.7" })).toBe("FORBIDDEN");
     // Through two trusted hops, the address the first trusted proxy saw.
     expect(await verifyVia("10.1.2.3", { "x-forwarded-for": "198.51.100.1, 203.0.113.7, 10.9.9.9" })).toBe("VALID");
   });

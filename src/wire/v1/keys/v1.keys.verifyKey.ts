@@ -48,7 +48,7 @@ export const verifyKey = defineRpc({
   path: "/v1/keys.verifyKey",
   auth: "optionalRootKey",
   summary:
-    "Verifies a key and answers 200 for every outcome of the key itself. Needs no root key; with a valid root key (`Authorization: Bearer`) the verification is scoped to its workspace (a key of another workspace is NOT_FOUND), any other Authorization header is ignored. KEYHAVEN_VERIFY_REQUIRE_SCOPE=on makes `apiId` or a valid root key mandatory (else 400), and answers a key of another API FORBIDDEN with `valid` and `code` alone, whatever its state. When the key's API has an IP allow-list, a caller whose address (the socket's peer, or with KEYHAVEN_TRUST_PROXY the address the trusted proxies forwarded in X-Forwarded-For) is not in it gets FORBIDDEN. A RATE_LIMITED answer carries the header `Unkey-Ratelimit-Triggered` naming the limit that refused.",
+    "Verifies a key and answers 200 for every outcome of the key itself. Needs no root key; with a valid root key (`Authorization: Bearer`) the verification is scoped to its workspace (a key of another workspace is NOT_FOUND), any other Authorization header is ignored. KEYHAVEN_VERIFY_REQUIRE_SCOPE=on makes `apiId` or a valid root key mandatory (else 400), and answers a key of another API FORBIDDEN with `valid` and `code` alone, whatever its state. When the key's API has an IP allow-list, a caller whose address (the socket's peer, or from a proxy KEYHAVEN_TRUST_PROXY names the address it forwarded: True-Client-IP, else CF-Connecting-IP, else X-Forwarded-For) is not in it gets FORBIDDEN. A RATE_LIMITED answer carries the header `Unkey-Ratelimit-Triggered` naming the limit that refused.",
   errors: [400, 403, 503],
   returns: "The outcome for the key, valid or not (`valid`, `code`), with what the key carries.",
   input: z.object({
@@ -99,7 +99,7 @@ export const verifyKey = defineRpc({
       // lets a key with remaining uses in memory be verified in one statement (verification.verify.ts fromMemory).
       scope: req.headers.authorization === undefined ? undefined : optionalRootKey,
       requireScope: deps.config.verifyRequireScope,
-      callerIp: callerAddress(req),
+      callerIp: callerAddress(req, deps.config.trustProxy),
       permissions: input.authorization?.permissions,
       remainingCost: input.remaining?.cost ?? 1,
       ratelimits: input.ratelimits,

@@ -83,7 +83,7 @@ export const verifyKey = defineV2Rpc({
   path: "/v2/keys.verifyKey",
   auth: "rootKeyAtEpoch",
   summary:
-    "Verifies a key and answers 200 for every outcome of the key itself. The root key must hold `verify_key` for the key's API (`api.*.verify_key` or `api.<apiId>.verify_key`); a key of another workspace or API, or a caller without that permission, is NOT_FOUND. `permissions` is a query such as `a AND (b OR c)` (400 when it does not parse); a named rate limit that is not configured is a 412. When the key's API has an IP allow-list, the caller's address is the socket's peer, or with KEYHAVEN_TRUST_PROXY the address the trusted proxies forwarded in `X-Forwarded-For` (as on v1).",
+    "Verifies a key and answers 200 for every outcome of the key itself. The root key must hold `verify_key` for the key's API (`api.*.verify_key` or `api.<apiId>.verify_key`); a key of another workspace or API, or a caller without that permission, is NOT_FOUND. `permissions` is a query such as `a AND (b OR c)` (400 when it does not parse); a named rate limit that is not configured is a 412. When the key's API has an IP allow-list, the caller's address is the socket's peer, or from a proxy KEYHAVEN_TRUST_PROXY names the address it forwarded: `True-Client-IP`, else `CF-Connecting-IP`, else `X-Forwarded-For` (as on v1).",
   errors: [400, 401, 403, 404, 412, 503],
   returns: "The outcome for the key, valid or not (`valid`, `code`), with what the key carries.",
   input: z
@@ -128,7 +128,7 @@ export const verifyKey = defineV2Rpc({
       ...(input.migrationId !== undefined && { migrationId: input.migrationId }),
       scope: rootKeyAt,
       requireScope: true,
-      callerIp: callerAddress(req),
+      callerIp: callerAddress(req, deps.config.trustProxy),
       permissions: input.permissions,
       remainingCost: input.credits?.cost ?? 1,
       ratelimits: input.ratelimits,

@@ -112,27 +112,34 @@ export class AppMetrics {
     // so that the first scrape reports what the process used until then instead of almost nothing.
     processMetrics();
     const verificationCounts = this.verificationCounts;
-    new Counter({
-      name: "keyhaven_key_verifications_total",
-      help: "keys.verifyKey outcomes by code (VALID, NOT_FOUND, RATE_LIMITED, ...).",
-      labelNames: ["code"],
-      registers: [this.registry],
-      collect() {
-        this.reset();
-        for (const [code, n] of verificationCounts) this.inc({ code }, n);
-      },
-    });
     const skipped = this.skipped;
-    new Counter({
-      name: "keyhaven_ratelimit_skipped_total",
-      help: "Requests answered without their rate limits because Redis did not answer (KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE=open; the answer says ratelimitSkipped: true), by operation: verifyKey (v1 and v2), limit (ratelimits.limit, ratelimit.limit, ratelimit.multiLimit).",
-      labelNames: ["operation"],
-      registers: [this.registry],
-      collect() {
-        this.reset();
-        for (const operation of ["verifyKey", "limit"] as const) this.inc({ operation }, skipped[operation]);
-      },
-    });
+    // Counters by one label, read from what the process counted at each scrape.
+    const labelled: [name: string, help: string, label: string, read: () => Iterable<[string, number]>][] = [
+      [
+        "keyhaven_key_verifications_total",
+        "keys.verifyKey outcomes by code (VALID, NOT_FOUND, RATE_LIMITED, ...).",
+        "code",
+        () => verificationCounts,
+      ],
+      [
+        "keyhaven_ratelimit_skipped_total",
+        "Requests answered without their rate limits because Redis did not answer (KEYHAVEN_RATELIMIT_ON_REDIS_FAILURE=open; the answer says ratelimitSkipped: true), by operation: verifyKey (v1 and v2), limit (ratelimits.limit, ratelimit.limit, ratelimit.multiLimit).",
+        "operation",
+        () => (["verifyKey", "limit"] as const).map((operation) => [operation, skipped[operation]]),
+      ],
+    ];
+    for (const [name, help, label, read] of labelled) {
+      new Counter({
+        name,
+        help,
+        labelNames: [label],
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          for (const [value, n] of read()) this.inc({ [label]: value }, n);
+        },
+      });
+    }
     const { invalidations, spender, lookups } = deps;
     // Counters the process keeps itself, read at each scrape: name, help, value.
     const counters: [string, string, () => number][] = [

@@ -8,8 +8,7 @@ import {
   findRolesByIdOrName,
   missingNames,
 } from "../../storage/rbac/permissions.repository.js";
-
-type NamingItem = { roles?: string[] | undefined; permissions?: string[] | undefined };
+import type { NamingItem } from "../rbac/rbac.bounds.js";
 
 /**
  * The ids of the roles and permissions the keys name (both by name, as v1's import does), by name; names the
@@ -20,7 +19,7 @@ type NamingItem = { roles?: string[] | undefined; permissions?: string[] | undef
 export async function findImportNames(
   db: Db,
   workspaceId: string,
-  items: NamingItem[],
+  items: readonly NamingItem[],
 ): Promise<{ roleIds: Map<string, string>; permissionIds: Map<string, string> }> {
   const roleIds = await lockRoleIdsByName(db, workspaceId, unique(items.flatMap((k) => k.roles ?? [])));
   const permissionIds = await findPermissionIdsByName(db, workspaceId, unique(items.flatMap((k) => k.permissions ?? [])), {
@@ -36,7 +35,7 @@ export async function findImportNames(
 export async function resolveImportNames(
   db: Db,
   workspaceId: string,
-  items: NamingItem[],
+  items: readonly NamingItem[],
 ): Promise<{ roleIds: Map<string, string>; permissionIds: Map<string, string> }> {
   const roleNames = unique(items.flatMap((k) => k.roles ?? []));
   const roleIds = await lockRoleIdsByName(db, workspaceId, roleNames);
@@ -68,7 +67,7 @@ const CREATE_ATTEMPTS = 3;
 export async function createImportNames(
   db: Db,
   workspaceId: string,
-  items: NamingItem[],
+  items: readonly NamingItem[],
   now: number,
 ): Promise<{ roleIds: Map<string, string>; permissionIds: Map<string, string> }> {
   const roleIds = new Map<string, string>();

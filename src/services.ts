@@ -19,6 +19,7 @@ import { MigrationWorker } from "./core/import/import.worker.js";
 import { ApiSettingsCache } from "./storage/apis/apis.repository.js";
 import { LimitLookupCache } from "./storage/ratelimits/ratelimits.repository.js";
 import { openRateLimiter, type RateLimiter } from "./storage/ratelimits/ratelimiter.js";
+import { WriteGate } from "./core/changes.js";
 import { StatisticsRefresher } from "./storage/statistics.js";
 
 /**
@@ -30,6 +31,8 @@ export type Services = {
   config: Config;
   store: Store;
   db: Db;
+  /** The write gate: every mutation's transaction and its audit entry (core/changes.ts). */
+  changes: WriteGate;
   /** Business time: expiry, analytics hours, rate-limit windows, how long an unknown token is remembered. */
   clock: Clock;
   keyring: Keyring;
@@ -118,6 +121,7 @@ export async function createServices(config: Config, store: Store, options: Serv
     store,
     db,
     clock,
+    changes: new WriteGate(db, clock),
     keyring: new Keyring("masterKey" in options ? options.masterKey : config.encryptionKey),
     ratelimiter,
     epochs,

@@ -431,3 +431,38 @@ export const verificationCounts = pgTable(
     index("verification_counts_api_hour_idx").on(t.workspaceId, t.apiId, t.hourM),
   ],
 );
+
+/** One target of an audit entry: what the change touched. `name` is for people (an API's name, a role's). */
+export type AuditTarget = { type: string; id: string; name?: string | undefined };
+
+/**
+ * The audit log (core/changes.ts writes it, in the same transaction as the change it records; docs/audit.md). Never
+ * a secret in it: no key, hash, root key, ciphertext or admin token; `meta` values only as the operator allows.
+ * `workspace_id` is null for what happens above every workspace (an operator's rotation of the encryption key).
+ * Listed newest first by (created_at_m, id): the id breaks ties within a millisecond, so a cursor is exact.
+ */
+export const auditLog = pgTable(
+  "audit_log",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id"),
+    event: text("event").notNull(),
+    actorKind: text("actor_kind").notNull(),
+    actorId: text("actor_id").notNull(),
+    actorName: text("actor_name").notNull(),
+    targets: jsonb("targets").$type<AuditTarget[]>().notNull(),
+    description: text("description").notNull(),
+    /** What else the entry says: which fields changed (names, not values, by default), counts. */
+    details: jsonb("details").$type<Record<string, unknown>>(),
+    surface: text("surface").notNull(),
+    requestId: text("request_id"),
+    clientAddress: text("client_address"),
+    userAgent: text("user_agent"),
+    createdAtM: ms("created_at_m").notNull(),
+  },
+  (t) => [
+    index("audit_log_workspace_time_idx").on(t.workspaceId, t.createdAtM, t.id),
+    index("audit_log_time_idx").on(t.createdAtM, t.id),
+    index("audit_log_targets_idx").using("gin", sql`${t.targets} jsonb_path_ops`),
+  ],
+);

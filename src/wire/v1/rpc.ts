@@ -6,6 +6,8 @@ import type { RootKeyAuth } from "../../core/auth/rootKeys.authenticator.js";
 import { bearerToken } from "../../http/bearer.js";
 import type { Services } from "../../services.js";
 import { withRequestDeadline } from "../../storage/deadline.js";
+import type { Caller } from "../../core/caller.js";
+import { v1Caller } from "./caller.js";
 
 /**
  * Who may call a route, enforced by registerRpc before the handler runs (after the input is validated, and after
@@ -40,7 +42,7 @@ export type BaseContext = {
 
 /** The principal registerRpc hands to the handler, by the route's `auth`. */
 export type Principal<A extends AuthKind> = A extends "rootKey" | "rootKeyCheckedByWrite"
-  ? { rootKey: RootKeyAuth }
+  ? { rootKey: RootKeyAuth; caller: Caller }
   : A extends "optionalRootKey"
     ? { optionalRootKey: (epoch: bigint | undefined) => Promise<RootKeyAuth | undefined> }
     : Record<never, never>;
@@ -122,12 +124,15 @@ function epochOnce(deps: Services): { read: () => Promise<bigint>; known: () => 
 async function authenticate(
   auth: Exclude<AuthKind, "rootKeyCheckedByWrite">,
   deps: Services,
-  authorization: string | undefined,
+  req: FastifyRequest,
   epoch: ReturnType<typeof epochOnce>,
 ): Promise<Principal<AuthKind>> {
+  const authorization = req.headers.authorization;
   switch (auth) {
-    case "rootKey":
-      return { rootKey: await deps.rootKeys.authenticate(bearerToken(authorization), epoch.known()) };
+    case "rootKey": {
+      const rootKey = await deps.rootKeys.authenticate(bearerToken(authorization), epoch.known());
+      return { rootKey, caller: v1Caller(deps, req, rootKey) };
+    }
     case "admin":
       authenticateAdmin(deps.config, authorization);
       return {};
@@ -162,8 +167,10 @@ export function registerRpc(app: FastifyInstance, deps: Services, rpc: Rpc): voi
         // Object.assign, not `{ ...base, ...principal, checked }` (CONTRIBUTING.md, conventions).
         const run = (principal: Principal<AuthKind>) => rpc.handler(input, Object.assign({}, base, principal, { checked }) as RpcContext);
         return rpc.auth === "rootKeyCheckedByWrite"
-          ? deps.rootKeys.authorizeWrite(bearerToken(req.headers.authorization), (rootKey) => run({ rootKey }))
-          : run(await authenticate(rpc.auth, deps, req.headers.authorization, epoch));
+          ? deps.rootKeys.authorizeWrite(bearerToken(req.headers.authorization), (rootKey) =>
+              run({ rootKey, caller: v1Caller(deps, req, rootKey) }),
+            )
+          : run(await authenticate(rpc.auth, deps, req, epoch));
       });
       return reply.code(status).send(output);
     },

@@ -7,6 +7,8 @@ import type { Services } from "../../services.js";
 import { withRequestDeadline } from "../../storage/deadline.js";
 import { DEFAULT_BODY_LIMIT } from "../v1/rpc.js";
 import { V2Error } from "./errors.js";
+import type { Caller } from "../../core/caller.js";
+import { v2Caller } from "./caller.js";
 
 /**
  * Who may call a v2 route, enforced by registerV2Rpc after the body is validated (v2 validates before it reads the
@@ -27,7 +29,7 @@ export type V2Context<A extends V2AuthKind> = {
   req: FastifyRequest;
   reply: FastifyReply;
 } & (A extends "rootKey" | "rootKeyCheckedByWrite"
-  ? { rootKey: RootKeyAuth }
+  ? { rootKey: RootKeyAuth; caller: Caller }
   : A extends "rootKeyAtEpoch"
     ? { rootKeyAt: (epoch: bigint | undefined) => Promise<RootKeyAuth> }
     : Record<never, never>);
@@ -125,7 +127,10 @@ export function registerV2Rpc(app: FastifyInstance, deps: Services, rpc: V2Rpc):
       const answer = await withRequestDeadline(deps.store.requestDeadlineMs, async () => {
         const base = { deps, req, reply };
         let principal = {};
-        if (rpc.auth === "rootKey") principal = { rootKey: await authenticateV2(deps, req.headers.authorization) };
+        if (rpc.auth === "rootKey") {
+          const rootKey = await authenticateV2(deps, req.headers.authorization);
+          principal = { rootKey, caller: v2Caller(deps, req, rootKey) };
+        }
         if (rpc.auth === "rootKeyAtEpoch") {
           const token = bearerTokenV2(req.headers.authorization);
           principal = { rootKeyAt: (epoch: bigint | undefined) => deps.rootKeys.authenticate(token, epoch) };
@@ -133,7 +138,9 @@ export function registerV2Rpc(app: FastifyInstance, deps: Services, rpc: V2Rpc):
         // Object.assign, not `{ ...base, ...principal }` (CONTRIBUTING.md, conventions).
         const run = (principal: object) => rpc.handler(req.body, Object.assign({}, base, principal) as V2Context<V2AuthKind>);
         return rpc.auth === "rootKeyCheckedByWrite"
-          ? deps.rootKeys.authorizeWrite(bearerTokenV2(req.headers.authorization), (rootKey) => run({ rootKey }))
+          ? deps.rootKeys.authorizeWrite(bearerTokenV2(req.headers.authorization), (rootKey) =>
+              run({ rootKey, caller: v2Caller(deps, req, rootKey) }),
+            )
           : run(principal);
       });
       return reply.code(200).send(rpc.noData ? { meta: { requestId: req.id } } : { meta: { requestId: req.id }, ...answer });

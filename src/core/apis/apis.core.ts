@@ -1,4 +1,5 @@
-import { apiPermission, keyspaceUrn, type PermissionDialect, type PermissionQuery } from "../auth/permissions.query.js";
+import type { PermissionDialect } from "../auth/permissions.query.js";
+import { apiPermission, keyspaceUrn, type PermissionQuery } from "../auth/permissions.query.js";
 import { hasPermission, requirePermission } from "../principal.js";
 import type { Db } from "../../storage/client.js";
 import { DeleteProtectedError, NotFoundError, PreconditionFailedError } from "../../errors.js";

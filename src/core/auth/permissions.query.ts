@@ -1,3 +1,4 @@
+import type { AccessPolicy } from "../caller.js";
 import type { PermissionQuery } from "../../errors.js";
 import { urnPermission } from "./permissions.urn.js";
 
@@ -89,24 +90,18 @@ export function apiPermission(apiId: string, ...actions: string[]): PermissionQu
 }
 
 /**
- * Which forms of a permission a route accepts (Issue 14, contract §1.5): v1's tuples (and `*`) alone, or also the
- * URN the v2 contract names for the route (v2). v1's queries, and so its 403 texts, are those of the "v1" dialect.
+ * Which forms of a permission count for a caller (Issue 14, contract §1.5): the tuples (and `*`) alone, or also the
+ * URN of the resource (`urnGrants`, the caller's AccessPolicy decides). A query without URNs is also what a 403 quotes.
  */
-export type PermissionDialect = "v1" | "v2";
+export type Grants = Pick<AccessPolicy, "urnGrants">;
 
 /**
  * The one builder of a keyspace- or key-scoped permission: apiPermission's tuples, and for v2 the URN
  * `keyspaces/<apiId>#<action>` (keyId null), `keyspaces/<apiId>/keys/<keyId>#<action>` (keyId `*`: any key).
  */
-export function keyPermission(
-  dialect: PermissionDialect,
-  workspaceId: string,
-  apiId: string,
-  keyId: string | null,
-  action: string,
-): PermissionQuery {
+export function keyPermission(grants: Grants, workspaceId: string, apiId: string, keyId: string | null, action: string): PermissionQuery {
   const tuples = ["*", `api.*.${action}`, `api.${apiId}.${action}`];
-  if (dialect === "v1") return { or: tuples };
+  if (!grants.urnGrants) return { or: tuples };
   return { or: [...tuples, keyspaceUrn(workspaceId, apiId, keyId, action)] };
 }
 
@@ -116,13 +111,8 @@ export function keyspaceUrn(workspaceId: string, apiId: string, keyId: string | 
 }
 
 /** The one builder of an identity permission: the given tuples (`*` among them), and for v2 the URN of any identity of any project. */
-export function identityPermission(
-  dialect: PermissionDialect,
-  workspaceId: string,
-  tuples: readonly string[],
-  action: string,
-): PermissionQuery {
-  if (dialect === "v1") return { or: [...tuples] };
+export function identityPermission(grants: Grants, workspaceId: string, tuples: readonly string[], action: string): PermissionQuery {
+  if (!grants.urnGrants) return { or: [...tuples] };
   return { or: [...tuples, urnPermission(workspaceId, "projects/*/identities/*", action)] };
 }
 
@@ -135,3 +125,6 @@ export function overrideUrn(workspaceId: string, namespaceId: string, overrideId
 export function createPermissionPermission(workspaceId: string): PermissionQuery {
   return { or: ["*", urnPermission(workspaceId, "rbac/permissions/*", "create_permission"), "rbac.*.create_permission"] };
 }
+
+/** @deprecated Transitional (issue 35): the core decides by the caller's AccessPolicy; this name goes with the last dialect. */
+export type PermissionDialect = "v1" | "v2";

@@ -1,4 +1,5 @@
-import { describeQuery, identityPermission, type PermissionDialect, type PermissionQuery } from "../auth/permissions.query.js";
+import type { PermissionDialect } from "../auth/permissions.query.js";
+import { describeQuery, identityPermission, type PermissionQuery } from "../auth/permissions.query.js";
 import { hasPermission, requirePermission } from "../principal.js";
 import { type Db, isUniqueViolation } from "../../storage/client.js";
 import { ConflictError, InvalidInputError, NotFoundError, PermissionDeniedError } from "../../errors.js";
@@ -63,7 +64,7 @@ export type IdentityRules = {
 
 /** The identity permission `action` as `rules` ask for it: the tuples given, and in v2 the URN. */
 const identityQuery = (caller: Principal, rules: IdentityRules, action: string, ...tuples: string[]): PermissionQuery =>
-  identityPermission(rules.permissionDialect ?? "v1", caller.workspaceId, ["*", ...tuples], action);
+  identityPermission({ urnGrants: (rules.permissionDialect ?? "v1") === "v2" }, caller.workspaceId, ["*", ...tuples], action);
 
 const identityNotFound = (idOrExternalId: string | undefined) => new NotFoundError("identity", idOrExternalId ?? "");
 

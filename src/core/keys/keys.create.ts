@@ -1,4 +1,5 @@
-import { keyPermission, type PermissionDialect } from "../auth/permissions.query.js";
+import type { PermissionDialect } from "../auth/permissions.query.js";
+import { keyPermission } from "../auth/permissions.query.js";
 import { hasPermission, requirePermission } from "../principal.js";
 import { hashKey } from "../../crypto/hash.js";
 import { generateKey, generateKeyV2 } from "../../crypto/keyGen.js";
@@ -104,7 +105,10 @@ export async function createKey(
   rules: CreateKeyRules = V1_CREATE_KEY_RULES,
 ): Promise<CreatedKey> {
   requireNamesWithinBounds([input]);
-  requirePermission(principal, keyPermission(rules.permissionDialect, principal.workspaceId, input.apiId, null, "create_key"));
+  requirePermission(
+    principal,
+    keyPermission({ urnGrants: rules.permissionDialect === "v2" }, principal.workspaceId, input.apiId, null, "create_key"),
+  );
   const { workspaceId } = principal;
   // An API's key settings never change: from memory when this process has seen the API (a statement fewer per call).
   const remembered = services.apiSettings.remembered(workspaceId, input.apiId);
@@ -174,7 +178,7 @@ async function createKeyInApi(
   }
   if (
     input.recoverable &&
-    !hasPermission(principal, keyPermission(rules.permissionDialect, workspaceId, input.apiId, "*", "encrypt_key"))
+    !hasPermission(principal, keyPermission({ urnGrants: rules.permissionDialect === "v2" }, workspaceId, input.apiId, "*", "encrypt_key"))
   ) {
     throw new PermissionDeniedError(`"*", "api.*.encrypt_key" or "api.${input.apiId}.encrypt_key"`, [...principal.permissions], {
       refusal: { kind: "encryptNotAllowed", apiId: input.apiId },

@@ -1,4 +1,5 @@
-import { keyPermission, type PermissionDialect } from "../auth/permissions.query.js";
+import type { PermissionDialect } from "../auth/permissions.query.js";
+import { keyPermission } from "../auth/permissions.query.js";
 import { hasPermission } from "../principal.js";
 import type { Keyring } from "../../keyring/keyring.js";
 import type { Db } from "../../storage/client.js";
@@ -10,7 +11,7 @@ import type { Principal } from "../principal.js";
  * granted by the URN of the key (`keyId`), or of any key of the keyspace (`*`).
  */
 export function requireDecryptPermission(principal: Principal, apiId: string, dialect: PermissionDialect = "v1", keyId = "*"): void {
-  const query = keyPermission(dialect, principal.workspaceId, apiId, keyId, "decrypt_key");
+  const query = keyPermission({ urnGrants: dialect === "v2" }, principal.workspaceId, apiId, keyId, "decrypt_key");
   if (!hasPermission(principal, query)) throw new DecryptNotAllowedError(apiId, { query, have: [...principal.permissions] });
 }
 

@@ -1,4 +1,5 @@
-import { apiPermission, keyPermission, type PermissionDialect } from "../auth/permissions.query.js";
+import type { PermissionDialect } from "../auth/permissions.query.js";
+import { apiPermission, keyPermission } from "../auth/permissions.query.js";
 import { requirePermission } from "../principal.js";
 import { NotFoundError } from "../../errors.js";
 import { deleteKeysOfApi } from "../../storage/apis/apis.repository.js";
@@ -19,7 +20,7 @@ export async function deleteKey(
   const { db } = services;
   const key = await findLiveKeyForWrite(db, input.keyId);
   if (!key || key.workspaceId !== principal.workspaceId) throw new NotFoundError("key", input.keyId);
-  requirePermission(principal, keyPermission(dialect, principal.workspaceId, key.apiId, key.id, "delete_key"));
+  requirePermission(principal, keyPermission({ urnGrants: dialect === "v2" }, principal.workspaceId, key.apiId, key.id, "delete_key"));
   const deleted = input.permanent ? await hardDeleteKey(db, key.id) : await softDeleteKey(db, key.id, services.clock.now());
   if (!deleted) throw new NotFoundError("key", input.keyId);
 }

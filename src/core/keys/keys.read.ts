@@ -1,4 +1,5 @@
-import { keyPermission, type PermissionDialect } from "../auth/permissions.query.js";
+import type { PermissionDialect } from "../auth/permissions.query.js";
+import { keyPermission } from "../auth/permissions.query.js";
 import { hasPermission, type Principal, requirePermission } from "../principal.js";
 import { hashKey } from "../../crypto/hash.js";
 import { NotFoundError, PreconditionFailedError } from "../../errors.js";
@@ -42,7 +43,7 @@ export async function getKey(
   const row = await services.keyReads.find({ id: input.keyId }, rules.permissions ?? "direct-names");
   if (!row || row.workspaceId !== principal.workspaceId) throw new NotFoundError("key", input.keyId);
   const dialect = rules.dialect ?? "v1";
-  requirePermission(principal, keyPermission(dialect, principal.workspaceId, row.apiId, row.id, "read_key"));
+  requirePermission(principal, keyPermission({ urnGrants: dialect === "v2" }, principal.workspaceId, row.apiId, row.id, "read_key"));
   if (!input.decrypt) return { row };
   requireDecryptPermission(principal, row.apiId, dialect, row.id);
   if (rules.decryptNeedsEncryptingApi && !(await findApi(services.db, row.workspaceId, row.apiId))?.storeEncryptedKeys) {
@@ -79,7 +80,7 @@ export function requireKeyVisible(
   rules: Pick<KeyReadRules, "denied" | "dialect"> = {},
 ): KeyObjectRow {
   if (row.workspaceId !== principal.workspaceId) throw keyBySecretNotFound();
-  const readKey = keyPermission(rules.dialect ?? "v1", principal.workspaceId, row.apiId, row.id, "read_key");
+  const readKey = keyPermission({ urnGrants: (rules.dialect ?? "v1") === "v2" }, principal.workspaceId, row.apiId, row.id, "read_key");
   if (rules.denied === "notFound" && !hasPermission(principal, readKey)) throw keyBySecretNotFound();
   requirePermission(principal, readKey);
   return row;

@@ -1,4 +1,5 @@
-import { keyPermission, type PermissionDialect } from "../auth/permissions.query.js";
+import type { PermissionDialect } from "../auth/permissions.query.js";
+import { keyPermission } from "../auth/permissions.query.js";
 import { requirePermission } from "../principal.js";
 import { hashKey } from "../../crypto/hash.js";
 import { NotFoundError, PreconditionFailedError } from "../../errors.js";
@@ -34,11 +35,11 @@ export async function rerollKey(
   // The checks first, outside the transaction (a data key may have to be unwrapped); the transaction reads it again.
   const old = await findKeyToReroll(db, workspaceId, input.keyId, false);
   if (!old) throw new NotFoundError("key", input.keyId);
-  requirePermission(principal, keyPermission(dialect, workspaceId, old.apiId, null, "create_key"));
+  requirePermission(principal, keyPermission({ urnGrants: dialect === "v2" }, workspaceId, old.apiId, null, "create_key"));
   const api = await services.apiSettings.find(workspaceId, old.apiId);
   if (!api) throw new NotFoundError("key", input.keyId);
   if (old.hasEncryptedCopy) {
-    requirePermission(principal, keyPermission(dialect, workspaceId, old.apiId, "*", "encrypt_key"));
+    requirePermission(principal, keyPermission({ urnGrants: dialect === "v2" }, workspaceId, old.apiId, "*", "encrypt_key"));
     if (!api.storeEncryptedKeys) throw new PreconditionFailedError("api", { kind: "recoverableNotSupported", apiId: old.apiId });
     if (!keyring.available) throw new PreconditionFailedError("encryption key", { kind: "encryptionKeyUnavailable" });
   }

@@ -1,4 +1,5 @@
-import { keyPermission, type PermissionDialect } from "../auth/permissions.query.js";
+import type { PermissionDialect } from "../auth/permissions.query.js";
+import { keyPermission } from "../auth/permissions.query.js";
 import { hasPermission, requirePermission } from "../principal.js";
 import type { Db } from "../../storage/client.js";
 import { InvalidInputError, NotFoundError } from "../../errors.js";
@@ -74,7 +75,10 @@ export async function updateKey(
     if (principal.writeGuard && !(await rootKeyGrants(tx, principal.writeGuard))) throw new NotFoundError("key", input.keyId);
     const key = await lockKeyForUpdate(tx, principal.workspaceId, input.keyId);
     if (!key) throw new NotFoundError("key", input.keyId);
-    requirePermission(principal, keyPermission(rules.permissionDialect, principal.workspaceId, key.apiId, key.id, "update_key"));
+    requirePermission(
+      principal,
+      keyPermission({ urnGrants: rules.permissionDialect === "v2" }, principal.workspaceId, key.apiId, key.id, "update_key"),
+    );
     if (input.refill) {
       if (input.remaining === null) throw new InvalidInputError({ kind: "refillOnUnlimited", during: "update" });
       if (input.refill.interval === "daily" && input.refill.refillDay != null) {

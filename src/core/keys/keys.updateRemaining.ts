@@ -1,4 +1,5 @@
-import { keyPermission, type PermissionDialect } from "../auth/permissions.query.js";
+import type { PermissionDialect } from "../auth/permissions.query.js";
+import { keyPermission } from "../auth/permissions.query.js";
 import { requirePermission } from "../principal.js";
 import { MAX_INT32 } from "../../storage/int32.js";
 import { InvalidInputError, NotFoundError } from "../../errors.js";
@@ -45,7 +46,10 @@ export async function changeRemaining(
   const notFound = () => new NotFoundError("key", input.keyId);
   const key = await findLiveKeyForWrite(db, input.keyId);
   if (!key || key.workspaceId !== principal.workspaceId) throw notFound();
-  requirePermission(principal, keyPermission(rules.dialect ?? "v1", principal.workspaceId, key.apiId, key.id, "update_key"));
+  requirePermission(
+    principal,
+    keyPermission({ urnGrants: (rules.dialect ?? "v1") === "v2" }, principal.workspaceId, key.apiId, key.id, "update_key"),
+  );
 
   const unlimited = () => new InvalidInputError({ kind: "remainingUnlimited", op });
   if (op !== "set") {

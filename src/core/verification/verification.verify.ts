@@ -332,7 +332,7 @@ function mayVerifyOnV2(
   key: { id: string; apiId: string; workspaceId: string },
 ): boolean {
   if (scope?.permissions === undefined) return false;
-  return rootKeySatisfies(keyPermission("v2", key.workspaceId, key.apiId, key.id, "verify_key"), scope.permissions);
+  return rootKeySatisfies(keyPermission({ urnGrants: true }, key.workspaceId, key.apiId, key.id, "verify_key"), scope.permissions);
 }
 
 function permissionQueryOf(raw: unknown, dialect: VerifyDialect): PermissionQuery | undefined {

@@ -12,6 +12,7 @@ const E2E = [
   "test/deploy.signals.test.ts",
   "test/deploy.nginx.test.ts",
   "test/replicas.test.ts",
+  "test/audit.crash.test.ts",
 ];
 
 export default defineConfig({

@@ -1,32 +1,25 @@
 import type { AddressInfo } from "node:net";
 import { STATUS_CODES } from "node:http";
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyRequest } from "fastify";
-import {
-  hasZodFastifySchemaValidationErrors,
-  isResponseSerializationError,
-  serializerCompiler,
-  validatorCompiler,
-} from "fastify-type-provider-zod";
+import Fastify, { type FastifyError, type FastifyInstance } from "fastify";
+import { serializerCompiler, validatorCompiler } from "fastify-type-provider-zod";
 import type { Config } from "./config.js";
-import { findDependencyFailure } from "./storage/dependency.js";
 import type { Services } from "./services.js";
-import { DomainError } from "./errors.js";
-import { ApiError, type ErrorCode, type ErrorFields, errorEnvelope } from "./http/errors.js";
-import { apiErrorOf } from "./wire/v1/errors.js";
+import { type ErrorCode, errorEnvelope } from "./http/errors.js";
 import { registerErrorReference } from "./wire/v1/errorReference.js";
-import { parseJsonBody } from "./http/jsonBody.js";
 import { checkIntervalMs, drainOnClose, noteAnswer } from "./http/server.js";
 import { registerMetrics } from "./http/metrics.js";
+import { acceptJsonBodies, answerInEnvelope, answerNoRoute } from "./http/surface.js";
 import { registerOpenApi } from "./wire/v1/openapi.js";
 import { newId } from "./ids.js";
 import { serializeError } from "./log.js";
-import { BULK_BODY_LIMIT, registerRpc } from "./wire/v1/rpc.js";
 import { rpcs } from "./wire/v1/routes.js";
-import { answerV2Error, answerV2NotFound, isV2Path } from "./wire/v2/answer.js";
+import { v1Surface } from "./wire/v1/surface.js";
 import { v2OpenApi } from "./wire/v2/openapi.js";
 import { v2Rpcs } from "./wire/v2/routes.js";
-import { registerV2Rpc } from "./wire/v2/rpc.js";
-import { issueText } from "./validation.messages.js";
+import { v2Surface } from "./wire/v2/surface.js";
+
+/** The largest body of a request to none of the surfaces' routes (the host's routes are GETs): 1 MiB. */
+const HOST_BODY_LIMIT = 1024 * 1024;
 
 /** The timeouts of config.http, as Fastify and Node's HTTP server take them. */
 function httpServerOptions(config: Config) {
@@ -71,7 +64,7 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
             serializers: { err: serializeError },
           },
     // Each route sets its own (rpc.ts); this bounds the routes that are not RPCs.
-    bodyLimit: BULK_BODY_LIMIT,
+    bodyLimit: HOST_BODY_LIMIT,
     genReqId: () => newId("req"),
     requestIdHeader: false,
     // A request that still reaches a closing server on a kept-alive connection is served (with `Connection: close`),
@@ -111,22 +104,8 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
 
-  app.removeAllContentTypeParsers();
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
-    try {
-      // A route may name fields whose text is only looked up (v2's lookupOnly): NUL there is a "not found", not a 400.
-      const lookupOnly = (req.routeOptions.config as { lookupOnly?: readonly string[] } | undefined)?.lookupOnly;
-      done(null, parseJsonBody(body as string, lookupOnly));
-    } catch (err) {
-      done(err as Error, undefined);
-    }
-  });
-  app.addContentTypeParser("*", (req, _payload, done) => {
-    done(new ApiError("BAD_REQUEST", `Content-Type must be application/json, got ${req.headers["content-type"] ?? "none"}`), undefined);
-  });
-
   // Hooks are callback-style, not async: an async hook costs every request a promise and a turn of the microtask
-  // queue (issue 13 §3, the CPU of each call).
+  // queue (issue 13 §3, the CPU of each call). Added here, they apply to every surface.
   app.addHook("onRequest", (req, reply, done) => {
     reply.header("Unkey-Request-Id", req.id);
     done();
@@ -143,77 +122,12 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
     noteAnswer(req.raw.socket);
     done(null, payload);
   });
-  // The body parser refuses these in JSON; query strings get the same rule, for every GET route at once.
-  app.addHook("preValidation", (req, _reply, done) => {
-    for (const [name, value] of Object.entries((req.query ?? {}) as Record<string, unknown>)) {
-      for (const v of Array.isArray(value) ? value : [value]) {
-        if (typeof v === "string" && (v.includes("\u0000") || !v.isWellFormed())) {
-          return done(new ApiError("BAD_REQUEST", `${name}: must not contain the NUL character or unpaired surrogates`));
-        }
-      }
-    }
-    done();
-  });
 
-  const sendError = (req: FastifyRequest, code: ErrorCode, message: string, fields?: ErrorFields) =>
-    errorEnvelope(code, message, req.id, origin(), fields);
-
-  app.setErrorHandler((err: FastifyError, req, reply) => {
-    // v2 requests are answered in v2's error model, worded by its adapter (wire/v2).
-    if (isV2Path(req.url)) return answerV2Error(err, req, reply);
-    // The core throws domain errors; here, and only here, they become v1's codes and statuses (apiErrorOf).
-    const answered = err instanceof DomainError ? apiErrorOf(err) : err;
-    if (answered instanceof ApiError) {
-      return reply.code(answered.status).send(sendError(req, answered.code, answered.message, answered.fields));
-    }
-    if (hasZodFastifySchemaValidationErrors(err)) {
-      // v1 answered with the first issue only.
-      const first = err.validation[0];
-      const path = first ? first.instancePath.replace(/^\//, "").replaceAll("/", ".") : "";
-      const params = (first?.params as { params?: unknown } | undefined)?.params;
-      // A bulk route's body is an array: the first step of the path is the index of the key refused.
-      const index = Array.isArray(req.body) ? /^\/(\d+)(?:\/|$)/.exec(first?.instancePath ?? "")?.[1] : undefined;
-      const fields = index === undefined ? undefined : { keyIndex: Number(index) };
-      return reply.code(400).send(sendError(req, "BAD_REQUEST", issueText(path, first?.message ?? "invalid input", params), fields));
-    }
-    if (err.statusCode === 413) {
-      return reply
-        .code(413)
-        .send(sendError(req, "PAYLOAD_TOO_LARGE", `Request body is larger than ${req.routeOptions.bodyLimit ?? BULK_BODY_LIMIT} bytes`));
-    }
-    if (!isResponseSerializationError(err) && err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
-      // Fastify's own client errors (bad content length, unsupported media type, ...).
-      const code: ErrorCode = err.statusCode === 404 ? "NOT_FOUND" : err.statusCode === 405 ? "METHOD_NOT_ALLOWED" : "BAD_REQUEST";
-      return reply.code(err.statusCode === 404 || err.statusCode === 405 ? err.statusCode : 400).send(sendError(req, code, err.message));
-    }
-    // PostgreSQL or Redis could not serve: logged once per change of state by the store or the limiter.
-    const unavailable = findDependencyFailure(err);
-    if (unavailable) {
-      return reply.code(503).send(sendError(req, "SERVICE_UNAVAILABLE", unavailable.publicMessage));
-    }
-    req.log.error({ err }, "unhandled error");
-    return reply.code(500).send(sendError(req, "INTERNAL_SERVER_ERROR", "internal server error"));
-  });
-
-  const knownPaths = new Set(rpcs.map((r) => r.path));
-  app.setNotFoundHandler((req, reply) => {
-    const path = req.url.split("?")[0] ?? "";
-    if (isV2Path(path)) {
-      return answerV2NotFound(
-        req,
-        reply,
-        v2Rpcs.filter((r) => r.path === path).map((r) => r.method),
-      );
-    }
-    if (knownPaths.has(path as `/v1/${string}`)) {
-      const allowed = rpcs.filter((r) => r.path === path).map((r) => r.method);
-      return reply
-        .code(405)
-        .header("Allow", allowed.join(", "))
-        .send(sendError(req, "METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${path}; use ${allowed.join(" or ")}`));
-    }
-    return reply.code(404).send(sendError(req, "NOT_FOUND", `no route ${req.method} ${path}`));
-  });
+  // The host's own routes (/openapi.json, /docs, /metrics) and paths outside every surface's prefix: the shared
+  // envelope. Each surface sets its own parsers, error handler and 404 in its plugin.
+  acceptJsonBodies(app, { lookupOnly: false });
+  app.setErrorHandler((err: FastifyError, req, reply) => answerInEnvelope(err, req, reply, origin, HOST_BODY_LIMIT));
+  app.setNotFoundHandler((req, reply) => answerNoRoute(req, reply, origin));
 
   // Both watch routes as they are added (metrics instruments each, swagger documents each): before the routes.
   // Changes of state of PostgreSQL and Redis ("unreachable", "reachable again") go to this app's log.
@@ -221,8 +135,8 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
   deps.ratelimiter.state?.useLogger(app.log);
   registerMetrics(app, deps);
   await registerOpenApi(app, deps.config, rpcs, [v2OpenApi(v2Rpcs)]);
-  for (const rpc of rpcs) registerRpc(app, deps, rpc);
-  for (const rpc of v2Rpcs) registerV2Rpc(app, deps, rpc);
+  await app.register(v1Surface, { prefix: "/v1", deps, origin });
+  await app.register(v2Surface, { prefix: "/v2", deps, origin });
   registerErrorReference(app);
   await app.ready();
   return app;

@@ -150,7 +150,8 @@ export function registerRpc(app: FastifyInstance, deps: Services, rpc: Rpc): voi
   const status = rpc.status ?? 200;
   app.withTypeProvider<ZodTypeProvider>().route({
     method: rpc.method,
-    url: rpc.path,
+    // Relative to the surface's prefix (`/v1`, wire/v1/surface.ts).
+    url: rpc.path.slice("/v1".length),
     bodyLimit: bodyLimitOf(rpc),
     schema: {
       summary: rpc.summary,

@@ -5,9 +5,6 @@ import { ApiError } from "../../http/errors.js";
 import { findDependencyFailure } from "../../storage/dependency.js";
 import { V2Error, type V2ValidationIssue, v2ErrorBody, v2ErrorContentType, v2ErrorOf } from "./errors.js";
 
-/** A v2 route's path, as the error handler and the not-found handler tell v2 requests apart. */
-export const isV2Path = (url: string): boolean => url.startsWith("/v2/") || url === "/v2";
-
 /**
  * A body that fails the route's schema, as v2 answers it (contract §1.3): always 400 and `application/json`,
  * `detail` naming the route, `errors` with the first problem's JSON-schema keyword location and a message in the words

@@ -1,6 +1,5 @@
 import { z } from "zod";
-import type { V2Rpc } from "./rpc.js";
-import { DEFAULT_BODY_LIMIT } from "../v1/rpc.js";
+import { DEFAULT_BODY_LIMIT, type V2Rpc } from "./rpc.js";
 
 /** The v2 error envelope (errors.ts writes it), as the document's `V2Error` component. */
 const v2ErrorSchema = z.object({

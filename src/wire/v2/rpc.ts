@@ -5,7 +5,6 @@ import type { RootKeyAuth } from "../../core/auth/rootKeys.authenticator.js";
 import { UnauthenticatedError } from "../../errors.js";
 import type { Services } from "../../services.js";
 import { withRequestDeadline } from "../../storage/deadline.js";
-import { DEFAULT_BODY_LIMIT } from "../v1/rpc.js";
 import { V2Error } from "./errors.js";
 import type { Caller } from "../../core/caller.js";
 import { v2Caller } from "./caller.js";
@@ -67,6 +66,14 @@ export type V2Rpc<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodTy
   lookupOnly?: readonly string[];
 };
 
+const KIB = 1024;
+/** v2's body limits, its own (the same sizes as v1's today): the routes that take a few ids, names and numbers. */
+export const DEFAULT_BODY_LIMIT = 64 * KIB;
+/** v2's routes that take meta, or lists of roles and permissions. */
+export const LARGE_BODY_LIMIT = 256 * KIB;
+/** v2's bulk routes (keys.migrateKeys). */
+export const BULK_BODY_LIMIT = 1024 * KIB;
+
 export function defineV2Rpc<I extends z.ZodType, O extends z.ZodType, A extends V2AuthKind>(rpc: V2Rpc<I, O, A>): V2Rpc<I, O, A> {
   return rpc;
 }
@@ -114,7 +121,8 @@ function bearerTokenV2(authorization: string | undefined): string {
 export function registerV2Rpc(app: FastifyInstance, deps: Services, rpc: V2Rpc): void {
   app.withTypeProvider<ZodTypeProvider>().route({
     method: rpc.method,
-    url: rpc.path,
+    // Relative to the surface's prefix (`/v2`, wire/v2/surface.ts).
+    url: rpc.path.slice("/v2".length),
     bodyLimit: rpc.bodyLimit ?? DEFAULT_BODY_LIMIT,
     config: { protocol: "v2", ...(rpc.lookupOnly && { lookupOnly: rpc.lookupOnly }) },
     schema: {

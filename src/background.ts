@@ -1,7 +1,7 @@
 import type { Services } from "./services.js";
 import { findDependencyFailure } from "./storage/dependency.js";
 
-export type BackgroundJobs = Pick<Services, "analytics" | "migrationWorker" | "invalidationPruner" | "statistics">;
+export type BackgroundJobs = Pick<Services, "analytics" | "migrationWorker" | "invalidationPruner" | "statistics" | "auditRetention">;
 
 type Logger = {
   info(obj: unknown, msg?: string): void;
@@ -10,13 +10,14 @@ type Logger = {
 };
 
 /**
- * Starts the analytics flusher and retention cleanup, the invalidation log's pruner, the statistics refresher (ANALYZE
+ * Starts the analytics flusher and retention cleanup, the invalidation log's pruner, the audit log's retention, the statistics refresher (ANALYZE
  * after imports on PGlite) and, unless `migrationWorker: false`, the migration worker of services built by createServices
  * (services.ts).
  */
 export function startBackgroundJobs(jobs: BackgroundJobs, log: Logger, options: { migrationWorker?: boolean } = {}): void {
   jobs.analytics.start(log);
   jobs.invalidationPruner.start(log);
+  jobs.auditRetention.start(log);
   jobs.statistics.start(log);
   if (options.migrationWorker !== false) jobs.migrationWorker.start(log);
 }
@@ -31,6 +32,7 @@ export async function stopBackgroundJobs(jobs: BackgroundJobs): Promise<void> {
   await jobs.statistics.stop();
   await jobs.analytics.stop();
   await jobs.invalidationPruner.stop();
+  await jobs.auditRetention.stop();
 }
 
 /**

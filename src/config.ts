@@ -137,6 +137,12 @@ const envSchema = z.object({
     .min(1, "must be at least 1")
     .max(36_500, "must be at most 36500")
     .default(90),
+  KEYHAVEN_AUDIT_RETENTION_DAYS: z.coerce
+    .number({ error: "must be a whole number of days" })
+    .int("must be a whole number of days")
+    .min(1, "must be at least 1")
+    .max(36_500, "must be at most 36500")
+    .default(90),
   KEYHAVEN_VERIFY_REQUIRE_SCOPE: z.enum(["on", "off"], { error: 'must be "on" or "off"' }).default("off"),
   // Client timeouts: at least 100 ms (a smaller one would cut off ordinary clients).
   KEYHAVEN_HEADERS_TIMEOUT_MS: milliseconds(10_000, 100),
@@ -207,6 +213,8 @@ export type Config = Readonly<{
   analytics: boolean;
   /** Verification counts of hours older than this many days are deleted in the background. */
   analyticsRetentionDays: number;
+  /** Audit entries older than this many days are deleted in the background. */
+  auditRetentionDays: number;
   /**
    * keys.verifyKey needs `apiId` or a valid root key (which scopes it to that root key's workspace); off: neither
    * is needed, as in v1.
@@ -300,6 +308,7 @@ export function loadConfig(
     logLevel: e.LOG_LEVEL,
     analytics: e.KEYHAVEN_ANALYTICS === "on",
     analyticsRetentionDays: e.KEYHAVEN_ANALYTICS_RETENTION_DAYS,
+    auditRetentionDays: e.KEYHAVEN_AUDIT_RETENTION_DAYS,
     verifyRequireScope: e.KEYHAVEN_VERIFY_REQUIRE_SCOPE === "on",
     trustProxy: parseTrustProxy(e.KEYHAVEN_TRUST_PROXY)!,
     http: Object.freeze({

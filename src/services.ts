@@ -20,6 +20,7 @@ import { ApiSettingsCache } from "./storage/apis/apis.repository.js";
 import { LimitLookupCache } from "./storage/ratelimits/ratelimits.repository.js";
 import { openRateLimiter, type RateLimiter } from "./storage/ratelimits/ratelimiter.js";
 import { WriteGate } from "./core/changes.js";
+import { AuditRetention } from "./core/audit/audit.retention.js";
 import { StatisticsRefresher } from "./storage/statistics.js";
 
 /**
@@ -40,6 +41,8 @@ export type Services = {
   ratelimiter: RateLimiter;
   /** The store's write epoch, read once for all the caches below that ask at the same time. */
   epochs: EpochReader;
+  /** Deletes audit entries older than KEYHAVEN_AUDIT_RETENTION_DAYS (started by background.ts). */
+  auditRetention: AuditRetention;
   /** Deletes old rows of the invalidation log the caches catch up from (started by background.ts). */
   invalidationPruner: InvalidationPruner;
   /** The keys keys.verifyKey reads, in memory while the epoch stands. */
@@ -126,6 +129,7 @@ export async function createServices(config: Config, store: Store, options: Serv
     ratelimiter,
     epochs,
     invalidationPruner: new InvalidationPruner(db),
+    auditRetention: new AuditRetention(db, clock, config.auditRetentionDays),
     verificationCache,
     remainingSpender,
     rootKeys: new RootKeyAuthenticator(db, epochs, clock),

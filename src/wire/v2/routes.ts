@@ -23,6 +23,7 @@ import { rerollKey } from "./keys/v2.keys.rerollKey.js";
 import { updateKey } from "./keys/v2.keys.updateKey.js";
 import { whoami } from "./keys/v2.keys.whoami.js";
 import { createMigration } from "./keyhaven/v2.keyhaven.createMigration.js";
+import { listAuditLogs } from "./keyhaven/v2.keyhaven.listAuditLogs.js";
 import { migrateKeys } from "./keys/v2.keys.migrateKeys.js";
 import { liveness } from "./liveness/v2.liveness.js";
 import { createPermission } from "./permissions/v2.permissions.createPermission.js";
@@ -93,4 +94,5 @@ export const v2Rpcs: V2Rpc[] = [
   getVerifications,
   // keyhaven's extensions
   createMigration,
+  listAuditLogs,
 ];

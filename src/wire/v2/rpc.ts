@@ -6,7 +6,9 @@ import { UnauthenticatedError } from "../../errors.js";
 import type { Services } from "../../services.js";
 import { withRequestDeadline } from "../../storage/deadline.js";
 import { V2Error } from "./errors.js";
-import type { Caller } from "../../core/caller.js";
+import type { Caller, Origin } from "../../core/caller.js";
+import { secretsEqual } from "../../crypto/hash.js";
+import { originOf } from "../v1/caller.js";
 import { v2Caller } from "./caller.js";
 
 /**
@@ -19,9 +21,16 @@ import { v2Caller } from "./caller.js";
  * - "rootKeyCheckedByWrite": as "rootKey", for a route whose writes re-check the root key themselves (keys.createKey,
  *   keys.updateKey),
  *   as v1's kind of that name (wire/v1/rpc.ts, RootKeyAuthenticator.authorizeWrite).
+ * - "rootKeyOrOperator": a root key as "rootKey", or the operator's token (KEYHAVEN_ADMIN_TOKEN, when set) in the same
+ *   header; the handler gets `ctx.by`, which of the two called (keyhaven.listAuditLogs).
  * - "none": anybody (liveness).
  */
-export type V2AuthKind = "rootKey" | "rootKeyCheckedByWrite" | "rootKeyAtEpoch" | "none";
+export type V2AuthKind = "rootKey" | "rootKeyCheckedByWrite" | "rootKeyAtEpoch" | "rootKeyOrOperator" | "none";
+
+/** Who called a "rootKeyOrOperator" route: a root key (with its caller), or the operator, from `origin`. */
+export type RootKeyOrOperator =
+  | { readonly kind: "rootKey"; readonly rootKey: RootKeyAuth; readonly caller: Caller }
+  | { readonly kind: "operator"; readonly origin: Origin };
 
 export type V2Context<A extends V2AuthKind> = {
   deps: Services;
@@ -31,7 +40,9 @@ export type V2Context<A extends V2AuthKind> = {
   ? { rootKey: RootKeyAuth; caller: Caller }
   : A extends "rootKeyAtEpoch"
     ? { rootKeyAt: (epoch: bigint | undefined) => Promise<RootKeyAuth> }
-    : Record<never, never>);
+    : A extends "rootKeyOrOperator"
+      ? { by: RootKeyOrOperator }
+      : Record<never, never>);
 
 /** What a v2 handler returns: the envelope's `data`, and `pagination` on the list routes. */
 export type V2Answer<O extends z.ZodType> = { data: z.input<O>; pagination?: { cursor?: string; hasMore: boolean } };
@@ -101,6 +112,18 @@ export async function authenticateV2(deps: Services, authorization: string | und
   return deps.rootKeys.authenticate(bearerTokenV2(authorization));
 }
 
+/**
+ * A "rootKeyOrOperator" route's caller: the operator when the bearer token is KEYHAVEN_ADMIN_TOKEN (compared in
+ * constant time; never when no token is configured), else a root key, refused as any v2 root-key route refuses.
+ */
+async function authenticateRootKeyOrOperator(deps: Services, req: FastifyRequest): Promise<RootKeyOrOperator> {
+  const token = bearerTokenV2(req.headers.authorization);
+  const adminToken = deps.config.adminToken;
+  if (adminToken !== undefined && secretsEqual(token, adminToken)) return { kind: "operator", origin: originOf("operator", deps, req) };
+  const rootKey = await deps.rootKeys.authenticate(token);
+  return { kind: "rootKey", rootKey, caller: v2Caller(deps, req, rootKey) };
+}
+
 /** The token of v2's `Authorization: Bearer` header, or v2's 400 for a header that is absent or malformed. */
 function bearerTokenV2(authorization: string | undefined): string {
   const header = (authorization ?? "").trim();
@@ -143,6 +166,7 @@ export function registerV2Rpc(app: FastifyInstance, deps: Services, rpc: V2Rpc):
           const token = bearerTokenV2(req.headers.authorization);
           principal = { rootKeyAt: (epoch: bigint | undefined) => deps.rootKeys.authenticate(token, epoch) };
         }
+        if (rpc.auth === "rootKeyOrOperator") principal = { by: await authenticateRootKeyOrOperator(deps, req) };
         // Object.assign, not `{ ...base, ...principal }` (CONTRIBUTING.md, conventions).
         const run = (principal: object) => rpc.handler(req.body, Object.assign({}, base, principal) as V2Context<V2AuthKind>);
         return rpc.auth === "rootKeyCheckedByWrite"

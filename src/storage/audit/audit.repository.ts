@@ -1,0 +1,65 @@
+import { and, desc, eq, gte, inArray, isNull, lt, type SQL, sql } from "drizzle-orm";
+import { type Db, rowsOf } from "../client.js";
+import { auditLog } from "../schema.js";
+
+/** An audit entry as stored. */
+export type AuditLogRow = typeof auditLog.$inferSelect;
+
+/** Where a page of the audit log starts: strictly below this entry in (created_at_m, id) order, newest first. */
+export type AuditPosition = { readonly createdAtM: number; readonly id: string };
+
+export type AuditLogFilter = {
+  /** One workspace's entries; `null`: the entries above every workspace; undefined: every entry (the operator). */
+  readonly workspaceId?: string | null | undefined;
+  readonly events?: readonly string[] | undefined;
+  readonly actorId?: string | undefined;
+  /** Entries naming this id among their targets (the GIN index on targets answers `@>`). */
+  readonly targetId?: string | undefined;
+  /** Written at or after (unix ms). */
+  readonly since?: number | undefined;
+  /** Written before (unix ms, exclusive), so that consecutive ranges never share an entry. */
+  readonly until?: number | undefined;
+};
+
+/**
+ * Up to `limit` entries matching `filter`, newest first by (created_at_m, id), after `after` when given: a keyset
+ * page, so that entries written while a reader pages (newer than its first page) neither shift nor repeat what it
+ * reads next. One bounded statement on the (workspace_id, created_at_m, id) or (created_at_m, id) index.
+ */
+export async function listAuditLogRows(
+  db: Db,
+  filter: AuditLogFilter,
+  page: { readonly after?: AuditPosition | undefined; readonly limit: number },
+): Promise<AuditLogRow[]> {
+  const where: (SQL | undefined)[] = [];
+  if (filter.workspaceId === null) where.push(isNull(auditLog.workspaceId));
+  else if (filter.workspaceId !== undefined) where.push(eq(auditLog.workspaceId, filter.workspaceId));
+  if (filter.events !== undefined && filter.events.length > 0) where.push(inArray(auditLog.event, [...filter.events]));
+  if (filter.actorId !== undefined) where.push(eq(auditLog.actorId, filter.actorId));
+  if (filter.targetId !== undefined) where.push(sql`${auditLog.targets} @> ${JSON.stringify([{ id: filter.targetId }])}::jsonb`);
+  if (filter.since !== undefined) where.push(gte(auditLog.createdAtM, filter.since));
+  if (filter.until !== undefined) where.push(lt(auditLog.createdAtM, filter.until));
+  if (page.after !== undefined) where.push(sql`(${auditLog.createdAtM}, ${auditLog.id}) < (${page.after.createdAtM}, ${page.after.id})`);
+  return db
+    .select()
+    .from(auditLog)
+    .where(and(...where))
+    .orderBy(desc(auditLog.createdAtM), desc(auditLog.id))
+    .limit(page.limit);
+}
+
+/**
+ * Deletes up to `maxRows` entries written before `before` (unix ms, business time: the core passes it); returns how
+ * many went. One short statement: the rows are chosen by their ctid in a bounded subselect, so no statement holds
+ * locks on more than `maxRows` rows, whatever the backlog.
+ */
+export async function deleteAuditLogRowsBefore(db: Db, before: number, maxRows: number): Promise<number> {
+  const [row] = rowsOf<{ deleted: number | string }>(
+    await db.execute(sql`with gone as (
+        delete from audit_log where ctid = any(array(
+          select ctid from audit_log where created_at_m < ${before} limit ${maxRows}))
+        returning 1)
+      select count(*)::int as deleted from gone`),
+  );
+  return Number(row?.deleted ?? 0);
+}

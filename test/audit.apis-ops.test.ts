@@ -1,7 +1,7 @@
 import { describe, expect } from "vitest";
 import { auditEntries } from "./audit-entries.js";
 import { test } from "./fixtures.js";
-import type { Harness, Response, Tenant } from "./helper.js";
+import { ADMIN_TOKEN, type Harness, type Response, type Tenant } from "./helper.js";
 
 // Each API write of v1 and v2 records one audit entry in its own transaction: the event, the root key that made it,
 // the API it touched, the workspace, the surface and the request's id; a refused call records nothing.
@@ -106,5 +106,39 @@ describe("audit: APIs", () => {
     expect(refused.map((r) => r.status)).toEqual([403, 403, 404, 412, 404, 400]);
     expect(await auditEntries(h, { workspaceId: t.workspaceId })).toEqual(before);
     expect(await auditEntries(h, { workspaceId: reader.workspaceId })).toEqual([]);
+  });
+});
+
+describe("audit: operator workspaces", () => {
+  test("workspaces.createWorkspace and updateWorkspace record workspace.create / workspace.update as the operator", async ({ h }) => {
+    const created = await h.post("/v1/workspaces.createWorkspace", { name: "audited-ws" }, ADMIN_TOKEN);
+    expect(created.status).toBe(200);
+    const workspaceId = created.body.workspaceId as string;
+    const updated = await h.post("/v1/workspaces.updateWorkspace", { workspaceId, enabled: false }, ADMIN_TOKEN);
+    expect(updated.status).toBe(200);
+    const operator = { actorKind: "operator", actorId: "admin", actorName: "operator", surface: "operator", workspaceId };
+    expect(await auditEntries(h, { workspaceId })).toEqual([
+      expect.objectContaining({
+        ...operator,
+        event: "workspace.create",
+        targets: [{ type: "workspace", id: workspaceId, name: "audited-ws" }],
+        requestId: requestIdOf(created),
+      }),
+      expect.objectContaining({
+        ...operator,
+        event: "workspace.update",
+        targets: [{ type: "workspace", id: workspaceId }],
+        details: { fields: ["enabled"] },
+        requestId: requestIdOf(updated),
+      }),
+    ]);
+    expect(JSON.stringify(await auditEntries(h))).not.toContain(ADMIN_TOKEN);
+  });
+
+  test("a refused operator call records nothing (404)", async ({ h }) => {
+    const before = await auditEntries(h);
+    const res = await h.post("/v1/workspaces.updateWorkspace", { workspaceId: "ws_missing", enabled: true }, ADMIN_TOKEN);
+    expect(res.status).toBe(404);
+    expect(await auditEntries(h)).toEqual(before);
   });
 });

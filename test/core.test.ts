@@ -2,9 +2,10 @@ import { describe, expect } from "vitest";
 import { getKeyVerifications, getVerifications, keyVerificationsWindow, planVerifications } from "../src/core/analytics/analytics.core.js";
 import { createApi, deleteApi, getApi, updateApi } from "../src/core/apis/apis.core.js";
 import { createIdentity, getIdentity, updateIdentity } from "../src/core/identities/identities.core.js";
-import type { Principal } from "../src/core/principal.js";
+import { type Caller, rootKeyCaller } from "../src/core/caller.js";
 import { getOverride, givenNamespace, limit, listNamespaces, setOverride } from "../src/core/ratelimits/ratelimits.core.js";
 import { ConflictError, DeleteProtectedError, InvalidInputError, NotFoundError, PermissionDeniedError } from "../src/errors.js";
+import { V1_ACCESS } from "../src/wire/v1/caller.js";
 import { test } from "./fixtures.js";
 import { v1Words, v1WordsOfRejection, v1WordsOfThrow } from "./v1-words.js";
 
@@ -12,7 +13,9 @@ import { v1Words, v1WordsOfRejection, v1WordsOfThrow } from "./v1-words.js";
 // plain results, and domain errors that carry no HTTP status, v1 code or envelope.
 
 const HOUR = 3_600_000;
-const principal = (workspaceId: string, permissions: string[]): Principal => ({ workspaceId, permissions: new Set(permissions) });
+// A v1 root key's caller (a Caller is a Principal, so the core functions that still take one accept it too).
+const principal = (workspaceId: string, permissions: string[]): Caller =>
+  rootKeyCaller({ rootKeyId: "rk_core_test", workspaceId, permissions: new Set(permissions) }, V1_ACCESS, { surface: "v1" });
 
 describe("core: rate limits", () => {
   test("creates the namespace only for a caller that may create namespaces, and an override replaces the limit", async ({ h, t }) => {

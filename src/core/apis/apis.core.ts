@@ -9,16 +9,29 @@ import { readKeysRatelimits } from "../keys/keys.read.js";
 import { findApi, insertApi, type NewApi, setApiIpWhitelist, softDeleteApiWithKeys } from "../../storage/apis/apis.repository.js";
 import { type ApiKeysFilter, countKeys, type KeyObjectRow, listKeyObjectRows } from "../../storage/keys/keyObjects.repository.js";
 import type { Principal } from "../principal.js";
+import type { Caller } from "../caller.js";
+import type { WriteGate } from "../changes.js";
 
 type ApiServices = { db: Db; clock: { now(): number } };
+type ApiWriteServices = ApiServices & { changes: WriteGate };
 
 /** The refusal for an API the caller's workspace does not have (deleted, another workspace's, or none). */
 export const apiNotFound = (apiId: string) => new NotFoundError("api", apiId);
 
 /** Creates an API in the caller's workspace; returns its id. */
-export async function createApi(services: ApiServices, caller: Principal, input: Omit<NewApi, "workspaceId">): Promise<string> {
+export async function createApi(services: ApiWriteServices, caller: Caller, input: Omit<NewApi, "workspaceId">): Promise<string> {
   requirePermission(caller, { or: ["*", "api.*.create_api"] });
-  return insertApi(services.db, { ...input, workspaceId: caller.workspaceId }, services.clock.now());
+  return services.changes.change(caller, async (tx, record) => {
+    const apiId = await insertApi(tx, { ...input, workspaceId: caller.workspaceId }, services.clock.now());
+    const settings = ["storeEncryptedKeys", "defaultPrefix", "defaultBytes", "deleteProtection", "ipWhitelist"] as const;
+    record({
+      event: "api.create",
+      targets: [{ type: "api", id: apiId, name: input.name }],
+      description: `created api ${apiId}`,
+      details: { fields: settings.filter((field) => input[field] !== undefined) },
+    });
+    return apiId;
+  });
 }
 
 export type Api = { id: string; workspaceId: string; name: string; ipWhitelist: string | null };
@@ -32,23 +45,39 @@ export async function getApi(services: Pick<ApiServices, "db">, caller: Principa
 }
 
 /** Deletes an API and all its keys; refused (DeleteProtectedError) for an API protected from deletions. */
-export async function deleteApi(services: ApiServices, caller: Principal, apiId: string): Promise<void> {
+export async function deleteApi(services: ApiWriteServices, caller: Caller, apiId: string): Promise<void> {
   requirePermission(caller, apiPermission(apiId, "delete_api"));
-  const outcome = await softDeleteApiWithKeys(services.db, caller.workspaceId, apiId, services.clock.now());
-  if (outcome === "not_found") throw apiNotFound(apiId);
-  if (outcome === "protected") throw new DeleteProtectedError("api", apiId);
+  await services.changes.change(caller, async (tx, record) => {
+    const outcome = await softDeleteApiWithKeys(tx, caller.workspaceId, apiId, services.clock.now());
+    if (outcome === "not_found") throw apiNotFound(apiId);
+    if (outcome === "protected") throw new DeleteProtectedError("api", apiId);
+    record({
+      event: "api.delete",
+      targets: [{ type: "api", id: apiId }],
+      description: `deleted api ${apiId} and its ${outcome.deletedKeys} keys`,
+      details: { deletedKeys: outcome.deletedKeys },
+    });
+  });
 }
 
 /** Sets (or with null removes) an API's IP allow-list. */
 export async function updateApi(
-  services: ApiServices,
-  caller: Principal,
+  services: ApiWriteServices,
+  caller: Caller,
   input: { apiId: string; ipWhitelist: string | null },
 ): Promise<void> {
   requirePermission(caller, apiPermission(input.apiId, "update_api"));
-  if (!(await setApiIpWhitelist(services.db, caller.workspaceId, input.apiId, input.ipWhitelist, services.clock.now()))) {
-    throw apiNotFound(input.apiId);
-  }
+  await services.changes.change(caller, async (tx, record) => {
+    if (!(await setApiIpWhitelist(tx, caller.workspaceId, input.apiId, input.ipWhitelist, services.clock.now()))) {
+      throw apiNotFound(input.apiId);
+    }
+    record({
+      event: "api.update",
+      targets: [{ type: "api", id: input.apiId }],
+      description: `${input.ipWhitelist === null ? "removed" : "set"} the IP allow-list of api ${input.apiId}`,
+      details: { fields: ["ipWhitelist"] },
+    });
+  });
 }
 
 /**

@@ -2,21 +2,45 @@ import type { Clock } from "../../clock.js";
 import type { Db } from "../../storage/client.js";
 import { NotFoundError } from "../../errors.js";
 import { insertWorkspace, setWorkspaceEnabled } from "../../storage/workspaces/workspaces.repository.js";
+import type { Caller } from "../caller.js";
+import type { WriteGate } from "../changes.js";
 
 /**
- * The operator's rules of workspaces (v1 adapter: the admin routes workspaces.createWorkspace / updateWorkspace).
- * The caller is the operator (admin token), checked by the adapter; there is no root key to check here.
+ * The operator's rules of workspaces (the admin routes workspaces.createWorkspace / updateWorkspace). The caller is
+ * the operator (admin token, a trusted caller), checked by the adapter; there is no root key to check here.
  */
-type WorkspaceServices = { db: Db; clock: Clock };
+type WorkspaceServices = { db: Db; clock: Clock; changes: WriteGate };
 
-/** Creates a workspace; returns its id. */
-export async function createWorkspace(services: WorkspaceServices, input: { name: string }): Promise<string> {
-  return insertWorkspace(services.db, input.name, services.clock.now());
+/** Creates a workspace; returns its id. Its audit entry belongs to the new workspace. */
+export async function createWorkspace(services: WorkspaceServices, caller: Caller, input: { name: string }): Promise<string> {
+  return services.changes.change(caller, async (tx, record) => {
+    const workspaceId = await insertWorkspace(tx, input.name, services.clock.now());
+    record({
+      event: "workspace.create",
+      targets: [{ type: "workspace", id: workspaceId, name: input.name }],
+      description: `created workspace ${workspaceId}`,
+      workspaceId,
+    });
+    return workspaceId;
+  });
 }
 
 /** Enables or disables a workspace (a disabled one refuses every root key); NotFoundError when there is none. */
-export async function enableWorkspace(services: WorkspaceServices, input: { workspaceId: string; enabled: boolean }): Promise<void> {
-  if (!(await setWorkspaceEnabled(services.db, input.workspaceId, input.enabled, services.clock.now()))) {
-    throw new NotFoundError("workspace", input.workspaceId);
-  }
+export async function enableWorkspace(
+  services: WorkspaceServices,
+  caller: Caller,
+  input: { workspaceId: string; enabled: boolean },
+): Promise<void> {
+  await services.changes.change(caller, async (tx, record) => {
+    if (!(await setWorkspaceEnabled(tx, input.workspaceId, input.enabled, services.clock.now()))) {
+      throw new NotFoundError("workspace", input.workspaceId);
+    }
+    record({
+      event: "workspace.update",
+      targets: [{ type: "workspace", id: input.workspaceId }],
+      description: `${input.enabled ? "enabled" : "disabled"} workspace ${input.workspaceId}`,
+      details: { fields: ["enabled"] },
+      workspaceId: input.workspaceId,
+    });
+  });
 }

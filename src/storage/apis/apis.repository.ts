@@ -142,24 +142,25 @@ export async function lockLiveApi(
   return row;
 }
 
-/** Soft-deletes an API and all its live keys in one transaction, unless it is protected from deletions. */
+/**
+ * Soft-deletes an API and all its live keys, unless it is protected from deletions; answers how many keys went with
+ * it. Run it in the change's transaction (the lock holds until it ends).
+ */
 export async function softDeleteApiWithKeys(
-  db: Db,
+  tx: Db,
   workspaceId: string,
   apiId: string,
   now: number,
-): Promise<"deleted" | "not_found" | "protected"> {
-  return db.transaction(async (tx) => {
-    const api = await lockLiveApi(tx, workspaceId, apiId, "update");
-    if (!api) return "not_found";
-    if (api.deleteProtection) return "protected";
-    await tx.update(apis).set({ deletedAtM: now }).where(eq(apis.id, apiId));
-    await tx
-      .update(keys)
-      .set({ deletedAtM: now })
-      .where(and(eq(keys.apiId, apiId), isNull(keys.deletedAtM)));
-    return "deleted";
-  });
+): Promise<{ deletedKeys: number } | "not_found" | "protected"> {
+  const api = await lockLiveApi(tx, workspaceId, apiId, "update");
+  if (!api) return "not_found";
+  if (api.deleteProtection) return "protected";
+  await tx.update(apis).set({ deletedAtM: now }).where(eq(apis.id, apiId));
+  // Counted in the database rather than by returning every id: an API may hold very many keys.
+  const result = await tx.execute(sql`with affected as (update ${keys} set ${sql.identifier(keys.deletedAtM.name)} = ${now}
+    where ${keys.apiId} = ${apiId} and ${keys.deletedAtM} is null returning 1) select count(*)::int as n from affected`);
+  const [row] = rowsOf<{ n: number }>(result);
+  return { deletedKeys: row!.n };
 }
 
 /**

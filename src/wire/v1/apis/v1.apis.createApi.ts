@@ -27,5 +27,5 @@ export const createApi = defineRpc({
       ),
   }),
   output: z.object({ apiId: z.string().describe("The new API's id (`api_…`)."), name: z.string() }),
-  handler: async (input, { deps, rootKey }) => ({ apiId: await createApiCore(deps, rootKey, input), name: input.name }),
+  handler: async (input, { deps, caller }) => ({ apiId: await createApiCore(deps, caller, input), name: input.name }),
 });

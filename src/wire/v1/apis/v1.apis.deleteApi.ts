@@ -12,8 +12,8 @@ export const deleteApi = defineRpc({
   returns: "The API and its keys are deleted.",
   input: z.object({ apiId: idInput.describe("The API to delete, with all its keys.") }),
   output: z.object({}),
-  handler: async (input, { deps, rootKey }) => {
-    await deleteApiCore(deps, rootKey, input.apiId);
+  handler: async (input, { deps, caller }) => {
+    await deleteApiCore(deps, caller, input.apiId);
     return {};
   },
 });

@@ -20,8 +20,8 @@ export const updateApi = defineRpc({
       .describe("Comma-separated IPv4/IPv6 addresses allowed to verify this API's keys; null removes the list (any caller)."),
   }),
   output: z.object({}),
-  handler: async (input, { deps, rootKey }) => {
-    await updateApiCore(deps, rootKey, { apiId: input.apiId, ipWhitelist: input.ipWhitelist });
+  handler: async (input, { deps, caller }) => {
+    await updateApiCore(deps, caller, { apiId: input.apiId, ipWhitelist: input.ipWhitelist });
     return {};
   },
 });

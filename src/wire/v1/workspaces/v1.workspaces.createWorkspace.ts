@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { defineRpc } from "../rpc.js";
+import { operatorCaller } from "./operator.caller.js";
 import { createWorkspace as create } from "../../../core/workspaces/workspaces.core.js";
 
 export const createWorkspace = defineRpc({
@@ -11,7 +12,7 @@ export const createWorkspace = defineRpc({
   returns: "The new workspace's id.",
   input: z.object({ name: z.string().trim().min(1).max(256) }),
   output: z.object({ workspaceId: z.string() }),
-  handler: async (input, { deps }) => {
-    return { workspaceId: await create(deps, input) };
+  handler: async (input, { deps, req }) => {
+    return { workspaceId: await create(deps, operatorCaller(deps, req, ""), input) };
   },
 });

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { defineRpc } from "../rpc.js";
+import { operatorCaller } from "./operator.caller.js";
 import { idInput } from "../inputBounds.js";
 import { enableWorkspace } from "../../../core/workspaces/workspaces.core.js";
 
@@ -13,8 +14,8 @@ export const updateWorkspace = defineRpc({
   returns: "The workspace is enabled or disabled.",
   input: z.object({ workspaceId: idInput, enabled: z.boolean() }),
   output: z.object({}),
-  handler: async (input, { deps }) => {
-    await enableWorkspace(deps, input);
+  handler: async (input, { deps, req }) => {
+    await enableWorkspace(deps, operatorCaller(deps, req, input.workspaceId), input);
     return {};
   },
 });

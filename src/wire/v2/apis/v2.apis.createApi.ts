@@ -11,5 +11,5 @@ export const createApi = defineV2Rpc({
   returns: "The new API's id.",
   input: z.object({ name: z.string().min(3).max(256).describe("A name for people; names need not be unique.") }).strict(),
   output: z.object({ apiId: z.string().describe("The new API's id (`api_…`).") }),
-  handler: async (input, { deps, rootKey }) => ({ data: { apiId: await createApiCore(deps, rootKey, { name: input.name }) } }),
+  handler: async (input, { deps, caller }) => ({ data: { apiId: await createApiCore(deps, caller, { name: input.name }) } }),
 });

@@ -13,8 +13,8 @@ export const deleteApi = defineV2Rpc({
   returns: "Nothing (an empty object).",
   input: z.object({ apiId: v2ApiIdOfApis.describe("The API to delete.") }).strict(),
   output: z.object({}).strict(),
-  handler: async (input, { deps, rootKey }) => {
-    await deleteApiCore(deps, rootKey, input.apiId);
+  handler: async (input, { deps, caller }) => {
+    await deleteApiCore(deps, caller, input.apiId);
     return { data: {} };
   },
 });

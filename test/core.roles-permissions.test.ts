@@ -7,13 +7,16 @@ import {
   deleteRole,
 } from "../src/core/rbac/rbac.rolesPermissions.js";
 import { ConflictError, NotFoundError, PermissionDeniedError } from "../src/errors.js";
+import { rootKeyCaller } from "../src/core/caller.js";
+import { V1_ACCESS } from "../src/wire/v1/caller.js";
 import { test as it } from "./fixtures.js";
 import { v1WordsOfRejection } from "./v1-words.js";
 
 // A workspace's roles and permissions through the core, with a plain principal: domain errors carry v1's messages,
 // which the v1 adapter answers unchanged (409, 404, 403).
 
-const principalOf = (workspaceId: string, ...permissions: string[]) => ({ workspaceId, permissions: new Set(permissions) });
+const principalOf = (workspaceId: string, ...permissions: string[]) =>
+  rootKeyCaller({ rootKeyId: "key_core_test", workspaceId, permissions: new Set(permissions) }, V1_ACCESS, { surface: "v1" });
 
 describe("core rbac: roles and permissions", () => {
   it("creates, connects and deletes, and a taken name is a ConflictError", async ({ h, t }) => {
@@ -34,12 +37,14 @@ describe("core rbac: roles and permissions", () => {
     await expect(againPermission).rejects.toBeInstanceOf(ConflictError);
     expect(await v1WordsOfRejection(againPermission)).toContain('Permission with name "core.perm" already exists in this workspace');
 
-    await deleteRole(h.services, all, roleId);
-    await deletePermission(h.services, all, permissionId);
-    const gone = deleteRole(h.services, all, roleId);
+    await deleteRole(h.services, all, roleId, "id");
+    await deletePermission(h.services, all, permissionId, "id");
+    const gone = deleteRole(h.services, all, roleId, "id");
     await expect(gone).rejects.toBeInstanceOf(NotFoundError);
     expect(await v1WordsOfRejection(gone)).toContain(`Role ${roleId} not found`);
-    expect(await v1WordsOfRejection(deletePermission(h.services, all, permissionId))).toContain(`Permission ${permissionId} not found`);
+    expect(await v1WordsOfRejection(deletePermission(h.services, all, permissionId, "id"))).toContain(
+      `Permission ${permissionId} not found`,
+    );
   });
 
   it("needs each operation's own permission", async ({ h, t }) => {

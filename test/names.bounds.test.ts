@@ -6,6 +6,8 @@ import { migrateKeys } from "../src/core/import/import.migrate.js";
 import { createKey } from "../src/core/keys/keys.create.js";
 import { MAX_LINKS_PER_REQUEST, MAX_NAMES_PER_REQUEST } from "../src/core/rbac/rbac.bounds.js";
 import { addToKey, permissionKind, replaceOnKey, roleKind, setOnKey } from "../src/core/rbac/rbac.keyLinks.js";
+import { rootKeyCaller } from "../src/core/caller.js";
+import { V1_ACCESS } from "../src/wire/v1/caller.js";
 import { changePermissionsOfRole, createRole, setPermissionsOfRole } from "../src/core/rbac/rbac.rolesPermissions.js";
 import { InvalidInputError } from "../src/errors.js";
 import { test } from "./fixtures.js";
@@ -213,6 +215,13 @@ describe("one request names at most MAX_NAMES_PER_REQUEST roles and permissions 
     const { keyId } = await h.importKey(t, apiId);
     const roleId = (await h.post("/v1/permissions.createRole", { name: `role_${tag()}` }, t.rootKey)).body.roleId as string;
     const principal = { workspaceId: t.workspaceId, permissions: new Set(["*"]) };
+    const caller = rootKeyCaller(
+      { rootKeyId: "key_bounds_test", workspaceId: t.workspaceId, permissions: principal.permissions },
+      V1_ACCESS,
+      {
+        surface: "v1",
+      },
+    );
     const before = await writtenBy(h, t);
     const many = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
     const tooMany = many(`x${tag()}_`, MAX_NAMES_PER_REQUEST + 1);
@@ -245,11 +254,11 @@ describe("one request names at most MAX_NAMES_PER_REQUEST roles and permissions 
         "replaceOnKey (updateKey)",
         () => h.db.transaction((tx) => replaceOnKey(tx, principal, roleKind, { id: keyId, workspaceId: t.workspaceId }, wanted, now)),
       ],
-      ["createRole", () => createRole(h.services, principal, { name: `role_${tag()}`, permissions: tooMany })],
-      ["setPermissionsOfRole", () => setPermissionsOfRole(h.services, principal, { roleId, permissions: tooMany })],
+      ["createRole", () => createRole(h.services, caller, { name: `role_${tag()}`, permissions: tooMany })],
+      ["setPermissionsOfRole", () => setPermissionsOfRole(h.services, caller, { roleId, permissions: tooMany })],
       [
         "changePermissionsOfRole",
-        () => changePermissionsOfRole(h.services, principal, { roleId, permissions: tooMany.map((slug) => ({ slug })) }, "add"),
+        () => changePermissionsOfRole(h.services, caller, { roleId, permissions: tooMany.map((slug) => ({ slug })) }, "add"),
       ],
     ];
     for (const [name, run] of operations) {

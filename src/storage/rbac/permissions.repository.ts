@@ -1,8 +1,8 @@
-import { and, eq, or, sql } from "drizzle-orm";
+import { and, eq, getTableColumns, or, type SQL, sql } from "drizzle-orm";
 import { insertRecordset, textArray } from "../bulk.js";
 import { containsLiteral } from "../search.js";
 import { type Db, preparedPerHandle, rowsOf } from "../client.js";
-import { permissions, roles, rolesPermissions } from "../schema.js";
+import { auditLog, permissions, roles, rolesPermissions } from "../schema.js";
 import { NotFoundError } from "../../errors.js";
 import { rootKeyStillGrantsFor, type WriteGuard } from "../rootKeys/rootKeys.auth.repository.js";
 import { newId } from "../../ids.js";
@@ -111,12 +111,25 @@ export async function createMissingRoles(db: Db, workspaceId: string, names: str
 
 /** Creates the permissions of these slugs (name = slug) that the workspace lacks, like createMissingRoles. */
 export async function createMissingPermissions(db: Db, workspaceId: string, slugs: string[], now: number): Promise<void> {
-  if (slugs.length === 0) return;
-  await insertRecordset(
+  await insertMissingPermissions(db, workspaceId, slugs, now);
+}
+
+/**
+ * createMissingPermissions, answering the permissions this call created (not those that existed or that a concurrent
+ * call created first), by slug: what an audit entry of their creation names.
+ */
+export async function insertMissingPermissions(
+  db: Db,
+  workspaceId: string,
+  slugs: string[],
+  now: number,
+): Promise<{ id: string; slug: string }[]> {
+  if (slugs.length === 0) return [];
+  return insertRecordset<typeof permissions, { id: string; slug: string }>(
     db,
     permissions,
     [...new Set(slugs)].sort().map((slug) => ({ id: newId("perm"), workspaceId, name: slug, slug, createdAtM: now })),
-    sql.raw(`on conflict ("${permissions.workspaceId.name}", "${permissions.slug.name}") do nothing`),
+    sql.raw(`on conflict ("${permissions.workspaceId.name}", "${permissions.slug.name}") do nothing returning id, slug`),
   );
 }
 
@@ -175,14 +188,15 @@ export async function listWorkspacePermissions(db: Db, workspaceId: string): Pro
 
 /**
  * Deletes the permission; its links to keys and roles go with it in the same statement (the foreign keys of
- * keys_permissions and roles_permissions cascade). False when the workspace has no such permission.
+ * keys_permissions and roles_permissions cascade). Answers what was deleted; undefined when the workspace has no such
+ * permission.
  */
-export async function deletePermission(db: Db, workspaceId: string, id: string): Promise<boolean> {
-  const rows = await db
+export async function deletePermission(db: Db, workspaceId: string, id: string): Promise<PermissionRow | undefined> {
+  const [row] = await db
     .delete(permissions)
     .where(and(eq(permissions.workspaceId, workspaceId), eq(permissions.id, id)))
-    .returning({ id: permissions.id });
-  return rows.length > 0;
+    .returning(permissionColumns);
+  return row;
 }
 
 /** The role with this id in the workspace; one of another workspace is not found. */
@@ -204,13 +218,16 @@ export async function listWorkspaceRoles(db: Db, workspaceId: string): Promise<R
   return db.select(roleColumns).from(roles).where(eq(roles.workspaceId, workspaceId)).orderBy(roles.createdAtM, roles.id);
 }
 
-/** Deletes the role; its links in keys_roles and roles_permissions cascade in the same statement. */
-export async function deleteRole(db: Db, workspaceId: string, id: string): Promise<boolean> {
-  const rows = await db
+/**
+ * Deletes the role; its links in keys_roles and roles_permissions cascade in the same statement. Answers what was
+ * deleted; undefined when the workspace has no such role.
+ */
+export async function deleteRole(db: Db, workspaceId: string, id: string): Promise<RoleRow | undefined> {
+  const [row] = await db
     .delete(roles)
     .where(and(eq(roles.workspaceId, workspaceId), eq(roles.id, id)))
-    .returning({ id: roles.id });
-  return rows.length > 0;
+    .returning(roleColumns);
+  return row;
 }
 
 /** A permission named by id, or else by slug. */
@@ -244,6 +261,9 @@ export async function findPermissionsByIdOrSlug(
   return lockForShare ? query.for("share") : query;
 }
 
+/** An audit row as the write gate builds it (core/changes.ts), for a change this repository writes in one statement. */
+export type AuditRowOf = typeof auditLog.$inferInsert;
+
 /**
  * Connects (`add`) or disconnects (`remove`) permissions and a role, in one statement (one round trip: it was a
  * transaction of five, and a role change is one of the writes that verification shares the event loop with, issue
@@ -253,6 +273,9 @@ export async function findPermissionsByIdOrSlug(
  * workspace does not have; then nothing changes. With a `guard` (a root key authorized from memory, core Principal's
  * writeGuard), the role is found only while that root key still grants what it did (rootKeyStillGrants): otherwise
  * nothing changes, and the NOT_FOUND makes authorizeWrite authenticate again and answer as for a fresh root key.
+ * The same statement writes `audit` (the write gate's rows) when it changed a link, with their targets made the role
+ * (by id and name) and the permissions it connected or disconnected (by id and slug): none when nothing changed.
+ * Answers how many links changed.
  */
 export async function changeRolePermissions(
   db: Db,
@@ -261,8 +284,9 @@ export async function changeRolePermissions(
   refs: PermissionRef[],
   change: "add" | "remove",
   now: number,
-  guard?: WriteGuard,
-): Promise<void> {
+  guard: WriteGuard | undefined,
+  audit: AuditRowOf[],
+): Promise<number> {
   const ids = [...new Set(refs.flatMap((r) => (r.id !== undefined ? [r.id] : [])))];
   const slugs = [...new Set(refs.flatMap((r) => (r.id === undefined && r.slug !== undefined ? [r.slug] : [])))];
   const complete = sql`(select count(*) from role) = 1
@@ -272,20 +296,24 @@ export async function changeRolePermissions(
     change === "add"
       ? sql`insert into ${rolesPermissions} (role_id, permission_id, workspace_id, created_at_m)
           select ${roleId}, found.id, ${workspaceId}, ${now} from found where ${complete}
-          on conflict do nothing returning 1`
+          on conflict do nothing returning permission_id`
       : sql`delete from ${rolesPermissions}
           where ${rolesPermissions.roleId} = ${roleId} and ${rolesPermissions.permissionId} in (select id from found) and ${complete}
-          returning 1`;
-  const [row] = rowsOf<{ role: string | null; ids: string[]; slugs: string[] }>(
+          returning permission_id`;
+  const targets = sql`jsonb_build_array(jsonb_build_object('type', 'role', 'id', (select id from role), 'name', (select name from role)))
+    || coalesce((select jsonb_agg(jsonb_build_object('type', 'permission', 'id', found.id, 'name', found.slug) order by found.id)
+      from found where found.id in (select permission_id from changed)), '[]'::jsonb)`;
+  const [row] = rowsOf<{ role: string | null; changed: number | string; ids: string[]; slugs: string[] }>(
     await db.execute(sql`with role as (
-        select ${roles.id} from ${roles} where ${roles.workspaceId} = ${workspaceId} and ${roles.id} = ${roleId}
+        select ${roles.id}, ${roles.name} from ${roles} where ${roles.workspaceId} = ${workspaceId} and ${roles.id} = ${roleId}
           and ${rootKeyStillGrantsFor(guard)} for share),
       found as (
         select ${permissions.id}, ${permissions.slug} from ${permissions}
         where ${permissions.workspaceId} = ${workspaceId}
           and (${permissions.id} = any(${textArray(ids)}) or ${permissions.slug} = any(${textArray(slugs)}))
         order by ${permissions.id} for share),
-      changed as (${write})
+      changed as (${write}),
+      audited as (${insertAuditRows(audit, targets, sql`exists (select 1 from changed)`)})
       select (select id from role) as role, (select count(*) from changed) as changed,
         array(select id from found) as ids, array(select slug from found) as slugs`),
   );
@@ -298,6 +326,22 @@ export async function changeRolePermissions(
   if (missingSlug !== undefined) {
     throw new NotFoundError("permission", missingSlug, `permission with slug "${missingSlug}" not found`);
   }
+  return Number(row.changed);
+}
+
+/**
+ * An `insert into audit_log … select` of `rows` for a data-modifying CTE (one parameter: the rows as JSON, as
+ * insertRecordset sends them), with `targets` computed by the statement and only `when` it holds. Every column but
+ * the targets comes from the rows, by schema.ts's names and types.
+ */
+function insertAuditRows(rows: AuditRowOf[], targets: SQL, when: SQL): SQL {
+  const used = Object.entries(getTableColumns(auditLog)).filter(([field]) => field !== "targets");
+  const list = sql.raw(used.map(([, column]) => `"${column.name}"`).join(", "));
+  const selected = sql.raw(used.map(([field]) => `r."${field}"`).join(", "));
+  const definitions = sql.raw(used.map(([field, column]) => `"${field}" ${column.getSQLType()}`).join(", "));
+  return sql`insert into ${auditLog} (${list}, "${sql.raw(auditLog.targets.name)}")
+    select ${selected}, ${targets} from json_to_recordset(${JSON.stringify(rows)}::json) as r(${definitions})
+    where ${when} returning 1`;
 }
 
 // ---- pages by id (v2's lists), lookups by id or name/slug in one string (v2's getters) ----
@@ -398,26 +442,31 @@ export async function lockPermissionsBySlug(db: Db, workspaceId: string, slugs: 
     .for("share");
 }
 
-/** Makes `permissionIds` exactly the role's permissions: drops the others, adds the missing ones. */
+/**
+ * Makes `permissionIds` exactly the role's permissions: drops the others, adds the missing ones. Answers the ids of
+ * the permissions it connected and disconnected (both empty when the role had exactly these).
+ */
 export async function replaceRolePermissions(
   db: Db,
   workspaceId: string,
   roleId: string,
   permissionIds: string[],
   now: number,
-): Promise<void> {
-  await db
+): Promise<{ connected: string[]; disconnected: string[] }> {
+  const removed = await db
     .delete(rolesPermissions)
     .where(
       and(
         eq(rolesPermissions.roleId, roleId),
         permissionIds.length > 0 ? sql`${rolesPermissions.permissionId} <> all(${textArray(permissionIds)})` : undefined,
       ),
-    );
-  await insertRecordset(
+    )
+    .returning({ permissionId: rolesPermissions.permissionId });
+  const added = await insertRecordset<typeof rolesPermissions, { permission_id: string }>(
     db,
     rolesPermissions,
     permissionIds.map((permissionId) => ({ roleId, permissionId, workspaceId, createdAtM: now })),
-    sql`on conflict do nothing`,
+    sql`on conflict do nothing returning permission_id`,
   );
+  return { connected: added.map((r) => r.permission_id), disconnected: removed.map((r) => r.permissionId) };
 }

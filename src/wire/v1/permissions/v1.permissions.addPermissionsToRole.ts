@@ -15,8 +15,8 @@ export const addPermissionsToRole = defineRpc({
   returns: "The permissions are attached to the role.",
   input: z.object({ roleId: idInput, permissions: permissionRefs }),
   output: z.object({}),
-  handler: async (input, { deps, rootKey }) => {
-    await changePermissionsOfRole(deps, rootKey, input, "add");
+  handler: async (input, { deps, caller }) => {
+    await changePermissionsOfRole(deps, caller, input, "add");
     return {};
   },
 });

@@ -12,5 +12,5 @@ export const createPermission = defineRpc({
   returns: "The new permission's id.",
   input: z.object({ name: identifier, slug: identifier.optional(), description: description.optional() }),
   output: z.object({ permissionId: z.string() }),
-  handler: (input, { deps, rootKey }) => create(deps, rootKey, input),
+  handler: (input, { deps, caller }) => create(deps, caller, input),
 });

@@ -12,5 +12,5 @@ export const createRole = defineRpc({
   returns: "The new role's id.",
   input: z.object({ name: z.string().min(3).max(256), description: description.optional() }),
   output: z.object({ roleId: z.string() }),
-  handler: (input, { deps, rootKey }) => create(deps, rootKey, input),
+  handler: (input, { deps, caller }) => create(deps, caller, input),
 });

@@ -12,8 +12,8 @@ export const deletePermission = defineRpc({
   returns: "The permission and its links are deleted.",
   input: z.object({ permissionId: idInput }),
   output: z.object({}),
-  handler: async (input, { deps, rootKey }) => {
-    await remove(deps, rootKey, input.permissionId);
+  handler: async (input, { deps, caller }) => {
+    await remove(deps, caller, input.permissionId, "id");
     return {};
   },
 });

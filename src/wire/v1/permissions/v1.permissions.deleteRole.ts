@@ -12,8 +12,8 @@ export const deleteRole = defineRpc({
   returns: "The role and its links are deleted.",
   input: z.object({ roleId: idInput }),
   output: z.object({}),
-  handler: async (input, { deps, rootKey }) => {
-    await remove(deps, rootKey, input.roleId);
+  handler: async (input, { deps, caller }) => {
+    await remove(deps, caller, input.roleId, "id");
     return {};
   },
 });

@@ -13,7 +13,7 @@ export const getPermission = defineRpc({
   returns: "The permission.",
   input: z.object({ permissionId: queryText.min(1) }),
   output: permissionOutput,
-  handler: async (input, { deps, rootKey: auth }) => {
-    return toPermissionOutput(await getPermissionCore(deps, auth, input.permissionId));
+  handler: async (input, { deps, caller }) => {
+    return toPermissionOutput(await getPermissionCore(deps, caller, input.permissionId, "id"));
   },
 });

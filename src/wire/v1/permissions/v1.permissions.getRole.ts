@@ -13,7 +13,7 @@ export const getRole = defineRpc({
   returns: "The role.",
   input: z.object({ roleId: queryText.min(1) }),
   output: roleOutput,
-  handler: async (input, { deps, rootKey: auth }) => {
-    return toRoleOutput(await getRoleCore(deps, auth, input.roleId));
+  handler: async (input, { deps, caller }) => {
+    return toRoleOutput(await getRoleCore(deps, caller, input.roleId, "id"));
   },
 });

@@ -12,7 +12,7 @@ export const listPermissions = defineRpc({
   returns: "Every permission of the workspace.",
   input: z.object({}),
   output: z.array(permissionOutput),
-  handler: async (_input, { deps, rootKey: auth }) => {
-    return (await listPermissionsCore(deps, auth)).map(toPermissionOutput);
+  handler: async (_input, { deps, caller }) => {
+    return (await listPermissionsCore(deps, caller)).map(toPermissionOutput);
   },
 });

@@ -12,7 +12,7 @@ export const listRoles = defineRpc({
   returns: "Every role of the workspace.",
   input: z.object({}),
   output: z.array(roleOutput),
-  handler: async (_input, { deps, rootKey: auth }) => {
-    return (await listRolesCore(deps, auth)).map(toRoleOutput);
+  handler: async (_input, { deps, caller }) => {
+    return (await listRolesCore(deps, caller)).map(toRoleOutput);
   },
 });

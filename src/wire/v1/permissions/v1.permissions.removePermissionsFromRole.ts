@@ -15,8 +15,8 @@ export const removePermissionsFromRole = defineRpc({
   returns: "The permissions are detached from the role.",
   input: z.object({ roleId: idInput, permissions: permissionRefs }),
   output: z.object({}),
-  handler: async (input, { deps, rootKey }) => {
-    await changePermissionsOfRole(deps, rootKey, input, "remove");
+  handler: async (input, { deps, caller }) => {
+    await changePermissionsOfRole(deps, caller, input, "remove");
     return {};
   },
 });

@@ -18,5 +18,5 @@ export const createPermission = defineV2Rpc({
     })
     .strict(),
   output: z.object({ permissionId: z.string().describe("The new permission's id (`perm_…`).") }),
-  handler: async (input, { deps, rootKey }) => ({ data: await createPermissionCore(deps, rootKey, input) }),
+  handler: async (input, { deps, caller }) => ({ data: await createPermissionCore(deps, caller, input) }),
 });

@@ -19,5 +19,5 @@ export const createRole = defineV2Rpc({
     })
     .strict(),
   output: z.object({ roleId: z.string().describe("The new role's id (`role_…`).") }),
-  handler: async (input, { deps, rootKey }) => ({ data: await createRoleCore(deps, rootKey, input) }),
+  handler: async (input, { deps, caller }) => ({ data: await createRoleCore(deps, caller, input) }),
 });

@@ -12,8 +12,8 @@ export const deletePermission = defineV2Rpc({
   returns: "Nothing (an empty object).",
   input: z.object({ permission: slugInput.describe("The permission's id or slug.") }).strict(),
   output: z.object({}).strict(),
-  handler: async (input, { deps, rootKey }) => {
-    await deletePermissionCore(deps, rootKey, input.permission, "idOrName");
+  handler: async (input, { deps, caller }) => {
+    await deletePermissionCore(deps, caller, input.permission, "idOrName");
     return { data: {} };
   },
 });

@@ -11,8 +11,8 @@ export const deleteRole = defineV2Rpc({
   returns: "Nothing (an empty object).",
   input: z.object({ role: z.string().min(1).max(128).describe("The role's id or name.") }).strict(),
   output: z.object({}).strict(),
-  handler: async (input, { deps, rootKey }) => {
-    await deleteRoleCore(deps, rootKey, input.role, "idOrName");
+  handler: async (input, { deps, caller }) => {
+    await deleteRoleCore(deps, caller, input.role, "idOrName");
     return { data: {} };
   },
 });

@@ -12,7 +12,7 @@ export const getPermission = defineV2Rpc({
   returns: "The permission.",
   input: z.object({ permission: slugInput.describe("The permission's id or slug.") }).strict(),
   output: permissionOutput,
-  handler: async (input, { deps, rootKey }) => ({
-    data: permissionData(await getPermissionCore(deps, rootKey, input.permission, "idOrName")),
+  handler: async (input, { deps, caller }) => ({
+    data: permissionData(await getPermissionCore(deps, caller, input.permission, "idOrName")),
   }),
 });

@@ -12,5 +12,5 @@ export const getRole = defineV2Rpc({
   returns: "The role.",
   input: z.object({ role: z.string().min(1).max(128).describe("The role's id or name.") }).strict(),
   output: roleOutput,
-  handler: async (input, { deps, rootKey }) => ({ data: roleData(await getRoleWithPermissions(deps, rootKey, input.role, "idOrName")) }),
+  handler: async (input, { deps, caller }) => ({ data: roleData(await getRoleWithPermissions(deps, caller, input.role, "idOrName")) }),
 });

@@ -16,9 +16,9 @@ export const listPermissions = defineV2Rpc({
     .object({ ...pageInput, search: z.string().max(256).optional().describe("Case-insensitive substring; `%` and `_` are literal.") })
     .strict(),
   output: z.array(permissionOutput),
-  handler: async (input, { deps, rootKey }) => {
+  handler: async (input, { deps, caller }) => {
     const limit = input.limit ?? 100;
-    const rows = await listPermissionsPage(deps, rootKey, {
+    const rows = await listPermissionsPage(deps, caller, {
       fromId: input.cursor,
       limit: limit + 1,
       search: input.search?.trim() || undefined,

@@ -16,9 +16,9 @@ export const listRoles = defineV2Rpc({
     .object({ ...pageInput, search: z.string().max(256).optional().describe("Case-insensitive substring; `%` and `_` are literal.") })
     .strict(),
   output: z.array(roleOutput),
-  handler: async (input, { deps, rootKey }) => {
+  handler: async (input, { deps, caller }) => {
     const limit = input.limit ?? 100;
-    const rows = await listRolesPage(deps, rootKey, { fromId: input.cursor, limit: limit + 1, search: input.search?.trim() || undefined });
+    const rows = await listRolesPage(deps, caller, { fromId: input.cursor, limit: limit + 1, search: input.search?.trim() || undefined });
     const page = pageOf(rows, limit);
     return { data: page.rows.map(roleData), pagination: page.pagination };
   },

@@ -23,5 +23,5 @@ export const setRolePermissions = defineV2Rpc({
     })
     .strict(),
   output: z.array(permissionOutput),
-  handler: async (input, { deps, rootKey }) => ({ data: (await setPermissionsOfRole(deps, rootKey, input)).map(permissionData) }),
+  handler: async (input, { deps, caller }) => ({ data: (await setPermissionsOfRole(deps, caller, input)).map(permissionData) }),
 });

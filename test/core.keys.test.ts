@@ -4,7 +4,8 @@ import { decryptKeyRows, requireDecryptPermission } from "../src/core/keys/keys.
 import { deleteApiKeys, deleteKey } from "../src/core/keys/keys.delete.js";
 import { updateKey } from "../src/core/keys/keys.update.js";
 import { updateRemaining } from "../src/core/keys/keys.updateRemaining.js";
-import type { Principal } from "../src/core/principal.js";
+import { type Caller, rootKeyCaller } from "../src/core/caller.js";
+import { V1_ACCESS } from "../src/wire/v1/caller.js";
 import { DecryptNotAllowedError, InvalidInputError, NotFoundError, PermissionDeniedError, PreconditionFailedError } from "../src/errors.js";
 import { test } from "./fixtures.js";
 import { domainRejection, v1Words } from "./v1-words.js";
@@ -12,7 +13,8 @@ import { domainRejection, v1Words } from "./v1-words.js";
 // The key operations of the core, called directly on the harness's services: plain inputs, plain results, domain
 // errors; no HTTP, no v1 field names, no envelope.
 
-const principalOf = (workspaceId: string, permissions: string[] = ["*"]): Principal => ({ workspaceId, permissions: new Set(permissions) });
+const principalOf = (workspaceId: string, permissions: string[] = ["*"]): Caller =>
+  rootKeyCaller({ rootKeyId: "rk_core_test", workspaceId, permissions: new Set(permissions) }, V1_ACCESS, { surface: "v1" });
 
 describe("core/keys", () => {
   test("creates, updates, changes the remaining uses of and deletes a key without HTTP", async ({ h, t, apiId }) => {

@@ -31,8 +31,11 @@ export type CreateKeyCommand = KeySettings & {
 
 export type CreatedKey = { keyId: string; key: string };
 
-/** How a protocol generates a key and shows its `start`: v1's (`[0x01, N, bytes]`) or v2's (the bytes alone). */
-export type KeyFormat = "v1" | "v2";
+/**
+ * How a key is generated and its `start` shown: "versioned" (`[0x01, N, bytes]`, `start` as v1 shows it) or "plain"
+ * (the random bytes alone).
+ */
+export type KeyFormat = "versioned" | "plain";
 
 /** Where v1's and v2's createKey differ, each adapter says which rules it follows (default: v1's). */
 export type CreateKeyRules = {
@@ -55,7 +58,7 @@ export type CreateKeyRules = {
 };
 
 export const V1_CREATE_KEY_RULES: CreateKeyRules = {
-  keyFormat: "v1",
+  keyFormat: "versioned",
   zeroRemaining: "refuse",
   missingPermissions: "createWhenAllowed",
   missingRoles: "createWhenAllowed",
@@ -65,7 +68,7 @@ export const V1_CREATE_KEY_RULES: CreateKeyRules = {
 };
 
 export const V2_CREATE_KEY_RULES: CreateKeyRules = {
-  keyFormat: "v2",
+  keyFormat: "plain",
   zeroRemaining: "allow",
   missingPermissions: "create",
   missingRoles: "refuse",
@@ -81,7 +84,7 @@ export function newKeyMaterial(
   requestedPrefix: string | undefined,
   byteLength: number,
 ): { key: string; start: string } {
-  if (format === "v2") return generateKeyV2(prefix, byteLength);
+  if (format === "plain") return generateKeyV2(prefix, byteLength);
   const key = generateKey(prefix, byteLength);
   // As v1: `prefix_` and four characters for a requested prefix, else the first five characters of the key, even
   // when the key carries the API's default prefix.

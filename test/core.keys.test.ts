@@ -1,18 +1,27 @@
 import { describe, expect } from "vitest";
-import { createKey } from "../src/core/keys/keys.create.js";
+import { type CreateKeyCommand, createKey as createKeyCore, V1_CREATE_KEY_RULES } from "../src/core/keys/keys.create.js";
 import { decryptKeyRows, requireDecryptPermission } from "../src/core/keys/keys.decrypt.js";
 import { deleteApiKeys, deleteKey } from "../src/core/keys/keys.delete.js";
-import { updateKey } from "../src/core/keys/keys.update.js";
+import { type UpdateKeyCommand, updateKey as updateKeyCore, V1_UPDATE_KEY_RULES } from "../src/core/keys/keys.update.js";
 import { updateRemaining } from "../src/core/keys/keys.updateRemaining.js";
-import type { Principal } from "../src/core/principal.js";
+import { type Caller, rootKeyCaller } from "../src/core/caller.js";
+import { V1_ACCESS } from "../src/wire/v1/caller.js";
 import { DecryptNotAllowedError, InvalidInputError, NotFoundError, PermissionDeniedError, PreconditionFailedError } from "../src/errors.js";
 import { test } from "./fixtures.js";
+import type { Harness } from "./helper.js";
 import { domainRejection, v1Words } from "./v1-words.js";
 
 // The key operations of the core, called directly on the harness's services: plain inputs, plain results, domain
 // errors; no HTTP, no v1 field names, no envelope.
 
-const principalOf = (workspaceId: string, permissions: string[] = ["*"]): Principal => ({ workspaceId, permissions: new Set(permissions) });
+// v1's rules, as v1's handlers pass them.
+const createKey = (services: Harness["services"], caller: Caller, input: CreateKeyCommand) =>
+  createKeyCore(services, caller, input, V1_CREATE_KEY_RULES);
+const updateKey = (services: Harness["services"], caller: Caller, input: UpdateKeyCommand) =>
+  updateKeyCore(services, caller, input, V1_UPDATE_KEY_RULES);
+
+const principalOf = (workspaceId: string, permissions: string[] = ["*"]): Caller =>
+  rootKeyCaller({ rootKeyId: "rk_core_test", workspaceId, permissions: new Set(permissions) }, V1_ACCESS, { surface: "v1" });
 
 describe("core/keys", () => {
   test("creates, updates, changes the remaining uses of and deletes a key without HTTP", async ({ h, t, apiId }) => {

@@ -3,11 +3,11 @@ import { describe, expect } from "vitest";
 import { importKeys } from "../src/core/import/import.keys.js";
 import { enqueueKeys } from "../src/core/import/import.enqueue.js";
 import { migrateKeys } from "../src/core/import/import.migrate.js";
-import { createKey } from "../src/core/keys/keys.create.js";
-import { MAX_LINKS_PER_REQUEST, MAX_NAMES_PER_REQUEST } from "../src/core/rbac/rbac.bounds.js";
-import { addToKey, permissionKind, replaceOnKey, roleKind, setOnKey } from "../src/core/rbac/rbac.keyLinks.js";
+import { createKey, V1_CREATE_KEY_RULES } from "../src/core/keys/keys.create.js";
 import { rootKeyCaller } from "../src/core/caller.js";
 import { V1_ACCESS } from "../src/wire/v1/caller.js";
+import { MAX_LINKS_PER_REQUEST, MAX_NAMES_PER_REQUEST } from "../src/core/rbac/rbac.bounds.js";
+import { addToKey, permissionKind, replaceOnKey, roleKind, setOnKey } from "../src/core/rbac/rbac.keyLinks.js";
 import { changePermissionsOfRole, createRole, setPermissionsOfRole } from "../src/core/rbac/rbac.rolesPermissions.js";
 import { InvalidInputError } from "../src/errors.js";
 import { test } from "./fixtures.js";
@@ -216,11 +216,9 @@ describe("one request names at most MAX_NAMES_PER_REQUEST roles and permissions 
     const roleId = (await h.post("/v1/permissions.createRole", { name: `role_${tag()}` }, t.rootKey)).body.roleId as string;
     const principal = { workspaceId: t.workspaceId, permissions: new Set(["*"]) };
     const caller = rootKeyCaller(
-      { rootKeyId: "key_bounds_test", workspaceId: t.workspaceId, permissions: principal.permissions },
+      { rootKeyId: "rk_bounds_test", workspaceId: t.workspaceId, permissions: principal.permissions },
       V1_ACCESS,
-      {
-        surface: "v1",
-      },
+      { surface: "v1" },
     );
     const before = await writtenBy(h, t);
     const many = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
@@ -229,7 +227,7 @@ describe("one request names at most MAX_NAMES_PER_REQUEST roles and permissions 
     const store = { db: h.db, keyring: h.keyring, statistics: { onImported: () => {} }, clock: h.clock };
     const now = h.clock.now();
     const operations: [string, () => Promise<unknown>][] = [
-      ["createKey", () => createKey(h.services, principal, { apiId, permissions: tooMany })],
+      ["createKey", () => createKey(h.services, caller, { apiId, permissions: tooMany }, V1_CREATE_KEY_RULES)],
       [
         "importKeys",
         () => importKeys(store, principal, [{ apiId, hash: { value: newHash(), variant: "sha256_base64" }, roles: tooMany }], now),

@@ -1,4 +1,4 @@
-import type { PermissionDialect } from "../auth/permissions.query.js";
+import type { Caller } from "../caller.js";
 import { keyPermission } from "../auth/permissions.query.js";
 import { hasPermission, requirePermission } from "../principal.js";
 import { hashKey } from "../../crypto/hash.js";
@@ -10,7 +10,6 @@ import type { KeyRatelimitInput } from "../../storage/keys/keys.ratelimit.reposi
 import { insertNewKey, type NewKey } from "../../storage/keys/keys.writes.repository.js";
 import { findPermissionsByIdOrSlug, findRoleIdsByName, missingNames } from "../../storage/rbac/permissions.repository.js";
 import type { KeySettings } from "../../storage/import/import.rows.js";
-import type { Principal } from "../principal.js";
 import type { KeyServices } from "./keys.services.js";
 import { requireNamesWithinBounds } from "../rbac/rbac.bounds.js";
 
@@ -31,8 +30,11 @@ export type CreateKeyCommand = KeySettings & {
 
 export type CreatedKey = { keyId: string; key: string };
 
-/** How a protocol generates a key and shows its `start`: v1's (`[0x01, N, bytes]`) or v2's (the bytes alone). */
-export type KeyFormat = "v1" | "v2";
+/**
+ * How a key is generated and its `start` shown: "versioned" (`[0x01, N, bytes]`, `start` as v1 shows it) or "plain"
+ * (the random bytes alone).
+ */
+export type KeyFormat = "versioned" | "plain";
 
 /** Where v1's and v2's createKey differ, each adapter says which rules it follows (default: v1's). */
 export type CreateKeyRules = {
@@ -50,28 +52,24 @@ export type CreateKeyRules = {
   monthlyWithoutDay: "firstOfMonth" | "refuse";
   /** A daily refill with a day: refused (v1), or the day ignored (v2). */
   dailyWithDay: "refuse" | "ignore";
-  /** Whether create_key and encrypt_key may also be granted by the keyspace's URNs (v2, contract §2 row 6). */
-  permissionDialect: PermissionDialect;
 };
 
 export const V1_CREATE_KEY_RULES: CreateKeyRules = {
-  keyFormat: "v1",
+  keyFormat: "versioned",
   zeroRemaining: "refuse",
   missingPermissions: "createWhenAllowed",
   missingRoles: "createWhenAllowed",
   monthlyWithoutDay: "firstOfMonth",
   dailyWithDay: "refuse",
-  permissionDialect: "v1",
 };
 
 export const V2_CREATE_KEY_RULES: CreateKeyRules = {
-  keyFormat: "v2",
+  keyFormat: "plain",
   zeroRemaining: "allow",
   missingPermissions: "create",
   missingRoles: "refuse",
   monthlyWithoutDay: "refuse",
   dailyWithDay: "ignore",
-  permissionDialect: "v2",
 };
 
 /** A new key in `format`, and its `start` (`requestedPrefix`: the prefix the request named, v1's `start` rule). */
@@ -81,7 +79,7 @@ export function newKeyMaterial(
   requestedPrefix: string | undefined,
   byteLength: number,
 ): { key: string; start: string } {
-  if (format === "v2") return generateKeyV2(prefix, byteLength);
+  if (format === "plain") return generateKeyV2(prefix, byteLength);
   const key = generateKey(prefix, byteLength);
   // As v1: `prefix_` and four characters for a requested prefix, else the first five characters of the key, even
   // when the key carries the API's default prefix.
@@ -100,15 +98,12 @@ export function distinctRatelimits(limits: readonly KeyRatelimitInput[]): KeyRat
  */
 export async function createKey(
   services: CreateKeyServices,
-  principal: Principal,
+  principal: Caller,
   input: CreateKeyCommand,
-  rules: CreateKeyRules = V1_CREATE_KEY_RULES,
+  rules: CreateKeyRules,
 ): Promise<CreatedKey> {
   requireNamesWithinBounds([input]);
-  requirePermission(
-    principal,
-    keyPermission({ urnGrants: rules.permissionDialect === "v2" }, principal.workspaceId, input.apiId, null, "create_key"),
-  );
+  requirePermission(principal, keyPermission(principal.access, principal.workspaceId, input.apiId, null, "create_key"));
   const { workspaceId } = principal;
   // An API's key settings never change: from memory when this process has seen the API (a statement fewer per call).
   const remembered = services.apiSettings.remembered(workspaceId, input.apiId);
@@ -131,7 +126,7 @@ export type CreateKeyServices = KeyServices & { readonly apiSettings: ApiSetting
 
 async function createKeyInApi(
   services: CreateKeyServices,
-  principal: Principal,
+  principal: Caller,
   input: CreateKeyCommand,
   api: ApiKeySettings,
   rules: CreateKeyRules,
@@ -176,10 +171,7 @@ async function createKeyInApi(
       refusal: { kind: "createMissingRoles", names: missingRoles },
     });
   }
-  if (
-    input.recoverable &&
-    !hasPermission(principal, keyPermission({ urnGrants: rules.permissionDialect === "v2" }, workspaceId, input.apiId, "*", "encrypt_key"))
-  ) {
+  if (input.recoverable && !hasPermission(principal, keyPermission(principal.access, workspaceId, input.apiId, "*", "encrypt_key"))) {
     throw new PermissionDeniedError(`"*", "api.*.encrypt_key" or "api.${input.apiId}.encrypt_key"`, [...principal.permissions], {
       refusal: { kind: "encryptNotAllowed", apiId: input.apiId },
     });

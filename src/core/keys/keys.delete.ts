@@ -1,5 +1,5 @@
-import type { PermissionDialect } from "../auth/permissions.query.js";
 import { apiPermission, keyPermission } from "../auth/permissions.query.js";
+import type { Caller } from "../caller.js";
 import { requirePermission } from "../principal.js";
 import { NotFoundError } from "../../errors.js";
 import { deleteKeysOfApi } from "../../storage/apis/apis.repository.js";
@@ -11,18 +11,23 @@ import type { KeyServices } from "./keys.services.js";
  * Deletes a key: soft (it stops verifying, the row stays), or `permanent` (the row goes, so the same key can be
  * imported again). Another workspace's key is a missing one.
  */
-export async function deleteKey(
-  services: KeyServices,
-  principal: Principal,
-  input: { keyId: string; permanent: boolean },
-  dialect: PermissionDialect = "v1",
-): Promise<void> {
-  const { db } = services;
-  const key = await findLiveKeyForWrite(db, input.keyId);
-  if (!key || key.workspaceId !== principal.workspaceId) throw new NotFoundError("key", input.keyId);
-  requirePermission(principal, keyPermission({ urnGrants: dialect === "v2" }, principal.workspaceId, key.apiId, key.id, "delete_key"));
-  const deleted = input.permanent ? await hardDeleteKey(db, key.id) : await softDeleteKey(db, key.id, services.clock.now());
-  if (!deleted) throw new NotFoundError("key", input.keyId);
+export async function deleteKey(services: KeyServices, caller: Caller, input: { keyId: string; permanent: boolean }): Promise<void> {
+  const key = await findLiveKeyForWrite(services.db, input.keyId);
+  if (!key || key.workspaceId !== caller.workspaceId) throw new NotFoundError("key", input.keyId);
+  requirePermission(caller, keyPermission(caller.access, caller.workspaceId, key.apiId, key.id, "delete_key"));
+  await services.changes.change(caller, async (tx, record) => {
+    const deleted = input.permanent ? await hardDeleteKey(tx, key.id) : await softDeleteKey(tx, key.id, services.clock.now());
+    if (!deleted) throw new NotFoundError("key", input.keyId);
+    record({
+      event: "key.delete",
+      targets: [
+        { type: "key", id: key.id },
+        { type: "api", id: key.apiId },
+      ],
+      description: `${input.permanent ? "permanently deleted" : "deleted"} key ${key.id} of ${key.apiId}`,
+      details: { permanent: input.permanent },
+    });
+  });
 }
 
 /** Deletes every key of an API (the API stays), as deleteKey would each; answers how many. */

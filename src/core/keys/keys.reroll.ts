@@ -1,12 +1,11 @@
-import type { PermissionDialect } from "../auth/permissions.query.js";
 import { keyPermission } from "../auth/permissions.query.js";
+import type { Caller } from "../caller.js";
 import { requirePermission } from "../principal.js";
 import { hashKey } from "../../crypto/hash.js";
 import { NotFoundError, PreconditionFailedError } from "../../errors.js";
 import { newId } from "../../ids.js";
 import { updateKeyColumns } from "../../storage/keys/keys.update.repository.js";
 import { findKeyToReroll, insertRerolledKey } from "../../storage/keys/keys.writes.repository.js";
-import type { Principal } from "../principal.js";
 import { type CreatedKey, type CreateKeyServices, type KeyFormat, newKeyMaterial } from "./keys.create.js";
 
 /** A reroll: the key to replace, and how long (ms) it keeps verifying; 0: it expires now. */
@@ -25,21 +24,20 @@ const MINUTE = 60_000;
  */
 export async function rerollKey(
   services: CreateKeyServices,
-  principal: Principal,
+  caller: Caller,
   input: RerollKeyCommand,
-  format: KeyFormat = "v2",
-  dialect: PermissionDialect = "v1",
+  format: KeyFormat,
 ): Promise<CreatedKey> {
   const { db, keyring } = services;
-  const { workspaceId } = principal;
+  const { workspaceId } = caller;
   // The checks first, outside the transaction (a data key may have to be unwrapped); the transaction reads it again.
   const old = await findKeyToReroll(db, workspaceId, input.keyId, false);
   if (!old) throw new NotFoundError("key", input.keyId);
-  requirePermission(principal, keyPermission({ urnGrants: dialect === "v2" }, workspaceId, old.apiId, null, "create_key"));
+  requirePermission(caller, keyPermission(caller.access, workspaceId, old.apiId, null, "create_key"));
   const api = await services.apiSettings.find(workspaceId, old.apiId);
   if (!api) throw new NotFoundError("key", input.keyId);
   if (old.hasEncryptedCopy) {
-    requirePermission(principal, keyPermission({ urnGrants: dialect === "v2" }, workspaceId, old.apiId, "*", "encrypt_key"));
+    requirePermission(caller, keyPermission(caller.access, workspaceId, old.apiId, "*", "encrypt_key"));
     if (!api.storeEncryptedKeys) throw new PreconditionFailedError("api", { kind: "recoverableNotSupported", apiId: old.apiId });
     if (!keyring.available) throw new PreconditionFailedError("encryption key", { kind: "encryptionKeyUnavailable" });
   }
@@ -48,7 +46,7 @@ export async function rerollKey(
   const keyId = newId("key");
   const prefix = old.prefix || api.defaultPrefix || undefined;
   const { key, start } = newKeyMaterial(format, prefix, prefix, api.defaultBytes ?? 16);
-  await db.transaction(async (tx) => {
+  await services.changes.change(caller, async (tx, record) => {
     const locked = await findKeyToReroll(tx, workspaceId, input.keyId, true);
     if (!locked) throw new NotFoundError("key", input.keyId);
     const now = services.clock.now();
@@ -81,6 +79,15 @@ export async function rerollKey(
     const until = input.expiration === 0 ? now - 1 : Math.ceil((now + input.expiration) / MINUTE) * MINUTE;
     const expires = locked.expires !== null && locked.expires.getTime() < until ? locked.expires : new Date(until);
     await updateKeyColumns(tx, locked, { expires }, now);
+    record({
+      event: "key.reroll",
+      targets: [
+        { type: "key", id: locked.id },
+        { type: "key", id: keyId },
+      ],
+      description: `rerolled key ${locked.id} as ${keyId}`,
+      details: { expiration: input.expiration },
+    });
   });
   if (dataKey?.newRow) keyring.remember(dataKey);
   return { keyId, key };

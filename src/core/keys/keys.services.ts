@@ -1,4 +1,5 @@
 import type { Clock } from "../../clock.js";
+import type { WriteGate } from "../changes.js";
 import type { Keyring } from "../../keyring/keyring.js";
 import type { Db } from "../../storage/client.js";
 import type { KeyObjectReads } from "../../storage/keys/keyObjects.repository.js";
@@ -11,4 +12,6 @@ export type KeyServices = {
   readonly clock: Clock;
   readonly keyWrites: KeyWrites;
   readonly keyReads: KeyObjectReads;
+  /** The write gate: each key change's transaction and its audit entry. */
+  readonly changes: WriteGate;
 };

@@ -1,4 +1,4 @@
-import type { PermissionDialect } from "../auth/permissions.query.js";
+import type { Caller } from "../caller.js";
 import { keyPermission } from "../auth/permissions.query.js";
 import { hasPermission, requirePermission } from "../principal.js";
 import type { Db } from "../../storage/client.js";
@@ -49,24 +49,17 @@ export type UpdateKeyRules = {
    * alone (v2); and what a missing role is: v1 asks each entry whether to create it, v2 refuses it as not found.
    */
   links: "rbacChecked" | "updateKeyOnly";
-  /** Whether update_key may also be granted by the key's URN (v2, contract §2 row 9). */
-  permissionDialect: PermissionDialect;
 };
 
-export const V1_UPDATE_KEY_RULES: UpdateKeyRules = { monthlyWithoutDay: "firstOfMonth", links: "rbacChecked", permissionDialect: "v1" };
-export const V2_UPDATE_KEY_RULES: UpdateKeyRules = { monthlyWithoutDay: "refuse", links: "updateKeyOnly", permissionDialect: "v2" };
+export const V1_UPDATE_KEY_RULES: UpdateKeyRules = { monthlyWithoutDay: "firstOfMonth", links: "rbacChecked" };
+export const V2_UPDATE_KEY_RULES: UpdateKeyRules = { monthlyWithoutDay: "refuse", links: "updateKeyOnly" };
 
 /**
  * Updates a key, all or nothing: the key is locked, its API's update_key permission checked, the refill rules
  * applied, then the columns, the identity link, the roles and permissions (with keys.setRoles' and
  * keys.setPermissions' permission checks) and the rate limit are written in one transaction.
  */
-export async function updateKey(
-  services: KeyServices,
-  principal: Principal,
-  input: UpdateKeyCommand,
-  rules: UpdateKeyRules = V1_UPDATE_KEY_RULES,
-): Promise<void> {
+export async function updateKey(services: KeyServices, principal: Caller, input: UpdateKeyCommand, rules: UpdateKeyRules): Promise<void> {
   if (await updateColumnsOnly(services, principal, input)) return;
   const auth = principal;
   await services.db.transaction(async (tx) => {
@@ -75,10 +68,7 @@ export async function updateKey(
     if (principal.writeGuard && !(await rootKeyGrants(tx, principal.writeGuard))) throw new NotFoundError("key", input.keyId);
     const key = await lockKeyForUpdate(tx, principal.workspaceId, input.keyId);
     if (!key) throw new NotFoundError("key", input.keyId);
-    requirePermission(
-      principal,
-      keyPermission({ urnGrants: rules.permissionDialect === "v2" }, principal.workspaceId, key.apiId, key.id, "update_key"),
-    );
+    requirePermission(principal, keyPermission(principal.access, principal.workspaceId, key.apiId, key.id, "update_key"));
     if (input.refill) {
       if (input.remaining === null) throw new InvalidInputError({ kind: "refillOnUnlimited", during: "update" });
       if (input.refill.interval === "daily" && input.refill.refillDay != null) {

@@ -1,9 +1,31 @@
-import { and, eq, isNull, sql } from "drizzle-orm";
+import { and, eq, getTableColumns, isNull, type SQL, sql } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
 import type { Db } from "../client.js";
-import { apis, keys } from "../schema.js";
+import { apis, auditLog, keys } from "../schema.js";
 import { guardParams, rootKeyStillGrantsPrepared, type WriteGuard } from "../rootKeys/rootKeys.auth.repository.js";
 import { effectiveRemaining } from "./keys.refill.js";
+
+/** The columns of an audit row, each a field of json_to_recordset's record (core/changes.ts builds the rows). */
+const auditColumns = Object.entries(getTableColumns(auditLog));
+const auditColumnList = sql.raw(auditColumns.map(([, column]) => `"${column.name}"`).join(", "));
+const auditFieldList = sql.raw(auditColumns.map(([field]) => `"${field}"`).join(", "));
+const auditRecordDefinition = sql.raw(auditColumns.map(([field, column]) => `"${field}" ${column.getSQLType()}`).join(", "));
+
+/**
+ * A data-modifying CTE's body that writes the audit rows given as JSON text in the prepared parameter `audit`, when
+ * the CTE `done` returned a row: the change and its entries are one statement, so they commit together or not at
+ * all, and a statement that changed nothing records nothing (core/changes.ts, WriteGate.statement).
+ */
+export function insertAuditRowsIf(done: SQL): SQL {
+  return sql`insert into ${auditLog} (${auditColumnList})
+    select ${auditFieldList} from json_to_recordset(${sql.placeholder("audit")}::json) as r(${auditRecordDefinition})
+    where exists (select 1 from ${done})`;
+}
+
+/** The audit rows as the prepared parameter insertAuditRowsIf reads. */
+export function auditParam(rows: readonly unknown[]): string {
+  return JSON.stringify(rows);
+}
 
 // keys.updateKey: the key's own columns. Its identity, default rate limit, roles and permissions are written by
 // the repositories of those (identities.repository.ts, keys.ratelimit.repository.ts, keys.rbac.repository.ts).

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { type CreateKeyCommand, createKey as createKeyCore } from "../../../core/keys/keys.create.js";
+import { type CreateKeyCommand, createKey as createKeyCore, V1_CREATE_KEY_RULES } from "../../../core/keys/keys.create.js";
 import { LARGE_BODY_LIMIT, defineRpc } from "../rpc.js";
 import { expiresSchema, keyRatelimitSchema, MAX_INT32, metaSchema, refillSchema } from "./keys.schemas.js";
 
@@ -66,7 +66,7 @@ export const createKey = defineRpc({
     keyId: z.string().describe("The key's id (`key_…`), for the routes that manage it."),
     key: z.string().describe("The key itself, to give to your customer. Shown only in this answer; keyhaven stores its hash."),
   }),
-  handler: (input, { deps, rootKey }) => createKeyCore(deps, rootKey, createKeyCommand(input)),
+  handler: (input, { deps, caller }) => createKeyCore(deps, caller, createKeyCommand(input), V1_CREATE_KEY_RULES),
 });
 
 /** v1's request as the core's command: v1's aliases and quirks are resolved here. */

@@ -13,8 +13,8 @@ export const deleteKey = defineRpc({
   input: z.object({ keyId: idInput, permanent: z.boolean().default(false) }),
   output: z.object({}),
   // Authenticated before the lookup (v1 looked first), so a wrong root key learns nothing about the id.
-  handler: async (input, { deps, rootKey }) => {
-    await deleteKeyCore(deps, rootKey, input);
+  handler: async (input, { deps, caller }) => {
+    await deleteKeyCore(deps, caller, input);
     return {};
   },
 });

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { type UpdateKeyCommand, updateKey as updateKeyCore } from "../../../core/keys/keys.update.js";
+import { type UpdateKeyCommand, updateKey as updateKeyCore, V1_UPDATE_KEY_RULES } from "../../../core/keys/keys.update.js";
 import { LARGE_BODY_LIMIT, defineRpc } from "../rpc.js";
 import { idInput } from "../inputBounds.js";
 import { connectionSchema } from "./keys.rbac.schemas.js";
@@ -38,8 +38,8 @@ export const updateKey = defineRpc({
   returns: "The key is updated.",
   input: updateKeyInput,
   output: z.object({}),
-  handler: async (input, { deps, rootKey }) => {
-    await updateKeyCore(deps, rootKey, updateKeyCommand(input));
+  handler: async (input, { deps, caller }) => {
+    await updateKeyCore(deps, caller, updateKeyCommand(input), V1_UPDATE_KEY_RULES);
     return {};
   },
 });

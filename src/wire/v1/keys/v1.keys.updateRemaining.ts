@@ -19,5 +19,5 @@ export const updateRemaining = defineRpc({
   }),
   output: z.object({ remaining: z.int().nullable() }),
   // Authenticated before the lookup (v1 looked first), so a wrong root key learns nothing about the id.
-  handler: (input, { deps, rootKey }) => updateRemainingCore(deps, rootKey, input),
+  handler: (input, { deps, caller }) => updateRemainingCore(deps, caller, input),
 });

@@ -49,12 +49,12 @@ export const createKey = defineV2Rpc({
     })
     .strict(),
   output: createdKeyOutput,
-  handler: async (input, { deps, rootKey }) => {
+  handler: async (input, { deps, caller }) => {
     const { credits, ...settings } = input;
     try {
       const created = await createKeyCore(
         deps,
-        rootKey,
+        caller,
         { ...settings, remaining: credits?.remaining ?? undefined, refill: credits?.refill },
         V2_CREATE_KEY_RULES,
       );

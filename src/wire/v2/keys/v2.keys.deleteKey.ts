@@ -18,8 +18,8 @@ export const deleteKey = defineV2Rpc({
     })
     .strict(),
   output: z.object({}).strict(),
-  handler: async (input, { deps, rootKey }) => {
-    await deleteKeyCore(deps, rootKey, { keyId: input.keyId, permanent: input.permanent ?? false }, "v2");
+  handler: async (input, { deps, caller }) => {
+    await deleteKeyCore(deps, caller, { keyId: input.keyId, permanent: input.permanent ?? false });
     return { data: {} };
   },
 });

@@ -18,7 +18,7 @@ export const rerollKey = defineV2Rpc({
     expiration: z.int().min(0).max(V2_MAX_EXPIRES).describe("How long (ms) the old key keeps verifying; 0: it expires now."),
   }),
   output: createdKeyOutput,
-  handler: async (input, { deps, rootKey }) => ({
-    data: await rerollKeyCore(deps, rootKey, { keyId: input.keyId, expiration: input.expiration }, "v2", "v2"),
+  handler: async (input, { deps, caller }) => ({
+    data: await rerollKeyCore(deps, caller, { keyId: input.keyId, expiration: input.expiration }, "plain"),
   }),
 });

@@ -21,12 +21,12 @@ export const updateCredits = defineV2Rpc({
     })
     .strict(),
   output: keyCreditsOutput,
-  handler: async (input, { deps, rootKey }) => {
+  handler: async (input, { deps, caller }) => {
     const after = await changeRemaining(
       deps,
-      rootKey,
+      caller,
       { keyId: input.keyId, op: input.operation, value: input.value ?? null },
-      { unlimitedClearsRefill: true, dialect: "v2" },
+      { unlimitedClearsRefill: true },
     );
     return { data: creditsData(after) };
   },

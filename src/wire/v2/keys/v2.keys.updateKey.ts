@@ -44,8 +44,8 @@ export const updateKey = defineV2Rpc({
   returns: "Nothing (an empty object).",
   input,
   output: z.object({}).strict(),
-  handler: async (body, { deps, rootKey }) => {
-    await updateKeyCore(deps, rootKey, updateKeyCommand(body), V2_UPDATE_KEY_RULES);
+  handler: async (body, { deps, caller }) => {
+    await updateKeyCore(deps, caller, updateKeyCommand(body), V2_UPDATE_KEY_RULES);
     return { data: {} };
   },
 });

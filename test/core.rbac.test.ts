@@ -1,3 +1,5 @@
+import { V1_KEY_LINKS } from "../src/wire/v1/keys/keys.rbac.rules.js";
+import { callerOf } from "./caller-of.js";
 import { describe, expect } from "vitest";
 import { addToKey, removeFromKey, roleKind, setOnKey } from "../src/core/rbac/rbac.keyLinks.js";
 import { NotFoundError, PermissionDeniedError } from "../src/errors.js";
@@ -15,21 +17,33 @@ describe("core rbac: roles on a key", () => {
     const { keyId } = await importKey();
     const roleId = await createRole("core-rbac-a");
     const all = principalOf(t.workspaceId, "*");
-    expect(await addToKey(h.services, all, roleKind, { keyId, wanted: [{ name: "core-rbac-a" }] })).toEqual([
+    expect(await addToKey(h.services, callerOf(all), roleKind, { keyId, wanted: [{ name: "core-rbac-a" }] }, V1_KEY_LINKS)).toEqual([
       { id: roleId, name: "core-rbac-a" },
     ]);
     expect(await keyRoles(keyId)).toEqual([roleId]);
-    const created = await setOnKey(h.services, all, roleKind, { keyId, wanted: [{ name: "core-rbac-b", create: true }] });
+    const created = await setOnKey(
+      h.services,
+      callerOf(all),
+      roleKind,
+      { keyId, wanted: [{ name: "core-rbac-b", create: true }] },
+      V1_KEY_LINKS,
+    );
     expect(created.map((c) => c.name)).toEqual(["core-rbac-b"]);
     expect(await keyRoles(keyId)).toEqual([created[0]!.id]);
-    await removeFromKey(h.services, all, roleKind, { keyId, wanted: [{ name: "core-rbac-b" }] });
+    await removeFromKey(h.services, callerOf(all), roleKind, { keyId, wanted: [{ name: "core-rbac-b" }] }, V1_KEY_LINKS);
     expect(await keyRoles(keyId)).toEqual([]);
   });
 
   it("throws NotFoundError for a key outside the principal's workspace", async ({ h, importKey }) => {
     const { keyId } = await importKey();
     const other = await h.tenant();
-    const add = addToKey(h.services, principalOf(other.workspaceId, "*"), roleKind, { keyId, wanted: [{ name: "x" }] });
+    const add = addToKey(
+      h.services,
+      callerOf(principalOf(other.workspaceId, "*")),
+      roleKind,
+      { keyId, wanted: [{ name: "x" }] },
+      V1_KEY_LINKS,
+    );
     await expect(add).rejects.toBeInstanceOf(NotFoundError);
     expect(await v1WordsOfRejection(add)).toContain(`key ${keyId} not found`);
   });
@@ -38,22 +52,32 @@ describe("core rbac: roles on a key", () => {
     const { keyId } = await importKey();
     await createRole("core-rbac-kept");
     const adder = principalOf(t.workspaceId, "rbac.*.add_role_to_key");
-    const creating = await addToKey(h.services, adder, roleKind, { keyId, wanted: [{ name: "core-rbac-new", create: true }] }).catch(
-      (e: unknown) => e,
-    );
+    const creating = await addToKey(
+      h.services,
+      callerOf(adder),
+      roleKind,
+      { keyId, wanted: [{ name: "core-rbac-new", create: true }] },
+      V1_KEY_LINKS,
+    ).catch((e: unknown) => e);
     expect(creating).toBeInstanceOf(PermissionDeniedError);
     expect((creating as PermissionDeniedError).check).toBe("createWhileAdding");
     expect(apiErrorOf(creating as PermissionDeniedError).code).toBe("UNAUTHORIZED");
 
-    await addToKey(h.services, adder, roleKind, { keyId, wanted: [{ name: "core-rbac-kept" }] });
-    const disconnecting = await setOnKey(h.services, adder, roleKind, { keyId, wanted: [] }).catch((e: unknown) => e);
+    await addToKey(h.services, callerOf(adder), roleKind, { keyId, wanted: [{ name: "core-rbac-kept" }] }, V1_KEY_LINKS);
+    const disconnecting = await setOnKey(h.services, callerOf(adder), roleKind, { keyId, wanted: [] }, V1_KEY_LINKS).catch(
+      (e: unknown) => e,
+    );
     expect(disconnecting).toBeInstanceOf(PermissionDeniedError);
     expect((disconnecting as PermissionDeniedError).check).toBe("disconnectWhileSetting");
     expect(apiErrorOf(disconnecting as PermissionDeniedError).code).toBe("UNAUTHORIZED");
 
-    const nothing = await removeFromKey(h.services, adder, roleKind, { keyId, wanted: [{ name: "core-rbac-kept" }] }).catch(
-      (e: unknown) => e,
-    );
+    const nothing = await removeFromKey(
+      h.services,
+      callerOf(adder),
+      roleKind,
+      { keyId, wanted: [{ name: "core-rbac-kept" }] },
+      V1_KEY_LINKS,
+    ).catch((e: unknown) => e);
     expect(nothing).toBeInstanceOf(PermissionDeniedError);
     expect((nothing as PermissionDeniedError).check).toBeUndefined();
     expect(apiErrorOf(nothing as PermissionDeniedError).code).toBe("INSUFFICIENT_PERMISSIONS");

@@ -1,4 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
+import { V1_KEY_LINKS } from "../src/wire/v1/keys/keys.rbac.rules.js";
+import { V2_KEY_LINKS } from "../src/wire/v2/keys/keys.rbac.rules.js";
+import { callerOf } from "./caller-of.js";
 import { describe, expect } from "vitest";
 import { importKeys } from "../src/core/import/import.keys.js";
 import { enqueueKeys } from "../src/core/import/import.enqueue.js";
@@ -245,9 +248,9 @@ describe("one request names at most MAX_NAMES_PER_REQUEST roles and permissions 
         "migrateKeys",
         () => migrateKeys(store, principal, { migrationId: `mig_${tag()}`, apiId, keys: [{ hash: newHash(), permissions: tooMany }] }, now),
       ],
-      ["addToKey (roles)", () => addToKey(h.services, principal, roleKind, { keyId, wanted })],
-      ["addToKey (permissions)", () => addToKey(h.services, principal, permissionKind, { keyId, wanted }, "v2")],
-      ["setOnKey", () => setOnKey(h.services, principal, permissionKind, { keyId, wanted })],
+      ["addToKey (roles)", () => addToKey(h.services, callerOf(principal), roleKind, { keyId, wanted }, V1_KEY_LINKS)],
+      ["addToKey (permissions)", () => addToKey(h.services, callerOf(principal), permissionKind, { keyId, wanted }, V2_KEY_LINKS)],
+      ["setOnKey", () => setOnKey(h.services, callerOf(principal), permissionKind, { keyId, wanted }, V1_KEY_LINKS)],
       [
         "replaceOnKey (updateKey)",
         () => h.db.transaction((tx) => replaceOnKey(tx, principal, roleKind, { id: keyId, workspaceId: t.workspaceId }, wanted, now)),

@@ -42,6 +42,22 @@ export async function findKeyLinkIds(db: Db, kind: LinkKind, keyId: string): Pro
   return rows.map((r) => r.id);
 }
 
+/** The key's roles (`kind` role) or direct permissions (`kind` permission), by id and name. */
+export async function findKeyLinks(db: Db, kind: LinkKind, keyId: string): Promise<{ id: string; name: string }[]> {
+  if (kind === "role") {
+    return db
+      .select({ id: roles.id, name: roles.name })
+      .from(keysRoles)
+      .innerJoin(roles, eq(roles.id, keysRoles.roleId))
+      .where(eq(keysRoles.keyId, keyId));
+  }
+  return db
+    .select({ id: permissions.id, name: permissions.name })
+    .from(keysPermissions)
+    .innerJoin(permissions, eq(permissions.id, keysPermissions.permissionId))
+    .where(eq(keysPermissions.keyId, keyId));
+}
+
 /** Disconnects these roles or permissions from the key; ones not connected are ignored. */
 export async function deleteKeyLinks(db: Db, kind: LinkKind, keyId: string, ids: string[]): Promise<void> {
   if (ids.length === 0) return;

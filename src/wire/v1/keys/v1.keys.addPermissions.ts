@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { LARGE_BODY_LIMIT, defineRpc } from "../rpc.js";
 import { idInput } from "../inputBounds.js";
+import { V1_KEY_LINKS } from "./keys.rbac.rules.js";
 import { connectionSchema, entries, connectedSchema } from "./keys.rbac.schemas.js";
 import { addToKey, permissionKind } from "../../../core/rbac/rbac.keyLinks.js";
 
@@ -14,5 +15,6 @@ export const addPermissions = defineRpc({
   returns: "The permissions added to the key, by id and name.",
   input: z.object({ keyId: idInput, permissions: entries(connectionSchema) }),
   output: connectedSchema,
-  handler: (input, { deps, rootKey }) => addToKey(deps, rootKey, permissionKind, { keyId: input.keyId, wanted: input.permissions }),
+  handler: (input, { deps, caller }) =>
+    addToKey(deps, caller, permissionKind, { keyId: input.keyId, wanted: input.permissions }, V1_KEY_LINKS),
 });

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { LARGE_BODY_LIMIT, defineRpc } from "../rpc.js";
 import { idInput } from "../inputBounds.js";
+import { V1_KEY_LINKS } from "./keys.rbac.rules.js";
 import { connectionSchema, entries, connectedSchema } from "./keys.rbac.schemas.js";
 import { addToKey, roleKind } from "../../../core/rbac/rbac.keyLinks.js";
 
@@ -14,5 +15,5 @@ export const addRoles = defineRpc({
   returns: "The roles added to the key, by id and name.",
   input: z.object({ keyId: idInput, roles: entries(connectionSchema) }),
   output: connectedSchema,
-  handler: (input, { deps, rootKey }) => addToKey(deps, rootKey, roleKind, { keyId: input.keyId, wanted: input.roles }),
+  handler: (input, { deps, caller }) => addToKey(deps, caller, roleKind, { keyId: input.keyId, wanted: input.roles }, V1_KEY_LINKS),
 });

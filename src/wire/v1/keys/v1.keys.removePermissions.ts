@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { LARGE_BODY_LIMIT, defineRpc } from "../rpc.js";
 import { idInput } from "../inputBounds.js";
+import { V1_KEY_LINKS } from "./keys.rbac.rules.js";
 import { permissionSlugRemovalSchema, entries } from "./keys.rbac.schemas.js";
 import { removeFromKey, permissionKind } from "../../../core/rbac/rbac.keyLinks.js";
 
@@ -15,8 +16,8 @@ export const removePermissions = defineRpc({
   returns: "The permissions are removed from the key.",
   input: z.object({ keyId: idInput, permissions: entries(permissionSlugRemovalSchema) }),
   output: z.object({}),
-  handler: async (input, { deps, rootKey }) => {
-    await removeFromKey(deps, rootKey, permissionKind, { keyId: input.keyId, wanted: input.permissions });
+  handler: async (input, { deps, caller }) => {
+    await removeFromKey(deps, caller, permissionKind, { keyId: input.keyId, wanted: input.permissions }, V1_KEY_LINKS);
     return {};
   },
 });

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { LARGE_BODY_LIMIT, defineRpc } from "../rpc.js";
 import { idInput } from "../inputBounds.js";
+import { V1_KEY_LINKS } from "./keys.rbac.rules.js";
 import { disconnectionSchema, entries } from "./keys.rbac.schemas.js";
 import { removeFromKey, roleKind } from "../../../core/rbac/rbac.keyLinks.js";
 
@@ -14,8 +15,8 @@ export const removeRoles = defineRpc({
   returns: "The roles are removed from the key.",
   input: z.object({ keyId: idInput, roles: entries(disconnectionSchema) }),
   output: z.object({}),
-  handler: async (input, { deps, rootKey }) => {
-    await removeFromKey(deps, rootKey, roleKind, { keyId: input.keyId, wanted: input.roles });
+  handler: async (input, { deps, caller }) => {
+    await removeFromKey(deps, caller, roleKind, { keyId: input.keyId, wanted: input.roles }, V1_KEY_LINKS);
     return {};
   },
 });

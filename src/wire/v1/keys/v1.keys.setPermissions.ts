@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { LARGE_BODY_LIMIT, defineRpc } from "../rpc.js";
 import { idInput } from "../inputBounds.js";
+import { V1_KEY_LINKS } from "./keys.rbac.rules.js";
 import { permissionSlugSchema, entries, connectedSchema } from "./keys.rbac.schemas.js";
 import { setOnKey, permissionKind } from "../../../core/rbac/rbac.keyLinks.js";
 
@@ -14,5 +15,6 @@ export const setPermissions = defineRpc({
   returns: "The key's permissions after the change, by id and name.",
   input: z.object({ keyId: idInput, permissions: entries(permissionSlugSchema) }),
   output: connectedSchema,
-  handler: (input, { deps, rootKey }) => setOnKey(deps, rootKey, permissionKind, { keyId: input.keyId, wanted: input.permissions }),
+  handler: (input, { deps, caller }) =>
+    setOnKey(deps, caller, permissionKind, { keyId: input.keyId, wanted: input.permissions }, V1_KEY_LINKS),
 });

@@ -3,6 +3,7 @@ import { removeFromKey, permissionKind, keyPermissionsOf } from "../../../core/r
 import { v2Id } from "../inputBounds.js";
 import { permissionData, permissionOutput } from "../permissions/permissions.schemas.js";
 import { defineV2Rpc } from "../rpc.js";
+import { V2_KEY_LINKS } from "./keys.rbac.rules.js";
 import { permissionSlugsInput } from "./keys.rbac.schemas.js";
 
 export const removePermissions = defineV2Rpc({
@@ -14,8 +15,14 @@ export const removePermissions = defineV2Rpc({
   returns: "The key's direct permissions after the change, by slug.",
   input: z.object({ keyId: v2Id.describe("The key to change."), permissions: permissionSlugsInput(1) }).strict(),
   output: z.array(permissionOutput),
-  handler: async (input, { deps, rootKey }) => {
-    await removeFromKey(deps, rootKey, permissionKind, { keyId: input.keyId, wanted: input.permissions.map((name) => ({ name })) }, "v2");
-    return { data: (await keyPermissionsOf(deps, rootKey, input.keyId)).map(permissionData) };
+  handler: async (input, { deps, caller }) => {
+    await removeFromKey(
+      deps,
+      caller,
+      permissionKind,
+      { keyId: input.keyId, wanted: input.permissions.map((name) => ({ name })) },
+      V2_KEY_LINKS,
+    );
+    return { data: (await keyPermissionsOf(deps, caller, input.keyId)).map(permissionData) };
   },
 });

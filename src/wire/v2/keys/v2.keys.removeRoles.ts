@@ -3,6 +3,7 @@ import { removeFromKey, roleKind, keyRolesOf } from "../../../core/rbac/rbac.key
 import { v2Id } from "../inputBounds.js";
 import { roleData, roleOutput } from "../permissions/permissions.schemas.js";
 import { defineV2Rpc } from "../rpc.js";
+import { V2_KEY_LINKS } from "./keys.rbac.rules.js";
 import { roleNamesInput } from "./keys.rbac.schemas.js";
 
 export const removeRoles = defineV2Rpc({
@@ -14,8 +15,8 @@ export const removeRoles = defineV2Rpc({
   returns: "The key's roles after the change, by name, each with its permissions.",
   input: z.object({ keyId: v2Id.describe("The key to change."), roles: roleNamesInput(1) }).strict(),
   output: z.array(roleOutput),
-  handler: async (input, { deps, rootKey }) => {
-    await removeFromKey(deps, rootKey, roleKind, { keyId: input.keyId, wanted: input.roles.map((name) => ({ name })) }, "v2");
-    return { data: (await keyRolesOf(deps, rootKey, input.keyId)).map(roleData) };
+  handler: async (input, { deps, caller }) => {
+    await removeFromKey(deps, caller, roleKind, { keyId: input.keyId, wanted: input.roles.map((name) => ({ name })) }, V2_KEY_LINKS);
+    return { data: (await keyRolesOf(deps, caller, input.keyId)).map(roleData) };
   },
 });

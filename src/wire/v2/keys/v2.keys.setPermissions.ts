@@ -3,6 +3,7 @@ import { setOnKey, permissionKind, keyPermissionsOf } from "../../../core/rbac/r
 import { v2Id } from "../inputBounds.js";
 import { permissionData, permissionOutput } from "../permissions/permissions.schemas.js";
 import { defineV2Rpc } from "../rpc.js";
+import { V2_KEY_LINKS } from "./keys.rbac.rules.js";
 import { permissionSlugsInput } from "./keys.rbac.schemas.js";
 
 export const setPermissions = defineV2Rpc({
@@ -15,14 +16,14 @@ export const setPermissions = defineV2Rpc({
   returns: "The key's direct permissions after the change, by slug.",
   input: z.object({ keyId: v2Id.describe("The key to change."), permissions: permissionSlugsInput(0) }).strict(),
   output: z.array(permissionOutput),
-  handler: async (input, { deps, rootKey }) => {
+  handler: async (input, { deps, caller }) => {
     await setOnKey(
       deps,
-      rootKey,
+      caller,
       permissionKind,
       { keyId: input.keyId, wanted: input.permissions.map((name) => ({ name, create: true })) },
-      "v2",
+      V2_KEY_LINKS,
     );
-    return { data: (await keyPermissionsOf(deps, rootKey, input.keyId)).map(permissionData) };
+    return { data: (await keyPermissionsOf(deps, caller, input.keyId)).map(permissionData) };
   },
 });

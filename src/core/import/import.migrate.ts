@@ -20,6 +20,7 @@ import { createImportNames } from "./import.names.js";
 import { requireNamesWithinBounds } from "../rbac/rbac.bounds.js";
 import { importPermission } from "./import.permissions.js";
 import { planSealedImport, sealKeys } from "./import.plan.js";
+import { requireRemainingForRefill } from "../keys/keys.credits.js";
 import type { Principal } from "../principal.js";
 
 export const PREFIXED_API_KEY: KeyMigrationAlgorithm = "github.com/seamapi/prefixed-api-key";
@@ -88,9 +89,7 @@ export async function migrateKeys(
         if (names.has(r.name)) throw new ConflictError("ratelimit", { kind: "ratelimitNameRepeated", name: r.name });
         names.add(r.name);
       }
-      if (key.credits?.refill && items[index]!.remaining === undefined) {
-        throw new InvalidInputError({ kind: "refillOnUnlimited", during: "create" });
-      }
+      requireRemainingForRefill(items[index]!, "import");
     });
     const candidates = items.map((item, index) => ({ item, index }));
     const { inserted, existing } = await insertLeavingOutExisting(

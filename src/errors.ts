@@ -37,7 +37,7 @@ export type RefusalFacts = {
   namedNotFound: { what: "role" | "permission"; name: string };
   // Keys.
   remainingNotPositive: Record<never, never>;
-  refillOnUnlimited: { during: "create" | "update" };
+  refillOnUnlimited: { during: "create" | "import" | "update" };
   refillDayWithDaily: { during: "create" | "update" };
   /** A monthly refill without its day, where the protocol does not default it to the 1st (v2). */
   refillDayMissingForMonthly: Record<never, never>;

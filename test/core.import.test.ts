@@ -6,7 +6,7 @@ import { importKeys } from "../src/core/import/import.keys.js";
 import { readMigration, retryMigration } from "../src/core/import/import.status.js";
 import type { Principal } from "../src/core/principal.js";
 import { hashKey } from "../src/crypto/hash.js";
-import { ConflictError, NotFoundError, PermissionDeniedError, PreconditionFailedError } from "../src/errors.js";
+import { ConflictError, InvalidInputError, NotFoundError, PermissionDeniedError, PreconditionFailedError } from "../src/errors.js";
 import { ApiError } from "../src/http/errors.js";
 import { apiErrorOf, v1StoredError } from "../src/wire/v1/errors.js";
 import { enqueueKeySchema, importKeySchema } from "../src/wire/v1/migrations/migrations.schemas.js";
@@ -51,6 +51,25 @@ describe("importKeys", () => {
     // The v1 adapter's mapping keeps the index as an envelope field, which the import CLI reads.
     const wire = apiErrorOf(err as PermissionDeniedError);
     expect([wire.code, wire.message, wire.fields]).toEqual(["INSUFFICIENT_PERMISSIONS", v1Words(err), { keyIndex: 1 }]);
+  });
+
+  test("refuses a refill on a key with unlimited uses, whatever the adapter's schema let through, and writes nothing", async ({
+    h,
+    t,
+    apiId,
+  }) => {
+    const all = caller(t.workspaceId, "*");
+    const hash = randomHash();
+    const item = { apiId, hash: { value: hash, variant: "sha256_base64" as const }, refill: { interval: "daily" as const, amount: 5 } };
+    const err = await rejection(importKeys(h.services, all, [item], Date.now()));
+    expect(err).toBeInstanceOf(InvalidInputError);
+    expect((err as InvalidInputError).refusal).toEqual({ kind: "refillOnUnlimited", during: "import" });
+    expect(v1Words(err)).toBe("remaining must be set if you are using refill.");
+    const queuedErr = await rejection(
+      enqueueKeys(h.services, all, { migrationId: newMigrationId(), apiId, keys: [{ hash: item.hash, refill: item.refill }] }),
+    );
+    expect((queuedErr as InvalidInputError).refusal).toEqual({ kind: "refillOnUnlimited", during: "import" });
+    expect(await h.sql(`select id from keys where hash = '${hash}'`)).toEqual([]);
   });
 
   test("refuses an unknown API, missing roles and a repeated key with domain errors, and writes nothing", async ({ h, t, apiId }) => {

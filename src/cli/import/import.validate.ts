@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { hashKey } from "../../crypto/hash.js";
-import { type ImportKey, importKeySchema, MAX_KEYS_PER_IMPORT } from "../../wire/v1/migrations/migrations.schemas.js";
+import type { ImportKey } from "../../core/import/import.keys.types.js";
+import { importKeySchema, MAX_KEYS_PER_IMPORT } from "../../wire/v1/migrations/migrations.schemas.js";
 import { unstorableJsonProblem } from "../../http/jsonBody.js";
 import type { LineError } from "./import.parse.js";
 import { isUnprefixed } from "../../validation.messages.js";

@@ -11,6 +11,7 @@ import { resolveImportNames } from "./import.names.js";
 import { requireNamesWithinBounds } from "../rbac/rbac.bounds.js";
 import { importPermission } from "./import.permissions.js";
 import { sealKeys } from "./import.plan.js";
+import { requireRemainingForRefill } from "../keys/keys.credits.js";
 import type { Principal } from "../principal.js";
 
 export type EnqueueInput = { migrationId: string; apiId: string; keys: EnqueueKey[] };
@@ -29,6 +30,7 @@ export async function enqueueKeys(
   const { db, keyring } = store;
   const { workspaceId } = caller;
   requireNamesWithinBounds(keys);
+  for (const key of keys) requireRemainingForRefill(key, "import");
   requirePermission(caller, importPermission(apiId));
   if (!(await findApi(db, workspaceId, apiId))) throw new NotFoundError("api", apiId);
   if (keys.length === 0) return false;

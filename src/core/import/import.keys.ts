@@ -10,6 +10,7 @@ import { resolveImportNames } from "./import.names.js";
 import { requireNamesWithinBounds } from "../rbac/rbac.bounds.js";
 import { describeImportPermission, importPermission } from "./import.permissions.js";
 import { planImport } from "./import.plan.js";
+import { requireRemainingForRefill } from "../keys/keys.credits.js";
 import type { Principal } from "../principal.js";
 
 /**
@@ -29,6 +30,7 @@ export async function importKeys(
   const { db, keyring } = store;
   if (items.length === 0) return [];
   requireNamesWithinBounds(items);
+  for (const item of items) requireRemainingForRefill(item, "import");
   const { workspaceId } = caller;
 
   items.forEach((item, index) => {

@@ -20,7 +20,10 @@ import { createImportNames } from "./import.names.js";
 import { requireNamesWithinBounds } from "../rbac/rbac.bounds.js";
 import { importPermission } from "./import.permissions.js";
 import { planSealedImport, sealKeys } from "./import.plan.js";
+import { requireRemainingForRefill } from "../keys/keys.credits.js";
 import type { Principal } from "../principal.js";
+import type { Caller } from "../caller.js";
+import type { WriteGate } from "../changes.js";
 
 export const PREFIXED_API_KEY: KeyMigrationAlgorithm = "github.com/seamapi/prefixed-api-key";
 
@@ -88,9 +91,7 @@ export async function migrateKeys(
         if (names.has(r.name)) throw new ConflictError("ratelimit", { kind: "ratelimitNameRepeated", name: r.name });
         names.add(r.name);
       }
-      if (key.credits?.refill && items[index]!.remaining === undefined) {
-        throw new InvalidInputError({ kind: "refillOnUnlimited", during: "create" });
-      }
+      requireRemainingForRefill(items[index]!, "import");
     });
     const candidates = items.map((item, index) => ({ item, index }));
     const { inserted, existing } = await insertLeavingOutExisting(
@@ -169,17 +170,25 @@ async function migrationOfWorkspace(db: Db, workspaceId: string, id: string, now
  * workspace's is not: ids are per workspace).
  */
 export async function createKeyMigration(
-  store: { db: Db },
-  caller: Principal,
+  store: { changes: WriteGate },
+  caller: Caller,
   input: { migrationId: string; algorithm: KeyMigrationAlgorithm },
   now: number,
 ): Promise<KeyMigrationRow> {
   requirePermission(caller, { or: ["*", "api.*.create_key"] });
   const migration = { id: input.migrationId, workspaceId: caller.workspaceId, algorithm: input.algorithm };
-  if (!(await insertKeyMigration(store.db, migration, now))) {
-    throw new ConflictError("migration", { kind: "migrationExists", migrationId: input.migrationId });
-  }
-  return migration;
+  return store.changes.change(caller, async (tx, record) => {
+    if (!(await insertKeyMigration(tx, migration, now))) {
+      throw new ConflictError("migration", { kind: "migrationExists", migrationId: input.migrationId });
+    }
+    record({
+      event: "migration.create",
+      targets: [{ type: "migration", id: migration.id }],
+      description: `created migration ${migration.id} (${migration.algorithm})`,
+      details: { algorithm: migration.algorithm },
+    });
+    return migration;
+  });
 }
 
 /**

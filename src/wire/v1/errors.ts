@@ -44,7 +44,7 @@ const V1_WORDING: { [K in RefusalKind]: (facts: RefusalFacts[K]) => string } = {
 
   remainingNotPositive: () => "remaining must be greater than 0.",
   refillOnUnlimited: ({ during }) =>
-    during === "create" ? "remaining must be set if you are using refill." : "Cannot set refill on a key with unlimited requests",
+    during === "update" ? "Cannot set refill on a key with unlimited requests" : "remaining must be set if you are using refill.",
   refillDayWithDaily: ({ during }) =>
     during === "create" ? "when interval is set to 'daily', 'refillDay' must be null." : "Cannot set 'refillDay' if 'interval' is 'daily'",
   // v1 defaults a monthly refill's day to the 1st; this wording is for completeness.

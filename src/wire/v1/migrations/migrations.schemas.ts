@@ -85,8 +85,6 @@ export const importKeySchema = z
   })
   .superRefine(checkImportKey);
 
-export type ImportKey = z.output<typeof importKeySchema>;
-
 export const createKeysInputSchema = z.array(importKeySchema).max(MAX_KEYS_PER_IMPORT).describe("Up to 100 keys, imported all or nothing.");
 
 /**
@@ -109,8 +107,6 @@ export const enqueueKeySchema = z
       .describe("Kept as the key's `default` rate limit: `limit` verifications per `duration` ms."),
   })
   .superRefine(checkImportKey);
-
-export type EnqueueKey = z.output<typeof enqueueKeySchema>;
 
 export const enqueueKeysInputSchema = z.object({
   migrationId: z

@@ -22,8 +22,8 @@ export const createMigration = defineV2Rpc({
     })
     .strict(),
   output: z.object({ migrationId: z.string(), algorithm: z.enum(KEY_MIGRATION_ALGORITHMS) }),
-  handler: async (input, { deps, rootKey }) => {
-    const migration = await createKeyMigration(deps, rootKey, input, deps.clock.now());
+  handler: async (input, { deps, caller }) => {
+    const migration = await createKeyMigration(deps, caller, input, deps.clock.now());
     return { data: { migrationId: migration.id, algorithm: migration.algorithm } };
   },
 });

@@ -58,6 +58,8 @@ export interface IdempotencyScope {
    * with it, or rolls it back on an error), and returns what `work` returns without committing.
    */
   within<T>(db: Db, work: (tx: Db) => Promise<T>): Promise<T>;
+  /** Runs `fn` once the scope's transaction has committed; never when it rolls back. */
+  afterCommit(fn: () => void): void;
 }
 
 /** `caller` with some of its access policy replaced, for a route whose rule differs from its surface's. */

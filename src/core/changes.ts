@@ -62,6 +62,16 @@ export class WriteGate {
     return run(this.db, rows);
   }
 
+  /**
+   * Runs `fn` once what `caller` changed is committed: now outside an idempotency scope (each gate call has committed
+   * when it returns), else after the scope's transaction commits, and never when it rolls back (the keyring must
+   * remember a new data key only once the row that wraps it is stored).
+   */
+  afterCommit(caller: Caller, fn: () => void): void {
+    if (caller.idempotency) caller.idempotency.afterCommit(fn);
+    else fn();
+  }
+
   /** The audit rows of `changes` made by `caller`, now. */
   rowsOf(caller: Caller, changes: readonly Change[]): AuditRow[] {
     const now = this.clock.now();

@@ -212,7 +212,20 @@ async function createKeyInApi(
     encrypted: dataKey && { encrypted: keyring.encrypt(dataKey, keyId, key), dataKey },
     guard: principal.writeGuard,
   };
-  await insertNewKey(services.keyWrites, newKey);
+  await services.changes.change(principal, async (tx, record) => {
+    const links = await insertNewKey(tx, newKey);
+    record({
+      event: "key.create",
+      targets: [
+        { type: "key", id: keyId },
+        { type: "api", id: api.id },
+        ...links.roles.map((r) => ({ type: "role", id: r.id, name: r.name })),
+        ...links.permissions.map((p) => ({ type: "permission", id: p.id, name: p.name })),
+      ],
+      description: `created key ${keyId} in ${api.id}`,
+      details: { fields: Object.keys(input).filter((name) => (input as Record<string, unknown>)[name] !== undefined) },
+    });
+  });
   if (dataKey?.newRow) keyring.remember(dataKey);
   return { keyId, key };
 }

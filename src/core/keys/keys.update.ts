@@ -60,9 +60,10 @@ export const V2_UPDATE_KEY_RULES: UpdateKeyRules = { monthlyWithoutDay: "refuse"
  * keys.setPermissions' permission checks) and the rate limit are written in one transaction.
  */
 export async function updateKey(services: KeyServices, principal: Caller, input: UpdateKeyCommand, rules: UpdateKeyRules): Promise<void> {
-  if (await updateColumnsOnly(services, principal, input)) return;
+  // Every update is one transaction of the write gate with its audit entry (issue 35). The one-statement form
+  // (updateColumnsOnly) waits for its audit row to be written in that same statement (a data-modifying CTE).
   const auth = principal;
-  await services.db.transaction(async (tx) => {
+  await services.changes.change(principal, async (tx, record) => {
     // A root key authorized from memory (Principal's writeGuard) is re-checked first: nothing is written otherwise,
     // and the refusal makes authorizeWrite authenticate again.
     if (principal.writeGuard && !(await rootKeyGrants(tx, principal.writeGuard))) throw new NotFoundError("key", input.keyId);
@@ -98,6 +99,16 @@ export async function updateKey(services: KeyServices, principal: Caller, input:
     }
     if (input.ratelimits !== undefined) await replaceKeyRatelimits(tx, key, distinctRatelimits(input.ratelimits), now);
     await updateKeyColumns(tx, key, changes, now);
+    const changed = Object.keys(fields).filter((name) => (fields as Record<string, unknown>)[name] !== undefined);
+    record({
+      event: "key.update",
+      targets: [
+        { type: "key", id: key.id },
+        { type: "api", id: key.apiId },
+      ],
+      description: `updated ${changed.join(", ")} of key ${key.id}`,
+      details: { fields: changed },
+    });
   });
 }
 
@@ -107,7 +118,7 @@ export async function updateKey(services: KeyServices, principal: Caller, input:
  * condition. True when done; false when this update is not of that kind or updated nothing, and the transaction
  * (with its checks in their order, and their answers) must run.
  */
-async function updateColumnsOnly(services: KeyServices, principal: Principal, input: UpdateKeyCommand): Promise<boolean> {
+export async function updateColumnsOnly(services: KeyServices, principal: Principal, input: UpdateKeyCommand): Promise<boolean> {
   const { keyId, refill, externalId, roles, permissions, ratelimit, ratelimits, ...columns } = input;
   if (
     refill !== undefined ||

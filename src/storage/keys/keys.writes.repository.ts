@@ -142,25 +142,22 @@ export type NewKey = {
  * permissions, the identity, the key, its `default` rate limit, its encrypted plaintext and its role and
  * permission links. The API is locked against deletion meanwhile, so a key is never created in a deleted API.
  */
-export async function insertNewKey(writes: KeyWrites, input: NewKey): Promise<void> {
-  const { db } = writes;
+/** What insertNewKey linked the key to: the roles and permissions, by id and name (for the audit entry's targets). */
+export type NewKeyLinks = { roles: { id: string; name: string }[]; permissions: { id: string; name: string }[] };
+
+export async function insertNewKey(tx: Db, input: NewKey): Promise<NewKeyLinks> {
   const { row, externalId } = input;
   const { workspaceId, id: keyId, createdAtM: now } = row;
-  if (linksNothing(input)) {
-    // Most keys are just a row: one statement instead of BEGIN, the lock, the INSERT and COMMIT (issue 13 §3: each
-    // round trip costs the event loop a write and a read). The API row is locked FOR SHARE by the statement itself.
-    if (!(await writes.insertKeyInLiveApi(Object.assign({}, row, { identityId: null }), input.guard)))
-      throw new NotFoundError("api", row.apiId);
-    return;
-  }
-  await db.transaction(async (tx) => {
+  {
     if (input.guard && !(await rootKeyGrants(tx, input.guard))) throw new NotFoundError("api", row.apiId);
     if (!(await lockLiveApi(tx, workspaceId, row.apiId, "share"))) throw new NotFoundError("api", row.apiId);
     const dataKey = input.encrypted?.dataKey;
     if (dataKey?.newRow) await tx.insert(encryptionKeys).values(dataKey.newRow);
 
-    const roleIds = await resolveRoles(tx, workspaceId, input.roleNames, input.createMissingRoles, now);
-    const permissionIds = await resolvePermissions(tx, workspaceId, input.permissionSlugs, input.createMissingPermissions, now);
+    const roleRows = await resolveRoles(tx, workspaceId, input.roleNames, input.createMissingRoles, now);
+    const permissionRows = await resolvePermissions(tx, workspaceId, input.permissionSlugs, input.createMissingPermissions, now);
+    const roleIds = roleRows.map((r) => r.id);
+    const permissionIds = permissionRows.map((p) => p.id);
 
     // v1's keys.createKey stores `meta {}` on the identity it creates.
     const identityId = externalId === undefined ? null : (await upsertIdentities(tx, workspaceId, [externalId], {}, now)).get(externalId)!;
@@ -189,19 +186,8 @@ export async function insertNewKey(writes: KeyWrites, input: NewKey): Promise<vo
       permissionIds.map((id) => ({ keyId, id, workspaceId })),
       now,
     );
-  });
-}
-
-/** A key with no role, permission, identity, rate limit or encrypted copy: its row is all there is to write. */
-function linksNothing(input: NewKey): boolean {
-  return (
-    input.externalId === undefined &&
-    input.roleNames.length === 0 &&
-    input.permissionSlugs.length === 0 &&
-    input.ratelimit === undefined &&
-    !input.ratelimits?.length &&
-    input.encrypted === undefined
-  );
+    return { roles: roleRows, permissions: permissionRows };
+  }
 }
 
 /** The columns a key row is inserted with: every one not generated, in the table's order. */
@@ -260,7 +246,7 @@ async function resolveRoles(db: Db, workspaceId: string, names: string[], create
   if (gone.length > 0) {
     throw new ConflictError("role", `roles ${JSON.stringify(gone)} were deleted while the key was being created`);
   }
-  return rows.map((r) => r.id);
+  return rows.map((r) => ({ id: r.id, name: r.name }));
 }
 
 /** Permission ids for `slugs` (created with name = slug when allowed), locked like roles. */
@@ -272,7 +258,7 @@ async function resolvePermissions(db: Db, workspaceId: string, slugs: string[], 
   if (gone.length > 0) {
     throw new ConflictError("permission", `permissions ${JSON.stringify(gone)} were deleted while the key was being created`);
   }
-  return rows.map((r) => r.id);
+  return rows.map((r) => ({ id: r.id, name: r.slug }));
 }
 
 /**

@@ -9,6 +9,9 @@ import { test as it } from "./fixtures.js";
 
 /** What 0016 changed, undone: the primary key on the tags' text again, no digest, no function. */
 const UNDO_0016 = [
+  // The migrations after 0016 first, newest first (0017_audit_log), so that 0016 is the last applied.
+  `drop table audit_log`,
+  `delete from drizzle.__drizzle_migrations where created_at = (select max(created_at) from drizzle.__drizzle_migrations)`,
   `alter table verification_counts drop constraint verification_counts_key_id_hour_m_outcome_tags_hash_pk`,
   `alter table verification_counts drop column tags_hash`,
   `alter table verification_counts add constraint verification_counts_key_id_hour_m_outcome_tags_pk primary key (key_id, hour_m, outcome, tags)`,

@@ -612,6 +612,7 @@ const SPECS: Record<string, () => Base[]> = {
         },
       ],
     })),
+  "POST /v2/keyhaven.listAuditLogs": () => [{ label: "root key without permissions", input: { limit: 10 }, auth: "noPerm" }],
   "POST /v2/keyhaven.createMigration": () => [
     { label: "root key without permissions", input: { migrationId: "mig-robust", algorithm: "sha256" }, auth: "noPerm" },
   ],

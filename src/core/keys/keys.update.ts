@@ -1,6 +1,6 @@
 import type { Caller } from "../caller.js";
 import { keyPermission } from "../auth/permissions.query.js";
-import { hasPermission, requirePermission } from "../principal.js";
+import { requirePermission } from "../principal.js";
 import type { Db } from "../../storage/client.js";
 import { InvalidInputError, NotFoundError } from "../../errors.js";
 import { upsertIdentities } from "../../storage/identities/identities.repository.js";
@@ -60,8 +60,8 @@ export const V2_UPDATE_KEY_RULES: UpdateKeyRules = { monthlyWithoutDay: "refuse"
  * keys.setPermissions' permission checks) and the rate limit are written in one transaction.
  */
 export async function updateKey(services: KeyServices, principal: Caller, input: UpdateKeyCommand, rules: UpdateKeyRules): Promise<void> {
-  // Every update is one transaction of the write gate with its audit entry (issue 35). The one-statement form
-  // (updateColumnsOnly) waits for its audit row to be written in that same statement (a data-modifying CTE).
+  // Every update is one transaction of the write gate with its audit entry (issue 35). The one-statement form of the
+  // common update (services.keyWrites.updateLiveKeyColumns) returns once it writes its audit row in that statement.
   const auth = principal;
   await services.changes.change(principal, async (tx, record) => {
     // A root key authorized from memory (Principal's writeGuard) is re-checked first: nothing is written otherwise,
@@ -110,45 +110,6 @@ export async function updateKey(services: KeyServices, principal: Caller, input:
       details: { fields: changed },
     });
   });
-}
-
-/**
- * The common update (the key's own columns: no refill settings, identity, roles, permissions or rate limit) in one
- * statement, when the caller may update keys of some API: the permission check becomes part of the statement's
- * condition. True when done; false when this update is not of that kind or updated nothing, and the transaction
- * (with its checks in their order, and their answers) must run.
- */
-export async function updateColumnsOnly(services: KeyServices, principal: Principal, input: UpdateKeyCommand): Promise<boolean> {
-  const { keyId, refill, externalId, roles, permissions, ratelimit, ratelimits, ...columns } = input;
-  if (
-    refill !== undefined ||
-    externalId !== undefined ||
-    roles !== undefined ||
-    permissions !== undefined ||
-    ratelimit !== undefined ||
-    ratelimits !== undefined
-  ) {
-    return false;
-  }
-  if (Object.values(columns).every((v) => v === undefined)) return false;
-  const apiIds = apisPermitted(principal, "update_key");
-  if (apiIds !== "any" && apiIds.length === 0) return false;
-  const now = services.clock.now();
-  const changes = await keyChanges(services.db, principal, input, now);
-  return services.keyWrites.updateLiveKeyColumns({ workspaceId: principal.workspaceId, keyId, apiIds }, changes, now, principal.writeGuard);
-}
-
-/** The APIs whose keys `principal` may act on with `action` (apiPermission's check): "any", or their ids. */
-function apisPermitted(principal: Principal, action: string): "any" | string[] {
-  if (hasPermission(principal, { or: ["*", `api.*.${action}`] })) return "any";
-  const ids: string[] = [];
-  const suffix = `.${action}`;
-  for (const permission of principal.permissions) {
-    if (permission.startsWith("api.") && permission.endsWith(suffix) && permission.length > 4 + suffix.length) {
-      ids.push(permission.slice(4, -suffix.length));
-    }
-  }
-  return ids;
 }
 
 /** The key's own columns to write; an externalId links the key to that identity, created if needed. */

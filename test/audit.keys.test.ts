@@ -54,6 +54,65 @@ describe("key writes record their audit entry", () => {
       expect((await h.post(`/${surface}/keys.deleteKey`, { keyId: "key_missing" }, t.rootKey)).status).toBe(404);
       expect(await auditEntries(h, { workspaceId: t.workspaceId, event: "key.delete" })).toEqual([]);
     });
+    test(`${surface} keys.createKey of a bare key and keys.updateKey of its own columns: one statement each, that records its entry too`, async ({
+      h,
+    }) => {
+      const t = await h.tenant();
+      const apiId = await h.createApi(t);
+      // The one-statement forms (services.keyWrites) are what these writes take: counted, so the test holds them to it.
+      const writes = h.services.keyWrites;
+      const used = { insert: 0, update: 0 };
+      const { insertKeyInLiveApi, updateLiveKeyColumns } = writes;
+      writes.insertKeyInLiveApi = (...args) => {
+        used.insert++;
+        return insertKeyInLiveApi.apply(writes, args);
+      };
+      writes.updateLiveKeyColumns = (...args) => {
+        used.update++;
+        return updateLiveKeyColumns.apply(writes, args);
+      };
+      try {
+        const created = await h.post(`/${surface}/keys.createKey`, { apiId, name: "bare" }, t.rootKey);
+        expect(created.status, JSON.stringify(created.body)).toBe(200);
+        const keyId = (surface === "v1" ? created.body.keyId : created.body.data.keyId) as string;
+        const updated = await h.post(`/${surface}/keys.updateKey`, { keyId, name: "renamed", enabled: false }, t.rootKey);
+        expect(updated.status, JSON.stringify(updated.body)).toBe(200);
+        expect(used).toEqual({ insert: 1, update: 1 });
+        const base = { workspaceId: t.workspaceId, actorKind: "root_key", actorId: t.rootKeyId, surface };
+        expect(await entriesOf(h, t, "key.create", created)).toEqual([
+          expect.objectContaining({
+            ...base,
+            targets: [
+              { type: "key", id: keyId },
+              { type: "api", id: apiId },
+            ],
+            details: { fields: surface === "v1" ? ["apiId", "name"] : expect.arrayContaining(["apiId", "name"]) },
+          }),
+        ]);
+        expect(await entriesOf(h, t, "key.update", updated)).toEqual([
+          expect.objectContaining({
+            ...base,
+            targets: [
+              { type: "key", id: keyId },
+              { type: "api", id: apiId },
+            ],
+            details: { fields: ["name", "enabled"] },
+          }),
+        ]);
+        // A statement that wrote nothing records nothing: a deleted key, an API the root key may not update keys of.
+        const count = (await auditEntries(h, { workspaceId: t.workspaceId })).length;
+        const otherApi = await h.createApi(t);
+        const narrow = await h.rootKey(t.workspaceId, [`api.${otherApi}.update_key`]);
+        expect((await h.post(`/${surface}/keys.updateKey`, { keyId, name: "no" }, narrow)).status).toBe(403);
+        expect((await h.post(`/${surface}/keys.deleteKey`, { keyId }, t.rootKey)).status).toBe(200);
+        expect((await h.post(`/${surface}/keys.updateKey`, { keyId, name: "gone" }, t.rootKey)).status).toBe(404);
+        const after = await auditEntries(h, { workspaceId: t.workspaceId });
+        expect(after.slice(count).map((e) => e.event)).toEqual(["api.create", "key.delete"]);
+      } finally {
+        writes.insertKeyInLiveApi = insertKeyInLiveApi;
+        writes.updateLiveKeyColumns = updateLiveKeyColumns;
+      }
+    });
   }
 
   test("v1 keys.updateRemaining records key.update of the remaining uses; refused, nothing", async ({ h }) => {

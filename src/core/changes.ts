@@ -63,6 +63,15 @@ export class WriteGate {
   }
 
   /**
+   * Whether `caller`'s change may run as a prepared statement of the gate's own database handle (services.keyWrites:
+   * a prepared statement runs on the handle it was prepared on): not in an idempotency scope, whose one transaction
+   * holds every change of the request. Otherwise the change takes the transaction form.
+   */
+  preparedStatementsFor(caller: Caller): boolean {
+    return caller.idempotency === undefined;
+  }
+
+  /**
    * Runs `fn` once what `caller` changed is committed: now outside an idempotency scope (each gate call has committed
    * when it returns), else after the scope's transaction commits, and never when it rolls back (the keyring must
    * remember a new data key only once the row that wraps it is stored).

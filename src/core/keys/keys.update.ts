@@ -1,6 +1,7 @@
 import type { Caller } from "../caller.js";
+import type { Change } from "../changes.js";
 import { keyPermission } from "../auth/permissions.query.js";
-import { requirePermission } from "../principal.js";
+import { hasPermission, requirePermission } from "../principal.js";
 import type { Db } from "../../storage/client.js";
 import { InvalidInputError, NotFoundError } from "../../errors.js";
 import { upsertIdentities } from "../../storage/identities/identities.repository.js";
@@ -60,8 +61,7 @@ export const V2_UPDATE_KEY_RULES: UpdateKeyRules = { monthlyWithoutDay: "refuse"
  * keys.setPermissions' permission checks) and the rate limit are written in one transaction.
  */
 export async function updateKey(services: KeyServices, principal: Caller, input: UpdateKeyCommand, rules: UpdateKeyRules): Promise<void> {
-  // Every update is one transaction of the write gate with its audit entry (issue 35). The one-statement form of the
-  // common update (services.keyWrites.updateLiveKeyColumns) returns once it writes its audit row in that statement.
+  if (await updateColumnsOnly(services, principal, input)) return;
   const auth = principal;
   await services.changes.change(principal, async (tx, record) => {
     // A root key authorized from memory (Principal's writeGuard) is re-checked first: nothing is written otherwise,
@@ -99,17 +99,77 @@ export async function updateKey(services: KeyServices, principal: Caller, input:
     }
     if (input.ratelimits !== undefined) await replaceKeyRatelimits(tx, key, distinctRatelimits(input.ratelimits), now);
     await updateKeyColumns(tx, key, changes, now);
-    const changed = Object.keys(fields).filter((name) => (fields as Record<string, unknown>)[name] !== undefined);
-    record({
-      event: "key.update",
-      targets: [
-        { type: "key", id: key.id },
-        { type: "api", id: key.apiId },
-      ],
-      description: `updated ${changed.join(", ")} of key ${key.id}`,
-      details: { fields: changed },
-    });
+    record(keyUpdated(input, { id: key.id, apiId: key.apiId }));
   });
+}
+
+/**
+ * keys.updateKey's entry: key.update, targeting the key and its API, naming the fields set (never their values).
+ * Without `key.apiId` the one statement that writes it adds the API as it learns it (updateLiveKeyColumns).
+ */
+function keyUpdated(input: UpdateKeyCommand, key: { id: string; apiId?: string }): Change {
+  const { keyId: _, ...fields } = input;
+  const changed = Object.keys(fields).filter((name) => (fields as Record<string, unknown>)[name] !== undefined);
+  return {
+    event: "key.update",
+    targets:
+      key.apiId === undefined
+        ? [{ type: "key", id: key.id }]
+        : [
+            { type: "key", id: key.id },
+            { type: "api", id: key.apiId },
+          ],
+    description: `updated ${changed.join(", ")} of key ${key.id}`,
+    details: { fields: changed },
+  };
+}
+
+/**
+ * The common update (the key's own columns: no refill settings, identity, roles, permissions or rate limit) in one
+ * statement with its audit entry, when the caller may update keys of some API: the permission check becomes part of
+ * the statement's condition. True when done; false when this update is not of that kind or updated nothing, and the
+ * transaction (with its checks in their order, and their answers) must run.
+ */
+async function updateColumnsOnly(services: KeyServices, principal: Caller, input: UpdateKeyCommand): Promise<boolean> {
+  const { keyId, refill, externalId, roles, permissions, ratelimit, ratelimits, ...columns } = input;
+  if (
+    refill !== undefined ||
+    externalId !== undefined ||
+    roles !== undefined ||
+    permissions !== undefined ||
+    ratelimit !== undefined ||
+    ratelimits !== undefined
+  ) {
+    return false;
+  }
+  if (Object.values(columns).every((v) => v === undefined)) return false;
+  if (!services.changes.preparedStatementsFor(principal)) return false;
+  const apiIds = apisPermitted(principal, "update_key");
+  if (apiIds !== "any" && apiIds.length === 0) return false;
+  const now = services.clock.now();
+  const changes = await keyChanges(services.db, principal, input, now);
+  return services.changes.statement(principal, [keyUpdated(input, { id: keyId })], (_db, audit) =>
+    services.keyWrites.updateLiveKeyColumns(
+      { workspaceId: principal.workspaceId, keyId, apiIds },
+      changes,
+      now,
+      principal.writeGuard,
+      audit,
+    ),
+  );
+}
+
+/** The APIs whose keys `principal` may act on with `action` (keyPermission's tuple check): "any", or their ids. */
+function apisPermitted(principal: Principal, action: string): "any" | string[] {
+  if (hasPermission(principal, { or: ["*", `api.*.${action}`] })) return "any";
+  const ids: string[] = [];
+  const suffix = `.${action}`;
+  for (const permission of principal.permissions) {
+    if (permission.startsWith("api.") && permission.endsWith(suffix) && permission.length > 4 + suffix.length) {
+      ids.push(permission.slice(4, -suffix.length));
+    }
+  }
+  return ids;
 }
 
 /** The key's own columns to write; an externalId links the key to that identity, created if needed. */

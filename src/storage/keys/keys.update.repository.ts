@@ -14,12 +14,25 @@ const auditRecordDefinition = sql.raw(auditColumns.map(([field, column]) => `"${
 /**
  * A data-modifying CTE's body that writes the audit rows given as JSON text in the prepared parameter `audit`, when
  * the CTE `done` returned a row: the change and its entries are one statement, so they commit together or not at
- * all, and a statement that changed nothing records nothing (core/changes.ts, WriteGate.statement).
+ * all, and a statement that changed nothing records nothing (core/changes.ts, WriteGate.statement). With
+ * `apiTarget`, `done` returns the key's `api_id` and each entry also targets that API (a statement that finds the
+ * key by id learns its API only as it writes).
  */
-export function insertAuditRowsIf(done: SQL): SQL {
+export function insertAuditRowsIf(done: SQL, apiTarget?: "apiTarget"): SQL {
+  const fields = apiTarget
+    ? sql.raw(
+        auditColumns
+          .map(([field]) =>
+            field === "targets"
+              ? `r."targets" || jsonb_build_array(jsonb_build_object('type', 'api', 'id', d.api_id))`
+              : `r."${field}"`,
+          )
+          .join(", "),
+      )
+    : auditFieldList;
+  const from = apiTarget ? sql`cross join (select api_id from ${done} limit 1) as d` : sql`where exists (select 1 from ${done})`;
   return sql`insert into ${auditLog} (${auditColumnList})
-    select ${auditFieldList} from json_to_recordset(${sql.placeholder("audit")}::json) as r(${auditRecordDefinition})
-    where exists (select 1 from ${done})`;
+    select ${fields} from json_to_recordset(${sql.placeholder("audit")}::json) as r(${auditRecordDefinition}) ${from}`;
 }
 
 /** The audit rows as the prepared parameter insertAuditRowsIf reads. */
@@ -107,7 +120,7 @@ export function prepareLiveKeyUpdates(db: Db) {
       set.remaining = sql`${sql.placeholder("remaining")}`;
       set.lastRefillAt = sql`case when ${keys.refillAmount} is not null then now() else ${keys.lastRefillAt} end`;
     }
-    return db
+    const update = db
       .update(keys)
       .set(set)
       .from(apis)
@@ -122,13 +135,18 @@ export function prepareLiveKeyUpdates(db: Db) {
           rootKeyStillGrantsPrepared,
         ),
       )
-      .returning({ id: keys.id })
-      .prepare(name);
+      .returning({ id: keys.id, apiId: keys.apiId });
+    // The columns and the key.update entry in one statement (data-modifying CTEs): they commit together, and a
+    // statement that updated nothing records nothing.
+    const updated = db.$with("updated", { id: keys.id, apiId: keys.apiId }).as(update.getSQL());
+    const audited = db.$with("audited", {}).as(insertAuditRowsIf(sql`updated`, "apiTarget"));
+    return db.with(updated, audited).select({ id: updated.id }).from(updated).prepare(name);
   };
   return {
     /**
      * Writes `changes` (no refill settings) to the live key `keyId` of `workspaceId` in a live API, when that API is
-     * one of `apiIds` ("any": every API), in one statement with no transaction. A `remaining` set here restarts a
+     * one of `apiIds` ("any": every API), and its audit rows (`audit`, each also targeting the key's API), in one
+     * statement with no transaction. A `remaining` set here restarts a
      * refilled key's period, as updateKeyColumns does. False when no such key was updated (gone, another
      * workspace's, a deleted API, an API not in `apiIds`, a `guard` whose root key no longer grants what it did,
      * rootKeyStillGrants): the caller then takes the transaction, which says why.
@@ -137,7 +155,8 @@ export function prepareLiveKeyUpdates(db: Db) {
       target: { workspaceId: string; keyId: string; apiIds: readonly string[] | "any" },
       changes: Omit<KeyChanges, "refill">,
       now: number,
-      guard?: WriteGuard,
+      guard: WriteGuard | undefined,
+      audit: readonly unknown[],
     ): Promise<boolean> {
       const { remaining, ...plain } = changes;
       const params: Record<string, unknown> = {
@@ -145,6 +164,7 @@ export function prepareLiveKeyUpdates(db: Db) {
         workspaceId: target.workspaceId,
         updatedAtM: keys.updatedAtM.mapToDriverValue(now),
         ...guardParams(guard),
+        audit: auditParam(audit),
       };
       const fields: string[] = [];
       for (const [field, value] of Object.entries(plain)) {

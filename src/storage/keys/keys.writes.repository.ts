@@ -16,7 +16,7 @@ import {
 } from "../rbac/permissions.repository.js";
 import { copyKeyRatelimits, type KeyRatelimitInput, replaceKeyRatelimits, setKeyDefaultRatelimits } from "./keys.ratelimit.repository.js";
 import { findKeyLinkIds, insertKeyLinks } from "./keys.rbac.repository.js";
-import { prepareLiveKeyUpdates } from "./keys.update.repository.js";
+import { auditParam, insertAuditRowsIf, prepareLiveKeyUpdates } from "./keys.update.repository.js";
 import { effectiveRemaining, lastRefillAfterWrite, refillDue } from "./keys.refill.js";
 
 // Key writes: keys.createKey, keys.deleteKey, keys.updateRemaining.
@@ -190,6 +190,18 @@ export async function insertNewKey(tx: Db, input: NewKey): Promise<NewKeyLinks> 
   }
 }
 
+/** A key with no role, permission, identity, rate limit or encrypted copy: its row is all there is to write. */
+export function linksNothing(input: NewKey): boolean {
+  return (
+    input.externalId === undefined &&
+    input.roleNames.length === 0 &&
+    input.permissionSlugs.length === 0 &&
+    input.ratelimit === undefined &&
+    !input.ratelimits?.length &&
+    input.encrypted === undefined
+  );
+}
+
 /** The columns a key row is inserted with: every one not generated, in the table's order. */
 const insertedKeyColumns = Object.entries(getTableColumns(keys)).filter(([, column]) => column.generated === undefined);
 
@@ -201,7 +213,7 @@ const insertedKeyColumns = Object.entries(getTableColumns(keys)).filter(([, colu
 export function prepareKeyWrites(db: Db) {
   // Each value a parameter cast to its column's type (in `insert … select` a parameter has no type of its own).
   const values = insertedKeyColumns.map(([field, column]) => sql`${sql.placeholder(field)}::${sql.raw(column.getSQLType())}`);
-  const insertKeyStatement = db
+  const insertKey = db
     .insert(keys)
     .select(
       sql`select ${sql.join(values, sql`, `)} from ${apis}
@@ -210,18 +222,22 @@ export function prepareKeyWrites(db: Db) {
           and ${rootKeyStillGrantsPrepared}
         for share of ${apis}`,
     )
-    .returning({ id: keys.id })
-    .prepare("keyhaven_insert_key");
+    .returning({ id: keys.id });
+  // The key and its audit entry in one statement (data-modifying CTEs): they commit together, and a key not
+  // inserted records nothing.
+  const inserted = db.$with("inserted", { id: keys.id }).as(insertKey.getSQL());
+  const audited = db.$with("audited", {}).as(insertAuditRowsIf(sql`inserted`));
+  const insertKeyStatement = db.with(inserted, audited).select({ id: inserted.id }).from(inserted).prepare("keyhaven_insert_key");
   return {
     db,
     ...prepareLiveKeyUpdates(db),
     /**
-     * Inserts a key row in one statement, `insert … select … from apis … for share`: the API row is locked against
-     * deletion until the statement commits, as lockLiveApi does in a transaction, and a deletion committed first
-     * leaves no live API to select (READ COMMITTED re-checks a locked row that changed), so nothing is inserted.
-     * False then.
+     * Inserts a key row and its audit rows (`audit`, core/changes.ts WriteGate.statement) in one statement,
+     * `insert … select … from apis … for share`: the API row is locked against deletion until the statement
+     * commits, as lockLiveApi does in a transaction, and a deletion committed first leaves no live API to select
+     * (READ COMMITTED re-checks a locked row that changed), so nothing is inserted, nor recorded. False then.
      */
-    async insertKeyInLiveApi(row: typeof keys.$inferInsert, guard?: NewKey["guard"]): Promise<boolean> {
+    async insertKeyInLiveApi(row: typeof keys.$inferInsert, guard: NewKey["guard"], audit: readonly unknown[]): Promise<boolean> {
       // Each value encoded by its column (dates, jsonb, bigint ms); a column the row leaves out gets its default.
       const params: Record<string, unknown> = {};
       for (const [field, column] of insertedKeyColumns) {
@@ -229,7 +245,7 @@ export function prepareKeyWrites(db: Db) {
         const value = given === undefined ? column.default : given;
         params[field] = value === undefined || value === null ? null : column.mapToDriverValue(value);
       }
-      const inserted = await insertKeyStatement.execute(Object.assign(params, guardParams(guard)));
+      const inserted = await insertKeyStatement.execute(Object.assign(params, guardParams(guard), { audit: auditParam(audit) }));
       return inserted.length > 0;
     },
   };

@@ -13,6 +13,7 @@ import { findPermissionsByIdOrSlug, findRoleIdsByName, missingNames } from "../.
 import type { KeySettings } from "../../storage/import/import.rows.js";
 import type { KeyServices } from "./keys.services.js";
 import { requireNamesWithinBounds } from "../rbac/rbac.bounds.js";
+import { requireRemainingForRefill } from "./keys.credits.js";
 
 /** A new key, as any protocol asks for it (the adapter resolves its own aliases and quirks first). */
 export type CreateKeyCommand = KeySettings & {
@@ -141,9 +142,7 @@ async function createKeyInApi(
   if (input.remaining !== undefined && (input.remaining < 0 || (input.remaining === 0 && rules.zeroRemaining === "refuse"))) {
     throw new InvalidInputError({ kind: "remainingNotPositive" });
   }
-  if (input.refill && input.remaining === undefined) {
-    throw new InvalidInputError({ kind: "refillOnUnlimited", during: "create" });
-  }
+  requireRemainingForRefill(input, "create");
   if (input.refill?.interval === "daily" && input.refill.refillDay !== undefined && rules.dailyWithDay === "refuse") {
     throw new InvalidInputError({ kind: "refillDayWithDaily", during: "create" });
   }
@@ -237,6 +236,8 @@ async function createKeyInApi(
   await services.changes.change(principal, async (tx, record) => {
     record(created(await insertNewKey(tx, newKey)));
   });
-  if (dataKey?.newRow) keyring.remember(dataKey);
+  // The keyring remembers a new data key once the row that wraps it is stored (in an idempotency scope, once the
+  // request's transaction commits; never when it rolls back).
+  if (dataKey?.newRow) services.changes.afterCommit(principal, () => keyring.remember(dataKey));
   return { keyId, key };
 }

@@ -89,6 +89,7 @@ export async function rerollKey(
       details: { expiration: input.expiration },
     });
   });
-  if (dataKey?.newRow) keyring.remember(dataKey);
+  // Remembered once the row that wraps it is stored (core/changes.ts afterCommit).
+  if (dataKey?.newRow) services.changes.afterCommit(caller, () => keyring.remember(dataKey));
   return { keyId, key };
 }

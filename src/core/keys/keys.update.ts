@@ -17,6 +17,7 @@ import { rootKeyGrants } from "../../storage/rootKeys/rootKeys.auth.repository.j
 import type { Principal } from "../principal.js";
 import type { KeyServices } from "./keys.services.js";
 import { distinctRatelimits } from "./keys.create.js";
+import { requireRemainingForRefill } from "./keys.credits.js";
 
 /** A change to a key: an absent (undefined) field is left as it is, null clears it. */
 export type UpdateKeyCommand = {
@@ -71,16 +72,16 @@ export async function updateKey(services: KeyServices, principal: Caller, input:
     if (!key) throw new NotFoundError("key", input.keyId);
     requirePermission(principal, keyPermission(principal.access, principal.workspaceId, key.apiId, key.id, "update_key"));
     if (input.refill) {
-      if (input.remaining === null) throw new InvalidInputError({ kind: "refillOnUnlimited", during: "update" });
+      // A refill needs uses left (keys.credits.ts): refused first when this update makes them unlimited, and, after
+      // the refill's own checks, when the key's are and this update leaves them so.
+      if (input.remaining === null) requireRemainingForRefill(input, "update");
       if (input.refill.interval === "daily" && input.refill.refillDay != null) {
         throw new InvalidInputError({ kind: "refillDayWithDaily", during: "update" });
       }
       if (input.refill.interval === "monthly" && input.refill.refillDay == null && rules.monthlyWithoutDay === "refuse") {
         throw new InvalidInputError({ kind: "refillDayMissingForMonthly" });
       }
-      if (input.remaining === undefined && key.remaining === null) {
-        throw new InvalidInputError({ kind: "refillOnUnlimited", during: "update" });
-      }
+      requireRemainingForRefill({ remaining: input.remaining === undefined ? key.remaining : input.remaining, refill: input.refill }, "update");
     }
     const { keyId: _, ...fields } = input;
     if (Object.values(fields).every((v) => v === undefined)) return;

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { expiresSchema, MAX_INT32, metaSchema, refillSchema } from "../keys/keys.schemas.js";
 import { UNPREFIXED } from "../../../validation.messages.js";
+import { refillWithoutRemaining } from "../../../core/keys/keys.credits.js";
 
 export const MAX_KEYS_PER_IMPORT = 100;
 
@@ -52,7 +53,7 @@ function checkImportKey(
   } else if (key.hash !== undefined && key.plaintext !== undefined) {
     ctx.addIssue({ code: "custom", message: "provide either `hash` or `plaintext`, not both" });
   }
-  if (key.refill !== undefined && key.remaining === undefined) {
+  if (refillWithoutRemaining(key)) {
     ctx.addIssue({ code: "custom", path: ["refill"], message: "remaining must be set if you are using refill." });
   }
   if (key.refill?.interval === "daily" && key.refill.refillDay !== undefined) {

@@ -6,6 +6,7 @@ import { type Caller, rootKeyCaller } from "../src/core/caller.js";
 import { getOverride, givenNamespace, limit, listNamespaces, setOverride } from "../src/core/ratelimits/ratelimits.core.js";
 import { ConflictError, DeleteProtectedError, InvalidInputError, NotFoundError, PermissionDeniedError } from "../src/errors.js";
 import { V1_ACCESS } from "../src/wire/v1/caller.js";
+import { V1_LIMIT_RULES, V1_OVERRIDE_READ_RULES } from "../src/wire/v1/ratelimits/ratelimits.schemas.js";
 import { test } from "./fixtures.js";
 import { v1Words, v1WordsOfRejection, v1WordsOfThrow } from "./v1-words.js";
 
@@ -28,13 +29,13 @@ describe("core: rate limits", () => {
     const services = Object.assign({}, h.services, { clock: { now: () => atMidWindow } });
     const input = { namespace: "core-ns", identifier: "alice", limit: 2, duration: minute, cost: 1 };
     const cannotCreate = principal(t.workspaceId, ["ratelimit.*.limit"]);
-    const err = await limit(services, cannotCreate, input, await epoch()).catch((e: unknown) => e);
+    const err = await limit(services, cannotCreate, input, await epoch(), V1_LIMIT_RULES).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(NotFoundError);
     expect(err).toMatchObject({ what: "namespace", id: "core-ns", refusal: { kind: "notFound", what: "namespace", id: "core-ns" } });
     expect(v1Words(err)).toBe("namespace core-ns not found");
 
     const creator = principal(t.workspaceId, ["ratelimit.*.create_namespace", "ratelimit.*.limit"]);
-    expect(await limit(services, creator, input, await epoch())).toMatchObject({ success: true, limit: 2, remaining: 1 });
+    expect(await limit(services, creator, input, await epoch(), V1_LIMIT_RULES)).toMatchObject({ success: true, limit: 2, remaining: 1 });
     const { namespaces } = await listNamespaces(h.services, principal(t.workspaceId, ["*"]), { limit: 100 });
     const ns = namespaces.find((n) => n.name === "core-ns")!;
     expect(ns.id).toMatch(/^rlns_/);
@@ -46,8 +47,11 @@ describe("core: rate limits", () => {
       { namespaceId: ns.id },
       { identifier: "alice", limit: 5, duration: minute, async: false },
     );
-    expect(await getOverride(h.services, owner, { namespaceName: "core-ns" }, "alice")).toMatchObject({ id: overrideId, limit: 5 });
-    expect(await limit(services, creator, input, await epoch())).toMatchObject({ success: true, limit: 5, remaining: 3 });
+    expect(await getOverride(h.services, owner, { namespaceName: "core-ns" }, "alice", V1_OVERRIDE_READ_RULES)).toMatchObject({
+      id: overrideId,
+      limit: 5,
+    });
+    expect(await limit(services, creator, input, await epoch(), V1_LIMIT_RULES)).toMatchObject({ success: true, limit: 5, remaining: 3 });
   });
 
   test("needs a namespace id or name, an empty one counting as none (input alone, before any lookup)", () => {
@@ -57,7 +61,7 @@ describe("core: rate limits", () => {
 
   test("answers a missing namespace and a missing override with NotFoundError", async ({ h, t }) => {
     const owner = principal(t.workspaceId, ["*"]);
-    await expect(getOverride(h.services, owner, { namespaceId: "rlns_nope" }, "x")).rejects.toThrow(NotFoundError);
+    await expect(getOverride(h.services, owner, { namespaceId: "rlns_nope" }, "x", V1_OVERRIDE_READ_RULES)).rejects.toThrow(NotFoundError);
     expect(
       await v1WordsOfRejection(
         setOverride(h.services, owner, { namespaceName: "nope" }, { identifier: "abc", limit: 1, duration: 1000, async: false }),

@@ -13,5 +13,5 @@ export const createIdentity = defineRpc({
   returns: "The new identity's id.",
   input: z.object({ externalId: externalIdInput, meta: meta.optional(), ratelimits: ratelimitsInput.optional() }),
   output: z.object({ identityId: z.string() }),
-  handler: async (input, { deps, rootKey }) => ({ identityId: await createIdentityCore(deps, rootKey, input) }),
+  handler: async (input, { deps, caller }) => ({ identityId: await createIdentityCore(deps, caller, input) }),
 });

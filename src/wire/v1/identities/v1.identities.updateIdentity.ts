@@ -20,5 +20,5 @@ export const updateIdentity = defineRpc({
     ratelimits: ratelimitsInput.optional(),
   }),
   output: z.object({ id: z.string(), externalId: z.string(), meta, ratelimits: z.array(ratelimitOutput) }),
-  handler: (input, { deps, rootKey }) => updateIdentityCore(deps, rootKey, input),
+  handler: (input, { deps, caller }) => updateIdentityCore(deps, caller, input),
 });

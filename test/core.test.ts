@@ -6,6 +6,7 @@ import { type Caller, rootKeyCaller } from "../src/core/caller.js";
 import { getOverride, givenNamespace, limit, listNamespaces, setOverride } from "../src/core/ratelimits/ratelimits.core.js";
 import { ConflictError, DeleteProtectedError, InvalidInputError, NotFoundError, PermissionDeniedError } from "../src/errors.js";
 import { V1_ACCESS } from "../src/wire/v1/caller.js";
+import { V1_IDENTITY_RULES } from "../src/wire/v1/identities/identities.schemas.js";
 import { V1_LIMIT_RULES, V1_OVERRIDE_READ_RULES } from "../src/wire/v1/ratelimits/ratelimits.schemas.js";
 import { test } from "./fixtures.js";
 import { v1Words, v1WordsOfRejection, v1WordsOfThrow } from "./v1-words.js";
@@ -100,21 +101,21 @@ describe("core: identities", () => {
     t,
   }) => {
     const owner = principal(t.workspaceId, ["*"]);
-    const id = await createIdentity(h.services, owner, { externalId: "core-user", meta: { plan: "pro" } });
-    await expect(createIdentity(h.services, owner, { externalId: "core-user" })).rejects.toThrow(ConflictError);
+    const id = await createIdentity(h.services, owner, { externalId: "core-user", meta: { plan: "pro" } }, V1_IDENTITY_RULES);
+    await expect(createIdentity(h.services, owner, { externalId: "core-user" }, V1_IDENTITY_RULES)).rejects.toThrow(ConflictError);
     const twice = [
       { name: "a", limit: 1, duration: 1000 },
       { name: "a", limit: 2, duration: 1000 },
     ];
-    expect(await v1WordsOfRejection(createIdentity(h.services, owner, { externalId: "core-other", ratelimits: twice }))).toContain(
-      'Ratelimit with name "a" is already defined in the request',
-    );
-    await expect(updateIdentity(h.services, owner, { identityId: id, environment: "default", ratelimits: twice })).rejects.toThrow(
-      ConflictError,
-    );
-    await expect(createIdentity(h.services, owner, { externalId: "core-big", meta: { blob: "x".repeat(64_000) } })).rejects.toThrow(
-      InvalidInputError,
-    );
+    expect(
+      await v1WordsOfRejection(createIdentity(h.services, owner, { externalId: "core-other", ratelimits: twice }, V1_IDENTITY_RULES)),
+    ).toContain('Ratelimit with name "a" is already defined in the request');
+    await expect(
+      updateIdentity(h.services, owner, { identityId: id, environment: "default", ratelimits: twice }, V1_IDENTITY_RULES),
+    ).rejects.toThrow(ConflictError);
+    await expect(
+      createIdentity(h.services, owner, { externalId: "core-big", meta: { blob: "x".repeat(64_000) } }, V1_IDENTITY_RULES),
+    ).rejects.toThrow(InvalidInputError);
     expect(await getIdentity(h.services, owner, { externalId: "core-user" })).toEqual({
       id,
       externalId: "core-user",
@@ -126,7 +127,7 @@ describe("core: identities", () => {
 
   test("refuses a caller with read_identity on another identity alike whether the externalId exists or not", async ({ h, t }) => {
     const owner = principal(t.workspaceId, ["*"]);
-    await createIdentity(h.services, owner, { externalId: "core-secret" });
+    await createIdentity(h.services, owner, { externalId: "core-secret" }, V1_IDENTITY_RULES);
     const narrow = principal(t.workspaceId, ["identity.id_other.read_identity"]);
     const exists = await getIdentity(h.services, narrow, { externalId: "core-secret" }).catch((e: unknown) => e);
     const missing = await getIdentity(h.services, narrow, { externalId: "core-nobody" }).catch((e: unknown) => e);

@@ -27,14 +27,11 @@ type Meta = Record<string, unknown>;
 
 export type Identity = { id: string; externalId: string; meta: Meta; ratelimits: IdentityRatelimit[] };
 
-/** The longest meta, as JSON, an identity keeps (v1: "less than 64k characters when json encoded"). */
+/** v1's longest meta, as JSON, an identity keeps ("less than 64k characters when json encoded"). */
 export const MAX_IDENTITY_META_JSON = 64_000;
 
-/**
- * Refuses meta whose JSON encoding is longer than `max` characters (v1's MAX_IDENTITY_META_JSON by default; a wire
- * protocol with another limit passes its own).
- */
-export function assertMetaSize(value: Meta | undefined, max = MAX_IDENTITY_META_JSON): void {
+/** Refuses meta whose JSON encoding is longer than `max` characters (each wire protocol has its own limit). */
+export function assertMetaSize(value: Meta | undefined, max: number): void {
   if (value === undefined) return;
   const size = JSON.stringify(value).length;
   if (size > max) {
@@ -58,10 +55,10 @@ export function assertIdentitySelector(input: { identityId?: string | undefined;
   }
 }
 
-/** Where the wire protocols' rules for identities differ, each adapter says which it follows. */
+/** Where the wire protocols' rules for identities differ, each adapter says which it follows (no default). */
 export type IdentityRules = {
-  /** The longest meta, as JSON (default MAX_IDENTITY_META_JSON). */
-  maxMetaJson?: number;
+  /** The longest meta, as JSON. */
+  readonly maxMetaJson: number;
 };
 
 /**
@@ -89,7 +86,7 @@ export async function createIdentity(
   services: IdentityServices,
   caller: Caller,
   input: { externalId: string; meta?: Meta | undefined; ratelimits?: IdentityRatelimitInput[] | undefined },
-  rules: IdentityRules = {},
+  rules: IdentityRules,
 ): Promise<string> {
   requirePermission(caller, identityQuery(caller, "create_identity", "identity.*.create_identity"));
   assertMetaSize(input.meta, rules.maxMetaJson);
@@ -190,10 +187,11 @@ export async function updateIdentity(
     meta?: Meta | undefined;
     ratelimits?: IdentityRatelimitInput[] | undefined;
   },
+  rules: IdentityRules,
 ): Promise<Identity> {
   requirePermission(caller, { or: ["*", "identity.*.update_identity"] });
   assertIdentitySelector(input);
-  assertMetaSize(input.meta);
+  assertMetaSize(input.meta, rules.maxMetaJson);
   assertDistinctRatelimitNames(input.ratelimits);
   const row = await findIdentity(
     services.db,
@@ -292,7 +290,7 @@ export async function updateIdentityByRef(
   services: IdentityServices,
   caller: Caller,
   input: { identity: string; meta?: Meta | undefined; ratelimits?: IdentityRatelimitInput[] | undefined },
-  rules: IdentityRules = {},
+  rules: IdentityRules,
 ): Promise<Identity> {
   requirePermission(caller, identityQuery(caller, "update_identity", "identity.*.update_identity"));
   assertDistinctRatelimitNames(input.ratelimits);

@@ -1,4 +1,10 @@
 import { describe, expect } from "vitest";
+import { rootKeyCaller, trustedCaller, withAccess } from "../src/core/caller.js";
+import { createIdentity } from "../src/core/identities/identities.core.js";
+import { setOverride } from "../src/core/ratelimits/ratelimits.core.js";
+import { NotFoundError, PermissionDeniedError } from "../src/errors.js";
+import { V1_ACCESS } from "../src/wire/v1/caller.js";
+import { V1_IDENTITY_RULES } from "../src/wire/v1/identities/identities.schemas.js";
 import { auditEntries } from "./audit-entries.js";
 import { test as it } from "./fixtures.js";
 import type { Harness, Response, Tenant } from "./helper.js";
@@ -260,5 +266,44 @@ describe("audit log: rate-limit overrides", () => {
     // limit is not a change: counting, and creating a namespace on the way, record nothing.
     await ok(await h.post("/v1/ratelimits.limit", { namespace: "audit-ns-new", identifier: "x", limit: 1, duration: 60_000 }, t.rootKey));
     expect(await auditEntries(h, { workspaceId: t.workspaceId })).toHaveLength(before);
+  });
+});
+
+describe("the override and identity rules follow the caller, not a protocol name", () => {
+  it("the access policy's check decides whether a missing namespace is refused (403) or not found (404) first", async ({ h, t }) => {
+    const narrow = rootKeyCaller(
+      { rootKeyId: "rk_audit_core", workspaceId: t.workspaceId, permissions: new Set(["ratelimit.rlns_other.set_override"]) },
+      V1_ACCESS,
+      { surface: "v1" },
+    );
+    const input = { identifier: "bob", limit: 1, duration: DAY, async: false };
+    const missing = { namespaceName: "audit-ns-missing" };
+    await expect(setOverride(h.services, narrow, missing, input)).rejects.toThrow(PermissionDeniedError);
+    const afterLookup = withAccess(narrow, { check: "afterLookup" });
+    await expect(setOverride(h.services, afterLookup, missing, input)).rejects.toThrow(NotFoundError);
+    // After the lookup the namespace's own permission suffices, whichever surface the caller came from.
+    const namespaceId = await namespaceOf(h, t, "audit-ns-own");
+    const own = withAccess(
+      rootKeyCaller(
+        { rootKeyId: "rk_audit_core", workspaceId: t.workspaceId, permissions: new Set([`ratelimit.${namespaceId}.set_override`]) },
+        V1_ACCESS,
+        { surface: "v1", requestId: "req_audit_core_own" },
+      ),
+      { check: "afterLookup" },
+    );
+    await expect(setOverride(h.services, narrow, { namespaceId }, input)).rejects.toThrow(PermissionDeniedError);
+    const overrideId = await setOverride(h.services, own, { namespaceId }, input);
+    expect((await auditEntries(h, { workspaceId: t.workspaceId })).filter((e) => e.requestId === "req_audit_core_own")).toMatchObject([
+      { event: "ratelimit.set_override", actorId: "rk_audit_core", targets: [{ id: namespaceId }, { id: overrideId, name: "bob" }] },
+    ]);
+  });
+
+  it("a CLI caller's identity change is recorded as the CLI's", async ({ h, t }) => {
+    const cli = trustedCaller({ kind: "cli", id: "cli", name: "keyhaven cli" }, t.workspaceId, { surface: "cli" });
+    const id = await createIdentity(h.services, cli, { externalId: "audit-cli-user" }, V1_IDENTITY_RULES);
+    const entries = await auditEntries(h, { workspaceId: t.workspaceId, event: "identity.create" });
+    expect(entries.filter((e) => e.targets.some((target) => target.id === id))).toMatchObject([
+      { actorKind: "cli", actorId: "cli", surface: "cli", requestId: null, targets: [{ type: "identity", id, name: "audit-cli-user" }] },
+    ]);
   });
 });

@@ -1,6 +1,8 @@
 import { describe, expect } from "vitest";
-import { rootKeyCaller, trustedCaller, withAccess } from "../src/core/caller.js";
-import { createIdentity } from "../src/core/identities/identities.core.js";
+import { type Caller, rootKeyCaller, trustedCaller, withAccess } from "../src/core/caller.js";
+import { createIdentity, updateIdentity, updateIdentityByRef } from "../src/core/identities/identities.core.js";
+import { type RecordChange, WriteGate } from "../src/core/changes.js";
+import type { Db } from "../src/storage/client.js";
 import { setOverride } from "../src/core/ratelimits/ratelimits.core.js";
 import { NotFoundError, PermissionDeniedError } from "../src/errors.js";
 import { V1_ACCESS } from "../src/wire/v1/caller.js";
@@ -307,3 +309,36 @@ describe("the override and identity rules follow the caller, not a protocol name
     ]);
   });
 });
+
+describe("an identity deleted between its lookup and the change", () => {
+  it("is not found by updateIdentity and updateIdentityByRef, and nothing is written or recorded", async ({ h, t }) => {
+    const owner = trustedCaller({ kind: "cli", id: "cli", name: "keyhaven cli" }, t.workspaceId, { surface: "cli" });
+    for (const [i, update] of [
+      (services: typeof h.services, id: string) =>
+        updateIdentity(services, owner, { identityId: id, environment: "default", meta: {} }, V1_IDENTITY_RULES),
+      (services: typeof h.services, id: string) => updateIdentityByRef(services, owner, { identity: id, meta: {} }, V1_IDENTITY_RULES),
+    ].entries()) {
+      const id = await createIdentity(h.services, owner, { externalId: `audit-raced-${i}` }, V1_IDENTITY_RULES);
+      // The gate of this call deletes the identity (on the store's own connection) before its transaction opens.
+      const services = Object.assign({}, h.services, { changes: new DeletingGate(h, id) });
+      await expect(update(services, id)).rejects.toThrow(NotFoundError);
+      const entries = await auditEntries(h, { workspaceId: t.workspaceId, event: "identity.update" });
+      expect(entries.filter((e) => e.targets.some((target) => target.id === id))).toEqual([]);
+    }
+  });
+});
+
+/** A write gate that deletes an identity first, as a concurrent request might between a lookup and the change. */
+class DeletingGate extends WriteGate {
+  constructor(
+    private readonly h: Harness,
+    private readonly identityId: string,
+  ) {
+    super(h.services.db, h.services.clock);
+  }
+
+  override async change<T>(caller: Caller, work: (tx: Db, record: RecordChange) => Promise<T>): Promise<T> {
+    await this.h.sql(`delete from identities where id = '${this.identityId}'`);
+    return super.change(caller, work);
+  }
+}

@@ -199,25 +199,28 @@ export async function updateIdentity(
     input.identityId !== undefined ? { identityId: input.identityId } : { externalId: input.externalId!, environment: input.environment },
   );
   if (!row) throw identityNotFound(input.identityId ?? input.externalId);
-  return writeAndRecord(services, caller, row, input);
+  return writeAndRecord(services, caller, row, input, input.identityId ?? input.externalId);
 }
 
 /**
  * Writes an update of the identity `row` through the write gate (identity.update, the names of the fields given) and
- * answers the identity as stored afterwards, read in the same transaction.
+ * answers the identity as stored afterwards, read in the same transaction. Deleted since it was looked up: not found
+ * (`ref`, as the caller named it), and nothing recorded.
  */
 function writeAndRecord(
   services: IdentityServices,
   caller: Caller,
   row: IdentityRow,
   input: { meta?: Meta | undefined; ratelimits?: IdentityRatelimitInput[] | undefined },
+  ref: string | undefined,
 ): Promise<Identity> {
   return services.changes.change(caller, async (tx, record) => {
-    await writeIdentity(
+    const written = await writeIdentity(
       tx,
       { workspaceId: caller.workspaceId, identityId: row.id, meta: input.meta, ratelimits: input.ratelimits },
       services.clock.now(),
     );
+    if (!written) throw identityNotFound(ref);
     record({
       event: "identity.update",
       targets: [identityTarget(row)],
@@ -297,7 +300,7 @@ export async function updateIdentityByRef(
   assertMetaSize(input.meta, rules.maxMetaJson);
   const row = await findIdentityByRef(services.db, caller.workspaceId, input.identity);
   if (!row) throw identityNotFound(input.identity);
-  return writeAndRecord(services, caller, row, input);
+  return writeAndRecord(services, caller, row, input, input.identity);
 }
 
 /** Deletes an identity named by id or externalId (deleteIdentity's rules). */

@@ -173,7 +173,8 @@ export async function listIdentitiesPage(
 
 /**
  * Updates meta (when given) and reconciles the identity's rate limits by name (when given): existing names are
- * updated, new ones inserted, missing ones deleted. In `tx`, the caller's transaction (the write gate's).
+ * updated, new ones inserted, missing ones deleted. In `tx`, the caller's transaction (the write gate's). False, and
+ * nothing written, when the identity is gone (deleted since the caller looked it up).
  */
 export async function updateIdentity(
   tx: Db,
@@ -184,12 +185,14 @@ export async function updateIdentity(
     ratelimits?: IdentityRatelimitInput[] | undefined;
   },
   now: number,
-): Promise<void> {
-  await tx
+): Promise<boolean> {
+  const updated = await tx
     .update(identities)
     .set({ updatedAtM: now, ...(input.meta !== undefined && { meta: input.meta }) })
-    .where(and(eq(identities.workspaceId, input.workspaceId), eq(identities.id, input.identityId)));
-  if (input.ratelimits === undefined) return;
+    .where(and(eq(identities.workspaceId, input.workspaceId), eq(identities.id, input.identityId)))
+    .returning({ id: identities.id });
+  if (updated.length === 0) return false;
+  if (input.ratelimits === undefined) return true;
   const existing = await tx
     .select({ id: ratelimits.id, name: ratelimits.name })
     .from(ratelimits)
@@ -209,6 +212,7 @@ export async function updateIdentity(
       await insertIdentityRatelimits(tx, input, [r], now);
     }
   }
+  return true;
 }
 
 /**

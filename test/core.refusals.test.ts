@@ -33,7 +33,7 @@ describe("the core's refusals", () => {
   test("name their kind and facts; the core's own message is no v1 text", () => {
     const cases: [DomainError, Refusal, string][] = [
       [
-        thrown(() => assertMetaSize({ blob: "x".repeat(MAX_IDENTITY_META_JSON) })),
+        thrown(() => assertMetaSize({ blob: "x".repeat(MAX_IDENTITY_META_JSON) }, MAX_IDENTITY_META_JSON)),
         { kind: "metaTooLarge", size: MAX_IDENTITY_META_JSON + 11, max: MAX_IDENTITY_META_JSON },
         `metadata is too large, it must be less than 64k characters when json encoded, got: ${MAX_IDENTITY_META_JSON + 11}`,
       ],

@@ -6,6 +6,8 @@ import { type Caller, rootKeyCaller } from "../src/core/caller.js";
 import { getOverride, givenNamespace, limit, listNamespaces, setOverride } from "../src/core/ratelimits/ratelimits.core.js";
 import { ConflictError, DeleteProtectedError, InvalidInputError, NotFoundError, PermissionDeniedError } from "../src/errors.js";
 import { V1_ACCESS } from "../src/wire/v1/caller.js";
+import { V1_IDENTITY_RULES } from "../src/wire/v1/identities/identities.schemas.js";
+import { V1_LIMIT_RULES, V1_OVERRIDE_READ_RULES } from "../src/wire/v1/ratelimits/ratelimits.schemas.js";
 import { test } from "./fixtures.js";
 import { v1Words, v1WordsOfRejection, v1WordsOfThrow } from "./v1-words.js";
 
@@ -28,13 +30,13 @@ describe("core: rate limits", () => {
     const services = Object.assign({}, h.services, { clock: { now: () => atMidWindow } });
     const input = { namespace: "core-ns", identifier: "alice", limit: 2, duration: minute, cost: 1 };
     const cannotCreate = principal(t.workspaceId, ["ratelimit.*.limit"]);
-    const err = await limit(services, cannotCreate, input, await epoch()).catch((e: unknown) => e);
+    const err = await limit(services, cannotCreate, input, await epoch(), V1_LIMIT_RULES).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(NotFoundError);
     expect(err).toMatchObject({ what: "namespace", id: "core-ns", refusal: { kind: "notFound", what: "namespace", id: "core-ns" } });
     expect(v1Words(err)).toBe("namespace core-ns not found");
 
     const creator = principal(t.workspaceId, ["ratelimit.*.create_namespace", "ratelimit.*.limit"]);
-    expect(await limit(services, creator, input, await epoch())).toMatchObject({ success: true, limit: 2, remaining: 1 });
+    expect(await limit(services, creator, input, await epoch(), V1_LIMIT_RULES)).toMatchObject({ success: true, limit: 2, remaining: 1 });
     const { namespaces } = await listNamespaces(h.services, principal(t.workspaceId, ["*"]), { limit: 100 });
     const ns = namespaces.find((n) => n.name === "core-ns")!;
     expect(ns.id).toMatch(/^rlns_/);
@@ -46,8 +48,11 @@ describe("core: rate limits", () => {
       { namespaceId: ns.id },
       { identifier: "alice", limit: 5, duration: minute, async: false },
     );
-    expect(await getOverride(h.services, owner, { namespaceName: "core-ns" }, "alice")).toMatchObject({ id: overrideId, limit: 5 });
-    expect(await limit(services, creator, input, await epoch())).toMatchObject({ success: true, limit: 5, remaining: 3 });
+    expect(await getOverride(h.services, owner, { namespaceName: "core-ns" }, "alice", V1_OVERRIDE_READ_RULES)).toMatchObject({
+      id: overrideId,
+      limit: 5,
+    });
+    expect(await limit(services, creator, input, await epoch(), V1_LIMIT_RULES)).toMatchObject({ success: true, limit: 5, remaining: 3 });
   });
 
   test("needs a namespace id or name, an empty one counting as none (input alone, before any lookup)", () => {
@@ -57,7 +62,7 @@ describe("core: rate limits", () => {
 
   test("answers a missing namespace and a missing override with NotFoundError", async ({ h, t }) => {
     const owner = principal(t.workspaceId, ["*"]);
-    await expect(getOverride(h.services, owner, { namespaceId: "rlns_nope" }, "x")).rejects.toThrow(NotFoundError);
+    await expect(getOverride(h.services, owner, { namespaceId: "rlns_nope" }, "x", V1_OVERRIDE_READ_RULES)).rejects.toThrow(NotFoundError);
     expect(
       await v1WordsOfRejection(
         setOverride(h.services, owner, { namespaceName: "nope" }, { identifier: "abc", limit: 1, duration: 1000, async: false }),
@@ -96,21 +101,21 @@ describe("core: identities", () => {
     t,
   }) => {
     const owner = principal(t.workspaceId, ["*"]);
-    const id = await createIdentity(h.services, owner, { externalId: "core-user", meta: { plan: "pro" } });
-    await expect(createIdentity(h.services, owner, { externalId: "core-user" })).rejects.toThrow(ConflictError);
+    const id = await createIdentity(h.services, owner, { externalId: "core-user", meta: { plan: "pro" } }, V1_IDENTITY_RULES);
+    await expect(createIdentity(h.services, owner, { externalId: "core-user" }, V1_IDENTITY_RULES)).rejects.toThrow(ConflictError);
     const twice = [
       { name: "a", limit: 1, duration: 1000 },
       { name: "a", limit: 2, duration: 1000 },
     ];
-    expect(await v1WordsOfRejection(createIdentity(h.services, owner, { externalId: "core-other", ratelimits: twice }))).toContain(
-      'Ratelimit with name "a" is already defined in the request',
-    );
-    await expect(updateIdentity(h.services, owner, { identityId: id, environment: "default", ratelimits: twice })).rejects.toThrow(
-      ConflictError,
-    );
-    await expect(createIdentity(h.services, owner, { externalId: "core-big", meta: { blob: "x".repeat(64_000) } })).rejects.toThrow(
-      InvalidInputError,
-    );
+    expect(
+      await v1WordsOfRejection(createIdentity(h.services, owner, { externalId: "core-other", ratelimits: twice }, V1_IDENTITY_RULES)),
+    ).toContain('Ratelimit with name "a" is already defined in the request');
+    await expect(
+      updateIdentity(h.services, owner, { identityId: id, environment: "default", ratelimits: twice }, V1_IDENTITY_RULES),
+    ).rejects.toThrow(ConflictError);
+    await expect(
+      createIdentity(h.services, owner, { externalId: "core-big", meta: { blob: "x".repeat(64_000) } }, V1_IDENTITY_RULES),
+    ).rejects.toThrow(InvalidInputError);
     expect(await getIdentity(h.services, owner, { externalId: "core-user" })).toEqual({
       id,
       externalId: "core-user",
@@ -122,7 +127,7 @@ describe("core: identities", () => {
 
   test("refuses a caller with read_identity on another identity alike whether the externalId exists or not", async ({ h, t }) => {
     const owner = principal(t.workspaceId, ["*"]);
-    await createIdentity(h.services, owner, { externalId: "core-secret" });
+    await createIdentity(h.services, owner, { externalId: "core-secret" }, V1_IDENTITY_RULES);
     const narrow = principal(t.workspaceId, ["identity.id_other.read_identity"]);
     const exists = await getIdentity(h.services, narrow, { externalId: "core-secret" }).catch((e: unknown) => e);
     const missing = await getIdentity(h.services, narrow, { externalId: "core-nobody" }).catch((e: unknown) => e);

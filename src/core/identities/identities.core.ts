@@ -1,4 +1,3 @@
-import type { PermissionDialect } from "../auth/permissions.query.js";
 import { describeQuery, identityPermission, type PermissionQuery } from "../auth/permissions.query.js";
 import { hasPermission, requirePermission } from "../principal.js";
 import { type Db, isUniqueViolation } from "../../storage/client.js";
@@ -9,28 +8,30 @@ import {
   findIdentityByRef,
   type IdentityRatelimit,
   type IdentityRatelimitInput,
+  type IdentityRow,
   identityRatelimits,
   listIdentitiesFrom,
   insertIdentity,
   listIdentitiesPage,
   updateIdentity as writeIdentity,
 } from "../../storage/identities/identities.repository.js";
+import type { AuditTarget } from "../../storage/schema.js";
+import type { Caller } from "../caller.js";
+import type { WriteGate } from "../changes.js";
 import type { Principal } from "../principal.js";
 import type { Clock } from "../../clock.js";
 
-type IdentityServices = { db: Db; clock: Clock };
+/** Every change goes through the write gate (`changes`), which records it in the audit log in its own transaction. */
+type IdentityServices = { db: Db; clock: Clock; changes: WriteGate };
 type Meta = Record<string, unknown>;
 
 export type Identity = { id: string; externalId: string; meta: Meta; ratelimits: IdentityRatelimit[] };
 
-/** The longest meta, as JSON, an identity keeps (v1: "less than 64k characters when json encoded"). */
+/** v1's longest meta, as JSON, an identity keeps ("less than 64k characters when json encoded"). */
 export const MAX_IDENTITY_META_JSON = 64_000;
 
-/**
- * Refuses meta whose JSON encoding is longer than `max` characters (v1's MAX_IDENTITY_META_JSON by default; a wire
- * protocol with another limit passes its own).
- */
-export function assertMetaSize(value: Meta | undefined, max = MAX_IDENTITY_META_JSON): void {
+/** Refuses meta whose JSON encoding is longer than `max` characters (each wire protocol has its own limit). */
+export function assertMetaSize(value: Meta | undefined, max: number): void {
   if (value === undefined) return;
   const size = JSON.stringify(value).length;
   if (size > max) {
@@ -54,41 +55,62 @@ export function assertIdentitySelector(input: { identityId?: string | undefined;
   }
 }
 
-/** Where the wire protocols' rules for identities differ, each adapter says which it follows. */
+/** Where the wire protocols' rules for identities differ, each adapter says which it follows (no default). */
 export type IdentityRules = {
-  /** The longest meta, as JSON (default MAX_IDENTITY_META_JSON, v1's). */
-  maxMetaJson?: number;
-  /** Whether the identity permissions may also be granted by the URN of any identity (v2, contract §2 rows 21–25). */
-  permissionDialect?: PermissionDialect;
+  /** The longest meta, as JSON. */
+  readonly maxMetaJson: number;
 };
 
-/** The identity permission `action` as `rules` ask for it: the tuples given, and in v2 the URN. */
-const identityQuery = (caller: Principal, rules: IdentityRules, action: string, ...tuples: string[]): PermissionQuery =>
-  identityPermission({ urnGrants: (rules.permissionDialect ?? "v1") === "v2" }, caller.workspaceId, ["*", ...tuples], action);
+/**
+ * The identity permission `action`: the tuples given and, when the caller's access policy grants by URN (contract §2
+ * rows 21–25), the URN of any identity.
+ */
+const identityQuery = (caller: Caller, action: string, ...tuples: string[]): PermissionQuery =>
+  identityPermission(caller.access, caller.workspaceId, ["*", ...tuples], action);
+
+const identityTarget = (row: { id: string; externalId: string }): AuditTarget => ({
+  type: "identity",
+  id: row.id,
+  name: row.externalId,
+});
+
+/** The names of the fields a create or an update was given (never their values: meta stays out of the audit log). */
+const fieldsGiven = (input: { meta?: Meta | undefined; ratelimits?: readonly IdentityRatelimitInput[] | undefined }) => ({
+  fields: [...(input.meta !== undefined ? ["meta"] : []), ...(input.ratelimits !== undefined ? ["ratelimits"] : [])],
+});
 
 const identityNotFound = (idOrExternalId: string | undefined) => new NotFoundError("identity", idOrExternalId ?? "");
 
 /** Creates an identity; its externalId is unique in the workspace (ConflictError otherwise). Returns its id. */
 export async function createIdentity(
   services: IdentityServices,
-  caller: Principal,
+  caller: Caller,
   input: { externalId: string; meta?: Meta | undefined; ratelimits?: IdentityRatelimitInput[] | undefined },
-  rules: IdentityRules = {},
+  rules: IdentityRules,
 ): Promise<string> {
-  requirePermission(caller, identityQuery(caller, rules, "create_identity", "identity.*.create_identity"));
+  requirePermission(caller, identityQuery(caller, "create_identity", "identity.*.create_identity"));
   assertMetaSize(input.meta, rules.maxMetaJson);
   assertDistinctRatelimitNames(input.ratelimits);
   try {
-    return await insertIdentity(
-      services.db,
-      {
-        workspaceId: caller.workspaceId,
-        externalId: input.externalId,
-        meta: input.meta,
-        ratelimits: input.ratelimits ?? [],
-      },
-      services.clock.now(),
-    );
+    return await services.changes.change(caller, async (tx, record) => {
+      const id = await insertIdentity(
+        tx,
+        {
+          workspaceId: caller.workspaceId,
+          externalId: input.externalId,
+          meta: input.meta,
+          ratelimits: input.ratelimits ?? [],
+        },
+        services.clock.now(),
+      );
+      record({
+        event: "identity.create",
+        targets: [identityTarget({ id, externalId: input.externalId })],
+        description: `created identity ${id}`,
+        details: fieldsGiven(input),
+      });
+      return id;
+    });
   } catch (err) {
     if (isUniqueViolation(err)) {
       throw new ConflictError("identity", { kind: "identityExists", externalId: input.externalId });
@@ -157,7 +179,7 @@ export async function listIdentities(
  */
 export async function updateIdentity(
   services: IdentityServices,
-  caller: Principal,
+  caller: Caller,
   input: {
     identityId?: string | undefined;
     externalId?: string | undefined;
@@ -165,10 +187,11 @@ export async function updateIdentity(
     meta?: Meta | undefined;
     ratelimits?: IdentityRatelimitInput[] | undefined;
   },
+  rules: IdentityRules,
 ): Promise<Identity> {
   requirePermission(caller, { or: ["*", "identity.*.update_identity"] });
   assertIdentitySelector(input);
-  assertMetaSize(input.meta);
+  assertMetaSize(input.meta, rules.maxMetaJson);
   assertDistinctRatelimitNames(input.ratelimits);
   const row = await findIdentity(
     services.db,
@@ -176,23 +199,51 @@ export async function updateIdentity(
     input.identityId !== undefined ? { identityId: input.identityId } : { externalId: input.externalId!, environment: input.environment },
   );
   if (!row) throw identityNotFound(input.identityId ?? input.externalId);
-  await writeIdentity(
-    services.db,
-    {
-      workspaceId: caller.workspaceId,
-      identityId: row.id,
-      meta: input.meta,
-      ratelimits: input.ratelimits,
-    },
-    services.clock.now(),
-  );
-  return withRatelimits(services.db, row, input.meta ?? (row.meta as Meta | null) ?? {});
+  return writeAndRecord(services, caller, row, input, input.identityId ?? input.externalId);
+}
+
+/**
+ * Writes an update of the identity `row` through the write gate (identity.update, the names of the fields given) and
+ * answers the identity as stored afterwards, read in the same transaction. Deleted since it was looked up: not found
+ * (`ref`, as the caller named it), and nothing recorded.
+ */
+function writeAndRecord(
+  services: IdentityServices,
+  caller: Caller,
+  row: IdentityRow,
+  input: { meta?: Meta | undefined; ratelimits?: IdentityRatelimitInput[] | undefined },
+  ref: string | undefined,
+): Promise<Identity> {
+  return services.changes.change(caller, async (tx, record) => {
+    const written = await writeIdentity(
+      tx,
+      { workspaceId: caller.workspaceId, identityId: row.id, meta: input.meta, ratelimits: input.ratelimits },
+      services.clock.now(),
+    );
+    if (!written) throw identityNotFound(ref);
+    record({
+      event: "identity.update",
+      targets: [identityTarget(row)],
+      description: `updated identity ${row.id}`,
+      details: fieldsGiven(input),
+    });
+    return withRatelimits(tx, row, input.meta ?? (row.meta as Meta | null) ?? {});
+  });
+}
+
+/** Deletes the identity through the write gate (identity.delete); false when there was none to delete. */
+function removeAndRecord(services: IdentityServices, caller: Caller, identityId: string): Promise<boolean> {
+  return services.changes.change(caller, async (tx, record) => {
+    const removed = await removeIdentity(tx, caller.workspaceId, identityId);
+    if (removed) record({ event: "identity.delete", targets: [identityTarget(removed)], description: `deleted identity ${removed.id}` });
+    return removed !== undefined;
+  });
 }
 
 /** Hard-deletes an identity and its rate limits; its keys keep working without an identity. */
-export async function deleteIdentity(services: IdentityServices, caller: Principal, identityId: string): Promise<void> {
+export async function deleteIdentity(services: IdentityServices, caller: Caller, identityId: string): Promise<void> {
   requirePermission(caller, { or: ["*", "identity.*.delete_identity", `identity.${identityId}.delete_identity`] });
-  if (!(await removeIdentity(services.db, caller.workspaceId, identityId))) throw identityNotFound(identityId);
+  if (!(await removeAndRecord(services, caller, identityId))) throw identityNotFound(identityId);
 }
 
 /**
@@ -200,19 +251,14 @@ export async function deleteIdentity(services: IdentityServices, caller: Princip
  * by id from an id on (inclusive); permission per identity read.
  */
 
-const readIdentity = (caller: Principal, rules: IdentityRules, id: string): PermissionQuery =>
-  identityQuery(caller, rules, "read_identity", "identity.*.read_identity", `identity.${id}.read_identity`);
+const readIdentity = (caller: Caller, id: string): PermissionQuery =>
+  identityQuery(caller, "read_identity", "identity.*.read_identity", `identity.${id}.read_identity`);
 
 /** An identity by id or externalId; NotFoundError before the permission check (which names the identity's id). */
-export async function getIdentityByRef(
-  services: IdentityServices,
-  caller: Principal,
-  ref: string,
-  rules: IdentityRules = {},
-): Promise<Identity> {
+export async function getIdentityByRef(services: IdentityServices, caller: Caller, ref: string): Promise<Identity> {
   const row = await findIdentityByRef(services.db, caller.workspaceId, ref);
   if (!row) throw identityNotFound(ref);
-  requirePermission(caller, readIdentity(caller, rules, row.id));
+  requirePermission(caller, readIdentity(caller, row.id));
   return withRatelimits(services.db, row, (row.meta as Meta | null) ?? {});
 }
 
@@ -223,13 +269,12 @@ export async function getIdentityByRef(
  */
 export async function listIdentitiesByPage(
   services: IdentityServices,
-  caller: Principal,
+  caller: Caller,
   page: { fromId?: string | undefined; limit: number; search?: string | undefined },
-  rules: IdentityRules = {},
 ): Promise<{ identities: Identity[]; nextId?: string }> {
   const found = await listIdentitiesFrom(services.db, caller.workspaceId, { ...page, limit: page.limit + 1 });
   const rows = found.slice(0, page.limit);
-  for (const row of rows) requirePermission(caller, readIdentity(caller, rules, row.id));
+  for (const row of rows) requirePermission(caller, readIdentity(caller, row.id));
   const rls = await identityRatelimits(
     services.db,
     rows.map((r) => r.id),
@@ -246,31 +291,21 @@ export async function listIdentitiesByPage(
 /** Updates an identity named by id or externalId (updateIdentity's rules); answers it as stored afterwards. */
 export async function updateIdentityByRef(
   services: IdentityServices,
-  caller: Principal,
+  caller: Caller,
   input: { identity: string; meta?: Meta | undefined; ratelimits?: IdentityRatelimitInput[] | undefined },
-  rules: IdentityRules = {},
+  rules: IdentityRules,
 ): Promise<Identity> {
-  requirePermission(caller, identityQuery(caller, rules, "update_identity", "identity.*.update_identity"));
+  requirePermission(caller, identityQuery(caller, "update_identity", "identity.*.update_identity"));
   assertDistinctRatelimitNames(input.ratelimits);
   assertMetaSize(input.meta, rules.maxMetaJson);
   const row = await findIdentityByRef(services.db, caller.workspaceId, input.identity);
   if (!row) throw identityNotFound(input.identity);
-  await writeIdentity(
-    services.db,
-    { workspaceId: caller.workspaceId, identityId: row.id, meta: input.meta, ratelimits: input.ratelimits },
-    services.clock.now(),
-  );
-  return withRatelimits(services.db, row, input.meta ?? (row.meta as Meta | null) ?? {});
+  return writeAndRecord(services, caller, row, input, input.identity);
 }
 
 /** Deletes an identity named by id or externalId (deleteIdentity's rules). */
-export async function deleteIdentityByRef(
-  services: IdentityServices,
-  caller: Principal,
-  ref: string,
-  rules: IdentityRules = {},
-): Promise<void> {
-  requirePermission(caller, identityQuery(caller, rules, "delete_identity", "identity.*.delete_identity"));
+export async function deleteIdentityByRef(services: IdentityServices, caller: Caller, ref: string): Promise<void> {
+  requirePermission(caller, identityQuery(caller, "delete_identity", "identity.*.delete_identity"));
   const row = await findIdentityByRef(services.db, caller.workspaceId, ref);
-  if (!row || !(await removeIdentity(services.db, caller.workspaceId, row.id))) throw identityNotFound(ref);
+  if (!row || !(await removeAndRecord(services, caller, row.id))) throw identityNotFound(ref);
 }

@@ -16,8 +16,11 @@ import {
   upsertOverride,
 } from "../../storage/ratelimits/ratelimits.repository.js";
 import { checkLimits, type RateLimiter, type SkipCounter, windowOf } from "../../storage/ratelimits/ratelimiter.js";
+import type { AuditTarget } from "../../storage/schema.js";
 import type { Principal } from "../principal.js";
 import { overrideUrn, type PermissionQuery } from "../auth/permissions.query.js";
+import type { Caller } from "../caller.js";
+import type { WriteGate } from "../changes.js";
 
 /** What the rate-limit core needs of the services. */
 export type RatelimitServices = {
@@ -37,15 +40,24 @@ export type RatelimitServices = {
 const COUNTER_NAME = "ratelimits.limit";
 
 /**
- * Where v1 and v2 differ on the rate-limit routes (contract §9, §15.16); each adapter says which it follows:
- * - how a namespace is named: v1 by `namespaceId` or `namespaceName`, v2 by one string, its id or its name;
- * - `limit` on a namespace that does not exist without `ratelimit.*.create_namespace`: v1 404, v2 403;
- * - overrides: v1 checks the wildcard permission before looking the namespace up (403 first), v2 looks it up
- *   first (404 first) and also accepts `ratelimit.<namespaceId>.<action>`;
- * - getOverride: v1 matches the identifier literally; v2 resolves it as limit does (exact, else the best wildcard)
- *   and answers a caller that may not read it as if there were no override (404).
+ * How a surface's `limit` names and meets namespaces (contract §9, §15.16), which its adapter passes:
+ * - `namespaceBy`: `namespace` is a name (v1), or an id or else a name (v2);
+ * - `missingNamespace`: a namespace that does not exist, for a caller without `ratelimit.*.create_namespace`, is
+ *   not found (v1, 404) or the refusal of that permission (v2, 403).
+ * The override routes decide by the caller's access policy instead: `check` beforeLookup asks for the wildcard
+ * permission before the namespace is looked up (403 first); afterLookup looks it up first (404 first) and also
+ * accepts `ratelimit.<namespaceId>.<action>`.
  */
-export type RatelimitDialect = "v1" | "v2";
+export type LimitRules = {
+  readonly namespaceBy: "name" | "idOrName";
+  readonly missingNamespace: "notFound" | "forbidden";
+};
+
+/**
+ * Which override getOverride reads, which the adapter passes: the identifier's own, matched literally (`*`
+ * included; v1), or the one limit applies (exact, else the best wildcard; v2).
+ */
+export type OverrideReadRules = { readonly match: "literal" | "applicable" };
 
 export type LimitInput = { namespace: string; identifier: string; limit: number; duration: number; cost: number };
 export type LimitResult = {
@@ -62,16 +74,18 @@ export type LimitResult = {
 /**
  * Counts `cost` against the identifier's limit in the namespace: the override that applies to the identifier
  * replaces the given limit and duration. A namespace that does not exist is created when the caller may create
- * namespaces (else v1: not found, v2: refused for want of `ratelimit.*.create_namespace`). `epoch` is the store's epoch the lookups are answered at.
+ * namespaces (else, as `rules` say, not found or refused for want of `ratelimit.*.create_namespace`). `epoch` is the
+ * store's epoch the lookups are answered at. Not a change (the write gate's): a namespace it creates on the way is
+ * not recorded in the audit log, so that the hot path keeps its one statement.
  */
 export async function limit(
   services: RatelimitServices,
   caller: Principal,
   input: LimitInput,
   epoch: bigint,
-  dialect: RatelimitDialect = "v1",
+  rules: LimitRules,
 ): Promise<LimitResult> {
-  const { limits } = await limitMany(services, caller, [input], epoch, dialect);
+  const { limits } = await limitMany(services, caller, [input], epoch, rules);
   const { passed, ...result } = limits[0]!;
   return { success: passed, ...result };
 }
@@ -89,12 +103,17 @@ export async function limitMany(
   caller: Principal,
   inputs: LimitInput[],
   epoch: bigint,
-  dialect: RatelimitDialect = "v1",
+  rules: LimitRules,
 ): Promise<{ passed: boolean; limits: ManyLimitResult[] }> {
   const found = await Promise.all(
     inputs.map((input) =>
       services.limitLookups.find(
-        { workspaceId: caller.workspaceId, name: input.namespace, identifier: input.identifier, idOrName: dialect === "v2" },
+        {
+          workspaceId: caller.workspaceId,
+          name: input.namespace,
+          identifier: input.identifier,
+          idOrName: rules.namespaceBy === "idOrName",
+        },
         epoch,
       ),
     ),
@@ -103,7 +122,7 @@ export async function limitMany(
   const missing = [...new Set(inputs.filter((_, i) => !found[i]).map((input) => input.namespace))];
   if (missing.length > 0) {
     const mayCreate: PermissionQuery = { or: ["*", "ratelimit.*.create_namespace"] };
-    if (dialect === "v2") requirePermission(caller, mayCreate);
+    if (rules.missingNamespace === "forbidden") requirePermission(caller, mayCreate);
     else if (!hasPermission(caller, mayCreate)) throw new NotFoundError("namespace", missing[0]!);
     // Checked before creating, so a key that may not limit leaves nothing behind; a new namespace's own permission
     // cannot be held yet.
@@ -172,87 +191,123 @@ async function namespaceOf(db: Db, caller: Principal, by: NamespaceSelector, dur
 }
 
 /**
- * The namespace an override route acts in, with the caller allowed to `action` there: v1 asks for the wildcard
- * permission before looking the namespace up, v2 looks it up first and also accepts the namespace's own permission.
+ * The namespace an override route acts in, with the caller allowed to `action` there, by the caller's access policy:
+ * checked before the lookup, the wildcard permission; after it, the namespace's own permission too.
  */
 async function namespaceToActIn(
   db: Db,
-  caller: Principal,
+  caller: Caller,
   by: NamespaceSelector,
   action: "set_override" | "read_override" | "delete_override",
-  dialect: RatelimitDialect,
   during: "getOverride" | "other" = "other",
 ) {
-  // v2 names the namespace's own permission first (its refusal lists them in this order).
+  // The namespace's own permission first (v2's refusal lists them in this order).
   const may = (namespaceId?: string): PermissionQuery => ({
     or: ["*", ...(namespaceId !== undefined ? [`ratelimit.${namespaceId}.${action}`] : []), `ratelimit.*.${action}`],
   });
-  if (dialect === "v1") requirePermission(caller, may());
+  const before = caller.access.check === "beforeLookup";
+  if (before) requirePermission(caller, may());
   const namespace = await namespaceOf(db, caller, by, during);
-  if (dialect === "v2") requirePermission(caller, may(namespace.id));
+  if (!before) requirePermission(caller, may(namespace.id));
   return namespace;
 }
 
 export type OverrideInput = { identifier: string; limit: number; duration: number; async: boolean };
 
-/** Creates or replaces the override of an identifier (or of a `*` pattern) in the namespace; returns its id. */
+/** What the override changes need of the services: every one goes through the write gate (`changes`). */
+export type OverrideChangeServices = Pick<RatelimitServices, "db" | "clock"> & { readonly changes: WriteGate };
+
+const namespaceTarget = (namespace: { id: string; name: string }): AuditTarget => ({
+  type: "ratelimitNamespace",
+  id: namespace.id,
+  name: namespace.name,
+});
+const overrideTarget = (id: string, identifier: string): AuditTarget => ({ type: "ratelimitOverride", id, name: identifier });
+
+/**
+ * Creates or replaces the override of an identifier (or of a `*` pattern) in the namespace; returns its id. One
+ * change: ratelimit.set_override (details: the limit, duration and async set, none of them secret).
+ */
 export async function setOverride(
-  services: Pick<RatelimitServices, "db" | "clock">,
-  caller: Principal,
+  services: OverrideChangeServices,
+  caller: Caller,
   by: NamespaceSelector,
   input: OverrideInput,
-  dialect: RatelimitDialect = "v1",
 ): Promise<string> {
-  const namespace = await namespaceToActIn(services.db, caller, by, "set_override", dialect);
-  return upsertOverride(services.db, { workspaceId: caller.workspaceId, namespaceId: namespace.id, ...input }, services.clock.now());
+  const namespace = await namespaceToActIn(services.db, caller, by, "set_override");
+  return services.changes.change(caller, async (tx, record) => {
+    const id = await upsertOverride(tx, { workspaceId: caller.workspaceId, namespaceId: namespace.id, ...input }, services.clock.now());
+    record({
+      event: "ratelimit.set_override",
+      targets: [namespaceTarget(namespace), overrideTarget(id, input.identifier)],
+      description: `set override ${id} in namespace ${namespace.id}`,
+      details: { limit: input.limit, duration: input.duration, async: input.async },
+    });
+    return id;
+  });
 }
 
 /**
- * The override of the identifier: v1 matches it literally (`*` included); v2 as limit applies it (exact, else the
- * best wildcard), and hides it from a caller that may not read it.
+ * The override of the identifier, matched as `rules` say. Looked up after the permission check when the caller's
+ * policy checks first (the wildcard read_override); else first, and then readable also by the namespace's own
+ * permission or the override's URN (when the policy grants by URN), a refusal answered as the policy's `denied` says
+ * (v2 answers it as if there were no override).
  */
 export async function getOverride(
   services: Pick<RatelimitServices, "db">,
-  caller: Principal,
+  caller: Caller,
   by: NamespaceSelector,
   identifier: string,
-  dialect: RatelimitDialect = "v1",
+  rules: OverrideReadRules,
 ): Promise<OverrideRow> {
   const notFound = () => new NotFoundError("override", identifier, { kind: "overrideNotFound", identifier, during: "get" });
-  if (dialect === "v1") {
-    // v1 did not accept `*` here; keyhaven does, as a `*` key may do everything else.
-    const namespace = await namespaceToActIn(services.db, caller, by, "read_override", dialect, "getOverride");
-    const override = await findOverride(services.db, namespace.id, identifier);
-    if (!override) throw notFound();
-    return override;
-  }
-  const namespace = await namespaceOf(services.db, caller, by, "getOverride");
-  const override = await findApplicableOverride(services.db, namespace.id, identifier);
+  const before = caller.access.check === "beforeLookup";
+  // v1 did not accept `*` here; keyhaven does, as a `*` key may do everything else.
+  const namespace = before
+    ? await namespaceToActIn(services.db, caller, by, "read_override", "getOverride")
+    : await namespaceOf(services.db, caller, by, "getOverride");
+  const override =
+    rules.match === "literal"
+      ? await findOverride(services.db, namespace.id, identifier)
+      : await findApplicableOverride(services.db, namespace.id, identifier);
   if (!override) throw notFound();
+  if (before) return override;
   const may: PermissionQuery = {
     or: [
       "*",
-      overrideUrn(caller.workspaceId, namespace.id, override.id, "read_override"),
+      ...(caller.access.urnGrants ? [overrideUrn(caller.workspaceId, namespace.id, override.id, "read_override")] : []),
       `ratelimit.${namespace.id}.read_override`,
       "ratelimit.*.read_override",
     ],
   };
-  if (!hasPermission(caller, may)) throw notFound();
+  if (caller.access.denied === "notFound" && !hasPermission(caller, may)) throw notFound();
+  requirePermission(caller, may);
   return override;
 }
 
-/** Deletes the override of the identifier (matched literally); the next limit call no longer sees it. */
+/**
+ * Deletes the override of the identifier (matched literally); the next limit call no longer sees it. One change:
+ * ratelimit.delete_override.
+ */
 export async function deleteOverride(
-  services: Pick<RatelimitServices, "db" | "clock">,
-  caller: Principal,
+  services: OverrideChangeServices,
+  caller: Caller,
   by: NamespaceSelector,
   identifier: string,
-  dialect: RatelimitDialect = "v1",
 ): Promise<void> {
-  const namespace = await namespaceToActIn(services.db, caller, by, "delete_override", dialect);
-  if (!(await softDeleteOverride(services.db, namespace.id, identifier, services.clock.now()))) {
-    throw new NotFoundError("override", identifier, { kind: "overrideNotFound", identifier, during: "delete" });
-  }
+  const namespace = await namespaceToActIn(services.db, caller, by, "delete_override");
+  const deleted = await services.changes.change(caller, async (tx, record) => {
+    const id = await softDeleteOverride(tx, namespace.id, identifier, services.clock.now());
+    if (id !== undefined) {
+      record({
+        event: "ratelimit.delete_override",
+        targets: [namespaceTarget(namespace), overrideTarget(id, identifier)],
+        description: `deleted override ${id} in namespace ${namespace.id}`,
+      });
+    }
+    return id !== undefined;
+  });
+  if (!deleted) throw new NotFoundError("override", identifier, { kind: "overrideNotFound", identifier, during: "delete" });
 }
 
 /**
@@ -261,12 +316,11 @@ export async function deleteOverride(
  */
 export async function listOverrides(
   services: Pick<RatelimitServices, "db">,
-  caller: Principal,
+  caller: Caller,
   by: NamespaceSelector,
   page: { limit: number; cursor?: string | undefined; fromId?: string | undefined },
-  dialect: RatelimitDialect = "v1",
 ): Promise<{ overrides: OverrideRow[]; cursor?: string; total: number }> {
-  const namespace = await namespaceToActIn(services.db, caller, by, "read_override", dialect);
+  const namespace = await namespaceToActIn(services.db, caller, by, "read_override");
   const { rows, total } = await listOverridesPage(services.db, { namespaceId: namespace.id, ...page });
   // Only when another page may exist: a short page is the last one.
   return { overrides: rows, ...(rows.length === page.limit && { cursor: rows[rows.length - 1]!.id }), total };

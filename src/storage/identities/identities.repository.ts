@@ -13,23 +13,24 @@ export type IdentityRatelimitInput = { name: string; limit: number; duration: nu
 export type IdentityRatelimit = NamedRatelimit;
 export type IdentityRow = typeof identities.$inferSelect;
 
-/** Inserts an identity and its rate limits (auto_apply false) in one transaction; returns the identity id. */
+/**
+ * Inserts an identity and its rate limits (auto_apply false) in `tx`, the caller's transaction (the write gate's);
+ * returns the identity id.
+ */
 export async function insertIdentity(
-  db: Db,
+  tx: Db,
   input: { workspaceId: string; externalId: string; meta?: Record<string, unknown> | undefined; ratelimits: IdentityRatelimitInput[] },
   now: number,
 ): Promise<string> {
   const id = newId("id");
-  await db.transaction(async (tx) => {
-    await tx.insert(identities).values({
-      id,
-      workspaceId: input.workspaceId,
-      externalId: input.externalId,
-      meta: input.meta ?? null,
-      createdAtM: now,
-    });
-    await insertIdentityRatelimits(tx, { workspaceId: input.workspaceId, identityId: id }, input.ratelimits, now);
+  await tx.insert(identities).values({
+    id,
+    workspaceId: input.workspaceId,
+    externalId: input.externalId,
+    meta: input.meta ?? null,
+    createdAtM: now,
   });
+  await insertIdentityRatelimits(tx, { workspaceId: input.workspaceId, identityId: id }, input.ratelimits, now);
   return id;
 }
 
@@ -172,10 +173,11 @@ export async function listIdentitiesPage(
 
 /**
  * Updates meta (when given) and reconciles the identity's rate limits by name (when given): existing names are
- * updated, new ones inserted, missing ones deleted. One transaction.
+ * updated, new ones inserted, missing ones deleted. In `tx`, the caller's transaction (the write gate's). False, and
+ * nothing written, when the identity is gone (deleted since the caller looked it up).
  */
 export async function updateIdentity(
-  db: Db,
+  tx: Db,
   input: {
     workspaceId: string;
     identityId: string;
@@ -183,40 +185,48 @@ export async function updateIdentity(
     ratelimits?: IdentityRatelimitInput[] | undefined;
   },
   now: number,
-): Promise<void> {
-  await db.transaction(async (tx) => {
-    await tx
-      .update(identities)
-      .set({ updatedAtM: now, ...(input.meta !== undefined && { meta: input.meta }) })
-      .where(and(eq(identities.workspaceId, input.workspaceId), eq(identities.id, input.identityId)));
-    if (input.ratelimits === undefined) return;
-    const existing = await tx
-      .select({ id: ratelimits.id, name: ratelimits.name })
-      .from(ratelimits)
-      .where(eq(ratelimits.identityId, input.identityId));
-    const wanted = new Map(input.ratelimits.map((r) => [r.name, r]));
-    const stale = existing.filter((r) => !wanted.has(r.name)).map((r) => r.id);
-    if (stale.length > 0) await tx.delete(ratelimits).where(inArray(ratelimits.id, stale));
-    const byName = new Map(existing.map((r) => [r.name, r.id]));
-    for (const r of input.ratelimits) {
-      const id = byName.get(r.name);
-      if (id !== undefined) {
-        await tx
-          .update(ratelimits)
-          .set({ limit: r.limit, duration: r.duration, updatedAtM: now, ...(r.autoApply !== undefined && { autoApply: r.autoApply }) })
-          .where(eq(ratelimits.id, id));
-      } else {
-        await insertIdentityRatelimits(tx, input, [r], now);
-      }
+): Promise<boolean> {
+  const updated = await tx
+    .update(identities)
+    .set({ updatedAtM: now, ...(input.meta !== undefined && { meta: input.meta }) })
+    .where(and(eq(identities.workspaceId, input.workspaceId), eq(identities.id, input.identityId)))
+    .returning({ id: identities.id });
+  if (updated.length === 0) return false;
+  if (input.ratelimits === undefined) return true;
+  const existing = await tx
+    .select({ id: ratelimits.id, name: ratelimits.name })
+    .from(ratelimits)
+    .where(eq(ratelimits.identityId, input.identityId));
+  const wanted = new Map(input.ratelimits.map((r) => [r.name, r]));
+  const stale = existing.filter((r) => !wanted.has(r.name)).map((r) => r.id);
+  if (stale.length > 0) await tx.delete(ratelimits).where(inArray(ratelimits.id, stale));
+  const byName = new Map(existing.map((r) => [r.name, r.id]));
+  for (const r of input.ratelimits) {
+    const id = byName.get(r.name);
+    if (id !== undefined) {
+      await tx
+        .update(ratelimits)
+        .set({ limit: r.limit, duration: r.duration, updatedAtM: now, ...(r.autoApply !== undefined && { autoApply: r.autoApply }) })
+        .where(eq(ratelimits.id, id));
+    } else {
+      await insertIdentityRatelimits(tx, input, [r], now);
     }
-  });
+  }
+  return true;
 }
 
-/** Hard-deletes an identity of the workspace (its rate limits cascade; keys' identity_id is set null). */
-export async function deleteIdentity(db: Db, workspaceId: string, identityId: string): Promise<boolean> {
-  const rows = await db
+/**
+ * Hard-deletes an identity of the workspace (its rate limits cascade; keys' identity_id is set null); returns it,
+ * undefined when there was none.
+ */
+export async function deleteIdentity(
+  tx: Db,
+  workspaceId: string,
+  identityId: string,
+): Promise<{ id: string; externalId: string } | undefined> {
+  const [row] = await tx
     .delete(identities)
     .where(and(eq(identities.workspaceId, workspaceId), eq(identities.id, identityId)))
-    .returning({ id: identities.id });
-  return rows.length > 0;
+    .returning({ id: identities.id, externalId: identities.externalId });
+  return row;
 }

@@ -224,12 +224,12 @@ export async function listOverridesPage(
   return { rows, total: Number(counted?.total ?? 0) };
 }
 
-/** Soft-deletes the live override; false when there is none. */
-export async function softDeleteOverride(db: Db, namespaceId: string, identifierValue: string, now: number): Promise<boolean> {
-  const rows = await db
+/** Soft-deletes the live override; returns its id, undefined when there is none. */
+export async function softDeleteOverride(db: Db, namespaceId: string, identifierValue: string, now: number): Promise<string | undefined> {
+  const [row] = await db
     .update(o)
     .set({ deletedAtM: now })
     .where(and(eq(o.namespaceId, namespaceId), eq(o.identifier, identifierValue), isNull(o.deletedAtM)))
     .returning({ id: o.id });
-  return rows.length > 0;
+  return row?.id;
 }

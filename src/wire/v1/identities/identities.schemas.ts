@@ -1,5 +1,9 @@
 import { z } from "zod";
 import { MAX_INT32 } from "../keys/keys.schemas.js";
+import { type IdentityRules, MAX_IDENTITY_META_JSON } from "../../../core/identities/identities.core.js";
+
+/** v1's identity rules: meta of less than 64k characters as JSON. */
+export const V1_IDENTITY_RULES: IdentityRules = { maxMetaJson: MAX_IDENTITY_META_JSON };
 
 // Bounded by what the columns hold (an int4 limit; names and ids in unique indexes), so bad input is a 400.
 export const ratelimitInput = z.object({

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { createIdentity as createIdentityCore } from "../../../core/identities/identities.core.js";
 import { LARGE_BODY_LIMIT, defineRpc } from "../rpc.js";
-import { externalIdInput, meta, ratelimitsInput } from "./identities.schemas.js";
+import { externalIdInput, meta, ratelimitsInput, V1_IDENTITY_RULES } from "./identities.schemas.js";
 
 export const createIdentity = defineRpc({
   method: "POST",
@@ -13,5 +13,5 @@ export const createIdentity = defineRpc({
   returns: "The new identity's id.",
   input: z.object({ externalId: externalIdInput, meta: meta.optional(), ratelimits: ratelimitsInput.optional() }),
   output: z.object({ identityId: z.string() }),
-  handler: async (input, { deps, rootKey }) => ({ identityId: await createIdentityCore(deps, rootKey, input) }),
+  handler: async (input, { deps, caller }) => ({ identityId: await createIdentityCore(deps, caller, input, V1_IDENTITY_RULES) }),
 });

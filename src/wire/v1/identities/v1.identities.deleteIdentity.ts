@@ -12,8 +12,8 @@ export const deleteIdentity = defineRpc({
   returns: "The identity is deleted; its keys keep verifying without it.",
   input: z.object({ identityId: idInput }),
   output: z.object({}),
-  handler: async (input, { deps, rootKey }) => {
-    await deleteIdentityCore(deps, rootKey, input.identityId);
+  handler: async (input, { deps, caller }) => {
+    await deleteIdentityCore(deps, caller, input.identityId);
     return {};
   },
 });

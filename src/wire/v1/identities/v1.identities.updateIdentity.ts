@@ -2,7 +2,7 @@ import { z } from "zod";
 import { updateIdentity as updateIdentityCore } from "../../../core/identities/identities.core.js";
 import { LARGE_BODY_LIMIT, defineRpc } from "../rpc.js";
 import { idInput } from "../inputBounds.js";
-import { meta, ratelimitOutput, ratelimitsInput } from "./identities.schemas.js";
+import { meta, ratelimitOutput, ratelimitsInput, V1_IDENTITY_RULES } from "./identities.schemas.js";
 
 export const updateIdentity = defineRpc({
   method: "POST",
@@ -20,5 +20,5 @@ export const updateIdentity = defineRpc({
     ratelimits: ratelimitsInput.optional(),
   }),
   output: z.object({ id: z.string(), externalId: z.string(), meta, ratelimits: z.array(ratelimitOutput) }),
-  handler: (input, { deps, rootKey }) => updateIdentityCore(deps, rootKey, input),
+  handler: (input, { deps, caller }) => updateIdentityCore(deps, caller, input, V1_IDENTITY_RULES),
 });

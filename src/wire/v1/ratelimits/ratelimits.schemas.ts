@@ -2,6 +2,13 @@ import { z } from "zod";
 import { MAX_ID_LENGTH } from "../inputBounds.js";
 import { MAX_INT32 } from "../keys/keys.schemas.js";
 import { MAX_WINDOW_MS } from "../../../storage/ratelimits/ratelimiter.js";
+import type { LimitRules, OverrideReadRules } from "../../../core/ratelimits/ratelimits.core.js";
+
+/** v1's limit: a namespace by name, and one that does not exist is not found for a key that may not create it. */
+export const V1_LIMIT_RULES: LimitRules = { namespaceBy: "name", missingNamespace: "notFound" };
+
+/** v1's getOverride reads the identifier's own override, matched literally. */
+export const V1_OVERRIDE_READ_RULES: OverrideReadRules = { match: "literal" };
 
 /** Namespace names and identifiers: up to 512 characters, the width upstream stored them in. */
 export const MAX_NAME = 512;

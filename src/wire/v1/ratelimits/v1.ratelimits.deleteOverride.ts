@@ -17,8 +17,8 @@ export const deleteOverride = defineRpc({
   output: z.object({}),
   // Which namespace is checked before authentication, as before.
   beforeAuth: (input) => givenNamespace(input),
-  handler: async (input, { deps, rootKey, checked: by }) => {
-    await deleteOverrideCore(deps, rootKey, by, input.identifier);
+  handler: async (input, { deps, caller, checked: by }) => {
+    await deleteOverrideCore(deps, caller, by, input.identifier);
     return {};
   },
 });

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { getOverride as getOverrideCore, givenNamespace } from "../../../core/ratelimits/ratelimits.core.js";
 import { queryText } from "../query.js";
 import { defineRpc } from "../rpc.js";
-import { MAX_NAME, namespaceSelectorInput, overrideOutput } from "./ratelimits.schemas.js";
+import { MAX_NAME, namespaceSelectorInput, overrideOutput, V1_OVERRIDE_READ_RULES } from "./ratelimits.schemas.js";
 
 export const getOverride = defineRpc({
   method: "GET",
@@ -18,5 +18,5 @@ export const getOverride = defineRpc({
   output: overrideOutput,
   // Which namespace is checked before authentication, as before.
   beforeAuth: (input) => givenNamespace(input),
-  handler: (input, { deps, rootKey, checked: by }) => getOverrideCore(deps, rootKey, by, input.identifier),
+  handler: (input, { deps, caller, checked: by }) => getOverrideCore(deps, caller, by, input.identifier, V1_OVERRIDE_READ_RULES),
 });

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { limit as limitCore } from "../../../core/ratelimits/ratelimits.core.js";
 import { defineRpc } from "../rpc.js";
 import { metaSchema } from "../keys/keys.schemas.js";
-import { durationSchema, limitSchema, MAX_NAME } from "./ratelimits.schemas.js";
+import { durationSchema, limitSchema, MAX_NAME, V1_LIMIT_RULES } from "./ratelimits.schemas.js";
 
 /** v1 set no bound on the (ignored) resources; a hundred is far more than an audit entry names. */
 const MAX_RESOURCES = 100;
@@ -60,5 +60,6 @@ export const limit = defineRpc({
         cost: input.cost,
       },
       epoch,
+      V1_LIMIT_RULES,
     ),
 });

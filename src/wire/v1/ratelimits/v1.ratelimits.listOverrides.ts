@@ -19,5 +19,5 @@ export const listOverrides = defineRpc({
   output: z.object({ overrides: z.array(overrideOutput), cursor: z.string().optional(), total: z.number() }),
   // Which namespace is checked before authentication, as before.
   beforeAuth: (input) => givenNamespace(input),
-  handler: (input, { deps, rootKey, checked: by }) => listOverridesCore(deps, rootKey, by, { limit: input.limit, cursor: input.cursor }),
+  handler: (input, { deps, caller, checked: by }) => listOverridesCore(deps, caller, by, { limit: input.limit, cursor: input.cursor }),
 });

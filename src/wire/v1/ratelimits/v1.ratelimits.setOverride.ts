@@ -21,8 +21,8 @@ export const setOverride = defineRpc({
   output: z.object({ overrideId: z.string() }),
   // Which namespace is checked before authentication, as before.
   beforeAuth: (input) => givenNamespace(input),
-  handler: async (input, { deps, rootKey, checked: by }) => ({
-    overrideId: await setOverrideCore(deps, rootKey, by, {
+  handler: async (input, { deps, caller, checked: by }) => ({
+    overrideId: await setOverrideCore(deps, caller, by, {
       identifier: input.identifier,
       limit: input.limit,
       duration: input.duration,

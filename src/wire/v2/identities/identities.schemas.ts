@@ -15,8 +15,8 @@ export const V2_MAX_IDENTITY_META_JSON = 1_000_000;
  */
 export const V2_IDENTITY_BODY_LIMIT = 2 * 1024 * 1024;
 
-/** v2's identity rules: its meta bound, and the identity URN granting as the tuples do (contract §2 rows 21–25). */
-export const V2_IDENTITY_RULES: IdentityRules = { maxMetaJson: V2_MAX_IDENTITY_META_JSON, permissionDialect: "v2" };
+/** v2's identity rules: its meta bound (the identity URN granting as the tuples do is V2_ACCESS's urnGrants). */
+export const V2_IDENTITY_RULES: IdentityRules = { maxMetaJson: V2_MAX_IDENTITY_META_JSON };
 
 export const externalIdInput = z
   .string()

@@ -15,7 +15,7 @@ export const createIdentity = defineV2Rpc({
   // v2 leaves this body open: fields it does not know are ignored.
   input: z.object({ externalId: externalIdInput, meta: metaInput.optional(), ratelimits: ratelimitsInput.optional() }),
   output: z.object({ identityId: z.string().describe("The new identity's id (`id_…`).") }),
-  handler: async (input, { deps, rootKey }) => ({
-    data: { identityId: await createIdentityCore(deps, rootKey, input, V2_IDENTITY_RULES) },
+  handler: async (input, { deps, caller }) => ({
+    data: { identityId: await createIdentityCore(deps, caller, input, V2_IDENTITY_RULES) },
   }),
 });

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { deleteIdentityByRef } from "../../../core/identities/identities.core.js";
 import { defineV2Rpc } from "../rpc.js";
-import { identityRef, V2_IDENTITY_RULES } from "./identities.schemas.js";
+import { identityRef } from "./identities.schemas.js";
 
 export const deleteIdentity = defineV2Rpc({
   method: "POST",
@@ -14,8 +14,8 @@ export const deleteIdentity = defineV2Rpc({
   noData: true,
   input: z.object({ identity: identityRef }).strict(),
   output: z.object({}).strict(),
-  handler: async (input, { deps, rootKey }) => {
-    await deleteIdentityByRef(deps, rootKey, input.identity, V2_IDENTITY_RULES);
+  handler: async (input, { deps, caller }) => {
+    await deleteIdentityByRef(deps, caller, input.identity);
     return { data: {} };
   },
 });

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { getIdentityByRef } from "../../../core/identities/identities.core.js";
 import { defineV2Rpc } from "../rpc.js";
-import { identityData, identityOutput, identityRef, V2_IDENTITY_RULES } from "./identities.schemas.js";
+import { identityData, identityOutput, identityRef } from "./identities.schemas.js";
 
 export const getIdentity = defineV2Rpc({
   method: "POST",
@@ -13,7 +13,7 @@ export const getIdentity = defineV2Rpc({
   returns: "The identity.",
   input: z.object({ identity: identityRef }).strict(),
   output: identityOutput,
-  handler: async (input, { deps, rootKey }) => ({
-    data: identityData(await getIdentityByRef(deps, rootKey, input.identity, V2_IDENTITY_RULES)),
+  handler: async (input, { deps, caller }) => ({
+    data: identityData(await getIdentityByRef(deps, caller, input.identity)),
   }),
 });

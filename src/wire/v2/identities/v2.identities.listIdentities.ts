@@ -2,7 +2,7 @@ import { z } from "zod";
 import { listIdentitiesByPage } from "../../../core/identities/identities.core.js";
 import { pageInput } from "../pagination.js";
 import { defineV2Rpc } from "../rpc.js";
-import { identityData, identityOutput, V2_IDENTITY_RULES } from "./identities.schemas.js";
+import { identityData, identityOutput } from "./identities.schemas.js";
 
 export const listIdentities = defineV2Rpc({
   method: "POST",
@@ -17,17 +17,12 @@ export const listIdentities = defineV2Rpc({
     .object({ ...pageInput, search: z.string().max(256).optional().describe("Case-insensitive substring; `%` and `_` are literal.") })
     .strict(),
   output: z.array(identityOutput),
-  handler: async (input, { deps, rootKey }) => {
-    const page = await listIdentitiesByPage(
-      deps,
-      rootKey,
-      {
-        fromId: input.cursor,
-        limit: input.limit ?? 100,
-        search: input.search?.trim() || undefined,
-      },
-      V2_IDENTITY_RULES,
-    );
+  handler: async (input, { deps, caller }) => {
+    const page = await listIdentitiesByPage(deps, caller, {
+      fromId: input.cursor,
+      limit: input.limit ?? 100,
+      search: input.search?.trim() || undefined,
+    });
     const hasMore = page.nextId !== undefined;
     return { data: page.identities.map(identityData), pagination: { hasMore, ...(hasMore && { cursor: page.nextId }) } };
   },

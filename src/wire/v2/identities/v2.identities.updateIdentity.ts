@@ -23,7 +23,7 @@ export const updateIdentity = defineV2Rpc({
   bodyLimit: V2_IDENTITY_BODY_LIMIT,
   input: z.object({ identity: identityRef, meta: metaInput.optional(), ratelimits: ratelimitsInput.optional() }).strict(),
   output: identityOutput,
-  handler: async (input, { deps, rootKey }) => ({
-    data: identityData(await updateIdentityByRef(deps, rootKey, input, V2_IDENTITY_RULES)),
+  handler: async (input, { deps, caller }) => ({
+    data: identityData(await updateIdentityByRef(deps, caller, input, V2_IDENTITY_RULES)),
   }),
 });

@@ -2,6 +2,16 @@ import { z } from "zod";
 import type { OverrideRow } from "../../../storage/ratelimits/ratelimits.repository.js";
 import { MAX_INT32 } from "../../../storage/int32.js";
 import { MAX_WINDOW_MS } from "../../../storage/ratelimits/ratelimiter.js";
+import type { LimitRules, OverrideReadRules } from "../../../core/ratelimits/ratelimits.core.js";
+
+/**
+ * v2's limit: a namespace by its id or else its name, and one that does not exist is refused for want of
+ * `ratelimit.*.create_namespace` (403).
+ */
+export const V2_LIMIT_RULES: LimitRules = { namespaceBy: "idOrName", missingNamespace: "forbidden" };
+
+/** v2's getOverride reads the override limit applies: the identifier's own, else the best matching `*` pattern. */
+export const V2_OVERRIDE_READ_RULES: OverrideReadRules = { match: "applicable" };
 
 /** v2's namespace field: its name or its id (`rlns_…`), in one string (the id wins when both match). */
 export const namespaceInput = z.string().min(1).max(512).describe("The namespace's name or its id (`rlns_…`).");

@@ -13,8 +13,8 @@ export const deleteOverride = defineV2Rpc({
   returns: "Nothing (`{}`).",
   input: z.object({ namespace: namespaceInput, identifier: identifierInput }).strict(),
   output: z.object({}).strict(),
-  handler: async (input, { deps, rootKey }) => {
-    await deleteOverrideCore(deps, rootKey, { namespaceIdOrName: input.namespace }, input.identifier, "v2");
+  handler: async (input, { deps, caller }) => {
+    await deleteOverrideCore(deps, caller, { namespaceIdOrName: input.namespace }, input.identifier);
     return { data: {} };
   },
 });

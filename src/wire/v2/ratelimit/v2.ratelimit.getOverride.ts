@@ -1,7 +1,8 @@
 import { z } from "zod";
 import { getOverride as getOverrideCore } from "../../../core/ratelimits/ratelimits.core.js";
 import { defineV2Rpc } from "../rpc.js";
-import { identifierInput, namespaceInput, overrideData, overrideOutput } from "./ratelimit.schemas.js";
+import { withAccess } from "../../../core/caller.js";
+import { identifierInput, namespaceInput, overrideData, overrideOutput, V2_OVERRIDE_READ_RULES } from "./ratelimit.schemas.js";
 
 export const getOverride = defineV2Rpc({
   method: "POST",
@@ -13,7 +14,16 @@ export const getOverride = defineV2Rpc({
   returns: "The override, with the identifier or pattern it was set for.",
   input: z.object({ namespace: namespaceInput, identifier: identifierInput }).strict(),
   output: overrideOutput,
-  handler: async (input, { deps, rootKey }) => ({
-    data: overrideData(await getOverrideCore(deps, rootKey, { namespaceIdOrName: input.namespace }, input.identifier, "v2")),
+  // A root key that may not read the override is answered as if there were none (404), as v2 does.
+  handler: async (input, { deps, caller }) => ({
+    data: overrideData(
+      await getOverrideCore(
+        deps,
+        withAccess(caller, { denied: "notFound" }),
+        { namespaceIdOrName: input.namespace },
+        input.identifier,
+        V2_OVERRIDE_READ_RULES,
+      ),
+    ),
   }),
 });

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { limit as limitCore } from "../../../core/ratelimits/ratelimits.core.js";
 import { defineV2Rpc } from "../rpc.js";
-import { identifierInput, limitDurationInput, limitInput, namespaceInput } from "./ratelimit.schemas.js";
+import { identifierInput, limitDurationInput, limitInput, namespaceInput, V2_LIMIT_RULES } from "./ratelimit.schemas.js";
 
 export const limit = defineV2Rpc({
   method: "POST",
@@ -32,6 +32,6 @@ export const limit = defineV2Rpc({
   handler: async (input, { deps, rootKey }) => {
     const epoch = await deps.epochs.current();
     const answer = Object.assign({}, input, { cost: input.cost ?? 1 });
-    return { data: await limitCore(deps, rootKey, answer, epoch, "v2") };
+    return { data: await limitCore(deps, rootKey, answer, epoch, V2_LIMIT_RULES) };
   },
 });

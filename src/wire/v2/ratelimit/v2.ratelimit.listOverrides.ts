@@ -19,14 +19,13 @@ export const listOverrides = defineV2Rpc({
     .object({ namespace: namespaceInput, ...pageInput, limit: pageInput.limit.describe("Rows per page, 1 to 100 (default 50).") })
     .strict(),
   output: z.array(overrideOutput),
-  handler: async (input, { deps, rootKey }) => {
+  handler: async (input, { deps, caller }) => {
     const limit = input.limit ?? DEFAULT_PAGE;
     const { overrides } = await listOverridesCore(
       deps,
-      rootKey,
+      caller,
       { namespaceIdOrName: input.namespace },
       { limit: limit + 1, fromId: input.cursor },
-      "v2",
     );
     const page = pageOf(overrides, limit);
     return { data: page.rows.map(overrideData), pagination: page.pagination };

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { limitMany } from "../../../core/ratelimits/ratelimits.core.js";
 import { defineV2Rpc } from "../rpc.js";
-import { identifierInput, limitDurationInput, limitInput, namespaceInput } from "./ratelimit.schemas.js";
+import { identifierInput, limitDurationInput, limitInput, namespaceInput, V2_LIMIT_RULES } from "./ratelimit.schemas.js";
 
 export const multiLimit = defineV2Rpc({
   method: "POST",
@@ -48,7 +48,7 @@ export const multiLimit = defineV2Rpc({
       duration: item.duration,
       cost: item.cost ?? 1,
     }));
-    const { passed, limits } = await limitMany(deps, rootKey, items, epoch, "v2");
+    const { passed, limits } = await limitMany(deps, rootKey, items, epoch, V2_LIMIT_RULES);
     return { data: { passed, limits: limits.map((l, i) => ({ namespace: items[i]!.namespace, identifier: items[i]!.identifier, ...l })) } };
   },
 });

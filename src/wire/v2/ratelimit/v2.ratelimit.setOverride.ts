@@ -20,14 +20,13 @@ export const setOverride = defineV2Rpc({
     })
     .strict(),
   output: z.object({ overrideId: z.string() }),
-  handler: async (input, { deps, rootKey }) => {
+  handler: async (input, { deps, caller }) => {
     const overrideId = await setOverrideCore(
       deps,
-      rootKey,
+      caller,
       { namespaceIdOrName: input.namespace },
       // v2 has no async: every answer is exact here anyway.
       { identifier: input.identifier, limit: input.limit, duration: input.duration, async: false },
-      "v2",
     );
     return { data: { overrideId } };
   },

@@ -71,3 +71,65 @@ describe("audit: operator root keys", () => {
     expect(await h.sql("select id from root_keys order by id")).toEqual(keysBefore);
   });
 });
+
+describe("audit: v1 apis.deleteKeys", () => {
+  test("one key.delete entry per request naming the API and every key deleted, with its count", async ({ h, t }) => {
+    const apiId = await h.createApi(t);
+    const keyIds: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await h.post("/v1/keys.createKey", { apiId }, t.rootKey);
+      expect(res.status).toBe(200);
+      keyIds.push(res.body.keyId as string);
+    }
+    // One already deleted: a soft deleteKeys leaves it out, a permanent one removes its row too.
+    expect((await h.post("/v1/keys.deleteKey", { keyId: keyIds[0] }, t.rootKey)).status).toBe(200);
+
+    const soft = await h.post("/v1/apis.deleteKeys", { apiId }, t.rootKey);
+    expect(soft.body).toEqual({ deletedKeys: 2 });
+    const permanent = await h.post("/v1/apis.deleteKeys", { apiId, permanent: true }, t.rootKey);
+    expect(permanent.body).toEqual({ deletedKeys: 3 });
+    // Nothing left to delete: nothing changed, nothing recorded.
+    const empty = await h.post("/v1/apis.deleteKeys", { apiId }, t.rootKey);
+    expect(empty.body).toEqual({ deletedKeys: 0 });
+
+    const byId = (a: { id: string }, b: { id: string }) => a.id.localeCompare(b.id);
+    const entries = (await auditEntries(h, { workspaceId: t.workspaceId, event: "key.delete" })).filter(
+      (e) => e.requestId !== null && [requestIdOf(soft), requestIdOf(permanent), requestIdOf(empty)].includes(e.requestId),
+    );
+    expect(entries).toHaveLength(2);
+    const [first, second] = entries;
+    expect(first).toMatchObject({
+      workspaceId: t.workspaceId,
+      actorKind: "root_key",
+      actorId: t.rootKeyId,
+      surface: "v1",
+      requestId: requestIdOf(soft),
+      details: { count: 2, permanent: false },
+    });
+    expect(first!.targets[0]).toEqual({ type: "api", id: apiId });
+    expect(first!.targets.slice(1).sort(byId)).toEqual(
+      keyIds
+        .slice(1)
+        .map((id) => ({ type: "key", id }))
+        .sort(byId),
+    );
+    expect(second).toMatchObject({ requestId: requestIdOf(permanent), details: { count: 3, permanent: true } });
+    expect(second!.targets[0]).toEqual({ type: "api", id: apiId });
+    expect(second!.targets.slice(1).sort(byId)).toEqual(keyIds.map((id) => ({ type: "key", id })).sort(byId));
+  });
+
+  test("a refused deleteKeys (403, 404, 400) records nothing and deletes nothing", async ({ h, t }) => {
+    const apiId = await h.createApi(t);
+    const { keyId } = await h.importKey(t, apiId);
+    const reader = await h.rootKey(t.workspaceId, [`api.${apiId}.read_key`]);
+    const before = await auditEntries(h, { workspaceId: t.workspaceId });
+    const refused = [
+      await h.post("/v1/apis.deleteKeys", { apiId }, reader),
+      await h.post("/v1/apis.deleteKeys", { apiId: "api_missing" }, t.rootKey),
+      await h.post("/v1/apis.deleteKeys", { apiId, permanent: "yes" }, t.rootKey),
+    ];
+    expect(refused.map((r) => r.status)).toEqual([403, 404, 400]);
+    expect(await auditEntries(h, { workspaceId: t.workspaceId })).toEqual(before);
+    expect(await h.sql(`select deleted_at_m from keys where id = '${keyId}'`)).toEqual([{ deleted_at_m: null }]);
+  });
+});

@@ -1,6 +1,11 @@
 import { createHash, randomBytes } from "node:crypto";
 import { describe, expect } from "vitest";
+import { cliCaller } from "../src/cli/cli.caller.js";
+import { WriteGate } from "../src/core/changes.js";
+import { resetEncryptionKey, rotateEncryptionKey } from "../src/core/encryptionKey/encryptionKey.core.js";
 import { MigrationWorker } from "../src/core/import/import.worker.js";
+import { fingerprint } from "../src/crypto/vault.js";
+import { RotationError } from "../src/keyring/masterKey.rotate.js";
 import { hashKey } from "../src/crypto/hash.js";
 import { auditEntries } from "./audit-entries.js";
 import { harnessWith, testWith } from "./fixtures.js";
@@ -410,5 +415,69 @@ describe("audit: v2 keys.migrateKeys", () => {
     expect(refused.map((r) => r.status)).toEqual([403, 404, 400]);
     expect(await auditEntries(h, { workspaceId: t.workspaceId })).toEqual(before);
     expect(await h.sql(`select id from key_migrations where id = '${migrationId}'`)).toEqual([]);
+  });
+});
+
+// Last in the file: the rotation and the reset change the store's encryption key under the harness.
+describe("audit: keyhaven rotate-encryption-key and reset-encryption-key", () => {
+  const CLI = { actorKind: "cli", surface: "cli", workspaceId: null, requestId: null };
+
+  test("a rotation records encryptionKey.rotate above every workspace, naming the data keys re-wrapped; a refused or empty one nothing", async ({
+    h,
+    t,
+    apiId,
+  }) => {
+    await h.importKey(t, apiId); // a plaintext import: the workspace gets a data key
+    const other = await h.tenant();
+    await h.importKey(other, await h.createApi(other));
+    const dataKeys = (await h.sql<{ id: string }>("select id from encryption_keys order by id")).map((r) => r.id);
+    expect(dataKeys.length).toBeGreaterThanOrEqual(2);
+    const changes = new WriteGate(h.db, h.clock);
+    const caller = cliCaller("rotate-encryption-key");
+    const oldKey = h.config.encryptionKey!;
+    const newKey = randomBytes(32);
+
+    const before = await auditEntries(h);
+    await expect(rotateEncryptionKey({ changes }, caller, oldKey, oldKey)).rejects.toThrow(RotationError);
+    await expect(rotateEncryptionKey({ changes }, caller, randomBytes(32), newKey)).rejects.toThrow(RotationError);
+    expect(await auditEntries(h)).toEqual(before);
+
+    expect(await rotateEncryptionKey({ changes }, caller, oldKey, newKey)).toEqual({ rewrapped: dataKeys.length, alreadyRotated: 0 });
+    // Again: every data key is under the new key already, nothing changes, nothing is recorded.
+    expect(await rotateEncryptionKey({ changes }, caller, oldKey, newKey)).toEqual({ rewrapped: 0, alreadyRotated: dataKeys.length });
+    const entries = await auditEntries(h, { event: "encryptionKey.rotate" });
+    expect(entries).toEqual([
+      expect.objectContaining({
+        ...CLI,
+        actorId: "rotate-encryption-key",
+        actorName: "keyhaven rotate-encryption-key",
+        targets: dataKeys.map((id) => ({ type: "dataKey", id })),
+        details: { rewrapped: dataKeys.length, alreadyRotated: 0 },
+      }),
+    ]);
+    const stored = JSON.stringify(entries);
+    for (const secret of [oldKey.toString("base64"), newKey.toString("base64"), oldKey.toString("hex"), newKey.toString("hex")]) {
+      expect(stored).not.toContain(secret);
+    }
+    expect(stored).not.toContain(fingerprint(newKey));
+    expect(stored).not.toContain(fingerprint(oldKey));
+  });
+
+  test("a reset records encryptionKey.reset above every workspace with its counts; one with nothing to forget nothing", async ({ h }) => {
+    const changes = new WriteGate(h.db, h.clock);
+    const caller = cliCaller("reset-encryption-key");
+    const plaintexts = Number((await h.sql<{ n: string }>("select count(*) as n from encrypted_keys"))[0]!.n);
+    const dataKeys = Number((await h.sql<{ n: string }>("select count(*) as n from encryption_keys"))[0]!.n);
+    expect(await resetEncryptionKey({ changes }, caller)).toEqual({ plaintexts, dataKeys, queuedPlaintexts: 0 });
+    expect(await resetEncryptionKey({ changes }, caller)).toEqual({ plaintexts: 0, dataKeys: 0, queuedPlaintexts: 0 });
+    expect(await auditEntries(h, { event: "encryptionKey.reset" })).toEqual([
+      expect.objectContaining({
+        ...CLI,
+        actorId: "reset-encryption-key",
+        actorName: "keyhaven reset-encryption-key",
+        targets: [],
+        details: { plaintexts, dataKeys, queuedPlaintexts: 0 },
+      }),
+    ]);
   });
 });

@@ -398,6 +398,39 @@ describe("audit: v2 keys.migrateKeys", () => {
     expect(JSON.stringify(await auditEntries(h, { workspaceId: t.workspaceId }))).not.toContain(hashes[0]);
   });
 
+  test("the roles and permissions it creates on the way are recorded as role.create / permission.create", async ({ h, t, apiId }) => {
+    const tag = randomBytes(4).toString("hex");
+    const existingRole = `mig-role-old-${tag}`;
+    expect((await h.post("/v1/permissions.createRole", { name: existingRole }, t.rootKey)).status).toBe(200);
+    const res = await h.post(
+      "/v2/keys.migrateKeys",
+      {
+        migrationId: newMigrationId(),
+        apiId,
+        keys: [
+          {
+            hash: sha256Base64(randomBytes(16).toString("hex")),
+            roles: [existingRole, `mig-role-new-${tag}`],
+            permissions: [`mig.perm.${tag}`],
+          },
+        ],
+      },
+      t.rootKey,
+    );
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const ids = async (table: string, column: string, value: string) =>
+      (await h.sql<{ id: string }>(`select id from ${table} where workspace_id = '${t.workspaceId}' and ${column} = '${value}'`))[0]!.id;
+    const entries = await byRequest(h, t.workspaceId, res);
+    expect(entries.map((e) => e.event).sort()).toEqual(["import.create_keys", "migration.create", "permission.create", "role.create"]);
+    expect(entries.find((e) => e.event === "role.create")!.targets).toEqual([
+      { type: "role", id: await ids("roles", "name", `mig-role-new-${tag}`), name: `mig-role-new-${tag}` },
+    ]);
+    expect(entries.find((e) => e.event === "permission.create")!.targets).toEqual([
+      { type: "permission", id: await ids("permissions", "slug", `mig.perm.${tag}`), name: `mig.perm.${tag}` },
+    ]);
+    for (const e of entries) expect(e).toMatchObject({ actorKind: "root_key", actorId: t.rootKeyId, surface: "v2" });
+  });
+
   test("a refused migrateKeys (403, 404, 400) records nothing and creates no migration", async ({ h, t, apiId }) => {
     const reader = await h.rootKey(t.workspaceId, [`api.${apiId}.read_key`]);
     const before = await auditEntries(h, { workspaceId: t.workspaceId });

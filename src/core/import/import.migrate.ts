@@ -64,7 +64,8 @@ type MigrateStore = { db: Db; keyring: Keyring; statistics: Pick<StatisticsRefre
  * created for it with `sha256`; ids are per workspace), a hash repeated in the request, a rate-limit name
  * repeated in a key, refill on unlimited credits. One transaction (the write gate's): a hash that exists already is
  * left out and reported in `failed`; any other failure writes nothing. Recorded: import.create_keys naming the API
- * and every key created (none when every hash existed), and migration.create when the migration was created here.
+ * and every key created (none when every hash existed), migration.create when the migration was created here, and
+ * role.create / permission.create for the names created on the way.
  */
 export async function migrateKeys(
   store: MigrateStore,
@@ -111,6 +112,7 @@ export async function migrateKeys(
           workspaceId,
           left.map((c) => c.item),
           now,
+          record,
         );
         const plan = planSealedImport(
           left.map((c) => c.item),

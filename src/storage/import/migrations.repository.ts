@@ -1,9 +1,9 @@
 import { and, asc, eq, gt, inArray, isNotNull, isNull, lte, or, sql } from "drizzle-orm";
 import type { DataKey } from "../crypto/encryptionKeys.repository.js";
 import type { Db } from "../client.js";
-import { insertRecordset, textArray } from "../bulk.js";
+import { insertRecordset, recordsetInsert, textArray } from "../bulk.js";
 import { indexFirst } from "../indexFirst.js";
-import { encryptedKeys, encryptionKeys, keys, migrationBatches, migrationErrors } from "../schema.js";
+import { auditLog, encryptedKeys, encryptionKeys, keys, migrationBatches, migrationErrors } from "../schema.js";
 import { ConflictError, describeRefusal, type Refusal } from "../../errors.js";
 import { upsertIdentities } from "../identities/identities.repository.js";
 import { upsertKeyRatelimits, setKeyDefaultRatelimits } from "../keys/keys.ratelimit.repository.js";
@@ -25,9 +25,10 @@ export class ImportConflictError extends ConflictError {
  * The second phase of an import, in the caller's transaction `tx`: it only inserts. A key whose hash already exists
  * (in any workspace, or committed meanwhile by a concurrent import) is skipped by ON CONFLICT, detected by its
  * missing id, and turned into a CONFLICT for the caller to roll back (the whole transaction, or the savepoint of
- * one attempt). Returns the key ids in request order.
+ * one attempt). `audit`: the change's audit rows, written by the keys' insert itself (a CTE: one statement fewer
+ * for the import's throughput), so they commit or roll back with the keys. Returns the key ids in request order.
  */
-export async function insertImport(tx: Db, plan: ImportPlan): Promise<string[]> {
+export async function insertImport(tx: Db, plan: ImportPlan, audit: (typeof auditLog.$inferInsert)[] = []): Promise<string[]> {
   if (plan.dataKey?.newRow) await tx.insert(encryptionKeys).values(plan.dataKey.newRow);
 
   if (plan.identities.size > 0) {
@@ -39,7 +40,13 @@ export async function insertImport(tx: Db, plan: ImportPlan): Promise<string[]> 
     });
   }
 
-  const inserted = await insertRecordset<typeof keys, { id: string }>(tx, keys, plan.keys, sql`on conflict (hash) do nothing returning id`);
+  const inserted = await insertRecordset<typeof keys, { id: string }>(
+    tx,
+    keys,
+    plan.keys,
+    sql`on conflict (hash) do nothing returning id`,
+    audit.length > 0 ? sql`with audit as (${recordsetInsert(auditLog, audit)}) ` : sql``,
+  );
   if (inserted.length !== plan.keys.length) {
     const ids = new Set(inserted.map((r) => r.id));
     const index = plan.keys.findIndex((k) => !ids.has(k.id));

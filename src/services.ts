@@ -119,12 +119,13 @@ export async function createServices(config: Config, store: Store, options: Serv
   const statistics = new StatisticsRefresher(db, store.kind);
   const remainingSpender = remainingSpenderOf(store, config);
   const verificationCache = new VerificationCache(db, epochs, VERIFICATION_CACHE_ENTRIES, lookupsInFlightOf(store, config));
+  const changes = new WriteGate(db, clock);
   return {
     config,
     store,
     db,
     clock,
-    changes: new WriteGate(db, clock),
+    changes,
     keyring: new Keyring("masterKey" in options ? options.masterKey : config.encryptionKey),
     ratelimiter,
     epochs,
@@ -151,7 +152,7 @@ export async function createServices(config: Config, store: Store, options: Serv
       now: () => clock.now(),
       rowsPerStatement: store.kind === "pglite" ? ANALYTICS_ROWS_PER_STATEMENT : ANALYTICS_ROWS_PER_STATEMENT_POSTGRES,
     }),
-    migrationWorker: new MigrationWorker(db, { now: () => clock.now(), onImported: (count) => statistics.onImported(count) }),
+    migrationWorker: new MigrationWorker(db, { now: () => clock.now(), onImported: (count) => statistics.onImported(count), changes }),
     statistics,
   };
 }

@@ -4,21 +4,20 @@ import { batchFailureOf } from "../src/core/import/import.batch.js";
 import { enqueueKeys } from "../src/core/import/import.enqueue.js";
 import { importKeys } from "../src/core/import/import.keys.js";
 import { readMigration, retryMigration } from "../src/core/import/import.status.js";
-import type { Principal } from "../src/core/principal.js";
+import type { Caller } from "../src/core/caller.js";
 import { hashKey } from "../src/crypto/hash.js";
 import { ConflictError, InvalidInputError, NotFoundError, PermissionDeniedError, PreconditionFailedError } from "../src/errors.js";
 import { ApiError } from "../src/http/errors.js";
 import { apiErrorOf, v1StoredError } from "../src/wire/v1/errors.js";
 import { enqueueKeySchema, importKeySchema } from "../src/wire/v1/migrations/migrations.schemas.js";
+import { callerOf } from "./caller-of.js";
 import { test } from "./fixtures.js";
 import { v1Words } from "./v1-words.js";
 
 // The import's core called directly, as a second protocol's adapter would: a plain principal in (no root key, no
 // request), plain results or domain errors out, and no v1 code, status or envelope anywhere.
-const caller = (workspaceId: string, ...permissions: string[]): Principal => ({
-  workspaceId,
-  permissions: new Set(permissions),
-});
+// (A Caller, as the write gate needs one: the principal with a test actor.)
+const caller = (workspaceId: string, ...permissions: string[]): Caller => callerOf({ workspaceId, permissions: new Set(permissions) });
 const randomHash = () => hashKey(randomBytes(16).toString("hex"));
 const byHash = (apiId: string, fields: Record<string, unknown> = {}) =>
   importKeySchema.parse({ apiId, hash: { value: randomHash(), variant: "sha256_base64" }, ...fields });
@@ -156,7 +155,7 @@ describe("readMigration and retryMigration", () => {
     expect(unknown).toBeInstanceOf(NotFoundError);
     expect((unknown as NotFoundError).refusal).toEqual({ kind: "notFound", what: "migration", id: migrationId });
     expect(v1Words(unknown)).toBe(`migration ${migrationId} not found`);
-    const retried = await rejection(retryMigration(h.db, t.workspaceId, migrationId));
+    const retried = await rejection(retryMigration(h.services, caller(t.workspaceId, "*"), migrationId));
     expect(retried).toBeInstanceOf(NotFoundError);
     expect(v1Words(retried)).toBe(`migration ${migrationId} not found`);
   });

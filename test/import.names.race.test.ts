@@ -1,9 +1,11 @@
 import { createHash, randomBytes } from "node:crypto";
 import { describe, expect } from "vitest";
+import { WriteGate } from "../src/core/changes.js";
 import { importKeys } from "../src/core/import/import.keys.js";
 import { PreconditionFailedError } from "../src/errors.js";
 import type { Db } from "../src/storage/client.js";
 import { apiErrorOf } from "../src/wire/v1/errors.js";
+import { callerOf } from "./caller-of.js";
 import { test } from "./fixtures.js";
 
 // Issue 34 §1: a role deleted while migrations.createKeys runs, between the checks of the request and the
@@ -32,8 +34,9 @@ function withHookBeforeFirstTransaction(db: Db, beforeFirstTransaction: () => Pr
 
 /**
  * `db`, except that `insideWriteTransaction` runs (awaited) inside its first transaction, just before that
- * transaction's first savepoint (insertImport's own transaction): after the names were resolved, before the keys are
- * inserted.
+ * transaction's first raw statement (insertImport's insert of the keys, by insertRecordset; the names are resolved
+ * by the query builder's selects): after the names were resolved, before the keys are inserted. (It hooked the
+ * first savepoint while insertImport opened one; in the write gate's transaction it opens none.)
  */
 function withHookInsideFirstTransaction(db: Db, insideWriteTransaction: () => Promise<unknown>): Db {
   const bound = <T extends object>(target: T, prop: string | symbol) => {
@@ -51,11 +54,11 @@ function withHookInsideFirstTransaction(db: Db, insideWriteTransaction: () => Pr
             fn(
               new Proxy(tx, {
                 get(txTarget, txProp) {
-                  if (txProp !== "transaction" || fired) return bound(txTarget, txProp);
+                  if (txProp !== "execute" || fired) return bound(txTarget, txProp);
                   return async (...args: unknown[]) => {
                     fired = true;
                     await insideWriteTransaction();
-                    return (txTarget.transaction as (...a: unknown[]) => Promise<unknown>).apply(txTarget, args);
+                    return (txTarget.execute as (...a: unknown[]) => Promise<unknown>).apply(txTarget, args);
                   };
                 },
               }),
@@ -79,8 +82,8 @@ describe("migrations.createKeys and a concurrent delete of a role it names", () 
     const principal = { workspaceId: t.workspaceId, permissions: new Set(["*"]) };
     const hash = newHash();
     const err = await importKeys(
-      { db, keyring: h.keyring, statistics: { onImported: () => {} } },
-      principal,
+      { db, keyring: h.keyring, statistics: { onImported: () => {} }, changes: new WriteGate(db, h.clock) },
+      callerOf(principal),
       [{ apiId, hash: { value: hash, variant: "sha256_base64" }, roles: [name] }],
       h.clock.now(),
     ).then(
@@ -119,8 +122,8 @@ describe("migrations.createKeys and a concurrent delete of a role it names", () 
       });
       const principal = { workspaceId: t.workspaceId, permissions: new Set(["*"]) };
       const [keyId] = await importKeys(
-        { db, keyring: h.keyring, statistics: { onImported: () => {} } },
-        principal,
+        { db, keyring: h.keyring, statistics: { onImported: () => {} }, changes: new WriteGate(db, h.clock) },
+        callerOf(principal),
         [{ apiId, hash: { value: newHash(), variant: "sha256_base64" }, roles: [name] }],
         h.clock.now(),
       );

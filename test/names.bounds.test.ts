@@ -227,18 +227,19 @@ describe("one request names at most MAX_NAMES_PER_REQUEST roles and permissions 
     const many = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
     const tooMany = many(`x${tag()}_`, MAX_NAMES_PER_REQUEST + 1);
     const wanted = tooMany.map((name) => ({ name, create: true }));
-    const store = { db: h.db, keyring: h.keyring, statistics: { onImported: () => {} }, clock: h.clock };
+    const store = { db: h.db, keyring: h.keyring, statistics: { onImported: () => {} }, clock: h.clock, changes: h.services.changes };
     const now = h.clock.now();
     const operations: [string, () => Promise<unknown>][] = [
       ["createKey", () => createKey(h.services, caller, { apiId, permissions: tooMany }, V1_CREATE_KEY_RULES)],
       [
         "importKeys",
-        () => importKeys(store, principal, [{ apiId, hash: { value: newHash(), variant: "sha256_base64" }, roles: tooMany }], now),
+        () =>
+          importKeys(store, callerOf(principal), [{ apiId, hash: { value: newHash(), variant: "sha256_base64" }, roles: tooMany }], now),
       ],
       [
         "enqueueKeys",
         () =>
-          enqueueKeys(store, principal, {
+          enqueueKeys(store, callerOf(principal), {
             migrationId: "m",
             apiId,
             keys: [{ hash: { value: newHash(), variant: "sha256_base64" }, roles: tooMany }],
@@ -246,7 +247,13 @@ describe("one request names at most MAX_NAMES_PER_REQUEST roles and permissions 
       ],
       [
         "migrateKeys",
-        () => migrateKeys(store, principal, { migrationId: `mig_${tag()}`, apiId, keys: [{ hash: newHash(), permissions: tooMany }] }, now),
+        () =>
+          migrateKeys(
+            store,
+            callerOf(principal),
+            { migrationId: `mig_${tag()}`, apiId, keys: [{ hash: newHash(), permissions: tooMany }] },
+            now,
+          ),
       ],
       ["addToKey (roles)", () => addToKey(h.services, callerOf(principal), roleKind, { keyId, wanted }, V1_KEY_LINKS)],
       ["addToKey (permissions)", () => addToKey(h.services, callerOf(principal), permissionKind, { keyId, wanted }, V2_KEY_LINKS)],

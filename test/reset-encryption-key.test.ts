@@ -3,7 +3,11 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { describe, expect } from "vitest";
 import { assertMasterKeyMatches } from "../src/keyring/keyring.js";
-import { resetMasterKey } from "../src/keyring/masterKey.reset.js";
+import { WriteGate } from "../src/core/changes.js";
+import { resetEncryptionKey } from "../src/core/encryptionKey/encryptionKey.core.js";
+import { cliCaller } from "../src/cli/cli.caller.js";
+import { systemClock } from "../src/clock.js";
+import type { Db } from "../src/storage/client.js";
 import { commandSuite, embeddedStore } from "./cli-process.js";
 import { countIn, harnessWith, testWith } from "./fixtures.js";
 import { appWithMasterKey, decryptedKeys } from "./helper.js";
@@ -11,6 +15,9 @@ import { appWithMasterKey, decryptedKeys } from "./helper.js";
 // The file's harness, tenant and API (`h`, `t`, `apiId` of test/fixtures.ts), the harness made with no worker: an
 // enqueued batch stays pending, as it would while every replica is stopped.
 const it = testWith(harnessWith({}, { migrationWorker: false }));
+
+/** The reset as the CLI command runs it: through the write gate on `db`, as `keyhaven reset-encryption-key`. */
+const resetMasterKey = (db: Db) => resetEncryptionKey({ changes: new WriteGate(db, systemClock) }, cliCaller("reset-encryption-key"));
 
 describe("resetMasterKey: the way out when the encryption key is lost", () => {
   it("deletes stored plaintexts and data keys, keeps verification, and lets a new key start and store plaintexts", async ({

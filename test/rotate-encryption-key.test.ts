@@ -6,12 +6,21 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/config.js";
 import { startServer } from "../src/main.js";
 import { Keyring } from "../src/keyring/keyring.js";
-import { RotationError, rotateMasterKey } from "../src/keyring/masterKey.rotate.js";
+import { RotationError } from "../src/keyring/masterKey.rotate.js";
+import { WriteGate } from "../src/core/changes.js";
+import { rotateEncryptionKey } from "../src/core/encryptionKey/encryptionKey.core.js";
+import { cliCaller } from "../src/cli/cli.caller.js";
+import { systemClock } from "../src/clock.js";
+import type { Db } from "../src/storage/client.js";
 import { fingerprint } from "../src/crypto/vault.js";
 import { openPglite } from "../src/storage/client.js";
 import { insertWorkspace } from "../src/storage/workspaces/workspaces.repository.js";
 import { commandSuite, embeddedStore } from "./cli-process.js";
 import { appWithMasterKey, clientOf, createHarness, decryptedKeys, type Harness, type Tenant } from "./helper.js";
+
+/** The rotation as the CLI command runs it: through the write gate on `db`, as `keyhaven rotate-encryption-key`. */
+const rotateMasterKey = (db: Db, oldKey: Buffer, newKey: Buffer) =>
+  rotateEncryptionKey({ changes: new WriteGate(db, systemClock) }, cliCaller("rotate-encryption-key"), oldKey, newKey);
 
 let h: Harness;
 let tenants: Tenant[];

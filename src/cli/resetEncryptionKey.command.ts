@@ -3,7 +3,10 @@ import path from "node:path";
 import { parseArgs } from "node:util";
 import { loadConfig } from "../config.js";
 import { embeddedKeyFile, writeKeyFile } from "../keyring/masterKey.js";
-import { resetMasterKey } from "../keyring/masterKey.reset.js";
+import { WriteGate } from "../core/changes.js";
+import { resetEncryptionKey } from "../core/encryptionKey/encryptionKey.core.js";
+import { systemClock } from "../clock.js";
+import { cliCaller } from "./cli.caller.js";
 import { openStore } from "../main.js";
 
 const CONFIRM = "delete-stored-plaintexts";
@@ -61,7 +64,8 @@ export async function resetEncryptionKeyCommand(argv: string[]): Promise<number>
   const store = await openStore(config);
   let result;
   try {
-    result = await resetMasterKey(store.db);
+    // Through the write gate: what is forgotten and its audit entry (encryptionKey.reset) commit together.
+    result = await resetEncryptionKey({ changes: new WriteGate(store.db, systemClock) }, cliCaller("reset-encryption-key"));
   } catch (err) {
     console.error(`keyhaven reset-encryption-key: nothing was changed: ${(err as Error).message}`);
     return 1;

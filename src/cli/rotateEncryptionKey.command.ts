@@ -4,7 +4,11 @@ import { parseArgs } from "node:util";
 import { loadConfig, readEncryptionKeyFile } from "../config.js";
 import { embeddedKeyFile, writeKeyFile } from "../keyring/masterKey.js";
 import { fingerprint } from "../crypto/vault.js";
-import { RotationError, rotateMasterKey } from "../keyring/masterKey.rotate.js";
+import { RotationError } from "../keyring/masterKey.rotate.js";
+import { WriteGate } from "../core/changes.js";
+import { rotateEncryptionKey } from "../core/encryptionKey/encryptionKey.core.js";
+import { systemClock } from "../clock.js";
+import { cliCaller } from "./cli.caller.js";
 import { openStore } from "../main.js";
 
 export const ROTATE_HELP = `Usage: keyhaven rotate-encryption-key --new-key-file <path>
@@ -77,7 +81,13 @@ export async function rotateEncryptionKeyCommand(argv: string[]): Promise<number
 
   const store = await openStore(config);
   try {
-    const result = await rotateMasterKey(store.db, oldKey, newKey);
+    // Through the write gate: the re-wrap and its audit entry (encryptionKey.rotate, by this command) commit together.
+    const result = await rotateEncryptionKey(
+      { changes: new WriteGate(store.db, systemClock) },
+      cliCaller("rotate-encryption-key"),
+      oldKey,
+      newKey,
+    );
     console.log(
       `re-wrapped ${result.rewrapped} data key(s) under the new encryption key (fingerprint ${fingerprint(newKey)})` +
         (result.alreadyRotated ? `; ${result.alreadyRotated} already were` : ""),

@@ -16,19 +16,18 @@ export type ResetResult = {
 };
 
 /**
- * The way out when the encryption key is lost: forgets everything sealed under it, in one transaction. Deleted:
- * every stored plaintext and every workspace data key; enqueued batches keep their keys but lose the sealed
- * plaintexts (those keys are imported as if given by hash). Kept: every key's hash and settings, so verification
- * is unaffected. The store then has no data key, so the next start accepts any encryption key.
+ * The way out when the encryption key is lost: forgets everything sealed under it, in the caller's transaction `tx`
+ * (core/encryptionKey: the write gate's, so all or nothing). Deleted: every stored plaintext and every workspace
+ * data key; enqueued batches keep their keys but lose the sealed plaintexts (those keys are imported as if given by
+ * hash). Kept: every key's hash and settings, so verification is unaffected. The store then has no data key, so the
+ * next start accepts any encryption key.
  */
-export async function resetMasterKey(db: Db): Promise<ResetResult> {
-  return db.transaction(async (tx) => {
-    // A replica still running would keep sealing under a data key deleted here; the lock makes it wait, and the
-    // command tells the operator to stop every replica first.
-    await lockDataKeysExclusively(tx);
-    const queuedPlaintexts = await dropSealedPlaintextsOfPendingBatches(tx);
-    const plaintexts = await deleteAllStoredPlaintexts(tx);
-    const dataKeys = await deleteAllDataKeys(tx);
-    return { plaintexts, dataKeys, queuedPlaintexts };
-  });
+export async function forgetSealedData(tx: Db): Promise<ResetResult> {
+  // A replica still running would keep sealing under a data key deleted here; the lock makes it wait, and the
+  // command tells the operator to stop every replica first.
+  await lockDataKeysExclusively(tx);
+  const queuedPlaintexts = await dropSealedPlaintextsOfPendingBatches(tx);
+  const plaintexts = await deleteAllStoredPlaintexts(tx);
+  const dataKeys = await deleteAllDataKeys(tx);
+  return { plaintexts, dataKeys, queuedPlaintexts };
 }

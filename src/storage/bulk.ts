@@ -22,17 +22,31 @@ export async function insertRecordset<T extends PgTable, Out = unknown>(
   table: T,
   rows: T["$inferInsert"][],
   tail: SQL = sql``,
+  /** What the first statement begins with (a data-modifying CTE, `with … `, written in that statement). */
+  head: SQL = sql``,
 ): Promise<Out[]> {
-  if (rows.length <= MAX_ROWS_PER_STATEMENT) return insertRecordsetOnce<T, Out>(db, table, rows, tail);
+  if (rows.length <= MAX_ROWS_PER_STATEMENT) return insertRecordsetOnce<T, Out>(db, table, rows, tail, head);
   const out: Out[] = [];
   for (let from = 0; from < rows.length; from += MAX_ROWS_PER_STATEMENT) {
-    out.push(...(await insertRecordsetOnce<T, Out>(db, table, rows.slice(from, from + MAX_ROWS_PER_STATEMENT), tail)));
+    const first = from === 0 ? head : sql``;
+    out.push(...(await insertRecordsetOnce<T, Out>(db, table, rows.slice(from, from + MAX_ROWS_PER_STATEMENT), tail, first)));
   }
   return out;
 }
 
-async function insertRecordsetOnce<T extends PgTable, Out>(db: Db, table: T, rows: T["$inferInsert"][], tail: SQL): Promise<Out[]> {
+async function insertRecordsetOnce<T extends PgTable, Out>(
+  db: Db,
+  table: T,
+  rows: T["$inferInsert"][],
+  tail: SQL,
+  head: SQL,
+): Promise<Out[]> {
   if (rows.length === 0) return [];
+  return rowsOf<Out>(await db.execute(sql`${head}${recordsetInsert(table, rows, tail)}`));
+}
+
+/** insertRecordset's statement for at most MAX_ROWS_PER_STATEMENT rows, unsent: for a CTE of another statement. */
+export function recordsetInsert<T extends PgTable>(table: T, rows: T["$inferInsert"][], tail: SQL = sql``): SQL {
   const columns = getTableColumns(table) as Record<string, PgColumn>;
   const fields = new Set<string>();
   for (const row of rows) for (const field of Object.keys(row)) fields.add(field);
@@ -44,12 +58,9 @@ async function insertRecordsetOnce<T extends PgTable, Out>(db: Db, table: T, row
   const list = sql.raw(used.map(({ column }) => `"${column.name}"`).join(", "));
   const selected = sql.raw(used.map(({ field }) => `"${field}"`).join(", "));
   const definitions = sql.raw(used.map(({ field, column }) => `"${field}" ${column.getSQLType()}`).join(", "));
-  const result = await db.execute(
-    sql`insert into ${sql.raw(`"${getTableName(table)}"`)} (${list})
+  return sql`insert into ${sql.raw(`"${getTableName(table)}"`)} (${list})
         select ${selected} from json_to_recordset(${JSON.stringify(rows)}::json) as r(${definitions})
-        ${tail}`,
-  );
-  return rowsOf<Out>(result);
+        ${tail}`;
 }
 
 /**

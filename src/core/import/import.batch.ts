@@ -30,18 +30,19 @@ export function batchFailureOf(err: unknown): Refusal {
 /**
  * Imports what can be imported of a batch with createKeys' planner and insert, inside the claiming transaction.
  * A key that cannot be (it exists already, or a role or permission it names was deleted since it was enqueued)
- * is left out and reported by its index; the API being gone fails the whole batch.
+ * is left out and reported by its index; the API being gone fails the whole batch. Answers the ids of the keys
+ * imported too (the audit entry names them).
  */
 export async function importBatch(
   tx: Db,
   batch: PendingBatch,
   /** Business time (the worker's clock), read at each attempt as the keys' creation time. */
   now: () => number,
-): Promise<{ imported: number; errors: BatchError[] }> {
+): Promise<{ imported: number; keyIds: string[]; errors: BatchError[] }> {
   const { workspaceId } = batch;
   const liveApis = await findLiveApiIds(tx, workspaceId, [batch.apiId]);
   if (!liveApis.has(batch.apiId)) {
-    return { imported: 0, errors: [{ keyIndex: null, refusal: { kind: "notFound", what: "api", id: batch.apiId } }] };
+    return { imported: 0, keyIds: [], errors: [{ keyIndex: null, refusal: { kind: "notFound", what: "api", id: batch.apiId } }] };
   }
   const errors: BatchError[] = [];
   const { roleIds, permissionIds } = await findImportNames(tx, workspaceId, batch.keys);
@@ -68,7 +69,7 @@ export async function importBatch(
   );
   for (const { index } of existing) errors.push({ keyIndex: index, refusal: { kind: "importKeyExists", index } });
   errors.sort((a, b) => (a.keyIndex ?? -1) - (b.keyIndex ?? -1));
-  return { imported: inserted.length, errors };
+  return { imported: inserted.length, keyIds: inserted.map(({ key }) => key.sealed.id), errors };
 }
 
 /**
@@ -93,8 +94,9 @@ export async function insertLeavingOutExisting<C>(
     if (left.length === 0) return { inserted: [], existing };
     const plan = await planOf(left);
     try {
-      // insertImport's own transaction is a savepoint here: a conflict undoes only this attempt.
-      await insertImport(tx, plan);
+      // In a savepoint of the caller's transaction (never a transaction of its own): a conflict undoes only this
+      // attempt, and the next one inserts what is left.
+      await tx.transaction((attemptTx) => insertImport(attemptTx as unknown as Db, plan));
       return { inserted: left, existing };
     } catch (err) {
       if (!(err instanceof ImportConflictError) || attempt >= CONFLICT_RETRIES) throw err;

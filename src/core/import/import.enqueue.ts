@@ -12,7 +12,8 @@ import { requireNamesWithinBounds } from "../rbac/rbac.bounds.js";
 import { importPermission } from "./import.permissions.js";
 import { sealKeys } from "./import.plan.js";
 import { requireRemainingForRefill } from "../keys/keys.credits.js";
-import type { Principal } from "../principal.js";
+import type { Caller } from "../caller.js";
+import type { WriteGate } from "../changes.js";
 
 export type EnqueueInput = { migrationId: string; apiId: string; keys: EnqueueKey[] };
 
@@ -20,11 +21,12 @@ export type EnqueueInput = { migrationId: string; apiId: string; keys: EnqueueKe
  * Stores a batch of keys for the migration worker to import (plaintexts sealed first, never stored in clear).
  * Returns whether a batch was stored (an empty one is not). The checks, in this order: the caller's permission for
  * the API (PermissionDeniedError), the API (NotFoundError), the roles and permissions named
- * (PreconditionFailedError), a key repeated in the batch (ConflictError with `details`).
+ * (PreconditionFailedError), a key repeated in the batch (ConflictError with `details`). The batch is stored through
+ * the write gate with its import.enqueue entry (the migration, the API, how many keys).
  */
 export async function enqueueKeys(
-  store: { db: Db; keyring: Keyring; clock: Clock },
-  caller: Principal,
+  store: { db: Db; keyring: Keyring; clock: Clock; changes: WriteGate },
+  caller: Caller,
   { migrationId, apiId, keys }: EnqueueInput,
 ): Promise<boolean> {
   const { db, keyring } = store;
@@ -42,7 +44,18 @@ export async function enqueueKeys(
     ...settings,
     sealed: sealed[i]!,
   }));
-  await insertMigrationBatch(db, { workspaceId, migrationId, apiId, keys: queued, dataKey }, store.clock.now());
-  if (dataKey?.newRow) keyring.remember(dataKey);
+  await store.changes.change(caller, async (tx, record) => {
+    await insertMigrationBatch(tx, { workspaceId, migrationId, apiId, keys: queued, dataKey }, store.clock.now());
+    record({
+      event: "import.enqueue",
+      targets: [
+        { type: "migration", id: migrationId },
+        { type: "api", id: apiId },
+      ],
+      description: `enqueued ${keys.length} ${keys.length === 1 ? "key" : "keys"} of migration ${migrationId} for ${apiId}`,
+      details: { count: keys.length },
+    });
+  });
+  if (dataKey?.newRow) store.changes.afterCommit(caller, () => keyring.remember(dataKey));
   return true;
 }

@@ -11,7 +11,8 @@ import { requireNamesWithinBounds } from "../rbac/rbac.bounds.js";
 import { describeImportPermission, importPermission } from "./import.permissions.js";
 import { planImport } from "./import.plan.js";
 import { requireRemainingForRefill } from "../keys/keys.credits.js";
-import type { Principal } from "../principal.js";
+import type { Caller } from "../caller.js";
+import type { WriteGate } from "../changes.js";
 
 /**
  * Imports existing keys, all or nothing, and returns their ids in the order of `items`. The checks, in this order
@@ -22,8 +23,8 @@ import type { Principal } from "../principal.js";
  * names and links (InvalidInputError, rbac.bounds.ts).
  */
 export async function importKeys(
-  store: { db: Db; keyring: Keyring; statistics: Pick<StatisticsRefresher, "onImported"> },
-  caller: Principal,
+  store: { db: Db; keyring: Keyring; statistics: Pick<StatisticsRefresher, "onImported">; changes: WriteGate },
+  caller: Caller,
   items: ImportKey[],
   now: number,
 ): Promise<string[]> {
@@ -41,7 +42,8 @@ export async function importKeys(
       });
     }
   });
-  const liveApiIds = await findLiveApiIds(db, workspaceId, unique(items.map((k) => k.apiId)));
+  const apiIds = unique(items.map((k) => k.apiId));
+  const liveApiIds = await findLiveApiIds(db, workspaceId, apiIds);
   const missingApi = items.find((item) => !liveApiIds.has(item.apiId));
   if (missingApi) throw new NotFoundError("api", missingApi.apiId);
 
@@ -49,12 +51,23 @@ export async function importKeys(
   // The names are resolved (and locked) in the transaction that writes the links: a role deleted meanwhile is then
   // either missing here (412, as if deleted before the request) or its delete waits for the commit. Resolved
   // before the transaction, a delete in between broke the links' foreign key (a 500).
-  const keyIds = await db.transaction(async (tx) => {
+  const keyIds = await store.changes.change(caller, async (tx) => {
     const { roleIds, permissionIds } = await resolveImportNames(tx, workspaceId, items);
-    // insertImport's own transaction is a savepoint here.
-    return insertImport(tx, planImport(items, { workspaceId, roleIds, permissionIds, keyring, dataKey, now }));
+    const plan = planImport(items, { workspaceId, roleIds, permissionIds, keyring, dataKey, now });
+    const ids = plan.keys.map((k) => k.id);
+    // One entry for the request, naming its keys (issue 35: a bulk import stays fast), written by the keys' own
+    // insert (a CTE) rather than a statement of its own: the ids are made before the insert.
+    const audit = store.changes.rowsOf(caller, [
+      {
+        event: "import.create_keys",
+        targets: [...apiIds.map((id) => ({ type: "api", id })), ...ids.map((id) => ({ type: "key", id }))],
+        description: `imported ${ids.length} ${ids.length === 1 ? "key" : "keys"} into ${apiIds.join(", ")}`,
+        details: { count: ids.length },
+      },
+    ]);
+    return insertImport(tx, plan, audit);
   });
-  if (dataKey?.newRow) keyring.remember(dataKey);
+  if (dataKey?.newRow) store.changes.afterCommit(caller, () => keyring.remember(dataKey));
   store.statistics.onImported(keyIds.length);
   return keyIds;
 }

@@ -21,7 +21,6 @@ import { requireNamesWithinBounds } from "../rbac/rbac.bounds.js";
 import { importPermission } from "./import.permissions.js";
 import { planSealedImport, sealKeys } from "./import.plan.js";
 import { requireRemainingForRefill } from "../keys/keys.credits.js";
-import type { Principal } from "../principal.js";
 import type { Caller } from "../caller.js";
 import type { WriteGate } from "../changes.js";
 
@@ -55,7 +54,7 @@ export type MigrateKeysResult = {
   failed: string[];
 };
 
-type MigrateStore = { db: Db; keyring: Keyring; statistics: Pick<StatisticsRefresher, "onImported"> };
+type MigrateStore = { db: Db; keyring: Keyring; statistics: Pick<StatisticsRefresher, "onImported">; changes: WriteGate };
 
 /**
  * v2's keys.migrateKeys over the import core (the planner and the insert of migrations.createKeys): keys given by a
@@ -63,12 +62,14 @@ type MigrateStore = { db: Db; keyring: Keyring; statistics: Pick<StatisticsRefre
  * (created when missing, unlike v1's import, which refuses them). The checks, in the order a client observes them:
  * `create_key` (before the API is read), the API, the migration (an id the caller's workspace has not used yet is
  * created for it with `sha256`; ids are per workspace), a hash repeated in the request, a rate-limit name
- * repeated in a key, refill on unlimited credits. One transaction: a hash that exists already is left out and
- * reported in `failed`; any other failure writes nothing.
+ * repeated in a key, refill on unlimited credits. One transaction (the write gate's): a hash that exists already is
+ * left out and reported in `failed`; any other failure writes nothing. Recorded: import.create_keys naming the API
+ * and every key created (none when every hash existed), migration.create when the migration was created here, and
+ * role.create / permission.create for the names created on the way.
  */
 export async function migrateKeys(
   store: MigrateStore,
-  caller: Principal,
+  caller: Caller,
   input: { migrationId: string; apiId: string; keys: MigrateKey[] },
   now: number,
 ): Promise<MigrateKeysResult> {
@@ -79,9 +80,16 @@ export async function migrateKeys(
   const liveApis = await findLiveApiIds(db, workspaceId, [input.apiId]);
   if (!liveApis.has(input.apiId)) throw new NotFoundError("api", input.apiId);
 
-  const result = await db.transaction(async (tx) => {
+  const result = await store.changes.change(caller, async (tx, record) => {
     // Created here, so a request refused below leaves no migration behind.
-    await migrationOfWorkspace(tx, workspaceId, input.migrationId, now);
+    if (await migrationOfWorkspace(tx, workspaceId, input.migrationId, now)) {
+      record({
+        event: "migration.create",
+        targets: [{ type: "migration", id: input.migrationId }],
+        description: `created migration ${input.migrationId} (sha256)`,
+        details: { algorithm: "sha256" },
+      });
+    }
     const items = input.keys.map((key) => importKeyOf(input.apiId, key));
     // The one rule for a key given twice (migrations.createKeys' too); v2 answers it as bad input.
     const sealed = sealKeys(items, { keyring: store.keyring, dataKey: undefined });
@@ -104,6 +112,7 @@ export async function migrateKeys(
           workspaceId,
           left.map((c) => c.item),
           now,
+          record,
         );
         const plan = planSealedImport(
           left.map((c) => c.item),
@@ -124,10 +133,17 @@ export async function migrateKeys(
         return plan;
       },
     );
-    return {
-      migrated: inserted.map(({ index }) => ({ hash: sealed[index]!.hash, keyId: sealed[index]!.id })),
-      failed: existing.map(({ index }) => sealed[index]!.hash),
-    };
+    const migrated = inserted.map(({ index }) => ({ hash: sealed[index]!.hash, keyId: sealed[index]!.id }));
+    if (migrated.length > 0) {
+      // One entry for the request, naming its keys (never their hashes).
+      record({
+        event: "import.create_keys",
+        targets: [{ type: "api", id: input.apiId }, ...migrated.map((m) => ({ type: "key", id: m.keyId }))],
+        description: `migrated ${migrated.length} ${migrated.length === 1 ? "key" : "keys"} into ${input.apiId} (migration ${input.migrationId})`,
+        details: { count: migrated.length },
+      });
+    }
+    return { migrated, failed: existing.map(({ index }) => sealed[index]!.hash) };
   });
   store.statistics.onImported(result.migrated.length);
   return result;
@@ -153,15 +169,14 @@ function importKeyOf(apiId: string, key: MigrateKey): ImportKey {
 }
 
 /**
- * The migration `id` of the caller's workspace, created with `sha256` when the workspace has none of that id yet
- * (keyhaven's self-serve migrations; upstream's support creates them). Ids are per workspace: whether another
- * workspace uses the same id changes nothing and cannot be learnt.
+ * Makes sure the caller's workspace has the migration `id`, created with `sha256` when it has none of that id yet
+ * (keyhaven's self-serve migrations; upstream's support creates them); true when it was created here. Ids are per
+ * workspace: whether another workspace uses the same id changes nothing and cannot be learnt.
  */
-async function migrationOfWorkspace(db: Db, workspaceId: string, id: string, now: number): Promise<KeyMigrationRow> {
-  await insertKeyMigration(db, { id, workspaceId, algorithm: "sha256" }, now);
-  const migration = await findKeyMigration(db, workspaceId, id);
-  if (!migration) throw new NotFoundError("migration", id);
-  return migration;
+async function migrationOfWorkspace(db: Db, workspaceId: string, id: string, now: number): Promise<boolean> {
+  const created = await insertKeyMigration(db, { id, workspaceId, algorithm: "sha256" }, now);
+  if (!(await findKeyMigration(db, workspaceId, id))) throw new NotFoundError("migration", id);
+  return created;
 }
 
 /**

@@ -1,13 +1,14 @@
 import type { Db } from "../../storage/client.js";
 import { ConflictError, PreconditionFailedError } from "../../errors.js";
 import {
-  createMissingPermissions,
-  createMissingRoles,
   findPermissionIdsByName,
   findPermissionsByIdOrSlug,
   findRolesByIdOrName,
+  insertMissingPermissions,
+  insertMissingRoles,
   missingNames,
 } from "../../storage/rbac/permissions.repository.js";
+import type { RecordChange } from "../changes.js";
 import type { NamingItem } from "../rbac/rbac.bounds.js";
 
 /**
@@ -62,13 +63,14 @@ const CREATE_ATTEMPTS = 3;
  * ones created first (a permission with name = slug), inside the caller's transaction, and all of them locked FOR
  * SHARE until it ends (as findImportNames). One that a concurrent call deletes between being found existing and
  * being locked is created again. The maps are keyed by what the keys name, as findImportNames' are, so one planner
- * builds the rows of both.
+ * builds the rows of both. Those it created are recorded (role.create, permission.create) with `record`.
  */
 export async function createImportNames(
   db: Db,
   workspaceId: string,
   items: readonly NamingItem[],
   now: number,
+  record: RecordChange,
 ): Promise<{ roleIds: Map<string, string>; permissionIds: Map<string, string> }> {
   const roleIds = new Map<string, string>();
   const permissionIds = new Map<string, string>();
@@ -78,8 +80,22 @@ export async function createImportNames(
     if (attempt > CREATE_ATTEMPTS) {
       throw new ConflictError("role", "roles or permissions of the request were deleted meanwhile, again and again");
     }
-    await createMissingRoles(db, workspaceId, roleNames, now);
-    await createMissingPermissions(db, workspaceId, slugs, now);
+    const createdRoles = await insertMissingRoles(db, workspaceId, roleNames, now);
+    const createdPermissions = await insertMissingPermissions(db, workspaceId, slugs, now);
+    if (createdRoles.length > 0) {
+      record({
+        event: "role.create",
+        targets: createdRoles.map((r) => ({ type: "role", id: r.id, name: r.name })),
+        description: `created ${createdRoles.length === 1 ? "role" : `${createdRoles.length} roles`} ${createdRoles.map((r) => r.id).join(", ")} for the keys migrated`,
+      });
+    }
+    if (createdPermissions.length > 0) {
+      record({
+        event: "permission.create",
+        targets: createdPermissions.map((p) => ({ type: "permission", id: p.id, name: p.slug })),
+        description: `created ${createdPermissions.length === 1 ? "permission" : `${createdPermissions.length} permissions`} ${createdPermissions.map((p) => p.id).join(", ")} for the keys migrated`,
+      });
+    }
     for (const [name, id] of await lockRoleIdsByName(db, workspaceId, roleNames)) roleIds.set(name, id);
     for (const p of await findPermissionsByIdOrSlug(db, workspaceId, [], slugs, { lockForShare: true })) permissionIds.set(p.slug, p.id);
     roleNames = missingNames(roleNames, roleIds);

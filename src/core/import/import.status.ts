@@ -8,6 +8,8 @@ import {
   summarizeMigration,
 } from "../../storage/import/migrations.repository.js";
 import type { Principal } from "../principal.js";
+import type { Caller } from "../caller.js";
+import type { WriteGate } from "../changes.js";
 
 /** At most this many errors are listed; `keys.failed` counts them all. */
 export const MAX_LISTED_ERRORS = 1000;
@@ -37,10 +39,21 @@ export async function readMigration(db: Db, caller: Principal, migrationId: stri
 
 /**
  * Queues again a migration's batches that failed as a whole (an operator's act, once the cause is fixed) and
- * returns how many; NotFoundError when the workspace has no such migration.
+ * returns how many; NotFoundError when the caller's workspace has no such migration. One change, import.retry
+ * (the migration, how many batches and keys), when a batch was queued again; none when there was none to retry.
  */
-export async function retryMigration(db: Db, workspaceId: string, migrationId: string): Promise<number> {
-  const batches = await retryFailedBatches(db, workspaceId, migrationId);
-  if (batches === undefined) throw new NotFoundError("migration", migrationId);
-  return batches;
+export async function retryMigration(services: { changes: WriteGate }, caller: Caller, migrationId: string): Promise<number> {
+  return services.changes.change(caller, async (tx, record) => {
+    const retried = await retryFailedBatches(tx, caller.workspaceId, migrationId);
+    if (retried === undefined) throw new NotFoundError("migration", migrationId);
+    if (retried.batches > 0) {
+      record({
+        event: "import.retry",
+        targets: [{ type: "migration", id: migrationId }],
+        description: `queued again ${retried.batches} failed ${retried.batches === 1 ? "batch" : "batches"} of migration ${migrationId}`,
+        details: { batches: retried.batches, count: retried.keys },
+      });
+    }
+    return retried.batches;
+  });
 }

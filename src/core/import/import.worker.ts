@@ -1,5 +1,8 @@
 import { sql } from "drizzle-orm";
 import type { Db } from "../../storage/client.js";
+import type { AuditTarget } from "../../storage/schema.js";
+import { type Actor, trustedCaller } from "../caller.js";
+import { type RecordChange, WriteGate } from "../changes.js";
 import { findDependencyFailure, isTransientFailure } from "../../storage/dependency.js";
 import { batchFailureOf, importBatch } from "./import.batch.js";
 import { describeUnexpected } from "../../log.js";
@@ -46,7 +49,37 @@ export type MigrationWorkerOptions = {
   statementTimeoutMs?: number;
   /** Told how many keys each batch imported, once its transaction committed (services.ts: the statistics refresher). */
   onImported?: (count: number) => void;
+  /** The write gate its changes go through (services.ts: the services' one); by default one on `db` and `now`. */
+  changes?: WriteGate;
 };
+
+/** The worker as the audit log names it. */
+export const IMPORT_WORKER: Actor = { kind: "worker", id: "import-worker", name: "import worker" };
+
+/**
+ * The worker's caller: trusted (it applies what a root key allowed when it enqueued). It acts in no workspace of
+ * its own until it has claimed a batch, so each entry names the batch's workspace (Change.workspaceId).
+ */
+const WORKER_CALLER = trustedCaller(IMPORT_WORKER, "", { surface: "worker" });
+
+/**
+ * The audit entry of a batch processed (import.apply_batch): the migration, the API and every key imported; how
+ * many were imported and how many not. Never a key's hash or secret.
+ */
+function recordBatch(record: RecordChange, batch: PendingBatch, keyIds: readonly string[], failed: number): void {
+  const targets: AuditTarget[] = [
+    { type: "migration", id: batch.migrationId },
+    { type: "api", id: batch.apiId },
+    ...keyIds.map((id) => ({ type: "key", id })),
+  ];
+  record({
+    event: "import.apply_batch",
+    targets,
+    description: `applied batch ${batch.id} of migration ${batch.migrationId}: ${keyIds.length} imported, ${failed} not`,
+    details: { batchId: batch.id, count: keyIds.length, failed },
+    workspaceId: batch.workspaceId,
+  });
+}
 
 /**
  * Imports the batches of `migrations.enqueueKeys` in the background, oldest due first, one at a time per process.
@@ -69,6 +102,7 @@ export class MigrationWorker {
   private readonly lockTimeoutMs: number;
   private readonly statementTimeoutMs: number;
   private readonly onImported: (count: number) => void;
+  private readonly changes: WriteGate;
 
   constructor(
     private readonly db: Db,
@@ -80,6 +114,7 @@ export class MigrationWorker {
     this.lockTimeoutMs = options.lockTimeoutMs ?? MIGRATION_LOCK_TIMEOUT_MS;
     this.statementTimeoutMs = options.statementTimeoutMs ?? MIGRATION_STATEMENT_TIMEOUT_MS;
     this.onImported = options.onImported ?? (() => {});
+    this.changes = options.changes ?? new WriteGate(db, { now: () => this.now() });
   }
 
   start(log?: Logger): void {
@@ -149,7 +184,7 @@ export class MigrationWorker {
     let claimed: PendingBatch | undefined;
     let imported = 0;
     try {
-      const worked = await this.db.transaction(async (tx) => {
+      const worked = await this.changes.change(WORKER_CALLER, async (tx, record) => {
         await tx.execute(sql.raw(`set local lock_timeout = ${Math.max(1, Math.round(this.lockTimeoutMs))}`));
         await tx.execute(sql.raw(`set local statement_timeout = ${Math.max(1, Math.round(this.statementTimeoutMs))}`));
         const batch = await claimPendingBatch(tx, now);
@@ -157,6 +192,7 @@ export class MigrationWorker {
         claimed = batch;
         const result = await importBatch(tx, batch, this.now);
         await finishMigrationBatch(tx, batch, result, this.now());
+        recordBatch(record, batch, result.keyIds, batch.keys.length - result.imported);
         imported = result.imported;
         this.log.info(
           { batchId: batch.id, migrationId: batch.migrationId, imported: result.imported, failed: result.errors.length },
@@ -179,7 +215,9 @@ export class MigrationWorker {
           "importing an enqueued migration batch failed; it will be tried again",
         );
       } else {
-        await failMigrationBatch(this.db, batch, batchFailureOf(err), this.now());
+        await this.changes.change(WORKER_CALLER, async (tx, record) => {
+          if (await failMigrationBatch(tx, batch, batchFailureOf(err), this.now())) recordBatch(record, batch, [], batch.keyCount);
+        });
         this.log.error(context, "importing an enqueued migration batch failed in a way retrying cannot fix; it is failed");
       }
       return true;

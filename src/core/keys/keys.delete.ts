@@ -4,7 +4,6 @@ import { requirePermission } from "../principal.js";
 import { NotFoundError } from "../../errors.js";
 import { deleteKeysOfApi } from "../../storage/apis/apis.repository.js";
 import { findLiveKeyForWrite, hardDeleteKey, softDeleteKey } from "../../storage/keys/keys.writes.repository.js";
-import type { Principal } from "../principal.js";
 import type { KeyServices } from "./keys.services.js";
 
 /**
@@ -30,14 +29,23 @@ export async function deleteKey(services: KeyServices, caller: Caller, input: { 
   });
 }
 
-/** Deletes every key of an API (the API stays), as deleteKey would each; answers how many. */
-export async function deleteApiKeys(
-  services: KeyServices,
-  principal: Principal,
-  input: { apiId: string; permanent: boolean },
-): Promise<number> {
-  requirePermission(principal, apiPermission(input.apiId, "delete_key"));
-  const deleted = await deleteKeysOfApi(services.db, principal.workspaceId, input.apiId, input.permanent, services.clock.now());
-  if (deleted === undefined) throw new NotFoundError("api", input.apiId);
-  return deleted;
+/**
+ * Deletes every key of an API (the API stays), as deleteKey would each; answers how many. One change: a key.delete
+ * entry naming the API and every key deleted (none when there was no key to delete, as nothing changed).
+ */
+export async function deleteApiKeys(services: KeyServices, caller: Caller, input: { apiId: string; permanent: boolean }): Promise<number> {
+  requirePermission(caller, apiPermission(input.apiId, "delete_key"));
+  return services.changes.change(caller, async (tx, record) => {
+    const deleted = await deleteKeysOfApi(tx, caller.workspaceId, input.apiId, input.permanent, services.clock.now());
+    if (deleted === undefined) throw new NotFoundError("api", input.apiId);
+    if (deleted.length > 0) {
+      record({
+        event: "key.delete",
+        targets: [{ type: "api", id: input.apiId }, ...deleted.map((id) => ({ type: "key", id }))],
+        description: `${input.permanent ? "permanently deleted" : "deleted"} ${deleted.length} ${deleted.length === 1 ? "key" : "keys"} of ${input.apiId}`,
+        details: { count: deleted.length, permanent: input.permanent },
+      });
+    }
+    return deleted.length;
+  });
 }

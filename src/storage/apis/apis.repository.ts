@@ -165,27 +165,26 @@ export async function softDeleteApiWithKeys(
 
 /**
  * Soft-deletes every live key of a live API, or with `permanent` removes every key row of it, soft-deleted ones
- * included, so that their hashes can be imported again (as v1). Answers how many keys that was, or undefined
- * without the API. Removed keys take their roles, permissions, rate limits and encrypted copies with them
- * (cascade); their verification counts stay, as for keys.deleteKey, being the API's history. The delete and update
- * triggers move the verification cache's epoch, so no replica answers from a removed key.
+ * included, so that their hashes can be imported again (as v1), in the caller's transaction `tx`. Answers the ids
+ * of those keys (the audit entry names them), or undefined without the API. Removed keys take their roles,
+ * permissions, rate limits and encrypted copies with them (cascade); their verification counts stay, as for
+ * keys.deleteKey, being the API's history. The delete and update triggers move the verification cache's epoch, so no
+ * replica answers from a removed key.
  */
 export async function deleteKeysOfApi(
-  db: Db,
+  tx: Db,
   workspaceId: string,
   apiId: string,
   permanent: boolean,
   now: number,
-): Promise<number | undefined> {
-  return db.transaction(async (tx) => {
-    if (!(await lockLiveApi(tx, workspaceId, apiId, "update"))) return undefined;
-    // Counted in the database rather than by returning every id: an API may hold very many keys.
-    const affected = permanent
-      ? sql`delete from ${keys} where ${keys.apiId} = ${apiId} returning 1`
-      : sql`update ${keys} set ${sql.identifier(keys.deletedAtM.name)} = ${now}
-            where ${keys.apiId} = ${apiId} and ${keys.deletedAtM} is null returning 1`;
-    const result = await tx.execute(sql`with affected as (${affected}) select count(*)::int as n from affected`);
-    const [row] = rowsOf<{ n: number }>(result);
-    return row!.n;
-  });
+): Promise<string[] | undefined> {
+  if (!(await lockLiveApi(tx, workspaceId, apiId, "update"))) return undefined;
+  const rows = permanent
+    ? await tx.delete(keys).where(eq(keys.apiId, apiId)).returning({ id: keys.id })
+    : await tx
+        .update(keys)
+        .set({ deletedAtM: now })
+        .where(and(eq(keys.apiId, apiId), isNull(keys.deletedAtM)))
+        .returning({ id: keys.id });
+  return rows.map((r) => r.id);
 }

@@ -46,7 +46,7 @@ export async function rewrapDataKey(tx: Db, id: string, wrapped: string, masterK
   await tx.update(encryptionKeys).set({ wrapped, masterKeyFingerprint }).where(eq(encryptionKeys.id, id));
 }
 
-// What `keyhaven reset-encryption-key` forgets (keyring/masterKey.reset.ts runs these in one transaction).
+// What `keyhaven reset-encryption-key` forgets (keyring/masterKey.reset.ts runs these in the write gate's transaction).
 
 /** Makes a replica that would seal under a data key wait until the transaction `tx` ends. */
 export async function lockDataKeysExclusively(tx: Db): Promise<void> {

@@ -1,9 +1,9 @@
 import { and, asc, eq, gt, inArray, isNotNull, isNull, lte, or, sql } from "drizzle-orm";
 import type { DataKey } from "../crypto/encryptionKeys.repository.js";
 import type { Db } from "../client.js";
-import { insertRecordset, textArray } from "../bulk.js";
+import { insertRecordset, recordsetInsert, textArray } from "../bulk.js";
 import { indexFirst } from "../indexFirst.js";
-import { encryptedKeys, encryptionKeys, keys, migrationBatches, migrationErrors } from "../schema.js";
+import { auditLog, encryptedKeys, encryptionKeys, keys, migrationBatches, migrationErrors } from "../schema.js";
 import { ConflictError, describeRefusal, type Refusal } from "../../errors.js";
 import { upsertIdentities } from "../identities/identities.repository.js";
 import { upsertKeyRatelimits, setKeyDefaultRatelimits } from "../keys/keys.ratelimit.repository.js";
@@ -22,41 +22,42 @@ export class ImportConflictError extends ConflictError {
 }
 
 /**
- * The second phase of an import: one transaction that only inserts. A key whose hash already exists (in any
- * workspace, or committed meanwhile by a concurrent import) is skipped by ON CONFLICT, detected by its missing id,
- * and turned into a CONFLICT that rolls everything back. Returns the key ids in request order.
+ * The second phase of an import, in the caller's transaction `tx`: it only inserts. A key whose hash already exists
+ * (in any workspace, or committed meanwhile by a concurrent import) is skipped by ON CONFLICT, detected by its
+ * missing id, and turned into a CONFLICT for the caller to roll back (the whole transaction, or the savepoint of
+ * one attempt). `audit`: the change's audit rows, written by the keys' insert itself (a CTE: one statement fewer
+ * for the import's throughput), so they commit or roll back with the keys. Returns the key ids in request order.
  */
-export async function insertImport(db: Db, plan: ImportPlan): Promise<string[]> {
-  await db.transaction(async (tx) => {
-    if (plan.dataKey?.newRow) await tx.insert(encryptionKeys).values(plan.dataKey.newRow);
+export async function insertImport(tx: Db, plan: ImportPlan, audit: (typeof auditLog.$inferInsert)[] = []): Promise<string[]> {
+  if (plan.dataKey?.newRow) await tx.insert(encryptionKeys).values(plan.dataKey.newRow);
 
-    if (plan.identities.size > 0) {
-      // v1's migrations.createKeys stores no meta (null) on the identities it creates; v2's migrateKeys `{}`.
-      const idByExternalId = await upsertIdentities(tx, plan.workspaceId, [...plan.identities], plan.identityMeta ?? null, plan.now);
-      plan.keys.forEach((row, i) => {
-        const externalId = plan.externalIds[i];
-        if (externalId !== undefined) row.identityId = idByExternalId.get(externalId) ?? null;
-      });
-    }
+  if (plan.identities.size > 0) {
+    // v1's migrations.createKeys stores no meta (null) on the identities it creates; v2's migrateKeys `{}`.
+    const idByExternalId = await upsertIdentities(tx, plan.workspaceId, [...plan.identities], plan.identityMeta ?? null, plan.now);
+    plan.keys.forEach((row, i) => {
+      const externalId = plan.externalIds[i];
+      if (externalId !== undefined) row.identityId = idByExternalId.get(externalId) ?? null;
+    });
+  }
 
-    const inserted = await insertRecordset<typeof keys, { id: string }>(
-      tx,
-      keys,
-      plan.keys,
-      sql`on conflict (hash) do nothing returning id`,
-    );
-    if (inserted.length !== plan.keys.length) {
-      const ids = new Set(inserted.map((r) => r.id));
-      const index = plan.keys.findIndex((k) => !ids.has(k.id));
-      throw new ImportConflictError(index);
-    }
+  const inserted = await insertRecordset<typeof keys, { id: string }>(
+    tx,
+    keys,
+    plan.keys,
+    sql`on conflict (hash) do nothing returning id`,
+    audit.length > 0 ? sql`with audit as (${recordsetInsert(auditLog, audit)}) ` : sql``,
+  );
+  if (inserted.length !== plan.keys.length) {
+    const ids = new Set(inserted.map((r) => r.id));
+    const index = plan.keys.findIndex((k) => !ids.has(k.id));
+    throw new ImportConflictError(index);
+  }
 
-    await insertRecordset(tx, encryptedKeys, plan.encrypted);
-    await insertKeyLinks(tx, "role", plan.keyRoles, plan.now);
-    await insertKeyLinks(tx, "permission", plan.keyPermissions, plan.now);
-    await setKeyDefaultRatelimits(tx, plan.ratelimits, plan.now);
-    await upsertKeyRatelimits(tx, plan.namedRatelimits ?? [], plan.now);
-  });
+  await insertRecordset(tx, encryptedKeys, plan.encrypted);
+  await insertKeyLinks(tx, "role", plan.keyRoles, plan.now);
+  await insertKeyLinks(tx, "permission", plan.keyPermissions, plan.now);
+  await setKeyDefaultRatelimits(tx, plan.ratelimits, plan.now);
+  await upsertKeyRatelimits(tx, plan.namedRatelimits ?? [], plan.now);
   return plan.keys.map((k) => k.id);
 }
 
@@ -73,27 +74,28 @@ export type PendingBatch = {
   attempts: number;
 };
 
-/** Stores a batch for the worker, with the workspace's new data key if its ciphertexts are the first under it. */
+/**
+ * Stores a batch for the worker, with the workspace's new data key if its ciphertexts are the first under it, in the
+ * caller's transaction `tx` (the write gate's).
+ */
 export async function insertMigrationBatch(
-  db: Db,
+  tx: Db,
   batch: { workspaceId: string; migrationId: string; apiId: string; keys: QueuedKey[]; dataKey: DataKey | undefined },
   now: number,
 ): Promise<number> {
-  return db.transaction(async (tx) => {
-    if (batch.dataKey?.newRow) await tx.insert(encryptionKeys).values(batch.dataKey.newRow);
-    const [row] = await tx
-      .insert(migrationBatches)
-      .values({
-        workspaceId: batch.workspaceId,
-        migrationId: batch.migrationId,
-        apiId: batch.apiId,
-        keys: batch.keys,
-        keyCount: batch.keys.length,
-        createdAtM: now,
-      })
-      .returning({ id: migrationBatches.id });
-    return row!.id;
-  });
+  if (batch.dataKey?.newRow) await tx.insert(encryptionKeys).values(batch.dataKey.newRow);
+  const [row] = await tx
+    .insert(migrationBatches)
+    .values({
+      workspaceId: batch.workspaceId,
+      migrationId: batch.migrationId,
+      apiId: batch.apiId,
+      keys: batch.keys,
+      keyCount: batch.keys.length,
+      createdAtM: now,
+    })
+    .returning({ id: migrationBatches.id });
+  return row!.id;
 }
 
 /**
@@ -187,49 +189,52 @@ export async function deferMigrationBatch(
 
 /**
  * A failure that retrying cannot fix ended the batch's import, so none of its keys was imported: the batch is
- * failed as a whole, with the reason. Its sealed keys are kept, for the operator to retry it once the cause is
- * fixed (retryFailedBatches); none of them exists as a key.
+ * failed as a whole, with the reason, in the caller's transaction `tx`. Its sealed keys are kept, for the operator
+ * to retry it once the cause is fixed (retryFailedBatches); none of them exists as a key. False when the batch was
+ * no longer pending (nothing changed).
  */
-export async function failMigrationBatch(db: Db, batch: PendingBatch, refusal: Refusal, now: number): Promise<void> {
+export async function failMigrationBatch(tx: Db, batch: PendingBatch, refusal: Refusal, now: number): Promise<boolean> {
   const message = describeRefusal(refusal);
-  await db.transaction(async (tx) => {
-    const [row] = await tx
-      .update(migrationBatches)
-      .set({ status: "failed", imported: 0, failed: batch.keyCount, processedAtM: now, lastError: message, nextAttemptAtM: null })
-      .where(and(eq(migrationBatches.id, batch.id), eq(migrationBatches.status, "pending")))
-      .returning({ id: migrationBatches.id });
-    if (!row) return;
-    await tx.insert(migrationErrors).values({
-      batchId: batch.id,
-      workspaceId: batch.workspaceId,
-      migrationId: batch.migrationId,
-      keyIndex: null,
-      code: refusal.kind,
-      message,
-      refusal,
-      createdAtM: now,
-    });
+  const [row] = await tx
+    .update(migrationBatches)
+    .set({ status: "failed", imported: 0, failed: batch.keyCount, processedAtM: now, lastError: message, nextAttemptAtM: null })
+    .where(and(eq(migrationBatches.id, batch.id), eq(migrationBatches.status, "pending")))
+    .returning({ id: migrationBatches.id });
+  if (!row) return false;
+  await tx.insert(migrationErrors).values({
+    batchId: batch.id,
+    workspaceId: batch.workspaceId,
+    migrationId: batch.migrationId,
+    keyIndex: null,
+    code: refusal.kind,
+    message,
+    refusal,
+    createdAtM: now,
   });
+  return true;
 }
 
 /**
  * Puts the migration's failed batches that still hold their keys (failed as a whole) back in the queue, as if
- * just enqueued, and forgets their errors. Returns how many; undefined when the workspace has no such migration.
+ * just enqueued, and forgets their errors, in the caller's transaction `tx`. Returns how many batches and keys;
+ * undefined when the workspace has no such migration.
  */
-export async function retryFailedBatches(db: Db, workspaceId: string, migrationId: string): Promise<number | undefined> {
-  return db.transaction(async (tx) => {
-    const ofMigration = and(eq(migrationBatches.workspaceId, workspaceId), eq(migrationBatches.migrationId, migrationId));
-    const [any] = await tx.select({ id: migrationBatches.id }).from(migrationBatches).where(ofMigration).limit(1);
-    if (!any) return undefined;
-    const retried = await tx
-      .update(migrationBatches)
-      .set({ status: "pending", imported: 0, failed: 0, attempts: 0, lastError: null, nextAttemptAtM: null, processedAtM: null })
-      .where(and(ofMigration, eq(migrationBatches.status, "failed"), isNotNull(migrationBatches.keys)))
-      .returning({ id: migrationBatches.id });
-    const ids = retried.map((r) => r.id);
-    if (ids.length > 0) await tx.delete(migrationErrors).where(inArray(migrationErrors.batchId, ids));
-    return ids.length;
-  });
+export async function retryFailedBatches(
+  tx: Db,
+  workspaceId: string,
+  migrationId: string,
+): Promise<{ batches: number; keys: number } | undefined> {
+  const ofMigration = and(eq(migrationBatches.workspaceId, workspaceId), eq(migrationBatches.migrationId, migrationId));
+  const [any] = await tx.select({ id: migrationBatches.id }).from(migrationBatches).where(ofMigration).limit(1);
+  if (!any) return undefined;
+  const retried = await tx
+    .update(migrationBatches)
+    .set({ status: "pending", imported: 0, failed: 0, attempts: 0, lastError: null, nextAttemptAtM: null, processedAtM: null })
+    .where(and(ofMigration, eq(migrationBatches.status, "failed"), isNotNull(migrationBatches.keys)))
+    .returning({ id: migrationBatches.id, keyCount: migrationBatches.keyCount });
+  const ids = retried.map((r) => r.id);
+  if (ids.length > 0) await tx.delete(migrationErrors).where(inArray(migrationErrors.batchId, ids));
+  return { batches: ids.length, keys: retried.reduce((n, r) => n + r.keyCount, 0) };
 }
 
 export type MigrationSummary = {

@@ -109,6 +109,25 @@ export async function createMissingRoles(db: Db, workspaceId: string, names: str
   );
 }
 
+/**
+ * createMissingRoles, answering the roles this call created (not those that existed or that a concurrent call
+ * created first): what an audit entry of their creation names.
+ */
+export async function insertMissingRoles(
+  db: Db,
+  workspaceId: string,
+  names: string[],
+  now: number,
+): Promise<{ id: string; name: string }[]> {
+  if (names.length === 0) return [];
+  return insertRecordset<typeof roles, { id: string; name: string }>(
+    db,
+    roles,
+    [...new Set(names)].sort().map((name) => ({ id: newId("role"), workspaceId, name, createdAtM: now })),
+    sql.raw(`on conflict ("${roles.workspaceId.name}", "${roles.name.name}") do nothing returning id, name`),
+  );
+}
+
 /** Creates the permissions of these slugs (name = slug) that the workspace lacks, like createMissingRoles. */
 export async function createMissingPermissions(db: Db, workspaceId: string, slugs: string[], now: number): Promise<void> {
   await insertMissingPermissions(db, workspaceId, slugs, now);

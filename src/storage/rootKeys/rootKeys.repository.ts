@@ -56,7 +56,14 @@ async function upsertByHash(db: Db, input: NewRootKey, secret: string, now: numb
     });
 }
 
-export async function deleteRootKeyById(db: Db, id: string): Promise<boolean> {
-  const rows = await db.delete(rootKeys).where(eq(rootKeys.id, id)).returning({ id: rootKeys.id });
-  return rows.length > 0;
+/** Deletes a root key; what it was (for the audit entry: never its hash), or undefined when there was none. */
+export async function deleteRootKeyById(
+  db: Db,
+  id: string,
+): Promise<{ id: string; workspaceId: string; name: string | null; permissions: string[] } | undefined> {
+  const [row] = await db
+    .delete(rootKeys)
+    .where(eq(rootKeys.id, id))
+    .returning({ id: rootKeys.id, workspaceId: rootKeys.workspaceId, name: rootKeys.name, permissions: rootKeys.permissions });
+  return row;
 }

@@ -21,5 +21,5 @@ export const deleteKeys = defineRpc({
       ),
   }),
   output: z.object({ deletedKeys: z.int().describe("How many keys were deleted.") }),
-  handler: async (input, { deps, rootKey }) => ({ deletedKeys: await deleteApiKeys(deps, rootKey, input) }),
+  handler: async (input, { deps, caller }) => ({ deletedKeys: await deleteApiKeys(deps, caller, input) }),
 });

@@ -14,5 +14,5 @@ export const createKeys = defineRpc({
   returns: "The ids of the imported keys, in request order.",
   input: createKeysInputSchema,
   output: z.object({ keyIds: z.array(z.string()).describe("The new keys' ids, in the order of the request.") }),
-  handler: async (items, { deps, rootKey }) => ({ keyIds: await importKeys(deps, rootKey, items, deps.clock.now()) }),
+  handler: async (items, { deps, caller }) => ({ keyIds: await importKeys(deps, caller, items, deps.clock.now()) }),
 });

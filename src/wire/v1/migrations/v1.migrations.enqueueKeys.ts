@@ -15,8 +15,8 @@ export const enqueueKeys = defineRpc({
   input: enqueueKeysInputSchema,
   output: z.object({}),
   status: 202,
-  handler: async (input, { deps, rootKey }) => {
-    if (await enqueueImport(deps, rootKey, input)) deps.migrationWorker.wake();
+  handler: async (input, { deps, caller }) => {
+    if (await enqueueImport(deps, caller, input)) deps.migrationWorker.wake();
     return {};
   },
 });

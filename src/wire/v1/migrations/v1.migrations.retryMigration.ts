@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { retryMigration as requeueFailedBatches } from "../../../core/import/import.status.js";
 import { defineRpc } from "../rpc.js";
+import { operatorCaller } from "../workspaces/operator.caller.js";
 
 export const retryMigration = defineRpc({
   method: "POST",
@@ -15,8 +16,8 @@ export const retryMigration = defineRpc({
     migrationId: z.string().min(1).max(256).describe("The `migrationId` its batches were enqueued under."),
   }),
   output: z.object({ batches: z.number().describe("How many batches that had failed as a whole were queued again.") }),
-  handler: async ({ workspaceId, migrationId }, { deps }) => {
-    const batches = await requeueFailedBatches(deps.db, workspaceId, migrationId);
+  handler: async ({ workspaceId, migrationId }, { deps, req }) => {
+    const batches = await requeueFailedBatches(deps, operatorCaller(deps, req, workspaceId), migrationId);
     if (batches > 0) deps.migrationWorker.wake();
     return { batches };
   },

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { createRootKey as create } from "../../../core/rootKeys/rootKeys.core.js";
 import { LARGE_BODY_LIMIT, defineRpc } from "../rpc.js";
+import { operatorCaller } from "../workspaces/operator.caller.js";
 import { idInput } from "../inputBounds.js";
 
 export const createRootKey = defineRpc({
@@ -19,7 +20,7 @@ export const createRootKey = defineRpc({
     permissions: z.array(z.string().min(1).max(512)).max(1000),
   }),
   output: z.object({ keyId: z.string(), key: z.string() }),
-  handler: async (input, { deps }) => {
-    return create(deps, input);
+  handler: async (input, { deps, req }) => {
+    return create(deps, operatorCaller(deps, req, input.workspaceId), input);
   },
 });

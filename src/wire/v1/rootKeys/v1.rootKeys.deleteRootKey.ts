@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { deleteRootKey as remove } from "../../../core/rootKeys/rootKeys.core.js";
 import { defineRpc } from "../rpc.js";
+import { operatorCaller } from "../workspaces/operator.caller.js";
 import { idInput } from "../inputBounds.js";
 
 export const deleteRootKey = defineRpc({
@@ -12,8 +13,9 @@ export const deleteRootKey = defineRpc({
   returns: "The root key is deleted.",
   input: z.object({ keyId: idInput }),
   output: z.object({}),
-  handler: async (input, { deps }) => {
-    await remove(deps, input.keyId);
+  handler: async (input, { deps, req }) => {
+    // The key's workspace is known once it is deleted; the entry names it (Change.workspaceId).
+    await remove(deps, operatorCaller(deps, req, ""), input.keyId);
     return {};
   },
 });

@@ -73,5 +73,5 @@ export const migrateKeys = defineV2Rpc({
     migrated: z.array(z.object({ hash: z.string(), keyId: z.string() })).describe("The keys created, in request order."),
     failed: z.array(z.string()).describe("Hashes that a key already had: not migrated (empty when none)."),
   }),
-  handler: async (input, { deps, rootKey }) => ({ data: await migrateKeysCore(deps, rootKey, input, deps.clock.now()) }),
+  handler: async (input, { deps, caller }) => ({ data: await migrateKeysCore(deps, caller, input, deps.clock.now()) }),
 });

@@ -6,23 +6,13 @@ import type { AuditTarget } from "../../storage/schema.js";
 import type { PermissionQuery } from "../auth/permissions.query.js";
 import type { Caller } from "../caller.js";
 import { requirePermission } from "../principal.js";
+import { AUDIT_SETTLE_MS, DEFAULT_AUDIT_PAGE, MAX_AUDIT_PAGE } from "./audit.limits.js";
 
 /** The permission that lets a root key read its workspace's audit log (besides `*`). */
 export const READ_AUDIT_LOGS = "audit.*.read_logs";
 const READ_AUDIT_LOGS_QUERY: PermissionQuery = { or: ["*", READ_AUDIT_LOGS] };
 
-/** Entries per page at most, and by default. */
-export const MAX_AUDIT_PAGE = 100;
-export const DEFAULT_AUDIT_PAGE = 50;
-
-/**
- * Oldest first, a page leaves out the entries of the last AUDIT_SETTLE_MS: an entry's time is taken just before its
- * change commits, so one still committing can bear a time below entries already read; once its time is this far
- * behind, its change has committed or rolled back (a transaction's statements are bounded by the store's timeouts),
- * and a cursor moving up can no longer pass an entry that appears below it. Newest first needs no such margin: what
- * commits late is read further down, or is newer than the reader's first page.
- */
-export const AUDIT_SETTLE_MS = 10_000;
+export { AUDIT_SETTLE_MS, DEFAULT_AUDIT_PAGE, MAX_AUDIT_PAGE };
 
 /**
  * Who reads the audit log: a caller of one workspace (a root key: it needs `audit.*.read_logs` or `*`, and sees its

@@ -166,6 +166,7 @@ describe("keyhaven audit export", () => {
       // A stand-in server: 503 twice, then one page; then, for a second run, only 503s.
       let calls = 0;
       let answerAfter = 2;
+      let notALog = false;
       const entry = {
         id: "audit_x",
         time: 1,
@@ -195,7 +196,8 @@ describe("keyhaven audit export", () => {
           return;
         }
         res.writeHead(200, { "content-type": "application/json" });
-        res.end(JSON.stringify({ meta: { requestId: "r" }, data: [entry], pagination: { hasMore: false } }));
+        if (notALog) res.end(JSON.stringify({ status: "ok" }));
+        else res.end(JSON.stringify({ meta: { requestId: "r" }, data: [entry], pagination: { hasMore: false } }));
       });
       await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
       const stub = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -214,6 +216,14 @@ describe("keyhaven audit export", () => {
         expect(down.code).toBe(1);
         expect(calls).toBe(3);
         expect(down.err).toMatch(/keyhaven audit: 503 unkey\/application\/service_unavailable: the store is unavailable\n$/);
+        // Something else at --url: a 200 that is not a page of the log is an error, not an empty export.
+        calls = 0;
+        answerAfter = -1;
+        notALog = true;
+        const other = await runKeyhaven(["audit", "export", "--url", stub, "--since", "1"], { KEYHAVEN_ADMIN_TOKEN: ADMIN_TOKEN });
+        expect(other.code).toBe(1);
+        expect(other.err).toContain("did not answer as keyhaven.listAuditLogs does");
+        expect(other.out).toBe("");
       } finally {
         server.close();
       }

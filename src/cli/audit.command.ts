@@ -213,7 +213,13 @@ async function exportEntries(p: Plan): Promise<number> {
       return EXIT.failed;
     }
     const answer = res.body as { data?: unknown[]; pagination?: { hasMore?: boolean; cursor?: string } } | undefined;
-    const entries = Array.isArray(answer?.data) ? answer.data : [];
+    const next = answer?.pagination?.hasMore === true ? answer.pagination.cursor : undefined;
+    // Something else at --url (a proxy's page, another service) must not pass for an empty log, nor loop forever.
+    if (!Array.isArray(answer?.data) || (answer.pagination?.hasMore === true && (typeof next !== "string" || next === cursor))) {
+      console.error(`keyhaven audit: ${p.baseUrl} did not answer as keyhaven.listAuditLogs does (is --url a keyhaven server?)`);
+      return EXIT.failed;
+    }
+    const entries = answer.data;
     if (entries.length > 0) {
       const text = `${entries.map((e) => JSON.stringify(e)).join("\n")}\n`;
       if (!process.stdout.write(text) && !closed) await Promise.race([once(process.stdout, "drain"), once(process.stdout, "close")]);
@@ -224,7 +230,6 @@ async function exportEntries(p: Plan): Promise<number> {
       shown = written;
       process.stderr.write(`${fmt(written)} entries\n`);
     }
-    const next = answer?.pagination?.hasMore === true ? answer.pagination.cursor : undefined;
     if (next === undefined) break;
     cursor = next;
   }

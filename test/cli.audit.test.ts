@@ -4,7 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock } from "../src/clock.js";
 import { AUDIT_SETTLE_MS } from "../src/core/audit/audit.read.js";
 import { auditEntries } from "./audit-entries.js";
-import { killAll, runKeyhaven } from "./cli-process.js";
+import { once } from "node:events";
+import { killAll, runKeyhaven, spawnProcess } from "./cli-process.js";
 import { ADMIN_TOKEN, createHarness, type Harness, type Tenant } from "./helper.js";
 
 // `keyhaven audit export` as a user runs it (the compiled CLI, a child process) against the real app listening on a
@@ -115,6 +116,19 @@ describe("keyhaven audit export", () => {
       expect(other.code).toBe(1);
       expect(other.err).toMatch(/^keyhaven audit: 403 unkey\/authorization\/insufficient_permissions: /);
       expect(other.out).toBe("");
+    },
+    TIMEOUT,
+  );
+
+  it(
+    "ends quietly, exit 0, when its reader stops reading (| head)",
+    async () => {
+      const script = 'node bin/keyhaven.mjs "$@" | head -n 1; echo "rc=$PIPESTATUS" >&2';
+      const args = ["audit", "export", "--url", url, "--since", String(t0), "--quiet"];
+      const cli = spawnProcess("bash", ["-c", script, "bash", ...args], { KEYHAVEN_ADMIN_TOKEN: ADMIN_TOKEN });
+      await once(cli.child, "close");
+      expect(lines(cli.stdout())).toHaveLength(1);
+      expect(cli.stderr()).toBe("rc=0\n");
     },
     TIMEOUT,
   );

@@ -199,12 +199,18 @@ async function exportEntries(p: Plan): Promise<number> {
   let written = 0;
   let shown = 0;
   let cursor: string | undefined;
-  // A reader that stops reading (`| head`) ends the export quietly: what it took is complete lines.
-  let closed = false;
+  // A reader that stops reading (`| head`) ends the export quietly: what it took is complete lines. Any other
+  // failure to write (a full disk) is an error.
+  let outError: NodeJS.ErrnoException | undefined;
   process.stdout.on("error", (err: NodeJS.ErrnoException) => {
-    if (err.code === "EPIPE") closed = true;
-    else throw err;
+    outError ??= err;
   });
+  const stopped = (): number | undefined => {
+    if (outError === undefined) return undefined;
+    if (outError.code === "EPIPE") return EXIT.ok;
+    console.error(`keyhaven audit: stdout: ${outError.code ?? outError.message}`);
+    return EXIT.failed;
+  };
   for (;;) {
     const res = await page(p, cursor);
     if (res.kind !== "ok") {
@@ -222,8 +228,12 @@ async function exportEntries(p: Plan): Promise<number> {
     const entries = answer.data;
     if (entries.length > 0) {
       const text = `${entries.map((e) => JSON.stringify(e)).join("\n")}\n`;
-      if (!process.stdout.write(text) && !closed) await Promise.race([once(process.stdout, "drain"), once(process.stdout, "close")]);
-      if (closed) return EXIT.ok;
+      if (!process.stdout.write(text) && outError === undefined) {
+        // once() rejects on an 'error' event: outError has it, and stopped() tells what it means.
+        await Promise.race([once(process.stdout, "drain"), once(process.stdout, "close")]).catch(() => {});
+      }
+      const stop = stopped();
+      if (stop !== undefined) return stop;
       written += entries.length;
     }
     if (p.progress && written - shown >= PROGRESS_EVERY) {

@@ -133,6 +133,39 @@ describe("keyhaven audit export", () => {
     TIMEOUT,
   );
 
+  it(
+    "`keyhaven help` and `keyhaven audit --help` describe it; `keyhaven audit` alone is a usage error",
+    async () => {
+      const help = await runKeyhaven(["help"]);
+      expect(help.out).toContain("keyhaven audit export --since <time> [--until <time>] [--workspace <id>]");
+      const auditHelp = await runKeyhaven(["audit", "--help"]);
+      expect(auditHelp.code).toBe(0);
+      expect(auditHelp.out).toMatch(/^Usage: keyhaven audit export --since <time>/);
+      for (const option of ["--until", "--workspace", "--admin-token", "--root-key", "--url", "--timeout", "--attempts", "--quiet"]) {
+        expect(auditHelp.out).toContain(option);
+      }
+      const bare = await runKeyhaven(["audit"]);
+      expect([bare.code, bare.out]).toEqual([2, ""]);
+      expect(bare.err).toContain("a command is required: export");
+    },
+    TIMEOUT,
+  );
+
+  it(
+    "shows no progress when stdout is a terminal",
+    async () => {
+      // script(1) gives the command a terminal for stdout and stderr alike: entries only, no progress line.
+      const command = `node bin/keyhaven.mjs audit export --url ${url} --since ${t0} --until ${t3}`;
+      const cli = spawnProcess("script", ["-q", "-e", "-c", command, "/dev/null"], { KEYHAVEN_ADMIN_TOKEN: ADMIN_TOKEN });
+      const [code] = await once(cli.child, "close");
+      expect(code, cli.stderr()).toBe(0);
+      const printed = cli.stdout().replaceAll("\r", "");
+      expect(lines(printed)).toHaveLength(3);
+      expect(printed).not.toContain("entries");
+    },
+    TIMEOUT,
+  );
+
   it.each([
     [["--since", "yesterday"], '--since: not a time, got "yesterday"'],
     [["--since", "2026-02-30"], '--since: no such date, got "2026-02-30"'],

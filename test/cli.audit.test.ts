@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock } from "../src/clock.js";
 import { AUDIT_SETTLE_MS } from "../src/core/audit/audit.read.js";
+import { trustedCaller } from "../src/core/caller.js";
 import { auditEntries } from "./audit-entries.js";
 import { once } from "node:events";
 import { killAll, runKeyhaven, spawnProcess } from "./cli-process.js";
@@ -282,6 +283,29 @@ describe("keyhaven audit export", () => {
       expect(refused.err).toContain("retrying (attempt 2 of 2)");
       expect(refused.err).toMatch(new RegExp(`keyhaven audit: ${stub.replaceAll(".", "\\.")} did not answer: ECONNREFUSED`));
       expect(refused.err).not.toContain(ADMIN_TOKEN);
+    },
+    TIMEOUT,
+  );
+
+  it(
+    "prints the entries so far on stderr as it goes (a line per 1,000), and nothing of the kind with --quiet",
+    async () => {
+      // 1,001 entries of a workspace of their own, written through the write gate (faster than 1,001 requests).
+      const c = await h.tenant();
+      const caller = trustedCaller({ kind: "cli", id: "cli_test", name: "test" }, c.workspaceId, { surface: "cli" });
+      for (let i = 0; i < 1001; i++) {
+        if (i % 100 === 0) clock.advance(1);
+        await h.services.changes.change(caller, async (_tx, record) => {
+          record({ event: "key.create", targets: [{ type: "key", id: `key_${i}` }], description: `entry ${i}` });
+        });
+      }
+      clock.advance(AUDIT_SETTLE_MS + 1);
+      const run = await exportAudit(["--since", String(t0), "--workspace", c.workspaceId]);
+      expect(run.code, run.err).toBe(0);
+      expect(lines(run.out)).toHaveLength(1001);
+      expect(run.err).toBe("1,000 entries\n1,001 entries exported\n");
+      const quiet = await exportAudit(["--since", String(t0), "--workspace", c.workspaceId, "--quiet"]);
+      expect([quiet.code, quiet.err, lines(quiet.out).length]).toEqual([0, "", 1001]);
     },
     TIMEOUT,
   );

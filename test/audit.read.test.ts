@@ -1,9 +1,11 @@
-import { describe, expect } from "vitest";
+import { afterAll, beforeAll, describe, expect, it as plainIt } from "vitest";
+import { ManualClock } from "../src/clock.js";
+import { AUDIT_SETTLE_MS } from "../src/core/audit/audit.read.js";
 import { trustedCaller } from "../src/core/caller.js";
 import { WriteGate } from "../src/core/changes.js";
 import type { AuditEvent } from "../src/core/audit/audit.events.js";
 import { test } from "./fixtures.js";
-import { ADMIN_TOKEN, type Harness } from "./helper.js";
+import { ADMIN_TOKEN, createHarness, type Harness } from "./helper.js";
 
 const it = test;
 
@@ -121,5 +123,90 @@ describe("POST /v2/keyhaven.listAuditLogs", () => {
     expect(workspaces.has(a.workspaceId) && workspaces.has(b.workspaceId)).toBe(true);
     const one = await list(h, { workspaceId: b.workspaceId }, ADMIN_TOKEN);
     expect(one.body.data.map((e: any) => e.workspaceId)).toEqual([b.workspaceId]);
+  });
+});
+
+describe('POST /v2/keyhaven.listAuditLogs with order: "asc"', () => {
+  // The app's clock is set by hand, so that an entry's time and the settling margin are the test's to choose.
+  const clock = new ManualClock(Date.UTC(2026, 0, 1));
+  let h: Harness;
+  beforeAll(async () => {
+    h = await createHarness({}, { clock });
+  });
+  afterAll(() => h?.close());
+
+  /** `n` entries, each a millisecond after the one before. */
+  async function spaced(workspaceId: string, n: number, event: AuditEvent = "key.create") {
+    for (let i = 0; i < n; i++) {
+      clock.advance(1);
+      await writeEntries(h, workspaceId, 1, event);
+    }
+    return (await writeEntries(h, workspaceId, 0)).reverse();
+  }
+
+  plainIt("pages oldest first without skipping or repeating an entry while entries are being written", async () => {
+    const tenant = await h.tenant();
+    const ids = await spaced(tenant.workspaceId, 7);
+    clock.advance(AUDIT_SETTLE_MS + 1);
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < 10; page++) {
+      const res = await list(h, { order: "asc", limit: 2, ...(cursor && { cursor }) }, tenant.rootKey);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      const times = res.body.data.map((e: any) => e.time);
+      expect(times).toEqual([...times].sort((x: number, y: number) => x - y));
+      seen.push(...res.body.data.map((e: any) => e.id));
+      // Written between pages: newer than every page, and inside the settling margin, so no page holds it.
+      clock.advance(1);
+      await writeEntries(h, tenant.workspaceId, 1);
+      cursor = res.body.pagination.cursor;
+      if (!res.body.pagination.hasMore) break;
+    }
+    expect(seen).toEqual(ids);
+  });
+
+  plainIt("leaves out the entries of the last AUDIT_SETTLE_MS, which newest first shows at once", async () => {
+    const tenant = await h.tenant();
+    const [old] = await spaced(tenant.workspaceId, 1);
+    clock.advance(AUDIT_SETTLE_MS + 1);
+    // Its change may still be committing: its time is less than AUDIT_SETTLE_MS ago.
+    const fresh = (await spaced(tenant.workspaceId, 1)).at(-1)!;
+    const asc = await list(h, { order: "asc" }, tenant.rootKey);
+    expect(asc.status, JSON.stringify(asc.body)).toBe(200);
+    expect(asc.body.data.map((e: any) => e.id)).toEqual([old]);
+    const desc = await list(h, { order: "desc" }, tenant.rootKey);
+    expect(desc.body.data.map((e: any) => e.id)).toEqual([fresh, old]);
+    expect((await list(h, {}, tenant.rootKey)).body.data.map((e: any) => e.id)).toEqual([fresh, old]);
+    // A range entirely inside the margin is empty, not an error.
+    const inside = await list(h, { order: "asc", since: clock.now() - 1 }, tenant.rootKey);
+    expect(inside.status).toBe(200);
+    expect(inside.body.data).toEqual([]);
+    clock.advance(AUDIT_SETTLE_MS + 1);
+    expect((await list(h, { order: "asc" }, tenant.rootKey)).body.data.map((e: any) => e.id)).toEqual([old, fresh]);
+  });
+
+  plainIt("holds the range and workspace filters oldest first", async () => {
+    const a = await h.tenant();
+    const b = await h.tenant();
+    const ids = await spaced(a.workspaceId, 5);
+    await spaced(b.workspaceId, 2);
+    clock.advance(AUDIT_SETTLE_MS + 1);
+    const rows = await h.sql<{ id: string; created_at_m: string | number }>(
+      `select id, created_at_m from audit_log where workspace_id = '${a.workspaceId}' order by created_at_m, id`,
+    );
+    const since = Number(rows[1]!.created_at_m);
+    const until = Number(rows[4]!.created_at_m);
+    const res = await list(h, { order: "asc", since, until, workspaceId: a.workspaceId, limit: 100 }, ADMIN_TOKEN);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.data.map((e: any) => e.id)).toEqual(ids.slice(1, 4));
+  });
+
+  plainIt("refuses an order other than asc or desc with a 400", async () => {
+    const tenant = await h.tenant();
+    for (const order of ["ASC", "up", 1, null]) {
+      const res = await list(h, { order }, tenant.rootKey);
+      expect(res.status, JSON.stringify(order)).toBe(400);
+      expect(JSON.stringify(res.body.error.errors)).toContain("order");
+    }
   });
 });

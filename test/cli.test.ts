@@ -223,7 +223,7 @@ describe("what the keyhaven command loads", () => {
     TIMEOUT,
   );
 
-  it.each(["help", "import --help", "admin --help"])(
+  it.each(["help", "import --help", "admin --help", "audit --help"])(
     "`keyhaven %s` loads neither the server nor the store",
     async (argline) => {
       const { packages, files } = await modulesLoadedBy(argline.split(" "));

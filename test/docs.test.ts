@@ -1,6 +1,7 @@
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { dirname, join, normalize } from "node:path";
 import { describe, expect, it } from "vitest";
+import { AUDIT_EVENTS } from "../src/core/audit/audit.events.js";
 import { readProjectFile } from "./deploy-files.js";
 
 /** The Markdown files a reader follows links through: the README, the project files and docs/. */
@@ -99,6 +100,11 @@ describe("the documentation", () => {
     const last = lines.findLastIndex((l) => l.startsWith("|"));
     expect(lines.slice(first, last + 1).every((l) => l.startsWith("|"))).toBe(true);
     expect(last - first).toBeGreaterThan(50);
+  });
+
+  it("names every event of the audit catalogue in docs/audit.md, so that a new event cannot go undocumented", () => {
+    const named = new Set([...readProjectFile("docs/audit.md").matchAll(/`([A-Za-z]+\.[a-z_]+)`/g)].map((m) => m[1]));
+    expect(AUDIT_EVENTS.filter((event) => !named.has(event))).toEqual([]);
   });
 
   it("ships the licence package.json names", () => {

@@ -57,11 +57,23 @@ export async function postJson(
   return {
     kind: "error",
     status: res.status,
-    code: typeof envelope?.code === "string" ? envelope.code : `HTTP_${res.status}`,
-    message: typeof envelope?.message === "string" ? envelope.message : text.slice(0, 200) || res.statusText,
+    code: typeof envelope?.code === "string" ? envelope.code : (v2Code(envelope?.type) ?? `HTTP_${res.status}`),
+    message:
+      typeof envelope?.message === "string"
+        ? envelope.message
+        : typeof envelope?.detail === "string"
+          ? envelope.detail
+          : text.slice(0, 200) || res.statusText,
     fields: errorFields(envelope),
     retryAfterMs: retryAfter(res.headers.get("retry-after")),
   };
+}
+
+/** A v2 error's code, from its `type` (`https://unkey.com/docs/errors/<code>`): v1 has `code`, v2 `type` and `detail`. */
+function v2Code(type: unknown): string | undefined {
+  if (typeof type !== "string") return undefined;
+  const code = /\/docs\/errors\/([a-z_/]{1,200})$/.exec(type)?.[1];
+  return code;
 }
 
 /** The envelope's structured fields (errors.ts ErrorFields), each kept only when it has the documented type. */

@@ -1,7 +1,8 @@
 import { parseArgs } from "node:util";
 
-// Each command imports what it needs when it runs: `keyhaven help`, `keyhaven import …` and `keyhaven admin …` load
-// neither the server (Fastify) nor the store (PGlite, postgres.js, drizzle); test/cli.test.ts checks it.
+// Each command imports what it needs when it runs: `keyhaven help`, `keyhaven import …`, `keyhaven admin …` and
+// `keyhaven audit …` load neither the server (Fastify) nor the store (PGlite, postgres.js, drizzle); test/cli.test.ts
+// checks it.
 
 const HELP = `keyhaven: self-hosted API key management speaking the Unkey v1 API
 
@@ -17,6 +18,9 @@ Commands:
   admin      Operator commands against a running server ([--admin-token <t>] [--url <url>] [--json]):
                workspace create --name <name> | workspace disable <id> | workspace enable <id>
                root-key create --workspace <id> --permission <p>... [--name <n>] | root-key delete <keyId>
+  audit      Export the audit log of a running server as NDJSON on stdout, oldest first (for a SIEM):
+               keyhaven audit export --since <time> [--until <time>] [--workspace <id>]
+               [--admin-token <t> | --root-key <key>] [--url <url>] [--timeout <s>] [--attempts <n>] [--quiet]
   rotate-encryption-key --new-key-file <path>
              Re-wrap the stored data keys under a new KEYHAVEN_ENCRYPTION_KEY (docs/operations.md, "Running in production").
   reset-encryption-key --delete-stored-plaintexts
@@ -24,7 +28,7 @@ Commands:
              starts with a new key. Verification keeps working. See its --help first.
   help       Show this help.
 
-\`keyhaven import --help\` and \`keyhaven admin --help\` describe every option and exit code.
+\`keyhaven import --help\`, \`keyhaven admin --help\` and \`keyhaven audit --help\` describe every option and exit code.
 Configuration is read from the environment; see docs/operations.md ("Configuration").
 `;
 
@@ -96,6 +100,11 @@ export async function run(argv: string[]): Promise<void> {
   if (argv[0] === "admin") {
     const { adminCommand } = await import("./admin.command.js");
     process.exitCode = await adminCommand(argv.slice(1));
+    return;
+  }
+  if (argv[0] === "audit") {
+    const { auditCommand } = await import("./audit.command.js");
+    process.exitCode = await auditCommand(argv.slice(1));
     return;
   }
   if (argv[0] === "reset-encryption-key") {

@@ -1,18 +1,18 @@
 import { PermissionDeniedError } from "../../errors.js";
 import type { Db } from "../../storage/client.js";
-import { type AuditLogRow, type AuditPosition, listAuditLogRows } from "../../storage/audit/audit.repository.js";
+import type { Clock } from "../../clock.js";
+import { type AuditLogRow, type AuditOrder, type AuditPosition, listAuditLogRows } from "../../storage/audit/audit.repository.js";
 import type { AuditTarget } from "../../storage/schema.js";
 import type { PermissionQuery } from "../auth/permissions.query.js";
 import type { Caller } from "../caller.js";
 import { requirePermission } from "../principal.js";
+import { AUDIT_SETTLE_MS, DEFAULT_AUDIT_PAGE, MAX_AUDIT_PAGE } from "./audit.limits.js";
 
 /** The permission that lets a root key read its workspace's audit log (besides `*`). */
 export const READ_AUDIT_LOGS = "audit.*.read_logs";
 const READ_AUDIT_LOGS_QUERY: PermissionQuery = { or: ["*", READ_AUDIT_LOGS] };
 
-/** Entries per page at most, and by default. */
-export const MAX_AUDIT_PAGE = 100;
-export const DEFAULT_AUDIT_PAGE = 50;
+export { AUDIT_SETTLE_MS, DEFAULT_AUDIT_PAGE, MAX_AUDIT_PAGE };
 
 /**
  * Who reads the audit log: a caller of one workspace (a root key: it needs `audit.*.read_logs` or `*`, and sees its
@@ -33,6 +33,8 @@ export type AuditLogQuery = {
   readonly limit?: number | undefined;
   /** The cursor of the previous page (decodeAuditCursor accepts it). */
   readonly cursor?: string | undefined;
+  /** Newest first (default) or oldest first (an export a SIEM appends in time order). */
+  readonly order?: AuditOrder | undefined;
 };
 
 /** An audit entry as readers get it (the route's and the export's shape; docs/audit.md). */
@@ -51,11 +53,12 @@ export type AuditEntry = {
 export type AuditPage = { entries: AuditEntry[]; cursor?: string; hasMore: boolean };
 
 /**
- * A page of the audit log, newest first. The cursor names the last entry of the page (its time and id), and the next
- * page starts strictly below it: an entry written meanwhile is newer than the reader's first page, so it shifts
- * nothing, and no entry is skipped or repeated across pages.
+ * A page of the audit log, newest first (or oldest first with `order: "asc"`). The cursor names the last entry of the
+ * page (its time and id), and the next page starts strictly past it: newest first, an entry written meanwhile is
+ * newer than the reader's first page, so it shifts nothing; oldest first, the page stops AUDIT_SETTLE_MS before now,
+ * below any entry still committing. Either way no entry is skipped or repeated across pages.
  */
-export async function listAuditLogs(services: { db: Db }, reader: AuditReader, query: AuditLogQuery): Promise<AuditPage> {
+export async function listAuditLogs(services: { db: Db; clock: Clock }, reader: AuditReader, query: AuditLogQuery): Promise<AuditPage> {
   let workspaceId: string | undefined;
   if ("caller" in reader) {
     requirePermission(reader.caller, READ_AUDIT_LOGS_QUERY);
@@ -67,10 +70,17 @@ export async function listAuditLogs(services: { db: Db }, reader: AuditReader, q
   const limit = Math.min(Math.max(query.limit ?? DEFAULT_AUDIT_PAGE, 1), MAX_AUDIT_PAGE);
   const after = query.cursor === undefined ? undefined : decodeAuditCursor(query.cursor);
   if (query.cursor !== undefined && after === undefined) throw new TypeError("not an audit log cursor (the adapter validates it)");
+  const order = query.order ?? "desc";
+  let until = query.until;
+  if (order === "asc") {
+    const settled = services.clock.now() - AUDIT_SETTLE_MS;
+    if (until === undefined || until > settled) until = settled;
+    if (query.since !== undefined && until <= query.since) return { entries: [], hasMore: false };
+  }
   const rows = await listAuditLogRows(
     services.db,
-    { workspaceId, events: query.events, actorId: query.actorId, targetId: query.targetId, since: query.since, until: query.until },
-    { after, limit: limit + 1 },
+    { workspaceId, events: query.events, actorId: query.actorId, targetId: query.targetId, since: query.since, until },
+    { after, limit: limit + 1, order },
   );
   const hasMore = rows.length > limit;
   const page = rows.slice(0, limit);

@@ -1,11 +1,11 @@
-import { and, desc, eq, gte, inArray, isNull, lt, type SQL, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gte, inArray, isNull, lt, type SQL, sql } from "drizzle-orm";
 import { type Db, rowsOf } from "../client.js";
 import { auditLog } from "../schema.js";
 
 /** An audit entry as stored. */
 export type AuditLogRow = typeof auditLog.$inferSelect;
 
-/** Where a page of the audit log starts: strictly below this entry in (created_at_m, id) order, newest first. */
+/** Where a page of the audit log starts: strictly past this entry in (created_at_m, id) order, the page's way. */
 export type AuditPosition = { readonly createdAtM: number; readonly id: string };
 
 export type AuditLogFilter = {
@@ -21,15 +21,19 @@ export type AuditLogFilter = {
   readonly until?: number | undefined;
 };
 
+/** Newest first (the default) or oldest first, by (created_at_m, id). */
+export type AuditOrder = "desc" | "asc";
+
 /**
- * Up to `limit` entries matching `filter`, newest first by (created_at_m, id), after `after` when given: a keyset
- * page, so that entries written while a reader pages (newer than its first page) neither shift nor repeat what it
- * reads next. One bounded statement on the (workspace_id, created_at_m, id) or (created_at_m, id) index.
+ * Up to `limit` entries matching `filter` in `order` by (created_at_m, id), past `after` when given: a keyset page,
+ * so that entries written while a reader pages neither shift nor repeat what it reads next (oldest first, the core
+ * keeps the page out of the last moments, whose entries may still be committing). One bounded statement on the
+ * (workspace_id, created_at_m, id) or (created_at_m, id) index, read either way.
  */
 export async function listAuditLogRows(
   db: Db,
   filter: AuditLogFilter,
-  page: { readonly after?: AuditPosition | undefined; readonly limit: number },
+  page: { readonly after?: AuditPosition | undefined; readonly limit: number; readonly order?: AuditOrder | undefined },
 ): Promise<AuditLogRow[]> {
   const where: (SQL | undefined)[] = [];
   if (filter.workspaceId === null) where.push(isNull(auditLog.workspaceId));
@@ -39,12 +43,20 @@ export async function listAuditLogRows(
   if (filter.targetId !== undefined) where.push(sql`${auditLog.targets} @> ${JSON.stringify([{ id: filter.targetId }])}::jsonb`);
   if (filter.since !== undefined) where.push(gte(auditLog.createdAtM, filter.since));
   if (filter.until !== undefined) where.push(lt(auditLog.createdAtM, filter.until));
-  if (page.after !== undefined) where.push(sql`(${auditLog.createdAtM}, ${auditLog.id}) < (${page.after.createdAtM}, ${page.after.id})`);
+  const ascending = page.order === "asc";
+  if (page.after !== undefined) {
+    where.push(
+      ascending
+        ? sql`(${auditLog.createdAtM}, ${auditLog.id}) > (${page.after.createdAtM}, ${page.after.id})`
+        : sql`(${auditLog.createdAtM}, ${auditLog.id}) < (${page.after.createdAtM}, ${page.after.id})`,
+    );
+  }
+  const by = ascending ? asc : desc;
   return db
     .select()
     .from(auditLog)
     .where(and(...where))
-    .orderBy(desc(auditLog.createdAtM), desc(auditLog.id))
+    .orderBy(by(auditLog.createdAtM), by(auditLog.id))
     .limit(page.limit);
 }
 

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { AUDIT_EVENTS } from "../../../core/audit/audit.events.js";
 import {
+  AUDIT_SETTLE_MS,
   type AuditReader,
   DEFAULT_AUDIT_PAGE,
   decodeAuditCursor,
@@ -50,9 +51,9 @@ export const listAuditLogs = defineV2Rpc({
   path: "/v2/keyhaven.listAuditLogs",
   auth: "rootKeyOrOperator",
   summary:
-    "keyhaven extension: reads the audit log, newest first, a page at a time. A root key needs `audit.*.read_logs` (or `*`) and reads its workspace's entries; the operator token (KEYHAVEN_ADMIN_TOKEN) reads every workspace's, or one's with `workspaceId`.",
+    "keyhaven extension: reads the audit log, newest first (or oldest first), a page at a time. A root key needs `audit.*.read_logs` (or `*`) and reads its workspace's entries; the operator token (KEYHAVEN_ADMIN_TOKEN) reads every workspace's, or one's with `workspaceId`.",
   errors: [400, 401, 403, 503],
-  returns: "A page of audit entries, newest first.",
+  returns: 'A page of audit entries, newest first (or oldest first with `order: "asc"`).',
   paginated: true,
   input: z
     .object({
@@ -79,6 +80,12 @@ export const listAuditLogs = defineV2Rpc({
         .refine((c) => decodeAuditCursor(c) !== undefined, "is not a cursor this route returned")
         .optional()
         .describe("The `pagination.cursor` of the previous page."),
+      order: z
+        .enum(["desc", "asc"])
+        .optional()
+        .describe(
+          `desc: newest first (default). asc: oldest first, leaving out the last ${AUDIT_SETTLE_MS / 1000} s, whose entries may still be committing: a later call reads them.`,
+        ),
     })
     .strict()
     .refine((q) => q.since === undefined || q.until === undefined || q.since < q.until, {

@@ -440,12 +440,15 @@ describe("against a stand-in for what keyhaven-as-Unkey does not do", () => {
     const cases: [unknown, RegExp][] = [
       [
         { meta: {}, data: [key("key_1"), key("key_2", { enabled: "yes" })], pagination: { hasMore: false } },
-        /^Unkey apis\.listKeys answered 200 with a body the v2 contract does not allow: data\[1\]\.enabled: .*expected boolean.* \(item key_2\)$/i,
+        /^Unkey apis\.listKeys answered 200 with a body the v2 contract does not allow: data\[1\]\.enabled: expected boolean, received string \(item key_2\)$/,
       ],
-      [{ meta: {}, data: [{ ...key("key_3"), keyId: 42 }], pagination: { hasMore: false } }, /: data\[0\]\.keyId: .*expected string/i],
+      [
+        { meta: {}, data: [{ ...key("key_3"), keyId: 42 }], pagination: { hasMore: false } },
+        /: data\[0\]\.keyId: expected string, received integer$/,
+      ],
       [
         { meta: {}, data: [key("key_4", { credits: { remaining: 1.5 } })], pagination: { hasMore: false } },
-        /: data\[0\]\.credits\.remaining: .* \(item key_4\)$/,
+        /: data\[0\]\.credits\.remaining: expected int, received number \(item key_4\)$/,
       ],
       [
         {
@@ -453,12 +456,16 @@ describe("against a stand-in for what keyhaven-as-Unkey does not do", () => {
           data: [key("key_5", { credits: { remaining: 1, refill: { interval: "weekly", amount: 1 } } })],
           pagination: { hasMore: false },
         },
-        /: data\[0\]\.credits\.refill\.interval: /,
+        /: data\[0\]\.credits\.refill\.interval: expected one of "daily" \| "monthly", received string \(item key_5\)$/,
       ],
-      [{ meta: {}, data: { keyId: "key_6" }, pagination: { hasMore: false } }, /: data: .*expected array/i],
+      [{ meta: {}, data: { keyId: "key_6" }, pagination: { hasMore: false } }, /: data: expected array, received object$/],
       [{ meta: {}, data: [] }, /: pagination: missing$/],
       [{ meta: {}, data: [], pagination: { hasMore: true } }, /: pagination\.cursor: missing while hasMore is true$/],
-      [[1, 2], /: the body is not a JSON object/],
+      [
+        { meta: {}, data: [key("key_7", { meta: "s3cr3t-meta" })], pagination: { hasMore: false } },
+        /: data\[0\]\.meta: expected record, received string \(item key_7\)$/,
+      ],
+      [[1, 2], /: the body is not a JSON object \(received array\)$/],
     ];
     for (const [body, expected] of cases) {
       reset((_req, res) => json(res, 200, body));
@@ -467,6 +474,8 @@ describe("against a stand-in for what keyhaven-as-Unkey does not do", () => {
       expect(err.route).toBe("apis.listKeys");
       expect(err.message).toMatch(expected);
       expect(err.message).not.toContain("yes");
+      expect(err.message).not.toContain("weekly");
+      expect(shown(err)).not.toContain("s3cr3t");
     }
     reset((_req, res) => {
       res.writeHead(200, { "content-type": "application/json" });
@@ -497,6 +506,44 @@ describe("against a stand-in for what keyhaven-as-Unkey does not do", () => {
     const err = await pending;
     expect(err.kind).toBe("aborted");
     expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it("the caller's signal cuts a request in flight short", async () => {
+    reset(() => {}); // never answers
+    const controller = new AbortController();
+    const started = Date.now();
+    const pending = failure(client({ signal: controller.signal, timeoutMs: 20_000 }).getApi("api_standin"));
+    while (requests.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    controller.abort();
+    const err = await pending;
+    expect(err.kind).toBe("aborted");
+    expect(requests.length).toBe(1);
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it("a 429 in the middle of paging is retried for that page: no page skipped or read twice", async () => {
+    const pageOf: Record<string, { data: unknown[]; pagination: unknown }> = {
+      start: { data: [key("key_1"), key("key_2")], pagination: { hasMore: true, cursor: "key_3" } },
+      key_3: { data: [key("key_3"), key("key_4")], pagination: { hasMore: true, cursor: "key_5" } },
+      key_5: { data: [key("key_5")], pagination: { hasMore: false } },
+    };
+    let limited = false;
+    reset((req, res) => {
+      if (req.body.cursor === "key_3" && !limited) {
+        limited = true;
+        return problem(res, 429, "user/too_many_requests/workspace_rate_limited", "later", { "retry-after": "0" });
+      }
+      json(res, 200, { meta: {}, ...pageOf[req.body.cursor ?? "start"]! });
+    });
+    const { pages, items } = await collect(client({ pageSize: 2 }).listKeys("api_standin"));
+    expect(items.map((k) => k.keyId)).toEqual(["key_1", "key_2", "key_3", "key_4", "key_5"]);
+    expect(pages.map((p) => [p.cursor, p.nextCursor])).toEqual([
+      [undefined, "key_3"],
+      ["key_3", "key_5"],
+      ["key_5", undefined],
+    ]);
+    expect(requests.map((r) => r.body.cursor)).toEqual([undefined, "key_3", "key_3", "key_5"]);
+    expect(requests.every((r) => r.body.limit === 2)).toBe(true);
   });
 
   it("no error of any kind shows the root key, even from a server that echoes it", async () => {

@@ -273,22 +273,56 @@ function problemOf(body: unknown): { code?: string; detail?: string; requestId?:
 }
 
 /**
- * The first problem zod found, as `data[3].credits.remaining: <what>`, with the id of the item it is in (ids are
- * not secrets; values are never shown: zod's messages name types, not values).
+ * The first problem zod found, as `data[3].credits.remaining: expected int, received number`, with the id of the
+ * item it is in (ids are not secrets). Written from the issue's code, not zod's message: an error map installed in
+ * the process (validation.messages.ts) may quote the value received, and a value may be meta or a plaintext.
  */
 function describeIssue(issue: z.core.$ZodIssue | undefined, body: unknown): string {
   if (!issue) return "not valid";
-  if (issue.path.length === 0) return `the body is not a JSON object (${issue.message})`;
+  const received = typeOf(valueAt(body, issue.path));
+  if (issue.path.length === 0) return `the body is not a JSON object (received ${received})`;
   let path = "";
   for (const part of issue.path) path += typeof part === "number" ? `[${part}]` : `${path === "" ? "" : "."}${String(part)}`;
   const [top, index] = issue.path;
   let item = "";
   if (top === "data" && typeof index === "number") {
-    const row = (body as { data?: unknown[] }).data?.[index] as Record<string, unknown> | undefined;
+    const row = valueAt(body, ["data", index]) as Record<string, unknown> | undefined;
     const id = row?.keyId ?? row?.id ?? row?.overrideId;
     if (typeof id === "string" && /^[\w.-]{1,255}$/.test(id)) item = ` (item ${id})`;
   }
-  return `${path}: ${issue.message}${item}`;
+  return `${path}: ${expectation(issue)}, received ${received}${item}`;
+}
+
+function expectation(issue: z.core.$ZodIssue): string {
+  switch (issue.code) {
+    case "invalid_type":
+      return `expected ${issue.expected}`;
+    case "invalid_value":
+      return `expected one of ${issue.values.map((v) => JSON.stringify(v)).join(" | ")}`;
+    case "too_big":
+      return `expected ${issue.origin} at most ${String(issue.maximum)}`;
+    case "too_small":
+      return `expected ${issue.origin} at least ${String(issue.minimum)}`;
+    default:
+      return `not valid (${issue.code})`;
+  }
+}
+
+function valueAt(body: unknown, path: readonly PropertyKey[]): unknown {
+  let value = body;
+  for (const part of path) {
+    if (typeof value !== "object" || value === null) return undefined;
+    value = (value as Record<PropertyKey, unknown>)[part];
+  }
+  return value;
+}
+
+/** The JSON type of a value, never the value. */
+function typeOf(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "array";
+  if (typeof value === "number") return Number.isInteger(value) ? "integer" : "number";
+  return value === undefined ? "nothing" : typeof value;
 }
 
 function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
@@ -634,5 +634,33 @@ describe("resolveUnkeyRootKey", () => {
     expect(refusal({ env: {}, file: file("huge", `${SECRET}${"x".repeat(5000)}`) })).toMatch(/larger than 4096 bytes/);
     expect(refusal({ env: {}, file: file("two-lines", `${SECRET}\n${SECRET}\n`) })).toMatch(/line break.*\(the value is not shown\)$/);
     expect(refusal({ env: { UNKEY_ROOT_KEY: `${SECRET}\u0000` } })).toMatch(/^UNKEY_ROOT_KEY: the root key contains/);
+  });
+});
+
+describe("what the Unkey client loads", () => {
+  it("nothing of the server or the store: only node's modules, zod and the CLI's own http.ts (import graph of src/cli/unkey)", () => {
+    const root = path.resolve(import.meta.dirname, "..");
+    const seen = new Set<string>();
+    const packages = new Set<string>();
+    const visit = (file: string) => {
+      if (seen.has(file)) return;
+      seen.add(file);
+      const text = readFileSync(file, "utf8");
+      // Type-only imports vanish at run time.
+      for (const [, typeOnly, spec] of text.matchAll(/^import (type )?[^;]*? from "([^"]+)";/gms)) {
+        if (typeOnly) continue;
+        if (spec!.startsWith(".")) visit(path.resolve(path.dirname(file), spec!).replace(/\.js$/, ".ts"));
+        else packages.add(spec!.replace(/^node:.*/, "node:"));
+      }
+    };
+    visit(path.join(root, "src/cli/unkey/unkey.client.ts"));
+    visit(path.join(root, "src/cli/unkey/unkey.rootKey.ts"));
+    expect([...seen].map((f) => path.relative(root, f)).sort()).toEqual([
+      "src/cli/http.ts",
+      "src/cli/unkey/unkey.client.ts",
+      "src/cli/unkey/unkey.rootKey.ts",
+      "src/cli/unkey/unkey.schemas.ts",
+    ]);
+    expect([...packages].sort()).toEqual(["node:", "zod"]);
   });
 });

@@ -340,6 +340,15 @@ describe("against a stand-in for what keyhaven-as-Unkey does not do", () => {
     expect(err.info.requestId).toBe("req_standin1");
   });
 
+  it("a server's detail is shown bounded and without control characters (no terminal escapes)", async () => {
+    reset((_req, res) => problem(res, 400, "unkey/application/invalid_input", `\u001b[2J\u001b]0;pwned\u0007bad${"x".repeat(2000)}`));
+    const err = await failure(client().getApi("api_standin"));
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: the test is that there are none
+    expect(err.message).not.toMatch(/[\u0000-\u001f\u007f-\u009f]/);
+    expect(err.info.detail!.length).toBe(501);
+    expect(err.info.detail).toMatch(/^ \[2J ]0;pwned badx+…$/);
+  });
+
   it("a non-JSON error answer (a proxy's page, Go's 404 page not found) is refused with its text", async () => {
     reset((_req, res) => {
       res.writeHead(404, { "content-type": "text/plain" });

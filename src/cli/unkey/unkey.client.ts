@@ -215,16 +215,18 @@ export class UnkeyClient {
         if (parsed.success) return parsed.data;
         throw this.malformed(route, describeIssue(parsed.error.issues[0], res.body), res.status);
       }
+      // What the server said is shown as text of a bounded length, without the root key or control characters.
       const problem = res.kind === "error" ? problemOf(res.body) : undefined;
-      const why =
-        res.kind === "network" ? res.message : `${res.status}${problem?.code ? ` ${problem.code}` : ""}: ${problem?.detail ?? res.message}`;
-      const detail = problem?.detail ?? (res.kind === "error" ? res.message : undefined);
+      const code = problem?.code !== undefined ? this.clean(problem.code, 200) : undefined;
+      const requestId = problem?.requestId !== undefined ? this.clean(problem.requestId, 100) : undefined;
+      const detail = res.kind === "error" ? this.clean(problem?.detail ?? res.message, 500) : undefined;
+      const why = res.kind === "network" ? res.message : `${res.status}${code ? ` ${code}` : ""}: ${detail}`;
       const info: UnkeyError["info"] = { attempts: attempt };
       if (res.kind === "error") info.status = res.status;
-      if (problem?.code !== undefined) info.code = this.redact(problem.code);
-      if (detail !== undefined) info.detail = this.redact(detail);
-      if (problem?.requestId !== undefined) info.requestId = this.redact(problem.requestId);
-      const request = problem?.requestId ? ` (request ${problem.requestId})` : "";
+      if (code !== undefined) info.code = code;
+      if (detail !== undefined) info.detail = detail;
+      if (requestId !== undefined) info.requestId = requestId;
+      const request = requestId ? ` (request ${requestId})` : "";
       if (res.kind === "error" && !isTransientStatus(res.status)) {
         throw this.error("refused", route, `Unkey ${route} answered ${why}${request}`, info);
       }
@@ -250,6 +252,13 @@ export class UnkeyClient {
   /** Whatever a server echoes, the root key never reaches a message. */
   private redact(text: string): string {
     return text.split(this.rootKey).join("[the Unkey root key]");
+  }
+
+  /** A server's text for a terminal: the root key cut out first, control characters (escapes) as spaces, `max` long. */
+  private clean(text: string, max: number): string {
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: removing control characters is this regex's purpose
+    const plain = this.redact(text).replace(/[\u0000-\u001f\u007f-\u009f]/g, " ");
+    return plain.length > max ? `${plain.slice(0, max)}…` : plain;
   }
 }
 

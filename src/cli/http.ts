@@ -7,7 +7,16 @@ export const DEFAULT_URL = "http://127.0.0.1:8080";
 export type CallResult =
   | { kind: "ok"; status: number; body: unknown }
   /** The server answered with an error envelope (or a non-JSON error body). */
-  | { kind: "error"; status: number; code: string; message: string; fields: ErrorFields; retryAfterMs: number | undefined }
+  | {
+      kind: "error";
+      status: number;
+      code: string;
+      message: string;
+      fields: ErrorFields;
+      retryAfterMs: number | undefined;
+      /** The body as parsed JSON (undefined if it was not JSON), for a caller that reads another envelope (Unkey v2's). */
+      body: unknown;
+    }
   /** No answer: connection refused or reset, DNS failure, timeout. Whether the request was processed is unknown. */
   | { kind: "network"; message: string };
 
@@ -66,6 +75,7 @@ export async function postJson(
           : text.slice(0, 200) || res.statusText,
     fields: errorFields(envelope),
     retryAfterMs: retryAfter(res.headers.get("retry-after")),
+    body: parsed,
   };
 }
 
@@ -92,6 +102,27 @@ export function errorFields(envelope: Record<string, unknown> | undefined): Erro
   const missingPermissions = names(envelope.missingPermissions);
   if (missingPermissions) fields.missingPermissions = missingPermissions;
   return fields;
+}
+
+/** Worth trying again: a timeout (408), a rate limit (429) or a server error. */
+export function isTransientStatus(status: number): boolean {
+  return status === 408 || status === 429 || status >= 500;
+}
+
+/**
+ * The wait before attempt `attempt + 1`: full jitter under a ceiling of `baseMs` doubling per attempt up to 10 s, but
+ * never less than the server's Retry-After, itself capped at `maxRetryAfterMs` (a server asking for an hour is not
+ * waited on for an hour: the attempts run out instead).
+ */
+export function backoffDelay(attempt: number, baseMs: number, retryAfterMs: number | undefined, maxRetryAfterMs = 30_000): number {
+  const ceiling = Math.min(10_000, baseMs * 2 ** (attempt - 1));
+  return Math.max(Math.random() * ceiling, Math.min(retryAfterMs ?? 0, maxRetryAfterMs));
+}
+
+/** Whether `value` can be sent as (part of) an HTTP header value: no control characters, Latin-1 only. */
+export function isHeaderSafe(value: string): boolean {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is this regex's purpose
+  return !/[\u0000-\u0008\u000a-\u001f\u007f]|[^\u0000-\u00ff]/.test(value);
 }
 
 function retryAfter(header: string | null): number | undefined {

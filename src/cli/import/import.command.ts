@@ -4,7 +4,7 @@ import path from "node:path";
 import { parseArgs } from "node:util";
 import { loadCliEnv } from "../../config.js";
 import { MAX_KEYS_PER_IMPORT } from "../../wire/v1/migrations/migrations.schemas.js";
-import { DEFAULT_URL, parseBaseUrl } from "../http.js";
+import { DEFAULT_URL, isHeaderSafe, parseBaseUrl } from "../http.js";
 import { Journal, JournalMismatch, lockJournal } from "./import.journal.js";
 import { type FileFormat, formatOf, type LineError, readSource } from "./import.parse.js";
 import { duration, fmt, Progress } from "./import.progress.js";
@@ -330,12 +330,6 @@ async function* readBatches(plan: {
   const last = planner.finish();
   if (last) yield checked(last);
   if (index !== plan.digests.length || sha256.digest("hex") !== plan.sha256) throw changed();
-}
-
-/** Whether `value` can be sent as (part of) an HTTP header value: no control characters, Latin-1 only. */
-function isHeaderSafe(value: string): boolean {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is this regex's purpose
-  return !/[\u0000-\u0008\u000a-\u001f\u007f]|[^\u0000-\u00ff]/.test(value);
 }
 
 /** The journal must be a regular file, or a new one in an existing directory: checked before anything is sent. */

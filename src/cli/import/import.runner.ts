@@ -1,5 +1,5 @@
 import type { ErrorFields } from "../../http/errors.js";
-import { postJson } from "../http.js";
+import { backoffDelay, isTransientStatus, postJson } from "../http.js";
 import type { Journal } from "./import.journal.js";
 import type { Progress } from "./import.progress.js";
 import { type Batch, describeLines, type ValidKey } from "./import.validate.js";
@@ -41,10 +41,6 @@ export class SourceChanged extends Error {}
 
 /** Refusals about the credentials or the API rather than a batch: every other batch would get the same answer. */
 const RUN_WIDE = new Set(["UNAUTHORIZED", "FORBIDDEN", "NOT_FOUND", "INSUFFICIENT_PERMISSIONS"]);
-
-export function isTransientStatus(status: number): boolean {
-  return status === 408 || status === 429 || status >= 500;
-}
 
 export class ImportRunner {
   private stop: RunOutcome["stop"];
@@ -194,9 +190,7 @@ export class ImportRunner {
   }
 
   private backoff(attempt: number, retryAfterMs: number | undefined): number {
-    const ceiling = Math.min(10_000, this.options.backoffMs * 2 ** (attempt - 1));
-    const jittered = Math.random() * ceiling;
-    return Math.max(jittered, Math.min(retryAfterMs ?? 0, 30_000));
+    return backoffDelay(attempt, this.options.backoffMs, retryAfterMs);
   }
 
   private sleep(ms: number): Promise<void> {

@@ -78,4 +78,17 @@ describe("the import graph of src/", () => {
       .map(({ file, target }) => `${file} -> ${target}`);
     expect(offending).toEqual([]);
   });
+
+  // Issue 35: the write gate (src/core/changes.ts) owns every transaction, so every change is recorded with it;
+  // a repository takes the gate's `tx` and never opens one. A savepoint inside the gate's transaction (a retry that
+  // undoes one attempt) is the one other use, named here.
+  test("only the write gate opens a transaction; savepoints are named", () => {
+    const SAVEPOINTS = new Set(["src/core/import/import.batch.ts"]);
+    const files = (readdirSync("src", { recursive: true }) as string[]).filter((f) => f.endsWith(".ts")).map((f) => join("src", f));
+    const offending = files.filter(
+      (file) => file !== join("src", "core", "changes.ts") && !SAVEPOINTS.has(file) && /\.transaction\(/.test(readFileSync(file, "utf8")),
+    );
+    expect(offending).toEqual([]);
+    for (const file of SAVEPOINTS) expect(readFileSync(file, "utf8"), file).toMatch(/tx\.transaction\(/);
+  });
 });

@@ -166,6 +166,51 @@ describe("bootstrap", () => {
     expect((await createApiWith(other)).status).toBe(200);
     expect((await rootKeys()).map((r) => r.hash).sort()).toEqual([hashKey(second), hashKey(other)].sort());
   });
+
+  // Issue 35: what the first start creates is a change like any other, recorded as the first start's (actor kind
+  // cli), and a start that changes nothing records nothing.
+  type Entry = { event: string; workspace_id: string; actor_kind: string; actor_id: string; surface: string; targets: unknown };
+  const entries = () =>
+    query<Entry>("select event, workspace_id, actor_kind, actor_id, surface, targets from audit_log order by created_at_m, event");
+  const targetsOf = (e: Entry) => (typeof e.targets === "string" ? JSON.parse(e.targets) : e.targets);
+
+  it("records the default workspace and the generated root key as the first start's, and nothing on the next start", async () => {
+    const { workspaceId, generatedRootKey } = await bootstrap(store.db, config());
+    const [key] = await rootKeys();
+    const first = await entries();
+    expect(first.map((e) => [e.event, e.workspace_id, e.actor_kind, e.actor_id, e.surface])).toEqual([
+      ["rootKey.create", workspaceId, "cli", "bootstrap", "cli"],
+      ["workspace.create", workspaceId, "cli", "bootstrap", "cli"],
+    ]);
+    expect(first.flatMap(targetsOf)).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ type: "workspace", id: workspaceId }),
+        expect.objectContaining({ type: "rootKey", id: key!.id }),
+      ]),
+    );
+    await bootstrap(store.db, config());
+    expect(await entries()).toHaveLength(2);
+    const stored = JSON.stringify(await query("select * from audit_log"));
+    expect(stored).not.toContain(generatedRootKey!);
+    expect(stored).not.toContain(hashKey(generatedRootKey!));
+  });
+
+  it("records KEYHAVEN_ROOT_KEY's root key once, and the revocation and the new key when it changes", async () => {
+    const first = `first-operator-secret-${randomBytes(8).toString("hex")}`;
+    const second = `second-operator-secret-${randomBytes(8).toString("hex")}`;
+    await bootstrap(store.db, config({ KEYHAVEN_ROOT_KEY: first }));
+    await bootstrap(store.db, config({ KEYHAVEN_ROOT_KEY: first }));
+    expect((await entries()).map((e) => e.event).sort()).toEqual(["rootKey.create", "workspace.create"]);
+    const [before] = await rootKeys();
+    await bootstrap(store.db, config({ KEYHAVEN_ROOT_KEY: second }));
+    const after = await entries();
+    expect(after.map((e) => e.event).sort()).toEqual(["rootKey.create", "rootKey.create", "rootKey.delete", "workspace.create"]);
+    expect(targetsOf(after.find((e) => e.event === "rootKey.delete")!)).toEqual([
+      expect.objectContaining({ type: "rootKey", id: before!.id }),
+    ]);
+    const stored = JSON.stringify(await query("select * from audit_log"));
+    for (const secret of [first, second, hashKey(first), hashKey(second)]) expect(stored).not.toContain(secret);
+  });
 });
 
 describe("resolveMasterKey", () => {

@@ -1,4 +1,4 @@
-import { and, eq, ne } from "drizzle-orm";
+import { and, eq, ne, sql } from "drizzle-orm";
 import type { Db } from "../client.js";
 import { rootKeys } from "../schema.js";
 import { hashKey } from "../../crypto/hash.js";
@@ -28,18 +28,20 @@ export async function insertRootKey(db: Db, input: NewRootKey, now: number, secr
 /**
  * Makes `secret` a root key of the workspace with these permissions, whatever it was before, and revokes every
  * other root key of that workspace with the same name: the value the name held before (KEYHAVEN_ROOT_KEY changed).
+ * In `tx`, the caller's transaction (the write gate's). Answers the root key's id, whether it was inserted (not
+ * there before), and the ids revoked.
  */
-export async function upsertRootKey(db: Db, input: NewRootKey & { name: string }, secret: string, now: number): Promise<void> {
-  await db.transaction(async (tx) => {
-    await tx
-      .delete(rootKeys)
-      .where(and(eq(rootKeys.workspaceId, input.workspaceId), eq(rootKeys.name, input.name), ne(rootKeys.hash, hashKey(secret))));
-    await upsertByHash(tx, input, secret, now);
-  });
-}
-
-async function upsertByHash(db: Db, input: NewRootKey, secret: string, now: number): Promise<void> {
-  await db
+export async function upsertRootKey(
+  tx: Db,
+  input: NewRootKey & { name: string },
+  secret: string,
+  now: number,
+): Promise<{ keyId: string; inserted: boolean; revoked: string[] }> {
+  const revoked = await tx
+    .delete(rootKeys)
+    .where(and(eq(rootKeys.workspaceId, input.workspaceId), eq(rootKeys.name, input.name), ne(rootKeys.hash, hashKey(secret))))
+    .returning({ id: rootKeys.id });
+  const [row] = await tx
     .insert(rootKeys)
     .values({
       id: newId("rk"),
@@ -53,10 +55,12 @@ async function upsertByHash(db: Db, input: NewRootKey, secret: string, now: numb
     .onConflictDoUpdate({
       target: rootKeys.hash,
       set: { workspaceId: input.workspaceId, permissions: input.permissions },
-    });
+    })
+    // xmax is 0 on a row this statement inserted, not on one it updated.
+    .returning({ id: rootKeys.id, inserted: sql<boolean>`(xmax = 0)` });
+  return { keyId: row!.id, inserted: row!.inserted === true, revoked: revoked.map((r) => r.id) };
 }
 
-/** Deletes a root key; what it was (for the audit entry: never its hash), or undefined when there was none. */
 export async function deleteRootKeyById(
   db: Db,
   id: string,

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect } from "vitest";
+import { AUDIT_EVENTS } from "../src/core/audit/audit.events.js";
 import { hashKey } from "../src/crypto/hash.js";
 import { MUTATING_ROUTES } from "../src/wire/writes.js";
 import { auditEntries } from "./audit-entries.js";
@@ -625,6 +626,8 @@ describe("every mutating route records its audit entries", () => {
       const t = await h.tenant();
       secrets.add(t.rootKey);
       const expected = await c.setup({ h, t });
+      // A case names only catalogued events (src/core/audit/audit.events.ts), so a misspelt one fails here, not later.
+      expect(expected.events.filter((event) => !(AUDIT_EVENTS as readonly string[]).includes(event))).toEqual([]);
       const res = await h.post(path, expected.body, c.sender === "operator" ? ADMIN_TOKEN : t.rootKey);
       expect(res.status, JSON.stringify(res.body)).toBe(expected.status ?? 200);
       const requestId = requestIdOf(res);

@@ -84,12 +84,39 @@ async function overrideV1(ctx: Ctx) {
   const body = ok(await h.post("/v1/ratelimits.setOverride", { namespaceName, identifier: "vip", limit: 5, duration: 60_000 }, t.rootKey));
   return { namespaceName, overrideId: body.overrideId as string };
 }
-async function enqueued({ h, t }: Ctx) {
+/**
+ * A migration whose one batch failed as a whole, so that retryMigration has something to queue again (with nothing
+ * failed it changes, and records, nothing): while a fault is on, inserting a key named `fail:<SQLSTATE>` fails with
+ * that SQLSTATE (as in test/migration-worker.test.ts); the file's harness runs the worker.
+ */
+async function failedMigration({ h, t }: Ctx) {
+  await h.sql("create table if not exists audit_routes_fault (on_ boolean)");
+  await h.sql(`create or replace function audit_routes_fault() returns trigger language plpgsql as $$
+    begin
+      if NEW.name like 'fail:%' and exists (select 1 from audit_routes_fault) then
+        raise exception 'injected by the test' using errcode = substr(NEW.name, 6);
+      end if;
+      return NEW;
+    end $$`);
+  await h.sql("drop trigger if exists audit_routes_fault on keys");
+  await h.sql("create trigger audit_routes_fault before insert on keys for each row execute function audit_routes_fault()");
   const migrationId = unique("mig");
   const apiId = await h.createApi(t);
-  const keys = [{ hash: { value: hashKey(unique("sk")), variant: "sha256_base64" } }];
-  ok(await h.post("/v1/migrations.enqueueKeys", { migrationId, apiId, keys }, t.rootKey));
-  return { migrationId, apiId };
+  const keys = [{ name: "fail:P0001", hash: { value: hashKey(unique("sk")), variant: "sha256_base64" } }];
+  await h.sql("insert into audit_routes_fault values (true)");
+  try {
+    ok(await h.post("/v1/migrations.enqueueKeys", { migrationId, apiId, keys }, t.rootKey));
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      const [row] = await h.sql<{ status: string }>(`select status from migration_batches where migration_id = '${migrationId}'`);
+      if (row?.status === "failed") break;
+      if (Date.now() > deadline) throw new Error(`the batch of ${migrationId} did not fail within 20 s (status ${row?.status})`);
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+  } finally {
+    await h.sql("delete from audit_routes_fault");
+  }
+  return migrationId;
 }
 async function migration({ h, t }: Ctx) {
   const migrationId = unique("mig");
@@ -258,7 +285,7 @@ const CASES: Record<string, Case> = {
   "/v1/migrations.retryMigration": {
     sender: "operator",
     setup: async (ctx) => {
-      const { migrationId } = await enqueued(ctx);
+      const migrationId = await failedMigration(ctx);
       return { body: { workspaceId: ctx.t.workspaceId, migrationId }, events: ["import.retry"], targets: () => [migrationId] };
     },
   },

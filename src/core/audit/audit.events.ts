@@ -28,7 +28,6 @@ export const AUDIT_EVENTS = [
   "identity.create",
   "identity.update",
   "identity.delete",
-  "ratelimitNamespace.create",
   "ratelimit.set_override",
   "ratelimit.delete_override",
   "import.create_keys",

@@ -1,5 +1,4 @@
-import type { PermissionDialect } from "../auth/permissions.query.js";
-import { apiPermission, keyspaceUrn, type PermissionQuery } from "../auth/permissions.query.js";
+import { apiPermission, type Grants, keyspaceUrn, type PermissionQuery } from "../auth/permissions.query.js";
 import { hasPermission, requirePermission } from "../principal.js";
 import type { Db } from "../../storage/client.js";
 import { DeleteProtectedError, NotFoundError, PreconditionFailedError } from "../../errors.js";
@@ -81,21 +80,21 @@ export async function updateApi(
 }
 
 /**
- * What listing an API's keys needs: read_key and read_api on it (or `*`); in v2 also read_key on any key of the
- * keyspace together with read_keyspace on it, as URNs (contract §2 row 4).
+ * What listing an API's keys needs: read_key and read_api on it (or `*`); for a caller whose access policy counts URN
+ * grants (v2), also read_key on any key of the keyspace together with read_keyspace on it, as URNs (contract §2 row 4).
  */
-function listKeysPermission(dialect: PermissionDialect, workspaceId: string, apiId: string): PermissionQuery {
+function listKeysPermission(grants: Grants, workspaceId: string, apiId: string): PermissionQuery {
   const tuples: PermissionQuery = {
     and: [{ or: ["api.*.read_key", `api.${apiId}.read_key`] }, { or: ["api.*.read_api", `api.${apiId}.read_api`] }],
   };
-  if (dialect === "v1") return { or: ["*", tuples] };
+  if (!grants.urnGrants) return { or: ["*", tuples] };
   const urns = { and: [keyspaceUrn(workspaceId, apiId, "*", "read_key"), keyspaceUrn(workspaceId, apiId, null, "read_keyspace")] };
   return { or: ["*", urns, tuples] };
 }
 
 /** The caller may read the API's keys (read_key and read_api on it, or `*`), and the API is a live one of its workspace. */
-export async function assertCanListKeys(services: Pick<ApiServices, "db">, caller: Principal, apiId: string): Promise<void> {
-  requirePermission(caller, listKeysPermission("v1", caller.workspaceId, apiId));
+export async function assertCanListKeys(services: Pick<ApiServices, "db">, caller: Caller, apiId: string): Promise<void> {
+  requirePermission(caller, listKeysPermission(caller.access, caller.workspaceId, apiId));
   if (!(await findApi(services.db, caller.workspaceId, apiId))) throw apiNotFound(apiId);
 }
 
@@ -107,13 +106,13 @@ export async function assertCanListKeys(services: Pick<ApiServices, "db">, calle
  */
 export async function listApiKeysFrom(
   services: ApiServices & { keyring: Keyring },
-  caller: Principal,
+  caller: Caller,
   input: { apiId: string; limit: number; fromId?: string | undefined; externalId?: string | undefined; decrypt?: boolean | undefined },
 ) {
   const api = await findApi(services.db, caller.workspaceId, input.apiId);
-  if (!api || !hasPermission(caller, listKeysPermission("v2", caller.workspaceId, input.apiId))) throw apiNotFound(input.apiId);
+  if (!api || !hasPermission(caller, listKeysPermission(caller.access, caller.workspaceId, input.apiId))) throw apiNotFound(input.apiId);
   if (input.decrypt) {
-    requireDecryptPermission(caller, api.id, "v2", "*");
+    requireDecryptPermission(caller, api.id, "*");
     if (!api.storeEncryptedKeys) throw new PreconditionFailedError("api", { kind: "recoverableNotSupported", apiId: api.id });
   }
   const filter: ApiKeysFilter = { workspaceId: caller.workspaceId, apiId: api.id, externalId: input.externalId };

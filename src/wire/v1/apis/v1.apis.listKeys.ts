@@ -28,10 +28,10 @@ export const listKeys = defineRpc({
     cursor: z.string().optional().describe("Pass it as `cursor` for the next page; absent on the last page."),
     total: z.number().describe("How many keys match the filters, exactly."),
   }),
-  handler: async (input, { deps, rootKey }) => {
-    await assertCanListKeys(deps, rootKey, input.apiId);
-    if (input.decrypt) requireDecryptPermission(rootKey, input.apiId);
-    const { keys, cursor, total } = await listApiKeys(deps, rootKey, input);
+  handler: async (input, { deps, caller }) => {
+    await assertCanListKeys(deps, caller, input.apiId);
+    if (input.decrypt) requireDecryptPermission(caller, input.apiId);
+    const { keys, cursor, total } = await listApiKeys(deps, caller, input);
     const plaintexts = input.decrypt ? await decryptKeyRows(deps.db, deps.keyring, keys) : new Map<string, string>();
     return {
       keys: keys.map((row) => toKeyObject(row, plaintexts.get(row.id))),

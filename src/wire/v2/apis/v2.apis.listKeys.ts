@@ -25,8 +25,8 @@ export const listKeys = defineV2Rpc({
     })
     .strict(),
   output: z.array(keyResponseOutput),
-  handler: async (input, { deps, rootKey }) => {
-    const page = await listApiKeysFrom(deps, rootKey, {
+  handler: async (input, { deps, caller }) => {
+    const page = await listApiKeysFrom(deps, caller, {
       apiId: input.apiId,
       limit: input.limit ?? 100,
       fromId: input.cursor,

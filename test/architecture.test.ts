@@ -96,3 +96,12 @@ describe("no protocol names in the core", () => {
     expect(offending).toEqual([]);
   });
 });
+
+// v2 words its own errors and takes a request's origin from src/http (issue 35 §1): it imports neither v1's error
+// wording nor v1's caller module.
+test("no file under src/wire/v2/ imports src/wire/v1/errors.ts or src/wire/v1/caller.ts", () => {
+  const offending = importsOf("src/wire/v2")
+    .filter(({ target }) => target === "src/wire/v1/errors.ts" || target === "src/wire/v1/caller.ts")
+    .map(({ file, target }) => `${file} -> ${target}`);
+  expect(offending).toEqual([]);
+});

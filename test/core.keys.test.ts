@@ -4,8 +4,10 @@ import { decryptKeyRows, requireDecryptPermission } from "../src/core/keys/keys.
 import { deleteApiKeys, deleteKey } from "../src/core/keys/keys.delete.js";
 import { type UpdateKeyCommand, updateKey as updateKeyCore, V1_UPDATE_KEY_RULES } from "../src/core/keys/keys.update.js";
 import { updateRemaining } from "../src/core/keys/keys.updateRemaining.js";
-import { type Caller, rootKeyCaller } from "../src/core/caller.js";
+import { type Caller, rootKeyCaller, withAccess } from "../src/core/caller.js";
+import { keyspaceUrn } from "../src/core/auth/permissions.query.js";
 import { V1_ACCESS } from "../src/wire/v1/caller.js";
+import { V2_ACCESS } from "../src/wire/v2/caller.js";
 import { DecryptNotAllowedError, InvalidInputError, NotFoundError, PermissionDeniedError, PreconditionFailedError } from "../src/errors.js";
 import { test } from "./fixtures.js";
 import type { Harness } from "./helper.js";
@@ -107,6 +109,10 @@ describe("core/keys", () => {
   test("reading a plaintext needs decrypt_key, and the keyring it was sealed with", async ({ h, t, apiId }) => {
     expect(() => requireDecryptPermission(principalOf(t.workspaceId, [`api.${apiId}.read_key`]), apiId)).toThrow(DecryptNotAllowedError);
     expect(() => requireDecryptPermission(principalOf(t.workspaceId, [`api.${apiId}.decrypt_key`]), apiId)).not.toThrow();
+    // The key's URN grants decrypt_key only to a caller whose access policy counts URN grants (v2's), never by default.
+    const urn = keyspaceUrn(t.workspaceId, apiId, "*", "decrypt_key");
+    expect(() => requireDecryptPermission(principalOf(t.workspaceId, [urn]), apiId)).toThrow(DecryptNotAllowedError);
+    expect(() => requireDecryptPermission(withAccess(principalOf(t.workspaceId, [urn]), V2_ACCESS), apiId)).not.toThrow();
     // Rows without an encrypted copy need no keyring.
     const row = { id: "key_x", workspaceId: t.workspaceId, encrypted: null, encryptionKeyId: null };
     expect(await decryptKeyRows(h.db, h.keyring, [row])).toEqual(new Map());

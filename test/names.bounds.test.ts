@@ -260,7 +260,10 @@ describe("one request names at most MAX_NAMES_PER_REQUEST roles and permissions 
       ["setOnKey", () => setOnKey(h.services, callerOf(principal), permissionKind, { keyId, wanted }, V1_KEY_LINKS)],
       [
         "replaceOnKey (updateKey)",
-        () => h.db.transaction((tx) => replaceOnKey(tx, principal, roleKind, { id: keyId, workspaceId: t.workspaceId }, wanted, now)),
+        () =>
+          h.db.transaction((tx) =>
+            replaceOnKey(tx, principal, roleKind, { id: keyId, workspaceId: t.workspaceId }, wanted, now, undefined, true),
+          ),
       ],
       ["createRole", () => createRole(h.services, caller, { name: `role_${tag()}`, permissions: tooMany })],
       ["setPermissionsOfRole", () => setPermissionsOfRole(h.services, caller, { roleId, permissions: tooMany })],

@@ -3,7 +3,7 @@ import proxyAddr from "@fastify/proxy-addr";
 import type { FastifyRequest } from "fastify";
 
 /** KEYHAVEN_TRUST_PROXY as config.ts parses it (Fastify's `trustProxy`). */
-type TrustProxy = boolean | readonly string[];
+export type TrustProxy = boolean | readonly string[];
 
 const compiled = new WeakMap<readonly string[], (address: string, hop: number) => boolean>();
 

@@ -1,11 +1,12 @@
-import type { PermissionDialect } from "../auth/permissions.query.js";
-import { apiPermission, keyspaceUrn, type PermissionQuery } from "../auth/permissions.query.js";
-import { hasPermission, requirePermission } from "../principal.js";
+import { apiPermission, type Grants, keyspaceUrn, type PermissionQuery } from "../auth/permissions.query.js";
+import { requirePermission } from "../principal.js";
+import { requireAccess } from "../access.js";
 import type { Db } from "../../storage/client.js";
 import { DeleteProtectedError, NotFoundError, PreconditionFailedError } from "../../errors.js";
 import type { Keyring } from "../../keyring/keyring.js";
 import { decryptKeyRows, requireDecryptPermission } from "../keys/keys.decrypt.js";
 import { readKeysRatelimits } from "../keys/keys.read.js";
+import type { NamedRatelimit } from "../../storage/keys/keys.ratelimit.repository.js";
 import { findApi, insertApi, type NewApi, setApiIpWhitelist, softDeleteApiWithKeys } from "../../storage/apis/apis.repository.js";
 import { type ApiKeysFilter, countKeys, type KeyObjectRow, listKeyObjectRows } from "../../storage/keys/keyObjects.repository.js";
 import type { Principal } from "../principal.js";
@@ -81,69 +82,95 @@ export async function updateApi(
 }
 
 /**
- * What listing an API's keys needs: read_key and read_api on it (or `*`); in v2 also read_key on any key of the
- * keyspace together with read_keyspace on it, as URNs (contract §2 row 4).
+ * What listing an API's keys needs: read_key and read_api on it (or `*`); for a caller whose access policy counts URN
+ * grants (v2), also read_key on any key of the keyspace together with read_keyspace on it, as URNs (contract §2 row 4).
  */
-function listKeysPermission(dialect: PermissionDialect, workspaceId: string, apiId: string): PermissionQuery {
+function listKeysPermission(grants: Grants, workspaceId: string, apiId: string): PermissionQuery {
   const tuples: PermissionQuery = {
     and: [{ or: ["api.*.read_key", `api.${apiId}.read_key`] }, { or: ["api.*.read_api", `api.${apiId}.read_api`] }],
   };
-  if (dialect === "v1") return { or: ["*", tuples] };
+  if (!grants.urnGrants) return { or: ["*", tuples] };
   const urns = { and: [keyspaceUrn(workspaceId, apiId, "*", "read_key"), keyspaceUrn(workspaceId, apiId, null, "read_keyspace")] };
   return { or: ["*", urns, tuples] };
 }
 
-/** The caller may read the API's keys (read_key and read_api on it, or `*`), and the API is a live one of its workspace. */
-export async function assertCanListKeys(services: Pick<ApiServices, "db">, caller: Principal, apiId: string): Promise<void> {
-  requirePermission(caller, listKeysPermission("v1", caller.workspaceId, apiId));
-  if (!(await findApi(services.db, caller.workspaceId, apiId))) throw apiNotFound(apiId);
-}
-
 /**
- * v2's way of listing an API's keys: the API is looked up first, and a caller that may not read its keys is told it
- * is not found (it cannot tell a forbidden API from a missing one); `decrypt` needs decrypt_key (403) and an API
- * that stores keys encrypted (412). A page from `fromId` on (inclusive), the id the next page starts from, the
- * plaintexts asked for, and each key's rate limits and its identity's.
+ * Where the surfaces' listings of an API's keys differ, each adapter states them in full (no default). Who may list,
+ * in which order it is checked and how a refusal is told are the caller's access policy.
  */
-export async function listApiKeysFrom(
-  services: ApiServices & { keyring: Keyring },
-  caller: Principal,
-  input: { apiId: string; limit: number; fromId?: string | undefined; externalId?: string | undefined; decrypt?: boolean | undefined },
-) {
-  const api = await findApi(services.db, caller.workspaceId, input.apiId);
-  if (!api || !hasPermission(caller, listKeysPermission("v2", caller.workspaceId, input.apiId))) throw apiNotFound(input.apiId);
-  if (input.decrypt) {
-    requireDecryptPermission(caller, api.id, "v2", "*");
-    if (!api.storeEncryptedKeys) throw new PreconditionFailedError("api", { kind: "recoverableNotSupported", apiId: api.id });
-  }
-  const filter: ApiKeysFilter = { workspaceId: caller.workspaceId, apiId: api.id, externalId: input.externalId };
-  const found = await listKeyObjectRows(services.db, filter, { fromId: input.fromId, limit: input.limit + 1 });
-  const keys = found.slice(0, input.limit);
-  const [plaintexts, ratelimits] = await Promise.all([
-    input.decrypt ? decryptKeyRows(services.db, services.keyring, keys) : new Map<string, string>(),
-    readKeysRatelimits(services, keys),
-  ]);
-  return { keys, ...(found.length > input.limit && { nextId: found[input.limit]!.id }), plaintexts, ratelimits };
-}
+export type ListApiKeysRules = {
+  /** `decrypt` on an API that does not store encrypted keys: refused (v2's 412), or answered without plaintexts (v1). */
+  readonly decryptNeedsEncryptingApi: boolean;
+  /**
+   * What a page's cursor names: "after" (the page starts after it; the next cursor is this page's last id, v1), or
+   * "from" (the page starts at it; the next cursor is the next page's first id, v2).
+   */
+  readonly cursor: "after" | "from";
+  /** Whether the answer counts every key matching the filters (`total`, one more statement). */
+  readonly total: boolean;
+  /** Whether each key's rate limits and its identity's are read with the page (two more statements). */
+  readonly ratelimits: boolean;
+};
+
+export type ApiKeysPage = {
+  keys: KeyObjectRow[];
+  /** The cursor of the next page, absent on the last one. */
+  cursor?: string;
+  total?: number;
+  /** The plaintexts asked for (`decrypt`), of the keys stored encrypted. */
+  plaintexts: Map<string, string>;
+  ratelimits?: Map<string, { key: NamedRatelimit[]; identity: NamedRatelimit[] }>;
+};
 
 /**
- * A page of the API's live keys by id after `cursor`, the cursor of the next page when there is one, and how many
- * match in all. `externalId` (the identity's) wins over `ownerId` when both are given. Call assertCanListKeys first.
+ * A page of a live API's keys by id: the caller must hold read_key and read_api on it (or `*`, or the URNs where its
+ * access policy counts them), checked before or after the API is looked up and refused as forbidden or as not found
+ * as the policy says; `decrypt` needs decrypt_key (403). `externalId` (the identity's) wins over `ownerId`.
  */
 export async function listApiKeys(
-  services: Pick<ApiServices, "db">,
-  caller: Principal,
-  input: { apiId: string; limit: number; cursor?: string | undefined; ownerId?: string | undefined; externalId?: string | undefined },
-): Promise<{ keys: KeyObjectRow[]; cursor?: string; total: number }> {
+  services: ApiServices & { keyring: Keyring },
+  caller: Caller,
+  input: {
+    apiId: string;
+    limit: number;
+    cursor?: string | undefined;
+    ownerId?: string | undefined;
+    externalId?: string | undefined;
+    decrypt?: boolean | undefined;
+  },
+  rules: ListApiKeysRules,
+): Promise<ApiKeysPage> {
+  const mayList = listKeysPermission(caller.access, caller.workspaceId, input.apiId);
+  const notFound = () => apiNotFound(input.apiId);
+  if (caller.access.check === "beforeLookup") requireAccess(caller, mayList, notFound);
+  const api = await findApi(services.db, caller.workspaceId, input.apiId);
+  if (!api) throw notFound();
+  if (caller.access.check === "afterLookup") requireAccess(caller, mayList, notFound);
+  if (input.decrypt) {
+    requireDecryptPermission(caller, api.id, "*");
+    if (rules.decryptNeedsEncryptingApi && !api.storeEncryptedKeys) {
+      throw new PreconditionFailedError("api", { kind: "recoverableNotSupported", apiId: api.id });
+    }
+  }
   const filter: ApiKeysFilter = {
     workspaceId: caller.workspaceId,
-    apiId: input.apiId,
+    apiId: api.id,
     externalId: input.externalId,
     ownerId: input.externalId === undefined ? input.ownerId : undefined,
   };
+  const from = rules.cursor === "after" ? { cursor: input.cursor } : { fromId: input.cursor };
   // One row more than the page tells whether another page follows, so the last page carries no cursor.
-  const rows = await listKeyObjectRows(services.db, filter, { cursor: input.cursor, limit: input.limit + 1 });
-  const page = rows.slice(0, input.limit);
-  const total = await countKeys(services.db, filter);
-  return { keys: page, ...(rows.length > input.limit && { cursor: page.at(-1)!.id }), total };
+  const rows = await listKeyObjectRows(services.db, filter, { ...from, limit: input.limit + 1 });
+  const keys = rows.slice(0, input.limit);
+  const more = rows.length > input.limit;
+  const [plaintexts, ratelimits, total] = await Promise.all([
+    input.decrypt ? decryptKeyRows(services.db, services.keyring, keys) : new Map<string, string>(),
+    rules.ratelimits ? readKeysRatelimits(services, keys) : undefined,
+    rules.total ? countKeys(services.db, filter) : undefined,
+  ]);
+  const page: ApiKeysPage = { keys, plaintexts };
+  if (more) page.cursor = rules.cursor === "after" ? keys.at(-1)!.id : rows[input.limit]!.id;
+  if (total !== undefined) page.total = total;
+  if (ratelimits !== undefined) page.ratelimits = ratelimits;
+  return page;
 }

@@ -1,5 +1,4 @@
-import type { PermissionDialect } from "../auth/permissions.query.js";
-import { keyPermission } from "../auth/permissions.query.js";
+import { type Grants, keyPermission } from "../auth/permissions.query.js";
 import { hasPermission } from "../principal.js";
 import type { Keyring } from "../../keyring/keyring.js";
 import type { Db } from "../../storage/client.js";
@@ -7,11 +6,12 @@ import { DecryptNotAllowedError, PreconditionFailedError } from "../../errors.js
 import type { Principal } from "../principal.js";
 
 /**
- * Reading a key's plaintext needs the decrypt_key permission of its API (v1: 403 UNAUTHORIZED otherwise); in v2 also
- * granted by the URN of the key (`keyId`), or of any key of the keyspace (`*`).
+ * Reading a key's plaintext needs the decrypt_key permission of its API (v1: 403 UNAUTHORIZED otherwise); for a
+ * caller whose access policy counts URN grants (v2), also granted by the URN of the key (`keyId`), or of any key of
+ * the keyspace (`*`, any key of the API).
  */
-export function requireDecryptPermission(principal: Principal, apiId: string, dialect: PermissionDialect = "v1", keyId = "*"): void {
-  const query = keyPermission({ urnGrants: dialect === "v2" }, principal.workspaceId, apiId, keyId, "decrypt_key");
+export function requireDecryptPermission(principal: Principal & { readonly access: Grants }, apiId: string, keyId = "*"): void {
+  const query = keyPermission(principal.access, principal.workspaceId, apiId, keyId, "decrypt_key");
   if (!hasPermission(principal, query)) throw new DecryptNotAllowedError(apiId, { query, have: [...principal.permissions] });
 }
 

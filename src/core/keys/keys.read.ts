@@ -1,6 +1,7 @@
-import type { PermissionDialect } from "../auth/permissions.query.js";
 import { keyPermission } from "../auth/permissions.query.js";
-import { hasPermission, type Principal, requirePermission } from "../principal.js";
+import { requireAccess } from "../access.js";
+import type { Caller } from "../caller.js";
+import { requirePermission } from "../principal.js";
 import { hashKey } from "../../crypto/hash.js";
 import { NotFoundError, PreconditionFailedError } from "../../errors.js";
 import { findApi } from "../../storage/apis/apis.repository.js";
@@ -15,19 +16,19 @@ import type { KeyServices } from "./keys.services.js";
  * so a caller never learns that an id or a secret belongs to someone else.
  */
 
-/** Where the wire protocols' rules for reading a key differ, each adapter says which it follows. */
+/**
+ * Where the surfaces' rules for reading a key differ, each adapter states them in full (no default). Whether
+ * read_key and decrypt_key may also be granted by the key's URN (v2, contract §2 rows 7–8) and what a caller without
+ * read_key is told are the caller's access policy (`urnGrants`, `denied`).
+ */
 export type KeyReadRules = {
-  /** Which permissions the key lists: v1's getKey/whoami its direct ones by name (the default), v2 every one by slug. */
-  permissions?: PermissionView;
-  /** What a caller without read_key is told: v1 (and v2's getKey) a 403 (the default), v2's whoami that the key is not found. */
-  denied?: "forbidden" | "notFound";
+  /** Which permissions the key lists: v1's getKey/whoami its direct ones by name, v2 every one by slug. */
+  permissions: PermissionView;
   /**
    * `decrypt` on a key of an API that does not store encrypted keys is refused (v2's 412) rather than answered
-   * without a plaintext (v1, the default).
+   * without a plaintext (v1).
    */
-  decryptNeedsEncryptingApi?: boolean;
-  /** Whether read_key and decrypt_key may also be granted by the key's URN (v2, contract §2 rows 7–8). */
-  dialect?: PermissionDialect;
+  decryptNeedsEncryptingApi: boolean;
 };
 
 /**
@@ -36,16 +37,15 @@ export type KeyReadRules = {
  */
 export async function getKey(
   services: KeyServices,
-  principal: Principal,
+  caller: Caller,
   input: { keyId: string; decrypt?: boolean | undefined },
-  rules: KeyReadRules = {},
+  rules: KeyReadRules,
 ): Promise<{ row: KeyObjectRow; plaintext?: string | undefined }> {
-  const row = await services.keyReads.find({ id: input.keyId }, rules.permissions ?? "direct-names");
-  if (!row || row.workspaceId !== principal.workspaceId) throw new NotFoundError("key", input.keyId);
-  const dialect = rules.dialect ?? "v1";
-  requirePermission(principal, keyPermission({ urnGrants: dialect === "v2" }, principal.workspaceId, row.apiId, row.id, "read_key"));
+  const row = await services.keyReads.find({ id: input.keyId }, rules.permissions);
+  if (!row || row.workspaceId !== caller.workspaceId) throw new NotFoundError("key", input.keyId);
+  requirePermission(caller, keyPermission(caller.access, caller.workspaceId, row.apiId, row.id, "read_key"));
   if (!input.decrypt) return { row };
-  requireDecryptPermission(principal, row.apiId, dialect, row.id);
+  requireDecryptPermission(caller, row.apiId, row.id);
   if (rules.decryptNeedsEncryptingApi && !(await findApi(services.db, row.workspaceId, row.apiId))?.storeEncryptedKeys) {
     throw new PreconditionFailedError("api", { kind: "recoverableNotSupported", apiId: row.apiId });
   }
@@ -63,26 +63,21 @@ const keyBySecretNotFound = () => new NotFoundError("key", "", "Key not found");
 export async function findKeyBySecret(
   services: Pick<KeyServices, "keyReads">,
   key: string,
-  rules: Pick<KeyReadRules, "permissions"> = {},
+  rules: Pick<KeyReadRules, "permissions">,
 ): Promise<KeyObjectRow> {
-  const row = await services.keyReads.find({ hash: hashKey(key) }, rules.permissions ?? "direct-names");
+  const row = await services.keyReads.find({ hash: hashKey(key) }, rules.permissions);
   if (!row) throw keyBySecretNotFound();
   return row;
 }
 
 /**
- * keys.whoami's second step: the caller may see the key found by its secret (its workspace's, with read_key). With
- * `denied: "notFound"` a caller without read_key is told only that the key is not found (not which permission).
+ * keys.whoami's second step: the caller may see the key found by its secret (its workspace's, with read_key). A caller
+ * whose access policy says `denied: "notFound"` and lacks read_key is told only that the key is not found (not which
+ * permission).
  */
-export function requireKeyVisible(
-  principal: Principal,
-  row: KeyObjectRow,
-  rules: Pick<KeyReadRules, "denied" | "dialect"> = {},
-): KeyObjectRow {
-  if (row.workspaceId !== principal.workspaceId) throw keyBySecretNotFound();
-  const readKey = keyPermission({ urnGrants: (rules.dialect ?? "v1") === "v2" }, principal.workspaceId, row.apiId, row.id, "read_key");
-  if (rules.denied === "notFound" && !hasPermission(principal, readKey)) throw keyBySecretNotFound();
-  requirePermission(principal, readKey);
+export function requireKeyVisible(caller: Caller, row: KeyObjectRow): KeyObjectRow {
+  if (row.workspaceId !== caller.workspaceId) throw keyBySecretNotFound();
+  requireAccess(caller, keyPermission(caller.access, caller.workspaceId, row.apiId, row.id, "read_key"), keyBySecretNotFound);
   return row;
 }
 

@@ -389,8 +389,9 @@ export async function replaceLinks(
 
 /**
  * replaceLinks for keys.updateKey's `roles`/`permissions` (which v1 delegated to keys.setRoles/setPermissions):
- * creating needs create_x and every change is checked, unless `rbacChecks` is false (v2's keys.updateKey needs
- * update_key alone, checked by its caller).
+ * creating needs create_x and every change is checked when `rbacChecks` is true (v1's keys.updateKey), not when it is
+ * false (v2's, which needs update_key alone, checked by its caller). Both are stated at every call: no default.
+ * `missing`: how a name that does not exist is refused (undefined: created when allowed).
  */
 export async function replaceOnKey(
   tx: Db,
@@ -399,8 +400,8 @@ export async function replaceOnKey(
   key: Omit<Key, "apiId">,
   wanted: Wanted[],
   now: number,
-  missing?: (name: string) => Refusal,
-  rbacChecks = true,
+  missing: ((name: string) => Refusal) | undefined,
+  rbacChecks: boolean,
 ): Promise<Connected[]> {
   const changes = await replaceLinks(tx, principal, k, key, wanted, now, {
     missing,

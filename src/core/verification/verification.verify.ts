@@ -1,5 +1,4 @@
-import { keyPermission, type PermissionQuery, PermissionQueryError, parsePermissionQuery, satisfies } from "../auth/permissions.query.js";
-import { parseTextPermissionQuery } from "../auth/permissions.text.js";
+import { keyPermission, type PermissionQuery, PermissionQueryError, satisfies } from "../auth/permissions.query.js";
 import { rootKeySatisfies } from "../auth/permissions.urn.js";
 import { hashKey } from "../../crypto/hash.js";
 import { InvalidInputError, WorkspaceDisabledError } from "../../errors.js";
@@ -51,21 +50,39 @@ export type VerificationServices = {
 };
 
 /**
- * How a protocol's keys.verifyKey differs, chosen by its adapter (one verification, two wire contracts):
- * - "v1": `permissions` is v1's JSON query, parsed before the key is looked up; a root key only scopes the
- *   verification to its workspace; a disabled workspace is refused (WorkspaceDisabledError).
- * - "v2" (contract §5.2): the root key (`scope`, always resolved) must also hold verify_key for the key's API
- *   (`api.*.verify_key`, `api.<apiId>.verify_key` or `*`), else NOT_FOUND, so that a key's existence does not leak;
- *   `permissions` is v2's text query (`a AND (b OR c)`), parsed only for a key in scope; a disabled workspace is
- *   code FORBIDDEN; the answer carries `credits` and every applied limit (`ratelimit.limits`), and the identity's
- *   own rate limits.
+ * How a surface's keys.verifyKey differs (one verification, two wire contracts): each adapter passes its own
+ * constant (V1_VERIFY_RULES in src/wire/v1, V2_VERIFY_RULES in src/wire/v2), read on every request, never built per
+ * request.
  */
-export type VerifyDialect = "v1" | "v2";
+export type VerifyRules = {
+  /**
+   * Parses the request's `permissions` in the surface's query form (v1's JSON tree, v2's text), throwing
+   * PermissionQueryError with the words the client is told; the verification refuses it as InvalidInputError.
+   */
+  readonly parsePermissions: (raw: unknown) => PermissionQuery;
+  /**
+   * When `permissions` is parsed: "beforeLookup" (a malformed query is refused whatever the key), or "keyInScope"
+   * (only once the key is found and the caller may verify it, so that a malformed query tells nothing of a key the
+   * caller may not see: it is NOT_FOUND first).
+   */
+  readonly parsePermissionsWhen: "beforeLookup" | "keyInScope";
+  /**
+   * Whether the scope's root key must hold verify_key for the key's API (`api.*.verify_key`,
+   * `api.<apiId>.verify_key`, `*`, or the key's URN, contract §2 row 11), else NOT_FOUND so that a key's existence
+   * does not leak. Without a scope the key is then NOT_FOUND.
+   */
+  readonly scopeMustMayVerify: boolean;
+  /** A key of a disabled workspace: refused (WorkspaceDisabledError), or answered code FORBIDDEN. */
+  readonly disabledWorkspace: "refuse" | "forbidden";
+  /**
+   * Whether answers report a limited key's uses as `credits` on every outcome (after the spend when VALID, the uses
+   * found insufficient when USAGE_EXCEEDED, else as stored) and the identity's own rate limits in the key's facts.
+   */
+  readonly creditsAndIdentityLimits: boolean;
+};
 
 export type VerifyRequest = {
   key: string;
-  /** Default "v1". */
-  dialect?: VerifyDialect | undefined;
   apiId?: string | undefined;
   /**
    * The workspace of the principal (root key) the request carried, when it carried a valid one, resolved lazily at
@@ -80,7 +97,7 @@ export type VerifyRequest = {
   requireScope?: boolean | undefined;
   /** The caller's address, for the API's IP allow-list (the adapter decides which header or peer it is). */
   callerIp?: string | undefined;
-  /** A permission query, unparsed: v1's JSON tree, v2's text (InvalidInputError when it is not one). */
+  /** A permission query, unparsed, in the surface's form (VerifyRules.parsePermissions; InvalidInputError when it is not one). */
   permissions?: unknown;
   /** Uses this verification spends from a key with limited uses. */
   remainingCost: number;
@@ -148,15 +165,15 @@ export type VerificationResult = {
 };
 
 /**
- * Verifies a key, checked in v1's order (contract 4.2): NOT_FOUND (also a key outside the request's scope), disabled
- * workspace (WorkspaceDisabledError), DISABLED, FORBIDDEN (other API), EXPIRED, FORBIDDEN (caller not on the API's IP
+ * Verifies a key by the surface's `rules`, checked in this order (v1's, contract 4.2): NOT_FOUND (also a key outside
+ * the request's scope), disabled workspace (WorkspaceDisabledError, or FORBIDDEN), DISABLED, FORBIDDEN (other API), EXPIRED, FORBIDDEN (caller not on the API's IP
  * allow-list), INSUFFICIENT_PERMISSIONS, RATE_LIMITED, USAGE_EXCEEDED, VALID. The key comes from the verification
  * cache, which never answers with data older than the verification (a change to a key is seen by the very next
  * verification on every replica); remaining uses are always spent in the database. Every outcome of a found key is
  * counted in analytics (with `tags`), and every outcome in the process's metrics.
  */
-export async function verifyKey(services: VerificationServices, req: VerifyRequest): Promise<VerificationResult> {
-  const result = await decide(services, req);
+export async function verifyKey(services: VerificationServices, req: VerifyRequest, rules: VerifyRules): Promise<VerificationResult> {
+  const result = await decide(services, req, rules);
   services.metrics.recordVerification(result.code);
   // Synchronous and in memory only (written in the background): verifications of existing keys, as v1 counts.
   if (result.key !== undefined) {
@@ -176,18 +193,19 @@ export async function verifyKey(services: VerificationServices, req: VerifyReque
 /** The core's result with what only verifyKey reads: the key's workspace, and whether the key was out of scope. */
 type Decided = VerificationResult & { workspaceId?: string; outOfScope?: true };
 
-async function decide(services: VerificationServices, req: VerifyRequest): Promise<Decided> {
-  const v2 = req.dialect === "v2";
-  let query = v2 ? undefined : permissionQueryOf(req.permissions, "v1");
+async function decide(services: VerificationServices, req: VerifyRequest, rules: VerifyRules): Promise<Decided> {
+  const credits = rules.creditsAndIdentityLimits;
+  let query = rules.parsePermissionsWhen === "beforeLookup" ? permissionQueryOf(req.permissions, rules) : undefined;
   const hash = hashKey(req.key);
-  const decided = fromMemory(services, req, hash, query);
+  const decided = fromMemory(services, req, rules, hash, query);
   if (decided !== undefined) {
     const result = await decided;
     if (result !== undefined) return result;
   }
   let { key, epoch } = await services.verificationCache.lookupWithEpoch(hash);
   // Only a miss with a migration pays for it (contract §6.3): the normal path is unchanged.
-  if (key === undefined && req.migrationId !== undefined) ({ key, epoch } = await lookupMigrated(services, req, req.migrationId, epoch));
+  if (key === undefined && req.migrationId !== undefined)
+    ({ key, epoch } = await lookupMigrated(services, req, rules, req.migrationId, epoch));
   // At the epoch the key was confirmed at: a root key in memory then costs no query. An unknown key is NOT_FOUND
   // whatever the scope, so it is not resolved then (unless it decides between NOT_FOUND and the refusal below).
   const scopeMatters = key !== undefined || (req.requireScope === true && req.apiId === undefined);
@@ -196,20 +214,18 @@ async function decide(services: VerificationServices, req: VerifyRequest): Promi
     throw new InvalidInputError({ kind: "verificationScopeRequired" });
   }
   if (!key || (scope !== undefined && key.workspaceId !== scope.workspaceId)) return { valid: false, code: "NOT_FOUND" };
-  if (v2) {
-    // A caller without verify_key for this API (or the key's URN, contract §2 row 11) is told nothing about the key
-    // (v2 answers NOT_FOUND, not 403).
-    if (!mayVerifyOnV2(scope, key)) return { valid: false, code: "NOT_FOUND" };
-    query = permissionQueryOf(req.permissions, "v2");
-  }
+  // A caller without verify_key for this API (or the key's URN, contract §2 row 11) is told nothing about the key
+  // (NOT_FOUND, not 403).
+  if (rules.scopeMustMayVerify && !scopeMayVerify(scope, key)) return { valid: false, code: "NOT_FOUND" };
+  if (rules.parsePermissionsWhen === "keyInScope") query = permissionQueryOf(req.permissions, rules);
 
   // The answers below are written out field by field, not spread from `found` (CONTRIBUTING.md, conventions).
-  const found = { key: factsOf(key, v2), workspaceId: key.workspaceId };
+  const found = { key: factsOf(key, credits), workspaceId: key.workspaceId };
   const refuse = async (code: VerificationCode, extra: Partial<VerificationResult> = {}): Promise<VerificationResult> => {
-    // v2 reports a limited key's uses on every answer; spends do not drop the cached key, so they are read.
-    const credits = v2 && key.remaining !== null && extra.credits === undefined ? await services.remainingSpender.peek(key.id) : undefined;
+    // Credits are reported on every answer; spends do not drop the cached key, so they are read.
+    const had = credits && key.remaining !== null && extra.credits === undefined ? await services.remainingSpender.peek(key.id) : undefined;
     const answer: VerificationResult = Object.assign({ key: found.key, workspaceId: found.workspaceId }, extra, { valid: false, code });
-    if (credits !== undefined) answer.credits = credits;
+    if (had !== undefined) answer.credits = had;
     return answer;
   };
 
@@ -217,7 +233,7 @@ async function decide(services: VerificationServices, req: VerifyRequest): Promi
   if (refusal === "OUT_OF_SCOPE")
     return { key: found.key, workspaceId: found.workspaceId, outOfScope: true, valid: false, code: "FORBIDDEN" };
   if (refusal === "WORKSPACE_DISABLED") {
-    if (v2) return refuse("FORBIDDEN");
+    if (rules.disabledWorkspace === "forbidden") return refuse("FORBIDDEN");
     throw new WorkspaceDisabledError();
   }
   if (refusal !== undefined) return refuse(refusal);
@@ -236,13 +252,13 @@ async function decide(services: VerificationServices, req: VerifyRequest): Promi
   }
 
   if (key.remaining !== null) {
-    return spendOutcome(found, await services.remainingSpender.spendAnswering(key.id, req.remainingCost), ratelimit, v2);
+    return spendOutcome(found, await services.remainingSpender.spendAnswering(key.id, req.remainingCost), ratelimit, credits);
   }
   return { key: found.key, workspaceId: found.workspaceId, ratelimit, valid: true, code: "VALID" };
 }
 
 /**
- * A v1 verification of a key with limited uses that is in memory, decided from memory in one statement, the spend,
+ * A verification of a key with limited uses that is in memory, decided from memory in one statement, the spend,
  * instead of two (the epoch read every other verification waits for, then the spend): what bounds keys with
  * remaining uses is the statements each verification costs, on the database and on this process (bench:budgets).
  * The key in memory is exact at the epoch the process has applied; the spend is made only if its statement, which
@@ -255,10 +271,13 @@ async function decide(services: VerificationServices, req: VerifyRequest): Promi
 function fromMemory(
   services: VerificationServices,
   req: VerifyRequest,
+  rules: VerifyRules,
   hash: string,
   query: PermissionQuery | undefined,
 ): Promise<(VerificationResult & { workspaceId: string }) | undefined> | undefined {
-  if (req.dialect === "v2" || req.scope !== undefined || (req.requireScope && req.apiId === undefined)) return undefined;
+  if (req.scope !== undefined || (req.requireScope && req.apiId === undefined)) return undefined;
+  // Rules that need the scope's permissions or the uses as stored are decided on the normal path.
+  if (rules.scopeMustMayVerify || rules.creditsAndIdentityLimits || rules.parsePermissionsWhen !== "beforeLookup") return undefined;
   const held = services.verificationCache.inMemory(hash);
   if (held === undefined || held.key.remaining === null) return undefined;
   const { key, epoch } = held;
@@ -291,19 +310,19 @@ function refusalBeforeLimits(
   return undefined;
 }
 
-/** The answer once the key's uses were spent (`left`) or found insufficient (`had`, v2's credits). */
+/** The answer once the key's uses were spent (`left`) or found insufficient (`had`, reported as credits). */
 function spendOutcome(
   found: { key: KeyFacts; workspaceId: string },
   { left, had }: SpendAnswer,
   ratelimit: VerificationResult["ratelimit"],
-  v2: boolean,
+  credits: boolean,
 ): VerificationResult & { workspaceId: string } {
   const { key, workspaceId } = found;
   const answer: VerificationResult & { workspaceId: string } =
     left === undefined
       ? { key, workspaceId, remaining: 0, ratelimit, valid: false, code: "USAGE_EXCEEDED" }
       : { key, workspaceId, ratelimit, valid: true, code: "VALID", remaining: left };
-  if (v2) answer.credits = left ?? had ?? 0;
+  if (credits) answer.credits = left ?? had ?? 0;
   return answer;
 }
 
@@ -311,6 +330,7 @@ function spendOutcome(
 async function lookupMigrated(
   services: VerificationServices,
   req: VerifyRequest,
+  rules: VerifyRules,
   migrationId: string,
   epoch: bigint | undefined,
 ): Promise<Lookup> {
@@ -318,16 +338,16 @@ async function lookupMigrated(
   const scope = await req.scope?.(epoch);
   if (scope === undefined) return { key: undefined, epoch };
   const request = { key: req.key, migrationId, workspaceId: scope.workspaceId };
-  // v2: a root key that may not verify the pending key (decide's verify_key check, made before the key changes)
-  // leaves it pending; the verification then answers NOT_FOUND, as that check would.
+  // A root key that may not verify the pending key (decide's verify_key check, made before the key changes) leaves
+  // it pending; the verification then answers NOT_FOUND, as that check would.
   const mayVerify = (key: { id: string; apiId: string }) =>
-    req.dialect !== "v2" || mayVerifyOnV2(scope, { id: key.id, apiId: key.apiId, workspaceId: scope.workspaceId });
+    !rules.scopeMustMayVerify || scopeMayVerify(scope, { id: key.id, apiId: key.apiId, workspaceId: scope.workspaceId });
   if (!(await completeKeyMigration(services.db, request, services.clock.now(), mayVerify))) return { key: undefined, epoch };
   return services.verificationCache.lookupWithEpoch(hashKey(req.key));
 }
 
-/** v2: whether the scope's root key holds verify_key for the key (its API's tuple, or the key's URN, contract §2 row 11). */
-function mayVerifyOnV2(
+/** Whether the scope's root key holds verify_key for the key (its API's tuple, or the key's URN, contract §2 row 11). */
+function scopeMayVerify(
   scope: { permissions?: ReadonlySet<string> } | undefined,
   key: { id: string; apiId: string; workspaceId: string },
 ): boolean {
@@ -335,17 +355,17 @@ function mayVerifyOnV2(
   return rootKeySatisfies(keyPermission({ urnGrants: true }, key.workspaceId, key.apiId, key.id, "verify_key"), scope.permissions);
 }
 
-function permissionQueryOf(raw: unknown, dialect: VerifyDialect): PermissionQuery | undefined {
+function permissionQueryOf(raw: unknown, rules: VerifyRules): PermissionQuery | undefined {
   if (raw === undefined) return undefined;
   try {
-    return dialect === "v2" && typeof raw === "string" ? parseTextPermissionQuery(raw) : parsePermissionQuery(raw);
+    return rules.parsePermissions(raw);
   } catch (err) {
     if (err instanceof PermissionQueryError) throw new InvalidInputError({ kind: "invalidPermissionQuery", problem: err.message });
     throw err;
   }
 }
 
-function factsOf(key: FoundKey, v2: boolean): KeyFacts {
+function factsOf(key: FoundKey, identityLimits: boolean): KeyFacts {
   const ownerId = key.identityExternalId ?? key.ownerId;
   return {
     keyId: key.id,
@@ -363,7 +383,7 @@ function factsOf(key: FoundKey, v2: boolean): KeyFacts {
         id: key.identityId,
         externalId: key.identityExternalId!,
         meta: (key.identityMeta as Record<string, unknown> | null) ?? {},
-        ...(v2 && { ratelimits: identityRatelimits(key.ratelimits) }),
+        ...(identityLimits && { ratelimits: identityRatelimits(key.ratelimits) }),
       },
     }),
   };

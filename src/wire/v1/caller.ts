@@ -1,7 +1,7 @@
 import type { FastifyRequest } from "fastify";
 import { type AccessPolicy, type Caller, type Origin, rootKeyCaller } from "../../core/caller.js";
 import type { RootKeyAuth } from "../../core/auth/rootKeys.authenticator.js";
-import { callerAddress } from "../../http/clientAddress.js";
+import { originOf } from "../../http/origin.js";
 import type { Services } from "../../services.js";
 
 /**
@@ -12,21 +12,10 @@ export const V1_ACCESS: AccessPolicy = { urnGrants: false, check: "beforeLookup"
 
 /** Where a v1 request came from, for the audit log. */
 export function v1Origin(deps: Services, req: FastifyRequest): Origin {
-  return originOf("v1", deps, req);
+  return originOf("v1", deps.config.trustProxy, req);
 }
 
 /** The caller of a v1 request made with `rootKey`. */
 export function v1Caller(deps: Services, req: FastifyRequest, rootKey: RootKeyAuth): Caller {
   return rootKeyCaller(rootKey, V1_ACCESS, v1Origin(deps, req));
-}
-
-/** The origin of a request to an HTTP surface: its id, the client's address by the one rule, its user agent. */
-export function originOf(surface: Origin["surface"], deps: Services, req: FastifyRequest): Origin {
-  const userAgent = req.headers["user-agent"];
-  return {
-    surface,
-    requestId: req.id,
-    clientAddress: callerAddress(req, deps.config.trustProxy),
-    userAgent: typeof userAgent === "string" ? userAgent.slice(0, 512) : undefined,
-  };
 }

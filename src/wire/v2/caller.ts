@@ -2,7 +2,7 @@ import type { FastifyRequest } from "fastify";
 import { type AccessPolicy, type Caller, rootKeyCaller } from "../../core/caller.js";
 import type { RootKeyAuth } from "../../core/auth/rootKeys.authenticator.js";
 import type { Services } from "../../services.js";
-import { originOf } from "../v1/caller.js";
+import { originOf } from "../../http/origin.js";
 
 /**
  * How Unkey v2 decides access (contract §1.5): a permission may also be granted by the resource's URN, the target is
@@ -13,5 +13,5 @@ export const V2_ACCESS: AccessPolicy = { urnGrants: true, check: "afterLookup", 
 
 /** The caller of a v2 request made with `rootKey`. */
 export function v2Caller(deps: Services, req: FastifyRequest, rootKey: RootKeyAuth): Caller {
-  return rootKeyCaller(rootKey, V2_ACCESS, originOf("v2", deps, req));
+  return rootKeyCaller(rootKey, V2_ACCESS, originOf("v2", deps.config.trustProxy, req));
 }

@@ -15,7 +15,6 @@ import {
   WorkspaceDisabledError,
 } from "../../errors.js";
 import { KeyringError } from "../../keyring/keyring.errors.js";
-import { v1Message } from "../v1/errors.js";
 import { rootKeySatisfies } from "../../core/auth/permissions.urn.js";
 
 /**
@@ -145,7 +144,34 @@ const NOT_FOUND_DETAIL: Record<string, string> = {
 };
 
 /** v2's words for the refusals its routes can meet so far (the rest fall back to the core's neutral text). */
-const V2_WORDING: { [K in RefusalKind]?: (facts: RefusalFacts[K]) => string } = {
+/**
+ * The refusals v2 has words of its own for (upstream's): a not-found of any other kind is told in v2's generic
+ * sentence for what was not found (NOT_FOUND_DETAIL).
+ */
+const V2_OWN_WORDS: ReadonlySet<RefusalKind> = new Set<RefusalKind>([
+  "namedNotFound",
+  "remainingByNull",
+  "remainingUnlimited",
+  "recoverableNotSupported",
+  "encryptionKeyUnavailable",
+  "refillOnUnlimited",
+  "refillDayWithDaily",
+  "refillDayMissingForMonthly",
+  "permissionExists",
+  "roleExists",
+  "tooManyNames",
+  "identityExists",
+  "ratelimitNameRepeated",
+  "ratelimitNotConfigured",
+  "invalidPermissionQuery",
+  "duplicateInRequest",
+  "migrationExists",
+  "invalidKeyFormat",
+  "metaTooLarge",
+]);
+
+/** Every refusal in v2's words: v2 borrows no wording from another surface. */
+const V2_WORDING: { [K in RefusalKind]: (facts: RefusalFacts[K]) => string } = {
   namedNotFound: ({ what, name }) => `${what === "role" ? "Role" : "Permission"} '${name}' was not found.`,
   remainingByNull: () => "When specifying an increment or decrement operation, a value must be provided.",
   remainingUnlimited: () => "You cannot increment or decrement a key with unlimited credits.",
@@ -173,18 +199,66 @@ const V2_WORDING: { [K in RefusalKind]?: (facts: RefusalFacts[K]) => string } = 
   migrationExists: ({ migrationId }) => `A migration with id '${migrationId}' already exists.`,
   invalidKeyFormat: () => "Invalid key format",
   metaTooLarge: ({ size, max }) => `Metadata is too large: it must be at most ${megabytes(max)}, but is ${megabytes(size)}.`,
+
+  // v2 states no words of its own for these: they are worded as v1 words them, written here as v2's.
+  notFound: ({ what, id }) => `${what} ${id} not found`,
+  roleToDeleteNotFound: ({ roleId }) => `Role ${roleId} not found`,
+  permissionToDeleteNotFound: ({ permissionId }) => `Permission ${permissionId} not found`,
+  namespaceNotFound: ({ namespace, during }) => (during === "getOverride" ? "Namespace not found" : `Namespace ${namespace} not found`),
+  overrideNotFound: ({ identifier, during }) =>
+    during === "get" ? "Override not found" : `Override with ${identifier} identifier not found`,
+  identityOfExternalIdNotFound: ({ externalId }) => `identity with externalId ${externalId} not found`,
+  noKeysOfOwner: () => "No keys were found to match your query",
+  notFoundToSet: ({ what, name }) => `${what} ${name} not found and not allowed to create`,
+  analyticsNotConfigured: () => "Analytics are not configured for this instance",
+  remainingNotPositive: () => "remaining must be greater than 0.",
+  remainingBeyondMax: ({ max }) => `cannot increment a key beyond ${max} remaining requests.`,
+  missingPermissions: ({ need, have }) => `Missing permissions: need ${need}, have [${have.map((p) => JSON.stringify(p)).join(", ")}]`,
+  createMissingPermissions: ({ names: missing }) =>
+    `permissions ${names(missing)} do not exist; creating them needs one of the permissions "*" or "rbac.*.create_permission"`,
+  createMissingRoles: ({ names: missing }) =>
+    `roles ${names(missing)} do not exist; creating them needs one of the permissions "*" or "rbac.*.create_role"`,
+  encryptNotAllowed: ({ apiId }) =>
+    `insufficient permissions to encrypt keys: need one of "*", "api.*.encrypt_key" or "api.${apiId}.encrypt_key"`,
+  decryptNotAllowed: () => "you're not allowed to decrypt this key",
+  importKeyNotAllowed: ({ index, need }) => `the key at index ${index} needs ${need}`,
+  identitySelectorMissing: () => "Provide either identityId or externalId",
+  namespaceSelectorMissing: () => "You must provide a namespaceId or a namespaceName",
+  importRolesMissing: ({ names: missing }) => `Roles ${names(missing)} are missing, please create them first`,
+  importPermissionsMissing: ({ names: missing }) => `Permissions ${names(missing)} are missing, please create them first`,
+  importKeyExists: ({ index }) => `the key at index ${index} already exists`,
+  importNamesGone: ({ roles, permissions }) =>
+    `${[roles.length > 0 ? `roles ${names(roles)}` : "", permissions.length > 0 ? `permissions ${names(permissions)}` : ""]
+      .filter(Boolean)
+      .join(" and ")} no longer exist`,
+  importBatchFailed: ({ cause, failure }) => `the batch could not be imported: ${cause ? wordsOf(cause) : failure}`,
+  verificationScopeRequired: () =>
+    "apiId is required: this server verifies a key only within an API (apiId) or the workspace of a valid root key (Authorization: Bearer <root key>)",
+  startNotBeforeEnd: () => "start cannot be equal or greater than end",
+  startAfterEnd: () => "start must not be after end",
+  groupByTagAndTags: () => "You can not group by tag and tags at the same time",
+  orderByTimeWithoutTime: () => "orderBy=time needs groupBy hour, day or month",
+  tooManyTimeSlices: ({ max, granularity }) =>
+    `the range from start to end holds more than ${max} ${granularity}s; narrow it or group by a longer period`,
+  keyOrOwnerRequired: () => "keyId or ownerId must be provided",
+  workspaceDisabled: () => "workspace is disabled",
+  deleteProtected: ({ what, id }) => `${what} ${id} is protected from deletions`,
 };
+
+/** A list of names as these words quote it (JSON). */
+const names = (list: string[]) => JSON.stringify(list);
+
+/** A refusal in v2's words. */
+function wordsOf(refusal: Refusal): string {
+  return (V2_WORDING[refusal.kind] as (facts: Refusal) => string)(refusal);
+}
 
 /** A size in decimal megabytes, as v2 writes it (`1.2 MB`). */
 const megabytes = (size: number) => `${(size / 1_000_000).toFixed(1)} MB`;
 
-/** A domain error in v2's words: its refusal worded by V2_WORDING, else in v1's words. */
+/** A domain error in v2's words (V2_WORDING); an error without a refusal (a repository's own text) as it says itself. */
 function v2Words(err: DomainError): string {
-  const refusal = err.refusal;
-  const word = refusal && (V2_WORDING[refusal.kind] as ((facts: Refusal) => string) | undefined);
-  // A refusal v2 has no words of its own for is told in v1's (the project's one wording of every kind), never in
-  // the core's neutral log text.
-  return word ? word(refusal) : v1Message(err);
+  return err.refusal === undefined ? err.message : wordsOf(err.refusal);
 }
 
 /** v2's detail for a thing that is protected from deletion. */
@@ -257,7 +331,7 @@ export function v2ErrorOf(err: DomainError): V2Error {
   if (err instanceof NotFoundError) {
     const resource = V2_RESOURCE[err.what] ?? err.what;
     // A refusal v2 words itself (a role named by keys.createKey, …); else v2's detail for the kind of thing.
-    const worded = err.refusal !== undefined && V2_WORDING[err.refusal.kind] !== undefined;
+    const worded = err.refusal !== undefined && V2_OWN_WORDS.has(err.refusal.kind);
     const detail = worded ? v2Words(err) : (NOT_FOUND_DETAIL[err.what] ?? `The requested ${err.what} does not exist or has been deleted.`);
     return new V2Error(404, `unkey/data/${resource}_not_found`, detail);
   }

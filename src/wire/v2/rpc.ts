@@ -8,7 +8,7 @@ import { withRequestDeadline } from "../../storage/deadline.js";
 import { V2Error } from "./errors.js";
 import type { Caller, Origin } from "../../core/caller.js";
 import { secretsEqual } from "../../crypto/hash.js";
-import { originOf } from "../v1/caller.js";
+import { originOf } from "../../http/origin.js";
 import { v2Caller } from "./caller.js";
 
 /**
@@ -119,7 +119,8 @@ export async function authenticateV2(deps: Services, authorization: string | und
 async function authenticateRootKeyOrOperator(deps: Services, req: FastifyRequest): Promise<RootKeyOrOperator> {
   const token = bearerTokenV2(req.headers.authorization);
   const adminToken = deps.config.adminToken;
-  if (adminToken !== undefined && secretsEqual(token, adminToken)) return { kind: "operator", origin: originOf("operator", deps, req) };
+  if (adminToken !== undefined && secretsEqual(token, adminToken))
+    return { kind: "operator", origin: originOf("operator", deps.config.trustProxy, req) };
   const rootKey = await deps.rootKeys.authenticate(token);
   return { kind: "rootKey", rootKey, caller: v2Caller(deps, req, rootKey) };
 }

@@ -1,9 +1,11 @@
 import { z } from "zod";
-import { assertCanListKeys, listApiKeys } from "../../../core/apis/apis.core.js";
+import { type ListApiKeysRules, listApiKeys } from "../../../core/apis/apis.core.js";
 import { queryBoolean, queryInt, queryText } from "../query.js";
 import { defineRpc } from "../rpc.js";
-import { decryptKeyRows, requireDecryptPermission } from "../../../core/keys/keys.decrypt.js";
 import { keyObjectSchema, toKeyObject } from "../keys/keys.object.js";
+
+/** v1's listing: a cursor after the page's last id, the exact total, no rate limits; `decrypt` on any API. */
+const V1_LIST_KEYS_RULES: ListApiKeysRules = { decryptNeedsEncryptingApi: false, cursor: "after", total: true, ratelimits: false };
 
 export const listKeys = defineRpc({
   method: "GET",
@@ -28,15 +30,13 @@ export const listKeys = defineRpc({
     cursor: z.string().optional().describe("Pass it as `cursor` for the next page; absent on the last page."),
     total: z.number().describe("How many keys match the filters, exactly."),
   }),
-  handler: async (input, { deps, rootKey }) => {
-    await assertCanListKeys(deps, rootKey, input.apiId);
-    if (input.decrypt) requireDecryptPermission(rootKey, input.apiId);
-    const { keys, cursor, total } = await listApiKeys(deps, rootKey, input);
-    const plaintexts = input.decrypt ? await decryptKeyRows(deps.db, deps.keyring, keys) : new Map<string, string>();
+  handler: async (input, { deps, caller }) => {
+    // Checked before the API is looked up and refused 403 (v1's access policy), then 404 for a missing API.
+    const { keys, cursor, total, plaintexts } = await listApiKeys(deps, caller, input, V1_LIST_KEYS_RULES);
     return {
       keys: keys.map((row) => toKeyObject(row, plaintexts.get(row.id))),
       ...(cursor !== undefined && { cursor }),
-      total,
+      total: total!,
     };
   },
 });

@@ -17,9 +17,9 @@ export const getKey = defineRpc({
     decrypt: queryBoolean.optional(),
   }),
   output: keyObjectSchema,
-  handler: async (input, { deps, rootKey: auth }) => {
+  handler: async (input, { deps, caller }) => {
     // Authenticated before the lookup (v1 looked first): a wrong root key must not learn whether the id exists.
-    const { row, plaintext } = await getKeyCore(deps, auth, input);
+    const { row, plaintext } = await getKeyCore(deps, caller, input, { permissions: "direct-names", decryptNeedsEncryptingApi: false });
     return toKeyObject(row, plaintext);
   },
 });

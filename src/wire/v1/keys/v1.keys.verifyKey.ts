@@ -5,12 +5,26 @@ import { MAX_WINDOW_MS } from "../../../storage/ratelimits/ratelimiter.js";
 import { defineRpc } from "../rpc.js";
 import { maxWindowMessage } from "../ratelimits/ratelimits.schemas.js";
 import { MAX_INT32, metaSchema } from "./keys.schemas.js";
+import { parsePermissionQuery } from "../../../core/auth/permissions.query.js";
 import {
   MAX_RATELIMITS_PER_VERIFICATION,
   type VerificationResult,
+  type VerifyRules,
   verificationCodes,
   verifyKey as verify,
 } from "../../../core/verification/verification.verify.js";
+
+/**
+ * v1's verification: `permissions` is v1's JSON query, parsed before the key is looked up (a malformed one is a 400
+ * whatever the key); a root key only scopes the verification to its workspace; a disabled workspace is refused.
+ */
+export const V1_VERIFY_RULES: VerifyRules = {
+  parsePermissions: parsePermissionQuery,
+  parsePermissionsWhen: "beforeLookup",
+  scopeMustMayVerify: false,
+  disabledWorkspace: "refuse",
+  creditsAndIdentityLimits: false,
+};
 
 /** Rate limits one verification may name (the core's bound, see there). */
 export const MAX_RATELIMITS_PER_REQUEST = MAX_RATELIMITS_PER_VERIFICATION;
@@ -92,19 +106,23 @@ export const verifyKey = defineRpc({
   }),
   output,
   handler: async (input, { deps, req, reply, optionalRootKey }) => {
-    const result = await verify(deps, {
-      key: input.key,
-      apiId: input.apiId,
-      // Without an Authorization header there is no root key to resolve: no scope (what it would resolve to), which
-      // lets a key with remaining uses in memory be verified in one statement (verification.verify.ts fromMemory).
-      scope: req.headers.authorization === undefined ? undefined : optionalRootKey,
-      requireScope: deps.config.verifyRequireScope,
-      callerIp: callerAddress(req, deps.config.trustProxy),
-      permissions: input.authorization?.permissions,
-      remainingCost: input.remaining?.cost ?? 1,
-      ratelimits: input.ratelimits,
-      tags: input.tags,
-    });
+    const result = await verify(
+      deps,
+      {
+        key: input.key,
+        apiId: input.apiId,
+        // Without an Authorization header there is no root key to resolve: no scope (what it would resolve to), which
+        // lets a key with remaining uses in memory be verified in one statement (verification.verify.ts fromMemory).
+        scope: req.headers.authorization === undefined ? undefined : optionalRootKey,
+        requireScope: deps.config.verifyRequireScope,
+        callerIp: callerAddress(req, deps.config.trustProxy),
+        permissions: input.authorization?.permissions,
+        remainingCost: input.remaining?.cost ?? 1,
+        ratelimits: input.ratelimits,
+        tags: input.tags,
+      },
+      V1_VERIFY_RULES,
+    );
     // Undocumented in v1, which set it for its own tests; v1 clients and test suites read it.
     if (result.triggeredRatelimit !== undefined) reply.header("Unkey-Ratelimit-Triggered", result.triggeredRatelimit);
     return { requestId: req.id, ...v1Answer(result) };

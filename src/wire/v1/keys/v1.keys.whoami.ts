@@ -24,9 +24,9 @@ export const whoami = defineRpc({
     environment: z.string().optional(),
   }),
   // The key is looked up before authenticating, as v1 did: an unknown key is 404 whoever asks.
-  beforeAuth: (input, { deps }) => findKeyBySecret(deps, input.key),
-  handler: async (_input, { rootKey: auth, checked }) => {
-    const row = requireKeyVisible(auth, checked);
+  beforeAuth: (input, { deps }) => findKeyBySecret(deps, input.key, { permissions: "direct-names" }),
+  handler: async (_input, { caller, checked }) => {
+    const row = requireKeyVisible(caller, checked);
     return {
       id: row.id,
       ...(row.name !== null && { name: row.name }),

@@ -1,7 +1,7 @@
 import type { FastifyRequest } from "fastify";
 import { type Actor, type Caller, trustedCaller } from "../../../core/caller.js";
 import type { Services } from "../../../services.js";
-import { originOf } from "../caller.js";
+import { originOf } from "../../../http/origin.js";
 
 /** The operator (KEYHAVEN_ADMIN_TOKEN) as the audit log names it: never the token. */
 export const OPERATOR: Actor = { kind: "operator", id: "admin", name: "operator" };
@@ -11,5 +11,5 @@ export const OPERATOR: Actor = { kind: "operator", id: "admin", name: "operator"
  * none yet): its change names the workspace it touched itself (Change.workspaceId).
  */
 export function operatorCaller(deps: Services, req: FastifyRequest, workspaceId: string): Caller {
-  return trustedCaller(OPERATOR, workspaceId, originOf("operator", deps, req));
+  return trustedCaller(OPERATOR, workspaceId, originOf("operator", deps.config.trustProxy, req));
 }

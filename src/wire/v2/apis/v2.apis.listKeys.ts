@@ -1,9 +1,13 @@
 import { z } from "zod";
-import { listApiKeysFrom } from "../../../core/apis/apis.core.js";
+import { type ListApiKeysRules, listApiKeys } from "../../../core/apis/apis.core.js";
+import { withAccess } from "../../../core/caller.js";
 import { keyResponseData, keyResponseOutput } from "../keys/keys.schemas.js";
 import { v2LookupRef } from "../inputBounds.js";
 import { pageInput } from "../pagination.js";
 import { defineV2Rpc } from "../rpc.js";
+
+/** v2's listing: a cursor at the next page's first id, no total, each key's rate limits; `decrypt` needs an encrypting API (412). */
+const V2_LIST_KEYS_RULES: ListApiKeysRules = { decryptNeedsEncryptingApi: true, cursor: "from", total: false, ratelimits: true };
 
 export const listKeys = defineV2Rpc({
   method: "POST",
@@ -25,18 +29,18 @@ export const listKeys = defineV2Rpc({
     })
     .strict(),
   output: z.array(keyResponseOutput),
-  handler: async (input, { deps, rootKey }) => {
-    const page = await listApiKeysFrom(deps, rootKey, {
-      apiId: input.apiId,
-      limit: input.limit ?? 100,
-      fromId: input.cursor,
-      externalId: input.externalId,
-      decrypt: input.decrypt,
-    });
-    const hasMore = page.nextId !== undefined;
+  handler: async (input, { deps, caller }) => {
+    // A root key that may not read the API's keys cannot tell it from a missing API: both are 404.
+    const page = await listApiKeys(
+      deps,
+      withAccess(caller, { denied: "notFound" }),
+      { apiId: input.apiId, limit: input.limit ?? 100, cursor: input.cursor, externalId: input.externalId, decrypt: input.decrypt },
+      V2_LIST_KEYS_RULES,
+    );
+    const hasMore = page.cursor !== undefined;
     return {
-      data: page.keys.map((row) => keyResponseData(row, page.ratelimits.get(row.id)!, page.plaintexts.get(row.id))),
-      pagination: { hasMore, ...(hasMore && { cursor: page.nextId }) },
+      data: page.keys.map((row) => keyResponseData(row, page.ratelimits!.get(row.id)!, page.plaintexts.get(row.id))),
+      pagination: { hasMore, ...(hasMore && { cursor: page.cursor }) },
     };
   },
 });

@@ -19,12 +19,8 @@ export const getKey = defineV2Rpc({
     })
     .strict(),
   output: keyResponseOutput,
-  handler: async (input, { deps, rootKey }) => {
-    const { row, plaintext } = await getKeyCore(deps, rootKey, input, {
-      permissions: "effective-slugs",
-      decryptNeedsEncryptingApi: true,
-      dialect: "v2",
-    });
+  handler: async (input, { deps, caller }) => {
+    const { row, plaintext } = await getKeyCore(deps, caller, input, { permissions: "effective-slugs", decryptNeedsEncryptingApi: true });
     return { data: keyResponseData(row, await readKeyRatelimits(deps, row), plaintext) };
   },
 });

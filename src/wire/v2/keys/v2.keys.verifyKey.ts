@@ -1,13 +1,31 @@
 import { z } from "zod";
 import { callerAddress } from "../../../http/clientAddress.js";
+import { parsePermissionQuery } from "../../../core/auth/permissions.query.js";
+import { parseTextPermissionQuery } from "../../../core/auth/permissions.text.js";
 import {
   MAX_RATELIMITS_PER_VERIFICATION,
   type VerificationResult,
+  type VerifyRules,
   verifyKey as verify,
 } from "../../../core/verification/verification.verify.js";
 import { MAX_INT32 } from "../../../storage/int32.js";
 import { MAX_WINDOW_MS } from "../../../storage/ratelimits/ratelimiter.js";
 import { defineV2Rpc } from "../rpc.js";
+
+/**
+ * v2's verification (contract §5.2): the root key (`scope`, always resolved) must also hold verify_key for the key's
+ * API (`api.*.verify_key`, `api.<apiId>.verify_key`, the key's URN or `*`), else NOT_FOUND, so that a key's
+ * existence does not leak; `permissions` is v2's text query (`a AND (b OR c)`), parsed only for a key in scope; a
+ * disabled workspace is code FORBIDDEN; the answer carries `credits`, and the identity's own rate limits.
+ */
+export const V2_VERIFY_RULES: VerifyRules = {
+  // The schema admits only text; a tree (from a direct call of the core) is read as v1's JSON query.
+  parsePermissions: (raw) => (typeof raw === "string" ? parseTextPermissionQuery(raw) : parsePermissionQuery(raw)),
+  parsePermissionsWhen: "keyInScope",
+  scopeMustMayVerify: true,
+  disabledWorkspace: "forbidden",
+  creditsAndIdentityLimits: true,
+};
 
 /** v2's codes (contract §5.3): v1's without UNAUTHORIZED, which the core never answers. */
 const codes = [
@@ -122,18 +140,21 @@ export const verifyKey = defineV2Rpc({
     .strict(),
   output,
   handler: async (input, { deps, req, rootKeyAt }) => {
-    const result = await verify(deps, {
-      key: input.key,
-      dialect: "v2",
-      ...(input.migrationId !== undefined && { migrationId: input.migrationId }),
-      scope: rootKeyAt,
-      requireScope: true,
-      callerIp: callerAddress(req, deps.config.trustProxy),
-      permissions: input.permissions,
-      remainingCost: input.credits?.cost ?? 1,
-      ratelimits: input.ratelimits,
-      tags: input.tags,
-    });
+    const result = await verify(
+      deps,
+      {
+        key: input.key,
+        ...(input.migrationId !== undefined && { migrationId: input.migrationId }),
+        scope: rootKeyAt,
+        requireScope: true,
+        callerIp: callerAddress(req, deps.config.trustProxy),
+        permissions: input.permissions,
+        remainingCost: input.credits?.cost ?? 1,
+        ratelimits: input.ratelimits,
+        tags: input.tags,
+      },
+      V2_VERIFY_RULES,
+    );
     return { data: v2Answer(result) };
   },
 });

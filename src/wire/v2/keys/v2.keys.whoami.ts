@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { withAccess } from "../../../core/caller.js";
 import { findKeyBySecret, readKeyRatelimits, requireKeyVisible } from "../../../core/keys/keys.read.js";
 import { defineV2Rpc } from "../rpc.js";
 import { keyResponseData, keyResponseOutput } from "./keys.schemas.js";
@@ -13,10 +14,10 @@ export const whoami = defineV2Rpc({
   returns: "The key (KeyResponseData), without its plaintext.",
   input: z.object({ key: z.string().min(1).max(512).describe("The key's secret.") }).strict(),
   output: keyResponseOutput,
-  handler: async (input, { deps, rootKey }) => {
+  handler: async (input, { deps, caller }) => {
     const found = await findKeyBySecret(deps, input.key, { permissions: "effective-slugs" });
     // v2 answers a caller without read_key as if the key did not exist; unlike upstream, the 404 names no permission.
-    const row = requireKeyVisible(rootKey, found, { denied: "notFound", dialect: "v2" });
+    const row = requireKeyVisible(withAccess(caller, { denied: "notFound" }), found);
     return { data: keyResponseData(row, await readKeyRatelimits(deps, row)) };
   },
 });

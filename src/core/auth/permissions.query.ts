@@ -126,5 +126,3 @@ export function createPermissionPermission(workspaceId: string): PermissionQuery
   return { or: ["*", urnPermission(workspaceId, "rbac/permissions/*", "create_permission"), "rbac.*.create_permission"] };
 }
 
-/** @deprecated Transitional (issue 35): the core decides by the caller's AccessPolicy; this name goes with the last dialect. */
-export type PermissionDialect = "v1" | "v2";

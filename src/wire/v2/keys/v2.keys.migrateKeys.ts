@@ -1,10 +1,9 @@
 import { z } from "zod";
 import { migrateKeys as migrateKeysCore } from "../../../core/import/import.migrate.js";
 import { MAX_INT32 } from "../../../storage/int32.js";
-import { BULK_BODY_LIMIT } from "../../v1/rpc.js";
 import { externalIdInput, metaInput, ratelimitsInput } from "../identities/identities.schemas.js";
 import { slugInput } from "../permissions/permissions.schemas.js";
-import { defineV2Rpc } from "../rpc.js";
+import { BULK_BODY_LIMIT, defineV2Rpc } from "../rpc.js";
 
 /** At most this many keys per request (upstream sets no bound; v1's import takes 100 as well). */
 export const MAX_KEYS_PER_MIGRATION = 100;

@@ -125,4 +125,3 @@ export function overrideUrn(workspaceId: string, namespaceId: string, overrideId
 export function createPermissionPermission(workspaceId: string): PermissionQuery {
   return { or: ["*", urnPermission(workspaceId, "rbac/permissions/*", "create_permission"), "rbac.*.create_permission"] };
 }
-

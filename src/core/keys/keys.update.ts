@@ -81,7 +81,10 @@ export async function updateKey(services: KeyServices, principal: Caller, input:
       if (input.refill.interval === "monthly" && input.refill.refillDay == null && rules.monthlyWithoutDay === "refuse") {
         throw new InvalidInputError({ kind: "refillDayMissingForMonthly" });
       }
-      requireRemainingForRefill({ remaining: input.remaining === undefined ? key.remaining : input.remaining, refill: input.refill }, "update");
+      requireRemainingForRefill(
+        { remaining: input.remaining === undefined ? key.remaining : input.remaining, refill: input.refill },
+        "update",
+      );
     }
     const { keyId: _, ...fields } = input;
     if (Object.values(fields).every((v) => v === undefined)) return;

@@ -23,9 +23,7 @@ export function insertAuditRowsIf(done: SQL, apiTarget?: "apiTarget"): SQL {
     ? sql.raw(
         auditColumns
           .map(([field]) =>
-            field === "targets"
-              ? `r."targets" || jsonb_build_array(jsonb_build_object('type', 'api', 'id', d.api_id))`
-              : `r."${field}"`,
+            field === "targets" ? `r."targets" || jsonb_build_array(jsonb_build_object('type', 'api', 'id', d.api_id))` : `r."${field}"`,
           )
           .join(", "),
       )

@@ -154,3 +154,88 @@ describe("Idempotency-Key", () => {
     expect(await countIn(h, `idempotency_keys where scope like '${t.workspaceId}:%'`)).toBe(0);
   });
 });
+
+/** A write, its body built from what the setup made, and what its replay must not change (a count). */
+type Write = { path: string; body: (s: Setup) => unknown; operator?: boolean };
+type Setup = { apiId: string; keyId: string; roleId: string; permissionId: string; identityId: string; workspaceId: string; n: number };
+
+// The mutating routes whose handlers read after they write: in a held transaction such a read through the store
+// (not the scope's transaction) would wait for ever on PGlite's one connection, or miss the write on PostgreSQL.
+const WRITES: Write[] = [
+  { path: "/v1/apis.createApi", body: (s) => ({ name: `every-${s.n}` }) },
+  { path: "/v1/keys.createKey", body: (s) => ({ apiId: s.apiId, name: "k", roles: ["every-role"], permissions: ["every.perm"] }) },
+  { path: "/v1/keys.updateKey", body: (s) => ({ keyId: s.keyId, name: `renamed-${s.n}` }) },
+  { path: "/v1/keys.updateRemaining", body: (s) => ({ keyId: s.keyId, op: "set", value: 10 }) },
+  { path: "/v1/keys.addRoles", body: (s) => ({ keyId: s.keyId, roles: [{ name: "every-role" }] }) },
+  { path: "/v1/keys.setPermissions", body: (s) => ({ keyId: s.keyId, permissions: [{ name: "every.perm" }] }) },
+  { path: "/v1/permissions.createRole", body: (s) => ({ name: `role-${s.n}` }) },
+  { path: "/v1/permissions.createPermission", body: (s) => ({ name: `perm.${s.n}` }) },
+  { path: "/v1/identities.createIdentity", body: (s) => ({ externalId: `ext-${s.n}` }) },
+  { path: "/v1/migrations.createKeys", body: (s) => [{ apiId: s.apiId, plaintext: `sk_every_${s.n}_${randomBytes(8).toString("hex")}` }] },
+  { path: "/v1/workspaces.createWorkspace", body: (s) => ({ name: `ws-every-${s.n}` }), operator: true },
+  { path: "/v1/rootKeys.createRootKey", body: (s) => ({ workspaceId: s.workspaceId, permissions: ["*"] }), operator: true },
+  { path: "/v2/apis.createApi", body: (s) => ({ name: `every-v2-${s.n}` }) },
+  { path: "/v2/keys.createKey", body: (s) => ({ apiId: s.apiId, name: "k2", roles: ["every-role"] }) },
+  { path: "/v2/keys.updateKey", body: (s) => ({ keyId: s.keyId, name: `v2-renamed-${s.n}` }) },
+  { path: "/v2/keys.updateCredits", body: (s) => ({ keyId: s.keyId, operation: "set", value: 5 }) },
+  { path: "/v2/keys.setRoles", body: (s) => ({ keyId: s.keyId, roles: ["every-role"] }) },
+  { path: "/v2/keys.rerollKey", body: (s) => ({ keyId: s.keyId, expiration: 0 }) },
+  { path: "/v2/identities.createIdentity", body: (s) => ({ externalId: `ext-v2-${s.n}` }) },
+  { path: "/v2/permissions.createRole", body: (s) => ({ name: `v2-role-${s.n}` }) },
+  { path: "/v1/keys.removeRoles", body: (s) => ({ keyId: s.keyId, roles: [{ name: "every-role" }] }) },
+  { path: "/v1/keys.deleteKey", body: (s) => ({ keyId: s.keyId }) },
+  { path: "/v1/permissions.addPermissionsToRole", body: (s) => ({ roleId: s.roleId, permissions: [{ slug: "every.perm" }] }) },
+  {
+    path: "/v1/migrations.enqueueKeys",
+    body: (s) => ({ migrationId: `mig-${s.n}`, apiId: s.apiId, keys: [{ plaintext: `sk_enq_${s.n}_${randomBytes(8).toString("hex")}` }] }),
+  },
+  { path: "/v2/keys.deleteKey", body: (s) => ({ keyId: s.keyId }) },
+  { path: "/v2/permissions.setRolePermissions", body: (s) => ({ roleId: s.roleId, permissions: ["every.perm"] }) },
+  { path: "/v2/keyhaven.createMigration", body: (s) => ({ migrationId: `v2-mig-${s.n}`, algorithm: "sha256" }) },
+];
+
+describe("Idempotency-Key on the writes that read after they write", () => {
+  it("each answers (not a 5xx) within a deadline, and its replay is the same answer with no second change", async ({ h }) => {
+    const t = await h.tenant();
+    const apiId = await h.createApi(t);
+    const role = await h.post("/v1/permissions.createRole", { name: "every-role" }, t.rootKey);
+    const roleId = role.body.roleId as string;
+    expect((await h.post("/v1/permissions.createPermission", { name: "every.perm" }, t.rootKey)).status).toBe(200);
+    const failures: string[] = [];
+    let n = 0;
+    for (const write of WRITES) {
+      n++;
+      const created = await h.post("/v1/keys.createKey", { apiId }, t.rootKey);
+      const s = { apiId, keyId: created.body.keyId as string, roleId, permissionId: "", identityId: "", workspaceId: t.workspaceId, n };
+      const body = write.body(s);
+      const auth = write.operator ? ADMIN_TOKEN : t.rootKey;
+      const key = newKey();
+      const timed = (label: string) =>
+        Promise.race([
+          h.post(write.path, body, auth, withKey(key)),
+          new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${write.path} ${label}: no answer within 10 s`)), 10_000)),
+        ]);
+      const audits = async () => (await auditEntries(h)).length;
+      try {
+        const first = await timed("first");
+        if (first.status >= 300) {
+          failures.push(`${write.path}: ${first.status} ${JSON.stringify(first.body)}`);
+          continue;
+        }
+        const before = await audits();
+        const again = await timed("replay");
+        if (
+          again.status !== first.status ||
+          again.headers["idempotency-replayed"] !== "true" ||
+          JSON.stringify(again.body) !== JSON.stringify(first.body)
+        ) {
+          failures.push(`${write.path}: replay ${again.status} ${JSON.stringify(again.body)}`);
+        }
+        if ((await audits()) !== before) failures.push(`${write.path}: the replay wrote an audit entry`);
+      } catch (err) {
+        failures.push(String(err));
+      }
+    }
+    expect(failures).toEqual([]);
+  }, 300_000);
+});

@@ -175,6 +175,11 @@ export class RequestScope implements IdempotencyScope {
     this.pending.push(fn);
   }
 
+  async read<T>(db: Db, work: (db: Db) => Promise<T>): Promise<T> {
+    if (this.opening === undefined) return work(db);
+    return this.within(db, work);
+  }
+
   /**
    * Stores `answer` with the request's changes and commits (in a short transaction of its own when it made none);
    * when a concurrent request with the same key stored first, rolls back and answers with that one's answer.

@@ -1,5 +1,7 @@
 import { randomBytes } from "node:crypto";
+import { sql } from "drizzle-orm";
 import { describe, expect } from "vitest";
+import { findDependencyFailure } from "../src/storage/dependency.js";
 import { auditEntries } from "./audit-entries.js";
 import { countIn, test as it } from "./fixtures.js";
 import { ADMIN_TOKEN } from "./helper.js";
@@ -238,4 +240,48 @@ describe("Idempotency-Key on the writes that read after they write", () => {
     }
     expect(failures).toEqual([]);
   }, 300_000);
+});
+
+describe("Idempotency-Key expiry", () => {
+  it("an answer older than 24 hours is not replayed (the retry is a new request) and is pruned in the background", async ({ h }) => {
+    const t = await h.tenant();
+    const key = newKey();
+    expect((await h.post("/v1/apis.createApi", { name: "expiring" }, t.rootKey, withKey(key))).status).toBe(200);
+    const scope = `idempotency_keys where scope like '${t.workspaceId}:%'`;
+    await h.sql(`update idempotency_keys set created_at_m = created_at_m - 86400001 where scope like '${t.workspaceId}:%'`);
+    const later = await h.post("/v1/apis.createApi", { name: "expiring" }, t.rootKey, withKey(key));
+    expect(later.status).toBe(200);
+    expect(later.headers["idempotency-replayed"]).toBeUndefined();
+    expect(await countIn(h, `apis where workspace_id = '${t.workspaceId}'`)).toBe(2);
+    // The expired row was replaced by the new answer, which is replayed.
+    expect(await countIn(h, scope)).toBe(1);
+    expect((await h.post("/v1/apis.createApi", { name: "expiring" }, t.rootKey, withKey(key))).headers["idempotency-replayed"]).toBe(
+      "true",
+    );
+    await h.sql(`update idempotency_keys set created_at_m = created_at_m - 86400001 where scope like '${t.workspaceId}:%'`);
+    expect(await h.services.idempotency.pruneNow()).toBeGreaterThanOrEqual(1);
+    expect(await countIn(h, scope)).toBe(0);
+  });
+});
+
+describe("Idempotency-Key's held transaction has a deadline", () => {
+  it("a request that has not answered within its bound is rolled back: its change is undone, its answer a 503, nothing stored", async ({
+    h,
+  }) => {
+    const t = await h.tenant();
+    const request = { scope: `${t.workspaceId}:root_key:test`, key: newKey(), fingerprint: "f" };
+    const scope = h.services.idempotency.begin(request, 300);
+    await scope.within(h.db, (tx) =>
+      tx.execute(sql.raw(`insert into keyhaven_settings (name, value) values ('idem-held-${t.workspaceId}', 'x')`)),
+    );
+    const started = Date.now();
+    const failure = await Promise.race([scope.expiry, new Promise((r) => setTimeout(r, 5000))]).catch((err: unknown) => err);
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(findDependencyFailure(failure)?.publicMessage).toMatch(/did not finish within 300 ms; nothing was changed/);
+    await expect(scope.commit({ status: 200, contentType: "application/json", body: "{}" })).rejects.toThrow(
+      /did not finish within 300 ms/,
+    );
+    expect(await countIn(h, `keyhaven_settings where name = 'idem-held-${t.workspaceId}'`)).toBe(0);
+    expect(await countIn(h, `idempotency_keys where scope = '${request.scope}'`)).toBe(0);
+  });
 });

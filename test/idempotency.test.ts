@@ -1,10 +1,16 @@
 import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
-import { describe, expect } from "vitest";
+import type { FastifyInstance } from "fastify";
+import { afterEach, describe, expect, it as plainIt } from "vitest";
+import { buildApp } from "../src/app.js";
+import { createServices } from "../src/services.js";
+import { openPostgres } from "../src/storage/client.js";
+import { MemoryRateLimiter } from "../src/storage/ratelimits/memory.ratelimiter.js";
+import { FaultProxy } from "./fault-proxy.js";
 import { findDependencyFailure } from "../src/storage/dependency.js";
 import { auditEntries } from "./audit-entries.js";
 import { countIn, test as it } from "./fixtures.js";
-import { ADMIN_TOKEN } from "./helper.js";
+import { ADMIN_TOKEN, clientOf, createHarness, type Harness } from "./helper.js";
 
 // Idempotency-Key (issue 35 §3): a retried write with the same key and body gets the first answer again, with no
 // second change; the same key with another body is a 422; a refused request stores nothing, so its retry runs afresh.
@@ -284,4 +290,68 @@ describe("Idempotency-Key's held transaction has a deadline", () => {
     expect(await countIn(h, `keyhaven_settings where name = 'idem-held-${t.workspaceId}'`)).toBe(0);
     expect(await countIn(h, `idempotency_keys where scope = '${request.scope}'`)).toBe(0);
   });
+});
+
+let cleanup: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const fn of cleanup.reverse()) await fn().catch(() => {});
+  cleanup = [];
+});
+
+/** An app on `h`'s database behind a fault proxy, one connection, 1 s deadlines (as dependency-outage.writes.test.ts). */
+async function appBehindProxy(h: Harness) {
+  const target = new URL(h.databaseUrl!);
+  const proxy = await FaultProxy.start({ host: target.hostname, port: Number(target.port || 5432) });
+  const config = Object.assign({}, h.config, { databaseStatementTimeoutMs: 1000, databaseConnectTimeoutMs: 1000 });
+  const store = openPostgres(proxy.urlFor(h.databaseUrl!), 1, { connectTimeoutMs: 1000, statementTimeoutMs: 1000 });
+  const app: FastifyInstance = await buildApp({
+    deps: await createServices(config, store, { ratelimiter: new MemoryRateLimiter() }),
+    logger: { level: process.env.IDEMLOG ?? "silent" },
+  });
+  cleanup.push(
+    () => proxy.close(),
+    () => store.close(),
+    () => app.close(),
+  );
+  return { proxy, ...clientOf(app) };
+}
+
+describe.runIf(process.env.TEST_DATABASE_URL)("Idempotency-Key through a frozen database", () => {
+  plainIt.each(["/v1/keys.createKey", "/v2/keys.createKey"])(
+    "%s whose answer is lost (503), retried with the same key after the thaw, writes exactly once",
+    async (route) => {
+      const h = await createHarness();
+      cleanup.push(() => h.close());
+      const t = await h.tenant();
+      const apiId = await h.createApi(t);
+      const { proxy, post } = await appBehindProxy(h);
+      expect((await post(route, { apiId, name: "warm-up" }, t.rootKey)).status).toBe(200);
+      // The answers muted at several points of the request: before its lookup, in its transaction, at its COMMIT.
+      for (const [i, delayMs] of [0, 2, 5, 10, 20].entries()) {
+        const name = `lost-${i}`;
+        const key = newKey();
+        const timer = setTimeout(() => proxy.muteAnswers(), delayMs);
+        const first = await post(route, { apiId, name }, t.rootKey, withKey(key));
+        clearTimeout(timer);
+        // The thaw: the connections that lost answers are gone (a restored link would deliver them late), PostgreSQL
+        // answers again.
+        await proxy.cut();
+        await proxy.restore();
+        expect([200, 503], JSON.stringify(first.body)).toContain(first.status);
+        let retry = await post(route, { apiId, name }, t.rootKey, withKey(key));
+        // Just after the thaw, the pool may still hold the dead connection: a 503 again, then served.
+        for (let n = 0; retry.status === 503 && n < 20; n++) {
+          await new Promise((r) => setTimeout(r, 100));
+          retry = await post(route, { apiId, name }, t.rootKey, withKey(key));
+        }
+        expect(retry.status, JSON.stringify(retry.body)).toBe(200);
+        if (first.status === 200) {
+          expect(retry.headers["idempotency-replayed"]).toBe("true");
+          expect(retry.body).toEqual(first.body);
+        }
+        expect(await countIn(h, `keys where api_id = '${apiId}' and name = '${name}'`), `${name} after ${delayMs} ms`).toBe(1);
+      }
+    },
+    60_000,
+  );
 });

@@ -1,7 +1,10 @@
 import type { Services } from "./services.js";
 import { findDependencyFailure } from "./storage/dependency.js";
 
-export type BackgroundJobs = Pick<Services, "analytics" | "migrationWorker" | "invalidationPruner" | "statistics" | "auditRetention">;
+export type BackgroundJobs = Pick<
+  Services,
+  "analytics" | "migrationWorker" | "invalidationPruner" | "statistics" | "auditRetention" | "idempotency"
+>;
 
 type Logger = {
   info(obj: unknown, msg?: string): void;
@@ -10,7 +13,7 @@ type Logger = {
 };
 
 /**
- * Starts the analytics flusher and retention cleanup, the invalidation log's pruner, the audit log's retention, the statistics refresher (ANALYZE
+ * Starts the analytics flusher and retention cleanup, the invalidation log's pruner, the audit log's retention, the pruner of expired Idempotency-Keys, the statistics refresher (ANALYZE
  * after imports on PGlite) and, unless `migrationWorker: false`, the migration worker of services built by createServices
  * (services.ts).
  */
@@ -18,6 +21,7 @@ export function startBackgroundJobs(jobs: BackgroundJobs, log: Logger, options: 
   jobs.analytics.start(log);
   jobs.invalidationPruner.start(log);
   jobs.auditRetention.start(log);
+  jobs.idempotency.start(log);
   jobs.statistics.start(log);
   if (options.migrationWorker !== false) jobs.migrationWorker.start(log);
 }
@@ -33,6 +37,7 @@ export async function stopBackgroundJobs(jobs: BackgroundJobs): Promise<void> {
   await jobs.analytics.stop();
   await jobs.invalidationPruner.stop();
   await jobs.auditRetention.stop();
+  await jobs.idempotency.stop();
 }
 
 /**

@@ -21,6 +21,7 @@ import { LimitLookupCache } from "./storage/ratelimits/ratelimits.repository.js"
 import { openRateLimiter, type RateLimiter } from "./storage/ratelimits/ratelimiter.js";
 import { WriteGate } from "./core/changes.js";
 import { AuditRetention } from "./core/audit/audit.retention.js";
+import { Idempotency } from "./core/idempotency/idempotency.js";
 import { StatisticsRefresher } from "./storage/statistics.js";
 
 /**
@@ -43,6 +44,8 @@ export type Services = {
   epochs: EpochReader;
   /** Deletes audit entries older than KEYHAVEN_AUDIT_RETENTION_DAYS (started by background.ts). */
   auditRetention: AuditRetention;
+  /** Idempotency-Key: stored answers and the request scopes that store them (pruned after 24 h by background.ts). */
+  idempotency: Idempotency;
   /** Deletes old rows of the invalidation log the caches catch up from (started by background.ts). */
   invalidationPruner: InvalidationPruner;
   /** The keys keys.verifyKey reads, in memory while the epoch stands. */
@@ -131,6 +134,7 @@ export async function createServices(config: Config, store: Store, options: Serv
     epochs,
     invalidationPruner: new InvalidationPruner(db),
     auditRetention: new AuditRetention(db, clock, config.auditRetentionDays),
+    idempotency: new Idempotency(db, clock),
     verificationCache,
     remainingSpender,
     rootKeys: new RootKeyAuthenticator(db, epochs, clock),

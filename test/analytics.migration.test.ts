@@ -9,7 +9,10 @@ import { test as it } from "./fixtures.js";
 
 /** What 0016 changed, undone: the primary key on the tags' text again, no digest, no function. */
 const UNDO_0016 = [
-  // The migrations after 0016 first, newest first (0017_audit_log), so that 0016 is the last applied.
+  // The migrations after 0016 first, newest first (0018_idempotency_keys, 0017_audit_log), so that 0016 is the last
+  // applied.
+  `drop table idempotency_keys`,
+  `delete from drizzle.__drizzle_migrations where created_at = (select max(created_at) from drizzle.__drizzle_migrations)`,
   `drop table audit_log`,
   `delete from drizzle.__drizzle_migrations where created_at = (select max(created_at) from drizzle.__drizzle_migrations)`,
   `alter table verification_counts drop constraint verification_counts_key_id_hour_m_outcome_tags_hash_pk`,

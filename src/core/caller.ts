@@ -60,6 +60,11 @@ export interface IdempotencyScope {
   within<T>(db: Db, work: (tx: Db) => Promise<T>): Promise<T>;
   /** Runs `fn` once the scope's transaction has committed; never when it rolls back. */
   afterCommit(fn: () => void): void;
+  /**
+   * Runs a read of the request in the scope's transaction once one is open (else on `db`): a read through the store
+   * would not see the request's uncommitted writes (PostgreSQL) or would wait for the transaction (PGlite).
+   */
+  read?<T>(db: Db, work: (db: Db) => Promise<T>): Promise<T>;
 }
 
 /** `caller` with some of its access policy replaced, for a route whose rule differs from its surface's. */

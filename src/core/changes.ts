@@ -5,6 +5,16 @@ import type { Db } from "../storage/client.js";
 import { type AuditTarget, auditLog } from "../storage/schema.js";
 import type { AuditEvent } from "./audit/audit.events.js";
 import type { Caller } from "./caller.js";
+import type { Principal } from "./principal.js";
+
+/**
+ * Runs a read that follows a change of the same request (the answer of keys.setRoles, …) where that change is
+ * visible: in the caller's idempotency scope's transaction when it holds one, else on `db`.
+ */
+export function readAfterChange<T>(db: Db, principal: Principal, work: (db: Db) => Promise<T>): Promise<T> {
+  const scope = (principal as Partial<Caller>).idempotency;
+  return scope?.read ? scope.read(db, work) : work(db);
+}
 
 /**
  * One change as the audit log records it. `targets`: what it touched (a key and the roles connected to it: several).

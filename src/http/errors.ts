@@ -12,6 +12,7 @@ export const errorCodes = [
   "METHOD_NOT_ALLOWED",
   "CONFLICT",
   "PRECONDITION_FAILED",
+  "UNPROCESSABLE_ENTITY",
   "DELETE_PROTECTED",
   "PAYLOAD_TOO_LARGE",
   "REQUEST_TIMEOUT",
@@ -35,6 +36,8 @@ export const codeToStatus: Record<ErrorCode, number> = {
   METHOD_NOT_ALLOWED: 405,
   CONFLICT: 409,
   PRECONDITION_FAILED: 412,
+  // keyhaven addition: an Idempotency-Key reused for another request (another route or body).
+  UNPROCESSABLE_ENTITY: 422,
   DELETE_PROTECTED: 412,
   PAYLOAD_TOO_LARGE: 413,
   // keyhaven addition: a client that did not finish sending its request in time (KEYHAVEN_*_TIMEOUT_MS).

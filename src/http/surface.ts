@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { isResponseSerializationError } from "fastify-type-provider-zod";
+import { sha256Hex } from "../crypto/hash.js";
 import { findDependencyFailure } from "../storage/dependency.js";
 import { ApiError, type ErrorCode, type ErrorFields, errorEnvelope } from "./errors.js";
 import { parseJsonBody } from "./jsonBody.js";
@@ -19,6 +20,8 @@ export function acceptJsonBodies(app: FastifyInstance, { lookupOnly }: { lookupO
   app.removeAllContentTypeParsers();
   app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
     try {
+      // A request with an Idempotency-Key is told apart from another by its raw body (wire/idempotency.ts).
+      if (req.headers["idempotency-key"] !== undefined) bodyDigests.set(req, sha256Hex(body as string));
       const fields = lookupOnly ? (req.routeOptions.config as { lookupOnly?: readonly string[] } | undefined)?.lookupOnly : undefined;
       done(null, parseJsonBody(body as string, fields));
     } catch (err) {
@@ -39,6 +42,13 @@ export function acceptJsonBodies(app: FastifyInstance, { lookupOnly }: { lookupO
     }
     done();
   });
+}
+
+const bodyDigests = new WeakMap<FastifyRequest, string>();
+
+/** The sha256 of the raw JSON body of a request sent with an Idempotency-Key (of "" when it had none). */
+export function bodyDigestOf(req: FastifyRequest): string {
+  return bodyDigests.get(req) ?? sha256Hex("");
 }
 
 /** An answer in the shared envelope (http/errors.ts). */

@@ -466,3 +466,23 @@ export const auditLog = pgTable(
     index("audit_log_targets_idx").using("gin", sql`${t.targets} jsonb_path_ops`),
   ],
 );
+
+/**
+ * The stored answers of requests made with an Idempotency-Key (issue 35 §3), one per caller (`scope`: a workspace and
+ * its actor, or the operator) and key (`key_hash`: sha256 of the header's value, never the value). `fingerprint`:
+ * sha256 of the method, path and raw body, so a different request under the same key is told apart. `answer`: the
+ * answer (status, content type, body) sealed with AES-256-GCM under a key derived from the Idempotency-Key itself, so
+ * the table alone never yields one (createKey's answer holds a plaintext key, createRootKey's a root key).
+ */
+export const idempotencyKeys = pgTable(
+  "idempotency_keys",
+  {
+    scope: text("scope").notNull(),
+    keyHash: text("key_hash").notNull(),
+    fingerprint: text("fingerprint").notNull(),
+    status: integer("status").notNull(),
+    answer: text("answer").notNull(),
+    createdAtM: ms("created_at_m").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.scope, t.keyHash] }), index("idempotency_keys_time_idx").on(t.createdAtM)],
+);

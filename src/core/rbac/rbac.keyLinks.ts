@@ -1,7 +1,7 @@
 import { requireAccess } from "../access.js";
 import type { AuditEvent } from "../audit/audit.events.js";
 import type { Caller } from "../caller.js";
-import type { RecordChange, WriteGate } from "../changes.js";
+import { readAfterChange, type RecordChange, type WriteGate } from "../changes.js";
 import { hasPermission, type Principal, requirePermission } from "../principal.js";
 import { requireNamesWithinBounds } from "./rbac.bounds.js";
 import { createPermissionPermission, describeQuery, keyspaceUrn, type PermissionQuery } from "../auth/permissions.query.js";
@@ -424,10 +424,13 @@ export async function keyPermissionsOf(services: RbacServices, principal: Princi
 }
 
 export async function keyRolesOf(services: RbacServices, principal: Principal, keyId: string): Promise<KeyRoleRow[]> {
-  const roles = await findKeyRoleRows(services.db, principal.workspaceId, keyId);
-  const permissions = await permissionsOfRoles(
-    services.db,
-    roles.map((r) => r.id),
-  );
-  return roles.map((r) => ({ ...r, permissions: permissions.get(r.id) ?? [] }));
+  // After keys.setRoles' change: read where that change is visible (an Idempotency-Key holds it uncommitted).
+  return readAfterChange(services.db, principal, async (db) => {
+    const roles = await findKeyRoleRows(db, principal.workspaceId, keyId);
+    const permissions = await permissionsOfRoles(
+      db,
+      roles.map((r) => r.id),
+    );
+    return roles.map((r) => ({ ...r, permissions: permissions.get(r.id) ?? [] }));
+  });
 }

@@ -51,8 +51,13 @@ export const errorReference: Record<ErrorCode, { cause: string; fix: string }> =
   },
   CONFLICT: {
     cause:
-      "The request would create something that already exists: a key whose hash is already stored (in any workspace, including deleted keys), two identical keys in one import, or a role or permission name taken in the workspace. An import names the index of the offending key, never its hash; nothing of the request was written.",
-    fix: "Remove or change the offending element and send the request again; for imports, keys already imported should be skipped.",
+      "The request would create something that already exists: a key whose hash is already stored (in any workspace, including deleted keys), two identical keys in one import, or a role or permission name taken in the workspace. An import names the index of the offending key, never its hash; nothing of the request was written. Or a request with the same `Idempotency-Key` is still being answered.",
+    fix: "Remove or change the offending element and send the request again; for imports, keys already imported should be skipped. For an `Idempotency-Key` still in use, retry the same request once the first has answered.",
+  },
+  UNPROCESSABLE_ENTITY: {
+    cause:
+      "A keyhaven addition: the request's `Idempotency-Key` was used, within the last 24 hours and by the same caller, for another request (another route or another body). Nothing was changed.",
+    fix: "Send a new Idempotency-Key for a new request; to retry the first request, send it again exactly as it was.",
   },
   PRECONDITION_FAILED: {
     cause:

@@ -8,6 +8,15 @@ import type { Services } from "../../services.js";
 import { withRequestDeadline } from "../../storage/deadline.js";
 import type { Caller } from "../../core/caller.js";
 import { v1Caller } from "./caller.js";
+import { ApiError } from "../../http/errors.js";
+import { answerOnce, IdempotentAnswer, type IdempotencyRefusals, idempotencyKeyOf } from "../idempotency.js";
+
+/** Idempotency-Key's refusals in v1's envelope (wire/idempotency.ts). */
+const V1_IDEMPOTENCY_REFUSALS: IdempotencyRefusals = {
+  invalid: (message) => new ApiError("BAD_REQUEST", message),
+  reused: (message) => new ApiError("UNPROCESSABLE_ENTITY", message),
+  inProgress: (message) => new ApiError("CONFLICT", message),
+};
 
 /**
  * Who may call a route, enforced by registerRpc before the handler runs (after the input is validated, and after
@@ -160,19 +169,39 @@ export function registerRpc(app: FastifyInstance, deps: Services, rpc: Rpc): voi
     },
     handler: async (req, reply) => {
       const input = rpc.method === "GET" ? req.query : req.body;
+      const idempotencyKey = idempotencyKeyOf(req, rpc.path, V1_IDEMPOTENCY_REFUSALS);
       // One deadline for everything the request waits for on PostgreSQL (storage/deadline.ts).
       const output = await withRequestDeadline(deps.store.requestDeadlineMs, async () => {
         const epoch = epochOnce(deps);
         const base: BaseContext = { deps, req, reply, epoch: epoch.read };
         const checked = rpc.beforeAuth ? await rpc.beforeAuth(input, base) : undefined;
         // Object.assign, not `{ ...base, ...principal, checked }` (CONTRIBUTING.md, conventions).
-        const run = (principal: Principal<AuthKind>) => rpc.handler(input, Object.assign({}, base, principal, { checked }) as RpcContext);
+        const handle = (principal: Principal<AuthKind>) =>
+          rpc.handler(input, Object.assign({}, base, principal, { checked }) as RpcContext);
+        // With an Idempotency-Key, the answer is stored with the change, or replayed (wire/idempotency.ts).
+        const run = (principal: Principal<AuthKind>): Promise<unknown> =>
+          idempotencyKey === undefined
+            ? handle(principal)
+            : answerOnce(
+                deps,
+                req,
+                reply,
+                {
+                  key: idempotencyKey,
+                  caller: (principal as { caller?: Caller }).caller,
+                  status,
+                  refuse: V1_IDEMPOTENCY_REFUSALS,
+                  envelope: (output) => output,
+                },
+                (caller) => handle(caller === undefined ? principal : (Object.assign({}, principal, { caller }) as Principal<AuthKind>)),
+              );
         return rpc.auth === "rootKeyCheckedByWrite"
           ? deps.rootKeys.authorizeWrite(bearerToken(req.headers.authorization), (rootKey) =>
               run({ rootKey, caller: v1Caller(deps, req, rootKey) }),
             )
           : run(await authenticate(rpc.auth, deps, req, epoch));
       });
+      if (output instanceof IdempotentAnswer) return output.send(reply);
       return reply.code(status).send(output);
     },
   });

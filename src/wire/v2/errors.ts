@@ -38,6 +38,8 @@ export type V2ErrorCode =
   | "user/bad_request/permissions_query_syntax_error"
   | "user/bad_request/request_body_too_large"
   | "user/bad_request/request_timeout"
+  | "unkey/application/idempotency_key_reused"
+  | "unkey/application/idempotency_key_in_use"
   | "unkey/application/service_unavailable"
   | "unkey/application/unexpected_error";
 
@@ -52,6 +54,7 @@ const TITLES: Record<number, string> = {
   409: "Conflicting Resource",
   412: "Precondition Failed",
   413: "Request Entity Too Large",
+  422: "Unprocessable Entity",
   500: "Internal Server Error",
   503: "Service Unavailable",
 };

@@ -10,6 +10,14 @@ import type { Caller, Origin } from "../../core/caller.js";
 import { secretsEqual } from "../../crypto/hash.js";
 import { originOf } from "../../http/origin.js";
 import { v2Caller } from "./caller.js";
+import { answerOnce, IdempotentAnswer, type IdempotencyRefusals, idempotencyKeyOf } from "../idempotency.js";
+
+/** Idempotency-Key's refusals in v2's problem+json (wire/idempotency.ts). */
+const V2_IDEMPOTENCY_REFUSALS: IdempotencyRefusals = {
+  invalid: (message) => new V2Error(400, "unkey/application/invalid_input", message, [{ location: "header.Idempotency-Key", message }]),
+  reused: (message) => new V2Error(422, "unkey/application/idempotency_key_reused", message),
+  inProgress: (message) => new V2Error(409, "unkey/application/idempotency_key_in_use", message),
+};
 
 /**
  * Who may call a v2 route, enforced by registerV2Rpc after the body is validated (v2 validates before it reads the
@@ -155,6 +163,9 @@ export function registerV2Rpc(app: FastifyInstance, deps: Services, rpc: V2Rpc):
       response: { 200: v2Envelope(rpc) },
     },
     handler: async (req, reply) => {
+      const idempotencyKey = idempotencyKeyOf(req, rpc.path, V2_IDEMPOTENCY_REFUSALS);
+      const envelope = (answer: unknown) =>
+        rpc.noData ? { meta: { requestId: req.id } } : Object.assign({ meta: { requestId: req.id } }, answer);
       // One deadline for everything the request waits for on PostgreSQL (storage/deadline.ts).
       const answer = await withRequestDeadline(deps.store.requestDeadlineMs, async () => {
         const base = { deps, req, reply };
@@ -169,14 +180,32 @@ export function registerV2Rpc(app: FastifyInstance, deps: Services, rpc: V2Rpc):
         }
         if (rpc.auth === "rootKeyOrOperator") principal = { by: await authenticateRootKeyOrOperator(deps, req) };
         // Object.assign, not `{ ...base, ...principal }` (CONTRIBUTING.md, conventions).
-        const run = (principal: object) => rpc.handler(req.body, Object.assign({}, base, principal) as V2Context<V2AuthKind>);
+        const handle = (principal: object) => rpc.handler(req.body, Object.assign({}, base, principal) as V2Context<V2AuthKind>);
+        // With an Idempotency-Key, the answer is stored with the change, or replayed (wire/idempotency.ts).
+        const run = (principal: object): Promise<V2Answer<z.ZodType> | IdempotentAnswer> =>
+          idempotencyKey === undefined
+            ? handle(principal)
+            : answerOnce(
+                deps,
+                req,
+                reply,
+                {
+                  key: idempotencyKey,
+                  caller: (principal as { caller?: Caller }).caller,
+                  status: 200,
+                  refuse: V2_IDEMPOTENCY_REFUSALS,
+                  envelope,
+                },
+                (caller) => handle(caller === undefined ? principal : Object.assign({}, principal, { caller })),
+              );
         return rpc.auth === "rootKeyCheckedByWrite"
           ? deps.rootKeys.authorizeWrite(bearerTokenV2(req.headers.authorization), (rootKey) =>
               run({ rootKey, caller: v2Caller(deps, req, rootKey) }),
             )
           : run(principal);
       });
-      return reply.code(200).send(rpc.noData ? { meta: { requestId: req.id } } : { meta: { requestId: req.id }, ...answer });
+      if (answer instanceof IdempotentAnswer) return answer.send(reply);
+      return reply.code(200).send(envelope(answer));
     },
   });
 }

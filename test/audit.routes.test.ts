@@ -675,6 +675,30 @@ describe("every mutating route records its audit entries", () => {
     });
   }
 
+  // Issue 35 §3, on the same cases: every mutating route takes an Idempotency-Key, answers within its deadline while
+  // the key's scope holds the transaction (a read after the change outside it would wait for it: keys.setRoles did),
+  // and a retry with the key gets the same answer, marked replayed, without a second change (every change records
+  // an entry: no new entry but the worker's).
+  for (const [path, c] of Object.entries(CASES)) {
+    test(`${path} with an Idempotency-Key: applied once, the retry replayed`, async ({ h }) => {
+      const t = await h.tenant();
+      secrets.add(t.rootKey);
+      const expected = await c.setup({ h, t });
+      const sender = c.sender === "operator" ? ADMIN_TOKEN : t.rootKey;
+      const headers = { "idempotency-key": `audit-routes-${randomBytes(8).toString("hex")}` };
+      const first = await h.post(path, expected.body, sender, headers);
+      expect(first.status, JSON.stringify(first.body)).toBe(expected.status ?? 200);
+      expect(first.headers["idempotency-replayed"]).toBeUndefined();
+      const changes = async () => (await auditEntries(h)).filter((e) => e.actorKind !== "worker").length;
+      const before = await changes();
+      const again = await h.post(path, expected.body, sender, headers);
+      expect(again.status, JSON.stringify(again.body)).toBe(first.status);
+      expect(again.headers["idempotency-replayed"]).toBe("true");
+      expect(again.body).toEqual(first.body);
+      expect(await changes()).toBe(before);
+    });
+  }
+
   test("no secret in any entry", async ({ h }) => {
     const encryptionKey = h.config.encryptionKey;
     expect(encryptionKey).toBeDefined();

@@ -420,7 +420,9 @@ export type KeyRoleRow = RoleRow & { permissions: PermissionRow[] };
  * permissions) as they are now. The key is looked up in the caller's workspace (another's is not found).
  */
 export async function keyPermissionsOf(services: RbacServices, principal: Principal, keyId: string): Promise<PermissionRow[]> {
-  return findKeyPermissionRows(services.db, principal.workspaceId, keyId);
+  // After keys.addPermissions' / removePermissions' / setPermissions' change: read where it is visible (an
+  // Idempotency-Key holds it uncommitted; on the embedded store a read outside it would wait for it).
+  return readAfterChange(services.db, principal, (db) => findKeyPermissionRows(db, principal.workspaceId, keyId));
 }
 
 export async function keyRolesOf(services: RbacServices, principal: Principal, keyId: string): Promise<KeyRoleRow[]> {

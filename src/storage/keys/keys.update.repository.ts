@@ -5,37 +5,42 @@ import { apis, auditLog, keys } from "../schema.js";
 import { guardParams, rootKeyStillGrantsPrepared, type WriteGuard } from "../rootKeys/rootKeys.auth.repository.js";
 import { effectiveRemaining } from "./keys.refill.js";
 
-/** The columns of an audit row, each a field of json_to_recordset's record (core/changes.ts builds the rows). */
+/** The columns of an audit row, each a prepared parameter `audit_<field>` of the one-statement writes. */
 const auditColumns = Object.entries(getTableColumns(auditLog));
 const auditColumnList = sql.raw(auditColumns.map(([, column]) => `"${column.name}"`).join(", "));
-const auditFieldList = sql.raw(auditColumns.map(([field]) => `"${field}"`).join(", "));
-const auditRecordDefinition = sql.raw(auditColumns.map(([field, column]) => `"${field}" ${column.getSQLType()}`).join(", "));
 
 /**
- * A data-modifying CTE's body that writes the audit rows given as JSON text in the prepared parameter `audit`, when
- * the CTE `done` returned a row: the change and its entries are one statement, so they commit together or not at
- * all, and a statement that changed nothing records nothing (core/changes.ts, WriteGate.statement). With
- * `apiTarget`, `done` returns the key's `api_id` and each entry also targets that API (a statement that finds the
- * key by id learns its API only as it writes).
+ * A data-modifying CTE's body that writes one audit row, given as the prepared parameters auditParams fills, when
+ * the CTE `done` returned a row: the change and its entry are one statement, so they commit together or not at all,
+ * and a statement that changed nothing records nothing (core/changes.ts, WriteGate.statement). With `apiTarget`,
+ * `done` returns the key's `api_id` and the entry also targets that API (a statement that finds the key by id learns
+ * its API only as it writes). One parameter per column, not the row as JSON: PostgreSQL's json_to_recordset cost
+ * half of what the entry added to the statement (docs/benchmarks.md, issue 35 §4).
  */
-export function insertAuditRowsIf(done: SQL, apiTarget?: "apiTarget"): SQL {
-  const fields = apiTarget
-    ? sql.raw(
-        auditColumns
-          .map(([field]) =>
-            field === "targets" ? `r."targets" || jsonb_build_array(jsonb_build_object('type', 'api', 'id', d.api_id))` : `r."${field}"`,
-          )
-          .join(", "),
-      )
-    : auditFieldList;
-  const from = apiTarget ? sql`cross join (select api_id from ${done} limit 1) as d` : sql`where exists (select 1 from ${done})`;
-  return sql`insert into ${auditLog} (${auditColumnList})
-    select ${fields} from json_to_recordset(${sql.placeholder("audit")}::json) as r(${auditRecordDefinition}) ${from}`;
+export function insertAuditRowIf(done: SQL, apiTarget?: "apiTarget"): SQL {
+  const values = sql.join(
+    auditColumns.map(([field, column]) => {
+      const value = sql`${sql.placeholder(`audit_${field}`)}::${sql.raw(column.getSQLType())}`;
+      return field === "targets" && apiTarget
+        ? sql`${value} || jsonb_build_array(jsonb_build_object('type', 'api', 'id', d.api_id))`
+        : value;
+    }),
+    sql`, `,
+  );
+  const from = apiTarget ? sql`from (select api_id from ${done} limit 1) as d` : sql`where exists (select 1 from ${done})`;
+  return sql`insert into ${auditLog} (${auditColumnList}) select ${values} ${from}`;
 }
 
-/** The audit rows as the prepared parameter insertAuditRowsIf reads. */
-export function auditParam(rows: readonly unknown[]): string {
-  return JSON.stringify(rows);
+/** The prepared parameters insertAuditRowIf reads, of the one audit row of a one-statement write. */
+export function auditParams(rows: readonly Record<string, unknown>[]): Record<string, unknown> {
+  if (rows.length !== 1) throw new Error(`a one-statement write records exactly one audit row, not ${rows.length}`);
+  const row = rows[0]!;
+  const params: Record<string, unknown> = {};
+  for (const [field, column] of auditColumns) {
+    const value = row[field];
+    params[`audit_${field}`] = value === undefined || value === null ? null : column.mapToDriverValue(value as never);
+  }
+  return params;
 }
 
 // keys.updateKey: the key's own columns. Its identity, default rate limit, roles and permissions are written by
@@ -137,7 +142,7 @@ export function prepareLiveKeyUpdates(db: Db) {
     // The columns and the key.update entry in one statement (data-modifying CTEs): they commit together, and a
     // statement that updated nothing records nothing.
     const updated = db.$with("updated", { id: keys.id, apiId: keys.apiId }).as(update.getSQL());
-    const audited = db.$with("audited", {}).as(insertAuditRowsIf(sql`updated`, "apiTarget"));
+    const audited = db.$with("audited", {}).as(insertAuditRowIf(sql`updated`, "apiTarget"));
     return db.with(updated, audited).select({ id: updated.id }).from(updated).prepare(name);
   };
   return {
@@ -154,7 +159,7 @@ export function prepareLiveKeyUpdates(db: Db) {
       changes: Omit<KeyChanges, "refill">,
       now: number,
       guard: WriteGuard | undefined,
-      audit: readonly unknown[],
+      audit: readonly Record<string, unknown>[],
     ): Promise<boolean> {
       const { remaining, ...plain } = changes;
       const params: Record<string, unknown> = {
@@ -162,7 +167,7 @@ export function prepareLiveKeyUpdates(db: Db) {
         workspaceId: target.workspaceId,
         updatedAtM: keys.updatedAtM.mapToDriverValue(now),
         ...guardParams(guard),
-        audit: auditParam(audit),
+        ...auditParams(audit),
       };
       const fields: string[] = [];
       for (const [field, value] of Object.entries(plain)) {

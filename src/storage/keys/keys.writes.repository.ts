@@ -16,7 +16,7 @@ import {
 } from "../rbac/permissions.repository.js";
 import { copyKeyRatelimits, type KeyRatelimitInput, replaceKeyRatelimits, setKeyDefaultRatelimits } from "./keys.ratelimit.repository.js";
 import { findKeyLinkIds, insertKeyLinks } from "./keys.rbac.repository.js";
-import { auditParam, insertAuditRowsIf, prepareLiveKeyUpdates } from "./keys.update.repository.js";
+import { auditParams, insertAuditRowIf, prepareLiveKeyUpdates } from "./keys.update.repository.js";
 import { effectiveRemaining, lastRefillAfterWrite, refillDue } from "./keys.refill.js";
 
 // Key writes: keys.createKey, keys.deleteKey, keys.updateRemaining.
@@ -226,7 +226,7 @@ export function prepareKeyWrites(db: Db) {
   // The key and its audit entry in one statement (data-modifying CTEs): they commit together, and a key not
   // inserted records nothing.
   const inserted = db.$with("inserted", { id: keys.id }).as(insertKey.getSQL());
-  const audited = db.$with("audited", {}).as(insertAuditRowsIf(sql`inserted`));
+  const audited = db.$with("audited", {}).as(insertAuditRowIf(sql`inserted`));
   const insertKeyStatement = db.with(inserted, audited).select({ id: inserted.id }).from(inserted).prepare("keyhaven_insert_key");
   return {
     db,
@@ -237,7 +237,11 @@ export function prepareKeyWrites(db: Db) {
      * commits, as lockLiveApi does in a transaction, and a deletion committed first leaves no live API to select
      * (READ COMMITTED re-checks a locked row that changed), so nothing is inserted, nor recorded. False then.
      */
-    async insertKeyInLiveApi(row: typeof keys.$inferInsert, guard: NewKey["guard"], audit: readonly unknown[]): Promise<boolean> {
+    async insertKeyInLiveApi(
+      row: typeof keys.$inferInsert,
+      guard: NewKey["guard"],
+      audit: readonly Record<string, unknown>[],
+    ): Promise<boolean> {
       // Each value encoded by its column (dates, jsonb, bigint ms); a column the row leaves out gets its default.
       const params: Record<string, unknown> = {};
       for (const [field, column] of insertedKeyColumns) {
@@ -245,7 +249,7 @@ export function prepareKeyWrites(db: Db) {
         const value = given === undefined ? column.default : given;
         params[field] = value === undefined || value === null ? null : column.mapToDriverValue(value);
       }
-      const inserted = await insertKeyStatement.execute(Object.assign(params, guardParams(guard), { audit: auditParam(audit) }));
+      const inserted = await insertKeyStatement.execute(Object.assign(params, guardParams(guard), auditParams(audit)));
       return inserted.length > 0;
     },
   };

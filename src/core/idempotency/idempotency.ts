@@ -1,5 +1,4 @@
 import { hkdfSync } from "node:crypto";
-import { setImmediate as yieldToEventLoop } from "node:timers/promises";
 import type { Clock } from "../../clock.js";
 import { sha256Hex } from "../../crypto/hash.js";
 import { open, seal } from "../../crypto/vault.js";
@@ -7,6 +6,7 @@ import type { Db } from "../../storage/client.js";
 import { DependencyUnavailableError } from "../../storage/dependency.js";
 import { deleteIdempotencyKeysBefore, findIdempotencyKey, insertIdempotencyKey } from "../../storage/idempotency/idempotency.repository.js";
 import type { IdempotencyScope } from "../caller.js";
+import { BackgroundPruner } from "../pruner.js";
 
 /** How long a stored answer is replayed (issue 35 §3): a retry a day later is a new request. */
 export const IDEMPOTENCY_TTL_MS = 86_400_000;
@@ -33,15 +33,23 @@ type Logger = { info(obj: unknown, msg?: string): void; warn(obj: unknown, msg?:
  * a plaintext key, createRootKey's a root key); the row names the key by its sha256 only.
  */
 export class Idempotency {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private stopped = false;
+  /** Prunes expired answers in the background: at start, then hourly, in bounded batches (core/pruner.ts). */
+  private readonly pruner: BackgroundPruner;
 
   constructor(
     /** The store: a request that made no change stores its answer on it, in a statement of its own. */
     readonly db: Db,
     private readonly clock: Clock,
-  ) {}
+  ) {
+    this.pruner = new BackgroundPruner({
+      what: "expired idempotency keys",
+      intervalMs: IDEMPOTENCY_PRUNE_INTERVAL_MS,
+      batchRows: IDEMPOTENCY_PRUNE_BATCH_ROWS,
+      maxBatches: IDEMPOTENCY_PRUNE_MAX_BATCHES,
+      cutoff: () => this.clock.now() - IDEMPOTENCY_TTL_MS,
+      deleteBatch: (before, rows) => deleteIdempotencyKeysBefore(this.db, before, rows),
+    });
+  }
 
   /** The stored answer of `request`'s key (not expired), or that the key was used for another request, or nothing. */
   async find(request: IdempotentRequest): Promise<Found | undefined> {
@@ -73,44 +81,17 @@ export class Idempotency {
     return insertIdempotencyKey(tx, row, now - IDEMPOTENCY_TTL_MS);
   }
 
-  /** Prunes expired answers in the background: at start, then hourly, in bounded batches (as audit.retention.ts). */
   start(log: Logger): void {
-    if (this.timer) return;
-    this.stopped = false;
-    const run = () => {
-      if (this.running) return;
-      this.running = this.pruneNow()
-        .then((deleted) => {
-          if (deleted > 0) log.info({ deleted }, "deleted expired idempotency keys");
-        })
-        .catch((err: unknown) => log.warn({ err }, "pruning the idempotency keys failed; retrying at the next interval"))
-        .finally(() => {
-          this.running = undefined;
-        });
-    };
-    this.timer = setInterval(run, IDEMPOTENCY_PRUNE_INTERVAL_MS);
-    this.timer.unref();
-    run();
+    this.pruner.start(log);
   }
 
   /** Deletes the expired answers, batch by batch; returns how many went. */
-  async pruneNow(): Promise<number> {
-    const before = this.clock.now() - IDEMPOTENCY_TTL_MS;
-    let total = 0;
-    for (let i = 0; i < IDEMPOTENCY_PRUNE_MAX_BATCHES && !this.stopped; i++) {
-      const deleted = await deleteIdempotencyKeysBefore(this.db, before, IDEMPOTENCY_PRUNE_BATCH_ROWS);
-      total += deleted;
-      if (deleted < IDEMPOTENCY_PRUNE_BATCH_ROWS) break;
-      await yieldToEventLoop();
-    }
-    return total;
+  pruneNow(): Promise<number> {
+    return this.pruner.pruneNow();
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
-    await this.running;
+  stop(): Promise<void> {
+    return this.pruner.stop();
   }
 }
 

@@ -1,4 +1,6 @@
 import { describe, expect } from "vitest";
+import { operatorRpcs, v1OwnRpcs } from "../src/wire/v1/routes.js";
+import { v2Rpcs } from "../src/wire/v2/routes.js";
 import { test } from "./fixtures.js";
 
 /** The same fault sent to each surface: each answers it in its own envelope (its plugin's error handler and 404). */
@@ -50,5 +52,27 @@ describe("each surface answers a fault in its own shape", () => {
       headers: { "content-type": "application/json", authorization: `Bearer ${t.rootKey}` },
     });
     expect(v1.statusCode).toBe(400);
+  });
+});
+
+describe("the operator surface", () => {
+  test("is a plugin of its own within the v1 surface, and only its routes take the admin token alone", async ({ h }) => {
+    const tree = h.app.printPlugins();
+    const v1 = tree.indexOf("v1Surface");
+    const operator = tree.indexOf("operatorSurface");
+    expect(v1).toBeGreaterThanOrEqual(0);
+    expect(operator).toBeGreaterThan(v1);
+    expect(operatorRpcs.map((r) => r.auth)).toEqual(operatorRpcs.map(() => "admin"));
+    expect(v1OwnRpcs.filter((r) => r.auth === "admin").map((r) => r.path)).toEqual([]);
+    expect(v2Rpcs.filter((r) => (r.auth as string) === "admin").map((r) => r.path)).toEqual([]);
+  });
+
+  test("its routes keep their /v1 paths and v1's envelope: a refusal and an unknown method alike", async ({ h, t }) => {
+    const refused = await h.post("/v1/workspaces.createWorkspace", { name: "x" }, t.rootKey);
+    expect(refused.status).toBe(403);
+    expect(refused.body.error.code).toBeDefined();
+    const wrongMethod = await h.app.inject({ method: "GET", url: "/v1/rootKeys.createRootKey" });
+    expect(wrongMethod.statusCode).toBe(405);
+    expect(wrongMethod.json().error.code).toBe("METHOD_NOT_ALLOWED");
   });
 });

@@ -52,8 +52,8 @@ import { deleteOverride } from "./ratelimits/v1.ratelimits.deleteOverride.js";
 import { listNamespaces } from "./ratelimits/v1.ratelimits.listNamespaces.js";
 import type { Rpc } from "./rpc.js";
 
-/** Every RPC keyhaven serves, by service: the table of contents of the API. */
-export const rpcs: Rpc[] = [
+/** The v1 surface's own RPCs (Unkey v1's and keyhaven's extensions to it, root-key routes), by service. */
+export const v1OwnRpcs: Rpc[] = [
   liveness,
   readiness,
   // apis
@@ -112,10 +112,13 @@ export const rpcs: Rpc[] = [
   deleteOverride,
   // ratelimits: keyhaven extension (the namespaces' ids, which the override routes accept)
   listNamespaces,
-  // operator routes (keyhaven extensions, admin token)
-  createWorkspace,
-  updateWorkspace,
-  createRootKey,
-  deleteRootKey,
-  retryMigration,
 ] as Rpc[];
+
+/**
+ * The operator surface's RPCs (keyhaven's own, KEYHAVEN_ADMIN_TOKEN): served under `/v1` in v1's envelope, by their
+ * own plugin (operator.surface.ts); the only routes the admin token authenticates on its own.
+ */
+export const operatorRpcs: Rpc[] = [createWorkspace, updateWorkspace, createRootKey, deleteRootKey, retryMigration] as Rpc[];
+
+/** Every RPC served under `/v1`, the operator's included: the table of contents of the API. */
+export const rpcs: Rpc[] = [...v1OwnRpcs, ...operatorRpcs];

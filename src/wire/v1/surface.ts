@@ -5,12 +5,13 @@ import { acceptJsonBodies, answerInEnvelope, answerNoRoute, type SurfaceOptions,
 import type { Services } from "../../services.js";
 import { issueText } from "../../validation.messages.js";
 import { apiErrorOf } from "./errors.js";
-import { rpcs } from "./routes.js";
+import { operatorSurface } from "./operator.surface.js";
+import { rpcs, v1OwnRpcs } from "./routes.js";
 import { BULK_BODY_LIMIT, registerRpc } from "./rpc.js";
 
 /**
  * The v1 surface, registered by app.ts under `/v1`: its JSON body guard, its error handler (the envelope, domain
- * errors through apiErrorOf), its 404 and 405, and its routes (wire/v1/routes.ts).
+ * errors through apiErrorOf), its 404 and 405, its routes (wire/v1/routes.ts), and the operator surface within it.
  */
 export const v1Surface: FastifyPluginAsync<SurfaceOptions & { deps: Services }> = async (app, { deps, origin }) => {
   acceptJsonBodies(app, { lookupOnly: false });
@@ -40,5 +41,7 @@ export const v1Surface: FastifyPluginAsync<SurfaceOptions & { deps: Services }> 
     return sendEnvelope(reply, req, origin, "METHOD_NOT_ALLOWED", `${req.method} is not allowed on ${path}; use ${allowed.join(" or ")}`);
   });
 
-  for (const rpc of rpcs) registerRpc(app, deps, rpc);
+  for (const rpc of v1OwnRpcs) registerRpc(app, deps, rpc);
+  // The operator routes, under this prefix and in this envelope, by their own plugin.
+  await app.register(operatorSurface, { deps });
 };

@@ -12,6 +12,7 @@ import { auditEntries } from "./audit-entries.js";
 import { callerOf } from "./caller-of.js";
 import { harnessWith, testWith } from "./fixtures.js";
 import { ADMIN_TOKEN, type Harness, type Response } from "./helper.js";
+import { installKeyInsertFault, keyInsertFault } from "./key-insert-fault.js";
 
 // Issue 35 §2: root keys (operator), apis.deleteKeys and the imports record their audit entries through the write
 // gate, in the change's own transaction: the event, the actor, the targets, the workspace, the surface and the
@@ -26,15 +27,7 @@ const test = testWith(
   harnessWith({}, { migrationWorker: false }, async (h) => {
     // Inserting a key named `fail:<SQLSTATE>` fails with that SQLSTATE while the fault is switched on (as in
     // test/migration-worker.test.ts): a batch that fails as a whole.
-    await h.sql("create table keyhaven_test_fault (on_ boolean)");
-    await h.sql(`create function keyhaven_test_fault() returns trigger language plpgsql as $$
-    begin
-      if NEW.name like 'fail:%' and exists (select 1 from keyhaven_test_fault) then
-        raise exception 'injected by the test' using errcode = substr(NEW.name, 6);
-      end if;
-      return NEW;
-    end $$`);
-    await h.sql("create trigger keyhaven_test_fault before insert on keys for each row execute function keyhaven_test_fault()");
+    await installKeyInsertFault(h);
   }),
 );
 
@@ -299,7 +292,7 @@ describe("audit: v1 migrations.enqueueKeys and the import worker", () => {
   }) => {
     const migrationId = newMigrationId();
     const worker = new MigrationWorker(h.db, { changes: h.services.changes });
-    await h.sql("insert into keyhaven_test_fault values (true)");
+    await keyInsertFault(h, true);
     try {
       const enqueued = await h.post(
         "/v1/migrations.enqueueKeys",
@@ -309,7 +302,7 @@ describe("audit: v1 migrations.enqueueKeys and the import worker", () => {
       expect(enqueued.status).toBe(202);
       expect(await worker.processNext()).toBe(true);
     } finally {
-      await h.sql("delete from keyhaven_test_fault");
+      await keyInsertFault(h, false);
     }
     const failed = (await auditEntries(h, { event: "import.apply_batch" })).filter((e) => e.targets[0]!.id === migrationId);
     expect(failed).toEqual([

@@ -6,6 +6,7 @@ import { MUTATING_ROUTES } from "../src/wire/writes.js";
 import { auditEntries } from "./audit-entries.js";
 import { test } from "./fixtures.js";
 import { ADMIN_TOKEN, type Harness, type Response, type Tenant } from "./helper.js";
+import { installKeyInsertFault, keyInsertFault } from "./key-insert-fault.js";
 
 // Issue 35 "Done when": every mutating route (src/wire/writes.ts) records the audit entries of what it changed, by
 // whoever sent it, in the workspace it changed, with the request's id; and no entry holds a secret. One case per route,
@@ -86,24 +87,15 @@ async function overrideV1(ctx: Ctx) {
 }
 /**
  * A migration whose one batch failed as a whole, so that retryMigration has something to queue again (with nothing
- * failed it changes, and records, nothing): while a fault is on, inserting a key named `fail:<SQLSTATE>` fails with
- * that SQLSTATE (as in test/migration-worker.test.ts); the file's harness runs the worker.
+ * failed it changes, and records, nothing): while the key-insert fault is on (test/key-insert-fault.ts), a key named
+ * `fail:P0001` fails its whole batch; the file's harness runs the worker.
  */
 async function failedMigration({ h, t }: Ctx) {
-  await h.sql("create table if not exists audit_routes_fault (on_ boolean)");
-  await h.sql(`create or replace function audit_routes_fault() returns trigger language plpgsql as $$
-    begin
-      if NEW.name like 'fail:%' and exists (select 1 from audit_routes_fault) then
-        raise exception 'injected by the test' using errcode = substr(NEW.name, 6);
-      end if;
-      return NEW;
-    end $$`);
-  await h.sql("drop trigger if exists audit_routes_fault on keys");
-  await h.sql("create trigger audit_routes_fault before insert on keys for each row execute function audit_routes_fault()");
+  await installKeyInsertFault(h);
   const migrationId = unique("mig");
   const apiId = await h.createApi(t);
   const keys = [{ name: "fail:P0001", hash: { value: hashKey(unique("sk")), variant: "sha256_base64" } }];
-  await h.sql("insert into audit_routes_fault values (true)");
+  await keyInsertFault(h, true);
   try {
     ok(await h.post("/v1/migrations.enqueueKeys", { migrationId, apiId, keys }, t.rootKey));
     const deadline = Date.now() + 20_000;
@@ -114,7 +106,7 @@ async function failedMigration({ h, t }: Ctx) {
       await new Promise((resolve) => setTimeout(resolve, 25));
     }
   } finally {
-    await h.sql("delete from audit_routes_fault");
+    await keyInsertFault(h, false);
   }
   return migrationId;
 }

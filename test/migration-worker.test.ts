@@ -8,6 +8,7 @@ import { describeUnexpected } from "../src/log.js";
 import { MigrationWorker, migrationRetryDelayMs } from "../src/core/import/import.worker.js";
 import { harnessWith, testWith } from "./fixtures.js";
 import { ADMIN_TOKEN, createHarness, expectError } from "./helper.js";
+import { installKeyInsertFault, keyInsertFault } from "./key-insert-fault.js";
 
 // One app without its own worker: each test drives a worker of its own, with a clock and backoff it controls.
 // One app without its own worker (the shared `h` fixture of test/fixtures.ts made so; `t` and `apiId` are of it): each
@@ -15,22 +16,14 @@ import { ADMIN_TOKEN, createHarness, expectError } from "./helper.js";
 const it = testWith(
   harnessWith({}, { migrationWorker: false }, async (h) => {
     // Inserting a key named `fail:<SQLSTATE>` fails with that SQLSTATE while the fault is switched on.
-    await h.sql("create table keyhaven_test_fault (on_ boolean)");
-    await h.sql(`create function keyhaven_test_fault() returns trigger language plpgsql as $$
-    begin
-      if NEW.name like 'fail:%' and exists (select 1 from keyhaven_test_fault) then
-        raise exception 'injected by the test' using errcode = substr(NEW.name, 6);
-      end if;
-      return NEW;
-    end $$`);
-    await h.sql("create trigger keyhaven_test_fault before insert on keys for each row execute function keyhaven_test_fault()");
+    await installKeyInsertFault(h);
   }),
 )
   .extend(
     "fault",
     async ({ h }) =>
       (on: boolean) =>
-        h.sql(on ? "insert into keyhaven_test_fault values (true)" : "delete from keyhaven_test_fault"),
+        keyInsertFault(h, on),
   )
   .extend("enqueue", async ({ route, apiId }) => async (migrationId: string, keys: unknown[]) => {
     await route("/v1/migrations.enqueueKeys").ok({ migrationId, apiId, keys });

@@ -1,9 +1,12 @@
-import { writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
+import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { commandSuite } from "./cli-process.js";
+import { identityProblems, keyProblems } from "../src/cli/unkey/fromUnkey.command.js";
+import { identitySchema, keySchema } from "../src/cli/unkey/unkey.schemas.js";
+import { commandSuite, spawnProcess, withinSeconds } from "./cli-process.js";
 import { createHarness, type Harness, type Tenant } from "./helper.js";
 
 /**
@@ -226,6 +229,38 @@ describe("keyhaven import --from-unkey", () => {
     }
   });
 
+  it("a dry run loads neither the server nor the store", async () => {
+    const record = path.join(mkdtempSync(path.join(os.tmpdir(), "keyhaven-fromunkey-modules-")), "modules.txt");
+    try {
+      const cli = spawnProcess(
+        process.execPath,
+        [
+          "--import",
+          "./test/fixtures/record-modules.mjs",
+          "bin/keyhaven.mjs",
+          "import",
+          "--from-unkey",
+          "--unkey-url",
+          unkeyUrl,
+          "--api",
+          apiId,
+          "--dry-run",
+        ],
+        { RECORD_MODULES_TO: record, UNKEY_ROOT_KEY: t.rootKey },
+      );
+      expect(await withinSeconds(cli.exited, 40), cli.stderr()).toEqual({ code: 0, signal: null });
+      const urls = readFileSync(record, "utf8").split("\n");
+      expect(urls.some((u) => u.endsWith("/dist/cli/unkey/fromUnkey.command.js"))).toBe(true);
+      for (const name of ["fastify", "@electric-sql/pglite", "postgres", "drizzle-orm", "ioredis", "pino"]) {
+        expect(urls.filter((u) => u.includes(`/node_modules/${name}/`))).toEqual([]);
+      }
+      // The import command's own bounds (src/wire/v1 schemas) are loaded, as for any import; no server, no store.
+      expect(urls.filter((u) => /\/dist\/(main|app|services|storage\/client)\.js$/.test(u))).toEqual([]);
+    } finally {
+      rmSync(path.dirname(record), { recursive: true, force: true });
+    }
+  });
+
   it("keyhaven import --help describes --from-unkey; --from-unkey --help every option", async () => {
     const help = await run(["--help"], {});
     expect(help.code).toBe(0);
@@ -235,5 +270,43 @@ describe("keyhaven import --from-unkey", () => {
     for (const option of ["--api", "--ratelimit-namespace", "--unkey-url", "--unkey-root-key-file", "--dry-run", "--json"]) {
       expect(own.out).toContain(option);
     }
+  });
+});
+
+describe("what keyhaven cannot hold (the bounds of its v2 routes)", () => {
+  // Built as the client reads them (the schema's output), so a field is as the client would hand it over.
+  const key = (fields: Record<string, unknown> = {}) =>
+    keySchema.parse({ keyId: "key_123", start: "sk_1", enabled: true, createdAt: 1, ...fields });
+
+  it("a key within every bound has no problem; each field out of bound is named, never its value", () => {
+    expect(keyProblems(key({ name: "n", meta: { a: 1 }, roles: ["r 1"], permissions: ["docs.read"], expires: 4_102_444_800_000 }))).toEqual(
+      [],
+    );
+    expect(keyProblems(key({ keyId: "k-1" }))).toEqual(["keyId: not 3 to 255 letters, digits and underscores"]);
+    expect(keyProblems(key({ name: "x".repeat(256) }))).toEqual(["name: longer than 255 characters"]);
+    const meta = Object.fromEntries(Array.from({ length: 101 }, (_, i) => [`p${i}`, "secret-value"]));
+    expect(keyProblems(key({ meta }))).toEqual(["meta: more than 100 properties"]);
+    expect(keyProblems(key({ expires: 4_102_444_800_001 }))).toEqual(["expires: after 2100-01-01"]);
+    expect(keyProblems(key({ roles: Array.from({ length: 101 }, (_, i) => `r${i}`) }))).toEqual(["roles: more than 100"]);
+    expect(keyProblems(key({ permissions: ["docs read"] }))).toEqual(["permissions: a slug not 1 to 128 letters, digits and _ : - . *"]);
+    expect(keyProblems(key({ credits: { remaining: 2_147_483_648 } }))).toEqual(["credits.remaining: must be 0 to 2147483647"]);
+    expect(keyProblems(key({ credits: { remaining: 1, refill: { interval: "monthly", amount: 0 } } }))).toEqual([
+      "credits.refill.amount: must be 1 to 2147483647",
+      "credits.refill.refillDay: a monthly refill needs a day from 1 to 31",
+    ]);
+    expect(keyProblems(key({ ratelimits: [{ id: "rl_1", name: "ab", limit: 0, duration: 2_592_000_001, autoApply: true }] }))).toEqual([
+      "ratelimits[0].name: must be 3 to 128 characters",
+      "ratelimits[0].limit: must be 1 to 2147483647",
+      "ratelimits[0].duration: must be 1000 to 2592000000 ms",
+    ]);
+    expect(keyProblems(key({ identity: { id: "id_123", externalId: "a b" } }))).toEqual([
+      "identity.externalId: not 1 to 255 letters, digits and _ . -",
+    ]);
+  });
+
+  it("an identity's meta over 1 MB as JSON is named", () => {
+    expect(identityProblems(identitySchema.parse({ id: "id_123", externalId: "acme", meta: { big: "x".repeat(1_000_000) } }))).toEqual([
+      "identity.meta: larger than 1,000,000 bytes as JSON",
+    ]);
   });
 });

@@ -133,6 +133,22 @@ describe("keyhaven import --from-unkey", () => {
     expectNoSecrets(out + err);
   });
 
+  it("APIs that store no encrypted keys (412 to decrypt): said once on stderr naming them, their keys pending", async () => {
+    const plainApis: string[] = [];
+    for (const name of ["plain-one", "plain-two"]) {
+      const plainApi = (await v2("apis.createApi", { name })).apiId;
+      await v2("keys.createKey", { apiId: plainApi, name: "k" });
+      plainApis.push(plainApi);
+    }
+    const { code, out, err } = await fromUnkey(["--api", plainApis[0]!, "--api", apiId, "--api", plainApis[1]!, "--dry-run"]);
+    expect(code, err).toBe(0);
+    expect(out).toMatch(/^keys: +4 \(verifiable now: 1, pending: 3, skipped: 0\)$/m);
+    expect(out).toContain(`${plainApis[0]} (plain-one): 1 key: 0 verifiable now, 1 pending, 0 skipped`);
+    expect(err.match(/412/g)?.length).toBe(1);
+    expect(err).toContain(`Unkey cannot decrypt the keys of ${plainApis[0]}, ${plainApis[1]} (412`);
+    expectNoSecrets(out + err);
+  });
+
   it("the root key from --unkey-root-key-file works the same", async () => {
     const file = path.join(dir(), "unkey-root-key");
     writeFileSync(file, `${t.rootKey}\n`, { mode: 0o600 });

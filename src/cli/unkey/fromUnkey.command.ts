@@ -203,7 +203,8 @@ export async function fromUnkeyCommand(argv: string[]): Promise<number> {
 async function dryRun(client: UnkeyClient, baseUrl: string, apiIds: string[], namespaces: string[], json: boolean): Promise<number> {
   const apis: ApiSummary[] = [];
   const skipped: Skipped[] = [];
-  const decryptRefusals = new Set<string>();
+  // Each refusal of decrypt: true is said once, after the APIs are read, naming every API it concerned.
+  const decryptRefused = { forbidden: [] as string[], unavailable: [] as string[] };
   // A root key that may not decrypt may not for any API: asked once, not again for each.
   let decrypt = true;
   for (const apiId of apiIds) {
@@ -214,14 +215,7 @@ async function dryRun(client: UnkeyClient, baseUrl: string, apiIds: string[], na
     } catch (err) {
       if (!(err instanceof UnkeyDecryptRefused)) throw err;
       if (err.reason === "forbidden") decrypt = false;
-      if (!decryptRefusals.has(err.reason)) {
-        decryptRefusals.add(err.reason);
-        console.error(
-          err.reason === "forbidden"
-            ? "note: the Unkey root key may not decrypt keys (decrypt: true refused with 403): keys are read without their plaintexts, so they will be pending"
-            : `note: Unkey cannot decrypt the keys of ${apiId} (412: no encrypted copies stored): they are read without plaintexts, so they will be pending`,
-        );
-      }
+      decryptRefused[err.reason].push(apiId);
       keys = await all(client.listKeys(apiId));
     }
     const summary: ApiSummary = { id: api.id, name: api.name, keys: keys.length, verifiable: 0, pending: 0, skipped: 0 };
@@ -234,6 +228,18 @@ async function dryRun(client: UnkeyClient, baseUrl: string, apiIds: string[], na
       else summary.pending += 1;
     }
     apis.push(summary);
+  }
+  if (decryptRefused.forbidden.length > 0) {
+    console.error(
+      "note: the Unkey root key may not decrypt keys (decrypt: true refused with 403): the keys are read without " +
+        "their plaintexts, so they will be pending",
+    );
+  }
+  if (decryptRefused.unavailable.length > 0) {
+    console.error(
+      `note: Unkey cannot decrypt the keys of ${decryptRefused.unavailable.join(", ")} (412: no vault, or the API stores no ` +
+        "encrypted keys): they are read without plaintexts, so they will be pending",
+    );
   }
   const identities = await all(client.listIdentities());
   for (const identity of identities) {
@@ -269,7 +275,7 @@ async function dryRun(client: UnkeyClient, baseUrl: string, apiIds: string[], na
     `apis:        ${fmt(counts.apis)}`,
     ...apis.map(
       (a) =>
-        `  ${a.id} (${a.name}): ${fmt(a.keys)} keys: ${fmt(a.verifiable)} verifiable now, ${fmt(a.pending)} pending, ${fmt(a.skipped)} skipped`,
+        `  ${a.id} (${a.name}): ${fmt(a.keys)} key${a.keys === 1 ? "" : "s"}: ${fmt(a.verifiable)} verifiable now, ${fmt(a.pending)} pending, ${fmt(a.skipped)} skipped`,
     ),
     `keys:        ${fmt(counts.keys)} (verifiable now: ${fmt(counts.keysVerifiableNow)}, pending: ${fmt(counts.keysPending)}, skipped: ${fmt(counts.keysSkipped)})`,
     `identities:  ${fmt(counts.identities)}${counts.identitiesSkipped > 0 ? ` (skipped: ${fmt(counts.identitiesSkipped)})` : ""}`,

@@ -15,6 +15,15 @@ import { createHarness, type Harness, type Tenant } from "./helper.js";
  * keyhaven-as-Unkey never answers: a key with a field keyhaven cannot hold, and a count of requests made.
  */
 
+/** A route of the stand-in that answers Unkey's problem+json error. */
+class Refusal {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    readonly detail: string,
+  ) {}
+}
+
 /** A stand-in Unkey: answers each v2 route from `routes` (an empty list by default) and counts requests. */
 async function standIn(routes: Record<string, unknown>) {
   const requests: string[] = [];
@@ -25,6 +34,16 @@ async function standIn(routes: Record<string, unknown>) {
       const route = (req.url ?? "").replace(/^\/v2\//, "");
       const data = routes[route] ?? [];
       res.setHeader("content-type", "application/json");
+      if (data instanceof Refusal) {
+        res.statusCode = data.status;
+        res.end(
+          JSON.stringify({
+            meta: { requestId: "req_2" },
+            error: { type: `https://unkey.com/docs/errors/${data.code}`, detail: data.detail },
+          }),
+        );
+        return;
+      }
       res.end(JSON.stringify({ meta: { requestId: "req_1" }, data, ...(Array.isArray(data) && { pagination: { hasMore: false } }) }));
     });
   });
@@ -212,6 +231,37 @@ describe("keyhaven import --from-unkey", () => {
     const noKey = await fromUnkey(["--api", apiId, "--dry-run"], {});
     expect(noKey.code).toBe(2);
     expect(noKey.err).toContain("set UNKEY_ROOT_KEY or pass --unkey-root-key-file");
+  });
+
+  it("an Unkey that echoes the root key in a refusal: exit 1 with Unkey's code, the key cut out", async () => {
+    const rootKey = "unkey_echoedroot123";
+    const unkey = await standIn({ "apis.getApi": new Refusal(401, "unkey/authentication/key_not_found", `no such key: ${rootKey}`) });
+    try {
+      const { code, out, err } = await run(["--from-unkey", "--api", "api_standin1", "--unkey-url", unkey.url, "--dry-run"], {
+        UNKEY_ROOT_KEY: rootKey,
+      });
+      expect(code).toBe(1);
+      expect(err).toContain("unkey/authentication/key_not_found");
+      expect(err).toContain("[the Unkey root key]");
+      expect(out + err).not.toContain(rootKey);
+    } finally {
+      await unkey.close();
+    }
+  });
+
+  it("an Unkey answering outside the v2 contract: exit 3 naming the route and the field", async () => {
+    const unkey = await standIn({ "apis.getApi": [] });
+    try {
+      const { code, out, err } = await run(["--from-unkey", "--api", "api_standin1", "--unkey-url", unkey.url, "--dry-run"], {
+        UNKEY_ROOT_KEY: "unkey_standinroot",
+      });
+      expect(code).toBe(3);
+      expect(out).toBe("");
+      expect(err).toContain("Unkey apis.getApi answered 200 with a body the v2 contract does not allow: data");
+      expect(err).not.toContain("unkey_standinroot");
+    } finally {
+      await unkey.close();
+    }
   });
 
   it("a key with a field keyhaven cannot hold is skipped with why (the field, never its value)", async () => {

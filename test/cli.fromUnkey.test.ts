@@ -132,6 +132,7 @@ describe("keyhaven import --from-unkey", () => {
       apis: [{ id: apiId, keys: 2, verifiable: 1, pending: 1, skipped: 0 }],
       overrides: [{ namespace: "api-calls", count: 1 }],
       skipped: [],
+      decryptRefused: { forbidden: [], unavailable: [] },
     });
     expectNoSecrets(out + err);
   });
@@ -148,6 +149,8 @@ describe("keyhaven import --from-unkey", () => {
     expect(code, err).toBe(0);
     expect(out).toMatch(/^keys: +2 \(verifiable now: 0, pending: 2, skipped: 0\)$/m);
     expect(err.match(/may not decrypt/g)?.length).toBe(1);
+    const json = await fromUnkey(["--api", apiId, "--dry-run", "--json"], { UNKEY_ROOT_KEY: reader });
+    expect(JSON.parse(json.out).decryptRefused).toEqual({ forbidden: [apiId], unavailable: [] });
     expect(out + err).not.toContain(reader);
     expectNoSecrets(out + err);
   });

@@ -267,7 +267,7 @@ async function dryRun(client: UnkeyClient, baseUrl: string, apiIds: string[], na
     overrides: overrides.reduce((n, o) => n + o.count, 0),
   };
   if (json) {
-    console.log(JSON.stringify({ dryRun: true, unkeyUrl: baseUrl, counts, apis, overrides, skipped }));
+    console.log(JSON.stringify({ dryRun: true, unkeyUrl: baseUrl, counts, apis, overrides, skipped, decryptRefused }));
     return EXIT.ok;
   }
   const lines = [

@@ -15,6 +15,8 @@ Commands:
                keyhaven import FILE --api <apiId> [--root-key <key>] [--url <url>] [--dry-run]
                [--continue-on-error] [--journal <path>] [--format jsonl|csv] [--batch-size <n>]
                [--concurrency <n>] [--attempts <n>] [--timeout <s>] [--progress-every <n>] [--quiet]
+             Or read a hosted Unkey workspace and show what would be copied (writing comes with issue 36):
+               keyhaven import --from-unkey --api <apiId>... [--ratelimit-namespace <name>...] --dry-run
   admin      Operator commands against a running server ([--admin-token <t>] [--url <url>] [--json]):
                workspace create --name <name> | workspace disable <id> | workspace enable <id>
                root-key create --workspace <id> --permission <p>... [--name <n>] | root-key delete <keyId>

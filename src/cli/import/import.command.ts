@@ -42,6 +42,13 @@ Options:
 Exit codes: 0 every key imported (or already imported by an earlier run), 1 some batches were refused,
 2 usage or validation error (nothing sent), or FILE changed during the import (no line that was not validated is
 sent), 3 interrupted or server unavailable: re-run the same command to resume.
+
+keyhaven import --from-unkey --api <apiId> [--api <apiId>…] [--ratelimit-namespace <name>…] [--unkey-url <url>]
+    [--unkey-root-key-file <path>] [--json] --dry-run
+  Reads a hosted Unkey workspace (the APIs, their keys, identities, permissions, roles, overrides) through Unkey's
+  v2 API with UNKEY_ROOT_KEY (or the file; never on the command line) and prints what an import would copy: keys
+  verifiable now, pending (adopted on first use) and skipped with why. Only --dry-run exists yet (issue 36);
+  \`keyhaven import --from-unkey --help\` describes every option.
 `;
 
 const OPTIONS = {
@@ -77,6 +84,11 @@ function intOption(name: string, value: string | undefined, fallback: number, mi
 
 /** `keyhaven import …`; returns the exit code. */
 export async function importCommand(argv: string[]): Promise<number> {
+  // Reading a hosted Unkey workspace is its own command with its own options (src/cli/unkey/fromUnkey.command.ts).
+  if (argv.includes("--from-unkey")) {
+    const { fromUnkeyCommand } = await import("../unkey/fromUnkey.command.js");
+    return fromUnkeyCommand(argv);
+  }
   let args: ReturnType<typeof parseImportArgs>;
   try {
     args = parseImportArgs(argv);

@@ -67,6 +67,27 @@ export function idempotencyOf(req: FastifyRequest): IdempotencyScope | undefined
 }
 
 /**
+ * Runs a route's handler for `principal` (what its auth gave: a root key and its caller, …): at once without an
+ * Idempotency-Key (`key` undefined), else once per key through answerOnce, the handler's principal then carrying the
+ * caller with the request's scope. Both surfaces' rpc.ts call it, so the two paths are written once.
+ */
+export function handleOnce<P extends object, T>(
+  deps: Services,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  key: string | undefined,
+  how: { status: number; refuse: IdempotencyRefusals; envelope: (output: unknown) => unknown },
+  principal: P,
+  handle: (principal: P) => Promise<T>,
+): Promise<T | IdempotentAnswer> {
+  if (key === undefined) return handle(principal);
+  const caller = (principal as { caller?: Caller }).caller;
+  return answerOnce(deps, req, reply, Object.assign({ key, caller }, how), (scoped) =>
+    handle(scoped === undefined ? principal : (Object.assign({}, principal, { caller: scoped }) as P)),
+  );
+}
+
+/**
  * Answers a request made with Idempotency-Key `key` once: a stored answer of the same request is replayed (no second
  * change), of another request refused (422). Else `run` runs with the scope on its caller, its changes held in one
  * transaction; a 2xx answer (`envelope` of what `run` returns, serialized by the route) is stored in it and committed

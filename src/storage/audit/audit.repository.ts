@@ -1,5 +1,6 @@
 import { and, asc, desc, eq, gte, inArray, isNull, lt, type SQL, sql } from "drizzle-orm";
-import { type Db, rowsOf } from "../client.js";
+import type { Db } from "../client.js";
+import { deleteRowsBefore } from "../prune.js";
 import { auditLog } from "../schema.js";
 
 /** An audit entry as stored. */
@@ -65,13 +66,6 @@ export async function listAuditLogRows(
  * many went. One short statement: the rows are chosen by their ctid in a bounded subselect, so no statement holds
  * locks on more than `maxRows` rows, whatever the backlog.
  */
-export async function deleteAuditLogRowsBefore(db: Db, before: number, maxRows: number): Promise<number> {
-  const [row] = rowsOf<{ deleted: number | string }>(
-    await db.execute(sql`with gone as (
-        delete from audit_log where ctid = any(array(
-          select ctid from audit_log where created_at_m < ${before} limit ${maxRows}))
-        returning 1)
-      select count(*)::int as deleted from gone`),
-  );
-  return Number(row?.deleted ?? 0);
+export function deleteAuditLogRowsBefore(db: Db, before: number, maxRows: number): Promise<number> {
+  return deleteRowsBefore(db, auditLog, auditLog.createdAtM, before, maxRows);
 }

@@ -1,5 +1,6 @@
 import { and, eq, gte, sql } from "drizzle-orm";
-import { type Db, rowsOf } from "../client.js";
+import type { Db } from "../client.js";
+import { deleteRowsBefore } from "../prune.js";
 import { idempotencyKeys } from "../schema.js";
 
 /** A stored answer of a request made with an Idempotency-Key, as stored (its answer sealed). */
@@ -47,13 +48,6 @@ export async function insertIdempotencyKey(db: Db, row: IdempotencyKeyRow, expir
  * Deletes up to `maxRows` rows written before `before` (unix ms); returns how many went. One short statement on rows
  * chosen by ctid in a bounded subselect, as the audit log's pruning does.
  */
-export async function deleteIdempotencyKeysBefore(db: Db, before: number, maxRows: number): Promise<number> {
-  const [row] = rowsOf<{ deleted: number | string }>(
-    await db.execute(sql`with gone as (
-        delete from idempotency_keys where ctid = any(array(
-          select ctid from idempotency_keys where created_at_m < ${before} limit ${maxRows}))
-        returning 1)
-      select count(*)::int as deleted from gone`),
-  );
-  return Number(row?.deleted ?? 0);
+export function deleteIdempotencyKeysBefore(db: Db, before: number, maxRows: number): Promise<number> {
+  return deleteRowsBefore(db, idempotencyKeys, idempotencyKeys.createdAtM, before, maxRows);
 }

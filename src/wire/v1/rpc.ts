@@ -9,7 +9,7 @@ import { withRequestDeadline } from "../../storage/deadline.js";
 import type { Caller } from "../../core/caller.js";
 import { v1Caller } from "./caller.js";
 import { ApiError } from "../../http/errors.js";
-import { answerOnce, IdempotentAnswer, type IdempotencyRefusals, idempotencyKeyOf } from "../idempotency.js";
+import { handleOnce, IdempotentAnswer, type IdempotencyRefusals, idempotencyKeyOf } from "../idempotency.js";
 
 /** Idempotency-Key's refusals in v1's envelope (wire/idempotency.ts). */
 const V1_IDEMPOTENCY_REFUSALS: IdempotencyRefusals = {
@@ -179,22 +179,16 @@ export function registerRpc(app: FastifyInstance, deps: Services, rpc: Rpc): voi
         const handle = (principal: Principal<AuthKind>) =>
           rpc.handler(input, Object.assign({}, base, principal, { checked }) as RpcContext);
         // With an Idempotency-Key, the answer is stored with the change, or replayed (wire/idempotency.ts).
-        const run = (principal: Principal<AuthKind>): Promise<unknown> =>
-          idempotencyKey === undefined
-            ? handle(principal)
-            : answerOnce(
-                deps,
-                req,
-                reply,
-                {
-                  key: idempotencyKey,
-                  caller: (principal as { caller?: Caller }).caller,
-                  status,
-                  refuse: V1_IDEMPOTENCY_REFUSALS,
-                  envelope: (output) => output,
-                },
-                (caller) => handle(caller === undefined ? principal : (Object.assign({}, principal, { caller }) as Principal<AuthKind>)),
-              );
+        const run = (principal: Principal<AuthKind>) =>
+          handleOnce(
+            deps,
+            req,
+            reply,
+            idempotencyKey,
+            { status, refuse: V1_IDEMPOTENCY_REFUSALS, envelope: (output) => output },
+            principal,
+            handle,
+          );
         return rpc.auth === "rootKeyCheckedByWrite"
           ? deps.rootKeys.authorizeWrite(bearerToken(req.headers.authorization), (rootKey) =>
               run({ rootKey, caller: v1Caller(deps, req, rootKey) }),

@@ -10,7 +10,7 @@ import type { Caller, Origin } from "../../core/caller.js";
 import { secretsEqual } from "../../crypto/hash.js";
 import { originOf } from "../../http/origin.js";
 import { v2Caller } from "./caller.js";
-import { answerOnce, IdempotentAnswer, type IdempotencyRefusals, idempotencyKeyOf } from "../idempotency.js";
+import { handleOnce, IdempotentAnswer, type IdempotencyRefusals, idempotencyKeyOf } from "../idempotency.js";
 
 /** Idempotency-Key's refusals in v2's problem+json (wire/idempotency.ts). */
 const V2_IDEMPOTENCY_REFUSALS: IdempotencyRefusals = {
@@ -182,22 +182,8 @@ export function registerV2Rpc(app: FastifyInstance, deps: Services, rpc: V2Rpc):
         // Object.assign, not `{ ...base, ...principal }` (CONTRIBUTING.md, conventions).
         const handle = (principal: object) => rpc.handler(req.body, Object.assign({}, base, principal) as V2Context<V2AuthKind>);
         // With an Idempotency-Key, the answer is stored with the change, or replayed (wire/idempotency.ts).
-        const run = (principal: object): Promise<V2Answer<z.ZodType> | IdempotentAnswer> =>
-          idempotencyKey === undefined
-            ? handle(principal)
-            : answerOnce(
-                deps,
-                req,
-                reply,
-                {
-                  key: idempotencyKey,
-                  caller: (principal as { caller?: Caller }).caller,
-                  status: 200,
-                  refuse: V2_IDEMPOTENCY_REFUSALS,
-                  envelope,
-                },
-                (caller) => handle(caller === undefined ? principal : Object.assign({}, principal, { caller })),
-              );
+        const run = (principal: object) =>
+          handleOnce(deps, req, reply, idempotencyKey, { status: 200, refuse: V2_IDEMPOTENCY_REFUSALS, envelope }, principal, handle);
         return rpc.auth === "rootKeyCheckedByWrite"
           ? deps.rootKeys.authorizeWrite(bearerTokenV2(req.headers.authorization), (rootKey) =>
               run({ rootKey, caller: v2Caller(deps, req, rootKey) }),

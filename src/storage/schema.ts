@@ -105,8 +105,9 @@ export const keys = pgTable(
       .notNull()
       .references(() => apis.id, { onDelete: "cascade" }),
     // SHA-256 (standard base64) of the key, or the imported hash as given. Unique across every workspace,
-    // because verification looks a key up by its hash alone.
-    hash: text("hash").notNull(),
+    // because verification looks a key up by its hash alone. Null while the key is pending: copied from hosted Unkey
+    // with every setting but no hash (Unkey never returns one), until its first verification adopts it (issue 36).
+    hash: text("hash"),
     start: text("start").notNull(),
     prefix: text("prefix"),
     name: text("name"),
@@ -126,6 +127,8 @@ export const keys = pgTable(
     // The v2 migration (key_migrations) that imported the key by a hash of its algorithm; null once the key has been
     // verified and rehashed (a prefixed-api-key migration), or when it was not migrated by v2's keys.migrateKeys.
     pendingMigrationId: text("pending_migration_id"),
+    // When a pending key (hash null) was adopted: its first verification presented a key hosted Unkey knew by this id.
+    adoptedAtM: ms("adopted_at_m"),
   },
   (t) => [
     uniqueIndex("keys_hash_idx").on(t.hash),

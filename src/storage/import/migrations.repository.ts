@@ -128,7 +128,8 @@ export async function claimPendingBatch(tx: Db, now: number): Promise<PendingBat
 export async function findExistingHashes(db: Db, hashes: string[]): Promise<Set<string>> {
   if (hashes.length === 0) return new Set();
   const rows = await db
-    .select({ hash: keys.hash })
+    // Found by its hash, so never a pending key's null (schema.ts).
+    .select({ hash: sql<string>`${keys.hash}` })
     // From the hash index whatever the statistics say (indexFirst.ts): imports are when they are least fresh.
     .from(indexFirst(keys, sql`${keys.hash} = any(${textArray(hashes)})`));
   return new Set(rows.map((r) => r.hash));

@@ -92,7 +92,9 @@ function verificationLookupQuery(db: Db) {
 }
 
 /** A live key as verification reads it: its row, and what it has in other tables. */
-export type KeyForVerification = Omit<KeyFields, "identityId"> & {
+export type KeyForVerification = Omit<KeyFields, "identityId" | "hash"> & {
+  /** Found by its hash, so never a pending key's null (schema.ts). */
+  hash: string;
   /** The verification epoch of the statement's snapshot (int8 as text): see verification.cache.ts. */
   epoch: string;
   roles: string[];
@@ -140,7 +142,7 @@ function keysOfAnswer(answer: LookupAnswer | undefined): KeyForVerification[] {
       ...(ofIdentity ?? []).map((rl) => storedRatelimit(rl, "identity")),
     ];
     return {
-      hash: row.hash,
+      hash: row.hash as string,
       epoch: answer.epoch,
       id: row.id,
       workspaceId: row.workspaceId,

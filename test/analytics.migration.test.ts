@@ -11,6 +11,7 @@ import { test as it } from "./fixtures.js";
 const UNDO_0016 = [
   // The migrations after 0016 first, newest first (0019_pending_keys, 0018_idempotency_keys, 0017_audit_log), so that
   // 0016 is the last applied. (0019 made keys.hash nullable; no key here lacks one, so it is set back.)
+  `drop index keys_pending_idx`,
   `alter table keys drop column adopted_at_m`,
   `alter table keys alter column hash set not null`,
   `delete from drizzle.__drizzle_migrations where created_at = (select max(created_at) from drizzle.__drizzle_migrations)`,

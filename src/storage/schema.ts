@@ -138,6 +138,8 @@ export const keys = pgTable(
     index("keys_workspace_idx").on(t.workspaceId),
     index("keys_owner_idx").on(t.ownerId),
     index("keys_identity_idx").on(t.identityId),
+    // Pending keys (no hash yet) per workspace: counted for the fallback's "has pending keys" and listed for review.
+    index("keys_pending_idx").on(t.workspaceId, t.apiId).where(sql`${t.hash} is null and ${t.deletedAtM} is null`),
     check("keys_remaining_not_negative", sql`${t.remaining} >= 0`),
   ],
 );

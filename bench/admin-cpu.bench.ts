@@ -38,6 +38,11 @@
  *   BENCH_DATABASE_URL   PostgreSQL server to create the bench database on
  *                        (default postgres://postgres@127.0.0.1:5432/postgres)
  *   DATABASE_POOL_SIZE   passed through to keyhaven when set (keyhaven's default is 4)
+ *   BENCH_BASELINE       another checkout (its `dist/` built there, e.g. `git worktree add --detach ../old <commit>` and
+ *                        `npm run build` in it) measured in the same run: both builds on their own fresh stores, each
+ *                        route and concurrency in BENCH_ROUNDS rounds taking turns (ABBA), so load weighs on both alike;
+ *                        reports each build and this build's change in CPU and p50 against the baseline
+ *   BENCH_ROUNDS         rounds of a BENCH_BASELINE run (default 10), of BENCH_CALLS / BENCH_ROUNDS calls each
  *   BENCH_SERVER_NODE_ARGS  extra node flags for the keyhaven child, space-separated (e.g.
  *                        "--cpu-prof --cpu-prof-dir=/tmp/admin-prof" to profile the server; combine with BENCH_ROUTES)
  * The results are written to bench/results/admin-cpu-<ts>.json.
@@ -92,9 +97,14 @@ type Settings = {
   databaseUrl: string;
   serverNodeArgs: string[];
   keyhavenPoolSize: string;
+  /** BENCH_BASELINE: another checkout, built, measured in the same run, round by round with this one. */
+  baseline: string | undefined;
+  rounds: number;
 };
 
 type Result = {
+  /** With BENCH_BASELINE: which build the row measured. */
+  build?: Build;
   store: StoreKind;
   route: RouteName;
   concurrency: number;
@@ -113,6 +123,8 @@ type Result = {
   /** The machine's 1-, 5- and 15-minute load averages when the measurement ended. */
   load: number[];
 };
+
+type Build = "this" | "baseline";
 
 type Failure = { store: string; route?: RouteName; concurrency?: number; error: string };
 
@@ -133,6 +145,8 @@ function readSettings(env: NodeJS.ProcessEnv): Settings {
     databaseUrl: env.BENCH_DATABASE_URL?.trim() || DEFAULT_DATABASE_URL,
     serverNodeArgs: envServerNodeArgs(env),
     keyhavenPoolSize: env.DATABASE_POOL_SIZE?.trim() || "4 (keyhaven's default)",
+    baseline: env.BENCH_BASELINE?.trim() ? path.resolve(env.BENCH_BASELINE.trim()) : undefined,
+    rounds: Math.round(envPositive(env, "BENCH_ROUNDS", 10)),
   };
 }
 
@@ -197,15 +211,8 @@ async function runCalls(server: ChildServer, route: RouteName, f: Fixture, calls
   return latencies;
 }
 
-async function runStore(
-  store: StoreKind,
-  settings: Settings,
-  admin: Admin | undefined,
-  results: Result[],
-  warmups: WarmupCurve[],
-  failures: Failure[],
-  cleanup: Cleanup,
-) {
+/** A keyhaven (this checkout's, or `checkout`'s) on a fresh store, with an API and a key to call routes on. */
+async function startFixture(store: StoreKind, settings: Settings, admin: Admin | undefined, cleanup: Cleanup, checkout?: string) {
   let storeEnv: Record<string, string>;
   let dispose: () => Promise<void>;
   if (store === "postgres") {
@@ -218,102 +225,257 @@ async function runStore(
     dispose = cleanup.add(`remove ${dir}`, () => rm(dir, { recursive: true, force: true }));
     storeEnv = { KEYHAVEN_DATA_DIR: dir };
   }
+  const rootKey = `bench_root_${randomBytes(24).toString("base64url")}`;
+  let server: ChildServer;
   try {
-    const rootKey = `bench_root_${randomBytes(24).toString("base64url")}`;
-    const server = await startKeyhaven(storeEnv, rootKey, settings.serverNodeArgs, cleanup, ["REDIS_URL"]);
+    server = await startKeyhaven(storeEnv, rootKey, settings.serverNodeArgs, cleanup, ["REDIS_URL"], checkout);
+  } catch (err) {
+    await dispose();
+    throw err;
+  }
+  const stop = async () => {
     try {
-      const created = await post(server, rootKey, "/v1/apis.createApi", JSON.stringify({ name: "bench" }));
-      const apiId = (created.json as { apiId?: unknown } | undefined)?.apiId;
-      if (created.status !== 200 || typeof apiId !== "string")
-        throw new Error(`apis.createApi answered ${created.status}: ${JSON.stringify(created.json)}`);
-      const key = await post(server, rootKey, "/v1/keys.createKey", JSON.stringify({ apiId, name: "bench updated" }));
-      const keyId = (key.json as { keyId?: unknown } | undefined)?.keyId;
-      if (key.status !== 200 || typeof keyId !== "string")
-        throw new Error(`keys.createKey answered ${key.status}: ${JSON.stringify(key.json)}`);
-      const fixture: Fixture = { rootKey, apiId, keyId };
+      await server.stop();
+    } finally {
+      await dispose();
+    }
+  };
+  try {
+    const created = await post(server, rootKey, "/v1/apis.createApi", JSON.stringify({ name: "bench" }));
+    const apiId = (created.json as { apiId?: unknown } | undefined)?.apiId;
+    if (created.status !== 200 || typeof apiId !== "string")
+      throw new Error(`apis.createApi answered ${created.status}: ${JSON.stringify(created.json)}`);
+    const key = await post(server, rootKey, "/v1/keys.createKey", JSON.stringify({ apiId, name: "bench updated" }));
+    const keyId = (key.json as { keyId?: unknown } | undefined)?.keyId;
+    if (key.status !== 200 || typeof keyId !== "string")
+      throw new Error(`keys.createKey answered ${key.status}: ${JSON.stringify(key.json)}`);
+    return { server, fixture: { rootKey, apiId, keyId } as Fixture, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
 
-      console.log(`▶ ${store}: warm-up, ${settings.warmup} calls per route, CPU ms per call over each ${WARMUP_STEP}`);
-      let offset = 0;
-      for (const route of settings.routes) {
-        const curve: WarmupCurve = { store, route, callsPerStep: WARMUP_STEP, cpuMsPerCall: [] };
-        for (let done = 0; done < settings.warmup && !interrupted(); done += WARMUP_STEP) {
-          const step = Math.min(WARMUP_STEP, settings.warmup - done);
-          const before = await serverCpuMs(server);
-          await runCalls(server, route, fixture, step, 1, offset);
-          const after = await serverCpuMs(server);
-          curve.cpuMsPerCall.push(round((after.total - before.total) / step, 3));
-          offset += step;
+/** Warms every route up (BENCH_WARMUP calls each), recording the curve; returns the calls made. */
+async function warmUp(store: StoreKind, settings: Settings, server: ChildServer, fixture: Fixture, warmups: WarmupCurve[], label = "") {
+  console.log(`▶ ${store}${label}: warm-up, ${settings.warmup} calls per route, CPU ms per call over each ${WARMUP_STEP}`);
+  let offset = 0;
+  for (const route of settings.routes) {
+    const curve: WarmupCurve = { store, route, callsPerStep: WARMUP_STEP, cpuMsPerCall: [] };
+    for (let done = 0; done < settings.warmup && !interrupted(); done += WARMUP_STEP) {
+      const step = Math.min(WARMUP_STEP, settings.warmup - done);
+      const before = await serverCpuMs(server);
+      await runCalls(server, route, fixture, step, 1, offset);
+      const after = await serverCpuMs(server);
+      curve.cpuMsPerCall.push(round((after.total - before.total) / step, 3));
+      offset += step;
+    }
+    warmups.push(curve);
+    console.log(`  ${route}: ${curve.cpuMsPerCall.map((c) => c.toFixed(2)).join(" ")}`);
+  }
+  return offset;
+}
+
+/** The servers' idle CPU rates (ms per second), measured over the same BENCH_IDLE_SECONDS. */
+async function idleRates(settings: Settings, servers: ChildServer[]): Promise<Cpu[]> {
+  await sleep(500);
+  const before = await Promise.all(servers.map(serverCpuMs));
+  const started = performance.now();
+  await sleep(settings.idleSeconds * 1000);
+  const after = await Promise.all(servers.map(serverCpuMs));
+  const seconds = (performance.now() - started) / 1000;
+  return servers.map((_, i) => ({
+    total: (after[i]!.total - before[i]!.total) / seconds,
+    user: (after[i]!.user - before[i]!.user) / seconds,
+    system: (after[i]!.system - before[i]!.system) / seconds,
+  }));
+}
+
+/** What a measurement adds up: CPU (less the idle rate), time and latencies, over one or several rounds. */
+type Tally = { cpu: Cpu; elapsedS: number; latencies: number[]; serverCpuMs: number };
+
+/** Runs `calls` calls and adds what they cost to `tally`. */
+async function measure(
+  server: ChildServer,
+  idle: Cpu,
+  route: RouteName,
+  fixture: Fixture,
+  calls: number,
+  concurrency: number,
+  offset: number,
+  tally: Tally,
+) {
+  const before = await serverCpuMs(server);
+  const started = performance.now();
+  const latencies = await runCalls(server, route, fixture, calls, concurrency, offset);
+  const elapsedS = (performance.now() - started) / 1000;
+  const after = await serverCpuMs(server);
+  for (const part of ["total", "user", "system"] as const) tally.cpu[part] += after[part] - before[part] - idle[part] * elapsedS;
+  tally.serverCpuMs += after.total - before.total;
+  tally.elapsedS += elapsedS;
+  tally.latencies.push(...latencies);
+}
+
+const emptyTally = (): Tally => ({ cpu: { total: 0, user: 0, system: 0 }, elapsedS: 0, latencies: [], serverCpuMs: 0 });
+
+function resultOf(store: StoreKind, route: RouteName, concurrency: number, tally: Tally, idle: Cpu, build?: Build): Result {
+  const n = tally.latencies.length;
+  const r: Result = {
+    ...(build !== undefined && { build }),
+    store,
+    route,
+    concurrency,
+    calls: n,
+    elapsedS: round(tally.elapsedS, 3),
+    callsPerSecond: Math.round(n / tally.elapsedS),
+    serverCpuMs: round(tally.serverCpuMs, 1),
+    idleCpuMs: round(idle.total * tally.elapsedS, 1),
+    cpuMsPerCall: round(tally.cpu.total / n, 3),
+    userCpuMsPerCall: round(tally.cpu.user / n, 3),
+    systemCpuMsPerCall: round(tally.cpu.system / n, 3),
+    latencyMs: summarizeLatencies(tally.latencies),
+    load: os.loadavg().map((l) => round(l, 2)),
+  };
+  console.log(
+    `  ${build === undefined ? "" : `${build.padEnd(8)} `}${route} c=${concurrency}: ${r.cpuMsPerCall.toFixed(3)} ms CPU/call (user ${r.userCpuMsPerCall.toFixed(3)}, ` +
+      `system ${r.systemCpuMsPerCall.toFixed(3)}), ${r.callsPerSecond} calls/s, ` +
+      `p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, load ${r.load[0]}`,
+  );
+  return r;
+}
+
+async function runStore(
+  store: StoreKind,
+  settings: Settings,
+  admin: Admin | undefined,
+  results: Result[],
+  warmups: WarmupCurve[],
+  failures: Failure[],
+  cleanup: Cleanup,
+) {
+  const { server, fixture, stop } = await startFixture(store, settings, admin, cleanup);
+  try {
+    let offset = await warmUp(store, settings, server, fixture, warmups);
+    const [idle] = await idleRates(settings, [server]);
+    console.log(`  idle: ${idle!.total.toFixed(2)} ms of CPU per second`);
+    for (const route of settings.routes) {
+      for (const concurrency of settings.concurrency) {
+        if (interrupted()) return;
+        try {
+          const tally = emptyTally();
+          await measure(server, idle!, route, fixture, settings.calls, concurrency, offset, tally);
+          offset += settings.calls;
+          if (interrupted()) return;
+          results.push(resultOf(store, route, concurrency, tally, idle!));
+        } catch (err) {
+          const failure = { store, route, concurrency, error: describeError(err) };
+          failures.push(failure);
+          console.log(failureLine([store, route, `c=${concurrency}`], failure.error));
         }
-        warmups.push(curve);
-        console.log(`  ${route}: ${curve.cpuMsPerCall.map((c) => c.toFixed(2)).join(" ")}`);
+        const died = server.exitReason();
+        if (died !== undefined) throw new Error(`${died}\n--- output ---\n${server.output()}`);
       }
-      await sleep(500);
-      const idleBefore = await serverCpuMs(server);
-      const idleStarted = performance.now();
-      await sleep(settings.idleSeconds * 1000);
-      const idleAfter = await serverCpuMs(server);
-      const idleSeconds = (performance.now() - idleStarted) / 1000;
-      const idleRate = {
-        total: (idleAfter.total - idleBefore.total) / idleSeconds,
-        user: (idleAfter.user - idleBefore.user) / idleSeconds,
-        system: (idleAfter.system - idleBefore.system) / idleSeconds,
-      };
-      console.log(`  idle: ${idleRate.total.toFixed(2)} ms of CPU per second`);
+    }
+  } finally {
+    await stop();
+  }
+}
 
+/**
+ * BENCH_BASELINE: this build and the baseline's, each on its own fresh store, measured in the same run: each route
+ * and concurrency in BENCH_ROUNDS rounds of BENCH_CALLS / BENCH_ROUNDS calls, the two builds taking turns (ABBA), so
+ * that what else the machine does weighs on both alike. Reported per build, and this build's CPU and p50 against the
+ * baseline's.
+ */
+async function runPaired(
+  store: StoreKind,
+  settings: Settings,
+  admin: Admin | undefined,
+  results: Result[],
+  warmups: WarmupCurve[],
+  failures: Failure[],
+  cleanup: Cleanup,
+) {
+  const baseline = await startFixture(store, settings, admin, cleanup, settings.baseline);
+  try {
+    const current = await startFixture(store, settings, admin, cleanup);
+    try {
+      const builds = [
+        {
+          build: "baseline" as const,
+          ...baseline,
+          offset: await warmUp(store, settings, baseline.server, baseline.fixture, warmups, " baseline"),
+        },
+        {
+          build: "this" as const,
+          ...current,
+          offset: await warmUp(store, settings, current.server, current.fixture, warmups, " this build"),
+        },
+      ];
+      const idle = await idleRates(
+        settings,
+        builds.map((b) => b.server),
+      );
+      console.log(`  idle: baseline ${idle[0]!.total.toFixed(2)}, this ${idle[1]!.total.toFixed(2)} ms of CPU per second`);
+      const perRound = Math.max(1, Math.round(settings.calls / settings.rounds));
       for (const route of settings.routes) {
         for (const concurrency of settings.concurrency) {
           if (interrupted()) return;
           try {
-            const before = await serverCpuMs(server);
-            const started = performance.now();
-            const latencies = await runCalls(server, route, fixture, settings.calls, concurrency, offset);
-            const elapsedS = (performance.now() - started) / 1000;
-            const after = await serverCpuMs(server);
-            offset += settings.calls;
+            const tallies = [emptyTally(), emptyTally()];
+            for (let round = 0; round < settings.rounds && !interrupted(); round++) {
+              const order = round % 2 === 0 ? [0, 1] : [1, 0];
+              for (const i of order) {
+                const b = builds[i]!;
+                await measure(b.server, idle[i]!, route, b.fixture, perRound, concurrency, b.offset, tallies[i]!);
+                b.offset += perRound;
+              }
+            }
             if (interrupted()) return;
-            const idleCpuMs = idleRate.total * elapsedS;
-            const perCall = (part: keyof Cpu) => round((after[part] - before[part] - idleRate[part] * elapsedS) / latencies.length, 3);
-            const r: Result = {
-              store,
-              route,
-              concurrency,
-              calls: latencies.length,
-              elapsedS: round(elapsedS, 3),
-              callsPerSecond: Math.round(latencies.length / elapsedS),
-              serverCpuMs: round(after.total - before.total, 1),
-              idleCpuMs: round(idleCpuMs, 1),
-              cpuMsPerCall: perCall("total"),
-              userCpuMsPerCall: perCall("user"),
-              systemCpuMsPerCall: perCall("system"),
-              latencyMs: summarizeLatencies(latencies),
-              load: os.loadavg().map((l) => round(l, 2)),
-            };
-            results.push(r);
+            const [old, now] = builds.map((b, i) => resultOf(store, route, concurrency, tallies[i]!, idle[i]!, b.build));
+            results.push(old!, now!);
+            const change = (a: number, b: number) => `${b >= a ? "+" : ""}${(((b - a) / a) * 100).toFixed(1)}%`;
             console.log(
-              `  ${route} c=${concurrency}: ${r.cpuMsPerCall.toFixed(3)} ms CPU/call (user ${r.userCpuMsPerCall.toFixed(3)}, ` +
-                `system ${r.systemCpuMsPerCall.toFixed(3)}), ${r.callsPerSecond} calls/s, ` +
-                `p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, load ${r.load[0]}`,
+              `  ${route} c=${concurrency}: this build against the baseline: CPU ${change(old!.cpuMsPerCall, now!.cpuMsPerCall)}, ` +
+                `p50 ${change(old!.latencyMs.p50, now!.latencyMs.p50)}`,
             );
           } catch (err) {
             const failure = { store, route, concurrency, error: describeError(err) };
             failures.push(failure);
             console.log(failureLine([store, route, `c=${concurrency}`], failure.error));
           }
-          const died = server.exitReason();
-          if (died !== undefined) throw new Error(`${died}\n--- output ---\n${server.output()}`);
+          for (const b of builds) {
+            const died = b.server.exitReason();
+            if (died !== undefined) throw new Error(`${died}\n--- output ---\n${b.server.output()}`);
+          }
         }
       }
     } finally {
-      await server.stop();
+      await current.stop();
     }
   } finally {
-    await dispose();
+    await baseline.stop();
   }
 }
 
 function table(results: Result[]): string {
-  const header = ["store", "route", "conc", "calls", "calls/s", "CPU ms/call", "user", "system", "p50 ms", "p99 ms", "load 1m"];
+  const paired = results.some((r) => r.build !== undefined);
+  const header = [
+    ...(paired ? ["build"] : []),
+    "store",
+    "route",
+    "conc",
+    "calls",
+    "calls/s",
+    "CPU ms/call",
+    "user",
+    "system",
+    "p50 ms",
+    "p99 ms",
+    "load 1m",
+  ];
   const rows = results.map((r) => [
+    ...(paired ? [r.build ?? ""] : []),
     r.store,
     r.route,
     String(r.concurrency),
@@ -326,14 +488,17 @@ function table(results: Result[]): string {
     formatMs(r.latencyMs.p99),
     r.load[0]!.toFixed(2),
   ]);
-  return formatTable(header, rows, new Set([2, 3, 4, 5, 6, 7, 8, 9, 10]));
+  const numeric = [2, 3, 4, 5, 6, 7, 8, 9, 10].map((i) => (paired ? i + 1 : i));
+  return formatTable(header, rows, new Set(numeric));
 }
 
 function describeTarget(results: Result[]): string {
   const lines = [`target: ${TARGET_ROUTES.join(" and ")} ≤ ${TARGET_CPU_MS} ms of server CPU per call at concurrency 1`];
   for (const r of results.filter((x) => x.concurrency === 1 && TARGET_ROUTES.includes(x.route))) {
     const met = r.cpuMsPerCall <= TARGET_CPU_MS;
-    lines.push(`  ${r.store} ${r.route}: ${r.cpuMsPerCall.toFixed(3)} ms (${met ? "met" : "NOT met"}; load ${r.load[0]})`);
+    lines.push(
+      `  ${r.build === undefined ? "" : `${r.build} `}${r.store} ${r.route}: ${r.cpuMsPerCall.toFixed(3)} ms (${met ? "met" : "NOT met"}; load ${r.load[0]})`,
+    );
   }
   return lines.join("\n");
 }
@@ -360,7 +525,8 @@ async function main(): Promise<void> {
     for (const store of settings.stores) {
       if (interrupted()) break;
       try {
-        await runStore(store, settings, opened.admin, results, warmups, failures, cleanup);
+        const run = settings.baseline === undefined ? runStore : runPaired;
+        await run(store, settings, opened.admin, results, warmups, failures, cleanup);
       } catch (err) {
         failures.push({ store, error: describeError(err) });
         console.log(failureLine([store], describeError(err)));

@@ -257,6 +257,8 @@ export function childEnv(settings: Record<string, string>, remove: readonly stri
 }
 
 export type ChildServerOptions = {
+  /** The directory it runs in (default: this checkout). */
+  cwd?: string;
   /** Names the child in messages ("keyhaven exited …"). */
   name: string;
   /**
@@ -280,7 +282,7 @@ export type ChildServerOptions = {
 export async function startChildServer(opts: ChildServerOptions): Promise<ChildServer> {
   const port = await freePort();
   const child: ChildProcess = spawn(process.execPath, [...opts.nodeArgs, ...(opts.compiled ? [] : ["--import", "tsx"]), ...opts.script], {
-    cwd: REPO_ROOT,
+    cwd: opts.cwd ?? REPO_ROOT,
     env: childEnv({ ...opts.env, PORT: String(port), HOST: "127.0.0.1" }, opts.removeEnv),
     stdio: ["ignore", "pipe", "pipe"],
     // Its own process group: Ctrl-C reaches only the benchmark, which then stops the child itself (once, gracefully).
@@ -376,10 +378,13 @@ export async function startKeyhaven(
   nodeArgs: string[],
   cleanup: Cleanup,
   removeEnv: readonly string[] = [],
+  /** Another checkout whose compiled tree (`dist/`, built there beforehand) runs instead of this one's: a baseline. */
+  checkout?: string,
 ): Promise<ChildServer> {
-  const entry = keyhavenEntry();
+  const entry = checkout === undefined ? keyhavenEntry() : { script: "dist/cli/main.js", compiled: true };
   return startChildServer({
-    name: "keyhaven",
+    name: checkout === undefined ? "keyhaven" : `keyhaven (${checkout})`,
+    ...(checkout !== undefined && { cwd: checkout }),
     script: [entry.script, "serve"],
     compiled: entry.compiled,
     nodeArgs,

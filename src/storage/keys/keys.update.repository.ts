@@ -1,6 +1,7 @@
 import { and, eq, getTableColumns, isNull, type SQL, sql } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
 import type { Db } from "../client.js";
+import { direct } from "../directPrepared.js";
 import { apis, auditLog, keys } from "../schema.js";
 import { guardParams, rootKeyStillGrantsPrepared, type WriteGuard } from "../rootKeys/rootKeys.auth.repository.js";
 import { effectiveRemaining } from "./keys.refill.js";
@@ -31,14 +32,21 @@ export function insertAuditRowIf(done: SQL, apiTarget?: "apiTarget"): SQL {
   return sql`insert into ${auditLog} (${auditColumnList}) select ${values} ${from}`;
 }
 
+/** Each audit column's parameter name and encoder, made once (mapToDriverValue: jsonb as JSON text, ms as text). */
+const auditEncoders = auditColumns.map(([field, column]) => ({
+  field,
+  param: `audit_${field}`,
+  encode: (value: unknown) => column.mapToDriverValue(value as never) as unknown,
+}));
+
 /** The prepared parameters insertAuditRowIf reads, of the one audit row of a one-statement write. */
 export function auditParams(rows: readonly Record<string, unknown>[]): Record<string, unknown> {
   if (rows.length !== 1) throw new Error(`a one-statement write records exactly one audit row, not ${rows.length}`);
   const row = rows[0]!;
   const params: Record<string, unknown> = {};
-  for (const [field, column] of auditColumns) {
+  for (const { field, param, encode } of auditEncoders) {
     const value = row[field];
-    params[`audit_${field}`] = value === undefined || value === null ? null : column.mapToDriverValue(value as never);
+    params[param] = value === undefined || value === null ? null : encode(value);
   }
   return params;
 }
@@ -143,7 +151,7 @@ export function prepareLiveKeyUpdates(db: Db) {
     // statement that updated nothing records nothing.
     const updated = db.$with("updated", { id: keys.id, apiId: keys.apiId }).as(update.getSQL());
     const audited = db.$with("audited", {}).as(insertAuditRowIf(sql`updated`, "apiTarget"));
-    return db.with(updated, audited).select({ id: updated.id }).from(updated).prepare(name);
+    return direct(db, db.with(updated, audited).select({ id: updated.id }).from(updated).prepare(name));
   };
   return {
     /**

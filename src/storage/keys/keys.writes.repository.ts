@@ -1,3 +1,4 @@
+import { direct } from "../directPrepared.js";
 import { and, eq, getTableColumns, isNull, type SQL, sql } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
 import type { DataKey } from "../crypto/encryptionKeys.repository.js";
@@ -227,7 +228,10 @@ export function prepareKeyWrites(db: Db) {
   // inserted records nothing.
   const inserted = db.$with("inserted", { id: keys.id }).as(insertKey.getSQL());
   const audited = db.$with("audited", {}).as(insertAuditRowIf(sql`inserted`));
-  const insertKeyStatement = db.with(inserted, audited).select({ id: inserted.id }).from(inserted).prepare("keyhaven_insert_key");
+  const insertKeyStatement = direct(
+    db,
+    db.with(inserted, audited).select({ id: inserted.id }).from(inserted).prepare("keyhaven_insert_key"),
+  );
   return {
     db,
     ...prepareLiveKeyUpdates(db),

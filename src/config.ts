@@ -71,6 +71,9 @@ export const DEFAULT_UNKEY_FALLBACK_NEGATIVE_TTL_MS = 10 * 60_000;
 export function parseIsoDate(value: string): number | undefined {
   const v = value.trim();
   if (!/^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2}))?$/.test(v)) return undefined;
+  // Date.parse rolls 2027-02-30 over to March: the day must exist in its month.
+  const [y, m, d] = v.slice(0, 10).split("-").map(Number) as [number, number, number];
+  if (new Date(Date.UTC(y, m - 1, d)).getUTCDate() !== d || m < 1 || m > 12) return undefined;
   const ms = Date.parse(v);
   return Number.isFinite(ms) ? ms : undefined;
 }

@@ -114,6 +114,7 @@ describe("the Unkey fallback against a keyhaven as hosted Unkey", () => {
   /** Non-recoverable keys of the source: Unkey would never return their hash or plaintext. */
   let withCredits: { keyId: string; key: string };
   let viaV1: { keyId: string; key: string };
+  let disabled: { keyId: string; key: string };
 
   const sourceV2 = async (route: string, body: unknown) => {
     const res = await source.post(`/v2/${route}`, body, s.rootKey);
@@ -138,12 +139,15 @@ describe("the Unkey fallback against a keyhaven as hosted Unkey", () => {
       credits: { remaining: 10, refill: { interval: "daily", amount: 10 } },
     });
     viaV1 = await sourceV2("keys.createKey", { apiId: sourceApi, name: "customer-b" });
+    disabled = await sourceV2("keys.createKey", { apiId: sourceApi, name: "customer-c", enabled: false });
 
     target = await createHarness({ KEYHAVEN_UNKEY_FALLBACK_URL: url, KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY: s.rootKey }, { logger: log.logger });
     t = await target.tenant();
     targetApi = await target.createApi(t);
     await insertPendingKey(target, t.workspaceId, targetApi, withCredits.keyId, { name: "stale-name" });
     await insertPendingKey(target, t.workspaceId, targetApi, viaV1.keyId);
+    // Copied while it was enabled: Unkey's answer says otherwise now.
+    await insertPendingKey(target, t.workspaceId, targetApi, disabled.keyId);
   });
   afterAll(async () => {
     await target?.close();
@@ -151,7 +155,7 @@ describe("the Unkey fallback against a keyhaven as hosted Unkey", () => {
   });
 
   it("adopts a pending key on its first v2 verification: VALID by keyhaven's rules, with Unkey's state, recorded and counted", async () => {
-    expect((await metricsOf(target)).value("keyhaven_keys_pending")).toBe(2);
+    expect((await metricsOf(target)).value("keyhaven_keys_pending")).toBe(3);
     const answer = await verifyV2(withCredits.key);
     expect(answer).toMatchObject({ valid: true, code: "VALID", keyId: withCredits.keyId, name: "customer-a", meta: { plan: "pro" } });
     // keyhaven spent the use, from what Unkey said was left; Unkey was asked with cost 0 and spent nothing.
@@ -181,7 +185,7 @@ describe("the Unkey fallback against a keyhaven as hosted Unkey", () => {
     const metrics = await metricsOf(target);
     expect(metrics.value("keyhaven_keys_adopted_total")).toBe(1);
     expect(metrics.value('keyhaven_unkey_fallback_calls_total{outcome="adopted"}')).toBe(1);
-    expect(metrics.value("keyhaven_keys_pending")).toBe(1);
+    expect(metrics.value("keyhaven_keys_pending")).toBe(2);
   });
 
   it("then refreshes the refill from Unkey's keys.getKey in the background, as a key.update by the same actor", async () => {
@@ -202,6 +206,12 @@ describe("the Unkey fallback against a keyhaven as hosted Unkey", () => {
       [withCredits.keyId, "v2"],
       [viaV1.keyId, "v1"],
     ]);
+    expect((await metricsOf(target)).value("keyhaven_keys_pending")).toBe(1);
+  });
+
+  it("adopts a key whatever Unkey's code for it, and answers from the state adopted: a key disabled upstream is DISABLED", async () => {
+    expect(await verifyV2(disabled.key)).toMatchObject({ valid: false, code: "DISABLED", keyId: disabled.keyId, enabled: false });
+    expect((await keyRow(target, disabled.keyId)).hash).toBe(hashKey(disabled.key));
     expect((await metricsOf(target)).value("keyhaven_keys_pending")).toBe(0);
   });
 
@@ -340,9 +350,43 @@ describe("the Unkey fallback against a stand-in: failures, the negative cache, t
     const mine = await pendingTenant();
     const theirs = await pendingTenant();
     unkey.state.mode = { keyId: theirs.pendingId };
-    expect(await verify(mine.t, randomKey())).toEqual({ valid: false, code: "NOT_FOUND" });
+    const key = randomKey();
+    expect(await verify(mine.t, key)).toEqual({ valid: false, code: "NOT_FOUND" });
     expect((await keyRow(h, theirs.pendingId)).hash).toBeNull();
     expect(await auditEntries(h, { event: "key.adopt" })).toEqual([]);
+    expect((await metricsOf(h)).value('keyhaven_unkey_fallback_calls_total{outcome="not_allowed"}')).toBe(1);
+    // Nor is it kept from its own workspace: a verification there adopts it.
+    expect(await verify(theirs.t, key)).toMatchObject({ valid: true, keyId: theirs.pendingId });
+    await h.services.unkeyFallback!.refreshesSettled();
+  });
+
+  it("adopts only for a root key that may verify the key (v2's verify_key), and answers by keyhaven's rules", async () => {
+    const { t, apiId, pendingId } = await pendingTenant();
+    unkey.state.mode = { keyId: pendingId };
+    const key = randomKey();
+    const readOnly = await h.rootKey(t.workspaceId, [`api.${apiId}.read_key`]);
+    const refused = await h.post("/v2/keys.verifyKey", { key }, readOnly);
+    expect(refused.body.data).toEqual({ valid: false, code: "NOT_FOUND" });
+    expect((await keyRow(h, pendingId)).hash).toBeNull();
+    // Not remembered as unknown: the next caller, who may verify it, has it adopted at once.
+    const mayVerify = await h.rootKey(t.workspaceId, [`api.${apiId}.verify_key`]);
+    const adopted = await h.post("/v2/keys.verifyKey", { key }, mayVerify);
+    expect(adopted.body.data).toMatchObject({ valid: true, code: "VALID", keyId: pendingId });
+    expect((await keyRow(h, pendingId)).hash).toBe(hashKey(key));
+    await h.services.unkeyFallback!.refreshesSettled();
+  });
+
+  it("adopts once when verifications of the key arrive together: one call to Unkey, one entry, every answer VALID", async () => {
+    const { t, pendingId } = await pendingTenant();
+    unkey.state.mode = { keyId: pendingId };
+    const key = randomKey();
+    const calls = unkey.state.verifyCalls;
+    const before = (await auditEntries(h, { event: "key.adopt" })).length;
+    const answers = await Promise.all(Array.from({ length: 6 }, () => verify(t, key)));
+    expect(answers.map((a) => [a.code, a.keyId])).toEqual(Array.from({ length: 6 }, () => ["VALID", pendingId]));
+    expect(unkey.state.verifyCalls).toBe(calls + 1);
+    expect((await auditEntries(h, { event: "key.adopt" })).length).toBe(before + 1);
+    await h.services.unkeyFallback!.refreshesSettled();
   });
 
   it("asks nothing for a workspace without pending keys, nor for a key keyhaven knows", async () => {

@@ -144,7 +144,7 @@ export class AppMetrics {
       labelled.push(
         [
           "keyhaven_unkey_fallback_calls_total",
-          "Calls to hosted Unkey's keys.verifyKey by the fallback (KEYHAVEN_UNKEY_FALLBACK_URL), by outcome: adopted (a pending key was adopted), not_pending (Unkey knew the key, keyhaven holds no pending key of its id there), unknown (Unkey did not know it), failed (see keyhaven_unkey_fallback_errors_total).",
+          "Calls to hosted Unkey's keys.verifyKey by the fallback (KEYHAVEN_UNKEY_FALLBACK_URL), by outcome: adopted (a pending key was adopted), not_pending (Unkey knew the key, keyhaven holds no pending key of its id), not_allowed (pending, but not for this request's workspace or caller), unknown (Unkey did not know it), failed (see keyhaven_unkey_fallback_errors_total).",
           "outcome",
           () => fallback.calls,
         ],

@@ -10,6 +10,8 @@ import {
   setAdoptedKeyRefill,
 } from "../../storage/keys/keys.pending.repository.js";
 
+export type AdoptOutcome = { workspaceId: string; apiId: string } | "notPending" | "notAllowed";
+
 /** Who adopts a pending key: keyhaven itself, on the verification that presented it (docs/audit.md). */
 export const UNKEY_FALLBACK_ACTOR: Actor = { kind: "system", id: "unkey-fallback", name: "Unkey fallback" };
 
@@ -22,8 +24,9 @@ export function fallbackCaller(workspaceId: string, origin: Origin): Caller {
  * Adopts the pending key `keyId` (issue 36 §2): its hash becomes the presented key's, `adopted_at_m` now, and its
  * state what Unkey's verifyKey answered, in one change through the write gate (event `key.adopt`), applied only
  * while the key has no hash (two adoptions at once apply once; a key that verifies already is never overwritten),
- * is live, is of `workspaceId` when one is known, and `mayAdopt` allows it. The adopted key's workspace, or undefined when nothing was
- * adopted.
+ * is live, is of `workspaceId` when one is known, and `mayAdopt` allows it. The adopted key's workspace and API;
+ * `notPending` when no live key of that id is pending (or it got a hash meanwhile); `notAllowed` when one is, but
+ * not for this request (another workspace, or a caller who may not verify it).
  */
 export async function adoptKey(
   changes: WriteGate,
@@ -31,13 +34,14 @@ export async function adoptKey(
   adoption: { keyId: string; workspaceId: string | undefined; hash: string; state: AdoptedState },
   now: number,
   mayAdopt: (key: { id: string; apiId: string; workspaceId: string }) => boolean = () => true,
-): Promise<{ workspaceId: string; apiId: string } | undefined> {
+): Promise<AdoptOutcome> {
   const caller = fallbackCaller(adoption.workspaceId ?? "", origin);
   try {
-    return await changes.change(caller, async (tx, record) => {
-      // The verification's caller must be one that may verify the key once adopted (v2: verify_key for its API).
-      const pending = await findPendingKeyById(tx, adoption.keyId, adoption.workspaceId);
-      if (pending === undefined || !mayAdopt(pending)) return undefined;
+    return await changes.change(caller, async (tx, record): Promise<AdoptOutcome> => {
+      const pending = await findPendingKeyById(tx, adoption.keyId);
+      if (pending === undefined) return "notPending";
+      // Of another workspace than the request's, or the verification's caller may not verify it (v2: verify_key).
+      if ((adoption.workspaceId !== undefined && pending.workspaceId !== adoption.workspaceId) || !mayAdopt(pending)) return "notAllowed";
       const adopted = await adoptPendingKey(tx, {
         keyId: adoption.keyId,
         workspaceId: adoption.workspaceId,
@@ -45,7 +49,7 @@ export async function adoptKey(
         now,
         state: adoption.state,
       });
-      if (adopted === undefined) return undefined;
+      if (adopted === undefined) return "notPending";
       record({
         event: "key.adopt",
         workspaceId: adopted.workspaceId,
@@ -60,7 +64,7 @@ export async function adoptKey(
     });
   } catch (err) {
     // The presented key's hash is another key's already (it was created meanwhile): that key answers, not this one.
-    if (isUniqueViolation(err)) return undefined;
+    if (isUniqueViolation(err)) return "notPending";
     throw err;
   }
 }

@@ -21,7 +21,7 @@ const API_WORKSPACES = 10_000;
 export const REFRESHES_IN_FLIGHT = 8;
 
 /** How one fallback call went (keyhaven_unkey_fallback_calls_total's `outcome`). */
-export type FallbackCallOutcome = "adopted" | "not_pending" | "unknown" | "failed";
+export type FallbackCallOutcome = "adopted" | "not_pending" | "not_allowed" | "unknown" | "failed";
 /** Why a call or a refresh failed (keyhaven_unkey_fallback_errors_total's `reason`). */
 export type FallbackErrorReason = UnkeyCallFailure | "refresh_skipped";
 /** Why a miss was not asked about (keyhaven_unkey_fallback_skipped_total's `reason`). */
@@ -131,6 +131,14 @@ export class UnkeyFallback {
     return call;
   }
 
+  /**
+   * `count` pending keys created in the workspace now (the copy from Unkey), so that they are asked about before the
+   * next count.
+   */
+  notePending(workspaceId: string, count: number): void {
+    if (count > 0) this.pendingCounts.set(workspaceId, (this.pendingCounts.get(workspaceId) ?? 0) + count);
+  }
+
   /** Counts the pending keys per workspace again (keys_pending_idx). */
   async refreshPendingCounts(): Promise<void> {
     this.pendingCounts = await countPendingKeysByWorkspace(this.deps.db);
@@ -183,9 +191,14 @@ export class UnkeyFallback {
       now,
       miss.mayAdopt,
     );
-    if (adopted === undefined) {
+    if (adopted === "notPending") {
       count(this.stats.calls, "not_pending");
       this.negative.set(miss.hash, now + this.config.negativeTtlMs);
+      return false;
+    }
+    // Pending, but not for this request: not remembered, or a caller could keep the key from its own workspace.
+    if (adopted === "notAllowed") {
+      count(this.stats.calls, "not_allowed");
       return false;
     }
     count(this.stats.calls, "adopted");

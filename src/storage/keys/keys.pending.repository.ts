@@ -19,23 +19,12 @@ export async function findApiWorkspace(db: Db, apiId: string): Promise<string | 
   return row?.workspaceId;
 }
 
-/** The live pending key `keyId` (of `workspaceId` when given): what an adoption checks before it writes. */
-export async function findPendingKeyById(
-  db: Db,
-  keyId: string,
-  workspaceId: string | undefined,
-): Promise<{ id: string; workspaceId: string; apiId: string } | undefined> {
+/** The live pending key `keyId`: what an adoption checks before it writes. */
+export async function findPendingKeyById(db: Db, keyId: string): Promise<{ id: string; workspaceId: string; apiId: string } | undefined> {
   const [row] = await db
     .select({ id: keys.id, workspaceId: keys.workspaceId, apiId: keys.apiId })
     .from(keys)
-    .where(
-      and(
-        eq(keys.id, keyId),
-        isNull(keys.hash),
-        isNull(keys.deletedAtM),
-        ...(workspaceId === undefined ? [] : [eq(keys.workspaceId, workspaceId)]),
-      ),
-    )
+    .where(and(eq(keys.id, keyId), isNull(keys.hash), isNull(keys.deletedAtM)))
     .limit(1);
   return row;
 }

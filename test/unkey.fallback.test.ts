@@ -50,7 +50,7 @@ function capturingLogger() {
   return { lines, logger: { level: "trace", stream: { write: (line: string) => lines.push(line) } } };
 }
 
-type StandInMode = "hang" | "500" | "malformed" | "unknown" | { keyId: string };
+type StandInMode = "hang" | "500" | "malformed" | "huge" | "unknown" | { keyId: string; meta?: Record<string, unknown> };
 
 /** A stand-in hosted Unkey: answers keys.verifyKey by `mode`, keys.getKey with a 404; counts and keeps requests. */
 async function standIn() {
@@ -83,11 +83,17 @@ async function standIn() {
         res.end(JSON.stringify({ meta: {}, data: { valid: "yes", code: 7 } }));
         return;
       }
+      if (mode === "huge") {
+        // Valid, but far longer than any verifyKey answer: read no further than the bound.
+        res.end(JSON.stringify({ meta: {}, data: { valid: false, code: "NOT_FOUND", padding: "x".repeat(400_000) } }));
+        return;
+      }
       if (mode === "unknown") {
         res.end(JSON.stringify({ meta: { requestId: "req_1" }, data: { valid: false, code: "NOT_FOUND" } }));
         return;
       }
-      res.end(JSON.stringify({ meta: { requestId: "req_2" }, data: { valid: true, code: "VALID", keyId: mode.keyId, enabled: true } }));
+      const data = { valid: true, code: "VALID", keyId: mode.keyId, enabled: true, ...(mode.meta && { meta: mode.meta }) };
+      res.end(JSON.stringify({ meta: { requestId: "req_2" }, data }));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -298,6 +304,19 @@ describe("the Unkey fallback against a stand-in: failures, the negative cache, t
     expect((await keyRow(h, pendingId)).hash).toBeNull();
     expect(await auditEntries(h)).toEqual(before);
     if (mode === "hang") await waitFor("the stand-in's request closed by the deadline", () => unkey.state.aborted === 1);
+  });
+
+  it("reads no more of an answer than its bound, and stores nothing the store refuses: the key stays pending", async () => {
+    const { t, pendingId } = await pendingTenant();
+    unkey.state.mode = "huge";
+    const malformed = (await metricsOf(h)).value('keyhaven_unkey_fallback_errors_total{reason="malformed"}');
+    expect(await verify(t, randomKey())).toEqual({ valid: false, code: "NOT_FOUND" });
+    expect((await metricsOf(h)).value('keyhaven_unkey_fallback_errors_total{reason="malformed"}')).toBe(malformed + 1);
+    // PostgreSQL's jsonb holds no NUL character: the adoption is refused, the verification answered as a miss.
+    unkey.state.mode = { keyId: pendingId, meta: { note: "a\u0000b" } };
+    expect(await verify(t, randomKey())).toEqual({ valid: false, code: "NOT_FOUND" });
+    expect((await metricsOf(h)).value('keyhaven_unkey_fallback_errors_total{reason="adoption_refused"}')).toBe(1);
+    expect((await keyRow(h, pendingId)).hash).toBeNull();
   });
 
   it("asks about an unknown key once: the second verification of it is answered from the negative cache", async () => {

@@ -150,7 +150,7 @@ export class AppMetrics {
         ],
         [
           "keyhaven_unkey_fallback_errors_total",
-          "Failed calls to hosted Unkey, by reason: timeout (KEYHAVEN_UNKEY_FALLBACK_TIMEOUT_MS), network, status (not 2xx), malformed (outside the v2 contract, or too large); refresh_skipped (too many getKey refreshes at once). The verification answered as without the fallback.",
+          "Failed calls to hosted Unkey, by reason: timeout (KEYHAVEN_UNKEY_FALLBACK_TIMEOUT_MS), network, status (not 2xx), malformed (outside the v2 contract, or too large); adoption_refused (the store refused what Unkey answered, e.g. a NUL in meta); refresh_skipped (too many getKey refreshes at once). The verification answered as without the fallback.",
           "reason",
           () => fallback.errors,
         ],

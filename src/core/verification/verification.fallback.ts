@@ -7,7 +7,8 @@ import { type UnkeyCallFailure, UnkeyFallbackClient } from "../../unkey/unkey.fa
 import type { UnkeyVerifyAnswer } from "../../unkey/unkey.schemas.js";
 import type { Origin } from "../caller.js";
 import type { WriteGate } from "../changes.js";
-import { adoptKey, refreshAdoptedKey } from "../keys/keys.adopt.js";
+import { type AdoptOutcome, adoptKey, refreshAdoptedKey } from "../keys/keys.adopt.js";
+import { findDependencyFailure } from "../../storage/dependency.js";
 
 /** How often the pending keys per workspace are counted again (keys_pending_idx), besides each adoption's own count. */
 export const PENDING_COUNT_REFRESH_MS = 10_000;
@@ -23,7 +24,7 @@ export const REFRESHES_IN_FLIGHT = 8;
 /** How one fallback call went (keyhaven_unkey_fallback_calls_total's `outcome`). */
 export type FallbackCallOutcome = "adopted" | "not_pending" | "not_allowed" | "unknown" | "failed";
 /** Why a call or a refresh failed (keyhaven_unkey_fallback_errors_total's `reason`). */
-export type FallbackErrorReason = UnkeyCallFailure | "refresh_skipped";
+export type FallbackErrorReason = UnkeyCallFailure | "adoption_refused" | "refresh_skipped";
 /** Why a miss was not asked about (keyhaven_unkey_fallback_skipped_total's `reason`). */
 export type FallbackSkipReason = "negative_cache" | "rate_limited";
 
@@ -184,13 +185,23 @@ export class UnkeyFallback {
       this.negative.set(miss.hash, now + this.config.negativeTtlMs);
       return false;
     }
-    const adopted = await adoptKey(
-      this.deps.changes,
-      miss.origin,
-      { keyId, workspaceId: miss.workspaceId, hash: miss.hash, state: stateOf(answer.value) },
-      now,
-      miss.mayAdopt,
-    );
+    let adopted: AdoptOutcome;
+    try {
+      adopted = await adoptKey(
+        this.deps.changes,
+        miss.origin,
+        { keyId, workspaceId: miss.workspaceId, hash: miss.hash, state: stateOf(answer.value) },
+        now,
+        miss.mayAdopt,
+      );
+    } catch (err) {
+      // An outage of the store is the verification's own (a 503, as its lookup would have been); anything else the
+      // store refused of Unkey's answer (a NUL in meta, …) leaves the key pending, as a failed call would.
+      if (findDependencyFailure(err) !== undefined) throw err;
+      count(this.stats.errors, "adoption_refused");
+      count(this.stats.calls, "failed");
+      return false;
+    }
     if (adopted === "notPending") {
       count(this.stats.calls, "not_pending");
       this.negative.set(miss.hash, now + this.config.negativeTtlMs);

@@ -126,14 +126,20 @@ export async function createServices(config: Config, store: Store, options: Serv
   const remainingSpender = remainingSpenderOf(store, config);
   const verificationCache = new VerificationCache(db, epochs, VERIFICATION_CACHE_ENTRIES, lookupsInFlightOf(store, config));
   const changes = new WriteGate(db, clock);
-  const unkeyFallback = config.unkeyFallback === undefined ? undefined : new UnkeyFallback({ db, changes, clock }, config.unkeyFallback);
+  const keyring = new Keyring("masterKey" in options ? options.masterKey : config.encryptionKey);
+  const keyWrites = prepareKeyWrites(db);
+  const keyReads = prepareKeyObjectReads(db);
+  const unkeyFallback =
+    config.unkeyFallback === undefined
+      ? undefined
+      : new UnkeyFallback({ db, keyring, clock, keyWrites, keyReads, changes }, config.unkeyFallback);
   return {
     config,
     store,
     db,
     clock,
     changes,
-    keyring: new Keyring("masterKey" in options ? options.masterKey : config.encryptionKey),
+    keyring,
     ratelimiter,
     epochs,
     invalidationPruner: new InvalidationPruner(db),
@@ -143,8 +149,8 @@ export async function createServices(config: Config, store: Store, options: Serv
     remainingSpender,
     rootKeys: new RootKeyAuthenticator(db, epochs, clock),
     apiSettings: new ApiSettingsCache(db),
-    keyWrites: prepareKeyWrites(db),
-    keyReads: prepareKeyObjectReads(db),
+    keyWrites,
+    keyReads,
     limitLookups: new LimitLookupCache(db, epochs),
     metrics: new AppMetrics({
       config,

@@ -143,6 +143,7 @@ describe("the Unkey fallback against a keyhaven as hosted Unkey", () => {
       name: "customer-a",
       meta: { plan: "pro" },
       credits: { remaining: 10, refill: { interval: "daily", amount: 10 } },
+      ratelimits: [{ name: "per-minute", limit: 100, duration: 60_000, autoApply: true }],
     });
     viaV1 = await sourceV2("keys.createKey", { apiId: sourceApi, name: "customer-b" });
     disabled = await sourceV2("keys.createKey", { apiId: sourceApi, name: "customer-c", enabled: false });
@@ -194,13 +195,23 @@ describe("the Unkey fallback against a keyhaven as hosted Unkey", () => {
     expect(metrics.value("keyhaven_keys_pending")).toBe(2);
   });
 
-  it("then refreshes the refill from Unkey's keys.getKey in the background, as a key.update by the same actor", async () => {
-    const update = await waitFor("the refresh recorded", async () => (await auditEntries(target, { event: "key.update" }))[0]);
-    expect(update).toMatchObject({ actorKind: "system", actorId: "unkey-fallback", details: { fields: ["refill"] } });
+  it("then refreshes the refill and rate limits from Unkey's keys.getKey in the background, as a key.update by the same actor", async () => {
+    await target.services.unkeyFallback!.refreshesSettled();
+    const [update, ...more] = await auditEntries(target, { event: "key.update" });
+    expect(more).toEqual([]);
+    expect(update).toMatchObject({
+      actorKind: "system",
+      actorId: "unkey-fallback",
+      surface: "v2",
+      details: { fields: ["refill", "ratelimits"] },
+    });
     const [row] = await target.sql<{ refill_amount: number; refill_day: number | null }>(
       `select refill_amount, refill_day from keys where id = '${withCredits.keyId}'`,
     );
     expect(row).toEqual({ refill_amount: 10, refill_day: null });
+    const answer = await verifyV2(withCredits.key);
+    expect(answer).toMatchObject({ valid: true, credits: 8 });
+    expect(answer.ratelimits).toEqual([expect.objectContaining({ name: "per-minute", limit: 100, duration: 60_000, autoApply: true })]);
   });
 
   it("adopts on a v1 verification too (by the apiId's workspace, without a root key)", async () => {
@@ -226,7 +237,7 @@ describe("the Unkey fallback against a keyhaven as hosted Unkey", () => {
     await target.services.unkeyFallback!.refreshesSettled();
     await source.close();
     sourceStopped = true;
-    expect(await verifyV2(withCredits.key)).toMatchObject({ valid: true, code: "VALID", credits: 8 });
+    expect(await verifyV2(withCredits.key)).toMatchObject({ valid: true, code: "VALID", credits: 7 });
     expect((await target.post("/v1/keys.verifyKey", { key: viaV1.key })).body).toMatchObject({ valid: true, keyId: viaV1.keyId });
 
     // A workspace with pending keys again, so that the unknown key is asked about, and Unkey does not answer.

@@ -2,13 +2,10 @@ import type { Actor, Caller, Origin } from "../caller.js";
 import { trustedCaller } from "../caller.js";
 import type { WriteGate } from "../changes.js";
 import { isUniqueViolation } from "../../storage/client.js";
-import {
-  type AdoptedState,
-  adoptPendingKey,
-  findKeyRefill,
-  findPendingKeyById,
-  setAdoptedKeyRefill,
-} from "../../storage/keys/keys.pending.repository.js";
+import { type AdoptedState, adoptPendingKey, findKeyRefill, findPendingKeyById } from "../../storage/keys/keys.pending.repository.js";
+import { keyRatelimits } from "../../storage/keys/keys.ratelimit.repository.js";
+import type { KeyServices } from "./keys.services.js";
+import { type UpdateKeyCommand, updateKey, V2_UPDATE_KEY_RULES } from "./keys.update.js";
 
 export type AdoptOutcome = { workspaceId: string; apiId: string } | "notPending" | "notAllowed";
 
@@ -69,32 +66,47 @@ export async function adoptKey(
   }
 }
 
+/** What the refresh after an adoption reads of Unkey's keys.getKey answer. */
+export type UpstreamKeyState = {
+  /** Absent: unlimited uses. */
+  credits?: { refill?: { interval: "daily" | "monthly"; amount: number; refillDay?: number | undefined } | undefined } | undefined;
+  /** The key's own rate limits (absent: none). */
+  ratelimits?: { name: string; limit: number; duration: number; autoApply: boolean }[] | undefined;
+};
+
 /**
- * After an adoption, what Unkey's getKey says that verifyKey did not: the key's refill, set when it differs (event
- * `key.update`, by the same actor), while the key still has the adopted hash. Whether anything changed.
+ * After an adoption, what Unkey's getKey says that verifyKey did not: the key's refill and its own rate limits, set
+ * through keys.updateKey's one rule (V2_UPDATE_KEY_RULES: event `key.update`, by the same actor) for those that
+ * differ, while the key still has the adopted hash. Whether anything changed.
  */
 export async function refreshAdoptedKey(
-  changes: WriteGate,
+  services: KeyServices,
   origin: Origin,
   key: { keyId: string; workspaceId: string; hash: string },
-  upstream: { refill: { interval: "daily" | "monthly"; amount: number; refillDay?: number | undefined } | undefined },
-  now: number,
+  upstream: UpstreamKeyState,
 ): Promise<boolean> {
-  const caller = fallbackCaller(key.workspaceId, origin);
-  const refillAmount = upstream.refill?.amount ?? null;
-  const refillDay = upstream.refill === undefined ? null : upstream.refill.interval === "monthly" ? (upstream.refill.refillDay ?? 1) : null;
-  return changes.change(caller, async (tx, record) => {
-    const stored = await findKeyRefill(tx, key.keyId, key.hash);
-    if (stored === undefined || stored.remaining === null) return false;
-    if (stored.refillAmount === refillAmount && stored.refillDay === refillDay) return false;
-    if (!(await setAdoptedKeyRefill(tx, { keyId: key.keyId, hash: key.hash, refillAmount, refillDay, now }))) return false;
-    record({
-      event: "key.update",
-      workspaceId: key.workspaceId,
-      targets: [{ type: "key", id: key.keyId }],
-      description: `refreshed adopted key ${key.keyId} from hosted Unkey`,
-      details: { fields: ["refill"] },
-    });
-    return true;
-  });
+  const stored = await findKeyRefill(services.db, key.keyId, key.hash);
+  if (stored === undefined) return false;
+  const command: UpdateKeyCommand = { keyId: key.keyId };
+  // Uses are as adopted (verifyKey's count, since spent here): only the refill settings come from getKey.
+  if (stored.remaining !== null && upstream.credits !== undefined) {
+    const refill = upstream.credits.refill;
+    const refillDay = refill === undefined ? null : refill.interval === "monthly" ? (refill.refillDay ?? 1) : null;
+    if (stored.refillAmount !== (refill?.amount ?? null) || stored.refillDay !== refillDay) {
+      command.refill = refill === undefined ? null : { interval: refill.interval, amount: refill.amount, refillDay: refill.refillDay };
+    }
+  }
+  const wanted = upstream.ratelimits ?? [];
+  const have = (await keyRatelimits(services.db, [key.keyId])).get(key.keyId) ?? [];
+  const text = (limits: readonly { name: string; limit: number; duration: number; autoApply: boolean }[]) =>
+    limits
+      .map((l) => `${l.name}\u0000${l.limit}\u0000${l.duration}\u0000${l.autoApply}`)
+      .sort()
+      .join("\n");
+  if (text(wanted) !== text(have)) {
+    command.ratelimits = wanted.map((l) => ({ name: l.name, limit: l.limit, duration: l.duration, autoApply: l.autoApply }));
+  }
+  if (command.refill === undefined && command.ratelimits === undefined) return false;
+  await updateKey(services, fallbackCaller(key.workspaceId, origin), command, V2_UPDATE_KEY_RULES);
+  return true;
 }

@@ -1,12 +1,10 @@
 import { LRUCache } from "lru-cache";
-import type { Clock } from "../../clock.js";
 import type { UnkeyFallbackConfig } from "../../config.js";
-import type { Db } from "../../storage/client.js";
 import { countPendingKeysByWorkspace, findApiWorkspace } from "../../storage/keys/keys.pending.repository.js";
 import { type UnkeyCallFailure, UnkeyFallbackClient } from "../../unkey/unkey.fallback.client.js";
 import type { UnkeyVerifyAnswer } from "../../unkey/unkey.schemas.js";
 import type { Origin } from "../caller.js";
-import type { WriteGate } from "../changes.js";
+import type { KeyServices } from "../keys/keys.services.js";
 import { type AdoptOutcome, adoptKey, refreshAdoptedKey } from "../keys/keys.adopt.js";
 import { findDependencyFailure } from "../../storage/dependency.js";
 
@@ -71,7 +69,7 @@ export class UnkeyFallback {
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly deps: { db: Db; changes: WriteGate; clock: Clock },
+    private readonly deps: KeyServices,
     private readonly config: UnkeyFallbackConfig,
   ) {
     this.client = new UnkeyFallbackClient({ url: config.url, rootKey: config.rootKey, timeoutMs: config.timeoutMs });
@@ -221,7 +219,7 @@ export class UnkeyFallback {
     return true;
   }
 
-  /** What getKey adds to verifyKey's answer (the refill), after the verification is answered, bounded. */
+  /** What getKey adds to verifyKey's answer (the refill, the key's rate limits), after the verification is answered, bounded. */
   private refreshInBackground(key: { keyId: string; workspaceId: string; hash: string }, origin: Origin): void {
     if (this.refreshes.size >= REFRESHES_IN_FLIGHT) {
       count(this.stats.errors, "refresh_skipped");
@@ -237,7 +235,7 @@ export class UnkeyFallback {
         count(this.stats.errors, "malformed");
         return;
       }
-      await refreshAdoptedKey(this.deps.changes, origin, key, { refill: answer.value.credits?.refill }, this.deps.clock.now());
+      await refreshAdoptedKey(this.deps, origin, key, answer.value);
     })()
       // A refresh that fails leaves the key as adopted: it verifies by keyhaven's rules either way.
       .catch(() => {})

@@ -77,7 +77,7 @@ export async function adoptPendingKey(
   return row;
 }
 
-/** The refill settings of a key (what the refresh after an adoption compares with Unkey's getKey). */
+/** The uses and refill of the live key `keyId` while it has `hash` (what the refresh after an adoption compares). */
 export async function findKeyRefill(
   db: Db,
   keyId: string,
@@ -89,20 +89,4 @@ export async function findKeyRefill(
     .where(and(eq(keys.id, keyId), eq(keys.hash, hash), isNull(keys.deletedAtM)))
     .limit(1);
   return row;
-}
-
-/**
- * Sets the refill of an adopted key to what Unkey's getKey says, while the key still has the adopted hash and
- * limited uses (a key changed meanwhile is left as it is). Whether it changed.
- */
-export async function setAdoptedKeyRefill(
-  tx: Db,
-  change: { keyId: string; hash: string; refillAmount: number | null; refillDay: number | null; now: number },
-): Promise<boolean> {
-  const rows = await tx
-    .update(keys)
-    .set({ refillAmount: change.refillAmount, refillDay: change.refillDay, updatedAtM: change.now })
-    .where(and(eq(keys.id, change.keyId), eq(keys.hash, change.hash), isNull(keys.deletedAtM), sql`${keys.remaining} is not null`))
-    .returning({ id: keys.id });
-  return rows.length > 0;
 }

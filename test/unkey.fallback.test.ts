@@ -433,6 +433,19 @@ describe("the Unkey fallback against a stand-in: failures, the negative cache, t
     expect(unkey.state.verifyCalls).toBe(calls);
   });
 
+  it("counts pending keys again in the background, so that keys copied by another process are asked about", async () => {
+    const t = await h.tenant();
+    const apiId = await h.createApi(t);
+    const before = (await metricsOf(h)).value("keyhaven_keys_pending");
+    // Written behind the fallback's back (as another replica's copy would be): only the periodic count sees it.
+    await h.sql(
+      `insert into keys (id, workspace_id, api_id, hash, start, created_at_m)
+       values ('key_${randomBytes(8).toString("hex")}', '${t.workspaceId}', '${apiId}', null, 'sk_', ${clock.now()})`,
+    );
+    await waitFor("the pending key counted", async () => (await metricsOf(h)).value("keyhaven_keys_pending") === before + 1);
+    expect(h.services.unkeyFallback!.hasPending(t.workspaceId)).toBe(true);
+  });
+
   it("sends the Unkey root key only to Unkey, in the Authorization header, and logs it nowhere", async () => {
     expect([...unkey.state.authorizations]).toEqual([`Bearer ${unkeyRootKey}`]);
     // Asked with cost 0, so that asking spends nothing upstream.

@@ -3,7 +3,7 @@ import { findDependencyFailure } from "./storage/dependency.js";
 
 export type BackgroundJobs = Pick<
   Services,
-  "analytics" | "migrationWorker" | "invalidationPruner" | "statistics" | "auditRetention" | "idempotency"
+  "analytics" | "migrationWorker" | "invalidationPruner" | "statistics" | "auditRetention" | "idempotency" | "unkeyFallback"
 >;
 
 type Logger = {
@@ -14,7 +14,7 @@ type Logger = {
 
 /**
  * Starts the analytics flusher and retention cleanup, the invalidation log's pruner, the audit log's retention, the pruner of expired Idempotency-Keys, the statistics refresher (ANALYZE
- * after imports on PGlite) and, unless `migrationWorker: false`, the migration worker of services built by createServices
+ * after imports on PGlite), the Unkey fallback's counts of pending keys (when configured) and, unless `migrationWorker: false`, the migration worker of services built by createServices
  * (services.ts).
  */
 export function startBackgroundJobs(jobs: BackgroundJobs, log: Logger, options: { migrationWorker?: boolean } = {}): void {
@@ -23,6 +23,7 @@ export function startBackgroundJobs(jobs: BackgroundJobs, log: Logger, options: 
   jobs.auditRetention.start(log);
   jobs.idempotency.start(log);
   jobs.statistics.start(log);
+  jobs.unkeyFallback?.start();
   if (options.migrationWorker !== false) jobs.migrationWorker.start(log);
 }
 
@@ -32,6 +33,8 @@ export function startBackgroundJobs(jobs: BackgroundJobs, log: Logger, options: 
  * work is bounded by its sample) and waits for it; the flusher writes every count left, so none recorded is lost.
  */
 export async function stopBackgroundJobs(jobs: BackgroundJobs): Promise<void> {
+  // First: its refreshes write through the store, and their calls to Unkey are aborted.
+  await jobs.unkeyFallback?.stop();
   await jobs.migrationWorker.stop();
   await jobs.statistics.stop();
   await jobs.analytics.stop();

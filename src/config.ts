@@ -56,6 +56,38 @@ export const DEFAULT_ADHOC_COUNTERS_PER_WORKSPACE = 100_000;
  */
 export const DEFAULT_PGLITE_SHARED_BUFFERS_MB = 128;
 
+/**
+ * The deadline of one call to hosted Unkey on the fallback path (KEYHAVEN_UNKEY_FALLBACK_TIMEOUT_MS): a verification
+ * is otherwise bounded by DATABASE_STATEMENT_TIMEOUT_MS (5 s by default), and the fallback's call must stay well
+ * under it; Unkey's verifyKey answers in tens of milliseconds.
+ */
+export const DEFAULT_UNKEY_FALLBACK_TIMEOUT_MS = 1000;
+/** Fallback calls per second a workspace may cause (KEYHAVEN_UNKEY_FALLBACK_RATE): unknown keys cannot flood Unkey. */
+export const DEFAULT_UNKEY_FALLBACK_RATE = 20;
+/** How long a key Unkey did not know is not asked about again (KEYHAVEN_UNKEY_FALLBACK_NEGATIVE_TTL_MS). */
+export const DEFAULT_UNKEY_FALLBACK_NEGATIVE_TTL_MS = 10 * 60_000;
+
+/** An ISO 8601 date (`2027-03-31`, midnight UTC) or date and time with a zone, in unix ms; undefined when not one. */
+export function parseIsoDate(value: string): number | undefined {
+  const v = value.trim();
+  if (!/^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2}))?$/.test(v)) return undefined;
+  // Date.parse rolls 2027-02-30 over to March: the day must exist in its month.
+  const [y, m, d] = v.slice(0, 10).split("-").map(Number) as [number, number, number];
+  if (new Date(Date.UTC(y, m - 1, d)).getUTCDate() !== d || m < 1 || m > 12) return undefined;
+  const ms = Date.parse(v);
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
+/** An http(s) URL without credentials (a base URL such as Unkey's). */
+function isBaseUrl(v: string): boolean {
+  try {
+    const u = new URL(v);
+    return (u.protocol === "http:" || u.protocol === "https:") && u.username === "" && u.password === "";
+  } catch {
+    return false;
+  }
+}
+
 /** A deadline in milliseconds: at least `min`, at most 10 minutes. */
 function milliseconds(fallback: number, min = 50) {
   return z.coerce.number().int().min(min).max(600_000).default(fallback);
@@ -153,6 +185,31 @@ const envSchema = z.object({
     .string()
     .default("off")
     .refine((v) => parseTrustProxy(v) !== undefined, TRUST_PROXY_RULE),
+  // The Unkey fallback (issue 36 §2): adopting pending keys on their first verification during a parallel run.
+  KEYHAVEN_UNKEY_FALLBACK_URL: optionalNonEmpty.refine(
+    (v) => v === undefined || isBaseUrl(v),
+    "must be an http:// or https:// URL without credentials, such as https://api.unkey.com",
+  ),
+  // Checked in loadConfig, by messages that never quote it: zod's may quote the value received.
+  KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY: optionalNonEmpty,
+  KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY_FILE: optionalNonEmpty,
+  KEYHAVEN_UNKEY_FALLBACK_UNTIL: optionalNonEmpty.refine(
+    (v) => v === undefined || parseIsoDate(v) !== undefined,
+    "must be an ISO 8601 date or date and time, such as 2027-03-31 or 2027-03-31T18:00:00Z",
+  ),
+  KEYHAVEN_UNKEY_FALLBACK_TIMEOUT_MS: milliseconds(DEFAULT_UNKEY_FALLBACK_TIMEOUT_MS),
+  KEYHAVEN_UNKEY_FALLBACK_RATE: z.coerce
+    .number({ error: "must be a whole number of calls per second" })
+    .int("must be a whole number of calls per second")
+    .min(1, "must be at least 1")
+    .max(10_000, "must be at most 10000")
+    .default(DEFAULT_UNKEY_FALLBACK_RATE),
+  KEYHAVEN_UNKEY_FALLBACK_NEGATIVE_TTL_MS: z.coerce
+    .number({ error: "must be a whole number of milliseconds" })
+    .int("must be a whole number of milliseconds")
+    .min(1000, "must be at least 1000")
+    .max(86_400_000, "must be at most 86400000 (a day)")
+    .default(DEFAULT_UNKEY_FALLBACK_NEGATIVE_TTL_MS),
 });
 
 /** Every environment variable keyhaven reads (the server's; the client commands read a subset, see loadCliEnv). */
@@ -225,6 +282,11 @@ export type Config = Readonly<{
    * true (any peer) or proxy addresses/ranges take it from X-Forwarded-For, as far back as the proxies are trusted.
    */
   trustProxy: boolean | string[];
+  /**
+   * The Unkey fallback (docs/operations.md, "The Unkey fallback"): a verification of a key keyhaven does not know asks hosted
+   * Unkey, once, and adopts the pending key Unkey names. Undefined when KEYHAVEN_UNKEY_FALLBACK_URL is unset.
+   */
+  unkeyFallback: UnkeyFallbackConfig | undefined;
   /** What the HTTP server allows a client: see docs/operations.md, "Running in production" (Slow clients). */
   http: Readonly<{
     /** From a connection's (or request's) first byte to the end of its headers; else 408. */
@@ -236,6 +298,22 @@ export type Config = Readonly<{
     /** Open connections at most; more are closed at once. */
     maxConnections: number;
   }>;
+}>;
+
+/** KEYHAVEN_UNKEY_FALLBACK_*: see docs/operations.md. */
+export type UnkeyFallbackConfig = Readonly<{
+  /** Unkey's base URL, without a trailing slash. */
+  url: string;
+  /** The Unkey root key (never logged, never in an error). */
+  rootKey: string;
+  /** Unix ms after which the fallback is off by itself; undefined: no end. */
+  until: number | undefined;
+  /** The deadline of one upstream call, answer included. */
+  timeoutMs: number;
+  /** Upstream calls per second per workspace (a token bucket of as many). */
+  ratePerSecond: number;
+  /** How long a key Unkey did not know is not asked about again. */
+  negativeTtlMs: number;
 }>;
 
 export class ConfigError extends Error {}
@@ -283,6 +361,13 @@ export function loadConfig(
       "invalid environment:\n  KEYHAVEN_HEADERS_TIMEOUT_MS: must not exceed KEYHAVEN_REQUEST_TIMEOUT_MS (the headers are part of the request)",
     );
   }
+  const unkeyFallback = unkeyFallbackOf(e);
+  if (unkeyFallback !== undefined && unkeyFallback.timeoutMs >= e.DATABASE_STATEMENT_TIMEOUT_MS) {
+    throw invalid(
+      "KEYHAVEN_UNKEY_FALLBACK_TIMEOUT_MS",
+      `must be less than DATABASE_STATEMENT_TIMEOUT_MS (${e.DATABASE_STATEMENT_TIMEOUT_MS}), which bounds a verification`,
+    );
+  }
   return Object.freeze({
     port: e.PORT,
     host: e.HOST,
@@ -311,6 +396,7 @@ export function loadConfig(
     auditRetentionDays: e.KEYHAVEN_AUDIT_RETENTION_DAYS,
     verifyRequireScope: e.KEYHAVEN_VERIFY_REQUIRE_SCOPE === "on",
     trustProxy: parseTrustProxy(e.KEYHAVEN_TRUST_PROXY)!,
+    unkeyFallback,
     http: Object.freeze({
       headersTimeoutMs: e.KEYHAVEN_HEADERS_TIMEOUT_MS,
       requestTimeoutMs: e.KEYHAVEN_REQUEST_TIMEOUT_MS,
@@ -332,6 +418,40 @@ function readSecretFile(name: string, file: string): string {
   } catch (err) {
     throw invalidVariable(name, `${file}: cannot read it (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
   }
+}
+
+/** The fallback's settings, or undefined when KEYHAVEN_UNKEY_FALLBACK_URL is unset (the root key alone is an error). */
+function unkeyFallbackOf(e: z.output<typeof envSchema>): UnkeyFallbackConfig | undefined {
+  const inline = e.KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY;
+  const file = e.KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY_FILE;
+  if (inline !== undefined && file !== undefined) {
+    throw invalidVariable("KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY, KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY_FILE", "both are set; set only one of them");
+  }
+  const url = e.KEYHAVEN_UNKEY_FALLBACK_URL;
+  if (url === undefined) {
+    if (inline !== undefined || file !== undefined || e.KEYHAVEN_UNKEY_FALLBACK_UNTIL !== undefined) {
+      throw invalidVariable("KEYHAVEN_UNKEY_FALLBACK_URL", "is unset, but other KEYHAVEN_UNKEY_FALLBACK_ variables are set");
+    }
+    return undefined;
+  }
+  const name = file === undefined ? "KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY" : "KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY_FILE";
+  const rootKey = file === undefined ? inline?.trim() : readSecretFile(name, file).trim();
+  if (rootKey === undefined || rootKey === "") {
+    throw invalidVariable(
+      "KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY",
+      "is required with KEYHAVEN_UNKEY_FALLBACK_URL (or KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY_FILE)",
+    );
+  }
+  // The value is never quoted: it is a secret.
+  if (!/^[\x21-\x7e]+$/.test(rootKey)) throw invalidVariable(name, "must be printable ASCII without spaces (the value is not shown)");
+  return Object.freeze({
+    url: url.trim().replace(/\/+$/, ""),
+    rootKey,
+    until: e.KEYHAVEN_UNKEY_FALLBACK_UNTIL === undefined ? undefined : parseIsoDate(e.KEYHAVEN_UNKEY_FALLBACK_UNTIL),
+    timeoutMs: e.KEYHAVEN_UNKEY_FALLBACK_TIMEOUT_MS,
+    ratePerSecond: e.KEYHAVEN_UNKEY_FALLBACK_RATE,
+    negativeTtlMs: e.KEYHAVEN_UNKEY_FALLBACK_NEGATIVE_TTL_MS,
+  });
 }
 
 function rootKeyFromFile(inline: string | undefined, file: string): string {

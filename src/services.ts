@@ -23,6 +23,7 @@ import { WriteGate } from "./core/changes.js";
 import { AuditRetention } from "./core/audit/audit.retention.js";
 import { Idempotency } from "./core/idempotency/idempotency.js";
 import { StatisticsRefresher } from "./storage/statistics.js";
+import { UnkeyFallback } from "./core/verification/verification.fallback.js";
 
 /**
  * Every stateful piece of one keyhaven process, built once by createServices and passed to every handler (as
@@ -70,6 +71,8 @@ export type Services = {
   migrationWorker: MigrationWorker;
   /** Analyses the imported tables after imports on PGlite (no autovacuum there), once started (background.ts). */
   statistics: StatisticsRefresher;
+  /** KEYHAVEN_UNKEY_FALLBACK_URL: adoption of pending keys on their first verification; undefined when unset. */
+  unkeyFallback: UnkeyFallback | undefined;
 };
 
 export type ServicesOptions = {
@@ -123,13 +126,20 @@ export async function createServices(config: Config, store: Store, options: Serv
   const remainingSpender = remainingSpenderOf(store, config);
   const verificationCache = new VerificationCache(db, epochs, VERIFICATION_CACHE_ENTRIES, lookupsInFlightOf(store, config));
   const changes = new WriteGate(db, clock);
+  const keyring = new Keyring("masterKey" in options ? options.masterKey : config.encryptionKey);
+  const keyWrites = prepareKeyWrites(db);
+  const keyReads = prepareKeyObjectReads(db);
+  const unkeyFallback =
+    config.unkeyFallback === undefined
+      ? undefined
+      : new UnkeyFallback({ db, keyring, clock, keyWrites, keyReads, changes }, config.unkeyFallback);
   return {
     config,
     store,
     db,
     clock,
     changes,
-    keyring: new Keyring("masterKey" in options ? options.masterKey : config.encryptionKey),
+    keyring,
     ratelimiter,
     epochs,
     invalidationPruner: new InvalidationPruner(db),
@@ -139,8 +149,8 @@ export async function createServices(config: Config, store: Store, options: Serv
     remainingSpender,
     rootKeys: new RootKeyAuthenticator(db, epochs, clock),
     apiSettings: new ApiSettingsCache(db),
-    keyWrites: prepareKeyWrites(db),
-    keyReads: prepareKeyObjectReads(db),
+    keyWrites,
+    keyReads,
     limitLookups: new LimitLookupCache(db, epochs),
     metrics: new AppMetrics({
       config,
@@ -150,6 +160,7 @@ export async function createServices(config: Config, store: Store, options: Serv
       invalidations: epochs.invalidations.stats,
       spender: remainingSpender,
       lookups: verificationCache,
+      fallback: unkeyFallback?.stats,
     }),
     analytics: new VerificationAnalytics(db, config.analytics, {
       retentionDays: config.analyticsRetentionDays,
@@ -158,5 +169,6 @@ export async function createServices(config: Config, store: Store, options: Serv
     }),
     migrationWorker: new MigrationWorker(db, { now: () => clock.now(), onImported: (count) => statistics.onImported(count), changes }),
     statistics,
+    unkeyFallback,
   };
 }

@@ -26,6 +26,8 @@ const rules: [folder: string, never: RegExp[]][] = [
   ["src/keyring", [...ABOVE_CORE, /^src\/core\//]],
   ["src/storage", [...ABOVE_CORE, /^src\/core\//, /^src\/keyring\//]],
   ["src/crypto", [...ABOVE_CORE, /^src\/core\//, /^src\/keyring\//, /^src\/storage\//]],
+  // Unkey's wire contract (schemas, the fallback's client): read by the core and the CLI, it reads neither.
+  ["src/unkey", [...ABOVE_CORE, /^src\/core\//, /^src\/keyring\//, /^src\/storage\//]],
   ["src/http", [/^src\/wire\//, /^src\/core\//, /^src\/cli\//, /^src\/(app|main|services)\.ts$/]],
 ];
 

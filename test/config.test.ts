@@ -313,4 +313,107 @@ describe("loadConfig", () => {
       );
     });
   });
+
+  describe("KEYHAVEN_UNKEY_FALLBACK_* (the Unkey fallback)", () => {
+    const rootKey = `unkey_${randomBytes(12).toString("hex")}`;
+    const url = "https://api.unkey.com/";
+    let dir: string;
+    beforeAll(() => {
+      dir = mkdtempSync(path.join(os.tmpdir(), "keyhaven-config-unkey-"));
+    });
+    afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+    it("is off when KEYHAVEN_UNKEY_FALLBACK_URL is unset, with defaults for the tunables when set", () => {
+      expect(loadConfig({}).unkeyFallback).toBeUndefined();
+      expect(loadConfig({ KEYHAVEN_UNKEY_FALLBACK_URL: url, KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY: rootKey }).unkeyFallback).toEqual({
+        url: "https://api.unkey.com",
+        rootKey,
+        until: undefined,
+        timeoutMs: 1000,
+        ratePerSecond: 20,
+        negativeTtlMs: 600_000,
+      });
+    });
+
+    it("reads the root key from its file, the end date and the tunables", () => {
+      const keyFile = path.join(dir, "unkey");
+      writeFileSync(keyFile, `${rootKey}\n`, { mode: 0o600 });
+      const config = loadConfig({
+        KEYHAVEN_UNKEY_FALLBACK_URL: "http://127.0.0.1:9999",
+        KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY_FILE: keyFile,
+        KEYHAVEN_UNKEY_FALLBACK_UNTIL: "2027-03-31",
+        KEYHAVEN_UNKEY_FALLBACK_TIMEOUT_MS: "250",
+        KEYHAVEN_UNKEY_FALLBACK_RATE: "3",
+        KEYHAVEN_UNKEY_FALLBACK_NEGATIVE_TTL_MS: "5000",
+      }).unkeyFallback;
+      expect(config).toEqual({
+        url: "http://127.0.0.1:9999",
+        rootKey,
+        until: Date.UTC(2027, 2, 31),
+        timeoutMs: 250,
+        ratePerSecond: 3,
+        negativeTtlMs: 5000,
+      });
+      const withTime = loadConfig({
+        KEYHAVEN_UNKEY_FALLBACK_URL: url,
+        KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY: rootKey,
+        KEYHAVEN_UNKEY_FALLBACK_UNTIL: "2027-03-31T18:00:00+02:00",
+      });
+      expect(withTime.unkeyFallback!.until).toBe(Date.UTC(2027, 2, 31, 16));
+    });
+
+    it.each([
+      [{ KEYHAVEN_UNKEY_FALLBACK_URL: url }, "KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY: is required with KEYHAVEN_UNKEY_FALLBACK_URL"],
+      [
+        { KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY: rootKey },
+        "KEYHAVEN_UNKEY_FALLBACK_URL: is unset, but other KEYHAVEN_UNKEY_FALLBACK_ variables are set",
+      ],
+      [
+        { KEYHAVEN_UNKEY_FALLBACK_URL: `https://user:${rootKey}@api.unkey.com`, KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY: rootKey },
+        "KEYHAVEN_UNKEY_FALLBACK_URL: must be an http:// or https:// URL without credentials",
+      ],
+      [
+        { KEYHAVEN_UNKEY_FALLBACK_URL: "ftp://unkey", KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY: rootKey },
+        "KEYHAVEN_UNKEY_FALLBACK_URL: must be an http:// or https:// URL",
+      ],
+      [
+        { KEYHAVEN_UNKEY_FALLBACK_URL: url, KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY: rootKey, KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY_FILE: "/nowhere" },
+        "KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY, KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY_FILE: both are set; set only one of them",
+      ],
+      [
+        { KEYHAVEN_UNKEY_FALLBACK_URL: url, KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY: `${rootKey} x` },
+        "KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY: must be printable ASCII without spaces (the value is not shown)",
+      ],
+      [
+        { KEYHAVEN_UNKEY_FALLBACK_URL: url, KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY: rootKey, KEYHAVEN_UNKEY_FALLBACK_UNTIL: "next spring" },
+        "KEYHAVEN_UNKEY_FALLBACK_UNTIL: must be an ISO 8601 date",
+      ],
+      [
+        { KEYHAVEN_UNKEY_FALLBACK_URL: url, KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY: rootKey, KEYHAVEN_UNKEY_FALLBACK_UNTIL: "2027-02-30" },
+        "KEYHAVEN_UNKEY_FALLBACK_UNTIL: must be an ISO 8601 date",
+      ],
+      [
+        { KEYHAVEN_UNKEY_FALLBACK_URL: url, KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY: rootKey, KEYHAVEN_UNKEY_FALLBACK_RATE: "0" },
+        "KEYHAVEN_UNKEY_FALLBACK_RATE: must be at least 1",
+      ],
+      [
+        { KEYHAVEN_UNKEY_FALLBACK_URL: url, KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY: rootKey, KEYHAVEN_UNKEY_FALLBACK_NEGATIVE_TTL_MS: "10" },
+        "KEYHAVEN_UNKEY_FALLBACK_NEGATIVE_TTL_MS: must be at least 1000",
+      ],
+      [
+        { KEYHAVEN_UNKEY_FALLBACK_URL: url, KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY: rootKey, KEYHAVEN_UNKEY_FALLBACK_TIMEOUT_MS: "5000" },
+        "KEYHAVEN_UNKEY_FALLBACK_TIMEOUT_MS: must be less than DATABASE_STATEMENT_TIMEOUT_MS (5000), which bounds a verification",
+      ],
+    ])("refuses %j, naming the variable and never the root key", (env, message) => {
+      const err = configError(env);
+      expect(err.message).toContain(message);
+      expect(err.message).not.toContain(rootKey);
+    });
+
+    it("names the root key file it cannot read, not its content", () => {
+      const missing = path.join(dir, "missing");
+      const err = configError({ KEYHAVEN_UNKEY_FALLBACK_URL: url, KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY_FILE: missing });
+      expect(err.message).toContain(`KEYHAVEN_UNKEY_FALLBACK_ROOT_KEY_FILE: ${missing}: cannot read it (ENOENT)`);
+    });
+  });
 });

@@ -12,7 +12,7 @@ import { v1WordsOfRejection } from "./v1-words.js";
 describe("core verification", () => {
   it("answers the key's facts apart from the outcome, with no v1 field", async ({ h, apiId, importKey }) => {
     const { key, keyId } = await importKey({ name: "core", remaining: 5 });
-    const result = await verifyKey(h.services, { key, apiId, remainingCost: 2 }, V1_VERIFY_RULES);
+    const result = await verifyKey(h.services, { key, apiId, surface: "v1" as const, remainingCost: 2 }, V1_VERIFY_RULES);
     expect(result).toMatchObject({ valid: true, code: "VALID", remaining: 3, key: { keyId, apiId, name: "core", enabled: true } });
     expect(result).not.toHaveProperty("requestId");
     expect(result).not.toHaveProperty("keyId");
@@ -20,7 +20,9 @@ describe("core verification", () => {
   });
 
   it("answers an unknown key NOT_FOUND with no key facts", async ({ h }) => {
-    expect(await verifyKey(h.services, { key: "sk_unknown_to_the_core", remainingCost: 1 }, V1_VERIFY_RULES)).toEqual({
+    expect(
+      await verifyKey(h.services, { key: "sk_unknown_to_the_core", surface: "v1" as const, remainingCost: 1 }, V1_VERIFY_RULES),
+    ).toEqual({
       valid: false,
       code: "NOT_FOUND",
     });
@@ -29,23 +31,27 @@ describe("core verification", () => {
   it("reports an applied rate limit and the limit that refused", async ({ h, importKey }) => {
     const { key } = await importKey();
     const limit = { name: "core-adhoc", limit: 1, duration: 60_000 };
-    const first = await verifyKey(h.services, { key, remainingCost: 1, ratelimits: [limit] }, V1_VERIFY_RULES);
+    const first = await verifyKey(h.services, { key, surface: "v1" as const, remainingCost: 1, ratelimits: [limit] }, V1_VERIFY_RULES);
     expect(first.ratelimit).toMatchObject({ state: "applied", report: { limit: 1, remaining: 0 } });
-    const second = await verifyKey(h.services, { key, remainingCost: 1, ratelimits: [limit] }, V1_VERIFY_RULES);
+    const second = await verifyKey(h.services, { key, surface: "v1" as const, remainingCost: 1, ratelimits: [limit] }, V1_VERIFY_RULES);
     expect(second).toMatchObject({ valid: false, code: "RATE_LIMITED", triggeredRatelimit: "core-adhoc" });
   });
 
   it("refuses what v1 answers 400 with InvalidInputError and v1's message", async ({ h, importKey }) => {
     const { key, keyId } = await importKey();
-    const bad = verifyKey(h.services, { key, remainingCost: 1, permissions: 42 }, V1_VERIFY_RULES);
+    const bad = verifyKey(h.services, { key, surface: "v1" as const, remainingCost: 1, permissions: 42 }, V1_VERIFY_RULES);
     await expect(bad).rejects.toBeInstanceOf(InvalidInputError);
     expect(await v1WordsOfRejection(bad)).toContain("permission query is invalid");
-    const missing = verifyKey(h.services, { key, remainingCost: 1, ratelimits: [{ name: "nope" }] }, V1_VERIFY_RULES);
+    const missing = verifyKey(
+      h.services,
+      { key, surface: "v1" as const, remainingCost: 1, ratelimits: [{ name: "nope" }] },
+      V1_VERIFY_RULES,
+    );
     await expect(missing).rejects.toBeInstanceOf(InvalidInputError);
     expect(await v1WordsOfRejection(missing)).toContain(
       `ratelimit "nope" was requested but does not exist for key "${keyId}" and there is no identity connected`,
     );
-    const unscoped = verifyKey(h.services, { key, remainingCost: 1, requireScope: true }, V1_VERIFY_RULES);
+    const unscoped = verifyKey(h.services, { key, surface: "v1" as const, remainingCost: 1, requireScope: true }, V1_VERIFY_RULES);
     await expect(unscoped).rejects.toBeInstanceOf(InvalidInputError);
     expect(await v1WordsOfRejection(unscoped)).toMatch(/^apiId is required: /);
   });
@@ -63,19 +69,23 @@ describe("core verification, by the surface's rules", () => {
     const created = await h.post("/v1/keys.createKey", { apiId, permissions: ["a", "b"] }, t.rootKey);
     expect(created.status).toBe(200);
     const key: string = created.body.key;
-    expect(await verifyKey(h.services, { key, remainingCost: 1, permissions: "a b" }, textLike)).toMatchObject({ valid: true });
-    expect(await verifyKey(h.services, { key, remainingCost: 1, permissions: "a c" }, textLike)).toMatchObject({
+    expect(await verifyKey(h.services, { key, surface: "v1" as const, remainingCost: 1, permissions: "a b" }, textLike)).toMatchObject({
+      valid: true,
+    });
+    expect(await verifyKey(h.services, { key, surface: "v1" as const, remainingCost: 1, permissions: "a c" }, textLike)).toMatchObject({
       valid: false,
       code: "INSUFFICIENT_PERMISSIONS",
     });
     // The same text under v1's rules is v1's JSON query: a permission named "a b".
-    expect(await verifyKey(h.services, { key, remainingCost: 1, permissions: "a b" }, V1_VERIFY_RULES)).toMatchObject({
+    expect(
+      await verifyKey(h.services, { key, surface: "v1" as const, remainingCost: 1, permissions: "a b" }, V1_VERIFY_RULES),
+    ).toMatchObject({
       code: "INSUFFICIENT_PERMISSIONS",
     });
   });
 
   it("parses before the lookup (a malformed query refused for any key) or only for a key in scope", async ({ h }) => {
-    const unknown = { key: "sk_unknown_to_the_core", remainingCost: 1, permissions: "a AND" };
+    const unknown = { key: "sk_unknown_to_the_core", surface: "v1" as const, remainingCost: 1, permissions: "a AND" };
     await expect(verifyKey(h.services, unknown, { ...V2_VERIFY_RULES, parsePermissionsWhen: "beforeLookup" })).rejects.toBeInstanceOf(
       InvalidInputError,
     );
@@ -86,20 +96,28 @@ describe("core verification, by the surface's rules", () => {
     const t = await h.tenant();
     const { key } = await h.importKey(t, await h.createApi(t));
     await h.disableWorkspace(t.workspaceId);
-    await expect(verifyKey(h.services, { key, remainingCost: 1 }, V1_VERIFY_RULES)).rejects.toBeInstanceOf(WorkspaceDisabledError);
+    await expect(verifyKey(h.services, { key, surface: "v1" as const, remainingCost: 1 }, V1_VERIFY_RULES)).rejects.toBeInstanceOf(
+      WorkspaceDisabledError,
+    );
     const forbidding = { ...V1_VERIFY_RULES, disabledWorkspace: "forbidden" } as const;
-    expect(await verifyKey(h.services, { key, remainingCost: 1 }, forbidding)).toMatchObject({ valid: false, code: "FORBIDDEN" });
+    expect(await verifyKey(h.services, { key, surface: "v1" as const, remainingCost: 1 }, forbidding)).toMatchObject({
+      valid: false,
+      code: "FORBIDDEN",
+    });
   });
 
   it("requires verify_key of the scope only when its rules say, and reports credits only then", async ({ h, t, importKey }) => {
     const { key } = await importKey({ remaining: 5 });
     const scope = async () => ({ workspaceId: t.workspaceId, permissions: new Set<string>() });
-    expect(await verifyKey(h.services, { key, remainingCost: 1, scope }, V2_VERIFY_RULES)).toEqual({ valid: false, code: "NOT_FOUND" });
-    const v1 = await verifyKey(h.services, { key, remainingCost: 1, scope }, V1_VERIFY_RULES);
+    expect(await verifyKey(h.services, { key, surface: "v1" as const, remainingCost: 1, scope }, V2_VERIFY_RULES)).toEqual({
+      valid: false,
+      code: "NOT_FOUND",
+    });
+    const v1 = await verifyKey(h.services, { key, surface: "v1" as const, remainingCost: 1, scope }, V1_VERIFY_RULES);
     expect(v1).toMatchObject({ valid: true, remaining: 4 });
     expect(v1).not.toHaveProperty("credits");
     const holding = async () => ({ workspaceId: t.workspaceId, permissions: new Set(["api.*.verify_key"]) });
-    expect(await verifyKey(h.services, { key, remainingCost: 1, scope: holding }, V2_VERIFY_RULES)).toMatchObject({
+    expect(await verifyKey(h.services, { key, surface: "v1" as const, remainingCost: 1, scope: holding }, V2_VERIFY_RULES)).toMatchObject({
       valid: true,
       credits: 3,
     });

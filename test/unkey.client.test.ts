@@ -668,7 +668,7 @@ describe("what the Unkey client loads", () => {
       "src/cli/http.ts",
       "src/cli/unkey/unkey.client.ts",
       "src/cli/unkey/unkey.rootKey.ts",
-      "src/cli/unkey/unkey.schemas.ts",
+      "src/unkey/unkey.schemas.ts",
     ]);
     expect([...packages].sort()).toEqual(["node:", "zod"]);
   });

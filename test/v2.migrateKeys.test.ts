@@ -357,22 +357,30 @@ describe("first verification of a prefixed-api-key key (contract §6.3, through 
     const keyId = data.migrated[0]!.keyId;
 
     // Not found by its own hash without the migration.
-    expect(await verifyKey(h.services, { key, remainingCost: 1, scope: scopeOf(t) }, V1_VERIFY_RULES)).toEqual({
+    expect(await verifyKey(h.services, { key, surface: "v1" as const, remainingCost: 1, scope: scopeOf(t) }, V1_VERIFY_RULES)).toEqual({
       valid: false,
       code: "NOT_FOUND",
     });
-    const first = await verifyKey(h.services, { key, remainingCost: 1, scope: scopeOf(t), migrationId }, V1_VERIFY_RULES);
+    const first = await verifyKey(
+      h.services,
+      { key, surface: "v1" as const, remainingCost: 1, scope: scopeOf(t), migrationId },
+      V1_VERIFY_RULES,
+    );
     expect(first).toMatchObject({ valid: true, code: "VALID", remaining: 4, key: { keyId } });
     const [row] = await h.sql<any>(`select hash, start, pending_migration_id, updated_at_m from keys where id = '${keyId}'`);
     expect(row).toMatchObject({ hash: sha256Base64(key), start: key.slice(0, 7), pending_migration_id: null });
     expect(row.updated_at_m).not.toBeNull();
 
     // From then on the key verifies by its own hash, with or without migrationId, on v1 too.
-    expect(await verifyKey(h.services, { key, remainingCost: 1, scope: scopeOf(t) }, V1_VERIFY_RULES)).toMatchObject({
+    expect(
+      await verifyKey(h.services, { key, surface: "v1" as const, remainingCost: 1, scope: scopeOf(t) }, V1_VERIFY_RULES),
+    ).toMatchObject({
       valid: true,
       remaining: 3,
     });
-    expect(await verifyKey(h.services, { key, remainingCost: 1, scope: scopeOf(t), migrationId }, V1_VERIFY_RULES)).toMatchObject({
+    expect(
+      await verifyKey(h.services, { key, surface: "v1" as const, remainingCost: 1, scope: scopeOf(t), migrationId }, V1_VERIFY_RULES),
+    ).toMatchObject({
       valid: true,
       remaining: 2,
     });
@@ -433,7 +441,9 @@ describe("first verification of a prefixed-api-key key (contract §6.3, through 
     const migrationId = await createMigration(h, t, "github.com/seamapi/prefixed-api-key");
     const { key, hash } = prefixedKey("my_app");
     const data = await migrateOk(h, t.rootKey, { migrationId, apiId, keys: [{ hash }] });
-    expect(await verifyKey(h.services, { key, remainingCost: 1, scope: scopeOf(t), migrationId }, V1_VERIFY_RULES)).toMatchObject({
+    expect(
+      await verifyKey(h.services, { key, surface: "v1" as const, remainingCost: 1, scope: scopeOf(t), migrationId }, V1_VERIFY_RULES),
+    ).toMatchObject({
       valid: true,
     });
     const [row] = await h.sql<any>(`select start from keys where id = '${data.migrated[0]!.keyId}'`);
@@ -442,7 +452,11 @@ describe("first verification of a prefixed-api-key key (contract §6.3, through 
 
   test("a key that does not split into three parts is InvalidInputError, answered by v2 as 400 `Invalid key format`", async ({ h, t }) => {
     const migrationId = await createMigration(h, t, "github.com/seamapi/prefixed-api-key");
-    const bad = verifyKey(h.services, { key: "no-underscores-here", remainingCost: 1, scope: scopeOf(t), migrationId }, V1_VERIFY_RULES);
+    const bad = verifyKey(
+      h.services,
+      { key: "no-underscores-here", surface: "v1" as const, remainingCost: 1, scope: scopeOf(t), migrationId },
+      V1_VERIFY_RULES,
+    );
     await expect(bad).rejects.toBeInstanceOf(InvalidInputError);
     const err = await bad.catch((e) => e);
     const v2 = v2ErrorOf(err);
@@ -463,15 +477,23 @@ describe("first verification of a prefixed-api-key key (contract §6.3, through 
     const sha = await createMigration(h, t, "sha256");
     const notFound = { valid: false, code: "NOT_FOUND" };
     // The caller of another workspace, even naming the right migration.
-    expect(await verifyKey(h.services, { key, remainingCost: 1, scope: scopeOf(other), migrationId }, V1_VERIFY_RULES)).toEqual(notFound);
     expect(
-      await verifyKey(h.services, { key, remainingCost: 1, scope: scopeOf(other), migrationId: otherMigration }, V1_VERIFY_RULES),
+      await verifyKey(h.services, { key, surface: "v1" as const, remainingCost: 1, scope: scopeOf(other), migrationId }, V1_VERIFY_RULES),
+    ).toEqual(notFound);
+    expect(
+      await verifyKey(
+        h.services,
+        { key, surface: "v1" as const, remainingCost: 1, scope: scopeOf(other), migrationId: otherMigration },
+        V1_VERIFY_RULES,
+      ),
     ).toEqual(notFound);
     for (const id of ["mig_unknown", mine2, sha]) {
-      expect(await verifyKey(h.services, { key, remainingCost: 1, scope: scopeOf(t), migrationId: id }, V1_VERIFY_RULES)).toEqual(notFound);
+      expect(
+        await verifyKey(h.services, { key, surface: "v1" as const, remainingCost: 1, scope: scopeOf(t), migrationId: id }, V1_VERIFY_RULES),
+      ).toEqual(notFound);
     }
     // Without a scope there is no workspace to look the migration up in.
-    expect(await verifyKey(h.services, { key, remainingCost: 1, migrationId }, V1_VERIFY_RULES)).toEqual(notFound);
+    expect(await verifyKey(h.services, { key, surface: "v1" as const, remainingCost: 1, migrationId }, V1_VERIFY_RULES)).toEqual(notFound);
     const [row] = await h.sql<any>(`select hash, pending_migration_id from keys where id = '${data.migrated[0]!.keyId}'`);
     expect(row).toEqual({ hash, pending_migration_id: migrationId });
   });

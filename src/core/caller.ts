@@ -3,10 +3,10 @@ import type { WriteGuard } from "../storage/rootKeys/rootKeys.auth.repository.js
 import type { Principal } from "./principal.js";
 
 /**
- * Who acts: a root key (v1, v2), the operator's admin token, the import worker, a CLI command; later a console or a
- * portal session. `name` is what a person reads in the audit log (a root key's name, else its id); never a secret.
+ * Who acts: a root key (v1, v2), the operator's admin token, the import worker, a CLI command, keyhaven itself
+ * (`system`: the Unkey fallback adopting a key a verification presented); later a console or a portal session. `name` is what a person reads in the audit log (a root key's name, else its id); never a secret.
  */
-export type ActorKind = "root_key" | "operator" | "worker" | "cli";
+export type ActorKind = "root_key" | "operator" | "worker" | "cli" | "system";
 export type Actor = { readonly kind: ActorKind; readonly id: string; readonly name: string };
 
 /**

@@ -87,6 +87,15 @@ class RequestStats {
   }
 }
 
+/** What the Unkey fallback counts (its FallbackStats), read at each scrape. */
+type FallbackCounts = {
+  readonly calls: ReadonlyMap<string, number>;
+  readonly errors: ReadonlyMap<string, number>;
+  readonly skipped: ReadonlyMap<string, number>;
+  readonly adopted: number;
+  pending(): number;
+};
+
 /** One process's metrics. createServices creates it, buildApp serves it; keys.verifyKey reports outcomes to it. */
 export class AppMetrics {
   readonly registry = new Registry();
@@ -106,6 +115,8 @@ export class AppMetrics {
     spender: { readonly statementsSent: number; readonly spendsSent: number };
     /** The verification cache's lookups (VerificationCache). */
     lookups: { readonly statements: number; readonly hashesLookedUp: number };
+    /** The Unkey fallback's counts (core/verification/verification.fallback.ts), when it is configured. */
+    fallback?: FallbackCounts | undefined;
   }) {
     for (const metric of this.requests.metrics()) this.registry.registerMetric(metric);
     // prom-client counts the process's CPU from when its collectors are registered: register them now, at start,
@@ -128,6 +139,29 @@ export class AppMetrics {
         () => (["verifyKey", "limit"] as const).map((operation) => [operation, skipped[operation]]),
       ],
     ];
+    const { fallback } = deps;
+    if (fallback !== undefined) {
+      labelled.push(
+        [
+          "keyhaven_unkey_fallback_calls_total",
+          "Calls to hosted Unkey's keys.verifyKey by the fallback (KEYHAVEN_UNKEY_FALLBACK_URL), by outcome: adopted (a pending key was adopted), not_pending (Unkey knew the key, keyhaven holds no pending key of its id), not_allowed (pending, but not for this request's workspace or caller), unknown (Unkey did not know it), failed (see keyhaven_unkey_fallback_errors_total).",
+          "outcome",
+          () => fallback.calls,
+        ],
+        [
+          "keyhaven_unkey_fallback_errors_total",
+          "Failed calls to hosted Unkey, by reason: timeout (KEYHAVEN_UNKEY_FALLBACK_TIMEOUT_MS), network, status (not 2xx), malformed (outside the v2 contract, or too large); adoption_refused (the store refused what Unkey answered, e.g. a NUL in meta); refresh_skipped (too many getKey refreshes at once). The verification answered as without the fallback.",
+          "reason",
+          () => fallback.errors,
+        ],
+        [
+          "keyhaven_unkey_fallback_skipped_total",
+          "Misses not asked about, by reason: negative_cache (asked within KEYHAVEN_UNKEY_FALLBACK_NEGATIVE_TTL_MS), rate_limited (the workspace's KEYHAVEN_UNKEY_FALLBACK_RATE).",
+          "reason",
+          () => fallback.skipped,
+        ],
+      );
+    }
     for (const [name, help, label, read] of labelled) {
       new Counter({
         name,
@@ -170,6 +204,21 @@ export class AppMetrics {
         () => lookups.hashesLookedUp,
       ],
     ];
+    if (fallback !== undefined) {
+      counters.push([
+        "keyhaven_keys_adopted_total",
+        "Pending keys adopted by the Unkey fallback on their first verification.",
+        () => fallback.adopted,
+      ]);
+      new Gauge({
+        name: "keyhaven_keys_pending",
+        help: "Pending keys (copied from hosted Unkey without their secret, not yet adopted), as the Unkey fallback last counted them.",
+        registers: [this.registry],
+        collect() {
+          this.set(fallback.pending());
+        },
+      });
+    }
     for (const [name, help, value] of counters) {
       new Counter({
         name,

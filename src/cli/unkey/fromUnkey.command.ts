@@ -10,7 +10,7 @@ import { parseArgs } from "node:util";
 import { fmt } from "../import/import.progress.js";
 import { DEFAULT_UNKEY_URL, parseUnkeyUrl, UnkeyClient, UnkeyDecryptRefused, UnkeyError, type UnkeyPage } from "./unkey.client.js";
 import { resolveUnkeyRootKey, UnkeyRootKeyError } from "./unkey.rootKey.js";
-import type { UnkeyIdentity, UnkeyKey, UnkeyRatelimit } from "./unkey.schemas.js";
+import type { UnkeyIdentity, UnkeyKey, UnkeyRatelimit } from "../../unkey/unkey.schemas.js";
 
 const EXIT = { ok: 0, failed: 1, usage: 2, unavailable: 3 } as const;
 

@@ -36,7 +36,7 @@ import {
   type UnkeyOverride,
   type UnkeyPermission,
   type UnkeyRole,
-} from "./unkey.schemas.js";
+} from "../../unkey/unkey.schemas.js";
 
 export const DEFAULT_UNKEY_URL = "https://api.unkey.com";
 

@@ -15,6 +15,7 @@ export const AUDIT_EVENTS = [
   "key.update",
   "key.delete",
   "key.reroll",
+  "key.adopt",
   "role.create",
   "role.delete",
   "permission.create",

@@ -13,6 +13,8 @@ import type { Lookup, VerificationCache } from "../../storage/keys/verification.
 import type { Db } from "../../storage/client.js";
 import { completeKeyMigration } from "../import/import.migrate.js";
 import type { RateLimiter } from "../../storage/ratelimits/ratelimiter.js";
+import type { Surface } from "../caller.js";
+import type { UnkeyFallback } from "./verification.fallback.js";
 
 /** The outcomes of a verification, in the core's words (v1 answers them as its `code` unchanged). */
 export const verificationCodes = [
@@ -47,6 +49,8 @@ export type VerificationServices = {
   /** Counts each outcome for the process's metrics (http/metrics.ts AppMetrics). */
   readonly metrics: SkipCounter & { recordVerification(code: VerificationCode): void };
   readonly analytics: VerificationAnalytics;
+  /** KEYHAVEN_UNKEY_FALLBACK_URL: a miss may ask hosted Unkey and adopt a pending key (verification.fallback.ts). */
+  readonly unkeyFallback?: UnkeyFallback | undefined;
 };
 
 /**
@@ -110,6 +114,9 @@ export type VerifyRequest = {
    * this migration of the scope's workspace; it is rehashed on the spot (completeKeyMigration), then verified.
    */
   migrationId?: string | undefined;
+  /** The surface and request id an adoption by the Unkey fallback records (with `callerIp` as the client's address). */
+  surface: Surface;
+  requestId?: string | undefined;
 };
 
 /** The key's facts a verification answers with, once the key is found. */
@@ -206,6 +213,9 @@ async function decide(services: VerificationServices, req: VerifyRequest, rules:
   // Only a miss with a migration pays for it (contract §6.3): the normal path is unchanged.
   if (key === undefined && req.migrationId !== undefined)
     ({ key, epoch } = await lookupMigrated(services, req, rules, req.migrationId, epoch));
+  // Only a miss, while the Unkey fallback is on, may ask hosted Unkey (one round trip at most).
+  if (key === undefined && services.unkeyFallback?.isActive() === true)
+    ({ key, epoch } = await lookupAdopted(services, services.unkeyFallback, req, rules, hash, epoch));
   // At the epoch the key was confirmed at: a root key in memory then costs no query. An unknown key is NOT_FOUND
   // whatever the scope, so it is not resolved then (unless it decides between NOT_FOUND and the refusal below).
   const scopeMatters = key !== undefined || (req.requireScope === true && req.apiId === undefined);
@@ -344,6 +354,40 @@ async function lookupMigrated(
     !rules.scopeMustMayVerify || scopeMayVerify(scope, { id: key.id, apiId: key.apiId, workspaceId: scope.workspaceId });
   if (!(await completeKeyMigration(services.db, request, services.clock.now(), mayVerify))) return { key: undefined, epoch };
   return services.verificationCache.lookupWithEpoch(hashKey(req.key));
+}
+
+/**
+ * A key not found by its hash, after the Unkey fallback asked hosted Unkey about it and adopted the pending key
+ * Unkey named (issue 36 §2), looked up again by its hash, so that keyhaven's own rules answer it. Where the key may
+ * be pending: the scope's workspace (a root key's), else `apiId`'s, else any workspace with pending keys. A root key
+ * that may not verify the pending key (the verify_key check decide makes) leaves it pending.
+ */
+async function lookupAdopted(
+  services: VerificationServices,
+  fallback: UnkeyFallback,
+  req: VerifyRequest,
+  rules: VerifyRules,
+  hash: string,
+  epoch: bigint | undefined,
+): Promise<Lookup> {
+  const missed: Lookup = { key: undefined, epoch };
+  if (!fallback.hasPending(undefined)) return missed;
+  const scope = await req.scope?.(epoch);
+  // Refused below whatever the key (verificationScopeRequired): nothing to ask.
+  if (scope === undefined && req.requireScope === true && req.apiId === undefined) return missed;
+  let workspaceId = scope?.workspaceId;
+  if (workspaceId === undefined && req.apiId !== undefined) {
+    workspaceId = await fallback.workspaceOfApi(req.apiId);
+    if (workspaceId === undefined) return missed;
+  }
+  const adopted = await fallback.adopt({
+    key: req.key,
+    hash,
+    workspaceId,
+    origin: { surface: req.surface, requestId: req.requestId, clientAddress: req.callerIp },
+    mayAdopt: (key) => !rules.scopeMustMayVerify || scopeMayVerify(scope, key),
+  });
+  return adopted ? services.verificationCache.lookupWithEpoch(hash) : missed;
 }
 
 /** Whether the scope's root key holds verify_key for the key (its API's tuple, or the key's URN, contract §2 row 11). */

@@ -120,6 +120,8 @@ export const verifyKey = defineRpc({
         remainingCost: input.remaining?.cost ?? 1,
         ratelimits: input.ratelimits,
         tags: input.tags,
+        surface: "v1",
+        requestId: req.id,
       },
       V1_VERIFY_RULES,
     );

@@ -152,6 +152,8 @@ export const verifyKey = defineV2Rpc({
         remainingCost: input.credits?.cost ?? 1,
         ratelimits: input.ratelimits,
         tags: input.tags,
+        surface: "v2",
+        requestId: req.id,
       },
       V2_VERIFY_RULES,
     );

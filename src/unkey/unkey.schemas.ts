@@ -103,3 +103,21 @@ export type UnkeyRatelimit = z.output<typeof ratelimitSchema>;
 export type UnkeyPermission = z.output<typeof permissionSchema>;
 export type UnkeyRole = z.output<typeof roleSchema>;
 export type UnkeyOverride = z.output<typeof overrideSchema>;
+
+/**
+ * V2KeysVerifyKeyResponseData (contract §5.3), the fields the fallback reads: `keyId` (whatever the code: Unkey knows
+ * the key) and the state an adoption refreshes. Bounded: an id or a name longer than keyhaven stores is malformed.
+ */
+export const verifyKeyAnswerSchema = z.object({
+  valid: z.boolean(),
+  code: z.string().max(64),
+  keyId: optional(z.string().min(1).max(255)),
+  name: optional(z.string().max(255)),
+  meta: optional(meta),
+  // Within what a date (and keyhaven's integer column of uses) can hold.
+  expires: optional(int.min(0).max(8_640_000_000_000_000)),
+  credits: optional(int.min(0).max(2_147_483_647)),
+  enabled: optional(z.boolean()),
+});
+
+export type UnkeyVerifyAnswer = z.output<typeof verifyKeyAnswerSchema>;

@@ -4,7 +4,7 @@ import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { identityProblems, keyProblems } from "../src/cli/unkey/fromUnkey.command.js";
+import { identityProblems, keyProblems } from "../src/cli/unkey/fromUnkey.problems.js";
 import { identitySchema, keySchema } from "../src/cli/unkey/unkey.schemas.js";
 import { commandSuite, spawnProcess, withinSeconds } from "./cli-process.js";
 import { createHarness, type Harness, type Tenant } from "./helper.js";

@@ -135,10 +135,16 @@ describe("keyhaven import --from-unkey (writing into keyhaven)", () => {
     }
   };
 
-  /** keys.getKey on both sides, without what only use changes (lastUsedAt, updatedAt). */
+  /**
+   * keys.getKey on both sides, without what only use changes (lastUsedAt, updatedAt) and the ids of rate limits
+   * (the copy upserts a key's and an identity's limits by name; their ids are keyhaven's own).
+   */
   const keyOn = async (side: "source" | "target", keyId: string) => {
     const data = side === "source" ? await up("keys.getKey", { keyId }) : await down("keys.getKey", { keyId });
     const { updatedAt: _u, lastUsedAt: _l, ...rest } = data;
+    const noIds = (limits: { id?: string }[] | undefined) => limits?.map(({ id: _id, ...r }) => r);
+    if (rest.ratelimits) rest.ratelimits = noIds(rest.ratelimits);
+    if (rest.identity?.ratelimits) rest.identity = { ...rest.identity, ratelimits: noIds(rest.identity.ratelimits) };
     return rest;
   };
 

@@ -165,11 +165,10 @@ export async function fromUnkeyCommand(argv: string[]): Promise<number> {
       );
     }
     const stopper = new AbortController();
-    const notes: string[] = [];
     const quiet = values.quiet === true;
+    // Retries and resumption on stderr, unless --quiet (the summary and errors only).
     const note = (message: string) => {
       if (!quiet) process.stderr.write(`${message}\n`);
-      else notes.push(message);
     };
     const pageSize = Math.min(100, batchSize);
     const unkey = new UnkeyClient({

@@ -20,6 +20,7 @@ import { identityProblems, keyProblems } from "./fromUnkey.problems.js";
 import type { BatchCounts, CopyJournal, Counts } from "./fromUnkey.journal.js";
 import {
   type CopyItem,
+  itemId,
   SECTIONS,
   type Section,
   toCopyApi,
@@ -242,7 +243,12 @@ export class CopyRun {
       "roles",
       "roles",
       (from) => toAsync(arrayPages(roles, this.o.pageSize, (r) => r.id, from)),
-      (r) => idChecked(r.id, toCopyRole(r)),
+      (r) =>
+        checked(r.id, toCopyRole(r), [
+          r.name.length < 1 || r.name.length > 128 ? "name: not 1 to 128 characters" : "",
+          (r.description?.length ?? 0) > 512 ? "description: longer than 512 characters" : "",
+          (r.permissions?.length ?? 0) > 1000 ? "permissions: more than 1000" : "",
+        ]),
     );
     await this.stream(
       "identities",
@@ -420,7 +426,14 @@ export class CopyRun {
       this.o.journal.record(stream, batch.start, next, batch.read, local);
       return;
     }
-    const body = { [section]: batch.items };
+    // An id twice in one request is a 400 for all of it: a list that moved while it was paged keeps the later copy.
+    const byId = new Map<string, CopyItem>();
+    for (const item of batch.items) {
+      const id = itemId(section, item);
+      byId.delete(id);
+      byId.set(id, item);
+    }
+    const body = { [section]: [...byId.values()] };
     const json = JSON.stringify(body);
     const idempotencyKey = `khcopy-${createHash("sha256")
       .update(`${this.o.journal.nonce}\n${this.o.journal.pass}\n${stream}\n${batch.start}\n`)
@@ -450,9 +463,15 @@ export class CopyRun {
   }
 }
 
-/** An id the route's bounds would refuse (3 to 255 of [a-zA-Z0-9_]) is skipped here rather than failing its batch. */
-function idChecked(id: string, item: CopyItem): Mapped {
-  return /^[a-zA-Z0-9_]{3,255}$/.test(id) ? { item } : { skip: ["id: not 3 to 255 letters, digits and underscores"], id };
+const PERMISSION_SLUG = /^[a-zA-Z0-9_:\-.*]{1,128}$/;
+
+/**
+ * What the route's bounds would refuse (an id not 3 to 255 of [a-zA-Z0-9_], `problems` the caller found) is skipped
+ * here rather than making its whole batch a 400.
+ */
+function checked(id: string, item: CopyItem, problems: string[]): Mapped {
+  const all = [/^[a-zA-Z0-9_]{3,255}$/.test(id) ? "" : "id: not 3 to 255 letters, digits and underscores", ...problems].filter((p) => p !== "");
+  return all.length === 0 ? { item } : { skip: all, id };
 }
 
 async function named<T>(apiId: string, promise: Promise<T>): Promise<T> {

@@ -75,7 +75,8 @@ export function toCopyKey(key: UnkeyKey, apiId: string, roleSlugs: ReadonlyMap<s
   const direct = (key.permissions ?? []).filter((p) => !throughRoles.has(p));
   const limits = ratelimits(key.ratelimits);
   const out: CopyKey = { id: key.keyId, apiId, start: key.start, createdAt: key.createdAt, enabled: key.enabled };
-  if (key.name !== undefined) out.name = key.name;
+  // keyhaven's names are 1 character or more: Unkey's empty name is no name.
+  if (key.name !== undefined && key.name !== "") out.name = key.name;
   if (key.meta !== undefined) out.meta = key.meta;
   if (key.expires !== undefined) out.expires = key.expires;
   if (key.credits !== undefined) {

@@ -227,13 +227,18 @@ export class CopyRun {
       "apis",
       "apis",
       (from) => this.readApis(from),
-      (api) => ({ item: toCopyApi(api) }),
+      (api) => checked(api.id, toCopyApi(api), [api.name.length < 3 || api.name.length > 256 ? "name: not 3 to 256 characters" : ""]),
     );
     await this.stream(
       "permissions",
       "permissions",
       (from) => unkey.listPermissions({ from }),
-      (p) => idChecked(p.id, toCopyPermission(p)),
+      (p) =>
+        checked(p.id, toCopyPermission(p), [
+          p.name.length < 1 || p.name.length > 512 ? "name: not 1 to 512 characters" : "",
+          PERMISSION_SLUG.test(p.slug) ? "" : "slug: not 1 to 128 letters, digits and _ : - . *",
+          (p.description?.length ?? 0) > 512 ? "description: longer than 512 characters" : "",
+        ]),
     );
     // Roles are read whole even when the journal says they were sent: each key's direct permissions depend on them.
     const roles: UnkeyRole[] = [];
@@ -470,7 +475,9 @@ const PERMISSION_SLUG = /^[a-zA-Z0-9_:\-.*]{1,128}$/;
  * here rather than making its whole batch a 400.
  */
 function checked(id: string, item: CopyItem, problems: string[]): Mapped {
-  const all = [/^[a-zA-Z0-9_]{3,255}$/.test(id) ? "" : "id: not 3 to 255 letters, digits and underscores", ...problems].filter((p) => p !== "");
+  const all = [/^[a-zA-Z0-9_]{3,255}$/.test(id) ? "" : "id: not 3 to 255 letters, digits and underscores", ...problems].filter(
+    (p) => p !== "",
+  );
   return all.length === 0 ? { item } : { skip: all, id };
 }
 

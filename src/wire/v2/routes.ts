@@ -22,6 +22,7 @@ import { createKey } from "./keys/v2.keys.createKey.js";
 import { rerollKey } from "./keys/v2.keys.rerollKey.js";
 import { updateKey } from "./keys/v2.keys.updateKey.js";
 import { whoami } from "./keys/v2.keys.whoami.js";
+import { copyFromUnkey } from "./keyhaven/v2.keyhaven.copyFromUnkey.js";
 import { createMigration } from "./keyhaven/v2.keyhaven.createMigration.js";
 import { listAuditLogs } from "./keyhaven/v2.keyhaven.listAuditLogs.js";
 import { migrateKeys } from "./keys/v2.keys.migrateKeys.js";
@@ -95,4 +96,5 @@ export const v2Rpcs: V2Rpc[] = [
   // keyhaven's extensions
   createMigration,
   listAuditLogs,
+  copyFromUnkey,
 ];

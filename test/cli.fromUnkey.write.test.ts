@@ -215,9 +215,10 @@ describe("keyhaven import --from-unkey (writing into keyhaven)", () => {
       expect(await keyOn("target", keyId), keyId).toEqual(await keyOn("source", keyId));
     }
     expect((await down("keys.getKey", { keyId: rec.keyId, decrypt: true })).plaintext).toBe(rec.key);
-    expect(await down("keys.verifyKey", { key: rec.key })).toMatchObject({ valid: true, keyId: rec.keyId });
+    // At no cost: a credit spent here would be a difference from upstream that the next run puts back.
+    expect(await down("keys.verifyKey", { key: rec.key, credits: { cost: 0 } })).toMatchObject({ valid: true, keyId: rec.keyId });
     expect(await down("keys.verifyKey", { key: plain.key })).toMatchObject({ valid: false, code: "NOT_FOUND" });
-    const identity = await down("identities.getIdentity", { externalId: "acme" });
+    const identity = await down("identities.getIdentity", { identity: "acme" });
     expect(identity).toMatchObject({ externalId: "acme", meta: { plan: "secret-plan-value" } });
     expect(identity.ratelimits).toEqual([expect.objectContaining({ name: "tokens", limit: 100, duration: 60_000, autoApply: false })]);
     const overrides = await down("ratelimit.listOverrides", { namespace: "api-calls" });
@@ -295,6 +296,7 @@ describe("keyhaven import --from-unkey (writing into keyhaven)", () => {
       await cli.exited;
       proxy.release();
       const before = confirmed();
+      const sentBefore = proxy.requests.length;
 
       const resumed = await run(
         ["--from-unkey", "--unkey-url", sourceUrl, "--url", proxy.url, "--api", bulk, "--journal", file, "--batch-size", "5", "--json"],
@@ -309,6 +311,8 @@ describe("keyhaven import --from-unkey (writing into keyhaven)", () => {
       expect(summary.counts.verifiable).toBe(30);
       expect(summary.counts.pending).toBe(30);
       expect(summary.resumedBatches).toBe(before);
+      // Only the 12 batches of keys (60 in fives) went again: the apis, permissions, roles and identities were not.
+      expect(proxy.requests.slice(sentBefore).filter((r) => r.endsWith("copyFromUnkey")).length).toBe(12);
       const status = await down("keyhaven.getCopyStatus", { apiIds: [bulk] });
       expect(status).toEqual([{ apiId: bulk, found: true, keys: 60, verifiable: 30, pending: 30, adopted: 0 }]);
       const listed = [];
@@ -322,6 +326,25 @@ describe("keyhaven import --from-unkey (writing into keyhaven)", () => {
     } finally {
       await proxy.close();
     }
+  });
+
+  it("records keyhaven cannot hold (ids another workspace has) are skipped with why: exit 1, the rest copied", async () => {
+    const taken = await source.createApi(s, {});
+    const key = await up("keys.createKey", { apiId: taken, name: "taken" });
+    const other = await target.tenant();
+    // Into another workspace first: its key and API are copied there (the permissions, roles and identity the
+    // first test copied into this one are skipped there: their ids are taken).
+    const first = await copy(["--api", taken, "--journal", journal("other"), "--json"], {
+      env: { UNKEY_ROOT_KEY: s.rootKey, KEYHAVEN_ROOT_KEY: other.rootKey },
+    });
+    expect(first.code, first.err).toBe(1);
+    expect(JSON.parse(first.out).counts).toMatchObject({ apis: { created: 1 }, keys: { created: 1 } });
+    const { code, out, err } = await copy(["--api", taken, "--api", apiId, "--journal", journal("taken")]);
+    expect(code, err).toBe(1);
+    expect(out).toContain(`skipped api ${taken} (by keyhaven): `);
+    expect(out).toContain(`skipped key ${key.keyId} (by keyhaven): `);
+    expect(out).toMatch(/^keys: +3 \(created 0, updated 0, unchanged 3, skipped 1\)/m);
+    expectNoSecrets(out + err);
   });
 
   it("429s from keyhaven and from Unkey are waited out and retried", async () => {

@@ -304,6 +304,8 @@ describe("keyhaven import --from-unkey (writing into keyhaven)", () => {
       );
       expect(resumed.code, resumed.err).toBe(0);
       expect(resumed.err).toContain(`resuming: ${before} batches confirmed by an earlier run`);
+      // The progress display (not a terminal: plain lines on stderr).
+      expect(resumed.err).toMatch(/^\d+ records, \d+ records\/s$/m);
       const summary = JSON.parse(resumed.out);
       // The held batch was applied but never confirmed: sent again with its Idempotency-Key, it is answered as the
       // first time, so the counts are exact.

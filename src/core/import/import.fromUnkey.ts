@@ -172,10 +172,14 @@ function requireCopyPermissions(caller: Caller, input: CopyInput): void {
  * by its given id (or, for overrides, by namespace and identifier). Idempotent: a record that is as given is
  * unchanged, and the same request twice creates nothing the second time. A key without plaintext is created pending
  * (no hash); an existing key keeps its hash, and a pending one gets the hash of a plaintext given for it. One
- * transaction, one audit entry (`import.from_unkey`) naming every record created or updated.
+ * transaction, one audit entry (`import.from_unkey`) naming every record created or updated (none for a request of
+ * no items, which changes nothing).
  */
 export async function copyFromUnkey(store: CopyStore, caller: Caller, input: CopyInput): Promise<CopyResult> {
   requireCopyPermissions(caller, input);
+  // A request of no items (a page that came back empty) has nothing to change or record.
+  const items = [input.apis, input.permissions, input.roles, input.identities, input.keys, input.overrides];
+  if (items.every((section) => !section?.length)) return emptyResult();
   const now = store.clock.now();
   const recoverable = (input.keys ?? []).some((k) => k.recoverable && k.plaintext !== undefined);
   // Read before the transaction (as createKey does): a new data key is inserted by the change, remembered after it.
@@ -200,6 +204,17 @@ export async function copyFromUnkey(store: CopyStore, caller: Caller, input: Cop
   });
   if (dataKey?.newRow) store.changes.afterCommit(caller, () => store.keyring.remember(dataKey));
   return result;
+}
+
+function emptyResult(): CopyResult {
+  return {
+    apis: counts(),
+    permissions: counts(),
+    roles: counts(),
+    identities: counts(),
+    overrides: counts(),
+    keys: Object.assign(counts(), { verifiable: 0, pending: 0 }),
+  };
 }
 
 /** The counts of a result for the audit entry: numbers only (a skipped item's reason is worded for the caller). */

@@ -17,7 +17,8 @@ function validationError(err: FastifyError, path: string, body: unknown, namedPa
   let detail = `POST request body for '${path}' failed to validate schema`;
   if (first) {
     const steps = first.instancePath.split("/").filter(Boolean);
-    const { keyword, message } = v2IssueWords(first.keyword, (first.params ?? {}) as IssueParams, steps, body) ?? {
+    const words = v2IssueWords(first.keyword, (first.params ?? {}) as IssueParams, steps, body);
+    const { keyword, message } = words ?? {
       keyword: first.keyword,
       message: `${steps.join(".") || "body"}: ${first.message ?? "invalid input"}`,
     };
@@ -25,7 +26,7 @@ function validationError(err: FastifyError, path: string, body: unknown, namedPa
     const at = keyword === "required" ? steps.slice(0, -1) : steps;
     issues.push({ location: `${schemaPathOf(at, body)}/${keyword}`, message });
     // A bulk route's client needs the item, which the schema path leaves out: `keys[3].credits.refill.amount: …`.
-    if (namedPaths) detail = `${fieldPathOf(steps, body) || "body"}: ${message}`;
+    if (namedPaths) detail = `${fieldPathOf(steps, body) || "body"}: ${words?.message ?? first.message ?? "invalid input"}`;
   }
   return new V2Error(400, "unkey/application/invalid_input", detail, issues);
 }

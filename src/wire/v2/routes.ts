@@ -24,6 +24,8 @@ import { updateKey } from "./keys/v2.keys.updateKey.js";
 import { whoami } from "./keys/v2.keys.whoami.js";
 import { copyFromUnkey } from "./keyhaven/v2.keyhaven.copyFromUnkey.js";
 import { createMigration } from "./keyhaven/v2.keyhaven.createMigration.js";
+import { getCopyStatus } from "./keyhaven/v2.keyhaven.getCopyStatus.js";
+import { listPendingKeys } from "./keyhaven/v2.keyhaven.listPendingKeys.js";
 import { listAuditLogs } from "./keyhaven/v2.keyhaven.listAuditLogs.js";
 import { migrateKeys } from "./keys/v2.keys.migrateKeys.js";
 import { liveness } from "./liveness/v2.liveness.js";
@@ -97,4 +99,6 @@ export const v2Rpcs: V2Rpc[] = [
   createMigration,
   listAuditLogs,
   copyFromUnkey,
+  getCopyStatus,
+  listPendingKeys,
 ];

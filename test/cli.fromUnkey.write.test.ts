@@ -349,6 +349,26 @@ describe("keyhaven import --from-unkey (writing into keyhaven)", () => {
     expectNoSecrets(out + err);
   });
 
+  it("an Unkey root key that may not decrypt: said once, the keys read without plaintexts; a verifiable key stays verifiable", async () => {
+    const reader = await source.rootKey(s.workspaceId, [
+      "api.*.read_api",
+      "api.*.read_key",
+      "identity.*.read_identity",
+      "rbac.*.read_role",
+      "rbac.*.read_permission",
+    ]);
+    const { code, out, err } = await copy(["--api", apiId, "--journal", journal("reader"), "--json"], {
+      env: { UNKEY_ROOT_KEY: reader, KEYHAVEN_ROOT_KEY: t.rootKey },
+    });
+    expect(code, err).toBe(0);
+    expect(err.match(/may not decrypt/g)?.length).toBe(1);
+    const summary = JSON.parse(out);
+    expect(summary.decryptRefused).toEqual({ forbidden: [apiId], unavailable: [] });
+    expect(summary.counts.keys).toMatchObject({ created: 0, updated: 0, unchanged: 3 });
+    expect(await down("keys.verifyKey", { key: rec.key, credits: { cost: 0 } })).toMatchObject({ valid: true });
+    expect(out + err).not.toContain(reader);
+  });
+
   it("429s from keyhaven and from Unkey are waited out and retried", async () => {
     const unkeyProxy = await proxyTo(sourceUrl);
     const keyhavenProxy = await proxyTo(targetUrl);

@@ -21,8 +21,8 @@ type Proxy = {
   url: string;
   /** Paths of the requests that reached the proxy. */
   requests: string[];
-  /** Answer the next n requests to `route` with 429 and Retry-After: 0. */
-  throttle(route: string, n: number): void;
+  /** Answer n requests to `route`, after the next `after` of them, with 429 and Retry-After: 0. */
+  throttle(route: string, n: number, after?: number): void;
   /** After `n` more requests to `route`, hold the following ones: forwarded, their answers never returned. */
   holdAfter(route: string, n: number): void;
   release(): void;
@@ -31,7 +31,7 @@ type Proxy = {
 
 async function proxyTo(target: string): Promise<Proxy> {
   const requests: string[] = [];
-  const throttled = new Map<string, number>();
+  const throttled = new Map<string, { after: number; n: number }>();
   let hold: { route: string; after: number } | undefined;
   const held: http.ServerResponse[] = [];
   const server = http.createServer((req, res) => {
@@ -41,9 +41,10 @@ async function proxyTo(target: string): Promise<Proxy> {
       const url = req.url ?? "";
       requests.push(url);
       const route = url.replace(/^\/v2\//, "");
-      const left = throttled.get(route) ?? 0;
-      if (left > 0) {
-        throttled.set(route, left - 1);
+      const throttle = throttled.get(route);
+      if (throttle && throttle.after > 0) throttle.after -= 1;
+      else if (throttle && throttle.n > 0) {
+        throttle.n -= 1;
         res.writeHead(429, { "content-type": "application/json", "retry-after": "0" });
         res.end(
           JSON.stringify({
@@ -83,7 +84,7 @@ async function proxyTo(target: string): Promise<Proxy> {
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     requests,
-    throttle: (route, n) => throttled.set(route, n),
+    throttle: (route, n, after = 0) => throttled.set(route, { after, n }),
     holdAfter: (route, n) => {
       hold = { route, after: n };
     },
@@ -367,6 +368,30 @@ describe("keyhaven import --from-unkey (writing into keyhaven)", () => {
     expect(summary.counts.keys).toMatchObject({ created: 0, updated: 0, unchanged: 3 });
     expect(await down("keys.verifyKey", { key: rec.key, credits: { cost: 0 } })).toMatchObject({ valid: true });
     expect(out + err).not.toContain(reader);
+  });
+
+  it("a run stopped by an outage, resumed naming one more --api: that API is read and copied too", async () => {
+    const later = await source.createApi(s, { storeEncryptedKeys: true });
+    const laterKey = await up("keys.createKey", { apiId: later, name: "later", recoverable: true });
+    const proxy = await proxyTo(targetUrl);
+    try {
+      const file = journal("grown");
+      // The APIs, permissions, roles and identities are confirmed; the keys' batch meets a keyhaven that stays at 429.
+      proxy.throttle("keyhaven.copyFromUnkey", 1000, 4);
+      const stopped = await copy(["--api", apiId, "--journal", file, "--attempts", "1"], { url: proxy.url });
+      expect(stopped.code, stopped.err).toBe(3);
+      expect(stopped.err).toContain("resume with the same command");
+      proxy.throttle("keyhaven.copyFromUnkey", 0);
+      const resumed = await copy(["--api", apiId, "--api", later, "--journal", file, "--json"], { url: proxy.url });
+      expect(resumed.code, resumed.err).toBe(0);
+      expect(JSON.parse(resumed.out).counts.apis).toMatchObject({ created: 1, unchanged: 1 });
+      expect(await down("keys.verifyKey", { key: laterKey.key, credits: { cost: 0 } })).toMatchObject({
+        valid: true,
+        keyId: laterKey.keyId,
+      });
+    } finally {
+      await proxy.close();
+    }
   });
 
   it("429s from keyhaven and from Unkey are waited out and retried", async () => {

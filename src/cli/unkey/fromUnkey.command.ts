@@ -167,8 +167,12 @@ export async function fromUnkeyCommand(argv: string[]): Promise<number> {
     const stopper = new AbortController();
     const quiet = values.quiet === true;
     // Retries and resumption on stderr, unless --quiet (the summary and errors only).
+    // Through the progress display once there is one, so that a note never lands in the middle of its line.
+    let progress: Progress | undefined;
     const note = (message: string) => {
-      if (!quiet) process.stderr.write(`${message}\n`);
+      if (quiet) return;
+      if (progress) progress.note(message);
+      else process.stderr.write(`${message}\n`);
     };
     const pageSize = Math.min(100, batchSize);
     const unkey = new UnkeyClient({
@@ -204,7 +208,7 @@ export async function fromUnkeyCommand(argv: string[]): Promise<number> {
           `resuming: ${fmt(journal.resumedBatches)} batch${journal.resumedBatches === 1 ? "" : "es"} confirmed by an earlier run are not read again`,
         );
       }
-      const progress = new Progress(undefined, process.stderr, {
+      progress = new Progress(undefined, process.stderr, {
         tty: process.stderr.isTTY === true,
         every,
         enabled: !quiet,

@@ -208,6 +208,8 @@ export class CopyRun {
   private batches = 0;
   private readonly decryptRefused = { forbidden: [] as string[], unavailable: [] as string[] };
   private decrypt = true;
+  /** The lists this run reads (the summary counts their batches only). */
+  private readonly streams = new Set<string>();
 
   constructor(private readonly o: CopyOptions) {}
 
@@ -223,9 +225,10 @@ export class CopyRun {
   private async runStreams(): Promise<CopyOutcome> {
     const { unkey, apiIds, namespaces } = this.o;
     this.o.progress.start(0);
+    // The list of APIs is the --api options: a run naming another set is another list (its APIs are read and sent).
     await this.stream(
       "apis",
-      "apis",
+      `apis:${apiIds.join(",")}`,
       (from) => this.readApis(from),
       (api) => checked(api.id, toCopyApi(api), [api.name.length < 3 || api.name.length > 256 ? "name: not 3 to 256 characters" : ""]),
     );
@@ -292,7 +295,7 @@ export class CopyRun {
     totals.verifiable = 0;
     totals.pending = 0;
     const skipped: SkippedItem[] = [];
-    for (const counts of this.o.journal.confirmed()) {
+    for (const counts of this.o.journal.confirmed(this.streams)) {
       for (const section of SECTIONS) {
         const c = counts[section];
         if (!c) continue;
@@ -363,6 +366,7 @@ export class CopyRun {
     pages: (from: string | undefined) => AsyncIterable<UnkeyPage<T>>,
     map: (t: T) => Mapped,
   ): Promise<void> {
+    this.streams.add(stream);
     let cursor: string | undefined;
     outer: while (!this.stopped()) {
       const done = this.o.journal.doneAt(stream, cursor ?? "");

@@ -4,7 +4,7 @@
  *
  * A file of JSON lines, each fsynced before the run goes on: a header (the Unkey and keyhaven URLs it copies
  * between, and a random `nonce`), then one line per batch keyhaven confirmed: `{ pass, stream, start, next, counts }`.
- * A stream is one list read from Unkey (`apis`, `permissions`, `roles`, `identities`, `keys:<apiId>`,
+ * A stream is one list read from Unkey (`apis:<the --api ids>`, `permissions`, `roles`, `identities`, `keys:<apiId>`,
  * `overrides:<namespace>`), read by cursor: `start` is the cursor the batch's first page was read from (`""` for the
  * first page), `next` the one after its last page (absent: the stream ended there). A resumed run that reaches a
  * cursor some batch started at goes on from that batch's `next` without reading it again.
@@ -111,9 +111,12 @@ export class CopyJournal {
     return b ? { next: b.next, items: b.items } : undefined;
   }
 
-  /** Every batch this pass confirmed (earlier runs' included), for the summary. */
-  confirmed(): BatchCounts[] {
-    return [...this.done.values()].flatMap((s) => [...s.values()].map((b) => b.counts));
+  /**
+   * Every batch of `streams` this pass confirmed (earlier runs' included), for the summary; a stream an earlier run
+   * of the pass read that this one does not (another set of --api) is left out, so nothing is counted twice.
+   */
+  confirmed(streams: ReadonlySet<string>): BatchCounts[] {
+    return [...this.done.entries()].filter(([name]) => streams.has(name)).flatMap(([, s]) => [...s.values()].map((b) => b.counts));
   }
 
   record(stream: string, start: string, next: string | undefined, items: number, counts: BatchCounts): void {

@@ -462,7 +462,7 @@ export class CopyRun {
         if (!this.stop) {
           this.stop = {
             kind: err.kind === "refused" || err.kind === "malformed" ? "refused" : err.kind === "aborted" ? "interrupted" : "unavailable",
-            message: `${err.message} (a batch of ${batch.items.length} ${section} of ${stream})`,
+            message: `${withoutPlaintexts(err.message, batch.items)} (a batch of ${batch.items.length} ${section} of ${stream})`,
           };
         }
       }
@@ -470,6 +470,16 @@ export class CopyRun {
     this.inFlight.add(task);
     void task.finally(() => this.inFlight.delete(task));
   }
+}
+
+/** Whatever keyhaven's answer quoted, no plaintext of the batch reaches a message. */
+function withoutPlaintexts(text: string, items: CopyItem[]): string {
+  let out = text;
+  for (const item of items) {
+    const plaintext = (item as { plaintext?: string }).plaintext;
+    if (plaintext) out = out.split(plaintext).join("[a key's plaintext]");
+  }
+  return out;
 }
 
 const PERMISSION_SLUG = /^[a-zA-Z0-9_:\-.*]{1,128}$/;

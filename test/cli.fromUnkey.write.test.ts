@@ -394,6 +394,41 @@ describe("keyhaven import --from-unkey (writing into keyhaven)", () => {
     }
   });
 
+  it("a keyhaven refusing a batch and quoting its body: exit 1, the refusal shown without any plaintext or root key", async () => {
+    const echo = http.createServer((req, res) => {
+      let body = "";
+      req.on("data", (c: Buffer) => (body += c.toString()));
+      req.on("end", () => {
+        res.setHeader("content-type", "application/json");
+        // Every other section is taken (with no counts: the command's schema allows an absent section); the keys refused.
+        if (!body.startsWith('{"keys"')) {
+          res.end(JSON.stringify({ meta: { requestId: "req_ok" }, data: {} }));
+          return;
+        }
+        res.statusCode = 400;
+        const detail = `${body} ${req.headers.authorization ?? ""}`;
+        res.end(
+          JSON.stringify({
+            meta: { requestId: "req_echo" },
+            error: { type: "https://unkey.com/docs/errors/unkey/application/invalid_input", detail, status: 400, title: "Bad Request" },
+          }),
+        );
+      });
+    });
+    await new Promise<void>((resolve) => echo.listen(0, "127.0.0.1", resolve));
+    try {
+      const url = `http://127.0.0.1:${(echo.address() as AddressInfo).port}`;
+      const { code, out, err } = await copy(["--api", apiId, "--journal", journal("echo")], { url });
+      expect(code).toBe(1);
+      expect(err).toContain("keyhaven keyhaven.copyFromUnkey answered 400");
+      expect(err).toContain("[a key's plaintext]");
+      expect(err).toContain(`a batch of 3 keys of keys:${apiId}`);
+      expectNoSecrets(out + err);
+    } finally {
+      await new Promise<void>((resolve) => echo.close(() => resolve()));
+    }
+  });
+
   it("429s from keyhaven and from Unkey are waited out and retried", async () => {
     const unkeyProxy = await proxyTo(sourceUrl);
     const keyhavenProxy = await proxyTo(targetUrl);

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { describe, expect } from "vitest";
 import { countIn, test } from "./fixtures.js";
 import type { Harness, Tenant } from "./helper.js";
+import { installKeyInsertFault, keyInsertFault } from "./key-insert-fault.js";
 import { expectV2Error } from "./v2-errors.js";
 
 // keyhaven's extension for `keyhaven import --from-unkey` (issue 36 §1, /work/briefs/copy-contract.md): records of a
@@ -375,6 +376,66 @@ describe("keyhaven.copyFromUnkey", () => {
     }
     expect(await countIn(h, `identities where workspace_id = '${t.workspaceId}'`)).toBe(0);
     expect(await countIn(h, `ratelimit_namespaces where workspace_id = '${t.workspaceId}'`)).toBe(0);
+  });
+
+  test("a request of no items answers zero counts and records nothing, whatever the root key may do", async ({ h }) => {
+    const t = await h.tenant();
+    const noPermission = await h.rootKey(t.workspaceId, []);
+    for (const body of [{}, { keys: [], apis: [] }]) {
+      const res = await copy(h, noPermission, body);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(res.body.data.keys).toEqual(Object.assign(counted({}), { verifiable: 0, pending: 0 }));
+    }
+    expect(await countIn(h, `audit_log where workspace_id = '${t.workspaceId}'`)).toBe(0);
+  });
+
+  test("identities are updated where their externalId, meta or rate limits differ; an externalId another identity holds is skipped", async ({
+    h,
+  }) => {
+    const t = await h.tenant();
+    const identity = {
+      id: id("id"),
+      externalId: "ext-1",
+      meta: { a: 1 },
+      ratelimits: [{ name: "calls", limit: 1, duration: 1000, autoApply: true }],
+    };
+    await copyOk(h, t, { identities: [identity] });
+    const clash = { id: id("id"), externalId: "ext-1" };
+    const changed = Object.assign({}, identity, {
+      meta: { a: 2 },
+      ratelimits: [{ name: "other", limit: 3, duration: 3000, autoApply: false }],
+    });
+    const data = await copyOk(h, t, { identities: [changed, clash] });
+    expect(data.identities).toEqual(
+      counted({ updated: 1, skipped: [{ id: clash.id, reason: `externalId is held by identity ${identity.id}` }] }),
+    );
+    const got = await h.post("/v2/identities.getIdentity", { identity: identity.id }, t.rootKey);
+    expect(got.body.data).toMatchObject({ id: identity.id, externalId: "ext-1", meta: { a: 2 } });
+    expect(got.body.data.ratelimits).toEqual([expect.objectContaining({ name: "other", limit: 3, duration: 3000, autoApply: false })]);
+    expect((await copyOk(h, t, { identities: [changed] })).identities).toEqual(counted({ unchanged: 1 }));
+  });
+
+  test("a unique violation, as a concurrent change taking an id or a key would raise, is a 409 that writes nothing", async ({ h }) => {
+    const t = await h.tenant();
+    const apiId = id("api");
+    await installKeyInsertFault(h);
+    await keyInsertFault(h, true);
+    try {
+      const res = await copy(h, t.rootKey, { apis: [{ id: apiId, name: "copied api" }], keys: [unkeyKey(apiId, { name: "fail:23505" })] });
+      expectV2Error(
+        res,
+        409,
+        "unkey/application/conflict",
+        "A concurrent change took an id, name, slug or key this request was writing: nothing was written. Send the request again.",
+      );
+    } finally {
+      await keyInsertFault(h, false);
+    }
+    expect(await countIn(h, `apis where id = '${apiId}'`)).toBe(0);
+    expect(await countIn(h, `audit_log where workspace_id = '${t.workspaceId}'`)).toBe(0);
+    expect(
+      (await copy(h, t.rootKey, { apis: [{ id: apiId, name: "copied api" }], keys: [unkeyKey(apiId, { name: "fail:23505" })] })).status,
+    ).toBe(200);
   });
 
   test("overrides are upserted by namespace and identifier, the namespace created when absent", async ({ h }) => {

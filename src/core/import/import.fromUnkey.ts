@@ -3,7 +3,8 @@ import { hashKey } from "../../crypto/hash.js";
 import { newId } from "../../ids.js";
 import type { Keyring } from "../../keyring/keyring.js";
 import type { DataKey } from "../../storage/crypto/encryptionKeys.repository.js";
-import type { Db } from "../../storage/client.js";
+import { type Db, isUniqueViolation } from "../../storage/client.js";
+import { ConflictError } from "../../errors.js";
 import { encryptionKeys, type AuditTarget } from "../../storage/schema.js";
 import {
   countKeyStates,
@@ -45,7 +46,7 @@ import { identityRatelimits } from "../../storage/identities/identities.reposito
 import { keyRatelimits } from "../../storage/keys/keys.ratelimit.repository.js";
 import { anyOfOne, identityPermission, keyPermission } from "../auth/permissions.query.js";
 import type { Caller } from "../caller.js";
-import type { WriteGate } from "../changes.js";
+import type { RecordChange, WriteGate } from "../changes.js";
 import { refillWithoutRemaining } from "../keys/keys.credits.js";
 import { requirePermission } from "../principal.js";
 
@@ -184,9 +185,42 @@ export async function copyFromUnkey(store: CopyStore, caller: Caller, input: Cop
   const recoverable = (input.keys ?? []).some((k) => k.recoverable && k.plaintext !== undefined);
   // Read before the transaction (as createKey does): a new data key is inserted by the change, remembered after it.
   const dataKey = recoverable ? await store.keyring.dataKeyFor(store.db, caller.workspaceId) : undefined;
-  const result = await store.changes.change(caller, async (tx, record) => {
+  const result = await copyOnce(store, caller, input, dataKey, now);
+  if (dataKey?.newRow) store.changes.afterCommit(caller, () => store.keyring.remember(dataKey));
+  return result;
+}
+
+/**
+ * The copy's one change. Every id, name, slug and hash it writes was checked free in its transaction, so a unique
+ * violation means a concurrent change took one meanwhile: the change rolls back and the caller may send it again.
+ */
+async function copyOnce(
+  store: CopyStore,
+  caller: Caller,
+  input: CopyInput,
+  dataKey: DataKey | undefined,
+  now: number,
+): Promise<CopyResult> {
+  try {
+    return await store.changes.change(caller, (tx, record) => copyIn(tx, store.keyring, caller, input, dataKey, now, record));
+  } catch (err) {
+    if (isUniqueViolation(err)) throw new ConflictError("copy", { kind: "copyConflict" });
+    throw err;
+  }
+}
+
+async function copyIn(
+  tx: Db,
+  keyring: Keyring,
+  caller: Caller,
+  input: CopyInput,
+  dataKey: DataKey | undefined,
+  now: number,
+  record: RecordChange,
+): Promise<CopyResult> {
+  {
     const targets: AuditTarget[] = [];
-    const copy = new Copy(tx, store.keyring, caller, now, targets);
+    const copy = new Copy(tx, keyring, caller, now, targets);
     const apis = await copy.apis(input.apis ?? [], input.keys ?? []);
     const permissions = await copy.permissions(input.permissions ?? []);
     const roles = await copy.roles(input.roles ?? []);
@@ -201,9 +235,7 @@ export async function copyFromUnkey(store: CopyStore, caller: Caller, input: Cop
       details: countsOnly(outcome),
     });
     return outcome;
-  });
-  if (dataKey?.newRow) store.changes.afterCommit(caller, () => store.keyring.remember(dataKey));
-  return result;
+  }
 }
 
 function emptyResult(): CopyResult {

@@ -121,7 +121,7 @@ export const copyFromUnkey = defineV2Rpc({
   namedPaths: true,
   summary:
     "keyhaven extension, for `keyhaven import --from-unkey`: upserts records of a hosted Unkey workspace by the ids they had there (apis, permissions, roles, identities, keys, overrides, in that order) in one transaction. A key without `plaintext` is created pending: it cannot verify until adopted. An item that cannot be held is skipped with a reason; a malformed body writes nothing. Idempotent.",
-  errors: [400, 401, 403, 412, 503],
+  errors: [400, 401, 403, 409, 412, 503],
   returns: "Per section, how many records were created, updated, unchanged, and which were skipped with why.",
   input: z
     .object({

@@ -406,7 +406,9 @@ describe("keyhaven import --from-unkey (writing into keyhaven)", () => {
           return;
         }
         res.statusCode = 400;
-        const detail = `${body} ${req.headers.authorization ?? ""}`;
+        // What a careless server might quote: the secrets of the request (its plaintexts, its Authorization).
+        const plaintexts = (JSON.parse(body).keys as { plaintext?: string }[]).flatMap((k) => (k.plaintext ? [k.plaintext] : []));
+        const detail = `keys[1].plaintext ${plaintexts.join(" ")} is refused; ${req.headers.authorization ?? ""}`;
         res.end(
           JSON.stringify({
             meta: { requestId: "req_echo" },
@@ -421,7 +423,7 @@ describe("keyhaven import --from-unkey (writing into keyhaven)", () => {
       const { code, out, err } = await copy(["--api", apiId, "--journal", journal("echo")], { url });
       expect(code).toBe(1);
       expect(err).toContain("keyhaven keyhaven.copyFromUnkey answered 400");
-      expect(err).toContain("[a key's plaintext]");
+      expect(err).toContain("keys[1].plaintext [a key's plaintext] is refused; Bearer [the keyhaven root key]");
       expect(err).toContain(`a batch of 3 keys of keys:${apiId}`);
       expectNoSecrets(out + err);
     } finally {

@@ -71,6 +71,8 @@ export type RefusalFacts = {
   duplicateInRequest: { index: number; sameAsIndex: number };
   /** v2's migrations (key_migrations): an id taken already, by any workspace. */
   migrationExists: { migrationId: string };
+  /** keyhaven.copyFromUnkey: a concurrent change took an id, name, slug or key the request was writing; nothing was written. */
+  copyConflict: Record<never, never>;
   // An enqueued batch's keys not imported by the worker (stored with the batch, worded when a client reads them).
   importKeyExists: { index: number };
   importNamesGone: { roles: string[]; permissions: string[] };

@@ -625,6 +625,30 @@ const CASES: Record<string, Case> = {
       return { body: { migrationId, algorithm: "sha256" }, events: ["migration.create"], targets: () => [migrationId] };
     },
   },
+  "/v2/keyhaven.copyFromUnkey": {
+    sender: "root",
+    setup: async () => {
+      const apiId = unique("api");
+      const pendingKey = unique("key");
+      const verifiableKey = unique("key");
+      const identityId = unique("id");
+      const key = `uk_${randomBytes(16).toString("hex")}`;
+      plaintext(key);
+      const common = { apiId, start: "uk_ab", createdAt: 1_700_000_000_000, enabled: true };
+      return {
+        body: {
+          apis: [{ id: apiId, name: "copied api" }],
+          identities: [{ id: identityId, externalId: unique("customer"), meta: meta() }],
+          keys: [
+            Object.assign({ id: pendingKey, meta: meta(), identityId }, common),
+            Object.assign({ id: verifiableKey, plaintext: key, recoverable: true }, common),
+          ],
+        },
+        events: ["import.from_unkey"],
+        targets: () => [apiId, identityId, pendingKey, verifiableKey],
+      };
+    },
+  },
 };
 
 describe("every mutating route records its audit entries", () => {

@@ -4,7 +4,7 @@ import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { identityProblems, keyProblems } from "../src/cli/unkey/fromUnkey.command.js";
+import { identityProblems, keyProblems } from "../src/cli/unkey/fromUnkey.problems.js";
 import { identitySchema, keySchema } from "../src/unkey/unkey.schemas.js";
 import { commandSuite, spawnProcess, withinSeconds } from "./cli-process.js";
 import { createHarness, type Harness, type Tenant } from "./helper.js";
@@ -197,15 +197,14 @@ describe("keyhaven import --from-unkey", () => {
     expectNoSecrets(err);
   });
 
-  it("without --dry-run: exit 2, writing is not available yet, and nothing is read or written", async () => {
+  it("without --dry-run and without a keyhaven root key: exit 2 before anything is read or written", async () => {
     const before = await sourceKeys();
     const unkey = await standIn({});
     try {
       const { code, out, err } = await run(["--from-unkey", "--api", apiId, "--unkey-url", unkey.url], { UNKEY_ROOT_KEY: t.rootKey });
       expect(code).toBe(2);
       expect(out).toBe("");
-      expect(err).toContain("writing into keyhaven is not available yet (issue 36 in progress)");
-      expect(err).toContain("--dry-run");
+      expect(err).toContain("a keyhaven root key is required: set KEYHAVEN_ROOT_KEY or pass --root-key");
       expect(unkey.requests).toEqual([]);
       expectNoSecrets(out + err);
     } finally {
@@ -336,7 +335,20 @@ describe("keyhaven import --from-unkey", () => {
     expect(help.out).toContain("keyhaven import --from-unkey --api <apiId>");
     const own = await run(["--from-unkey", "--help"], {});
     expect(own.code).toBe(0);
-    for (const option of ["--api", "--ratelimit-namespace", "--unkey-url", "--unkey-root-key-file", "--dry-run", "--json"]) {
+    for (const option of [
+      "--api",
+      "--ratelimit-namespace",
+      "--unkey-url",
+      "--unkey-root-key-file",
+      "--url",
+      "--root-key",
+      "--dry-run",
+      "--check",
+      "--journal",
+      "--batch-size",
+      "--concurrency",
+      "--json",
+    ]) {
       expect(own.out).toContain(option);
     }
   });

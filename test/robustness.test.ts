@@ -613,6 +613,47 @@ const SPECS: Record<string, () => Base[]> = {
       ],
     })),
   "POST /v2/keyhaven.listAuditLogs": () => [{ label: "root key without permissions", input: { limit: 10 }, auth: "noPerm" }],
+  "POST /v2/keyhaven.copyFromUnkey": () => [
+    {
+      label: "root key without permissions",
+      input: {
+        apis: [{ id: "api_robust_copy", name: "robust api" }],
+        permissions: [{ id: "perm_robust_copy", name: "robust", slug: "robust.copy", description: "d" }],
+        roles: [{ id: "role_robust_copy", name: "robust-role", description: "d", permissions: ["robust.copy"] }],
+        identities: [
+          {
+            id: "id_robust_copy",
+            externalId: "robust-copy",
+            meta: { a: 1 },
+            ratelimits: [{ name: "tokens", limit: 10, duration: 60_000, autoApply: true }],
+          },
+        ],
+        keys: [
+          {
+            id: "key_robust_copy",
+            apiId: "api_robust_copy",
+            start: "uk_ab",
+            createdAt: 1_700_000_000_000,
+            name: "robust",
+            meta: { a: 1 },
+            expires: FAR,
+            enabled: true,
+            credits: { remaining: 10, refill: { interval: "monthly", amount: 10, refillDay: 1 } },
+            ratelimits: [{ name: "tokens", limit: 10, duration: 60_000, autoApply: true }],
+            roles: ["robust-role"],
+            permissions: ["robust.copy"],
+            identityId: "id_robust_copy",
+            plaintext: "uk_robust_copy_plaintext",
+            recoverable: true,
+          },
+        ],
+        overrides: [{ namespace: "robust-ns", identifier: "robust", limit: 10, duration: 60_000 }],
+      },
+      auth: "noPerm",
+    },
+  ],
+  "POST /v2/keyhaven.getCopyStatus": () => both((ids) => ({ apiIds: [ids.apiId] })),
+  "POST /v2/keyhaven.listPendingKeys": () => both((ids) => ({ apiId: ids.apiId, limit: 10, cursor: "key_0" })),
   "POST /v2/keyhaven.createMigration": () => [
     { label: "root key without permissions", input: { migrationId: "mig-robust", algorithm: "sha256" }, auth: "noPerm" },
   ],

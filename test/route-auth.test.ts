@@ -229,6 +229,8 @@ const minimalV2Input: Record<string, unknown> = {
   "POST /v2/keys.rerollKey": { keyId: "key_missing", expiration: 0 },
   "POST /v2/keys.migrateKeys": { migrationId: "mig", apiId: "api_missing", keys: [{ hash: "abc" }] },
   "POST /v2/keyhaven.createMigration": { migrationId: "mig", algorithm: "sha256" },
+  "POST /v2/keyhaven.getCopyStatus": { apiIds: ["api_x"] },
+  "POST /v2/keyhaven.listPendingKeys": { apiId: "api_x" },
 };
 
 describe("authentication of every registered v2 route", () => {

@@ -40,6 +40,8 @@ export async function postJson(
   body: string,
   timeoutMs: number,
   signal?: AbortSignal,
+  /** More request headers (an Idempotency-Key); never the Authorization, which `token` sets. */
+  headers: Record<string, string> = {},
 ): Promise<CallResult> {
   let res: Response;
   let text: string;
@@ -47,7 +49,7 @@ export async function postJson(
     const signals = [AbortSignal.timeout(timeoutMs), ...(signal ? [signal] : [])];
     res = await fetch(`${baseUrl}${path}`, {
       method: "POST",
-      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      headers: { ...headers, authorization: `Bearer ${token}`, "content-type": "application/json" },
       body,
       signal: AbortSignal.any(signals),
     });

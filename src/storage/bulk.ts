@@ -47,20 +47,38 @@ async function insertRecordsetOnce<T extends PgTable, Out>(
 
 /** insertRecordset's statement for at most MAX_ROWS_PER_STATEMENT rows, unsent: for a CTE of another statement. */
 export function recordsetInsert<T extends PgTable>(table: T, rows: T["$inferInsert"][], tail: SQL = sql``): SQL {
+  const used = usedColumns(table, rows);
+  const list = sql.raw(used.map(({ column }) => `"${column.name}"`).join(", "));
+  const selected = sql.raw(used.map(({ field }) => `"${field}"`).join(", "));
+  return sql`insert into ${sql.raw(`"${getTableName(table)}"`)} (${list})
+        select ${selected} from ${recordsetOf(table, rows, "r", used)}
+        ${tail}`;
+}
+
+/**
+ * `json_to_recordset(<rows>) as <alias>(…)`: the rows as a relation of one parameter, each field a column named by
+ * its TypeScript field (`<alias>."keyId"`) and typed as schema.ts types its column, for a statement that reads them
+ * (an UPDATE … FROM, a join). Every row should give the same fields: one a row leaves out is null.
+ */
+export function recordsetOf<T extends PgTable>(
+  table: T,
+  rows: Partial<T["$inferInsert"]>[],
+  alias: string,
+  used: { field: string; column: PgColumn }[] = usedColumns(table, rows),
+): SQL {
+  const definitions = sql.raw(used.map(({ field, column }) => `"${field}" ${column.getSQLType()}`).join(", "));
+  return sql`json_to_recordset(${JSON.stringify(rows)}::json) as ${sql.raw(alias)}(${definitions})`;
+}
+
+function usedColumns<T extends PgTable>(table: T, rows: Partial<T["$inferInsert"]>[]): { field: string; column: PgColumn }[] {
   const columns = getTableColumns(table) as Record<string, PgColumn>;
   const fields = new Set<string>();
   for (const row of rows) for (const field of Object.keys(row)) fields.add(field);
-  const used = [...fields].map((field) => {
+  return [...fields].map((field) => {
     const column = columns[field];
     if (!column) throw new Error(`${getTableName(table)} has no column for the field ${field}`);
     return { field, column };
   });
-  const list = sql.raw(used.map(({ column }) => `"${column.name}"`).join(", "));
-  const selected = sql.raw(used.map(({ field }) => `"${field}"`).join(", "));
-  const definitions = sql.raw(used.map(({ field, column }) => `"${field}" ${column.getSQLType()}`).join(", "));
-  return sql`insert into ${sql.raw(`"${getTableName(table)}"`)} (${list})
-        select ${selected} from json_to_recordset(${JSON.stringify(rows)}::json) as r(${definitions})
-        ${tail}`;
 }
 
 /**

@@ -65,6 +65,7 @@ export const MUTATING_ROUTES: ReadonlySet<string> = new Set([
   "/v2/ratelimit.setOverride",
   "/v2/ratelimit.deleteOverride",
   "/v2/keyhaven.createMigration",
+  "/v2/keyhaven.copyFromUnkey",
 ]);
 
 /** Whether a request to `path` may change something (and so accepts an Idempotency-Key). */

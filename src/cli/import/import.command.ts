@@ -44,11 +44,12 @@ Exit codes: 0 every key imported (or already imported by an earlier run), 1 some
 sent), 3 interrupted or server unavailable: re-run the same command to resume.
 
 keyhaven import --from-unkey --api <apiId> [--api <apiId>…] [--ratelimit-namespace <name>…] [--unkey-url <url>]
-    [--unkey-root-key-file <path>] [--json] --dry-run
-  Reads a hosted Unkey workspace (the APIs, their keys, identities, permissions, roles, overrides) through Unkey's
-  v2 API with UNKEY_ROOT_KEY (or the file; never on the command line) and prints what an import would copy: keys
-  verifiable now, pending (adopted on first use) and skipped with why. Only --dry-run exists yet (issue 36);
-  \`keyhaven import --from-unkey --help\` describes every option.
+    [--unkey-root-key-file <path>] [--url <url>] [--root-key <key>] [--journal <path>] [--dry-run | --check] [--json]
+  Copies a hosted Unkey workspace (the APIs, their keys, identities, permissions, roles, overrides; ids kept) into
+  keyhaven, read through Unkey's v2 API with UNKEY_ROOT_KEY (or the file; never on the command line): keys whose
+  plaintext Unkey returns verify at once, the others are pending until adopted on first use. Resumable, idempotent;
+  --dry-run shows what it would copy, --check compares both sides. \`keyhaven import --from-unkey --help\` describes
+  every option.
 `;
 
 const OPTIONS = {

@@ -11,16 +11,19 @@ export class Progress {
   private drawn = false;
 
   constructor(
-    private readonly total: number,
+    /** Undefined when not known ahead (a copy from hosted Unkey, which counts nothing): no bar, no ETA. */
+    private readonly total: number | undefined,
     private readonly out: NodeJS.WriteStream,
-    private readonly options: { tty: boolean; every: number; enabled: boolean },
+    private readonly options: { tty: boolean; every: number; enabled: boolean; unit?: string },
   ) {}
 
   start(alreadyDone: number): void {
     this.done = alreadyDone;
     this.startedAt = Date.now();
     if (!this.options.enabled) return;
-    if (alreadyDone > 0) this.line(`resuming: ${fmt(alreadyDone)} of ${fmt(this.total)} keys were imported by an earlier run`);
+    if (alreadyDone > 0 && this.total !== undefined) {
+      this.line(`resuming: ${fmt(alreadyDone)} of ${fmt(this.total)} keys were imported by an earlier run`);
+    }
     this.draw(true);
   }
 
@@ -50,6 +53,8 @@ export class Progress {
   private status(): string {
     const elapsed = (Date.now() - this.startedAt) / 1000;
     const rate = elapsed > 0 ? this.sentThisRun / elapsed : 0;
+    const unit = this.options.unit ?? "keys";
+    if (this.total === undefined) return `${fmt(this.done)} ${unit}, ${fmt(Math.round(rate))} ${unit}/s`;
     const left = this.total - this.done;
     const eta = rate > 0 ? `ETA ${duration(left / rate)}` : "ETA –";
     const pct = this.total === 0 ? 100 : Math.floor((this.done / this.total) * 100);
@@ -61,6 +66,11 @@ export class Progress {
     const now = Date.now();
     if (!force && now - this.lastDraw < 100) return;
     this.lastDraw = now;
+    if (this.total === undefined) {
+      this.out.write(`\r\x1b[2K${this.status()}`);
+      this.drawn = true;
+      return;
+    }
     const width = 30;
     const filled = this.total === 0 ? width : Math.round((this.done / this.total) * width);
     this.out.write(`\r\x1b[2K[${"#".repeat(filled)}${"-".repeat(width - filled)}] ${this.status()}`);

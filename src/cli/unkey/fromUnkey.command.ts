@@ -1,42 +1,69 @@
 /**
- * `keyhaven import --from-unkey … --dry-run` (issue 36 §1, its reading half): reads the named APIs of a hosted Unkey
- * workspace through Unkey's v2 API (unkey.client.ts), with every key, the identities, permissions, roles and the
- * named namespaces' overrides, and prints what an import would copy: counts per kind and, for keys, which would
- * verify at once (Unkey returned the plaintext), which would be pending (adopted on first use) and which cannot be
- * held, with why. Writing needs server changes that come later: without --dry-run the command refuses (exit 2)
- * before reading anything. It loads neither the server nor the store.
+ * `keyhaven import --from-unkey` (issue 36 §1): reads the named APIs of a hosted Unkey workspace through Unkey's v2
+ * API (unkey.client.ts), with every key, the identities, permissions, roles and the named namespaces' overrides, and
+ * - with --dry-run prints what a copy would do (keys verifiable at once, pending, skipped with why); it loads neither
+ *   the server nor the store;
+ * - without, copies them into a keyhaven through POST /v2/keyhaven.copyFromUnkey (fromUnkey.copy.ts), resumable
+ *   through a journal (fromUnkey.journal.ts), and prints a summary;
+ * - with --check compares both sides per API (fromUnkey.check.ts).
  */
+import { createHash } from "node:crypto";
 import { parseArgs } from "node:util";
-import { fmt } from "../import/import.progress.js";
+import { loadCliEnv } from "../../config.js";
+import { DEFAULT_URL, isHeaderSafe, parseBaseUrl } from "../http.js";
+import { JournalMismatch, lockJournal } from "../import/import.journal.js";
+import { duration, fmt, Progress } from "../import/import.progress.js";
+import { checkCopy } from "./fromUnkey.check.js";
+import { CopyRun, type CopyOutcome, KeyhavenTarget, kindOf } from "./fromUnkey.copy.js";
+import { CopyJournal } from "./fromUnkey.journal.js";
+import { SECTIONS } from "./fromUnkey.map.js";
 import { DEFAULT_UNKEY_URL, parseUnkeyUrl, UnkeyClient, UnkeyDecryptRefused, UnkeyError, type UnkeyPage } from "./unkey.client.js";
 import { resolveUnkeyRootKey, UnkeyRootKeyError } from "./unkey.rootKey.js";
-import type { UnkeyIdentity, UnkeyKey, UnkeyRatelimit } from "../../unkey/unkey.schemas.js";
+import { identityProblems, keyProblems } from "./fromUnkey.problems.js";
+import type { UnkeyKey } from "../../unkey/unkey.schemas.js";
 
 const EXIT = { ok: 0, failed: 1, usage: 2, unavailable: 3 } as const;
 
-export const FROM_UNKEY_HELP = `Usage: keyhaven import --from-unkey --api <apiId> [--api <apiId>…] --dry-run [options]
+export const FROM_UNKEY_HELP = `Usage: keyhaven import --from-unkey --api <apiId> [--api <apiId>…] [options]
 
-Reads a hosted Unkey workspace through Unkey's v2 API and shows what an import would copy: the named APIs, every
-key of them (with its plaintext where Unkey returns it), the identities, permissions, roles and the overrides of
-the named rate-limit namespaces. Only --dry-run exists yet: writing into keyhaven comes with issue 36.
+Copies a hosted Unkey workspace into keyhaven: the named APIs, every key of them, the identities, permissions, roles
+and the overrides of the named rate-limit namespaces, ids kept. Read through Unkey's v2 API, written through
+keyhaven's POST /v2/keyhaven.copyFromUnkey. A key whose plaintext Unkey returns verifies in keyhaven at once; every
+other key is copied pending (all its settings, no hash) and is adopted on first use. Running it again updates what
+changed upstream and creates nothing twice.
 
 Options:
-  --api <apiId>                   An Unkey API to read (required, repeatable: Unkey v2 cannot list APIs).
-  --ratelimit-namespace <name>    A rate-limit namespace whose overrides to read (repeatable).
+  --api <apiId>                   An Unkey API to copy (required, repeatable: Unkey v2 cannot list APIs).
+  --ratelimit-namespace <name>    A rate-limit namespace whose overrides to copy (repeatable).
   --unkey-url <url>               Unkey's base URL. Default: ${DEFAULT_UNKEY_URL}
   --unkey-root-key-file <path>    A file holding the Unkey root key. Default: the UNKEY_ROOT_KEY environment
                                   variable. The root key is never taken on the command line, nor printed.
-  --dry-run                       Read and check everything, write nothing, print the summary (required for now).
-  --json                          The summary as one JSON object on stdout.
+  --url <url>                     The keyhaven server to copy into. Default: ${DEFAULT_URL}
+  --root-key <key>                keyhaven root key. Default: the KEYHAVEN_ROOT_KEY environment variable (preferred:
+                                  a command-line argument is visible to other users of the machine). Never printed.
+  --dry-run                       Read and check everything in Unkey, write nothing, print what would be copied.
+  --check                         Write nothing; compare both sides per API: keys upstream vs in keyhaven, pending,
+                                  verifiable and adopted, and every field that differs per key (exit 1 if any).
+  --journal <path>                Resume journal. Default: .keyhaven-from-unkey-<hash of both URLs>.journal in the
+                                  current directory. Re-running the same command resumes a stopped run.
+  --batch-size <n>                Records per request to keyhaven, 1–1000. Default: 1000.
+  --concurrency <n>               Requests to keyhaven in flight at once, 1–16. Default: 4.
+  --attempts <n>                  Attempts per request on transient failures (connection errors, timeouts, 429,
+                                  5xx) on either side before the run stops, resumable. Default: 6.
+  --timeout <seconds>             Per-request deadline on either side. Default: 60.
+  --progress-every <n>            Without a terminal, print a progress line every n batches. Default: 10.
+  --quiet                         No progress output; the summary and errors only.
+  --json                          The summary (or the dry run's, or the check's) as one JSON object on stdout.
   -h, --help                      Show this help.
 
 Keys: "verifiable now" when Unkey returned the plaintext (decrypt: true; a root key that may not decrypt, or an
 API that stores no encrypted keys, is said once on stderr and the keys are read without), "pending" otherwise
-(adopted on first use, later), "skipped" when a field is outside what keyhaven's v2 routes accept (the reason names
-the field, never its value).
+(adopted on first use), "skipped" when a field is outside what keyhaven holds (the reason names the field and the
+id, never a value).
 
-Exit codes: 0 read and summarised, 1 Unkey refused a read (an unknown --api or namespace, a root key without
-permission), 2 usage error (nothing read), 3 Unkey unavailable or answering outside its contract.
+Exit codes: 0 everything copied (or read, or equal with --check), 1 something was refused or skipped (an unknown
+--api, a root key without permission, a record keyhaven cannot hold) or, with --check, something differs, 2 usage
+error (nothing read), 3 interrupted, or Unkey or keyhaven unavailable: re-run the same command to resume.
 `;
 
 const OPTIONS = {
@@ -45,85 +72,20 @@ const OPTIONS = {
   "ratelimit-namespace": { type: "string", multiple: true },
   "unkey-url": { type: "string" },
   "unkey-root-key-file": { type: "string" },
+  url: { type: "string" },
+  "root-key": { type: "string" },
   "dry-run": { type: "boolean" },
+  check: { type: "boolean" },
+  journal: { type: "string" },
+  "batch-size": { type: "string" },
+  concurrency: { type: "string" },
+  attempts: { type: "string" },
+  timeout: { type: "string" },
+  "progress-every": { type: "string" },
+  quiet: { type: "boolean" },
   json: { type: "boolean" },
   help: { type: "boolean", short: "h" },
 } as const;
-
-/*
- * What keyhaven's v2 routes accept (src/wire/v2: keys.createKey, identities.createIdentity and their shared schemas),
- * restated here rather than imported: this command loads no server code, and the writing half will check the same
- * bounds again on the server.
- */
-const MAX_INT32 = 2_147_483_647;
-const MAX_EXPIRES = 4_102_444_800_000; // 2100-01-01, V2_MAX_EXPIRES
-const MAX_WINDOW_MS = 2_592_000_000; // 30 days
-const ID = /^[a-zA-Z0-9_]{3,255}$/;
-const EXTERNAL_ID = /^[a-zA-Z0-9_.-]{1,255}$/;
-const PERMISSION_SLUG = /^[a-zA-Z0-9_:\-.*]{1,128}$/;
-const MAX_IDENTITY_META_JSON = 1_000_000;
-
-/** Why a key or an identity cannot be held as it is, field by field (names and bounds, never a value). */
-function ratelimitProblems(field: string, limits: UnkeyRatelimit[] | undefined): string[] {
-  if (!limits) return [];
-  const out: string[] = [];
-  if (limits.length > 50) out.push(`${field}: more than 50 rate limits`);
-  limits.forEach((r, i) => {
-    if (r.name.length < 3 || r.name.length > 128) out.push(`${field}[${i}].name: must be 3 to 128 characters`);
-    if (r.limit < 1 || r.limit > MAX_INT32) out.push(`${field}[${i}].limit: must be 1 to ${MAX_INT32}`);
-    if (r.duration < 1000 || r.duration > MAX_WINDOW_MS) out.push(`${field}[${i}].duration: must be 1000 to ${MAX_WINDOW_MS} ms`);
-  });
-  return out;
-}
-
-function metaProblems(field: string, meta: Record<string, unknown> | undefined, maxJson?: number): string[] {
-  if (!meta) return [];
-  const out: string[] = [];
-  if (Object.keys(meta).length > 100) out.push(`${field}: more than 100 properties`);
-  if (maxJson !== undefined && JSON.stringify(meta).length > maxJson) out.push(`${field}: larger than ${fmt(maxJson)} bytes as JSON`);
-  return out;
-}
-
-export function identityProblems(identity: UnkeyIdentity, field = "identity"): string[] {
-  const out: string[] = [];
-  if (!ID.test(identity.id)) out.push(`${field}.id: not 3 to 255 letters, digits and underscores`);
-  if (!EXTERNAL_ID.test(identity.externalId)) out.push(`${field}.externalId: not 1 to 255 letters, digits and _ . -`);
-  out.push(...metaProblems(`${field}.meta`, identity.meta, MAX_IDENTITY_META_JSON));
-  out.push(...ratelimitProblems(`${field}.ratelimits`, identity.ratelimits));
-  return out;
-}
-
-export function keyProblems(key: UnkeyKey): string[] {
-  const out: string[] = [];
-  if (!ID.test(key.keyId)) out.push("keyId: not 3 to 255 letters, digits and underscores");
-  if (key.name !== undefined && key.name.length > 255) out.push("name: longer than 255 characters");
-  out.push(...metaProblems("meta", key.meta));
-  if (key.expires !== undefined && (key.expires < 0 || key.expires > MAX_EXPIRES)) out.push("expires: after 2100-01-01");
-  if (key.roles) {
-    if (key.roles.length > 100) out.push("roles: more than 100");
-    if (key.roles.some((r) => r.length < 1 || r.length > 128)) out.push("roles: a name not 1 to 128 characters");
-  }
-  if (key.permissions) {
-    if (key.permissions.length > 1000) out.push("permissions: more than 1000");
-    if (key.permissions.some((p) => !PERMISSION_SLUG.test(p))) out.push("permissions: a slug not 1 to 128 letters, digits and _ : - . *");
-  }
-  const credits = key.credits;
-  if (credits) {
-    if (credits.remaining !== null && (credits.remaining < 0 || credits.remaining > MAX_INT32)) {
-      out.push(`credits.remaining: must be 0 to ${MAX_INT32}`);
-    }
-    const refill = credits.refill;
-    if (refill) {
-      if (refill.amount < 1 || refill.amount > MAX_INT32) out.push(`credits.refill.amount: must be 1 to ${MAX_INT32}`);
-      if (refill.interval === "monthly" && (refill.refillDay === undefined || refill.refillDay < 1 || refill.refillDay > 31)) {
-        out.push("credits.refill.refillDay: a monthly refill needs a day from 1 to 31");
-      }
-    }
-  }
-  out.push(...ratelimitProblems("ratelimits", key.ratelimits));
-  if (key.identity) out.push(...identityProblems(key.identity));
-  return out;
-}
 
 type ApiSummary = { id: string; name: string; keys: number; verifiable: number; pending: number; skipped: number };
 type Skipped = { kind: "key" | "identity"; id: string; apiId?: string; reasons: string[] };
@@ -172,12 +134,7 @@ export async function fromUnkeyCommand(argv: string[]): Promise<number> {
     } catch (err) {
       throw new UsageError((err as Error).message);
     }
-    if (!values["dry-run"]) {
-      throw new UsageError(
-        "writing into keyhaven is not available yet (issue 36 in progress): run with --dry-run to read Unkey and see " +
-          "what would be copied. Nothing was read or written.",
-      );
-    }
+    if (values["dry-run"] && values.check) throw new UsageError("--dry-run and --check: choose one (neither writes)");
     let rootKey: string;
     try {
       rootKey = resolveUnkeyRootKey({ file: values["unkey-root-key-file"] });
@@ -185,9 +142,137 @@ export async function fromUnkeyCommand(argv: string[]): Promise<number> {
       if (err instanceof UnkeyRootKeyError) throw new UsageError(err.message);
       throw err;
     }
-    return await dryRun(new UnkeyClient({ rootKey, baseUrl }), baseUrl, apiIds, namespaces, values.json === true);
+    const json = values.json === true;
+    if (values["dry-run"]) return await dryRun(new UnkeyClient({ rootKey, baseUrl }), baseUrl, apiIds, namespaces, json);
+
+    const batchSize = intOption("batch-size", values["batch-size"], 1000, 1, 1000);
+    const concurrency = intOption("concurrency", values.concurrency, 4, 1, 16);
+    const attempts = intOption("attempts", values.attempts, 6, 1, 100);
+    const timeoutMs = intOption("timeout", values.timeout, 60, 1, 3600) * 1000;
+    const every = intOption("progress-every", values["progress-every"], 10, 1, 1_000_000);
+    let keyhavenUrl: string;
+    try {
+      keyhavenUrl = parseBaseUrl(values.url ?? DEFAULT_URL);
+    } catch (err) {
+      throw new UsageError((err as Error).message);
+    }
+    const keyhavenRootKey = values["root-key"]?.trim() || loadCliEnv().rootKey;
+    if (!keyhavenRootKey) throw new UsageError("a keyhaven root key is required: set KEYHAVEN_ROOT_KEY or pass --root-key");
+    if (!isHeaderSafe(keyhavenRootKey)) {
+      throw new UsageError(
+        "the keyhaven root key contains a line break, a control character or a character outside Latin-1, so it cannot be " +
+          "sent in an HTTP header; check KEYHAVEN_ROOT_KEY or --root-key (the value is not shown)",
+      );
+    }
+    const stopper = new AbortController();
+    const quiet = values.quiet === true;
+    // Retries and resumption on stderr, unless --quiet (the summary and errors only).
+    // Through the progress display once there is one, so that a note never lands in the middle of its line.
+    let progress: Progress | undefined;
+    const note = (message: string) => {
+      if (quiet) return;
+      if (progress) progress.note(message);
+      else process.stderr.write(`${message}\n`);
+    };
+    const pageSize = Math.min(100, batchSize);
+    const unkey = new UnkeyClient({
+      rootKey,
+      baseUrl,
+      timeoutMs,
+      attempts,
+      pageSize,
+      signal: stopper.signal,
+      onRetry: (r) =>
+        note(`Unkey ${r.route}: ${r.reason}; attempt ${r.attempt + 1} of ${r.attempts} in ${(r.delayMs / 1000).toFixed(1)} s`),
+    });
+    const targetOptions = { baseUrl: keyhavenUrl, rootKey: keyhavenRootKey, timeoutMs, attempts, backoffMs: 250 };
+    if (values.check) {
+      const keyhavenReader = new UnkeyClient({
+        rootKey: keyhavenRootKey,
+        baseUrl: keyhavenUrl,
+        timeoutMs,
+        attempts,
+        label: "keyhaven",
+        signal: stopper.signal,
+      });
+      const target = new KeyhavenTarget(targetOptions, stopper.signal, note);
+      return await checkCopy({ unkey, keyhaven: keyhavenReader, target, apiIds, unkeyUrl: baseUrl, keyhavenUrl, json });
+    }
+    const journalPath = values.journal ?? defaultJournal(baseUrl, keyhavenUrl);
+    const unlock = journalCall(journalPath, () => lockJournal(journalPath));
+    let journal: CopyJournal | undefined;
+    try {
+      journal = journalCall(journalPath, () => CopyJournal.open(journalPath, { unkeyUrl: baseUrl, keyhavenUrl }));
+      if (journal.resumedBatches > 0) {
+        note(
+          `resuming: ${fmt(journal.resumedBatches)} batch${journal.resumedBatches === 1 ? "" : "es"} confirmed by an earlier run are not read again`,
+        );
+      }
+      progress = new Progress(undefined, process.stderr, {
+        tty: process.stderr.isTTY === true,
+        every,
+        enabled: !quiet,
+        unit: "records",
+      });
+      let interrupted: { kind: "interrupted"; message: string } | undefined;
+      let signals = 0;
+      const onSignal = (signal: NodeJS.Signals) => {
+        signals += 1;
+        if (signals === 1) {
+          console.error(`\n${signal}: finishing the requests in flight, then stopping (again to stop at once)`);
+          interrupted = { kind: "interrupted", message: `stopped by ${signal}` };
+        } else {
+          console.error(`${signal} again: stopping now. Re-run the same command to resume.`);
+          stopper.abort();
+          process.exit(EXIT.unavailable);
+        }
+      };
+      process.on("SIGINT", onSignal);
+      process.on("SIGTERM", onSignal);
+      const startedAt = Date.now();
+      const run = new CopyRun({
+        unkey,
+        target: new KeyhavenTarget(targetOptions, stopper.signal, note),
+        journal,
+        apiIds,
+        namespaces,
+        batchSize,
+        pageSize,
+        concurrency,
+        progress,
+        stopRequested: () => interrupted,
+      });
+      let outcome: CopyOutcome;
+      try {
+        outcome = await run.run();
+      } catch (err) {
+        if (err instanceof UnkeyError) {
+          console.error(`keyhaven import --from-unkey: ${err.message}. What was copied before is kept; re-run the same command to resume.`);
+          return err.kind === "refused" ? EXIT.failed : EXIT.unavailable;
+        }
+        throw err;
+      } finally {
+        process.off("SIGINT", onSignal);
+        process.off("SIGTERM", onSignal);
+      }
+      if (!outcome.stop) journal.finish();
+      printDecryptNotes(outcome.decryptRefused);
+      printSummary(outcome, { unkeyUrl: baseUrl, keyhavenUrl, json, seconds: (Date.now() - startedAt) / 1000, journal: journalPath });
+      if (outcome.stop) {
+        console.error(`stopped: ${outcome.stop.message}`);
+        if (outcome.stop.kind !== "refused") {
+          console.error("resume with the same command: the batches keyhaven confirmed are not sent again");
+          return EXIT.unavailable;
+        }
+        return EXIT.failed;
+      }
+      return outcome.skipped.length > 0 ? EXIT.failed : EXIT.ok;
+    } finally {
+      journal?.close();
+      unlock();
+    }
   } catch (err) {
-    if (err instanceof UsageError) {
+    if (err instanceof UsageError || err instanceof JournalMismatch) {
       console.error(`keyhaven import --from-unkey: ${err.message}`);
       return EXIT.usage;
     }
@@ -229,18 +314,7 @@ async function dryRun(client: UnkeyClient, baseUrl: string, apiIds: string[], na
     }
     apis.push(summary);
   }
-  if (decryptRefused.forbidden.length > 0) {
-    console.error(
-      "note: the Unkey root key may not decrypt keys (decrypt: true refused with 403): the keys are read without " +
-        "their plaintexts, so they will be pending",
-    );
-  }
-  if (decryptRefused.unavailable.length > 0) {
-    console.error(
-      `note: Unkey cannot decrypt the keys of ${decryptRefused.unavailable.join(", ")} (412: no vault, or the API stores no ` +
-        "encrypted keys): they are read without plaintexts, so they will be pending",
-    );
-  }
+  printDecryptNotes(decryptRefused);
   const identities = await all(client.listIdentities());
   for (const identity of identities) {
     const reasons = identityProblems(identity, "");
@@ -286,6 +360,92 @@ async function dryRun(client: UnkeyClient, baseUrl: string, apiIds: string[], na
   ];
   console.log(lines.join("\n"));
   return EXIT.ok;
+}
+
+function printDecryptNotes(decryptRefused: { forbidden: string[]; unavailable: string[] }): void {
+  if (decryptRefused.forbidden.length > 0) {
+    console.error(
+      "note: the Unkey root key may not decrypt keys (decrypt: true refused with 403): the keys are read without " +
+        "their plaintexts, so they will be pending",
+    );
+  }
+  if (decryptRefused.unavailable.length > 0) {
+    console.error(
+      `note: Unkey cannot decrypt the keys of ${decryptRefused.unavailable.join(", ")} (412: no vault, or the API stores no ` +
+        "encrypted keys): they are read without plaintexts, so they will be pending",
+    );
+  }
+}
+
+const LABEL: Record<(typeof SECTIONS)[number], string> = {
+  apis: "apis:       ",
+  permissions: "permissions:",
+  roles: "roles:      ",
+  identities: "identities: ",
+  keys: "keys:       ",
+  overrides: "overrides:  ",
+};
+
+function printSummary(
+  outcome: CopyOutcome,
+  how: { unkeyUrl: string; keyhavenUrl: string; json: boolean; seconds: number; journal: string },
+): void {
+  const { totals } = outcome;
+  if (how.json) {
+    console.log(
+      JSON.stringify({
+        unkeyUrl: how.unkeyUrl,
+        keyhavenUrl: how.keyhavenUrl,
+        complete: outcome.stop === undefined,
+        counts: totals,
+        skipped: outcome.skipped.map((s) => ({ kind: kindOf(s.kind), id: s.id, reason: s.reason, by: s.where })),
+        resumedBatches: outcome.resumedBatches,
+        batches: outcome.batches,
+        decryptRefused: outcome.decryptRefused,
+        journal: how.journal,
+      }),
+    );
+    return;
+  }
+  const lines = [`${outcome.stop ? "Stopped copying" : "Copied"} from ${how.unkeyUrl} into ${how.keyhavenUrl}.`];
+  for (const section of SECTIONS) {
+    const c = totals[section];
+    const n = c.created + c.updated + c.unchanged;
+    let line = `${LABEL[section]} ${fmt(n)} (created ${fmt(c.created)}, updated ${fmt(c.updated)}, unchanged ${fmt(c.unchanged)}, skipped ${fmt(c.skipped)})`;
+    if (section === "keys") line += `: verifiable now ${fmt(totals.verifiable)}, pending ${fmt(totals.pending)}`;
+    lines.push(line);
+  }
+  for (const s of outcome.skipped)
+    lines.push(`skipped ${kindOf(s.kind)} ${s.id}${s.where === "keyhaven" ? " (by keyhaven)" : ""}: ${s.reason}`);
+  if (outcome.resumedBatches > 0) lines.push(`resumed:     ${fmt(outcome.resumedBatches)} batches confirmed by an earlier run`);
+  lines.push(`time:        ${duration(how.seconds)}`);
+  console.log(lines.join("\n"));
+}
+
+function intOption(name: string, value: string | undefined, fallback: number, min: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
+    throw new UsageError(`--${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(value)}`);
+  }
+  return Number(value);
+}
+
+/** The default journal: in the current directory, one per pair of URLs (so two copies never share one). */
+function defaultJournal(unkeyUrl: string, keyhavenUrl: string): string {
+  const hash = createHash("sha256").update(`${unkeyUrl}\n${keyhavenUrl}`).digest("hex").slice(0, 12);
+  return `.keyhaven-from-unkey-${hash}.journal`;
+}
+
+/** A journal that cannot be opened or written is a usage error naming its path and the system's code. */
+function journalCall<T>(journalPath: string, f: () => T): T {
+  try {
+    return f();
+  } catch (err) {
+    if (err instanceof JournalMismatch) throw err;
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code) throw new UsageError(`--journal ${journalPath}: cannot use it (${code})`);
+    throw err;
+  }
 }
 
 /** An Unkey refusal of a name the user gave (an unknown API or namespace) says which option named it. */

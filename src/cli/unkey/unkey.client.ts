@@ -14,6 +14,7 @@
  *   Other 4xx are not retried: a `refused` error with Unkey's code (its problem+json `type`) and detail.
  * - `pageSize` (default 100, Unkey's maximum): the `limit` of each page of the list routes.
  * - `signal`: stops the waits and the requests in flight (an `aborted` error).
+ * - `label`: the server's name in messages (default "Unkey"; `--check` reads keyhaven with this client too).
  * - `onRetry`: told of each retry (route, attempt, why, wait), for a progress display.
  *
  * A 2xx answer whose body the contract does not allow is a `malformed` error naming the route and the field; fields
@@ -49,6 +50,8 @@ export type UnkeyClientOptions = {
   maxRetryAfterMs?: number;
   pageSize?: number;
   signal?: AbortSignal;
+  /** Who the server is, in messages: "Unkey" by default; "keyhaven" when this client reads keyhaven's v2 routes. */
+  label?: string;
   onRetry?: (retry: { route: string; attempt: number; attempts: number; reason: string; delayMs: number }) => void;
 };
 
@@ -119,8 +122,10 @@ export class UnkeyClient {
   private readonly backoffMs: number;
   private readonly maxRetryAfterMs: number;
   private readonly pageSize: number;
+  private readonly label: string;
 
   constructor(private readonly options: UnkeyClientOptions) {
+    this.label = options.label ?? "Unkey";
     this.rootKey = options.rootKey;
     if (this.rootKey.trim() === "") throw new Error("UnkeyClient: an Unkey root key is required");
     if (!isHeaderSafe(this.rootKey)) throw new Error("UnkeyClient: the root key cannot be sent in an HTTP header (the value is not shown)");
@@ -207,9 +212,9 @@ export class UnkeyClient {
     const json = JSON.stringify(body);
     const signal = this.options.signal;
     for (let attempt = 1; ; attempt++) {
-      if (signal?.aborted) throw this.error("aborted", route, `Unkey ${route}: aborted`);
+      if (signal?.aborted) throw this.error("aborted", route, `${this.label} ${route}: aborted`);
       const res = await postJson(this.baseUrl, `/v2/${route}`, this.rootKey, json, this.timeoutMs, signal);
-      if (signal?.aborted) throw this.error("aborted", route, `Unkey ${route}: aborted`);
+      if (signal?.aborted) throw this.error("aborted", route, `${this.label} ${route}: aborted`);
       if (res.kind === "ok") {
         const parsed = envelopeOf(data).safeParse(res.body);
         if (parsed.success) return parsed.data;
@@ -228,10 +233,10 @@ export class UnkeyClient {
       if (requestId !== undefined) info.requestId = requestId;
       const request = requestId ? ` (request ${requestId})` : "";
       if (res.kind === "error" && !isTransientStatus(res.status)) {
-        throw this.error("refused", route, `Unkey ${route} answered ${why}${request}`, info);
+        throw this.error("refused", route, `${this.label} ${route} answered ${why}${request}`, info);
       }
       if (attempt >= this.attempts) {
-        throw this.error("unavailable", route, `Unkey ${route}: ${why}${request} (after ${attempt} attempts)`, info);
+        throw this.error("unavailable", route, `${this.label} ${route}: ${why}${request} (after ${attempt} attempts)`, info);
       }
       const delayMs = backoffDelay(attempt, this.backoffMs, res.kind === "error" ? res.retryAfterMs : undefined, this.maxRetryAfterMs);
       this.options.onRetry?.({ route, attempt, attempts: this.attempts, reason: this.redact(why), delayMs });
@@ -240,7 +245,7 @@ export class UnkeyClient {
   }
 
   private malformed(route: string, what: string, status = 200): UnkeyError {
-    return this.error("malformed", route, `Unkey ${route} answered ${status} with a body the v2 contract does not allow: ${what}`, {
+    return this.error("malformed", route, `${this.label} ${route} answered ${status} with a body the v2 contract does not allow: ${what}`, {
       status,
     });
   }

@@ -85,7 +85,7 @@ export async function updateApi(
  * What listing an API's keys needs: read_key and read_api on it (or `*`); for a caller whose access policy counts URN
  * grants (v2), also read_key on any key of the keyspace together with read_keyspace on it, as URNs (contract §2 row 4).
  */
-function listKeysPermission(grants: Grants, workspaceId: string, apiId: string): PermissionQuery {
+export function listKeysPermission(grants: Grants, workspaceId: string, apiId: string): PermissionQuery {
   const tuples: PermissionQuery = {
     and: [{ or: ["api.*.read_key", `api.${apiId}.read_key`] }, { or: ["api.*.read_api", `api.${apiId}.read_api`] }],
   };

@@ -35,6 +35,7 @@ export const AUDIT_EVENTS = [
   "import.enqueue",
   "import.retry",
   "import.apply_batch",
+  "import.from_unkey",
   "migration.create",
   "encryptionKey.rotate",
   "encryptionKey.reset",

@@ -85,6 +85,7 @@ const V1_WORDING: { [K in RefusalKind]: (facts: RefusalFacts[K]) => string } = {
   duplicateInRequest: ({ index, sameAsIndex }) => `the key at index ${index} is the same key as the one at index ${sameAsIndex}`,
   importKeyExists: ({ index }) => `the key at index ${index} already exists`,
   migrationExists: ({ migrationId }) => `migration ${migrationId} already exists`,
+  copyConflict: () => "a concurrent change conflicts with this copy; nothing was written, send it again",
   importNamesGone: ({ roles, permissions }) =>
     `${[roles.length > 0 ? `roles ${names(roles)}` : "", permissions.length > 0 ? `permissions ${names(permissions)}` : ""]
       .filter(Boolean)

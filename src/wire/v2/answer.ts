@@ -11,20 +11,35 @@ import { V2Error, type V2ValidationIssue, v2ErrorBody, v2ErrorContentType, v2Err
  * of v2's validator (santhosh-tekuri/jsonschema: `minLength: got 2, want 3`, `missing property 'name'`, …). A check of
  * keyhaven's own (a refinement) keeps its message, after the field's path.
  */
-function validationError(err: FastifyError, path: string, body: unknown): V2Error {
+function validationError(err: FastifyError, path: string, body: unknown, namedPaths: boolean): V2Error {
   const first = err.validation?.[0];
   const issues: V2ValidationIssue[] = [];
+  let detail = `POST request body for '${path}' failed to validate schema`;
   if (first) {
     const steps = first.instancePath.split("/").filter(Boolean);
-    const { keyword, message } = v2IssueWords(first.keyword, (first.params ?? {}) as IssueParams, steps, body) ?? {
+    const words = v2IssueWords(first.keyword, (first.params ?? {}) as IssueParams, steps, body);
+    const { keyword, message } = words ?? {
       keyword: first.keyword,
       message: `${steps.join(".") || "body"}: ${first.message ?? "invalid input"}`,
     };
     // A missing property is the parent's `required`; every other keyword is the field's own.
     const at = keyword === "required" ? steps.slice(0, -1) : steps;
     issues.push({ location: `${schemaPathOf(at, body)}/${keyword}`, message });
+    // A bulk route's client needs the item, which the schema path leaves out: `keys[3].credits.refill.amount: …`.
+    if (namedPaths) detail = `${fieldPathOf(steps, body) || "body"}: ${words?.message ?? first.message ?? "invalid input"}`;
   }
-  return new V2Error(400, "unkey/application/invalid_input", `POST request body for '${path}' failed to validate schema`, issues);
+  return new V2Error(400, "unkey/application/invalid_input", detail, issues);
+}
+
+/** A field of the body as a person names it: `keys[3].credits.refill.amount`. */
+function fieldPathOf(steps: string[], body: unknown): string {
+  let at: unknown = body;
+  let path = "";
+  for (const step of steps) {
+    path += Array.isArray(at) && /^\d+$/.test(step) ? `[${step}]` : path === "" ? step : `.${step}`;
+    at = at !== null && typeof at === "object" ? (at as Record<string, unknown>)[step] : undefined;
+  }
+  return path;
 }
 
 /** What fastify-type-provider-zod keeps of a zod issue (all but its code, path and message). */
@@ -147,7 +162,10 @@ function v2ErrorOfAny(err: FastifyError, req: FastifyRequest): { error: V2Error;
   const path = req.url.split("?")[0] ?? "";
   if (err instanceof V2Error) return { error: err, validation: false };
   if (err instanceof DomainError) return { error: v2ErrorOf(err), validation: false };
-  if (hasZodFastifySchemaValidationErrors(err)) return { error: validationError(err, path, req.body), validation: true };
+  if (hasZodFastifySchemaValidationErrors(err)) {
+    const namedPaths = (req.routeOptions.config as { namedPaths?: boolean } | undefined)?.namedPaths === true;
+    return { error: validationError(err, path, req.body, namedPaths), validation: true };
+  }
   if (err instanceof ApiError && err.status === 400) {
     // The body parser's refusals (not JSON, a wrong content type): v2's validator answers these as schema failures.
     return {

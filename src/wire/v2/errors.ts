@@ -40,6 +40,7 @@ export type V2ErrorCode =
   | "user/bad_request/request_timeout"
   | "unkey/application/idempotency_key_reused"
   | "unkey/application/idempotency_key_in_use"
+  | "unkey/application/conflict"
   | "unkey/application/service_unavailable"
   | "unkey/application/unexpected_error";
 
@@ -169,6 +170,7 @@ const V2_OWN_WORDS: ReadonlySet<RefusalKind> = new Set<RefusalKind>([
   "invalidPermissionQuery",
   "duplicateInRequest",
   "migrationExists",
+  "copyConflict",
   "invalidKeyFormat",
   "metaTooLarge",
 ]);
@@ -200,6 +202,8 @@ const V2_WORDING: { [K in RefusalKind]: (facts: RefusalFacts[K]) => string } = {
   duplicateInRequest: ({ index, sameAsIndex }) =>
     `keys[${index}].hash is the same as keys[${sameAsIndex}].hash: each hash can be migrated once per request.`,
   migrationExists: ({ migrationId }) => `A migration with id '${migrationId}' already exists.`,
+  copyConflict: () =>
+    "A concurrent change took an id, name, slug or key this request was writing: nothing was written. Send the request again.",
   invalidKeyFormat: () => "Invalid key format",
   metaTooLarge: ({ size, max }) => `Metadata is too large: it must be at most ${megabytes(max)}, but is ${megabytes(size)}.`,
 
@@ -359,6 +363,8 @@ export function v2ErrorOf(err: DomainError): V2Error {
   if (err.refusal?.kind === "duplicateInRequest") return new V2Error(400, "unkey/application/invalid_input", v2Words(err), []);
   // verifyKey with a prefixed-api-key migration: the key cannot be split (contract §6.3).
   if (err.refusal?.kind === "invalidKeyFormat") return new V2Error(400, "unkey/authentication/malformed", v2Words(err), []);
+  // keyhaven.copyFromUnkey raced another change: nothing was written, and the same request again settles it.
+  if (err.refusal?.kind === "copyConflict") return new V2Error(409, "unkey/application/conflict", v2Words(err));
   if (err instanceof ConflictError) {
     return new V2Error(409, `unkey/data/${V2_RESOURCE[err.what] ?? err.what}_already_exists`, v2Words(err));
   }

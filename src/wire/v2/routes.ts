@@ -22,7 +22,10 @@ import { createKey } from "./keys/v2.keys.createKey.js";
 import { rerollKey } from "./keys/v2.keys.rerollKey.js";
 import { updateKey } from "./keys/v2.keys.updateKey.js";
 import { whoami } from "./keys/v2.keys.whoami.js";
+import { copyFromUnkey } from "./keyhaven/v2.keyhaven.copyFromUnkey.js";
 import { createMigration } from "./keyhaven/v2.keyhaven.createMigration.js";
+import { getCopyStatus } from "./keyhaven/v2.keyhaven.getCopyStatus.js";
+import { listPendingKeys } from "./keyhaven/v2.keyhaven.listPendingKeys.js";
 import { listAuditLogs } from "./keyhaven/v2.keyhaven.listAuditLogs.js";
 import { migrateKeys } from "./keys/v2.keys.migrateKeys.js";
 import { liveness } from "./liveness/v2.liveness.js";
@@ -95,4 +98,7 @@ export const v2Rpcs: V2Rpc[] = [
   // keyhaven's extensions
   createMigration,
   listAuditLogs,
+  copyFromUnkey,
+  getCopyStatus,
+  listPendingKeys,
 ];

@@ -83,6 +83,11 @@ export type V2Rpc<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodTy
    * (a NUL) through there, and the lookup finds nothing (404), as upstream answers (parseJsonBody).
    */
   lookupOnly?: readonly string[];
+  /**
+   * A bulk route: a body that fails the schema is answered with the failing field's path in `detail`
+   * (`keys[3].credits.refill.amount: minimum: got 0, want 1`), so that a client knows which item to fix.
+   */
+  namedPaths?: boolean;
 };
 
 const KIB = 1024;
@@ -156,7 +161,7 @@ export function registerV2Rpc(app: FastifyInstance, deps: Services, rpc: V2Rpc):
     // Relative to the surface's prefix (`/v2`, wire/v2/surface.ts).
     url: rpc.path.slice("/v2".length),
     bodyLimit: rpc.bodyLimit ?? DEFAULT_BODY_LIMIT,
-    config: { protocol: "v2", ...(rpc.lookupOnly && { lookupOnly: rpc.lookupOnly }) },
+    config: { protocol: "v2", ...(rpc.lookupOnly && { lookupOnly: rpc.lookupOnly }), ...(rpc.namedPaths && { namedPaths: true }) },
     schema: {
       summary: rpc.summary,
       ...(rpc.method === "POST" && { body: rpc.input }),

@@ -3,9 +3,9 @@
  * fast `keyhaven import --from-unkey` copies an Unkey workspace's keys into keyhaven, end to end.
  *
  * The "hosted Unkey" is a second keyhaven (it speaks Unkey's v2 API, apis.listKeys with decrypt included), on a fresh
- * PostgreSQL database, seeded with BENCH_KEYS keys in one API through /v1/migrations.createKeys (batches of 100):
- * BENCH_PLAINTEXT_SHARE of them by plaintext (stored encrypted, so apis.listKeys decrypt returns them: they verify at
- * once in the target), the rest by hash (they arrive pending). Each key has a name, meta and credits. Then, for each
+ * PostgreSQL database, seeded with BENCH_KEYS keys in one API: BENCH_PLAINTEXT_SHARE of them recoverable (v2
+ * keys.createKey, so apis.listKeys with decrypt returns their plaintext: they verify at once in the target), the rest
+ * by hash through /v1/migrations.createKeys in batches of 100 (Unkey has no plaintext of them: they arrive pending). Each key has a name, meta and credits. Then, for each
  * target store of BENCH_STORES, a fresh keyhaven is started and the CLI runs as a user runs it, compiled (`node
  * dist/cli/main.js import --from-unkey --api … --unkey-url … --url …`, UNKEY_ROOT_KEY and KEYHAVEN_ROOT_KEY in its
  * environment, a fresh journal), timed from start to exit; its JSON summary and the target's
@@ -86,8 +86,9 @@ async function expectOk(server: ChildServer, rootKey: string, route: string, bod
 
 /** Seeds the source: one API and settings.keys keys; answers the API's id and how many keys are plaintext. */
 async function seed(source: ChildServer, rootKey: string): Promise<{ apiId: string; plaintexts: number }> {
-  const created = await expectOk(source, rootKey, "/v2/apis.createApi", { name: "bench-from-unkey" });
-  const apiId = (created.data as { apiId: string }).apiId;
+  // v1's createApi, which can ask for encrypted keys (keyhaven's extension): recoverable keys need them.
+  const created = await expectOk(source, rootKey, "/v1/apis.createApi", { name: "bench-from-unkey", storeEncryptedKeys: true });
+  const apiId = (created as { apiId: string }).apiId;
   const plaintextEvery = settings.plaintextShare > 0 ? Math.round(1 / settings.plaintextShare) : 0;
   let plaintexts = 0;
   let next = 0;
@@ -95,24 +96,28 @@ async function seed(source: ChildServer, rootKey: string): Promise<{ apiId: stri
   const worker = async () => {
     while (next < settings.keys && !interrupted()) {
       const from = next;
-      next = Math.min(settings.keys, next + SEED_BATCH);
+      const to = Math.min(settings.keys, next + SEED_BATCH);
+      next = to;
       const batch = [];
-      for (let i = from; i < next; i++) {
-        const plaintext = `sk_bench_${i}_${randomBytes(12).toString("base64url")}`;
-        const secret =
-          plaintextEvery > 0 && i % plaintextEvery === 0
-            ? { plaintext }
-            : { hash: { value: createHash("sha256").update(plaintext).digest("base64"), variant: "sha256_base64" } };
-        if ("plaintext" in secret) plaintexts++;
-        batch.push({
-          apiId,
-          ...secret,
-          name: `customer ${i}`,
-          meta: { plan: i % 3 === 0 ? "pro" : "free", n: i },
-          remaining: 1000 + (i % 100),
-        });
+      for (let i = from; i < to; i++) {
+        const fields = { name: `customer ${i}`, meta: { plan: i % 3 === 0 ? "pro" : "free", n: i } };
+        if (plaintextEvery > 0 && i % plaintextEvery === 0) {
+          // Recoverable: created by keys.createKey, so apis.listKeys with decrypt returns its plaintext.
+          await expectOk(source, rootKey, "/v2/keys.createKey", {
+            apiId,
+            recoverable: true,
+            credits: { remaining: 1000 + (i % 100) },
+            ...fields,
+          });
+          plaintexts++;
+          continue;
+        }
+        const hash = createHash("sha256")
+          .update(`sk_bench_${i}_${randomBytes(12).toString("base64url")}`)
+          .digest("base64");
+        batch.push({ apiId, hash: { value: hash, variant: "sha256_base64" }, remaining: 1000 + (i % 100), ...fields });
       }
-      await expectOk(source, rootKey, "/v1/migrations.createKeys", batch);
+      if (batch.length > 0) await expectOk(source, rootKey, "/v1/migrations.createKeys", batch);
     }
   };
   await Promise.all(Array.from({ length: SEED_CONCURRENCY }, worker));

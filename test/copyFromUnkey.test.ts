@@ -248,6 +248,26 @@ describe("keyhaven.copyFromUnkey", () => {
     expect(await countIn(h, `encrypted_keys where key_id = '${key.id}'`)).toBe(1);
   });
 
+  test("a recoverable key copied into an API that did not store encrypted keys turns that on, seen by keys.createKey at once", async ({
+    h,
+  }) => {
+    const t = await h.tenant();
+    const apiId = await h.createApi(t);
+    const refused = await h.post("/v2/keys.createKey", { apiId, recoverable: true }, t.rootKey);
+    expectV2Error(refused, 412, "unkey/application/precondition_failed");
+    const secret = plaintextKey();
+    const key = unkeyKey(apiId, { plaintext: secret, recoverable: true });
+    const data = await copyOk(h, t, { keys: [key] });
+    expect(data.keys).toEqual(Object.assign(counted({ created: 1 }), { verifiable: 1, pending: 0 }));
+    expect((await auditEntries(h, t)).at(-1)!.targets).toEqual([
+      { type: "api", id: apiId },
+      { type: "key", id: key.id },
+    ]);
+    expect((await h.post("/v2/keys.getKey", { keyId: key.id, decrypt: true }, t.rootKey)).body.data.plaintext).toBe(secret);
+    const created = await h.post("/v2/keys.createKey", { apiId, recoverable: true }, t.rootKey);
+    expect(created.status, JSON.stringify(created.body)).toBe(200);
+  });
+
   test("an existing verifiable key is never made pending again, and its hash is never replaced by a copy", async ({ h }) => {
     const t = await h.tenant();
     const apiId = id("api");

@@ -458,6 +458,24 @@ describe("keyhaven.copyFromUnkey", () => {
     ).toBe(200);
   });
 
+  test("the same copy sent twice at once: each is applied or refused as a race (409), never half, and a third finds all unchanged", async ({
+    h,
+  }) => {
+    const t = await h.tenant();
+    const apiId = id("api");
+    const body = {
+      apis: [{ id: apiId, name: "copied api" }],
+      identities: [{ id: id("id"), externalId: `ext-${randomBytes(4).toString("hex")}` }],
+      keys: Array.from({ length: 50 }, (_, i) => unkeyKey(apiId, i % 2 === 0 ? { plaintext: plaintextKey() } : {})),
+    };
+    const answers = await Promise.all([copy(h, t.rootKey, body), copy(h, t.rootKey, body)]);
+    for (const res of answers) expect([200, 409], JSON.stringify(res.body)).toContain(res.status);
+    expect(answers.some((res) => res.status === 200)).toBe(true);
+    const third = await copyOk(h, t, body);
+    expect(third.keys).toEqual(Object.assign(counted({ unchanged: 50 }), { verifiable: 25, pending: 25 }));
+    expect(await countIn(h, `keys where workspace_id = '${t.workspaceId}'`)).toBe(50);
+  });
+
   test("overrides are upserted by namespace and identifier, the namespace created when absent", async ({ h }) => {
     const t = await h.tenant();
     const first = await copyOk(h, t, {

@@ -268,6 +268,18 @@ describe("keyhaven.copyFromUnkey", () => {
     expect(created.status, JSON.stringify(created.body)).toBe(200);
   });
 
+  test("a workspace's first recoverable key skipped still leaves its data key stored, so the next one seals under it", async ({ h }) => {
+    const t = await h.tenant();
+    const apiId = id("api");
+    await copyOk(h, t, { apis: [{ id: apiId, name: "copied api" }] });
+    const skipped = unkeyKey(apiId, { plaintext: plaintextKey(), recoverable: true, roles: ["no-such-role"] });
+    expect((await copyOk(h, t, { keys: [skipped] })).keys.skipped).toEqual([{ id: skipped.id, reason: "roles not found: no-such-role" }]);
+    const secret = plaintextKey();
+    const sealed = unkeyKey(apiId, { plaintext: secret, recoverable: true });
+    await copyOk(h, t, { keys: [sealed] });
+    expect((await h.post("/v2/keys.getKey", { keyId: sealed.id, decrypt: true }, t.rootKey)).body.data.plaintext).toBe(secret);
+  });
+
   test("an existing verifiable key is never made pending again, and its hash is never replaced by a copy", async ({ h }) => {
     const t = await h.tenant();
     const apiId = id("api");

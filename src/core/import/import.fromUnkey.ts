@@ -643,7 +643,8 @@ class Copy {
     const written = [...created, ...updated];
 
     const sealed = written.filter((w) => w.seal && dataKey !== undefined);
-    if (dataKey?.newRow && sealed.length > 0) await this.tx.insert(encryptionKeys).values(dataKey.newRow);
+    // Inserted whenever it is new, sealed keys or not: the keyring remembers it once the change commits.
+    if (dataKey?.newRow) await this.tx.insert(encryptionKeys).values(dataKey.newRow);
     await insertEncryptedCopies(
       this.tx,
       sealed.map((w) => ({

@@ -231,6 +231,32 @@ describe("keyhaven.copyFromUnkey", () => {
     expect(await verifyV1(h, secret)).toMatchObject({ valid: true, keyId: key.id });
   });
 
+  test("another replica that verified a key as unknown verifies it once a copy gives its plaintext", async ({ h }) => {
+    const t = await h.tenant();
+    const replica = await h.replica();
+    try {
+      const apiId = id("api");
+      const secret = plaintextKey();
+      const key = unkeyKey(apiId);
+      await copyOk(h, t, { apis: [{ id: apiId, name: "copied api" }], keys: [key] });
+      const verifyOnReplica = async () => {
+        const res = await replica.app.inject({
+          method: "POST",
+          url: "/v2/keys.verifyKey",
+          headers: { authorization: `Bearer ${t.rootKey}`, "content-type": "application/json" },
+          payload: JSON.stringify({ key: secret }),
+        });
+        expect(res.statusCode, res.body).toBe(200);
+        return JSON.parse(res.body).data;
+      };
+      expect(await verifyOnReplica()).toMatchObject({ code: "NOT_FOUND" });
+      await copyOk(h, t, { keys: [Object.assign({}, key, { plaintext: secret })] });
+      expect(await verifyOnReplica()).toMatchObject({ valid: true, keyId: key.id });
+    } finally {
+      await replica.close();
+    }
+  });
+
   test("a recoverable key is stored encrypted too: keys.getKey with decrypt returns it", async ({ h }) => {
     const t = await h.tenant();
     const apiId = id("api");

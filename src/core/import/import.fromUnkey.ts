@@ -3,6 +3,7 @@ import { hashKey } from "../../crypto/hash.js";
 import { newId } from "../../ids.js";
 import type { Keyring } from "../../keyring/keyring.js";
 import type { DataKey } from "../../storage/crypto/encryptionKeys.repository.js";
+import type { StatisticsRefresher } from "../../storage/statistics.js";
 import { type Db, isUniqueViolation } from "../../storage/client.js";
 import { ConflictError } from "../../errors.js";
 import { encryptionKeys, type AuditTarget } from "../../storage/schema.js";
@@ -112,7 +113,13 @@ export type CopyResult = {
   keys: CopyCounts & { verifiable: number; pending: number };
 };
 
-type CopyStore = { db: Db; keyring: Keyring; changes: WriteGate; clock: { now(): number } };
+type CopyStore = {
+  db: Db;
+  keyring: Keyring;
+  changes: WriteGate;
+  clock: { now(): number };
+  statistics: Pick<StatisticsRefresher, "onImported">;
+};
 
 const counts = (): CopyCounts => ({ created: 0, updated: 0, unchanged: 0, skipped: [] });
 
@@ -187,6 +194,8 @@ export async function copyFromUnkey(store: CopyStore, caller: Caller, input: Cop
   const dataKey = recoverable ? await store.keyring.dataKeyFor(store.db, caller.workspaceId) : undefined;
   const result = await copyOnce(store, caller, input, dataKey, now);
   if (dataKey?.newRow) store.changes.afterCommit(caller, () => store.keyring.remember(dataKey));
+  // PGlite has no autovacuum: the tables a copy fills are analysed as after an import.
+  store.statistics.onImported(result.keys.created);
   return result;
 }
 

@@ -5,7 +5,8 @@
  * `keyhaven_bench_<random>` database on BENCH_DATABASE_URL's server) and on PGlite (a fresh KEYHAVEN_DATA_DIR).
  * Each key carries what a copied Unkey key typically has: a name, a small meta, credits with a daily refill, one
  * rate limit, one role and one permission; every BENCH_PLAINTEXT_EVERY-th key its plaintext (the others pending).
- * Then the same requests again (everything unchanged: a resumed or repeated run).
+ * Then the same requests again (everything unchanged: a resumed or repeated run), then with every key's name and rate
+ * limit changed (everything updated).
  *
  * Reported per store and pass: keys/s overall, request latency p50/p99 and the slowest request. The rows in `keys`
  * are checked through keyhaven.getCopyStatus at the end. Results go to bench/results/copy-<ts>.json.
@@ -100,9 +101,17 @@ async function runStore(store: string, admin: postgres.Sql | undefined, cleanup:
       }),
     );
     if (setup.status !== 200) throw new Error(`setup answered ${setup.status}: ${JSON.stringify(setup.json)}`);
-    const bodies = batches(apiId);
+    const created = batches(apiId);
+    // The third pass changes every key (its name, roles, rate limit): what a copy of a workspace changed upstream does.
+    const changed = created.map((body) =>
+      body.replaceAll('"name":"customer ', '"name":"renamed customer ').replaceAll('"limit":100,', '"limit":200,'),
+    );
     const results: PassResult[] = [];
-    for (const pass of ["create", "again (unchanged)"]) {
+    for (const [pass, bodies] of [
+      ["create", created],
+      ["again (unchanged)", created],
+      ["every key changed (updated)", changed],
+    ] as const) {
       const latencies: number[] = [];
       const started = performance.now();
       for (const body of bodies) {

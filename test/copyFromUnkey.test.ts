@@ -231,6 +231,32 @@ describe("keyhaven.copyFromUnkey", () => {
     expect(await verifyV1(h, secret)).toMatchObject({ valid: true, keyId: key.id });
   });
 
+  test("another replica that verified a key as unknown verifies it once a copy gives its plaintext", async ({ h }) => {
+    const t = await h.tenant();
+    const replica = await h.replica();
+    try {
+      const apiId = id("api");
+      const secret = plaintextKey();
+      const key = unkeyKey(apiId);
+      await copyOk(h, t, { apis: [{ id: apiId, name: "copied api" }], keys: [key] });
+      const verifyOnReplica = async () => {
+        const res = await replica.app.inject({
+          method: "POST",
+          url: "/v2/keys.verifyKey",
+          headers: { authorization: `Bearer ${t.rootKey}`, "content-type": "application/json" },
+          payload: JSON.stringify({ key: secret }),
+        });
+        expect(res.statusCode, res.body).toBe(200);
+        return JSON.parse(res.body).data;
+      };
+      expect(await verifyOnReplica()).toMatchObject({ code: "NOT_FOUND" });
+      await copyOk(h, t, { keys: [Object.assign({}, key, { plaintext: secret })] });
+      expect(await verifyOnReplica()).toMatchObject({ valid: true, keyId: key.id });
+    } finally {
+      await replica.close();
+    }
+  });
+
   test("a recoverable key is stored encrypted too: keys.getKey with decrypt returns it", async ({ h }) => {
     const t = await h.tenant();
     const apiId = id("api");
@@ -246,6 +272,38 @@ describe("keyhaven.copyFromUnkey", () => {
     const again = await copyOk(h, t, { keys: [key] });
     expect(again.keys).toEqual(Object.assign(counted({ unchanged: 1 }), { verifiable: 1, pending: 0 }));
     expect(await countIn(h, `encrypted_keys where key_id = '${key.id}'`)).toBe(1);
+  });
+
+  test("a recoverable key copied into an API that did not store encrypted keys turns that on, seen by keys.createKey at once", async ({
+    h,
+  }) => {
+    const t = await h.tenant();
+    const apiId = await h.createApi(t);
+    const refused = await h.post("/v2/keys.createKey", { apiId, recoverable: true }, t.rootKey);
+    expectV2Error(refused, 412, "unkey/application/precondition_failed");
+    const secret = plaintextKey();
+    const key = unkeyKey(apiId, { plaintext: secret, recoverable: true });
+    const data = await copyOk(h, t, { keys: [key] });
+    expect(data.keys).toEqual(Object.assign(counted({ created: 1 }), { verifiable: 1, pending: 0 }));
+    expect((await auditEntries(h, t)).at(-1)!.targets).toEqual([
+      { type: "api", id: apiId },
+      { type: "key", id: key.id },
+    ]);
+    expect((await h.post("/v2/keys.getKey", { keyId: key.id, decrypt: true }, t.rootKey)).body.data.plaintext).toBe(secret);
+    const created = await h.post("/v2/keys.createKey", { apiId, recoverable: true }, t.rootKey);
+    expect(created.status, JSON.stringify(created.body)).toBe(200);
+  });
+
+  test("a workspace's first recoverable key skipped still leaves its data key stored, so the next one seals under it", async ({ h }) => {
+    const t = await h.tenant();
+    const apiId = id("api");
+    await copyOk(h, t, { apis: [{ id: apiId, name: "copied api" }] });
+    const skipped = unkeyKey(apiId, { plaintext: plaintextKey(), recoverable: true, roles: ["no-such-role"] });
+    expect((await copyOk(h, t, { keys: [skipped] })).keys.skipped).toEqual([{ id: skipped.id, reason: "roles not found: no-such-role" }]);
+    const secret = plaintextKey();
+    const sealed = unkeyKey(apiId, { plaintext: secret, recoverable: true });
+    await copyOk(h, t, { keys: [sealed] });
+    expect((await h.post("/v2/keys.getKey", { keyId: sealed.id, decrypt: true }, t.rootKey)).body.data.plaintext).toBe(secret);
   });
 
   test("an existing verifiable key is never made pending again, and its hash is never replaced by a copy", async ({ h }) => {
@@ -436,6 +494,24 @@ describe("keyhaven.copyFromUnkey", () => {
     expect(
       (await copy(h, t.rootKey, { apis: [{ id: apiId, name: "copied api" }], keys: [unkeyKey(apiId, { name: "fail:23505" })] })).status,
     ).toBe(200);
+  });
+
+  test("the same copy sent twice at once: each is applied or refused as a race (409), never half, and a third finds all unchanged", async ({
+    h,
+  }) => {
+    const t = await h.tenant();
+    const apiId = id("api");
+    const body = {
+      apis: [{ id: apiId, name: "copied api" }],
+      identities: [{ id: id("id"), externalId: `ext-${randomBytes(4).toString("hex")}` }],
+      keys: Array.from({ length: 50 }, (_, i) => unkeyKey(apiId, i % 2 === 0 ? { plaintext: plaintextKey() } : {})),
+    };
+    const answers = await Promise.all([copy(h, t.rootKey, body), copy(h, t.rootKey, body)]);
+    for (const res of answers) expect([200, 409], JSON.stringify(res.body)).toContain(res.status);
+    expect(answers.some((res) => res.status === 200)).toBe(true);
+    const third = await copyOk(h, t, body);
+    expect(third.keys).toEqual(Object.assign(counted({ unchanged: 50 }), { verifiable: 25, pending: 25 }));
+    expect(await countIn(h, `keys where workspace_id = '${t.workspaceId}'`)).toBe(50);
   });
 
   test("overrides are upserted by namespace and identifier, the namespace created when absent", async ({ h }) => {

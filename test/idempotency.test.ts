@@ -200,6 +200,23 @@ const WRITES: Write[] = [
   { path: "/v2/keys.deleteKey", body: (s) => ({ keyId: s.keyId }) },
   { path: "/v2/permissions.setRolePermissions", body: (s) => ({ roleId: s.roleId, permissions: ["every.perm"] }) },
   { path: "/v2/keyhaven.createMigration", body: (s) => ({ migrationId: `v2-mig-${s.n}`, algorithm: "sha256" }) },
+  {
+    path: "/v2/keyhaven.copyFromUnkey",
+    body: (s) => ({
+      keys: [
+        {
+          id: `key_copy_${s.n}_${randomBytes(4).toString("hex")}`,
+          apiId: s.apiId,
+          start: "uk_ab",
+          createdAt: 1_700_000_000_000,
+          enabled: true,
+          roles: ["every-role"],
+          plaintext: `uk_copy_${randomBytes(8).toString("hex")}`,
+          recoverable: true,
+        },
+      ],
+    }),
+  },
 ];
 
 describe("Idempotency-Key on the writes that read after they write", () => {

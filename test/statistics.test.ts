@@ -52,6 +52,31 @@ describe("on PGlite, the imported tables are analysed after imports", () => {
   );
 
   test.skipIf(process.env.TEST_DATABASE_URL !== undefined)(
+    "keys copied from hosted Unkey (keyhaven.copyFromUnkey) are followed by an ANALYZE",
+    { timeout: 150_000 },
+    async () => {
+      const own = await createHarness();
+      try {
+        const tenant = await own.tenant();
+        const apiId = `api_${randomBytes(6).toString("hex")}`;
+        const keys = Array.from({ length: 100 }, () => ({
+          id: `key_${randomBytes(8).toString("hex")}`,
+          apiId,
+          start: "uk_ab",
+          createdAt: 1_700_000_000_000,
+          enabled: true,
+        }));
+        const res = await own.post("/v2/keyhaven.copyFromUnkey", { apis: [{ id: apiId, name: "copied api" }], keys }, tenant.rootKey);
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        await waitFor("analysed after the copy", async () => (await keysStatistics(own)).analyses === 1, SLOW);
+        expect((await keysStatistics(own)).rows).toBe(100);
+      } finally {
+        await own.close();
+      }
+    },
+  );
+
+  test.skipIf(process.env.TEST_DATABASE_URL !== undefined)(
     "stopping the background jobs right after an import runs the ANALYZE it was due and waits for it",
     async () => {
       const own = await createHarness();

@@ -3,6 +3,7 @@ import { hashKey } from "../../crypto/hash.js";
 import { newId } from "../../ids.js";
 import type { Keyring } from "../../keyring/keyring.js";
 import type { DataKey } from "../../storage/crypto/encryptionKeys.repository.js";
+import type { StatisticsRefresher } from "../../storage/statistics.js";
 import { type Db, isUniqueViolation } from "../../storage/client.js";
 import { ConflictError } from "../../errors.js";
 import { encryptionKeys, type AuditTarget } from "../../storage/schema.js";
@@ -112,7 +113,13 @@ export type CopyResult = {
   keys: CopyCounts & { verifiable: number; pending: number };
 };
 
-type CopyStore = { db: Db; keyring: Keyring; changes: WriteGate; clock: { now(): number } };
+type CopyStore = {
+  db: Db;
+  keyring: Keyring;
+  changes: WriteGate;
+  clock: { now(): number };
+  statistics: Pick<StatisticsRefresher, "onImported">;
+};
 
 const counts = (): CopyCounts => ({ created: 0, updated: 0, unchanged: 0, skipped: [] });
 
@@ -187,8 +194,16 @@ export async function copyFromUnkey(store: CopyStore, caller: Caller, input: Cop
   const dataKey = recoverable ? await store.keyring.dataKeyFor(store.db, caller.workspaceId) : undefined;
   const result = await copyOnce(store, caller, input, dataKey, now);
   if (dataKey?.newRow) store.changes.afterCommit(caller, () => store.keyring.remember(dataKey));
+  // PGlite has no autovacuum: the tables a copy fills are analysed as after an import.
+  store.statistics.onImported(result.keys.created);
   return result;
 }
+
+/**
+ * A record the copy found free (or live) in its transaction was taken (or deleted) by a concurrent change before its
+ * write: the whole copy is refused, and sent again it settles on what that change left.
+ */
+const copyRaced = () => new ConflictError("copy", { kind: "copyConflict" });
 
 /**
  * The copy's one change. Every id, name, slug and hash it writes was checked free in its transaction, so a unique
@@ -204,7 +219,7 @@ async function copyOnce(
   try {
     return await store.changes.change(caller, (tx, record) => copyIn(tx, store.keyring, caller, input, dataKey, now, record));
   } catch (err) {
-    if (isUniqueViolation(err)) throw new ConflictError("copy", { kind: "copyConflict" });
+    if (isUniqueViolation(err)) throw copyRaced();
     throw err;
   }
 }
@@ -317,10 +332,7 @@ class Copy {
       })),
     );
     for (const a of creates) {
-      if (!inserted.has(a.id)) {
-        out.skipped.push({ id: a.id, reason: "id is taken" });
-        continue;
-      }
+      if (!inserted.has(a.id)) throw copyRaced();
       out.created++;
       this.liveApis.set(a.id, encrypting.has(a.id));
       this.target("api", a.id, a.name);
@@ -394,11 +406,9 @@ class Copy {
       })),
     );
     for (const p of creates) {
-      if (!inserted.has(p.id)) out.skipped.push({ id: p.id, reason: "id is taken" });
-      else {
-        out.created++;
-        this.target("permission", p.id, p.name);
-      }
+      if (!inserted.has(p.id)) throw copyRaced();
+      out.created++;
+      this.target("permission", p.id, p.name);
     }
     await updatePermissions(this.tx, this.ws, updates, this.now);
     for (const p of updates) {
@@ -461,7 +471,7 @@ class Copy {
       })),
     );
     const created = creates.filter(({ item }) => inserted.has(item.id));
-    for (const { item } of creates) if (!inserted.has(item.id)) out.skipped.push({ id: item.id, reason: "id is taken" });
+    if (created.length !== creates.length) throw copyRaced();
     await updateRoles(
       this.tx,
       this.ws,
@@ -531,7 +541,7 @@ class Copy {
       })),
     );
     const created = creates.filter((i) => inserted.has(i.id));
-    for (const i of creates) if (!inserted.has(i.id)) out.skipped.push({ id: i.id, reason: "id is taken" });
+    if (created.length !== creates.length) throw copyRaced();
     if (updates.length > 0) {
       requirePermission(
         this.caller,
@@ -625,7 +635,7 @@ class Copy {
     );
     const inserted = await insertKeys(this.tx, newRows);
     const created = creates.filter((c) => inserted.has(c.item.id));
-    for (const c of creates) if (!inserted.has(c.item.id)) out.skipped.push({ id: c.item.id, reason: "id is taken" });
+    if (created.length !== creates.length) throw copyRaced();
     if (updates.length > 0) {
       for (const apiId of new Set(updates.map((u) => u.item.apiId))) {
         requirePermission(this.caller, keyPermission(this.caller.access, this.ws, apiId, "*", "update_key"));
@@ -638,11 +648,12 @@ class Copy {
       this.now,
     );
     const updated = updates.filter((u) => updatedIds.has(u.item.id));
-    for (const u of updates) if (!updatedIds.has(u.item.id)) out.skipped.push({ id: u.item.id, reason: "deleted in keyhaven" });
+    if (updated.length !== updates.length) throw copyRaced();
     const written = [...created, ...updated];
 
     const sealed = written.filter((w) => w.seal && dataKey !== undefined);
-    if (dataKey?.newRow && sealed.length > 0) await this.tx.insert(encryptionKeys).values(dataKey.newRow);
+    // Inserted whenever it is new, sealed keys or not: the keyring remembers it once the change commits.
+    if (dataKey?.newRow) await this.tx.insert(encryptionKeys).values(dataKey.newRow);
     await insertEncryptedCopies(
       this.tx,
       sealed.map((w) => ({

@@ -2,6 +2,7 @@ import { type AnyColumn, and, asc, eq, gte, isNull, sql } from "drizzle-orm";
 import type { PgTable } from "drizzle-orm/pg-core";
 import { insertRecordset, recordsetOf, textArray } from "../bulk.js";
 import { type Db, rowsOf } from "../client.js";
+import { indexFirst } from "../indexFirst.js";
 import {
   apis,
   encryptedKeys,
@@ -362,8 +363,7 @@ export async function findKeysById(db: Db, ids: string[]): Promise<ExistingKey[]
         identityId: keys.identityId,
         createdAtM: keys.createdAtM,
       })
-      .from(keys)
-      .where(anyOf(keys.id, ids)),
+      .from(indexFirst(keys, anyOf(keys.id, ids))),
     db.select({ keyId: keysRoles.keyId, id: keysRoles.roleId }).from(keysRoles).where(anyOf(keysRoles.keyId, ids)),
     db
       .select({ keyId: keysPermissions.keyId, id: keysPermissions.permissionId })
@@ -395,7 +395,7 @@ export async function findKeysById(db: Db, ids: string[]): Promise<ExistingKey[]
 /** Which key (of any workspace) holds each of these hashes: hash → key id. */
 export async function findKeyIdsByHash(db: Db, hashes: string[]): Promise<Map<string, string>> {
   if (hashes.length === 0) return new Map();
-  const rows = await db.select({ id: keys.id, hash: keys.hash }).from(keys).where(anyOf(keys.hash, hashes));
+  const rows = await db.select({ id: keys.id, hash: keys.hash }).from(indexFirst(keys, anyOf(keys.hash, hashes)));
   return new Map(rows.map((r) => [r.hash as string, r.id]));
 }
 
@@ -448,8 +448,10 @@ export async function countKeyStates(db: Db, workspaceId: string, ids: string[])
       verifiable: sql<number>`count(*) filter (where ${keys.hash} is not null)::int`,
       pending: sql<number>`count(*) filter (where ${keys.hash} is null)::int`,
     })
-    .from(keys)
-    .where(and(eq(keys.workspaceId, workspaceId), isNull(keys.deletedAtM), anyOf(keys.id, ids)));
+    // By id first (indexFirst): right after a bulk copy, before anything analysed the table, the planner would read
+    // the workspace's every key through another index and filter them by id (287 ms for 30,000 keys).
+    .from(indexFirst(keys, anyOf(keys.id, ids)))
+    .where(and(eq(keys.workspaceId, workspaceId), isNull(keys.deletedAtM)));
   return { verifiable: Number(row?.verifiable ?? 0), pending: Number(row?.pending ?? 0) };
 }
 

@@ -446,6 +446,21 @@ describe("the Unkey fallback against a stand-in: failures, the negative cache, t
     expect(h.services.unkeyFallback!.hasPending(t.workspaceId)).toBe(true);
   });
 
+  it("knows at once of the pending keys keyhaven.copyFromUnkey leaves, before any recount", async () => {
+    const t = await h.tenant();
+    const apiId = await h.createApi(t);
+    expect(h.services.unkeyFallback!.hasPending(t.workspaceId)).toBe(false);
+    const keyId = `key_${randomBytes(8).toString("hex")}`;
+    const copied = await h.post(
+      "/v2/keyhaven.copyFromUnkey",
+      { keys: [{ id: keyId, apiId, start: "sk_", createdAt: clock.now(), enabled: true }] },
+      t.rootKey,
+    );
+    expect(copied.status, JSON.stringify(copied.body)).toBe(200);
+    expect(copied.body.data.keys).toMatchObject({ created: 1, pending: 1 });
+    expect(h.services.unkeyFallback!.hasPending(t.workspaceId)).toBe(true);
+  });
+
   it("sends the Unkey root key only to Unkey, in the Authorization header, and logs it nowhere", async () => {
     expect([...unkey.state.authorizations]).toEqual([`Bearer ${unkeyRootKey}`]);
     // Asked with cost 0, so that asking spends nothing upstream.

@@ -119,6 +119,8 @@ type CopyStore = {
   changes: WriteGate;
   clock: { now(): number };
   statistics: Pick<StatisticsRefresher, "onImported">;
+  /** The fallback, when configured: told of the pending keys a copy leaves, so it asks about them before its next count. */
+  unkeyFallback?: { notePending(workspaceId: string, count: number): void } | undefined;
 };
 
 const counts = (): CopyCounts => ({ created: 0, updated: 0, unchanged: 0, skipped: [] });
@@ -194,6 +196,8 @@ export async function copyFromUnkey(store: CopyStore, caller: Caller, input: Cop
   const dataKey = recoverable ? await store.keyring.dataKeyFor(store.db, caller.workspaceId) : undefined;
   const result = await copyOnce(store, caller, input, dataKey, now);
   if (dataKey?.newRow) store.changes.afterCommit(caller, () => store.keyring.remember(dataKey));
+  const pending = result.keys.pending;
+  if (pending > 0) store.changes.afterCommit(caller, () => store.unkeyFallback?.notePending(caller.workspaceId, pending));
   // PGlite has no autovacuum: the tables a copy fills are analysed as after an import.
   store.statistics.onImported(result.keys.created);
   return result;

@@ -607,7 +607,7 @@ class Copy {
         hashesClaimed.set(hash, item.id);
         if (found?.hash != null && found.hash !== hash) hash = null;
       }
-      const row = this.keyRow(item, found, found?.hash ?? hash);
+      const row = this.keyRow(item, found, found?.hash ?? hash, identityIds);
       const links = {
         roleIds: [...new Set(item.roles ?? [])].map((n) => roleIds.get(n)!),
         permissionIds: [...new Set(item.permissions ?? [])].map((s) => permissionIds.get(s)!),
@@ -714,8 +714,11 @@ class Copy {
     return undefined;
   }
 
-  /** The key's row as the request gives it; `lastRefillAt` kept while the refill is the same. */
-  private keyRow(item: CopyKey, found: ExistingKey | undefined, hash: string | null): KeyUpdate {
+  /**
+   * The key's row as the request gives it; `lastRefillAt` kept while the refill is the same; `ownerId` (v1's name
+   * for the key's owner) its identity's externalId, as keys.createKey and keys.updateKey set it.
+   */
+  private keyRow(item: CopyKey, found: ExistingKey | undefined, hash: string | null, externalIds: Map<string, string>): KeyUpdate {
     const refill = item.credits?.refill;
     const refillDay = refill?.interval === "monthly" ? (refill.refillDay ?? 1) : null;
     const refillAmount = refill?.amount ?? null;
@@ -733,6 +736,7 @@ class Copy {
       lastRefillAt: sameRefill ? found.lastRefillAt : refill ? new Date(this.now) : null,
       enabled: item.enabled,
       identityId: item.identityId ?? null,
+      ownerId: (item.identityId !== undefined && externalIds.get(item.identityId)) || null,
       createdAtM: item.createdAt,
     };
   }
@@ -816,6 +820,7 @@ function keyDiffers(
     found.refillAmount !== row.refillAmount ||
     found.enabled !== row.enabled ||
     found.identityId !== row.identityId ||
+    found.ownerId !== row.ownerId ||
     found.createdAtM !== row.createdAtM ||
     !sameSet(found.roleIds, links.roleIds) ||
     !sameSet(found.permissionIds, links.permissionIds) ||

@@ -3,6 +3,7 @@ import { hashKey } from "../../crypto/hash.js";
 import { newId } from "../../ids.js";
 import type { Keyring } from "../../keyring/keyring.js";
 import type { DataKey } from "../../storage/crypto/encryptionKeys.repository.js";
+import type { UnkeyFallback } from "../verification/verification.fallback.js";
 import { type Db, isUniqueViolation } from "../../storage/client.js";
 import { ConflictError } from "../../errors.js";
 import { encryptionKeys, type AuditTarget } from "../../storage/schema.js";
@@ -112,7 +113,14 @@ export type CopyResult = {
   keys: CopyCounts & { verifiable: number; pending: number };
 };
 
-type CopyStore = { db: Db; keyring: Keyring; changes: WriteGate; clock: { now(): number } };
+type CopyStore = {
+  db: Db;
+  keyring: Keyring;
+  changes: WriteGate;
+  clock: { now(): number };
+  /** The Unkey fallback, when configured: told of the pending keys a copy leaves, so they are asked about at once. */
+  unkeyFallback?: Pick<UnkeyFallback, "notePending"> | undefined;
+};
 
 const counts = (): CopyCounts => ({ created: 0, updated: 0, unchanged: 0, skipped: [] });
 
@@ -187,6 +195,12 @@ export async function copyFromUnkey(store: CopyStore, caller: Caller, input: Cop
   const dataKey = recoverable ? await store.keyring.dataKeyFor(store.db, caller.workspaceId) : undefined;
   const result = await copyOnce(store, caller, input, dataKey, now);
   if (dataKey?.newRow) store.changes.afterCommit(caller, () => store.keyring.remember(dataKey));
+  // Without this, the fallback's counts (refreshed every few seconds) would say "no pending keys" until the next
+  // count, and a pending key verified right after its copy would be NOT_FOUND without Unkey being asked.
+  const { unkeyFallback } = store;
+  if (unkeyFallback !== undefined && result.keys.pending > 0) {
+    store.changes.afterCommit(caller, () => unkeyFallback.notePending(caller.workspaceId, result.keys.pending));
+  }
   return result;
 }
 

@@ -27,18 +27,20 @@ const sortedBy = <T extends Data>(list: T[], field: string) => [...list].sort((a
 const noLimitIds = (limits: { id?: string }[] | undefined) => limits?.map(({ id: _id, ...r }) => r);
 
 /**
- * A pass-through proxy (node:http) in front of the spawned target: after `n` requests to keyhaven.copyFromUnkey, the
- * next one is forwarded and applied but its answer held, so that the target can be killed with a batch applied and
- * never confirmed; `release` drops the held answer. It forwards to the same port after the target's restart.
+ * A pass-through proxy (node:http) in front of the spawned target: `holdAfter(n)`: after `n` more requests to
+ * keyhaven.copyFromUnkey, the next one is forwarded and applied but its answer held, so that the target can be killed
+ * with a batch applied and never confirmed; `release` drops the held answer. It forwards to the same port after the
+ * target's restart.
  */
-async function holdingProxy(target: string, n: number) {
+async function holdingProxy(target: string) {
   let copies = 0;
+  let holdAt = -1;
   const held: http.ServerResponse[] = [];
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", async () => {
-      const holdThis = req.url === "/v2/keyhaven.copyFromUnkey" && ++copies === n + 1;
+      const holdThis = req.url === "/v2/keyhaven.copyFromUnkey" && ++copies === holdAt;
       const headers: Record<string, string> = {};
       for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string" && k !== "host" && k !== "content-length") headers[k] = v;
       try {
@@ -60,6 +62,9 @@ async function holdingProxy(target: string, n: number) {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     held: () => held.length,
     copies: () => copies,
+    holdAfter: (n: number) => {
+      holdAt = copies + n + 1;
+    },
     release: () => {
       for (const res of held.splice(0)) res.destroy();
     },
@@ -469,11 +474,10 @@ describe.runIf(process.platform === "linux")(
       await source?.close();
     });
 
-    it("exact counts after the resume: every key once, the right number pending, each id present once", async () => {
+    it("killed twice (the target, then the target and the CLI), the same command each time: every key once, the right number pending, each id present once", async () => {
       await startTarget();
       const targetUrl = `http://127.0.0.1:${serverEnv.PORT}`;
-      // The API's batch and 8 of the 30 batches of keys answered; the 9th of keys applied, its answer held.
-      const proxy = await holdingProxy(targetUrl, 9);
+      const proxy = await holdingProxy(targetUrl);
       closeProxy = proxy.close;
       const journal = path.join(dir(), "kill.journal");
       const args = [
@@ -496,44 +500,54 @@ describe.runIf(process.platform === "linux")(
         "--json",
       ];
       const env = { UNKEY_ROOT_KEY: s.rootKey, KEYHAVEN_ROOT_KEY: TARGET_ROOT_KEY };
-      const confirmed = () =>
-        existsSync(journal)
-          ? readFileSync(journal, "utf8")
-              .split("\n")
-              .filter((l) => l.includes('"stream"')).length
-          : 0;
-      const keyBatches = () =>
-        existsSync(journal)
-          ? readFileSync(journal, "utf8")
-              .split("\n")
-              .filter((l) => l.includes(`"stream":"keys:${apiId}"`)).length
-          : 0;
+      const lines = () => (existsSync(journal) ? readFileSync(journal, "utf8").split("\n") : []);
+      const confirmed = () => lines().filter((l) => l.includes('"stream"')).length;
+      const keyBatches = () => lines().filter((l) => l.includes(`"stream":"keys:${apiId}"`)).length;
+      const heldWith = (cli: Cli, batches: number) =>
+        waitFor(`${batches} batches of keys confirmed and the next held`, () => proxy.held() === 1 && keyBatches() === batches, {
+          timeoutMs: 90_000,
+          detail: () => `${keyBatches()} batches of keys confirmed, ${proxy.held()} held\n${cli.stderr()}`,
+        });
+      const killTarget = async () => {
+        server!.child.kill("SIGKILL");
+        await server!.exited;
+      };
+
+      // First run: the API's batch and 8 of the 30 batches of keys answered, the 9th of keys applied and its answer
+      // held; kill -9 of the target there. The CLI meets an outage and stops, resumable.
+      proxy.holdAfter(9);
       const cli = keyhaven(["import", ...args], env);
-      await waitFor("8 batches of keys confirmed and the 9th held", () => proxy.held() === 1 && keyBatches() === 8, {
-        timeoutMs: 90_000,
-        detail: () => `${keyBatches()} batches of keys confirmed, ${proxy.held()} held\n${cli.stderr()}`,
-      });
-      // kill -9 of the target with the copy under way (a batch applied, never confirmed); the CLI then meets an
-      // outage and stops, resumable.
-      server!.child.kill("SIGKILL");
-      await server!.exited;
+      await heldWith(cli, 8);
+      await killTarget();
       proxy.release();
-      const sentBefore = proxy.copies();
       const first = await withinSeconds(cli.exited, 120);
       expect(first.code, cli.stderr()).toBe(3);
       expect(cli.stderr()).toContain("resume with the same command");
-      const before = confirmed();
       expect(keyBatches()).toBe(8);
 
+      // Second run, the same command: 6 more batches of keys answered, the 7th applied and held; kill -9 of the
+      // target and of the CLI at once.
+      await startTarget();
+      proxy.holdAfter(6);
+      const second = keyhaven(["import", ...args], env);
+      await heldWith(second, 14);
+      second.child.kill("SIGKILL");
+      await killTarget();
+      await second.exited;
+      proxy.release();
+      const before = confirmed();
+      const sentBefore = proxy.copies();
+
+      // Third run, the same command again: it ends, with exact counts.
       await startTarget();
       const resumed = await run(args, env);
       expect(resumed.code, resumed.err).toBe(0);
       const summary = JSON.parse(resumed.out);
       expect(summary.complete).toBe(true);
       expect(summary.resumedBatches).toBe(before);
-      // Only the 22 batches of keys not confirmed went again (the held one among them, answered as the first time by
-      // its Idempotency-Key): the API's was not.
-      expect(proxy.copies() - sentBefore).toBe(KEYS / 10 - 8);
+      // Only the 16 batches of keys not confirmed went again (the held one among them, answered as the first time by
+      // its Idempotency-Key, after a restart): no confirmed batch was sent twice.
+      expect(proxy.copies() - sentBefore).toBe(KEYS / 10 - 14);
       expect(summary.counts.keys).toMatchObject({ created: KEYS, updated: 0, unchanged: 0, skipped: 0 });
       expect(summary.counts.verifiable).toBe(KEYS / 3);
       expect(summary.counts.pending).toBe(KEYS - KEYS / 3);

@@ -4,6 +4,7 @@ import { newId } from "../../ids.js";
 import type { Keyring } from "../../keyring/keyring.js";
 import type { DataKey } from "../../storage/crypto/encryptionKeys.repository.js";
 import type { StatisticsRefresher } from "../../storage/statistics.js";
+import type { UnkeyFallback } from "../verification/verification.fallback.js";
 import { type Db, isUniqueViolation } from "../../storage/client.js";
 import { ConflictError } from "../../errors.js";
 import { encryptionKeys, type AuditTarget } from "../../storage/schema.js";
@@ -119,8 +120,8 @@ type CopyStore = {
   changes: WriteGate;
   clock: { now(): number };
   statistics: Pick<StatisticsRefresher, "onImported">;
-  /** The fallback, when configured: told of the pending keys a copy leaves, so it asks about them before its next count. */
-  unkeyFallback?: { notePending(workspaceId: string, count: number): void } | undefined;
+  /** The Unkey fallback, when configured: told of the pending keys a copy leaves, so they are asked about at once. */
+  unkeyFallback?: Pick<UnkeyFallback, "notePending"> | undefined;
 };
 
 const counts = (): CopyCounts => ({ created: 0, updated: 0, unchanged: 0, skipped: [] });
@@ -196,8 +197,12 @@ export async function copyFromUnkey(store: CopyStore, caller: Caller, input: Cop
   const dataKey = recoverable ? await store.keyring.dataKeyFor(store.db, caller.workspaceId) : undefined;
   const result = await copyOnce(store, caller, input, dataKey, now);
   if (dataKey?.newRow) store.changes.afterCommit(caller, () => store.keyring.remember(dataKey));
-  const pending = result.keys.pending;
-  if (pending > 0) store.changes.afterCommit(caller, () => store.unkeyFallback?.notePending(caller.workspaceId, pending));
+  // Without this, the fallback's counts (refreshed every few seconds) would say "no pending keys" until the next
+  // count, and a pending key verified right after its copy would be NOT_FOUND without Unkey being asked.
+  const { unkeyFallback } = store;
+  if (unkeyFallback !== undefined && result.keys.pending > 0) {
+    store.changes.afterCommit(caller, () => unkeyFallback.notePending(caller.workspaceId, result.keys.pending));
+  }
   // PGlite has no autovacuum: the tables a copy fills are analysed as after an import.
   store.statistics.onImported(result.keys.created);
   return result;
@@ -621,7 +626,7 @@ class Copy {
         hashesClaimed.set(hash, item.id);
         if (found?.hash != null && found.hash !== hash) hash = null;
       }
-      const row = this.keyRow(item, found, found?.hash ?? hash);
+      const row = this.keyRow(item, found, found?.hash ?? hash, identityIds);
       const links = {
         roleIds: [...new Set(item.roles ?? [])].map((n) => roleIds.get(n)!),
         permissionIds: [...new Set(item.permissions ?? [])].map((s) => permissionIds.get(s)!),
@@ -729,8 +734,11 @@ class Copy {
     return undefined;
   }
 
-  /** The key's row as the request gives it; `lastRefillAt` kept while the refill is the same. */
-  private keyRow(item: CopyKey, found: ExistingKey | undefined, hash: string | null): KeyUpdate {
+  /**
+   * The key's row as the request gives it; `lastRefillAt` kept while the refill is the same; `ownerId` (v1's name
+   * for the key's owner) its identity's externalId, as keys.createKey and keys.updateKey set it.
+   */
+  private keyRow(item: CopyKey, found: ExistingKey | undefined, hash: string | null, externalIds: Map<string, string>): KeyUpdate {
     const refill = item.credits?.refill;
     const refillDay = refill?.interval === "monthly" ? (refill.refillDay ?? 1) : null;
     const refillAmount = refill?.amount ?? null;
@@ -748,6 +756,7 @@ class Copy {
       lastRefillAt: sameRefill ? found.lastRefillAt : refill ? new Date(this.now) : null,
       enabled: item.enabled,
       identityId: item.identityId ?? null,
+      ownerId: (item.identityId !== undefined && externalIds.get(item.identityId)) || null,
       createdAtM: item.createdAt,
     };
   }
@@ -831,6 +840,7 @@ function keyDiffers(
     found.refillAmount !== row.refillAmount ||
     found.enabled !== row.enabled ||
     found.identityId !== row.identityId ||
+    found.ownerId !== row.ownerId ||
     found.createdAtM !== row.createdAtM ||
     !sameSet(found.roleIds, links.roleIds) ||
     !sameSet(found.permissionIds, links.permissionIds) ||

@@ -335,6 +335,7 @@ export type ExistingKey = {
   lastRefillAt: Date | null;
   enabled: boolean;
   identityId: string | null;
+  ownerId: string | null;
   createdAtM: number;
   encrypted: boolean;
   roleIds: string[];
@@ -361,6 +362,7 @@ export async function findKeysById(db: Db, ids: string[]): Promise<ExistingKey[]
         lastRefillAt: keys.lastRefillAt,
         enabled: keys.enabled,
         identityId: keys.identityId,
+        ownerId: keys.ownerId,
         createdAtM: keys.createdAtM,
       })
       .from(indexFirst(keys, anyOf(keys.id, ids))),
@@ -414,6 +416,7 @@ export type KeyUpdate = Pick<
   | "lastRefillAt"
   | "enabled"
   | "identityId"
+  | "ownerId"
   | "createdAtM"
 > & { id: string; hash: string | null };
 
@@ -428,7 +431,7 @@ export async function updateKeys(tx: Db, workspaceId: string, rows: KeyUpdate[],
         hash = coalesce(k.hash, r."hash"), start = r."start", name = r."name", meta = r."meta", expires = r."expires",
         remaining_requests = r."remaining", refill_day = r."refillDay", refill_amount = r."refillAmount",
         last_refill_at = r."lastRefillAt", enabled = r."enabled", identity_id = r."identityId",
-        created_at_m = r."createdAtM", updated_at_m = ${now}
+        owner_id = r."ownerId", created_at_m = r."createdAtM", updated_at_m = ${now}
       from ${recordsetOf(keys, rows, "r")}
       where k.id = r."id" and k.workspace_id = ${workspaceId} and k.deleted_at_m is null
       returning k.id`),

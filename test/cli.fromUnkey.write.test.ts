@@ -4,6 +4,7 @@ import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { differingFields } from "../src/cli/unkey/fromUnkey.check.js";
+import { byBytes, COPY_REQUEST_BYTES } from "../src/cli/unkey/fromUnkey.copy.js";
 import { toCopyKey } from "../src/cli/unkey/fromUnkey.map.js";
 import { keySchema } from "../src/unkey/unkey.schemas.js";
 import { commandSuite, keyhaven, killAll } from "./cli-process.js";
@@ -331,6 +332,21 @@ describe("keyhaven import --from-unkey (writing into keyhaven)", () => {
     }
   });
 
+  it("a batch past keyhaven's 1 MiB per request goes as several requests: every key copied, none twice", async () => {
+    const big = await source.createApi(s, {});
+    // 24 keys of about 60 KB of meta each: 1.4 MB in one batch of keys, more than one request may carry.
+    const filler = "m".repeat(60_000);
+    const ids: string[] = [];
+    for (let i = 0; i < 24; i++) ids.push((await up("keys.createKey", { apiId: big, name: `big ${i}`, meta: { filler, i } })).keyId);
+    const { code, out, err } = await copy(["--api", big, "--journal", journal("big"), "--json"]);
+    expect(code, err).toBe(0);
+    expect(JSON.parse(out).counts.keys).toMatchObject({ created: 24, updated: 0, unchanged: 0 });
+    const status = await down("keyhaven.getCopyStatus", { apiIds: [big] });
+    expect(status).toEqual([{ apiId: big, found: true, keys: 24, verifiable: 0, pending: 24, adopted: 0 }]);
+    const copied = await down("keys.getKey", { keyId: ids[23] });
+    expect(copied.meta).toEqual({ filler, i: 23 });
+  });
+
   it("records keyhaven cannot hold (ids another workspace has) are skipped with why: exit 1, the rest copied", async () => {
     const taken = await source.createApi(s, {});
     const key = await up("keys.createKey", { apiId: taken, name: "taken" });
@@ -499,6 +515,15 @@ describe("what the copy sends and compares", () => {
     });
     expect(toCopyKey(key({ identity: { id: "id_1", externalId: "acme" } }), "api_1", roles)).toMatchObject({ identityId: "id_1" });
     expect(toCopyKey(key(), "api_1", roles)).not.toHaveProperty("recoverable");
+  });
+
+  it("splits a batch by bytes, in order, under the 1 MiB keyhaven reads; an item too large alone is skipped with why", () => {
+    const item = (id: string, bytes: number) => toCopyKey(key({ keyId: id, meta: { filler: "x".repeat(bytes) } }), "api_1", new Map());
+    const items = [item("key_a", 400_000), item("key_b", 400_000), item("key_c", 400_000), item("key_huge", COPY_REQUEST_BYTES)];
+    const { requests, tooLarge } = byBytes("keys", items);
+    expect(requests.map((r) => r.map((k) => (k as { id: string }).id))).toEqual([["key_a", "key_b"], ["key_c"]]);
+    for (const r of requests) expect(Buffer.byteLength(JSON.stringify({ keys: r }))).toBeLessThan(COPY_REQUEST_BYTES);
+    expect(tooLarge).toEqual([{ id: "key_huge", reason: expect.stringContaining("1 MiB per request"), local: true }]);
   });
 
   it("fields compare regardless of order (meta keys, roles, rate limits)", () => {

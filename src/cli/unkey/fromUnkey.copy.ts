@@ -429,12 +429,6 @@ export class CopyRun {
   ): Promise<void> {
     while (this.inFlight.size >= this.o.concurrency) await Promise.race(this.inFlight);
     if (this.stopped()) return;
-    const local: BatchCounts =
-      batch.skipped.length > 0 ? { [section]: { created: 0, updated: 0, unchanged: 0, skipped: batch.skipped } } : {};
-    if (batch.items.length === 0) {
-      this.o.journal.record(stream, batch.start, next, batch.read, local);
-      return;
-    }
     // An id twice in one request is a 400 for all of it: a list that moved while it was paged keeps the later copy.
     const byId = new Map<string, CopyItem>();
     for (const item of batch.items) {
@@ -442,17 +436,29 @@ export class CopyRun {
       byId.delete(id);
       byId.set(id, item);
     }
-    const body = { [section]: [...byId.values()] };
-    const json = JSON.stringify(body);
-    const idempotencyKey = `khcopy-${createHash("sha256")
-      .update(`${this.o.journal.nonce}\n${this.o.journal.pass}\n${stream}\n${batch.start}\n`)
-      .update(json)
-      .digest("hex")}`;
+    const { requests, tooLarge } = byBytes(section, [...byId.values()]);
+    const skipped = [...batch.skipped, ...tooLarge];
+    if (requests.length === 0) {
+      const local: BatchCounts = skipped.length > 0 ? { [section]: { created: 0, updated: 0, unchanged: 0, skipped } } : {};
+      this.o.journal.record(stream, batch.start, next, batch.read, local);
+      return;
+    }
     const task = (async () => {
       try {
-        const counts = await this.o.target.copy(body, idempotencyKey);
+        // One request per part of COPY_REQUEST_BYTES at most, in order; the batch is confirmed once all are. Each has
+        // its own Idempotency-Key: a resumed run rebuilds the same parts from the same page, so a part that landed
+        // before a kill is answered from its first request.
+        const counts: BatchCounts = {};
+        for (const [index, items] of requests.entries()) {
+          const body = { [section]: items };
+          const idempotencyKey = `khcopy-${createHash("sha256")
+            .update(`${this.o.journal.nonce}\n${this.o.journal.pass}\n${stream}\n${batch.start}\n${index}\n`)
+            .update(JSON.stringify(body))
+            .digest("hex")}`;
+          addCounts(counts, await this.o.target.copy(body, idempotencyKey));
+        }
         const mine = counts[section] ?? { created: 0, updated: 0, unchanged: 0, skipped: [] };
-        counts[section] = { ...mine, skipped: [...mine.skipped, ...batch.skipped] };
+        counts[section] = { ...mine, skipped: [...mine.skipped, ...skipped] };
         for (const s of SECTIONS) if (s !== section) delete counts[s];
         this.o.journal.record(stream, batch.start, next, batch.read, counts);
         this.batches += 1;
@@ -470,6 +476,61 @@ export class CopyRun {
     this.inFlight.add(task);
     void task.finally(() => this.inFlight.delete(task));
   }
+}
+
+/**
+ * The most bytes of JSON one copy request carries: under the 1 MiB keyhaven.copyFromUnkey reads (its COPY_BODY_LIMIT,
+ * the import routes' limit), with room for the envelope.
+ */
+export const COPY_REQUEST_BYTES = 900 * 1024;
+
+/**
+ * A batch's items as the requests that carry them, each at most COPY_REQUEST_BYTES of JSON, in order; an item larger
+ * than that alone is skipped with why (keyhaven would refuse its request whole).
+ */
+export function byBytes(section: Section, items: CopyItem[]): { requests: CopyItem[][]; tooLarge: Skip[] } {
+  const requests: CopyItem[][] = [];
+  const tooLarge: Skip[] = [];
+  const room = COPY_REQUEST_BYTES - 64;
+  let current: CopyItem[] = [];
+  let size = 0;
+  for (const item of items) {
+    const bytes = Buffer.byteLength(JSON.stringify(item)) + 1;
+    if (bytes > room) {
+      tooLarge.push({
+        id: itemId(section, item),
+        reason: `larger than ${room} bytes as JSON: keyhaven takes 1 MiB per request`,
+        local: true,
+      });
+      continue;
+    }
+    if (current.length > 0 && size + bytes > room) {
+      requests.push(current);
+      current = [];
+      size = 0;
+    }
+    current.push(item);
+    size += bytes;
+  }
+  if (current.length > 0) requests.push(current);
+  return { requests, tooLarge };
+}
+
+/** Adds what one request answered to a batch's counts. */
+function addCounts(into: BatchCounts, add: BatchCounts): void {
+  for (const section of SECTIONS) {
+    const more = add[section];
+    if (more === undefined) continue;
+    const had = into[section] ?? { created: 0, updated: 0, unchanged: 0, skipped: [] };
+    into[section] = {
+      created: had.created + more.created,
+      updated: had.updated + more.updated,
+      unchanged: had.unchanged + more.unchanged,
+      skipped: [...had.skipped, ...more.skipped],
+    };
+  }
+  if (add.verifiable !== undefined) into.verifiable = (into.verifiable ?? 0) + add.verifiable;
+  if (add.pending !== undefined) into.pending = (into.pending ?? 0) + add.pending;
 }
 
 /** Whatever keyhaven's answer quoted, no plaintext of the batch reaches a message. */

@@ -10,9 +10,9 @@ import { expiresInput, keyPermissionsInput, keyRolesInput, V2_MAX_EXPIRES } from
 
 /**
  * The body of one copy request: the import routes' 1 MiB. 1,000 keys with a few roles, limits and a small meta each
- * are about 1 MB of JSON, so `keyhaven import --from-unkey` splits a batch by bytes too (fromUnkey.copy.ts). A larger
- * body is not worth its cost: an 8 MiB hostile body (a long array of strings) held the event loop for 8.7 s in
- * test/hostile-bodies.test.ts on the loaded 2-core machine; at 1 MiB the worst was 0.7 s there, within its bound.
+ * are about 1 MB of JSON, so `keyhaven import --from-unkey` splits a batch by bytes too (fromUnkey.copy.ts). The
+ * parsing of a hostile body grows with it: test/hostile-bodies.test.ts measured the worst 1 MiB body at about 20 ms
+ * of the event loop once every section was bounded by itself (below), 8.7 s for an 8 MiB body before.
  */
 export const COPY_BODY_LIMIT = BULK_BODY_LIMIT;
 
@@ -125,14 +125,16 @@ export const copyFromUnkey = defineV2Rpc({
     "keyhaven extension, for `keyhaven import --from-unkey`: upserts records of a hosted Unkey workspace by the ids they had there (apis, permissions, roles, identities, keys, overrides, in that order) in one transaction. A key without `plaintext` is created pending: it cannot verify until adopted. An item that cannot be held is skipped with a reason; a malformed body writes nothing. Idempotent.",
   errors: [400, 401, 403, 409, 412, 503],
   returns: "Per section, how many records were created, updated, unchanged, and which were skipped with why.",
+  // Each section bounded by itself too: zod refuses a longer array before reading its items, whereas without the
+  // bound 250,000 malformed items of a 1 MiB body were each an issue (2.4 s of the event loop, hostile-bodies.test.ts).
   input: z
     .object({
-      apis: z.array(copyApi).optional(),
-      permissions: z.array(copyPermission).optional(),
-      roles: z.array(copyRole).optional(),
-      identities: z.array(copyIdentity).optional(),
-      keys: z.array(copyKey).optional(),
-      overrides: z.array(copyOverride).optional(),
+      apis: z.array(copyApi).max(MAX_COPY_ITEMS).optional(),
+      permissions: z.array(copyPermission).max(MAX_COPY_ITEMS).optional(),
+      roles: z.array(copyRole).max(MAX_COPY_ITEMS).optional(),
+      identities: z.array(copyIdentity).max(MAX_COPY_ITEMS).optional(),
+      keys: z.array(copyKey).max(MAX_COPY_ITEMS).optional(),
+      overrides: z.array(copyOverride).max(MAX_COPY_ITEMS).optional(),
     })
     .strict()
     .superRefine((body, ctx) => {

@@ -251,6 +251,66 @@ describe("operator routes with KEYHAVEN_ADMIN_TOKEN configured", () => {
       expectError(await h.post("/v1/apis.createApi", { name: "sneaky" }, ADMIN_TOKEN), 403, "UNAUTHORIZED", "key not found");
     });
   });
+
+  describe("workspaces.listWorkspaces and rootKeys.listRootKeys", () => {
+    const list = (path: string, query: Record<string, string>) => h.get(path, query, ADMIN_TOKEN);
+
+    it("pages every workspace in id order, each once, with its name and state", async () => {
+      const made = [await newWorkspace("list-a"), await newWorkspace("list-b"), await newWorkspace("list-c")];
+      await admin("/v1/workspaces.updateWorkspace", { workspaceId: made[1], enabled: false });
+      const seen: { id: string; name: string; enabled: boolean; createdAt: number }[] = [];
+      let cursor: string | undefined;
+      for (let pages = 0; pages < 100; pages++) {
+        const res = await list("/v1/workspaces.listWorkspaces", { limit: "2", ...(cursor && { cursor }) });
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        expect(res.body.workspaces.length).toBeLessThanOrEqual(2);
+        seen.push(...res.body.workspaces);
+        cursor = res.body.cursor;
+        if (cursor === undefined) break;
+      }
+      const ids = seen.map((w) => w.id);
+      expect(ids).toEqual([...ids].sort());
+      expect(new Set(ids).size).toBe(ids.length);
+      expect(ids.length).toBe(await count(h, "workspaces"));
+      const mine = seen.filter((w) => made.includes(w.id)).sort((x, y) => x.name.localeCompare(y.name));
+      expect(mine.map((w) => [w.name, w.enabled])).toEqual([
+        ["list-a", true],
+        ["list-b", false],
+        ["list-c", true],
+      ]);
+    });
+
+    it("lists a workspace's root keys without their secret or hash; a deleted one is gone", async () => {
+      const workspaceId = await newWorkspace("keys");
+      const a = (await admin("/v1/rootKeys.createRootKey", { workspaceId, name: "ci", permissions: ["api.*.create_key"] })).body;
+      const b = await newRootKey(workspaceId, ["*"]);
+      const gone = await newRootKey(workspaceId, ["*"]);
+      await admin("/v1/rootKeys.deleteRootKey", { keyId: gone.keyId });
+      const first = await list("/v1/rootKeys.listRootKeys", { workspaceId, limit: "1" });
+      expect(first.status, JSON.stringify(first.body)).toBe(200);
+      const second = await list("/v1/rootKeys.listRootKeys", { workspaceId, limit: "1", cursor: first.body.cursor });
+      expect(second.body.cursor).toBeUndefined();
+      const keys = [...first.body.rootKeys, ...second.body.rootKeys];
+      const byId = new Map<string, { start: string }>(keys.map((k: { id: string; start: string }) => [k.id, k]));
+      expect(keys.map((k: { id: string }) => k.id).sort()).toEqual([a.keyId, b.keyId].sort());
+      expect(byId.get(a.keyId)).toEqual({
+        id: a.keyId,
+        name: "ci",
+        start: expect.any(String),
+        permissions: ["api.*.create_key"],
+        createdAt: expect.any(Number),
+      });
+      expect(a.key.startsWith(byId.get(a.keyId)!.start)).toBe(true);
+      const text = JSON.stringify(keys);
+      for (const secret of [a.key, b.key, hashKey(a.key), hashKey(b.key)]) expect(text).not.toContain(secret);
+    });
+
+    it("answers 404 for a workspace that does not exist, and 400 for a bad limit", async () => {
+      expectError(await list("/v1/rootKeys.listRootKeys", { workspaceId: "ws_missing" }), 404, "NOT_FOUND", /ws_missing/);
+      expectError(await list("/v1/workspaces.listWorkspaces", { limit: "0" }), 400, "BAD_REQUEST", /^limit: /);
+      expectError(await list("/v1/workspaces.listWorkspaces", { limit: "101" }), 400, "BAD_REQUEST", /^limit: /);
+    });
+  });
 });
 
 describe("operator routes without KEYHAVEN_ADMIN_TOKEN", () => {

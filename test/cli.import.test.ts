@@ -625,6 +625,20 @@ describe("keyhaven import and keyhaven admin against a running server", () => {
         expect(JSON.parse(enabled.stdout())).toEqual({});
         expect((await call("apis.createApi", { name: "enabled-again" }, key)).status).toBe(200);
 
+        const workspaces = admin(["workspace", "list"]);
+        expect(await workspaces.exited, workspaces.stderr()).toEqual({ code: 0, signal: null });
+        expect(workspaces.stdout()).toMatch(new RegExp(`^${workspaceId}  enabled   cli-made$`, "m"));
+        const listed = admin(["root-key", "list", "--workspace", workspaceId]);
+        expect(await listed.exited, listed.stderr()).toEqual({ code: 0, signal: null });
+        expect(listed.stdout()).toMatch(new RegExp(`^${keyId}  khroot_\\S*…  \\*  cli$`, "m"));
+        expect(listed.stdout()).not.toContain(key);
+        const listedJson = admin(["root-key", "list", "--workspace", workspaceId, "--json"]);
+        expect(await listedJson.exited).toEqual({ code: 0, signal: null });
+        expect(JSON.parse(listedJson.stdout())).toEqual([expect.objectContaining({ id: keyId, name: "cli", permissions: ["*"] })]);
+        const unknown = admin(["root-key", "list", "--workspace", "ws_missing"]);
+        expect((await unknown.exited).code).toBe(1);
+        expect(unknown.stderr()).toContain("404 NOT_FOUND");
+
         const deleted = admin(["root-key", "delete", keyId!]);
         expect(await deleted.exited).toEqual({ code: 0, signal: null });
         expect(deleted.stdout()).toContain(`root key ${keyId} deleted`);
@@ -632,7 +646,9 @@ describe("keyhaven import and keyhaven admin against a running server", () => {
         expect(gone.status).toBe(403);
         expect(gone.body.error.code).toBe("UNAUTHORIZED");
 
-        for (const p of [created, disabled, enabled, deleted]) expect(p.stdout() + p.stderr()).not.toContain(ADMIN_TOKEN);
+        for (const p of [created, disabled, enabled, workspaces, listed, listedJson, deleted]) {
+          expect(p.stdout() + p.stderr()).not.toContain(ADMIN_TOKEN);
+        }
       },
       TIMEOUT,
     );

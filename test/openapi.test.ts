@@ -22,8 +22,10 @@ const operationOf = (path: string, method: string) => doc.paths[path]?.[method.t
 const operatorPaths = [
   "/v1/workspaces.createWorkspace",
   "/v1/workspaces.updateWorkspace",
+  "/v1/workspaces.listWorkspaces",
   "/v1/rootKeys.createRootKey",
   "/v1/rootKeys.deleteRootKey",
+  "/v1/rootKeys.listRootKeys",
   "/v1/migrations.retryMigration",
 ];
 const openPaths = ["/v1/liveness", "/v1/readiness", "/v1/keys.verifyKey"];

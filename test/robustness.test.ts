@@ -550,6 +550,14 @@ const SPECS: Record<string, () => Base[]> = {
     { label: "missing root key", input: { keyId: MISSING.keyId }, auth: "admin" },
     { label: "wrong admin token", input: { keyId: "__B_ROOTKEY__" }, auth: "badAdmin" },
   ],
+  "GET /v1/workspaces.listWorkspaces": () => [
+    { label: "a page", input: { limit: "10", cursor: "ws_a" }, auth: "admin" },
+    { label: "wrong admin token", input: {}, auth: "badAdmin" },
+  ],
+  "GET /v1/rootKeys.listRootKeys": () => [
+    { label: "missing workspace", input: { workspaceId: MISSING.workspaceId }, auth: "admin" },
+    { label: "wrong admin token", input: { workspaceId: "__B_WS__" }, auth: "badAdmin" },
+  ],
   "POST /v1/migrations.retryMigration": () => [
     { label: "missing migration", input: { workspaceId: "__B_WS__", migrationId: "never-enqueued" }, auth: "admin" },
     { label: "wrong admin token", input: { workspaceId: "__B_WS__", migrationId: "m" }, auth: "badAdmin" },

@@ -74,6 +74,7 @@ const minimalInput = (): Record<string, unknown> => ({
   "POST /v1/workspaces.updateWorkspace": { workspaceId: "ws_missing", enabled: true },
   "POST /v1/rootKeys.createRootKey": { workspaceId: "ws_missing", permissions: [] },
   "POST /v1/rootKeys.deleteRootKey": { keyId: "rk_missing" },
+  "GET /v1/rootKeys.listRootKeys": { workspaceId: "ws_missing" },
   "POST /v1/migrations.retryMigration": { workspaceId: "ws_missing", migrationId: "mig_missing" },
 });
 

@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
 import { loadCliEnv } from "../config.js";
-import { DEFAULT_URL, parseBaseUrl, postJson } from "./http.js";
+import { DEFAULT_URL, getJson, parseBaseUrl, postJson } from "./http.js";
 
 export const ADMIN_HELP = `Usage: keyhaven admin <command> [options]
 
@@ -8,6 +8,7 @@ Manages workspaces, root keys and failed migrations through the operator routes 
 
 Commands:
   workspace create --name <name>       Create a workspace; prints its id.
+  workspace list                       List the workspaces: id, state, name (every page).
   workspace disable <workspaceId>      Disable a workspace: its root keys and its keys' verifications are refused.
   workspace enable <workspaceId>       Enable it again.
   root-key create --workspace <workspaceId> --permission <p> [--permission <p> ...] [--name <name>]
@@ -17,6 +18,8 @@ Commands:
                                        once. --no-permissions creates a key without any permission: it
                                        authenticates, but every route that needs a permission refuses it (403
                                        INSUFFICIENT_PERMISSIONS). One of the two is required.
+  root-key list --workspace <workspaceId>
+                                       List a workspace's root keys: id, start, permissions, name (never the key).
   root-key delete <keyId>              Delete a root key: it is refused from its next call on.
   migration retry --workspace <workspaceId> <migrationId>
                                        Queue again the batches of an enqueueKeys migration that failed as a
@@ -26,7 +29,7 @@ Options:
   --admin-token <token>    Operator token. Default: the KEYHAVEN_ADMIN_TOKEN environment variable (preferred: a
                            command-line argument is visible to other users of the machine).
   --url <url>              The keyhaven server. Default: ${DEFAULT_URL}
-  --json                   Print the server's JSON answer instead of text.
+  --json                   Print the server's JSON answer instead of text (a list: one JSON array of every item).
   -h, --help               Show this help.
 
 Exit codes: 0 done, 1 refused by the server or the server unreachable, 2 usage error.
@@ -45,7 +48,19 @@ const OPTIONS = {
 
 class UsageError extends Error {}
 
-type Request = { path: string; body: Record<string, unknown>; print: (answer: Record<string, unknown>) => string };
+type Request =
+  | { path: string; body: Record<string, unknown>; print: (answer: Record<string, unknown>) => string }
+  | {
+      /** A list route read page by page until its last (GET, `cursor`); all its items printed, one line each. */
+      list: string;
+      query: Record<string, string>;
+      /** The answer's field that holds a page's items. */
+      items: string;
+      line: (item: Record<string, unknown>) => string;
+    };
+
+/** Most pages a list command reads (100 items each): a server that never ends its list cannot hold the command. */
+const MAX_LIST_PAGES = 10_000;
 
 /** `keyhaven admin …`; returns the exit code. */
 export async function adminCommand(argv: string[]): Promise<number> {
@@ -80,6 +95,7 @@ export async function adminCommand(argv: string[]): Promise<number> {
     return 2;
   }
 
+  if ("list" in request) return listAll(baseUrl, token, request, values.json === true);
   const res = await postJson(baseUrl, request.path, token, JSON.stringify(request.body), 30_000);
   if (res.kind === "network") {
     console.error(`keyhaven admin: ${baseUrl} did not answer: ${res.message}`);
@@ -92,6 +108,38 @@ export async function adminCommand(argv: string[]): Promise<number> {
   const answer = (res.body ?? {}) as Record<string, unknown>;
   console.log(values.json ? JSON.stringify(answer) : request.print(answer));
   return 0;
+}
+
+/** Reads every page of a list route and prints its items (a JSON array with --json); returns the exit code. */
+async function listAll(baseUrl: string, token: string, request: Extract<Request, { list: string }>, json: boolean): Promise<number> {
+  const all: Record<string, unknown>[] = [];
+  let cursor: string | undefined;
+  for (let page = 0; page < MAX_LIST_PAGES; page++) {
+    const res = await getJson(baseUrl, request.list, token, { ...request.query, limit: "100", ...(cursor && { cursor }) }, 30_000);
+    if (res.kind === "network") {
+      console.error(`keyhaven admin: ${baseUrl} did not answer: ${res.message}`);
+      return 1;
+    }
+    if (res.kind === "error") {
+      console.error(`keyhaven admin: ${res.status} ${res.code}: ${res.message}`);
+      return 1;
+    }
+    const answer = (res.body ?? {}) as Record<string, unknown>;
+    const items = answer[request.items];
+    if (!Array.isArray(items)) {
+      console.error(`keyhaven admin: ${request.list} answered without its "${request.items}" list`);
+      return 1;
+    }
+    all.push(...(items as Record<string, unknown>[]));
+    const next = answer.cursor;
+    if (typeof next !== "string" || next === cursor) {
+      console.log(json ? JSON.stringify(all) : all.map(request.line).join("\n") || `(no ${request.items})`);
+      return 0;
+    }
+    cursor = next;
+  }
+  console.error(`keyhaven admin: ${request.list} did not end after ${MAX_LIST_PAGES} pages`);
+  return 1;
 }
 
 type Values = { name?: string; workspace?: string; permission?: string[]; "no-permissions"?: boolean };
@@ -113,6 +161,15 @@ function buildRequest(positionals: string[], values: Values): Request {
         path: "/v1/workspaces.createWorkspace",
         body: { name: values.name },
         print: (a) => String(a.workspaceId),
+      };
+    }
+    if (action === "list") {
+      none();
+      return {
+        list: "/v1/workspaces.listWorkspaces",
+        query: {},
+        items: "workspaces",
+        line: (w) => `${String(w.id)}  ${w.enabled ? "enabled " : "disabled"}  ${String(w.name)}`,
       };
     }
     if (action === "disable" || action === "enable") {
@@ -147,6 +204,18 @@ function buildRequest(positionals: string[], values: Values): Request {
         body: { workspaceId: values.workspace.trim(), permissions, ...(values.name ? { name: values.name } : {}) },
         // The one place the CLI prints a secret: the new key is its output, and the server will not show it again.
         print: (a) => `keyId: ${String(a.keyId)}\nkey:   ${String(a.key)}\n(the key is shown only this once)`,
+      };
+    }
+    if (action === "list") {
+      none();
+      if (!values.workspace?.trim()) throw new UsageError("root-key list needs --workspace <workspaceId>");
+      return {
+        list: "/v1/rootKeys.listRootKeys",
+        query: { workspaceId: values.workspace.trim() },
+        items: "rootKeys",
+        // The key's start and permissions, never the key (the server holds only its hash).
+        line: (k) =>
+          `${String(k.id)}  ${String(k.start)}…  ${(k.permissions as string[]).join(",") || "(no permissions)"}${k.name ? `  ${String(k.name)}` : ""}`,
       };
     }
     if (action === "delete") {

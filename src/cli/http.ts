@@ -43,14 +43,40 @@ export async function postJson(
   /** More request headers (an Idempotency-Key); never the Authorization, which `token` sets. */
   headers: Record<string, string> = {},
 ): Promise<CallResult> {
+  return callJson(`${baseUrl}${path}`, token, { method: "POST", body, headers }, timeoutMs, signal);
+}
+
+/** GETs `path` with `query` as its query string, with the bearer token and a deadline; never throws. */
+export async function getJson(
+  baseUrl: string,
+  path: string,
+  token: string,
+  query: Record<string, string>,
+  timeoutMs: number,
+): Promise<CallResult> {
+  const search = new URLSearchParams(query).toString();
+  return callJson(`${baseUrl}${path}${search ? `?${search}` : ""}`, token, { method: "GET", headers: {} }, timeoutMs, undefined);
+}
+
+async function callJson(
+  url: string,
+  token: string,
+  request: { method: "GET" | "POST"; body?: string; headers: Record<string, string> },
+  timeoutMs: number,
+  signal: AbortSignal | undefined,
+): Promise<CallResult> {
   let res: Response;
   let text: string;
   try {
     const signals = [AbortSignal.timeout(timeoutMs), ...(signal ? [signal] : [])];
-    res = await fetch(`${baseUrl}${path}`, {
-      method: "POST",
-      headers: { ...headers, authorization: `Bearer ${token}`, "content-type": "application/json" },
-      body,
+    res = await fetch(url, {
+      method: request.method,
+      headers: {
+        ...request.headers,
+        authorization: `Bearer ${token}`,
+        ...(request.body !== undefined && { "content-type": "application/json" }),
+      },
+      ...(request.body !== undefined && { body: request.body }),
       signal: AbortSignal.any(signals),
     });
     text = await res.text();

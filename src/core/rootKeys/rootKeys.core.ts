@@ -1,7 +1,8 @@
 import type { Clock } from "../../clock.js";
 import type { Db } from "../../storage/client.js";
 import { NotFoundError } from "../../errors.js";
-import { deleteRootKeyById, insertRootKey } from "../../storage/rootKeys/rootKeys.repository.js";
+import { deleteRootKeyById, insertRootKey, listRootKeysPage } from "../../storage/rootKeys/rootKeys.repository.js";
+import { idPage } from "../workspaces/workspaces.core.js";
 import { workspaceExists } from "../../storage/workspaces/workspaces.repository.js";
 import type { AuditTarget } from "../../storage/schema.js";
 import type { Caller } from "../caller.js";
@@ -55,4 +56,16 @@ export async function deleteRootKey(services: RootKeyServices, caller: Caller, k
       workspaceId: deleted.workspaceId,
     });
   });
+}
+
+/**
+ * A workspace's root keys, a page at a time in id order: id, name, start, permissions, creation time; never a secret
+ * or a hash. NotFoundError for a workspace that does not exist.
+ */
+export async function listRootKeys(
+  services: Pick<RootKeyServices, "db">,
+  input: { workspaceId: string; limit: number; cursor?: string | undefined },
+) {
+  if (!(await workspaceExists(services.db, input.workspaceId))) throw new NotFoundError("workspace", input.workspaceId);
+  return idPage(await listRootKeysPage(services.db, input.workspaceId, input.limit + 1, input.cursor), input.limit);
 }

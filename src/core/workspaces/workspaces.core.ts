@@ -1,7 +1,7 @@
 import type { Clock } from "../../clock.js";
 import type { Db } from "../../storage/client.js";
 import { NotFoundError } from "../../errors.js";
-import { insertWorkspace, setWorkspaceEnabled } from "../../storage/workspaces/workspaces.repository.js";
+import { insertWorkspace, listWorkspacesPage, setWorkspaceEnabled } from "../../storage/workspaces/workspaces.repository.js";
 import type { Caller } from "../caller.js";
 import type { WriteGate } from "../changes.js";
 
@@ -43,4 +43,19 @@ export async function enableWorkspace(
       workspaceId: input.workspaceId,
     });
   });
+}
+
+/** A page of a list in id order: `cursor` (the last id) when there may be more. */
+export type IdPage<T> = { items: T[]; cursor?: string };
+
+/** Takes one row more than `limit` to learn whether another page follows; the cursor is the page's last id. */
+export function idPage<T extends { id: string }>(rows: T[], limit: number): IdPage<T> {
+  if (rows.length <= limit) return { items: rows };
+  const items = rows.slice(0, limit);
+  return { items, cursor: items[items.length - 1]!.id };
+}
+
+/** The workspaces, a page at a time in id order (the operator's; the adapter checked the admin token). */
+export async function listWorkspaces(services: Pick<WorkspaceServices, "db">, input: { limit: number; cursor?: string | undefined }) {
+  return idPage(await listWorkspacesPage(services.db, input.limit + 1, input.cursor), input.limit);
 }

@@ -1,4 +1,4 @@
-import { and, eq, ne, sql } from "drizzle-orm";
+import { and, asc, eq, gt, ne, sql } from "drizzle-orm";
 import type { Db } from "../client.js";
 import { rootKeys } from "../schema.js";
 import { hashKey } from "../../crypto/hash.js";
@@ -70,4 +70,20 @@ export async function deleteRootKeyById(
     .where(eq(rootKeys.id, id))
     .returning({ id: rootKeys.id, workspaceId: rootKeys.workspaceId, name: rootKeys.name, permissions: rootKeys.permissions });
   return row;
+}
+
+/** Up to `limit` root keys of a workspace in id order, after the id `after`: never their hash. */
+export async function listRootKeysPage(db: Db, workspaceId: string, limit: number, after: string | undefined) {
+  return db
+    .select({
+      id: rootKeys.id,
+      name: rootKeys.name,
+      start: rootKeys.start,
+      permissions: rootKeys.permissions,
+      createdAtM: rootKeys.createdAtM,
+    })
+    .from(rootKeys)
+    .where(and(eq(rootKeys.workspaceId, workspaceId), after === undefined ? undefined : gt(rootKeys.id, after)))
+    .orderBy(asc(rootKeys.id))
+    .limit(limit);
 }

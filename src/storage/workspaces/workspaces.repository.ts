@@ -1,4 +1,4 @@
-import { eq } from "drizzle-orm";
+import { asc, eq, gt } from "drizzle-orm";
 import type { Db } from "../client.js";
 import { settings, workspaces } from "../schema.js";
 import { newId } from "../../ids.js";
@@ -32,4 +32,14 @@ export async function setDefaultWorkspaceId(db: Db, id: string): Promise<void> {
     .insert(settings)
     .values({ name: DEFAULT_WORKSPACE, value: id })
     .onConflictDoUpdate({ target: settings.name, set: { value: id } });
+}
+
+/** Up to `limit` workspaces in id order, after the id `after` (a page of the operator's list). */
+export async function listWorkspacesPage(db: Db, limit: number, after: string | undefined) {
+  return db
+    .select({ id: workspaces.id, name: workspaces.name, enabled: workspaces.enabled, createdAtM: workspaces.createdAtM })
+    .from(workspaces)
+    .where(after === undefined ? undefined : gt(workspaces.id, after))
+    .orderBy(asc(workspaces.id))
+    .limit(limit);
 }

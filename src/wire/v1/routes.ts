@@ -1,3 +1,5 @@
+import { listRootKeys } from "./rootKeys/v1.rootKeys.listRootKeys.js";
+import { listWorkspaces } from "./workspaces/v1.workspaces.listWorkspaces.js";
 import { createApi } from "./apis/v1.apis.createApi.js";
 import { deleteApi } from "./apis/v1.apis.deleteApi.js";
 import { deleteKeys } from "./apis/v1.apis.deleteKeys.js";
@@ -118,7 +120,15 @@ export const v1OwnRpcs: Rpc[] = [
  * The operator surface's RPCs (keyhaven's own, KEYHAVEN_ADMIN_TOKEN): served under `/v1` in v1's envelope, by their
  * own plugin (operator.surface.ts); the only routes the admin token authenticates on its own.
  */
-export const operatorRpcs: Rpc[] = [createWorkspace, updateWorkspace, createRootKey, deleteRootKey, retryMigration] as Rpc[];
+export const operatorRpcs: Rpc[] = [
+  createWorkspace,
+  updateWorkspace,
+  listWorkspaces,
+  createRootKey,
+  deleteRootKey,
+  listRootKeys,
+  retryMigration,
+] as Rpc[];
 
 /** Every RPC served under `/v1`, the operator's included: the table of contents of the API. */
 export const rpcs: Rpc[] = [...v1OwnRpcs, ...operatorRpcs];

@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
 import { loadCliEnv } from "../config.js";
-import { DEFAULT_URL, getJson, parseBaseUrl, postJson } from "./http.js";
+import { type CallResult, DEFAULT_URL, getJson, parseBaseUrl, postJson } from "./http.js";
 
 export const ADMIN_HELP = `Usage: keyhaven admin <command> [options]
 
@@ -97,17 +97,17 @@ export async function adminCommand(argv: string[]): Promise<number> {
 
   if ("list" in request) return listAll(baseUrl, token, request, values.json === true);
   const res = await postJson(baseUrl, request.path, token, JSON.stringify(request.body), 30_000);
-  if (res.kind === "network") {
-    console.error(`keyhaven admin: ${baseUrl} did not answer: ${res.message}`);
-    return 1;
-  }
-  if (res.kind === "error") {
-    console.error(`keyhaven admin: ${res.status} ${res.code}: ${res.message}`);
-    return 1;
-  }
+  if (failed(baseUrl, res)) return 1;
   const answer = (res.body ?? {}) as Record<string, unknown>;
   console.log(values.json ? JSON.stringify(answer) : request.print(answer));
   return 0;
+}
+
+/** Says why a call failed (unreachable, or the server's code and message), if it did. */
+function failed(baseUrl: string, res: CallResult): res is Exclude<CallResult, { kind: "ok" }> {
+  if (res.kind === "network") console.error(`keyhaven admin: ${baseUrl} did not answer: ${res.message}`);
+  else if (res.kind === "error") console.error(`keyhaven admin: ${res.status} ${res.code}: ${res.message}`);
+  return res.kind !== "ok";
 }
 
 /** Reads every page of a list route and prints its items (a JSON array with --json); returns the exit code. */
@@ -116,14 +116,7 @@ async function listAll(baseUrl: string, token: string, request: Extract<Request,
   let cursor: string | undefined;
   for (let page = 0; page < MAX_LIST_PAGES; page++) {
     const res = await getJson(baseUrl, request.list, token, { ...request.query, limit: "100", ...(cursor && { cursor }) }, 30_000);
-    if (res.kind === "network") {
-      console.error(`keyhaven admin: ${baseUrl} did not answer: ${res.message}`);
-      return 1;
-    }
-    if (res.kind === "error") {
-      console.error(`keyhaven admin: ${res.status} ${res.code}: ${res.message}`);
-      return 1;
-    }
+    if (failed(baseUrl, res)) return 1;
     const answer = (res.body ?? {}) as Record<string, unknown>;
     const items = answer[request.items];
     if (!Array.isArray(items)) {

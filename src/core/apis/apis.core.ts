@@ -85,7 +85,7 @@ export async function updateApi(
  * What listing an API's keys needs: read_key and read_api on it (or `*`); for a caller whose access policy counts URN
  * grants (v2), also read_key on any key of the keyspace together with read_keyspace on it, as URNs (contract §2 row 4).
  */
-export function listKeysPermission(grants: Grants, workspaceId: string, apiId: string): PermissionQuery {
+function listKeysPermission(grants: Grants, workspaceId: string, apiId: string): PermissionQuery {
   const tuples: PermissionQuery = {
     and: [{ or: ["api.*.read_key", `api.${apiId}.read_key`] }, { or: ["api.*.read_api", `api.${apiId}.read_api`] }],
   };
@@ -123,6 +123,21 @@ export type ApiKeysPage = {
 };
 
 /**
+ * The live API `apiId` of the caller's workspace, if the caller may list its keys (read_key and read_api, as
+ * listKeysPermission says), checked before or after the lookup and refused as forbidden or as not found as its access
+ * policy says. Every list of an API's keys asks it (apis.listKeys, keyhaven.listPendingKeys).
+ */
+export async function findListableApi(db: Db, caller: Caller, apiId: string) {
+  const mayList = listKeysPermission(caller.access, caller.workspaceId, apiId);
+  const notFound = () => apiNotFound(apiId);
+  if (caller.access.check === "beforeLookup") requireAccess(caller, mayList, notFound);
+  const api = await findApi(db, caller.workspaceId, apiId);
+  if (!api) throw notFound();
+  if (caller.access.check === "afterLookup") requireAccess(caller, mayList, notFound);
+  return api;
+}
+
+/**
  * A page of a live API's keys by id: the caller must hold read_key and read_api on it (or `*`, or the URNs where its
  * access policy counts them), checked before or after the API is looked up and refused as forbidden or as not found
  * as the policy says; `decrypt` needs decrypt_key (403). `externalId` (the identity's) wins over `ownerId`.
@@ -140,12 +155,7 @@ export async function listApiKeys(
   },
   rules: ListApiKeysRules,
 ): Promise<ApiKeysPage> {
-  const mayList = listKeysPermission(caller.access, caller.workspaceId, input.apiId);
-  const notFound = () => apiNotFound(input.apiId);
-  if (caller.access.check === "beforeLookup") requireAccess(caller, mayList, notFound);
-  const api = await findApi(services.db, caller.workspaceId, input.apiId);
-  if (!api) throw notFound();
-  if (caller.access.check === "afterLookup") requireAccess(caller, mayList, notFound);
+  const api = await findListableApi(services.db, caller, input.apiId);
   if (input.decrypt) {
     requireDecryptPermission(caller, api.id, "*");
     if (rules.decryptNeedsEncryptingApi && !api.storeEncryptedKeys) {

@@ -1,8 +1,6 @@
-import { findApi } from "../../storage/apis/apis.repository.js";
 import type { Db } from "../../storage/client.js";
 import { countCopyStatus, listPendingKeysPage, type PendingKeyRow } from "../../storage/import/fromUnkey.repository.js";
-import { requireAccess } from "../access.js";
-import { apiNotFound, listKeysPermission } from "../apis/apis.core.js";
+import { findListableApi } from "../apis/apis.core.js";
 import { keyPermission } from "../auth/permissions.query.js";
 import type { Caller } from "../caller.js";
 import { requirePermission } from "../principal.js";
@@ -40,12 +38,7 @@ export async function listPendingKeys(
   caller: Caller,
   input: { apiId: string; limit: number; cursor?: string | undefined },
 ): Promise<PendingKeysPage> {
-  const mayList = listKeysPermission(caller.access, caller.workspaceId, input.apiId);
-  const notFound = () => apiNotFound(input.apiId);
-  if (caller.access.check === "beforeLookup") requireAccess(caller, mayList, notFound);
-  const api = await findApi(services.db, caller.workspaceId, input.apiId);
-  if (!api) throw notFound();
-  if (caller.access.check === "afterLookup") requireAccess(caller, mayList, notFound);
+  const api = await findListableApi(services.db, caller, input.apiId);
   // One row more than the page tells whether another follows.
   const rows = await listPendingKeysPage(services.db, {
     workspaceId: caller.workspaceId,

@@ -17,6 +17,7 @@ import { v1Surface } from "./wire/v1/surface.js";
 import { v2OpenApi } from "./wire/v2/openapi.js";
 import { v2Rpcs } from "./wire/v2/routes.js";
 import { v2Surface } from "./wire/v2/surface.js";
+import { consoleSurface } from "./console/surface.js";
 
 /** The largest body of a request to none of the surfaces' routes (the host's routes are GETs): 1 MiB. */
 const HOST_BODY_LIMIT = 1024 * 1024;
@@ -137,7 +138,39 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
   await registerOpenApi(app, deps.config, rpcs, [v2OpenApi(v2Rpcs)]);
   await app.register(v1Surface, { prefix: "/v1", deps, origin });
   await app.register(v2Surface, { prefix: "/v2", deps, origin });
+  // The web console, here unless it has its own listener (buildConsoleApp) or is turned off.
+  if (deps.config.console.enabled && deps.config.console.port === undefined) await registerConsole(app, deps);
   registerErrorReference(app);
+  await app.ready();
+  return app;
+}
+
+/** The console under /console, and `/` leading there when nothing else is served at the root of its listener. */
+async function registerConsole(app: FastifyInstance, deps: Services): Promise<void> {
+  await app.register(consoleSurface, { prefix: "/console", deps });
+}
+
+/**
+ * The console on a listener of its own (KEYHAVEN_CONSOLE_PORT), so an operator can route it apart from the API: the
+ * same surface under the same /console prefix, `/` redirecting there, and the API's Node timeouts and client bounds.
+ */
+export async function buildConsoleApp({ deps, logger = false }: BuildAppOptions): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: logger === false ? false : { ...(typeof logger === "object" ? logger : {}), redact: ["req.headers.cookie"] },
+    bodyLimit: HOST_BODY_LIMIT,
+    genReqId: () => newId("req"),
+    requestIdHeader: false,
+    forceCloseConnections: "idle",
+    trustProxy: deps.config.trustProxy,
+    ...httpServerOptions(deps.config),
+  });
+  app.server.maxConnections = deps.config.http.maxConnections;
+  drainOnClose(app.server, deps.config.http);
+  await registerConsole(app, deps);
+  app.get("/", (_req, reply) => reply.code(302).header("Location", "/console/").send(""));
+  app.setNotFoundHandler((_req, reply) =>
+    reply.code(404).type("text/plain; charset=utf-8").send("Not found: the console is under /console/"),
+  );
   await app.ready();
   return app;
 }

@@ -185,6 +185,26 @@ const envSchema = z.object({
     .string()
     .default("off")
     .refine((v) => parseTrustProxy(v) !== undefined, TRUST_PROXY_RULE),
+  // The web console (issue 37): under /console on the same listener, or on its own port; off turns it off.
+  KEYHAVEN_CONSOLE: z.enum(["on", "off"], { error: 'must be "on" or "off"' }).default("on"),
+  KEYHAVEN_CONSOLE_PORT: z.coerce
+    .number({ error: "must be a port number" })
+    .int("must be a port number")
+    .min(1, "must be between 1 and 65535")
+    .max(65535, "must be between 1 and 65535")
+    .optional(),
+  KEYHAVEN_CONSOLE_IDLE_MINUTES: z.coerce
+    .number({ error: "must be a whole number of minutes" })
+    .int("must be a whole number of minutes")
+    .min(1, "must be at least 1")
+    .max(1440, "must be at most 1440 (a day)")
+    .default(30),
+  KEYHAVEN_CONSOLE_SESSION_HOURS: z.coerce
+    .number({ error: "must be a whole number of hours" })
+    .int("must be a whole number of hours")
+    .min(1, "must be at least 1")
+    .max(720, "must be at most 720 (30 days)")
+    .default(12),
   // The Unkey fallback (issue 36 §2): adopting pending keys on their first verification during a parallel run.
   KEYHAVEN_UNKEY_FALLBACK_URL: optionalNonEmpty.refine(
     (v) => v === undefined || isBaseUrl(v),
@@ -288,6 +308,11 @@ export type Config = Readonly<{
    */
   unkeyFallback: UnkeyFallbackConfig | undefined;
   /** What the HTTP server allows a client: see docs/operations.md, "Running in production" (Slow clients). */
+  /**
+   * The web console: whether it is served (KEYHAVEN_CONSOLE), on its own listener's port (KEYHAVEN_CONSOLE_PORT; else
+   * under /console of the API's), and how long its sessions live idle and at most.
+   */
+  console: Readonly<{ enabled: boolean; port: number | undefined; idleMs: number; absoluteMs: number }>;
   http: Readonly<{
     /** From a connection's (or request's) first byte to the end of its headers; else 408. */
     headersTimeoutMs: number;
@@ -397,6 +422,12 @@ export function loadConfig(
     verifyRequireScope: e.KEYHAVEN_VERIFY_REQUIRE_SCOPE === "on",
     trustProxy: parseTrustProxy(e.KEYHAVEN_TRUST_PROXY)!,
     unkeyFallback,
+    console: Object.freeze({
+      enabled: e.KEYHAVEN_CONSOLE === "on",
+      port: e.KEYHAVEN_CONSOLE_PORT,
+      idleMs: e.KEYHAVEN_CONSOLE_IDLE_MINUTES * 60_000,
+      absoluteMs: e.KEYHAVEN_CONSOLE_SESSION_HOURS * 3_600_000,
+    }),
     http: Object.freeze({
       headersTimeoutMs: e.KEYHAVEN_HEADERS_TIMEOUT_MS,
       requestTimeoutMs: e.KEYHAVEN_REQUEST_TIMEOUT_MS,

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import { buildApp } from "./app.js";
+import { buildApp, buildConsoleApp } from "./app.js";
 import { startBackgroundJobs, stopBackgroundJobsWithin } from "./background.js";
 import { bootstrap } from "./bootstrap.js";
 import type { Config } from "./config.js";
@@ -38,10 +38,19 @@ export async function startServer(
     const { ratelimiter } = services;
     const app = await buildApp({ deps: services, logger: { level: config.logLevel } });
     await warnIfRedisUnreachable(ratelimiter, config, app.log);
+    const consoleApp =
+      config.console.enabled && config.console.port !== undefined
+        ? await buildConsoleApp({ deps: services, logger: { level: config.logLevel } })
+        : undefined;
     const address = await app.listen({ port: config.port, host: config.host });
+    const consoleUrl = consoleApp
+      ? `${await consoleApp.listen({ port: config.console.port!, host: config.host })}/console/`
+      : config.console.enabled
+        ? `${config.publicUrl ?? address}/console/`
+        : undefined;
     startBackgroundJobs(services, app.log);
     const url = address;
-    out(startupBanner(url, store.description, master.source, boot, config));
+    out(startupBanner(url, store.description, master.source, boot, config, consoleUrl));
     let closing: Promise<void> | undefined;
     return {
       app,
@@ -49,7 +58,7 @@ export async function startServer(
       url,
       close: () =>
         (closing ??= (async () => {
-          await app.close();
+          await Promise.all([app.close(), consoleApp?.close()]);
           // After the app (no request in flight), before the store: the jobs write what they hold, within one deadline.
           await stopBackgroundJobsWithin(services, config.shutdownTimeoutMs, app.log);
           // Not an onClose hook: Fastify refuses hooks once buildApp has made the app ready.
@@ -69,6 +78,7 @@ function startupBanner(
   keySource: string,
   boot: Awaited<ReturnType<typeof bootstrap>>,
   config: Config,
+  consoleUrl: string | undefined,
 ): string {
   const lines = [
     "",
@@ -89,6 +99,11 @@ function startupBanner(
       "                  None at hand? Restart with KEYHAVEN_ROOT_KEY=<a secret of 16+ characters>: it becomes one.",
     );
   }
+  lines.push(
+    consoleUrl
+      ? `  console:        ${consoleUrl} — sign in with a root key${config.adminToken ? " or the operator token" : ""}`
+      : "  console:        off (KEYHAVEN_CONSOLE=off)",
+  );
   lines.push(`  operator routes: ${config.adminToken ? "enabled (KEYHAVEN_ADMIN_TOKEN)" : "disabled (set KEYHAVEN_ADMIN_TOKEN)"}`, "");
   return lines.join("\n");
 }

@@ -19,6 +19,7 @@ import { MigrationWorker } from "./core/import/import.worker.js";
 import { ApiSettingsCache } from "./storage/apis/apis.repository.js";
 import { LimitLookupCache } from "./storage/ratelimits/ratelimits.repository.js";
 import { openRateLimiter, type RateLimiter } from "./storage/ratelimits/ratelimiter.js";
+import { ConsoleSessions } from "./core/console/console.sessions.js";
 import { WriteGate } from "./core/changes.js";
 import { AuditRetention } from "./core/audit/audit.retention.js";
 import { Idempotency } from "./core/idempotency/idempotency.js";
@@ -73,6 +74,8 @@ export type Services = {
   statistics: StatisticsRefresher;
   /** KEYHAVEN_UNKEY_FALLBACK_URL: adoption of pending keys on their first verification; undefined when unset. */
   unkeyFallback: UnkeyFallback | undefined;
+  /** The web console's sessions (sign-in, expiry, sign-out, failed sign-ins per address). */
+  consoleSessions: ConsoleSessions;
 };
 
 export type ServicesOptions = {
@@ -133,6 +136,15 @@ export async function createServices(config: Config, store: Store, options: Serv
     config.unkeyFallback === undefined
       ? undefined
       : new UnkeyFallback({ db, keyring, clock, keyWrites, keyReads, changes }, config.unkeyFallback);
+  const rootKeys = new RootKeyAuthenticator(db, epochs, clock);
+  const consoleSessions = new ConsoleSessions({
+    db,
+    clock,
+    changes,
+    rootKeys,
+    adminToken: config.adminToken,
+    lifetimes: { idleMs: config.console.idleMs, absoluteMs: config.console.absoluteMs },
+  });
   return {
     config,
     store,
@@ -147,7 +159,7 @@ export async function createServices(config: Config, store: Store, options: Serv
     idempotency: new Idempotency(db, clock),
     verificationCache,
     remainingSpender,
-    rootKeys: new RootKeyAuthenticator(db, epochs, clock),
+    rootKeys,
     apiSettings: new ApiSettingsCache(db),
     keyWrites,
     keyReads,
@@ -170,5 +182,6 @@ export async function createServices(config: Config, store: Store, options: Serv
     migrationWorker: new MigrationWorker(db, { now: () => clock.now(), onImported: (count) => statistics.onImported(count), changes }),
     statistics,
     unkeyFallback,
+    consoleSessions,
   };
 }

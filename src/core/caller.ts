@@ -9,11 +9,14 @@ import type { Principal } from "./principal.js";
 export type ActorKind = "root_key" | "operator" | "worker" | "cli" | "system";
 export type Actor = { readonly kind: ActorKind; readonly id: string; readonly name: string };
 
+/** The operator (KEYHAVEN_ADMIN_TOKEN) as the audit log names it: never the token. */
+export const OPERATOR: Actor = { kind: "operator", id: "admin", name: "operator" };
+
 /**
  * Where a change came from, as the audit log records it. `surface` is recorded, never branched on: no core function
  * decides anything by it.
  */
-export type Surface = "v1" | "v2" | "operator" | "cli" | "worker";
+export type Surface = "v1" | "v2" | "operator" | "cli" | "worker" | "console";
 export type Origin = {
   readonly surface: Surface;
   readonly requestId?: string | undefined;

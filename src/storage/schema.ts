@@ -491,3 +491,27 @@ export const idempotencyKeys = pgTable(
   },
   (t) => [primaryKey({ columns: [t.scope, t.keyHash] }), index("idempotency_keys_time_idx").on(t.createdAtM)],
 );
+
+/**
+ * The web console's sessions (issue 37): one per sign-in. `id_hash`: sha256 of the cookie's 32 random bytes, never
+ * the bytes. `kind`: "root_key" (the console acts as that root key, re-authenticated by its hash on every request,
+ * so revoking or narrowing it takes effect at once) or "operator" (the admin token; `operator_check` is an HMAC of
+ * the token under the session's own secret, so a changed token ends such sessions and the table alone yields
+ * nothing to guess it from). A session ends `idle` after its last use or at `expires_at_m`, whichever comes first;
+ * signing out deletes it.
+ */
+export const consoleSessions = pgTable(
+  "console_sessions",
+  {
+    idHash: text("id_hash").primaryKey(),
+    kind: text("kind").notNull(),
+    workspaceId: text("workspace_id"),
+    rootKeyId: text("root_key_id"),
+    rootKeyHash: text("root_key_hash"),
+    operatorCheck: text("operator_check"),
+    createdAtM: ms("created_at_m").notNull(),
+    lastSeenAtM: ms("last_seen_at_m").notNull(),
+    expiresAtM: ms("expires_at_m").notNull(),
+  },
+  (t) => [index("console_sessions_expires_idx").on(t.expiresAtM)],
+);

@@ -39,6 +39,9 @@ export const AUDIT_EVENTS = [
   "migration.create",
   "encryptionKey.rotate",
   "encryptionKey.reset",
+  "console.sign_in",
+  "console.sign_out",
+  "key.reveal",
 ] as const;
 
 export type AuditEvent = (typeof AUDIT_EVENTS)[number];

@@ -71,6 +71,15 @@ export class RootKeyAuthenticator {
   async authenticate(token: string, epoch?: bigint): Promise<RootKeyAuth> {
     if (token === "") throw new UnauthenticatedError("missing");
     const hash = hashKey(token);
+    return this.authenticateHash(hash, epoch);
+  }
+
+  /**
+   * As authenticate, for a root key known by its hash alone: a console session holds the hash of the root key it was
+   * signed in with, never the key, and is authenticated again by it on every request (so revoking or narrowing the
+   * root key ends or narrows the session at once, on every replica).
+   */
+  async authenticateHash(hash: string, epoch?: bigint): Promise<RootKeyAuth> {
     const found = await this.find(hash, epoch);
     if (!found) {
       // Only on the failure path: tell a customer's API key used as a root key apart from an unknown one.

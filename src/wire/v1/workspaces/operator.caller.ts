@@ -1,11 +1,10 @@
 import type { FastifyRequest } from "fastify";
-import { type Actor, type Caller, trustedCaller } from "../../../core/caller.js";
+import { type Caller, OPERATOR, trustedCaller } from "../../../core/caller.js";
 import type { Services } from "../../../services.js";
 import { originOf } from "../../../http/origin.js";
 import { idempotencyOf } from "../../idempotency.js";
 
-/** The operator (KEYHAVEN_ADMIN_TOKEN) as the audit log names it: never the token. */
-export const OPERATOR: Actor = { kind: "operator", id: "admin", name: "operator" };
+export { OPERATOR };
 
 /**
  * The caller of an operator route acting in `workspaceId`. A route that creates the workspace passes "" (it acts in

@@ -10,7 +10,12 @@ export async function insertConsoleSession(db: Db, row: ConsoleSessionRow): Prom
 }
 
 /** The session of `idHash` unless it has expired at `now` (idle since before `idleSince`, or past its end). */
-export async function findLiveConsoleSession(db: Db, idHash: string, now: number, idleSince: number): Promise<ConsoleSessionRow | undefined> {
+export async function findLiveConsoleSession(
+  db: Db,
+  idHash: string,
+  now: number,
+  idleSince: number,
+): Promise<ConsoleSessionRow | undefined> {
   const [row] = await db
     .select()
     .from(consoleSessions)

@@ -413,8 +413,8 @@ const CALL_TIMEOUT_MS = 60_000;
  */
 export function httpCall(
   url: string,
-  opts: { method: "GET" | "POST"; headers?: Record<string, string>; body?: string; timeoutMs?: number },
-): Promise<{ status: number; text: string }> {
+  opts: { method: "GET" | "POST"; headers?: Record<string, string>; body?: string; timeoutMs?: number; withHeaders?: boolean },
+): Promise<{ status: number; text: string; headers?: http.IncomingHttpHeaders }> {
   const timeoutMs = opts.timeoutMs ?? CALL_TIMEOUT_MS;
   return new Promise((resolve, reject) => {
     const headers: Record<string, string | number> = { ...opts.headers };
@@ -423,7 +423,13 @@ export function httpCall(
       const chunks: Buffer[] = [];
       res.on("data", (chunk: Buffer) => chunks.push(chunk));
       res.on("error", reject);
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
+      res.on("end", () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          text: Buffer.concat(chunks).toString("utf8"),
+          ...(opts.withHeaders === true && { headers: res.headers }),
+        }),
+      );
     });
     req.on("timeout", () => req.destroy(new Error(`${opts.method} ${url}: no answer in ${timeoutMs / 1000} s`)));
     req.on("error", reject);

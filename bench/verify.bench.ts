@@ -49,6 +49,12 @@
  *   BENCH_REDIS          unset (default), "0", "false" or "off": no Redis runs; "1", "true" or "on": also run every
  *                        store with REDIS_URL=redis://127.0.0.1:6379; a redis:// or rediss:// URL: with that one
  *   DATABASE_POOL_SIZE   passed through to keyhaven when set (keyhaven's default is 4)
+ *   BENCH_CONSOLE        "off" (default) or "alternate": each v1 measurement of a keyhaven target is then made
+ *                        BENCH_CONSOLE_ROUNDS times (default 2) with no console user and as often with one beside
+ *                        it, alternated (none, browsing, none, browsing): a scripted console session
+ *                        (bench/console.session.ts, signed in with the root key) opening the overview, the API's
+ *                        key list and a key page in turn, BENCH_CONSOLE_PAUSE_MS (default 250) after each page. The
+ *                        report gives browsing's requests/s and p99 against none's (issue 37: no measurable slow-down)
  *   BENCH_SERVER_NODE_ARGS  extra node flags for the keyhaven child (not the ceiling), space-separated
  *                        (e.g. "--cpu-prof --cpu-prof-dir=/tmp/verify-prof" to profile the server; combine with
  *                        BENCH_STORES, BENCH_KEYS and BENCH_CONNECTIONS to profile one scenario)
@@ -58,6 +64,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { redactUrl } from "../src/storage/client.js";
+import { browseConsole, signInToConsole } from "./console.session.js";
 import {
   type Admin,
   type ChildServer,
@@ -82,6 +89,7 @@ import {
   type LatencySummary,
   loadJsonPost,
   measurementLine,
+  median,
   openAdmin,
   post,
   readRedisSetting,
@@ -116,6 +124,10 @@ type Settings = {
   analytics: ("on" | "off")[];
   keyhavenPoolSize: string;
   serverNodeArgs: string[];
+  /** "alternate": each v1 measurement also with a console user browsing beside it (BENCH_CONSOLE). */
+  console: "off" | "alternate";
+  consoleRounds: number;
+  consolePauseMs: number;
 };
 
 type ScenarioResult = {
@@ -145,6 +157,9 @@ type ScenarioResult = {
   answerBytes: number;
   /** Warm-up answers, every one a 200 with valid: true. */
   warmupRequests: number;
+  /** With BENCH_CONSOLE=alternate: whether a console user browsed during the measurement, and what it saw. */
+  console?: "none" | "browsing";
+  consolePages?: { pages: number; failures: number; serverP50Ms?: number; serverP99Ms?: number };
 };
 
 type Failure = { store: string; keyKind?: KeyKind | "fixed"; connections?: number; error: string };
@@ -169,6 +184,9 @@ function readSettings(env: NodeJS.ProcessEnv): Settings {
     analytics: list("BENCH_ANALYTICS", ["on", "off"] as const),
     keyhavenPoolSize: env.DATABASE_POOL_SIZE?.trim() || "4 (keyhaven's default)",
     serverNodeArgs: envServerNodeArgs(env),
+    console: list("BENCH_CONSOLE", ["off", "alternate"] as const).includes("alternate") ? "alternate" : "off",
+    consoleRounds: Math.floor(envPositive(env, "BENCH_CONSOLE_ROUNDS", 2)),
+    consolePauseMs: Math.floor(envPositive(env, "BENCH_CONSOLE_PAUSE_MS", 250)),
   };
 }
 
@@ -373,6 +391,9 @@ async function runKeyhaven(target: Target, settings: Settings, admin: Admin | un
         throw new Error(`migrations.createKeys answered ${imported.status}: ${JSON.stringify(imported.json)}`);
       }
 
+      const consoleSession = settings.console === "alternate" ? await signInToConsole(server, rootKey) : undefined;
+      let pagesSeen: ScenarioResult["consolePages"];
+      const consolePaths = ["/", `/apis/${apiId}`, `/keys/${String(keyIds[0])}`];
       for (const kind of settings.keys) {
         const key = plaintexts.get(kind)!;
         const sample = await verifyOnce(server, key);
@@ -388,13 +409,33 @@ async function runKeyhaven(target: Target, settings: Settings, admin: Admin | un
         for (const connections of settings.connections) {
           // v1's round, then (at the levels asked for) v2's on the same key, server and connections.
           const routes = settings.v2Connections.includes(connections) ? [v1Route, v2] : [v1Route];
-          for (const route of routes) {
+          // With BENCH_CONSOLE=alternate, v1's round is measured with no console user and with one, alternated.
+          const rounds: { route: Route; browsing?: boolean }[] = routes.flatMap((route) =>
+            route.protocol === "v1" && consoleSession !== undefined
+              ? Array.from({ length: settings.consoleRounds * 2 }, (_, i) => ({ route, browsing: i % 2 === 1 }))
+              : [{ route }],
+          );
+          for (const { route, browsing } of rounds) {
             if (interrupted()) return;
             const scenario = { store: target.label, keyKind: kind, connections };
-            const label = route.protocol === "v2" ? " v2" : "";
+            const label = `${route.protocol === "v2" ? " v2" : ""}${browsing === undefined ? "" : browsing ? " console browsing" : " console none"}`;
             console.log(`▶ ${target.label} ${kind}${label} c=${connections}`);
             try {
-              const result = await measure(scenario, server, key, sample.bytes, settings, route);
+              const browser = browsing && consoleSession ? browseConsole(consoleSession, consolePaths, settings.consolePauseMs) : undefined;
+              const result = await measure(scenario, server, key, sample.bytes, settings, route).finally(async () => {
+                if (browser === undefined) return;
+                const seen = await browser.stop();
+                pagesSeen = {
+                  pages: seen.pages,
+                  failures: seen.failures,
+                  serverP50Ms: seen.serverMs?.p50,
+                  serverP99Ms: seen.serverMs?.p99,
+                };
+              });
+              if (browsing !== undefined) {
+                result.console = browsing ? "browsing" : "none";
+                if (browsing) result.consolePages = pagesSeen;
+              }
               if (interrupted()) return; // a measurement cut short is not reported
               const after = await verifyOnce(server, key, route);
               if (!after.valid) throw new Error(`the key no longer verifies after the run: ${after.status} ${after.text.slice(0, 300)}`);
@@ -431,11 +472,12 @@ async function runKeyhaven(target: Target, settings: Settings, admin: Admin | un
 function table(results: ScenarioResult[]): string {
   const n = formatCount;
   const ms = formatMs;
-  const header = ["store", "keys", "route", "conn", "req/s", "% ceiling", "p50 ms", "p99 ms", "non-2xx", "errors"];
+  const header = ["store", "keys", "route", "console", "conn", "req/s", "% ceiling", "p50 ms", "p99 ms", "non-2xx", "errors"];
   const rows = results.map((r) => [
     r.store,
     r.keyKind,
     r.protocol,
+    r.console ?? "",
     String(r.connections),
     n(r.requestsPerSecond),
     formatShare(r.shareOfCeiling),
@@ -444,7 +486,7 @@ function table(results: ScenarioResult[]): string {
     n(r.non2xx),
     n(r.errors),
   ]);
-  return formatTable(header, rows, new Set([3, 4, 5, 6, 7, 8, 9]));
+  return formatTable(header, rows, new Set([4, 5, 6, 7, 8, 9, 10]));
 }
 
 type TargetCheck = {
@@ -515,6 +557,36 @@ function describeAnalytics(results: ScenarioResult[]): string | undefined {
   }
   if (lines.length === 0) return undefined;
   return ["analytics recording on vs off on PostgreSQL (target: under 10% apart):", ...lines].join("\n");
+}
+
+/**
+ * A console user browsing vs none (BENCH_CONSOLE=alternate), per store, key and connections: the medians of each
+ * side's rounds (issue 37: browsing does not slow verification measurably).
+ */
+function describeConsole(results: ScenarioResult[]): string | undefined {
+  const lines: string[] = [];
+  const groups = new Map<string, { none: ScenarioResult[]; browsing: ScenarioResult[] }>();
+  for (const r of results) {
+    if (r.console === undefined) continue;
+    const name = `${r.store} ${r.keyKind} c=${r.connections}`;
+    const group = groups.get(name) ?? { none: [], browsing: [] };
+    group[r.console].push(r);
+    groups.set(name, group);
+  }
+  for (const [name, { none, browsing }] of groups) {
+    if (none.length === 0 || browsing.length === 0) continue;
+    const rps = (rs: ScenarioResult[]) => median(rs.map((r) => r.requestsPerSecond));
+    const p99 = (rs: ScenarioResult[]) => median(rs.map((r) => r.latencyMs.p99));
+    const pages = browsing.reduce((sum, r) => sum + (r.consolePages?.pages ?? 0), 0);
+    const pageP50 = median(browsing.flatMap((r) => (r.consolePages?.serverP50Ms === undefined ? [] : [r.consolePages.serverP50Ms])));
+    lines.push(
+      `  ${name}: none ${formatCount(rps(none))} req/s (p99 ${formatMs(p99(none))} ms), browsing ${formatCount(rps(browsing))} req/s ` +
+        `(p99 ${formatMs(p99(browsing))} ms): ${((rps(browsing) / rps(none)) * 100).toFixed(1)}% of none; ` +
+        `${pages} pages opened, page server time p50 ${formatMs(pageP50)} ms`,
+    );
+  }
+  if (lines.length === 0) return undefined;
+  return ["verification with a console user browsing vs none (medians of the alternated rounds):", ...lines].join("\n");
 }
 
 /** v2 vs v1 on the same store, key and connections (issue 14's target: v2 within 10% of v1's requests/s). */
@@ -603,6 +675,8 @@ async function main(): Promise<void> {
     if (analyticsLines) console.log(`\n${analyticsLines}`);
     const v2Lines = describeV2(report.results);
     if (v2Lines) console.log(`\n${v2Lines}`);
+    const consoleLines = describeConsole(report.results);
+    if (consoleLines) console.log(`\n${consoleLines}`);
     const file = await writeResults("verify", startedAt, {
       startedAt: startedAt.toISOString(),
       finishedAt: new Date().toISOString(),

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import { getVerifications, OUTCOME_COUNTERS, planVerifications } from "../../core/analytics/analytics.core.js";
+import { getVerifications, OUTCOME_COUNTERS, type OutcomeCounter, planVerifications } from "../../core/analytics/analytics.core.js";
 import { getApi } from "../../core/apis/apis.core.js";
 import { keyPermission } from "../../core/auth/permissions.query.js";
 import { apiForNewKey, createKey as createKeyCore, V2_CREATE_KEY_RULES } from "../../core/keys/keys.create.js";
@@ -501,13 +501,20 @@ async function usageOf(ctx: Ctx, row: KeyObjectRow): Promise<Pick<KeyView, "char
     limit: 1,
   };
   const latest = await attempt(() => getVerifications(ctx.deps, ctx.caller, last, planVerifications(last, now)));
-  const x = days.value.map((r) => r.time ?? 0);
-  const shown = OUTCOME_COUNTERS.filter((c) => c === "valid" || days.value.some((r) => r[c] > 0));
+  // Today's row is there only once it counts something: the chart always shows the seven days, today included.
+  const today = now - (now % DAY_MS);
+  const rows = days.value.at(-1)?.time === today ? days.value : [...days.value, { time: today, ...emptyCounts() }];
+  const x = rows.map((r) => r.time ?? 0);
+  const shown = OUTCOME_COUNTERS.filter((c) => c === "valid" || rows.some((r) => r[c] > 0));
   return {
-    chart: { x, series: shown.map((c) => ({ label: c, values: days.value.map((r) => r[c]) })) },
+    chart: { x, series: shown.map((c) => ({ label: c, values: rows.map((r) => r[c]) })) },
     lastUsed: latest.ok ? (latest.value[0]?.time ?? null) : undefined,
   };
 }
+
+/** Zero verifications of every outcome. */
+const emptyCounts = () =>
+  ({ total: 0, ...Object.fromEntries(OUTCOME_COUNTERS.map((c) => [c, 0])) }) as Record<OutcomeCounter | "total", number>;
 
 /** The edit form's values for a key as it is. */
 function formOfKey(view: KeyView): FormFields {

@@ -164,6 +164,31 @@ describe("console key pages", () => {
     expect(disabled.status).toBe(303);
     expect(await v1Verify(key)).toMatchObject({ valid: false, code: "DISABLED" });
     expect(textOf((await c.get(`/console/keys/${keyId}`)).html)).toContain("disabled");
+
+    // Expiry (UTC), credits, a role and a permission, then expiry cleared; a bad date is refused in words.
+    const badDate = await c.post(`/console/keys/${keyId}`, await form({ expires: "tomorrow" }));
+    expect(badDate.status).toBe(400);
+    expect(textOf(badDate.html)).toContain("Expires must be a date and time");
+    const more = await c.post(
+      `/console/keys/${keyId}`,
+      await form({ expires: "2099-01-31T12:00", remaining: "42", refill_interval: "monthly", refill_amount: "50", refill_day: "3" }),
+    );
+    expect(more.status).toBe(303);
+    const rbac = { ...(await form({})), roles: [role], permissions: ["docs.read"] };
+    expect((await c.post(`/console/keys/${keyId}`, rbac)).status).toBe(303);
+    const edited = (await h.post("/v2/keys.getKey", { keyId }, t.rootKey)).body.data;
+    expect(edited).toMatchObject({
+      expires: Date.UTC(2099, 0, 31, 12),
+      credits: { remaining: 42, refill: { interval: "monthly", amount: 50, refillDay: 3 } },
+      roles: [role],
+      permissions: ["docs.read"],
+    });
+    expect((await c.post(`/console/keys/${keyId}`, await form({ expires: "" }))).status).toBe(303);
+    expect((await h.post("/v2/keys.getKey", { keyId }, t.rootKey)).body.data.expires).toBeUndefined();
+    // A refusal of the core (a monthly refill without its day) is shown beside the form, with v2's words.
+    const noDay = await c.post(`/console/keys/${keyId}`, await form({ refill_day: "" }));
+    expect(noDay.status).toBe(400);
+    expect(textOf(noDay.html)).toContain("`refillDay` must be provided");
   });
 
   it("rerolls: the old key verifies during the grace period, the new one verifies", async () => {

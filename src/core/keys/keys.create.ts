@@ -241,3 +241,18 @@ async function createKeyInApi(
   if (dataKey?.newRow) services.changes.afterCommit(principal, () => keyring.remember(dataKey));
   return { keyId, key };
 }
+
+/**
+ * The key settings of an API a caller is about to create a key in (a form's defaults: prefix, length, whether keys
+ * may be recoverable): refused as createKey refuses, without create_key on the API, or for an API the workspace lacks.
+ */
+export async function apiForNewKey(
+  services: Pick<CreateKeyServices, "apiSettings">,
+  principal: Caller,
+  apiId: string,
+): Promise<ApiKeySettings> {
+  requirePermission(principal, keyPermission(principal.access, principal.workspaceId, apiId, null, "create_key"));
+  const api = await services.apiSettings.find(principal.workspaceId, apiId);
+  if (!api) throw new NotFoundError("api", apiId);
+  return api;
+}

@@ -6,7 +6,7 @@ import { v2Id } from "../inputBounds.js";
 import { defineV2Rpc } from "../rpc.js";
 import { expiresInput, keyPermissionsInput, keyRolesInput, refillInput } from "./keys.schemas.js";
 
-const input = z
+export const updateKeyInput = z
   .object({
     keyId: v2Id.describe("The key to update."),
     name: z.string().min(1).max(255).nullable().optional(),
@@ -42,7 +42,7 @@ export const updateKey = defineV2Rpc({
     "Updates a key, all or nothing: a field left out stays as it is, null clears it. `ratelimits`, `roles` and `permissions` replace the key's own; they need update_key alone. The very next verification, through v1 or v2, sees the change.",
   errors: [400, 401, 403, 404, 503],
   returns: "Nothing (an empty object).",
-  input,
+  input: updateKeyInput,
   output: z.object({}).strict(),
   handler: async (body, { deps, caller }) => {
     await updateKeyCore(deps, caller, updateKeyCommand(body), V2_UPDATE_KEY_RULES);
@@ -51,7 +51,7 @@ export const updateKey = defineV2Rpc({
 });
 
 /** v2's request as the core's command: `credits` (three-state, nested) becomes remaining and refill. */
-function updateKeyCommand(body: z.output<typeof input>): UpdateKeyCommand {
+export function updateKeyCommand(body: z.output<typeof updateKeyInput>): UpdateKeyCommand {
   const { credits, roles, permissions, ...rest } = body;
   const command: UpdateKeyCommand = {
     ...rest,

@@ -3,6 +3,7 @@ import type { Db } from "../../storage/client.js";
 import { NotFoundError, PermissionDeniedError } from "../../errors.js";
 import {
   listMigrationErrors,
+  listMigrationIdsPage,
   listRetryingBatches,
   retryFailedBatches,
   summarizeMigration,
@@ -10,6 +11,7 @@ import {
 import type { Principal } from "../principal.js";
 import type { Caller } from "../caller.js";
 import type { WriteGate } from "../changes.js";
+import { idPage } from "../workspaces/workspaces.core.js";
 
 /** At most this many errors are listed; `keys.failed` counts them all. */
 export const MAX_LISTED_ERRORS = 1000;
@@ -56,4 +58,26 @@ export async function retryMigration(services: { changes: WriteGate }, caller: C
     }
     return retried.batches;
   });
+}
+
+/**
+ * The workspace's migrations of enqueued batches, a page at a time in migration id order, each with its counts (as
+ * readMigration's). Needs read_api on every API (`*` or `api.*.read_api`): a list cannot leave out, unsaid, the
+ * migrations of APIs the caller may not read.
+ */
+export async function listMigrations(db: Db, caller: Principal, input: { limit: number; cursor?: string | undefined }) {
+  if (!hasPermission(caller, { or: ["*", "api.*.read_api"] })) {
+    throw new PermissionDeniedError(`one of ["*", "api.*.read_api"]`, [...caller.permissions]);
+  }
+  const ids = await listMigrationIdsPage(db, caller.workspaceId, input.limit + 1, input.cursor);
+  const page = idPage(
+    ids.map((id) => ({ id })),
+    input.limit,
+  );
+  const items = [];
+  for (const { id } of page.items) {
+    const summary = await summarizeMigration(db, caller.workspaceId, id);
+    if (summary) items.push({ migrationId: id, batches: summary.batches, keys: summary.keys, apiIds: summary.apiIds });
+  }
+  return { items, ...(page.cursor !== undefined && { cursor: page.cursor }) };
 }

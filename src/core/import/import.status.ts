@@ -1,4 +1,4 @@
-import { hasPermission } from "../principal.js";
+import { hasPermission, requirePermission } from "../principal.js";
 import type { Db } from "../../storage/client.js";
 import { NotFoundError, PermissionDeniedError } from "../../errors.js";
 import {
@@ -39,12 +39,17 @@ export async function readMigration(db: Db, caller: Principal, migrationId: stri
   return { migrationId, batches: summary.batches, keys: summary.keys, retrying, errors };
 }
 
+/** What a root key needs (the operator holds `*`) to queue a migration's failed batches again: what importing into any API needs. */
+export const RETRY_MIGRATION_NEED = { or: ["*", "api.*.create_key"] };
+
 /**
- * Queues again a migration's batches that failed as a whole (an operator's act, once the cause is fixed) and
- * returns how many; NotFoundError when the caller's workspace has no such migration. One change, import.retry
- * (the migration, how many batches and keys), when a batch was queued again; none when there was none to retry.
+ * Queues again a migration's batches that failed as a whole (an operator's act, once the cause is fixed; a root key
+ * needs RETRY_MIGRATION_NEED) and returns how many; NotFoundError when the caller's workspace has no such migration.
+ * One change, import.retry (the migration, how many batches and keys), when a batch was queued again; none when
+ * there was none to retry.
  */
 export async function retryMigration(services: { changes: WriteGate }, caller: Caller, migrationId: string): Promise<number> {
+  requirePermission(caller, RETRY_MIGRATION_NEED);
   return services.changes.change(caller, async (tx, record) => {
     const retried = await retryFailedBatches(tx, caller.workspaceId, migrationId);
     if (retried === undefined) throw new NotFoundError("migration", migrationId);

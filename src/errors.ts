@@ -83,6 +83,8 @@ export type RefusalFacts = {
   /** A key verified with a prefixed-api-key migration that is not `<prefix>_<shortToken>_<longToken>`. */
   invalidKeyFormat: Record<never, never>;
   invalidPermissionQuery: { problem: string };
+  /** A root key's permission that no check could ever require (empty, too long, with whitespace), or too many. */
+  invalidRootKeyPermission: { problem: string };
   ratelimitNotConfigured: { name: string; keyId: string; identity?: { id: string; externalId: string | null } };
   // Analytics.
   startNotBeforeEnd: Record<never, never>;

@@ -1,7 +1,19 @@
 import type { PageRoute } from "./page.js";
 import { keysPages } from "./pages/keys.pages.js";
 import { overviewPages } from "./pages/overview.pages.js";
+import { rootKeysPages } from "./pages/rootKeys.pages.js";
+import { auditPages } from "./pages/audit.pages.js";
+import { importsPages } from "./pages/imports.pages.js";
+import { operatorPages } from "./pages/operator.pages.js";
 import { sessionPages } from "./pages/session.pages.js";
 
 /** Every page of the console, by module (one module per section of the navigation). */
-export const consolePages: readonly PageRoute[] = [...sessionPages, ...overviewPages, ...keysPages] as PageRoute[];
+export const consolePages: readonly PageRoute[] = [
+  ...sessionPages,
+  ...overviewPages,
+  ...keysPages,
+  ...rootKeysPages,
+  ...auditPages,
+  ...importsPages,
+  ...operatorPages,
+] as PageRoute[];

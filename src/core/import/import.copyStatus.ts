@@ -1,9 +1,10 @@
 import type { Db } from "../../storage/client.js";
-import { countCopyStatus, listPendingKeysPage, type PendingKeyRow } from "../../storage/import/fromUnkey.repository.js";
+import { countCopyStatus, listLiveApisPage, listPendingKeysPage, type PendingKeyRow } from "../../storage/import/fromUnkey.repository.js";
 import { findListableApi } from "../apis/apis.core.js";
 import { keyPermission } from "../auth/permissions.query.js";
 import type { Caller } from "../caller.js";
 import { requirePermission } from "../principal.js";
+import { idPage } from "../workspaces/workspaces.core.js";
 
 // The reads of a copy from hosted Unkey's progress (issue 36: `keyhaven import --from-unkey --check` and the list of
 // keys that are still pending at the end of a parallel run).
@@ -49,4 +50,20 @@ export async function listPendingKeys(
   const page: PendingKeysPage = { keys: rows.slice(0, input.limit) };
   if (rows.length > input.limit) page.cursor = rows[input.limit]!.id;
   return page;
+}
+
+/**
+ * getCopyStatus for the workspace's APIs, a page at a time in API id order (each with its name): needs read_api on
+ * every API (`*` or `api.*.read_api`), checked before anything is read.
+ */
+export async function listCopyStatus(services: { db: Db }, caller: Caller, input: { limit: number; cursor?: string | undefined }) {
+  requirePermission(caller, { or: ["*", "api.*.read_api"] });
+  const page = idPage(await listLiveApisPage(services.db, caller.workspaceId, input.limit + 1, input.cursor), input.limit);
+  const statuses = await getCopyStatus(
+    services,
+    caller,
+    page.items.map((a) => a.id),
+  );
+  const items = page.items.map((api, i) => ({ name: api.name, status: statuses[i]! }));
+  return { items, ...(page.cursor !== undefined && { cursor: page.cursor }) };
 }

@@ -1,7 +1,7 @@
 import type { Clock } from "../../clock.js";
 import type { Db } from "../../storage/client.js";
 import { NotFoundError } from "../../errors.js";
-import { insertWorkspace, listWorkspacesPage, setWorkspaceEnabled } from "../../storage/workspaces/workspaces.repository.js";
+import { findWorkspace, insertWorkspace, listWorkspacesPage, setWorkspaceEnabled } from "../../storage/workspaces/workspaces.repository.js";
 import type { Caller } from "../caller.js";
 import type { WriteGate } from "../changes.js";
 
@@ -58,4 +58,11 @@ export function idPage<T extends { id: string }>(rows: T[], limit: number): IdPa
 /** The workspaces, a page at a time in id order (the operator's; the adapter checked the admin token). */
 export async function listWorkspaces(services: Pick<WorkspaceServices, "db">, input: { limit: number; cursor?: string | undefined }) {
   return idPage(await listWorkspacesPage(services.db, input.limit + 1, input.cursor), input.limit);
+}
+
+/** One workspace (the operator's; the adapter checked who asks); NotFoundError when there is none. */
+export async function getWorkspace(services: Pick<WorkspaceServices, "db">, workspaceId: string) {
+  const workspace = await findWorkspace(services.db, workspaceId);
+  if (!workspace) throw new NotFoundError("workspace", workspaceId);
+  return workspace;
 }

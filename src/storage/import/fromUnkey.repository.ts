@@ -555,3 +555,15 @@ function groupBy<T>(rows: T[], keyOf: (row: T) => string, valueFor: (row: T) => 
   }
   return out;
 }
+
+/** Up to `limit` of the workspace's live APIs (id, name) in id order, after the id `after` (apis_workspace_idx). */
+export async function listLiveApisPage(db: Db, workspaceId: string, limit: number, after: string | undefined) {
+  const where = [eq(apis.workspaceId, workspaceId), isNull(apis.deletedAtM)];
+  if (after !== undefined) where.push(sql`${apis.id} > ${after}`);
+  return db
+    .select({ id: apis.id, name: apis.name })
+    .from(apis)
+    .where(and(...where))
+    .orderBy(asc(apis.id))
+    .limit(limit);
+}

@@ -314,3 +314,17 @@ export async function listMigrationErrors(db: Db, workspaceId: string, migration
     .orderBy(asc(migrationErrors.batchId), sql`${migrationErrors.keyIndex} asc nulls first`, asc(migrationErrors.id))
     .limit(limit);
 }
+
+/**
+ * Up to `limit` of the workspace's migration ids (of enqueued batches) in id order, after `after`: a scan of
+ * migration_batches_migration_idx (workspace_id, migration_id), which yields them in this order.
+ */
+export async function listMigrationIdsPage(db: Db, workspaceId: string, limit: number, after: string | undefined): Promise<string[]> {
+  const rows = await db
+    .selectDistinct({ migrationId: migrationBatches.migrationId })
+    .from(migrationBatches)
+    .where(and(eq(migrationBatches.workspaceId, workspaceId), after === undefined ? undefined : gt(migrationBatches.migrationId, after)))
+    .orderBy(asc(migrationBatches.migrationId))
+    .limit(limit);
+  return rows.map((r) => r.migrationId);
+}

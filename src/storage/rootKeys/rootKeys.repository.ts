@@ -61,13 +61,15 @@ export async function upsertRootKey(
   return { keyId: row!.id, inserted: row!.inserted === true, revoked: revoked.map((r) => r.id) };
 }
 
+/** Deletes the root key `id` (of `workspaceId` only, when given); its row as it was, or undefined when none was. */
 export async function deleteRootKeyById(
   db: Db,
   id: string,
+  workspaceId?: string,
 ): Promise<{ id: string; workspaceId: string; name: string | null; permissions: string[] } | undefined> {
   const [row] = await db
     .delete(rootKeys)
-    .where(eq(rootKeys.id, id))
+    .where(and(eq(rootKeys.id, id), workspaceId === undefined ? undefined : eq(rootKeys.workspaceId, workspaceId)))
     .returning({ id: rootKeys.id, workspaceId: rootKeys.workspaceId, name: rootKeys.name, permissions: rootKeys.permissions });
   return row;
 }

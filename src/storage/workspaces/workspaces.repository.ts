@@ -43,3 +43,13 @@ export async function listWorkspacesPage(db: Db, limit: number, after: string | 
     .orderBy(asc(workspaces.id))
     .limit(limit);
 }
+
+/** One workspace (id, name, enabled, creation time), or undefined. */
+export async function findWorkspace(db: Db, id: string) {
+  const [row] = await db
+    .select({ id: workspaces.id, name: workspaces.name, enabled: workspaces.enabled, createdAtM: workspaces.createdAtM })
+    .from(workspaces)
+    .where(eq(workspaces.id, id))
+    .limit(1);
+  return row;
+}

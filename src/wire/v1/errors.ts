@@ -96,6 +96,7 @@ const V1_WORDING: { [K in RefusalKind]: (facts: RefusalFacts[K]) => string } = {
     "apiId is required: this server verifies a key only within an API (apiId) or the workspace of a valid root key (Authorization: Bearer <root key>)",
   invalidKeyFormat: () => "Invalid key format",
   invalidPermissionQuery: ({ problem }) => problem,
+  invalidRootKeyPermission: ({ problem }) => problem,
   ratelimitNotConfigured: ({ name, keyId, identity }) =>
     identity
       ? `ratelimit "${name}" was requested but does not exist for key "${keyId}" nor identity { id: ${identity.id}, externalId: ${identity.externalId}}`

@@ -8,7 +8,8 @@ import type { Config } from "../../config.js";
 import { codeToStatus, type ErrorCode, type ErrorEnvelope, errorCodes } from "../../http/errors.js";
 import { bodyLimitOf, type Rpc } from "./rpc.js";
 
-const packageVersion = (JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as { version: string }).version;
+export const packageVersion = (JSON.parse(readFileSync(new URL("../../../package.json", import.meta.url), "utf8")) as { version: string })
+  .version;
 
 /** The one error envelope, as a zod schema: the statuses below narrow `code` to the codes that status carries. */
 function errorEnvelopeSchema(codes: readonly ErrorCode[]) {

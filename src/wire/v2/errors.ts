@@ -199,6 +199,7 @@ const V2_WORDING: { [K in RefusalKind]: (facts: RefusalFacts[K]) => string } = {
       ? `ratelimit '${name}' was requested but does not exist for key '${keyId}' nor identity: '${identity.id}' external ID: '${identity.externalId ?? ""}'`
       : `ratelimit '${name}' was requested but does not exist for key '${keyId}' and there is no identity connected.`,
   invalidPermissionQuery: ({ problem }) => problem,
+  invalidRootKeyPermission: ({ problem }) => problem,
   duplicateInRequest: ({ index, sameAsIndex }) =>
     `keys[${index}].hash is the same as keys[${sameAsIndex}].hash: each hash can be migrated once per request.`,
   migrationExists: ({ migrationId }) => `A migration with id '${migrationId}' already exists.`,

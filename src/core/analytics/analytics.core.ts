@@ -27,7 +27,9 @@ export const MAX_TIME_SLICES = 10_000;
 
 /** The outcomes a verification count is split into, in the order the rows list them. */
 export const OUTCOME_COUNTERS = Object.keys(outcomeCounters) as OutcomeCounter[];
-export type { OutcomeCounter };
+export type { AnalyticsRow, OutcomeCounter };
+/** The verification code each outcome counter sums (`valid`: VALID, …). */
+export { outcomeCounters as OUTCOME_CODES };
 
 export type VerificationsGroup = "key" | "identity" | "tags" | "tag" | "month" | "day" | "hour";
 export type VerificationsOrderBy = "time" | "total" | OutcomeCounter;

@@ -17,7 +17,7 @@ import {
   setApiIpWhitelist,
   softDeleteApiWithKeys,
 } from "../../storage/apis/apis.repository.js";
-import { type KeyListFilter, type KeyListRow, searchApiKeysPage } from "../../storage/keys/keys.search.repository.js";
+import { KEY_LIST_FILTERS, type KeyListFilter, type KeyListRow, searchApiKeysPage } from "../../storage/keys/keys.search.repository.js";
 import { isStorableText } from "../../storage/lookupText.js";
 import { parseUrn } from "../auth/permissions.urn.js";
 import { type ApiKeysFilter, countKeys, type KeyObjectRow, listKeyObjectRows } from "../../storage/keys/keyObjects.repository.js";
@@ -273,6 +273,7 @@ export async function getApiSettings(services: Pick<ApiServices, "db">, caller: 
 }
 
 export type { KeyListFilter, KeyListRow };
+export { KEY_LIST_FILTERS };
 export type ApiKeyListPage = { keys: KeyListRow[]; cursor?: string };
 
 /**

@@ -1,17 +1,25 @@
 import type { PageRoute } from "./page.js";
-import { keysPages } from "./pages/keys.pages.js";
-import { overviewPages } from "./pages/overview.pages.js";
-import { rootKeysPages } from "./pages/rootKeys.pages.js";
+import { apisPages } from "./pages/apis.pages.js";
 import { auditPages } from "./pages/audit.pages.js";
+import { identitiesPages } from "./pages/identities.pages.js";
 import { importsPages } from "./pages/imports.pages.js";
+import { keysPages } from "./pages/keys.pages.js";
 import { operatorPages } from "./pages/operator.pages.js";
+import { overviewPages } from "./pages/overview.pages.js";
+import { ratelimitsPages } from "./pages/ratelimits.pages.js";
+import { rbacPages } from "./pages/rbac.pages.js";
+import { rootKeysPages } from "./pages/rootKeys.pages.js";
 import { sessionPages } from "./pages/session.pages.js";
 
 /** Every page of the console, by module (one module per section of the navigation). */
 export const consolePages: readonly PageRoute[] = [
   ...sessionPages,
   ...overviewPages,
+  ...apisPages,
   ...keysPages,
+  ...identitiesPages,
+  ...rbacPages,
+  ...ratelimitsPages,
   ...rootKeysPages,
   ...auditPages,
   ...importsPages,

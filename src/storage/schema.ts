@@ -140,6 +140,12 @@ export const keys = pgTable(
     index("keys_identity_idx").on(t.identityId),
     // Pending keys (no hash yet) per workspace: counted for the fallback's "has pending keys" and listed for review.
     index("keys_pending_idx").on(t.workspaceId, t.apiId).where(sql`${t.hash} is null and ${t.deletedAtM} is null`),
+    // The console's search of an API's keys (apis.core.ts searchApiKeys): a prefix of the name (any case) or of the start.
+    index("keys_name_prefix_idx").on(t.apiId, sql`lower(${t.name}) text_pattern_ops`).where(sql`${t.deletedAtM} is null`),
+    index("keys_start_prefix_idx").on(t.apiId, t.start.op("text_pattern_ops")).where(sql`${t.deletedAtM} is null`),
+    // The console's filters of an API's keys: the disabled ones in id order, the ones that expire by their expiry.
+    index("keys_disabled_by_api_idx").on(t.apiId, t.id).where(sql`${t.deletedAtM} is null and ${t.enabled} = false`),
+    index("keys_expiring_by_api_idx").on(t.apiId, t.expires).where(sql`${t.deletedAtM} is null and ${t.expires} is not null`),
     check("keys_remaining_not_negative", sql`${t.remaining} >= 0`),
   ],
 );

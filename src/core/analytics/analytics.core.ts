@@ -15,7 +15,8 @@ import {
   type TimeGranularity,
 } from "../../storage/analytics/analytics.repository.js";
 import { findApi } from "../../storage/apis/apis.repository.js";
-import { apiNotFound } from "../apis/apis.core.js";
+import { apiNotFound, readAnyApiPermission } from "../apis/apis.core.js";
+import type { Caller } from "../caller.js";
 import type { Principal } from "../principal.js";
 
 type AnalyticsServices = { db: Db };
@@ -26,7 +27,9 @@ export const MAX_TIME_SLICES = 10_000;
 
 /** The outcomes a verification count is split into, in the order the rows list them. */
 export const OUTCOME_COUNTERS = Object.keys(outcomeCounters) as OutcomeCounter[];
-export type { OutcomeCounter };
+export type { AnalyticsRow, OutcomeCounter };
+/** The verification code each outcome counter sums (`valid`: VALID, …). */
+export { outcomeCounters as OUTCOME_CODES };
 
 export type VerificationsGroup = "key" | "identity" | "tags" | "tag" | "month" | "day" | "hour";
 export type VerificationsOrderBy = "time" | "total" | OutcomeCounter;
@@ -120,14 +123,48 @@ export async function getVerifications(
   });
   if (!fill) return rows;
 
+  const filled = filledSlices(rows, slices, time!, end);
+  if (input.order === "desc") filled.reverse();
+  return input.limit === undefined ? filled : filled.slice(0, input.limit);
+}
+
+/** A row per slice (empty ones as zeros), then the slice holding `end` if anything was counted in it. */
+function filledSlices(rows: AnalyticsRow[], slices: number[], time: TimeGranularity, end: number): AnalyticsRow[] {
   const byTime = new Map(rows.map((r) => [r.time!, r]));
   const filled: AnalyticsRow[] = slices.map((t) => byTime.get(t) ?? { time: t, ...emptyCounters() });
   // The slice holding `end` gets no empty row (v1 filled up to, not including, it), but what was counted in it
   // up to `end`'s hour is answered, as v1 did: the fill never drops a count.
-  const endSlice = byTime.get(sliceStart(time!, end));
+  const endSlice = byTime.get(sliceStart(time, end));
   if (endSlice) filled.push(endSlice);
-  if (input.order === "desc") filled.reverse();
-  return input.limit === undefined ? filled : filled.slice(0, input.limit);
+  return filled;
+}
+
+/**
+ * Verification counts of every API of the caller's workspace per outcome, per UTC hour or day from `start` to `end`
+ * (every slice a row, empty ones as zeros, in time order): the console's overview. Needs read_api on every API
+ * (`*`, `api.*.read_api`, or where URNs count `keyspaces/*#read_api`).
+ */
+export async function getWorkspaceVerifications(
+  services: AnalyticsServices,
+  caller: Caller,
+  input: { start: number; end: number; granularity: "hour" | "day" },
+): Promise<AnalyticsRow[]> {
+  requirePermission(caller, readAnyApiPermission(caller));
+  if (input.start >= input.end) throw new InvalidInputError({ kind: "startNotBeforeEnd" });
+  const slices = timeSlices(input.granularity, input.start, input.end);
+  const rows = await queryVerifications(services.db, {
+    workspaceId: caller.workspaceId,
+    from: input.start - (input.start % HOUR_MS),
+    to: input.end,
+    time: input.granularity,
+    byKey: false,
+    byIdentity: false,
+    byTags: false,
+    byTag: false,
+    orderBy: "time",
+    order: "asc",
+  });
+  return filledSlices(rows, slices, input.granularity, input.end);
 }
 
 /**

@@ -1,5 +1,5 @@
-import { apiPermission, type Grants, keyspaceUrn, type PermissionQuery } from "../auth/permissions.query.js";
-import { requirePermission } from "../principal.js";
+import { apiPermission, type Grants, keyPermission, keyspaceUrn, type PermissionQuery } from "../auth/permissions.query.js";
+import { hasPermission, requirePermission } from "../principal.js";
 import { requireAccess } from "../access.js";
 import type { Db } from "../../storage/client.js";
 import { DeleteProtectedError, NotFoundError, PreconditionFailedError } from "../../errors.js";
@@ -7,7 +7,19 @@ import type { Keyring } from "../../keyring/keyring.js";
 import { decryptKeyRows, requireDecryptPermission } from "../keys/keys.decrypt.js";
 import { readKeysRatelimits } from "../keys/keys.read.js";
 import type { NamedRatelimit } from "../../storage/keys/keys.ratelimit.repository.js";
-import { findApi, insertApi, type NewApi, setApiIpWhitelist, softDeleteApiWithKeys } from "../../storage/apis/apis.repository.js";
+import {
+  type ApiListRow,
+  countLiveKeysByApi,
+  findApi,
+  insertApi,
+  listApisPage,
+  type NewApi,
+  setApiIpWhitelist,
+  softDeleteApiWithKeys,
+} from "../../storage/apis/apis.repository.js";
+import { KEY_LIST_FILTERS, type KeyListFilter, type KeyListRow, searchApiKeysPage } from "../../storage/keys/keys.search.repository.js";
+import { isStorableText } from "../../storage/lookupText.js";
+import { parseUrn } from "../auth/permissions.urn.js";
 import { type ApiKeysFilter, countKeys, type KeyObjectRow, listKeyObjectRows } from "../../storage/keys/keyObjects.repository.js";
 import type { Principal } from "../principal.js";
 import type { Caller } from "../caller.js";
@@ -182,5 +194,121 @@ export async function listApiKeys(
   if (more) page.cursor = rules.cursor === "after" ? keys.at(-1)!.id : rows[input.limit]!.id;
   if (total !== undefined) page.total = total;
   if (ratelimits !== undefined) page.ratelimits = ratelimits;
+  return page;
+}
+
+/** What reading every API of the workspace takes: `*`, `api.*.read_api`, or (where URNs count) `keyspaces/*#read_api`. */
+export function readAnyApiPermission(caller: Caller): PermissionQuery {
+  const tuples = ["*", "api.*.read_api"];
+  return caller.access.urnGrants ? { or: [...tuples, keyspaceUrn(caller.workspaceId, "*", null, "read_api")] } : { or: tuples };
+}
+
+/**
+ * The APIs whose read_api the caller holds one by one (`api.<apiId>.read_api`, or the URN of that keyspace where
+ * URNs count): a caller without readAnyApiPermission sees only these. Bounded by the permissions it holds.
+ */
+function singlyReadableApiIds(caller: Caller): string[] {
+  const ids = new Set<string>();
+  for (const permission of caller.permissions) {
+    const tuple = /^api\.([^.]+)\.read_api$/.exec(permission);
+    if (tuple && tuple[1] !== "*") ids.add(tuple[1]!);
+    const urn = caller.access.urnGrants ? parseUrn(permission) : undefined;
+    if (urn && urn.path.length === 2 && urn.path[0] === "keyspaces" && !urn.path[1]!.includes("*")) ids.add(urn.path[1]!);
+  }
+  return [...ids].filter((apiId) => hasPermission(caller, keyPermission(caller.access, caller.workspaceId, apiId, null, "read_api")));
+}
+
+export type ApiSummary = ApiListRow & { keys: number };
+export type ApisPage = { apis: ApiSummary[]; cursor?: string };
+
+/**
+ * A page of the workspace's live APIs the caller may read (all of them with readAnyApiPermission, else those it
+ * holds read_api on one by one), in id order after `cursor`, each with its number of live keys: one grouped count
+ * for the page (countLiveKeysByApi), never the keys themselves.
+ */
+export async function listApis(
+  services: Pick<ApiServices, "db">,
+  caller: Caller,
+  input: { limit: number; cursor?: string | undefined },
+): Promise<ApisPage> {
+  const ids = hasPermission(caller, readAnyApiPermission(caller)) ? undefined : singlyReadableApiIds(caller);
+  if (ids !== undefined && ids.length === 0) return { apis: [] };
+  const cursor = input.cursor !== undefined && isStorableText(input.cursor) ? input.cursor : undefined;
+  const rows = await listApisPage(services.db, caller.workspaceId, { after: cursor, limit: input.limit + 1, ids });
+  const apis = rows.slice(0, input.limit);
+  const counts = await countLiveKeysByApi(
+    services.db,
+    apis.map((a) => a.id),
+  );
+  const page: ApisPage = { apis: apis.map((a) => ({ ...a, keys: counts.get(a.id) ?? 0 })) };
+  if (rows.length > input.limit) page.cursor = apis.at(-1)!.id;
+  return page;
+}
+
+/** An API's settings as the console shows them: every column a person set (getApi's, and the key defaults). */
+export type ApiSettings = Api & {
+  storeEncryptedKeys: boolean;
+  defaultPrefix: string | null;
+  defaultBytes: number | null;
+  deleteProtection: boolean;
+  createdAtM: number;
+};
+
+/** A live API of the caller's workspace with all its settings (read_api, as getApi). */
+export async function getApiSettings(services: Pick<ApiServices, "db">, caller: Principal, apiId: string): Promise<ApiSettings> {
+  requirePermission(caller, apiPermission(apiId, "read_api"));
+  const api = await findApi(services.db, caller.workspaceId, apiId);
+  if (!api) throw apiNotFound(apiId);
+  return {
+    id: api.id,
+    workspaceId: api.workspaceId,
+    name: api.name,
+    ipWhitelist: api.ipWhitelist,
+    storeEncryptedKeys: api.storeEncryptedKeys,
+    defaultPrefix: api.defaultPrefix,
+    defaultBytes: api.defaultBytes,
+    deleteProtection: api.deleteProtection,
+    createdAtM: api.createdAtM,
+  };
+}
+
+export type { KeyListFilter, KeyListRow };
+export { KEY_LIST_FILTERS };
+export type ApiKeyListPage = { keys: KeyListRow[]; cursor?: string };
+
+/**
+ * A page of a live API's keys for people (the console's table): light rows in id order after `cursor`, matching
+ * `search` (a prefix of the name in any case or of the start, or exactly the owner id or the identity's externalId)
+ * and `filter`, or with `ids` only those. Who may read it is as for listApiKeys (findListableApi). One statement,
+ * served by an index of the API's keys whatever its size (keys.search.repository.ts).
+ */
+export async function searchApiKeys(
+  services: ApiServices,
+  caller: Caller,
+  input: {
+    apiId: string;
+    search?: string | undefined;
+    filter: KeyListFilter;
+    ids?: readonly string[] | undefined;
+    cursor?: string | undefined;
+    limit: number;
+  },
+): Promise<ApiKeyListPage> {
+  const api = await findListableApi(services.db, caller, input.apiId);
+  const texts = [input.search, input.cursor, ...(input.ids ?? [])];
+  if (texts.some((t) => t !== undefined && !isStorableText(t))) return { keys: [] };
+  const rows = await searchApiKeysPage(services.db, {
+    workspaceId: caller.workspaceId,
+    apiId: api.id,
+    search: input.search,
+    filter: input.filter,
+    ids: input.ids,
+    now: services.clock.now(),
+    after: input.cursor,
+    limit: input.limit + 1,
+  });
+  const keys = rows.slice(0, input.limit);
+  const page: ApiKeyListPage = { keys };
+  if (rows.length > input.limit) page.cursor = keys.at(-1)!.id;
   return page;
 }

@@ -154,7 +154,8 @@ export type TimeGranularity = "hour" | "day" | "month";
 
 export type AnalyticsQuery = {
   workspaceId: string;
-  apiId: string;
+  /** Absent: every API of the workspace (the console's overview). */
+  apiId?: string | undefined;
   /** Inclusive bounds on the start of each hour counted. */
   from: number;
   to: number;
@@ -191,12 +192,8 @@ function timeBucket(granularity: TimeGranularity): SQL {
 export async function queryVerifications(db: Db, q: AnalyticsQuery): Promise<AnalyticsRow[]> {
   const select: SQL[] = [];
   const groupBy: SQL[] = [];
-  const where: SQL[] = [
-    sql`vc.workspace_id = ${q.workspaceId}`,
-    sql`vc.api_id = ${q.apiId}`,
-    sql`vc.hour_m >= ${q.from}::bigint`,
-    sql`vc.hour_m <= ${q.to}::bigint`,
-  ];
+  const where: SQL[] = [sql`vc.workspace_id = ${q.workspaceId}`, sql`vc.hour_m >= ${q.from}::bigint`, sql`vc.hour_m <= ${q.to}::bigint`];
+  if (q.apiId !== undefined) where.push(sql`vc.api_id = ${q.apiId}`);
   if (q.time) {
     select.push(sql`${timeBucket(q.time)} as "time"`);
     groupBy.push(sql`1`);

@@ -1,4 +1,4 @@
-import { and, eq, inArray, isNull } from "drizzle-orm";
+import { and, asc, count, eq, gt, inArray, isNull } from "drizzle-orm";
 import { isStorableText } from "../lookupText.js";
 import { LRUCache } from "lru-cache";
 import type { Db } from "../client.js";
@@ -187,4 +187,63 @@ export async function deleteKeysOfApi(
         .where(and(eq(keys.apiId, apiId), isNull(keys.deletedAtM)))
         .returning({ id: keys.id });
   return rows.map((r) => r.id);
+}
+
+// ---- The console's list of a workspace's APIs ----
+
+export type ApiListRow = {
+  id: string;
+  name: string;
+  storeEncryptedKeys: boolean;
+  defaultPrefix: string | null;
+  defaultBytes: number | null;
+  deleteProtection: boolean;
+  createdAtM: number;
+};
+
+/**
+ * Up to `limit` live APIs of the workspace by id, after `after` (exclusive); with `ids`, only those among them (a
+ * caller who may read some APIs only).
+ */
+export async function listApisPage(
+  db: Db,
+  workspaceId: string,
+  page: { after?: string | undefined; limit: number; ids?: readonly string[] | undefined },
+): Promise<ApiListRow[]> {
+  return db
+    .select({
+      id: apis.id,
+      name: apis.name,
+      storeEncryptedKeys: apis.storeEncryptedKeys,
+      defaultPrefix: apis.defaultPrefix,
+      defaultBytes: apis.defaultBytes,
+      deleteProtection: apis.deleteProtection,
+      createdAtM: apis.createdAtM,
+    })
+    .from(apis)
+    .where(
+      and(
+        eq(apis.workspaceId, workspaceId),
+        isNull(apis.deletedAtM),
+        page.ids !== undefined ? inArray(apis.id, [...page.ids]) : undefined,
+        page.after !== undefined ? gt(apis.id, page.after) : undefined,
+      ),
+    )
+    .orderBy(asc(apis.id))
+    .limit(page.limit);
+}
+
+/**
+ * The live keys of each of `apiIds`, counted in one grouped statement over keys_live_by_api_idx (api_id, id where
+ * deleted_at_m is null): the index alone answers it (an index-only scan once the table is vacuumed), no key row is
+ * read into the process. An API without keys is absent from the map.
+ */
+export async function countLiveKeysByApi(db: Db, apiIds: readonly string[]): Promise<Map<string, number>> {
+  if (apiIds.length === 0) return new Map();
+  const rows = await db
+    .select({ apiId: keys.apiId, n: count() })
+    .from(keys)
+    .where(and(inArray(keys.apiId, [...apiIds]), isNull(keys.deletedAtM)))
+    .groupBy(keys.apiId);
+  return new Map(rows.map((r) => [r.apiId, Number(r.n)]));
 }

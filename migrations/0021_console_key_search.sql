@@ -1,0 +1,4 @@
+CREATE INDEX "keys_name_prefix_idx" ON "keys" USING btree ("api_id",lower("name") text_pattern_ops) WHERE "keys"."deleted_at_m" is null;--> statement-breakpoint
+CREATE INDEX "keys_start_prefix_idx" ON "keys" USING btree ("api_id","start" text_pattern_ops) WHERE "keys"."deleted_at_m" is null;--> statement-breakpoint
+CREATE INDEX "keys_disabled_by_api_idx" ON "keys" USING btree ("api_id","id") WHERE "keys"."deleted_at_m" is null and "keys"."enabled" = false;--> statement-breakpoint
+CREATE INDEX "keys_expiring_by_api_idx" ON "keys" USING btree ("api_id","expires") WHERE "keys"."deleted_at_m" is null and "keys"."expires" is not null;

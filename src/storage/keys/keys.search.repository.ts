@@ -1,0 +1,107 @@
+import { and, asc, eq, gt, inArray, isNotNull, isNull, lte, or, type SQL, sql } from "drizzle-orm";
+import type { Db } from "../client.js";
+import { identities, keys } from "../schema.js";
+
+// The console's table of an API's keys (core/apis/apis.core.ts searchApiKeys): a page of light rows (no roles,
+// permissions or ciphertext), searched and filtered, in id order from a cursor. Every form of it is one statement
+// that an index of the API's keys serves (schema.ts, migration 0021), whatever the API's size:
+// - no search, `all`/`enabled`: keys_live_by_api_idx (api_id, id) walked in id order from the cursor, stopping at
+//   the page's end;
+// - `disabled`: keys_disabled_by_api_idx (api_id, id where enabled = false), the same walk among disabled keys;
+// - `expired`: keys_expiring_by_api_idx (api_id, expires), the expired keys' range, sorted by id;
+// - `pending`: keys_pending_idx (workspace_id, api_id where hash is null);
+// - a search: a BitmapOr of keys_name_prefix_idx (lower(name) text_pattern_ops), keys_start_prefix_idx (start
+//   text_pattern_ops), keys_identity_idx (the identity of that externalId) and keys_owner_idx, then sorted by id.
+
+export type KeyListFilter = "all" | "enabled" | "disabled" | "expired" | "pending";
+export const KEY_LIST_FILTERS: readonly KeyListFilter[] = ["all", "enabled", "disabled", "expired", "pending"];
+
+export type KeyListRow = {
+  id: string;
+  name: string | null;
+  start: string;
+  ownerId: string | null;
+  externalId: string | null;
+  enabled: boolean;
+  expires: Date | null;
+  createdAtM: number;
+  /** Copied from hosted Unkey without its secret and not adopted yet (no hash). */
+  pending: boolean;
+};
+
+/** `text` as the start of a LIKE pattern: its `%`, `_` and `\` taken literally. */
+const prefixPattern = (text: string): string => `${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+
+function filterCondition(filter: KeyListFilter, now: Date): SQL | undefined {
+  switch (filter) {
+    case "all":
+      return undefined;
+    case "enabled":
+      return eq(keys.enabled, true);
+    case "disabled":
+      return eq(keys.enabled, false);
+    case "expired":
+      return and(isNotNull(keys.expires), lte(keys.expires, now));
+    case "pending":
+      return isNull(keys.hash);
+  }
+}
+
+/**
+ * Up to `limit` live keys of a live API of the workspace, by id after `after` (exclusive): those matching `search`
+ * (a prefix of the name in any case or of the start, or exactly the owner's id or the identity's externalId) and
+ * `filter` (expired: expiry at or before `now`), or with `ids` only those.
+ */
+export async function searchApiKeysPage(
+  db: Db,
+  input: {
+    workspaceId: string;
+    apiId: string;
+    search?: string | undefined;
+    filter: KeyListFilter;
+    ids?: readonly string[] | undefined;
+    now: number;
+    after?: string | undefined;
+    limit: number;
+  },
+): Promise<KeyListRow[]> {
+  const search = input.search === undefined || input.search === "" ? undefined : input.search;
+  const matches =
+    search === undefined
+      ? undefined
+      : or(
+          sql`lower(${keys.name}) like ${prefixPattern(search.toLowerCase())}`,
+          sql`${keys.start} like ${prefixPattern(search)}`,
+          eq(keys.ownerId, search),
+          // One identity at most (unique per workspace): a scalar subquery, so its id is an index condition.
+          sql`${keys.identityId} = (select ${identities.id} from ${identities}
+            where ${identities.workspaceId} = ${input.workspaceId} and ${identities.externalId} = ${search})`,
+        );
+  return db
+    .select({
+      id: keys.id,
+      name: keys.name,
+      start: keys.start,
+      ownerId: keys.ownerId,
+      externalId: identities.externalId,
+      enabled: keys.enabled,
+      expires: keys.expires,
+      createdAtM: keys.createdAtM,
+      pending: sql<boolean>`${keys.hash} is null`,
+    })
+    .from(keys)
+    .leftJoin(identities, eq(identities.id, keys.identityId))
+    .where(
+      and(
+        eq(keys.apiId, input.apiId),
+        eq(keys.workspaceId, input.workspaceId),
+        isNull(keys.deletedAtM),
+        matches,
+        filterCondition(input.filter, new Date(input.now)),
+        input.ids !== undefined ? inArray(keys.id, [...input.ids]) : undefined,
+        input.after !== undefined ? gt(keys.id, input.after) : undefined,
+      ),
+    )
+    .orderBy(asc(keys.id))
+    .limit(input.limit);
+}

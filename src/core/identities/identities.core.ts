@@ -1,4 +1,4 @@
-import { describeQuery, identityPermission, type PermissionQuery } from "../auth/permissions.query.js";
+import { describeQuery, identityPermission, keyPermission, type PermissionQuery } from "../auth/permissions.query.js";
 import { hasPermission, requirePermission } from "../principal.js";
 import { type Db, isUniqueViolation } from "../../storage/client.js";
 import { ConflictError, InvalidInputError, NotFoundError, PermissionDeniedError } from "../../errors.js";
@@ -10,7 +10,9 @@ import {
   type IdentityRatelimitInput,
   type IdentityRow,
   identityRatelimits,
+  type IdentityKeyRow,
   listIdentitiesFrom,
+  listKeysOfIdentityFrom,
   insertIdentity,
   listIdentitiesPage,
   updateIdentity as writeIdentity,
@@ -308,4 +310,24 @@ export async function deleteIdentityByRef(services: IdentityServices, caller: Ca
   requirePermission(caller, identityQuery(caller, "delete_identity", "identity.*.delete_identity"));
   const row = await findIdentityByRef(services.db, caller.workspaceId, ref);
   if (!row || !(await removeAndRecord(services, caller, row.id))) throw identityNotFound(ref);
+}
+
+/**
+ * A page of an identity's live keys by id from `fromId` on (inclusive), and the id the next page starts from when
+ * there is one: the identity as getIdentityByRef reads it (not found, or read_identity), then read_key on every API
+ * the page's keys belong to (PermissionDeniedError for the first it may not).
+ */
+export async function listKeysOfIdentity(
+  services: IdentityServices,
+  caller: Caller,
+  ref: string,
+  page: { fromId?: string | undefined; limit: number },
+): Promise<{ identity: Identity; keys: IdentityKeyRow[]; nextId?: string }> {
+  const identity = await getIdentityByRef(services, caller, ref);
+  const found = await listKeysOfIdentityFrom(services.db, caller.workspaceId, identity.id, { ...page, limit: page.limit + 1 });
+  const keys = found.slice(0, page.limit);
+  for (const apiId of new Set(keys.map((k) => k.apiId))) {
+    requirePermission(caller, keyPermission(caller.access, caller.workspaceId, apiId, null, "read_key"));
+  }
+  return { identity, keys, ...(found.length > page.limit && { nextId: found[page.limit]!.id }) };
 }

@@ -338,3 +338,48 @@ export async function listNamespaces(
   // Only when another page may exist: a short page is the last one.
   return { namespaces: rows, ...(rows.length === page.limit && { cursor: rows[rows.length - 1]!.name }), total };
 }
+
+/**
+ * A live namespace of the caller's workspace by id (NotFoundError otherwise), for a caller that may read it or its
+ * overrides: `ratelimit.*.<action>` or `ratelimit.<namespaceId>.<action>`, read_namespace or read_override.
+ */
+export async function getNamespace(
+  services: Pick<RatelimitServices, "db">,
+  caller: Caller,
+  namespaceId: string,
+): Promise<{ id: string; name: string }> {
+  const namespace = await namespaceOf(services.db, caller, { namespaceId });
+  const may = (action: string) => [`ratelimit.${namespace.id}.${action}`, `ratelimit.*.${action}`];
+  requirePermission(caller, { or: ["*", ...may("read_namespace"), ...may("read_override")] });
+  return namespace;
+}
+
+/**
+ * setOverride in the namespace of this name, which is created when the workspace has none yet (as limit creates
+ * one): that needs `ratelimit.*.create_namespace` and `ratelimit.*.set_override` (a new namespace's own permission
+ * cannot be held yet). One change: ratelimit.set_override, naming the namespace (new or not) and the override.
+ */
+export async function setOverrideInNamespaceNamed(
+  services: OverrideChangeServices,
+  caller: Caller,
+  namespaceName: string,
+  input: OverrideInput,
+): Promise<{ namespaceId: string; overrideId: string }> {
+  const existing = await findNamespace(services.db, caller.workspaceId, { namespaceName });
+  if (existing) {
+    return { namespaceId: existing.id, overrideId: await setOverride(services, caller, { namespaceId: existing.id }, input) };
+  }
+  requirePermission(caller, { or: ["*", { and: ["ratelimit.*.create_namespace", "ratelimit.*.set_override"] }] });
+  return services.changes.change(caller, async (tx, record) => {
+    const now = services.clock.now();
+    const namespaceId = await ensureNamespace(tx, caller.workspaceId, namespaceName, now);
+    const overrideId = await upsertOverride(tx, { workspaceId: caller.workspaceId, namespaceId, ...input }, now);
+    record({
+      event: "ratelimit.set_override",
+      targets: [namespaceTarget({ id: namespaceId, name: namespaceName }), overrideTarget(overrideId, input.identifier)],
+      description: `set override ${overrideId} in namespace ${namespaceId}`,
+      details: { limit: input.limit, duration: input.duration, async: input.async },
+    });
+    return { namespaceId, overrideId };
+  });
+}

@@ -1,10 +1,10 @@
-import { and, asc, count, eq, gt, inArray, or, type SQL, sql } from "drizzle-orm";
+import { and, asc, count, eq, gt, inArray, isNull, or, type SQL, sql } from "drizzle-orm";
 import { isStorableText } from "../lookupText.js";
 import { insertRecordset } from "../bulk.js";
 import { containsLiteral } from "../search.js";
 import { type Db, preparedPerHandle } from "../client.js";
 import { type NamedRatelimit, ratelimitsOwnedBy } from "../ratelimits/owned.ratelimits.repository.js";
-import { identities, ratelimits } from "../schema.js";
+import { identities, keys, ratelimits } from "../schema.js";
 import { newId } from "../../ids.js";
 
 /** An identity's rate limit as written: `autoApply` (default false) applies it to every verification of its keys. */
@@ -152,6 +152,34 @@ export async function listIdentitiesFrom(
       ),
     )
     .orderBy(asc(identities.id))
+    .limit(page.limit);
+}
+
+/** A key of an identity, as a list of them shows it. */
+export type IdentityKeyRow = { id: string; apiId: string; name: string | null; start: string; enabled: boolean; createdAtM: number };
+
+/**
+ * A page of the identity's live keys by id from `fromId` (inclusive), read through keys_identity_idx (an identity
+ * holds few keys; the page is bounded by `limit` whatever their number).
+ */
+export async function listKeysOfIdentityFrom(
+  db: Db,
+  workspaceId: string,
+  identityId: string,
+  page: { fromId?: string | undefined; limit: number },
+): Promise<IdentityKeyRow[]> {
+  return db
+    .select({ id: keys.id, apiId: keys.apiId, name: keys.name, start: keys.start, enabled: keys.enabled, createdAtM: keys.createdAtM })
+    .from(keys)
+    .where(
+      and(
+        eq(keys.identityId, identityId),
+        eq(keys.workspaceId, workspaceId),
+        isNull(keys.deletedAtM),
+        page.fromId !== undefined ? sql`${keys.id} >= ${page.fromId}` : undefined,
+      ),
+    )
+    .orderBy(asc(keys.id))
     .limit(page.limit);
 }
 

@@ -6,7 +6,7 @@ import { Csrf, Layout, to } from "../layout.js";
 import { definePage, field, fields, type PageAnswer, type PageContext } from "../page.js";
 import { attempt, Badge, Field, NextPage, SecretOnce, when } from "../ui.js";
 import { auditPage } from "./audit.pages.js";
-import { MAX_ROOT_KEY_NAME, PermissionPicker, permissionsOf, ROOT_KEYS_PAGE } from "./rootKeys.pages.js";
+import { MAX_ROOT_KEY_NAME, PermissionPicker, permissionsOf, ROOT_KEYS_PAGE, RootKeysTable } from "./rootKeys.pages.js";
 
 /** Workspaces per page of the operator's list. */
 export const WORKSPACES_PAGE = 50;
@@ -142,37 +142,7 @@ async function workspacePage(ctx: Ctx, notice?: Notice, status?: number): Promis
           </span>
         </form>
         <h2>Root keys</h2>
-        <table>
-          <thead>
-            <tr>
-              <th scope="col">Id</th>
-              <th scope="col">Name</th>
-              <th scope="col">Starts with</th>
-              <th scope="col">Created</th>
-              <th scope="col">Permissions</th>
-              <th scope="col">Actions</th>
-            </tr>
-          </thead>
-          <tbody>
-            {keys.items.map((k) => (
-              <tr key={k.id}>
-                <td class="mono">{k.id}</td>
-                <td>{k.name ?? ""}</td>
-                <td class="mono">{k.start}…</td>
-                <td>{when(k.createdAtM)}</td>
-                <td>{k.permissions.length === 0 ? <span class="muted">none</span> : <code>{k.permissions.join(" ")}</code>}</td>
-                <td>
-                  <form method="post" action={to(`${base}/root-keys/${encodeURIComponent(k.id)}/revoke`)}>
-                    <Csrf token={ctx.csrf} />
-                    <button type="submit" class="danger" aria-label={`Revoke root key ${k.id}`}>
-                      Revoke
-                    </button>
-                  </form>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+        <RootKeysTable keys={keys.items} csrf={ctx.csrf} revokeBase={`${base}/root-keys`} />
         {keys.items.length === 0 && <p class="muted">No root keys yet: create one below, then sign in to the console with it.</p>}
         <NextPage href={keys.cursor === undefined ? undefined : to(`${base}?cursor=${encodeURIComponent(keys.cursor)}`)} />
         <form method="post" action={to(`${base}/root-keys`)} class="card">

@@ -162,42 +162,12 @@ async function listPage(ctx: RootKeySession, notice?: { kind: "ok" | "error"; te
         )}
         {listed.ok && (
           <>
-            <table>
-              <thead>
-                <tr>
-                  <th scope="col">Id</th>
-                  <th scope="col">Name</th>
-                  <th scope="col">Starts with</th>
-                  <th scope="col">Created</th>
-                  <th scope="col">Permissions</th>
-                  {mayRevoke && <th scope="col">Actions</th>}
-                </tr>
-              </thead>
-              <tbody>
-                {listed.value.items.map((k) => (
-                  <tr key={k.id}>
-                    <td class="mono">
-                      {k.id}
-                      {k.id === ctx.session.rootKey.rootKeyId && <span class="muted"> (this session)</span>}
-                    </td>
-                    <td>{k.name ?? ""}</td>
-                    <td class="mono">{k.start}…</td>
-                    <td>{when(k.createdAtM)}</td>
-                    <td>{k.permissions.length === 0 ? <span class="muted">none</span> : <code>{k.permissions.join(" ")}</code>}</td>
-                    {mayRevoke && (
-                      <td>
-                        <form method="post" action={to(`/root-keys/${encodeURIComponent(k.id)}/revoke`)}>
-                          <Csrf token={ctx.csrf} />
-                          <button type="submit" class="danger" aria-label={`Revoke root key ${k.id}`}>
-                            Revoke
-                          </button>
-                        </form>
-                      </td>
-                    )}
-                  </tr>
-                ))}
-              </tbody>
-            </table>
+            <RootKeysTable
+              keys={listed.value.items}
+              csrf={ctx.csrf}
+              revokeBase={mayRevoke ? "/root-keys" : undefined}
+              ownId={ctx.session.rootKey.rootKeyId}
+            />
             {listed.value.items.length === 0 && <p class="muted">No root keys.</p>}
             <NextPage
               href={listed.value.cursor === undefined ? undefined : to(`/root-keys?cursor=${encodeURIComponent(listed.value.cursor)}`)}
@@ -282,3 +252,58 @@ export const rootKeysPages = [
     },
   }),
 ];
+
+/**
+ * Root keys as a table (never a secret or hash): the workspace's own page and the operator's workspace page. With
+ * `revokeBase`, each row has a Revoke form posting to `<revokeBase>/<id>/revoke`; `ownId` marks the session's key.
+ */
+export function RootKeysTable({
+  keys,
+  csrf,
+  revokeBase,
+  ownId,
+}: {
+  keys: readonly { id: string; name: string | null; start: string; createdAtM: number; permissions: readonly string[] }[];
+  csrf: string;
+  revokeBase: string | undefined;
+  ownId?: string;
+}) {
+  return (
+    <table>
+      <thead>
+        <tr>
+          <th scope="col">Id</th>
+          <th scope="col">Name</th>
+          <th scope="col">Starts with</th>
+          <th scope="col">Created</th>
+          <th scope="col">Permissions</th>
+          {revokeBase !== undefined && <th scope="col">Actions</th>}
+        </tr>
+      </thead>
+      <tbody>
+        {keys.map((k) => (
+          <tr key={k.id}>
+            <td class="mono">
+              {k.id}
+              {k.id === ownId && <span class="muted"> (this session)</span>}
+            </td>
+            <td>{k.name ?? ""}</td>
+            <td class="mono">{k.start}…</td>
+            <td>{when(k.createdAtM)}</td>
+            <td>{k.permissions.length === 0 ? <span class="muted">none</span> : <code>{k.permissions.join(" ")}</code>}</td>
+            {revokeBase !== undefined && (
+              <td>
+                <form method="post" action={to(`${revokeBase}/${encodeURIComponent(k.id)}/revoke`)}>
+                  <Csrf token={csrf} />
+                  <button type="submit" class="danger" aria-label={`Revoke root key ${k.id}`}>
+                    Revoke
+                  </button>
+                </form>
+              </td>
+            )}
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}

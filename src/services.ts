@@ -56,7 +56,7 @@ export type Services = {
   remainingSpender: RemainingSpender;
   /** Root keys (and tokens that are none), in memory while the epoch stands. */
   rootKeys: RootKeyAuthenticator;
-  /** The key settings of APIs (never changed once created), for keys.createKey. */
+  /** The key settings of APIs, remembered for keys.createKey (which confirms them as it inserts: ApiSettingsCache). */
   apiSettings: ApiSettingsCache;
   /** keys.createKey's prepared statement. */
   keyWrites: KeyWrites;

@@ -159,9 +159,14 @@ describe("IP allow-lists: apis.createApi, apis.updateApi and apis.getApi", () =>
     expect(Number(row.updated_at_m)).toBeGreaterThan(0);
   });
 
-  it("updateApi requires ipWhitelist (a list or null) and apiId", async ({ h, t, updateApi }) => {
+  it("updateApi requires apiId and at least one setting", async ({ h, t, updateApi }) => {
     const { apiId } = (await h.post("/v1/apis.createApi", { name: "required" }, t.rootKey)).body;
-    expectError(await updateApi({ apiId }), 400, "BAD_REQUEST", /^ipWhitelist: /);
+    expectError(
+      await updateApi({ apiId }),
+      400,
+      "BAD_REQUEST",
+      "Nothing to change: give at least one of name, defaultPrefix, defaultBytes, deleteProtection, ipWhitelist.",
+    );
     expectError(await updateApi({ ipWhitelist: null }), 400, "BAD_REQUEST", /^apiId: /);
   });
 
@@ -185,6 +190,102 @@ describe("IP allow-lists: apis.createApi, apis.updateApi and apis.getApi", () =>
     expectError(await updateApi({ apiId: other, ipWhitelist: "10.0.0.1" }, scoped), 403, "INSUFFICIENT_PERMISSIONS");
     const wildcard = await h.rootKey(t.workspaceId, ["api.*.update_api"]);
     expect((await updateApi({ apiId: other, ipWhitelist: "10.0.0.1" }, wildcard)).status).toBe(200);
+  });
+});
+
+describe("apis.updateApi: name, key defaults and delete protection", () => {
+  const rowOf = async (h: { sql: <T>(q: string) => Promise<T[]> }, apiId: string) =>
+    (await h.sql<any>(`select name, default_prefix, default_bytes, delete_protection, ip_whitelist from apis where id = '${apiId}'`))[0];
+
+  it("changes only the settings sent, and null removes the key defaults", async ({ h, t, getApi, updateApi }) => {
+    const { apiId } = (await h.post("/v1/apis.createApi", { name: "before", ipWhitelist: "10.0.0.1" }, t.rootKey)).body;
+    const res = await updateApi({ apiId, name: "after", defaultPrefix: "pay", defaultBytes: 32, deleteProtection: true });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body).toEqual({});
+    expect(await rowOf(h, apiId)).toEqual({
+      name: "after",
+      default_prefix: "pay",
+      default_bytes: 32,
+      delete_protection: true,
+      ip_whitelist: "10.0.0.1",
+    });
+    expect((await getApi(apiId)).name).toBe("after");
+    expect((await updateApi({ apiId, defaultPrefix: null, defaultBytes: null })).status).toBe(200);
+    expect(await rowOf(h, apiId)).toEqual({
+      name: "after",
+      default_prefix: null,
+      default_bytes: null,
+      delete_protection: true,
+      ip_whitelist: "10.0.0.1",
+    });
+    // Only {apiId, ipWhitelist}: as before the other fields existed.
+    expect((await updateApi({ apiId, ipWhitelist: null })).status).toBe(200);
+    expect(await rowOf(h, apiId)).toMatchObject({ name: "after", delete_protection: true, ip_whitelist: null });
+  });
+
+  it("a key created after the default prefix or length changed gets the new one, even when another replica changed it", async ({
+    h,
+    t,
+    updateApi,
+  }) => {
+    const { apiId } = (await h.post("/v1/apis.createApi", { name: "defaults", defaultPrefix: "old" }, t.rootKey)).body;
+    const create = async () => {
+      const res = await h.post("/v1/keys.createKey", { apiId }, t.rootKey);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      return res.body as { keyId: string; key: string };
+    };
+    // Twice: the second key is made from the settings this process remembers.
+    expect((await create()).key).toMatch(/^old_/);
+    expect((await create()).key).toMatch(/^old_/);
+    expect((await updateApi({ apiId, defaultPrefix: "new" })).status).toBe(200);
+    expect((await create()).key).toMatch(/^new_/);
+    // Another replica's change reaches this process only through the database: this one remembers "new" still.
+    await h.sql(`update apis set default_prefix = 'other', default_bytes = 64 where id = '${apiId}'`);
+    const made = await create();
+    expect(made.key).toMatch(/^other_/);
+    const [row] = await h.sql<any>(`select prefix from keys where id = '${made.keyId}'`);
+    expect(row.prefix).toBe("other");
+    // 64 random bytes and the two header bytes, in base58: far longer than a 16-byte key's 25 or so characters.
+    expect(made.key.length - "other_".length).toBeGreaterThan(80);
+    expect((await updateApi({ apiId, defaultPrefix: null })).status).toBe(200);
+    expect((await create()).key).not.toContain("_");
+  });
+
+  it("deleteProtection: true refuses apis.deleteApi with 412 until it is set back to false", async ({ h, t, updateApi }) => {
+    const { apiId } = (await h.post("/v1/apis.createApi", { name: "protected" }, t.rootKey)).body;
+    expect((await updateApi({ apiId, deleteProtection: true })).status).toBe(200);
+    expectError(await h.post("/v1/apis.deleteApi", { apiId }, t.rootKey), 412, "DELETE_PROTECTED");
+    expect((await updateApi({ apiId, deleteProtection: false })).status).toBe(200);
+    expect((await h.post("/v1/apis.deleteApi", { apiId }, t.rootKey)).status).toBe(200);
+  });
+
+  it.for<[Record<string, unknown>, string | RegExp]>([
+    [{ name: "ab" }, "name: String must contain at least 3 character(s)"],
+    [{ name: "x".repeat(257) }, "name: String must contain at most 256 character(s)"],
+    [{ defaultPrefix: "123456789" }, "defaultPrefix: String must contain at most 8 character(s)"],
+    [{ defaultPrefix: "" }, "defaultPrefix: String must contain at least 1 character(s)"],
+    [{ defaultBytes: 15 }, "defaultBytes: Number must be greater than or equal to 16"],
+    [{ defaultBytes: 256 }, "defaultBytes: Number must be less than or equal to 255"],
+    [{ defaultBytes: 16.5 }, /^defaultBytes: /],
+    [{ deleteProtection: "yes" }, /^deleteProtection: /],
+    [{ name: null }, /^name: /],
+  ])("refuses %j with 400 and changes nothing", async ([body, message], { h, t, updateApi }) => {
+    const { apiId } = (await h.post("/v1/apis.createApi", { name: "bounded", defaultPrefix: "kept", defaultBytes: 20 }, t.rootKey)).body;
+    expectError(await updateApi({ apiId, ...body }), 400, "BAD_REQUEST", message);
+    expect(await rowOf(h, apiId)).toEqual({
+      name: "bounded",
+      default_prefix: "kept",
+      default_bytes: 20,
+      delete_protection: false,
+      ip_whitelist: null,
+    });
+  });
+
+  it("needs update_api: a reader is refused 403 and nothing changes", async ({ h, t, updateApi }) => {
+    const { apiId } = (await h.post("/v1/apis.createApi", { name: "read-only" }, t.rootKey)).body;
+    const reader = await h.rootKey(t.workspaceId, ["api.*.read_api"]);
+    expectError(await updateApi({ apiId, name: "renamed", deleteProtection: true }, reader), 403, "INSUFFICIENT_PERMISSIONS");
+    expect(await rowOf(h, apiId)).toMatchObject({ name: "read-only", delete_protection: false });
   });
 });
 

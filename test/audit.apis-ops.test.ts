@@ -62,6 +62,27 @@ describe("audit: APIs", () => {
     expect(JSON.stringify(entries)).not.toContain("10.0.0.0");
   });
 
+  test("v1 apis.updateApi records one api.update naming every field it changed, never a value", async ({ h }) => {
+    const t = await h.tenant();
+    const apiId = await h.createApi(t);
+    const body = { apiId, name: "renamed-audit", defaultPrefix: "zq9", defaultBytes: 48, deleteProtection: false };
+    const res = await h.post("/v1/apis.updateApi", body, t.rootKey);
+    expect(res.status).toBe(200);
+    const entries = await entriesOf(h, t, "api.update");
+    expect(entries).toEqual([
+      expect.objectContaining({
+        actorId: t.rootKeyId,
+        targets: [{ type: "api", id: apiId }],
+        details: { fields: ["name", "defaultPrefix", "defaultBytes", "deleteProtection"] },
+        surface: "v1",
+        requestId: requestIdOf(res),
+      }),
+    ]);
+    const text = JSON.stringify(entries);
+    expect(text).not.toContain("renamed-audit");
+    expect(text).not.toContain("zq9");
+  });
+
   test("v1 and v2 apis.deleteApi record api.delete with how many keys went with the API", async ({ h }) => {
     const t = await h.tenant();
     const v1Api = await h.createApi(t);

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { getApi } from "../src/core/apis/apis.core.js";
+import { getApi, getApiSettings } from "../src/core/apis/apis.core.js";
+import { auditEntries } from "./audit-entries.js";
 import { type ConsoleClient, signedIn, textOf } from "./console-client.js";
 import { createHarness, type Harness, type Tenant } from "./helper.js";
 
@@ -8,6 +9,31 @@ const XSS = "<script>alert(1)</script>";
 /** The key ids the page's table of keys links to, in order (not its top keys, listed below the chart). */
 const keyIdsOf = (html: string) =>
   [...html.split("<h2>Verifications")[0]!.matchAll(/href="\/console\/keys\/([^"]+)"/g)].map((m) => decodeURIComponent(m[1]!));
+/** Entities of an attribute or a textarea, decoded. */
+const decoded = (text: string) =>
+  text.replaceAll("&lt;", "<").replaceAll("&gt;", ">").replaceAll("&quot;", '"').replaceAll("&#39;", "'").replaceAll("&amp;", "&");
+/**
+ * What a browser would send of the form posting to `action`, as the page shows it (without its CSRF token, which the
+ * client adds): its inputs (a checkbox only when checked) and textareas, with `changes` applied (undefined: left out,
+ * as an unchecked box).
+ */
+function formOf(html: string, action: string, changes: Record<string, string | undefined> = {}): Record<string, string> {
+  const form = new RegExp(`<form[^>]*action="${action}"[^>]*>([\\s\\S]*?)</form>`).exec(html)?.[1];
+  if (form === undefined) throw new Error(`no form posting to ${action}`);
+  const fields: Record<string, string> = {};
+  for (const [tag] of form.matchAll(/<input\b[^>]*>/g)) {
+    const name = /\sname="([^"]*)"/.exec(tag)?.[1];
+    if (name === undefined || name === "_csrf") continue;
+    if (/type="checkbox"/.test(tag) && !/\schecked/.test(tag)) continue;
+    fields[name] = decoded(/\svalue="([^"]*)"/.exec(tag)?.[1] ?? "");
+  }
+  for (const m of form.matchAll(/<textarea\b[^>]*\sname="([^"]*)"[^>]*>([\s\S]*?)<\/textarea>/g)) fields[m[1]!] = decoded(m[2]!);
+  for (const [name, value] of Object.entries(changes)) {
+    if (value === undefined) delete fields[name];
+    else fields[name] = value;
+  }
+  return fields;
+}
 /** The href of the page's "Next page" link, entities decoded. */
 const nextOf = (html: string) => /<nav class="pager"[^>]*><a href="([^"]+)"/.exec(html)?.[1]?.replace(/&amp;/g, "&");
 
@@ -258,6 +284,156 @@ describe("console: overview and APIs", () => {
     expect(refused.status).toBe(403);
     expect(textOf(refused.html)).toContain("update_api");
     expect((await getApi(h.services, principal, apiId)).ipWhitelist).toBeNull();
+  });
+
+  describe("the settings form: name, default prefix and byte length, delete protection, IP allow-list", () => {
+    const owner = () => ({ workspaceId: t.workspaceId, permissions: new Set(["*"]) });
+    const settingsOf = async (apiId: string) => {
+      const { name, defaultPrefix, defaultBytes, deleteProtection, ipWhitelist } = await getApiSettings(h.services, owner(), apiId);
+      return { name, defaultPrefix, defaultBytes, deleteProtection, ipWhitelist };
+    };
+    /** The settings form of the API's page, as shown, with `changes` applied. */
+    const filled = async (apiId: string, changes: Record<string, string | undefined>) => {
+      const page = await c.get(`/console/apis/${apiId}/settings`);
+      expect(page.status).toBe(200);
+      return formOf(page.html, `/console/apis/${apiId}/settings`, changes);
+    };
+
+    it("labels every field of the form and carries the CSRF token", async () => {
+      const apiId = await h.createApi(t, { name: "labelled" });
+      const { html } = await c.get(`/console/apis/${apiId}/settings`);
+      const form = new RegExp(`<form[^>]*action="/console/apis/${apiId}/settings"[^>]*>([\\s\\S]*?)</form>`).exec(html)![1]!;
+      expect(form).toMatch(/name="_csrf" value="[^"]+"/);
+      for (const [, id] of form.matchAll(/<(?:input|textarea)\b[^>]*\sid="([^"]+)"/g)) expect(form, id).toContain(`for="${id}"`);
+      for (const name of ["name", "defaultPrefix", "defaultBytes", "deleteProtection", "ipWhitelist"]) {
+        expect(form, name).toContain(`name="${name}"`);
+      }
+    });
+
+    it("saves every setting in one POST, shown on the page, in the core, for new keys, with one audit entry naming them", async () => {
+      const apiId = await h.createApi(t, { name: "editable" });
+      const path = `/console/apis/${apiId}/settings`;
+      const body = await filled(apiId, {
+        name: "edited name",
+        defaultPrefix: "ed",
+        defaultBytes: "40",
+        deleteProtection: "on",
+        ipWhitelist: "10.0.0.0/8",
+      });
+      const saved = await c.post(path, body);
+      expect(saved.status, textOf(saved.html)).toBe(303);
+      expect(saved.location).toBe(`${path}?done=saved`);
+      const text = textOf((await c.get(saved.location!)).html);
+      expect(text).toContain("Settings saved.");
+      expect(text).toContain("Name edited name");
+      expect(text).toContain("Default prefix ed");
+      expect(text).toContain("Default byte length 40");
+      expect(text).toContain("Delete protection on");
+      expect(await settingsOf(apiId)).toEqual({
+        name: "edited name",
+        defaultPrefix: "ed",
+        defaultBytes: 40,
+        deleteProtection: true,
+        ipWhitelist: "10.0.0.0/8",
+      });
+      const [entry, ...more] = await auditEntries(h, { workspaceId: t.workspaceId, event: "api.update" }).then((all) =>
+        all.filter((e) => e.targets[0]?.id === apiId),
+      );
+      expect(more).toEqual([]);
+      expect(entry).toMatchObject({
+        actorId: t.rootKeyId,
+        surface: "console",
+        details: { fields: ["name", "defaultPrefix", "defaultBytes", "deleteProtection", "ipWhitelist"] },
+      });
+      const key = await v2("keys.createKey", { apiId });
+      expect(key.status).toBe(200);
+      expect(key.body.data.key).toMatch(/^ed_/);
+
+      // Emptied, the defaults are removed; unchecked (the box not sent), delete protection is off.
+      const cleared = await c.post(path, await filled(apiId, { defaultPrefix: "", defaultBytes: "", deleteProtection: undefined }));
+      expect(cleared.status, textOf(cleared.html)).toBe(303);
+      expect(await settingsOf(apiId)).toEqual({
+        name: "edited name",
+        defaultPrefix: null,
+        defaultBytes: null,
+        deleteProtection: false,
+        ipWhitelist: "10.0.0.0/8",
+      });
+      const updates = await auditEntries(h, { workspaceId: t.workspaceId, event: "api.update" });
+      expect(updates.filter((e) => e.targets[0]?.id === apiId).at(-1)?.details).toEqual({
+        fields: ["defaultPrefix", "defaultBytes", "deleteProtection"],
+      });
+    });
+
+    it("sends only what the form changed: a setting changed meanwhile elsewhere is kept, and an unchanged form saves nothing", async () => {
+      const apiId = await h.createApi(t, { name: "shared" });
+      const path = `/console/apis/${apiId}/settings`;
+      const body = await filled(apiId, { defaultPrefix: "mine" });
+      expect((await h.post("/v1/apis.updateApi", { apiId, name: "renamed elsewhere" }, t.rootKey)).status).toBe(200);
+      expect((await c.post(path, body)).status).toBe(303);
+      expect(await settingsOf(apiId)).toMatchObject({ name: "renamed elsewhere", defaultPrefix: "mine" });
+      const before = await auditEntries(h, { workspaceId: t.workspaceId, event: "api.update" });
+      const same = await c.post(path, await filled(apiId, {}));
+      expect(same.status).toBe(303);
+      expect(same.location).toBe(`${path}?done=unchanged`);
+      expect(textOf((await c.get(same.location!)).html)).toContain("Nothing to save");
+      expect(await auditEntries(h, { workspaceId: t.workspaceId, event: "api.update" })).toHaveLength(before.length);
+    });
+
+    it.each([
+      [{ name: "ab" }, "The name must be 3 to 256 characters long (it has 2)."],
+      [{ name: "" }, "The name must be 3 to 256 characters long (it has 0)."],
+      [{ defaultPrefix: "toolongpf" }, "The default prefix must be 1 to 8 characters long (it has 9)."],
+      [{ defaultBytes: "15" }, "The default byte length must be a whole number from 16 to 255 (got 15)."],
+      [{ defaultBytes: "256" }, "The default byte length must be a whole number from 16 to 255 (got 256)."],
+      [{ defaultBytes: "20.5" }, 'The default byte length must be a whole number from 16 to 255 (got "20.5").'],
+      [{ ipWhitelist: "10.0.0.1, nonsense" }, 'The IP allow-list is refused: "nonsense" is not an IPv4 or IPv6 address or CIDR range.'],
+    ])("refuses %j with a precise 400 page, shows what was typed and changes nothing", async (changes, message) => {
+      const apiId = await h.createApi(t, { name: "bounded", defaultPrefix: "bd", defaultBytes: 24 });
+      const before = await settingsOf(apiId);
+      const res = await c.post(`/console/apis/${apiId}/settings`, await filled(apiId, { ...changes, deleteProtection: "on" }));
+      expect(res.status).toBe(400);
+      expect(textOf(res.html)).toContain(message);
+      const [name, value] = Object.entries(changes)[0]!;
+      if (name === "ipWhitelist") expect(res.html).toContain(`${value}</textarea>`);
+      else if (value === "") expect(res.html).not.toMatch(new RegExp(`name="${name}"[^>]*value="[^"]`));
+      else expect(res.html).toMatch(new RegExp(`name="${name}"[^>]*value="${value.replace(".", "\\.")}"`));
+      // The box as it was submitted (checked), not as stored.
+      expect(res.html).toMatch(/name="deleteProtection"[^>]*checked/);
+      expect(await settingsOf(apiId)).toEqual(before);
+    });
+
+    it("refuses a root key without update_api with 403 and changes nothing", async () => {
+      const apiId = await h.createApi(t, { name: "read only" });
+      const reader = await signedIn(h.app, await h.rootKey(t.workspaceId, ["api.*.read_api"]));
+      const page = await reader.get(`/console/apis/${apiId}/settings`);
+      expect(page.status).toBe(200);
+      expect(page.html).not.toContain('name="deleteProtection"');
+      const before = await settingsOf(apiId);
+      const refused = await reader.post(`/console/apis/${apiId}/settings`, {
+        name: "taken over",
+        defaultPrefix: "x",
+        deleteProtection_shown: "1",
+        deleteProtection: "on",
+      });
+      expect(refused.status).toBe(403);
+      expect(textOf(refused.html)).toContain("update_api");
+      expect(await settingsOf(apiId)).toEqual(before);
+    });
+
+    it("delete protection switched on in the form makes the page refuse the deletion, until switched off", async () => {
+      const apiId = await h.createApi(t, { name: "guard me" });
+      const path = `/console/apis/${apiId}/settings`;
+      expect((await c.post(path, await filled(apiId, { deleteProtection: "on" }))).status).toBe(303);
+      const refused = await c.post(`/console/apis/${apiId}/delete`, { confirm: "guard me" });
+      expect(refused.status).toBe(412);
+      expect(textOf(refused.html)).toContain("delete protection");
+      expect((await v2("apis.getApi", { apiId })).status).toBe(200);
+      expect((await c.post(path, await filled(apiId, { deleteProtection: undefined }))).status).toBe(303);
+      const deleted = await c.post(`/console/apis/${apiId}/delete`, { confirm: "guard me" });
+      expect(deleted.status).toBe(303);
+      expect((await v2("apis.getApi", { apiId })).status).toBe(404);
+    });
   });
 
   it("deletes an API once its name is typed, and refuses a protected one in the core's words", async () => {

@@ -18,10 +18,18 @@ import {
   searchApiKeys,
   updateApi,
 } from "../../core/apis/apis.core.js";
-import { ipWhitelistProblem, MAX_IP_WHITELIST_LENGTH } from "../../core/apis/apis.ipWhitelist.js";
+import {
+  API_DEFAULT_PREFIX_MAX,
+  API_DEFAULT_PREFIX_MIN,
+  API_NAME_MAX,
+  API_NAME_MIN,
+  KEY_BYTES_MAX,
+  KEY_BYTES_MIN,
+} from "../../core/apis/apis.bounds.js";
+import { MAX_IP_WHITELIST_LENGTH } from "../../core/apis/apis.ipWhitelist.js";
 import { apiPermission, keyPermission } from "../../core/auth/permissions.query.js";
 import { Csrf, Layout, to } from "../layout.js";
-import { definePage, field, type PageContext } from "../page.js";
+import { definePage, type FormFields, field, fields, type PageContext } from "../page.js";
 import { attempt, Badge, Chart, can, Field, NextPage, when } from "../ui.js";
 
 /** Rows of a page of APIs and of an API's keys. */
@@ -29,9 +37,9 @@ export const APIS_PER_PAGE = 50;
 export const KEYS_PER_PAGE = 50;
 /** The longest search of an API's keys (a name, a start, an owner or an externalId). */
 export const MAX_KEY_SEARCH = 256;
-/** v2's bounds of an API's name (apis.createApi). */
-const NAME_MIN = 3;
-const NAME_MAX = 256;
+/** The bounds of an API's name (the core's, apis.bounds.ts). */
+const NAME_MIN = API_NAME_MIN;
+const NAME_MAX = API_NAME_MAX;
 const HOUR_MS = 3_600_000;
 const DAY_MS = 24 * HOUR_MS;
 
@@ -41,6 +49,7 @@ type Ctx = PageContext<"rootKey">;
 const DONE: Record<string, string> = {
   created: "API created.",
   saved: "Settings saved.",
+  unchanged: "Nothing to save: the settings were as shown.",
   deleted: "API deleted.",
 };
 
@@ -323,8 +332,67 @@ async function apiPage(ctx: Ctx, apiId: string) {
   };
 }
 
-function SettingsView({ ctx, api, ipWhitelist, confirm }: { ctx: Ctx; api: ApiSettings; ipWhitelist: string; confirm: string }) {
+/** The settings form's fields, as the form shows and sends them (text; the checkbox "on" or absent). */
+const SETTINGS_FIELDS = ["name", "defaultPrefix", "defaultBytes", "deleteProtection", "ipWhitelist"] as const;
+type SettingsField = (typeof SETTINGS_FIELDS)[number];
+type SettingsForm = Record<SettingsField, string>;
+
+/** An API's settings as the form shows them: absent ones as empty fields. */
+const settingsFormOf = (api: ApiSettings): SettingsForm => ({
+  name: api.name,
+  defaultPrefix: api.defaultPrefix ?? "",
+  defaultBytes: api.defaultBytes === null ? "" : String(api.defaultBytes),
+  deleteProtection: api.deleteProtection ? "on" : "",
+  ipWhitelist: api.ipWhitelist ?? "",
+});
+
+/**
+ * A submitted settings form, each field as the form shows it; undefined for a field the form did not carry. An
+ * unchecked box is not sent at all: `deleteProtection_shown` tells that the box was on the form, so its absence
+ * means off.
+ */
+function submittedSettings(form: FormFields): Partial<SettingsForm> {
+  const sent: Partial<SettingsForm> = {};
+  for (const name of ["name", "defaultPrefix", "defaultBytes", "ipWhitelist"] as const) {
+    if (form[name] !== undefined) sent[name] = field(form, name);
+  }
+  if (field(form, "deleteProtection_shown") === "1") sent.deleteProtection = fields(form, "deleteProtection").length > 0 ? "on" : "";
+  return sent;
+}
+
+/**
+ * What the form changed, for updateApi: each field whose value differs from the one the form was shown with
+ * (`was_<field>`, else the API's current one), so that two people saving different fields do not undo each other.
+ * Empty fields remove what may be absent (prefix, byte length, allow-list). A string: why the form cannot be read.
+ */
+function settingsChanges(form: FormFields, api: ApiSettings) {
+  const sent = submittedSettings(form);
+  const current = settingsFormOf(api);
+  const changes: {
+    name?: string;
+    defaultPrefix?: string | null;
+    defaultBytes?: number | null;
+    deleteProtection?: boolean;
+    ipWhitelist?: string | null;
+  } = {};
+  for (const name of SETTINGS_FIELDS) {
+    const value = sent[name];
+    const was = form[`was_${name}`] === undefined ? current[name] : field(form, `was_${name}`);
+    if (value === undefined || value === was) continue;
+    if (name === "name") changes.name = value;
+    else if (name === "defaultPrefix") changes.defaultPrefix = value === "" ? null : value;
+    else if (name === "deleteProtection") changes.deleteProtection = value === "on";
+    else if (name === "ipWhitelist") changes.ipWhitelist = value === "" ? null : value;
+    else if (value === "") changes.defaultBytes = null;
+    else if (/^\d{1,4}$/.test(value)) changes.defaultBytes = Number(value);
+    else return `The default byte length must be a whole number from ${KEY_BYTES_MIN} to ${KEY_BYTES_MAX} (got "${value.slice(0, 40)}").`;
+  }
+  return changes;
+}
+
+function SettingsView({ ctx, api, form, confirm }: { ctx: Ctx; api: ApiSettings; form: SettingsForm; confirm: string }) {
   const base = `/apis/${encodeURIComponent(api.id)}`;
+  const shown = settingsFormOf(api);
   return (
     <>
       <p>
@@ -346,27 +414,66 @@ function SettingsView({ ctx, api, ipWhitelist, confirm }: { ctx: Ctx; api: ApiSe
         <dd>
           <Badge on={api.deleteProtection} yes="on" no="off" />
         </dd>
+        <dt>IP allow-list</dt>
+        <dd>{api.ipWhitelist ?? "none (every caller may verify)"}</dd>
         <dt>Created</dt>
         <dd>{when(api.createdAtM)}</dd>
       </dl>
-      <p class="hint">The name and the key defaults are set when the API is created; the IP allow-list can be changed here.</p>
-      {can(ctx, apiPermission(api.id, "update_api")) ? (
+      {can(ctx, apiPermission(api.id, "update_api")) && (
         <form method="post" action={to(`${base}/settings`)} class="card">
-          <h2>IP allow-list</h2>
+          <h2>Change the settings</h2>
           <Csrf token={ctx.csrf} />
+          {SETTINGS_FIELDS.map((name) => (
+            <input key={name} type="hidden" name={`was_${name}`} value={shown[name]} />
+          ))}
+          <Field id="api-settings-name" label="Name" hint={`${NAME_MIN} to ${NAME_MAX} characters, for people.`}>
+            <input id="api-settings-name" name="name" type="text" required minLength={NAME_MIN} maxLength={NAME_MAX} value={form.name} />
+          </Field>
+          <Field
+            id="api-settings-prefix"
+            label="Default prefix"
+            hint={`${API_DEFAULT_PREFIX_MIN} to ${API_DEFAULT_PREFIX_MAX} characters put before keys created without a prefix (prefix_…); empty for none.`}
+          >
+            <input
+              id="api-settings-prefix"
+              name="defaultPrefix"
+              type="text"
+              maxLength={API_DEFAULT_PREFIX_MAX}
+              value={form.defaultPrefix}
+            />
+          </Field>
+          <Field
+            id="api-settings-bytes"
+            label="Default byte length"
+            hint={`${KEY_BYTES_MIN} to ${KEY_BYTES_MAX} random bytes in keys created without a length; empty for 16.`}
+          >
+            <input
+              id="api-settings-bytes"
+              name="defaultBytes"
+              type="number"
+              min={KEY_BYTES_MIN}
+              max={KEY_BYTES_MAX}
+              step={1}
+              value={form.defaultBytes}
+            />
+          </Field>
+          <input type="hidden" name="deleteProtection_shown" value="1" />
+          <label class="check" for="api-settings-protect">
+            <input id="api-settings-protect" name="deleteProtection" type="checkbox" value="on" checked={form.deleteProtection === "on"} />
+            Delete protection: refuse to delete this API
+          </label>
           <Field
             id="ip-whitelist"
-            label="Addresses allowed to verify this API's keys"
+            label="IP allow-list: addresses allowed to verify this API's keys"
             hint="Comma-separated IPv4/IPv6 addresses and CIDR ranges (10.0.0.0/8, 2001:db8::/32); empty lets every caller verify."
           >
             <textarea id="ip-whitelist" name="ipWhitelist" maxLength={MAX_IP_WHITELIST_LENGTH}>
-              {ipWhitelist}
+              {form.ipWhitelist}
             </textarea>
           </Field>
-          <button type="submit">Save</button>
+          <p class="hint">Whether keys are stored encrypted is set when the API is created.</p>
+          <button type="submit">Save settings</button>
         </form>
-      ) : (
-        <p>IP allow-list: {api.ipWhitelist ?? "none (every caller may verify)"}</p>
       )}
       {can(ctx, apiPermission(api.id, "delete_api")) && (
         <form method="post" action={to(`${base}/delete`)} class="card" data-confirm="Delete this API and all its keys?">
@@ -386,18 +493,15 @@ function SettingsView({ ctx, api, ipWhitelist, confirm }: { ctx: Ctx; api: ApiSe
   );
 }
 
-async function settingsPage(ctx: Ctx, apiId: string, notice: Notice, status: number, values: { ipWhitelist?: string; confirm?: string }) {
+/** The settings page; `values`: what was submitted, shown again beside a refusal (the settings form, the confirmation). */
+async function settingsPage(ctx: Ctx, apiId: string, notice: Notice, status: number, values: { form?: FormFields; confirm?: string }) {
   const api = await attempt(() => getApiSettings(ctx.deps, ctx.caller, apiId));
   if (!api.ok) return refusedPage(ctx, api.status === 404 ? "API not found" : "API settings", api);
+  const form = { ...settingsFormOf(api.value), ...(values.form ? submittedSettings(values.form) : {}) };
   return {
     html: (
       <Layout title={`${api.value.name}: settings`} session={ctx.session} csrf={ctx.csrf} nav="apis" notice={notice}>
-        <SettingsView
-          ctx={ctx}
-          api={api.value}
-          ipWhitelist={values.ipWhitelist ?? api.value.ipWhitelist ?? ""}
-          confirm={values.confirm ?? ""}
-        />
+        <SettingsView ctx={ctx} api={api.value} form={form} confirm={values.confirm ?? ""} />
       </Layout>
     ),
     status,
@@ -446,26 +550,14 @@ export const apisPages = [
     audience: "rootKey",
     handler: async (ctx) => {
       const apiId = apiIdOf(ctx);
-      const ipWhitelist = field(ctx.form, "ipWhitelist");
-      const problem =
-        ipWhitelist.length > MAX_IP_WHITELIST_LENGTH
-          ? `is longer than ${MAX_IP_WHITELIST_LENGTH} characters`
-          : ipWhitelist === ""
-            ? undefined
-            : ipWhitelistProblem(ipWhitelist);
-      if (problem !== undefined) {
-        return settingsPage(
-          ctx,
-          apiId,
-          { kind: "error", text: `The IP allow-list ${problem.startsWith("is ") ? problem : `is refused: ${problem}`}.` },
-          400,
-          {
-            ipWhitelist,
-          },
-        );
-      }
-      const saved = await attempt(() => updateApi(ctx.deps, ctx.caller, { apiId, ipWhitelist: ipWhitelist === "" ? null : ipWhitelist }));
-      if (!saved.ok) return settingsPage(ctx, apiId, { kind: "error", text: saved.text }, saved.status, { ipWhitelist });
+      const api = await attempt(() => getApiSettings(ctx.deps, ctx.caller, apiId));
+      if (!api.ok) return refusedPage(ctx, api.status === 404 ? "API not found" : "API settings", api);
+      const changes = settingsChanges(ctx.form, api.value);
+      if (typeof changes === "string") return settingsPage(ctx, apiId, { kind: "error", text: changes }, 400, { form: ctx.form });
+      if (Object.keys(changes).length === 0) return { redirect: `/apis/${encodeURIComponent(apiId)}/settings?done=unchanged` };
+      // The core checks the permission and every bound (apis.bounds.ts); its refusal is shown beside the form.
+      const saved = await attempt(() => updateApi(ctx.deps, ctx.caller, { apiId, ...changes }));
+      if (!saved.ok) return settingsPage(ctx, apiId, { kind: "error", text: saved.text }, saved.status, { form: ctx.form });
       return { redirect: `/apis/${encodeURIComponent(apiId)}/settings?done=saved` };
     },
   }),

@@ -2,7 +2,8 @@ import { apiPermission, type Grants, keyPermission, keyspaceUrn, type Permission
 import { hasPermission, requirePermission } from "../principal.js";
 import { requireAccess } from "../access.js";
 import type { Db } from "../../storage/client.js";
-import { DeleteProtectedError, NotFoundError, PreconditionFailedError } from "../../errors.js";
+import { DeleteProtectedError, InvalidInputError, NotFoundError, PreconditionFailedError } from "../../errors.js";
+import { requireApiSettingsWithinBounds } from "./apis.bounds.js";
 import type { Keyring } from "../../keyring/keyring.js";
 import { decryptKeyRows, requireDecryptPermission } from "../keys/keys.decrypt.js";
 import { readKeysRatelimits } from "../keys/keys.read.js";
@@ -14,7 +15,8 @@ import {
   insertApi,
   listApisPage,
   type NewApi,
-  setApiIpWhitelist,
+  type ApiChanges,
+  updateApiSettings,
   softDeleteApiWithKeys,
 } from "../../storage/apis/apis.repository.js";
 import { KEY_LIST_FILTERS, type KeyListFilter, type KeyListRow, searchApiKeysPage } from "../../storage/keys/keys.search.repository.js";
@@ -34,6 +36,7 @@ export const apiNotFound = (apiId: string) => new NotFoundError("api", apiId);
 /** Creates an API in the caller's workspace; returns its id. */
 export async function createApi(services: ApiWriteServices, caller: Caller, input: Omit<NewApi, "workspaceId">): Promise<string> {
   requirePermission(caller, { or: ["*", "api.*.create_api"] });
+  requireApiSettingsWithinBounds(input);
   return services.changes.change(caller, async (tx, record) => {
     const apiId = await insertApi(tx, { ...input, workspaceId: caller.workspaceId }, services.clock.now());
     const settings = ["storeEncryptedKeys", "defaultPrefix", "defaultBytes", "deleteProtection", "ipWhitelist"] as const;
@@ -73,22 +76,37 @@ export async function deleteApi(services: ApiWriteServices, caller: Caller, apiI
   });
 }
 
-/** Sets (or with null removes) an API's IP allow-list. */
-export async function updateApi(
-  services: ApiWriteServices,
-  caller: Caller,
-  input: { apiId: string; ipWhitelist: string | null },
-): Promise<void> {
+/** The settings apis.updateApi changes, in the order an audit entry names them. */
+export const API_UPDATE_FIELDS = ["name", "defaultPrefix", "defaultBytes", "deleteProtection", "ipWhitelist"] as const;
+
+/** What apis.updateApi is given: the API, and each setting to change (null removes one that may be absent). */
+export type UpdateApiInput = { apiId: string } & ApiChanges;
+
+/**
+ * Changes the given settings of an API (update_api on it): its name, its key defaults (prefix, byte length; null
+ * removes them), its delete protection and its IP allow-list (null removes it). Only the settings given change; at
+ * least one must be (else InvalidInputError), each within its bounds (apis.bounds.ts). One `api.update` audit entry
+ * names the fields changed, never their values. The next verification and the next keys.createKey on every replica
+ * see the change (updateApiSettings, ApiSettingsCache).
+ */
+export async function updateApi(services: ApiWriteServices, caller: Caller, input: UpdateApiInput): Promise<void> {
   requirePermission(caller, apiPermission(input.apiId, "update_api"));
+  const fields = API_UPDATE_FIELDS.filter((field) => input[field] !== undefined);
+  if (fields.length === 0) {
+    throw new InvalidInputError(`Nothing to change: give at least one of ${API_UPDATE_FIELDS.join(", ")}.`);
+  }
+  requireApiSettingsWithinBounds(input);
+  const changes: ApiChanges = {};
+  for (const field of fields) Object.assign(changes, { [field]: input[field] });
   await services.changes.change(caller, async (tx, record) => {
-    if (!(await setApiIpWhitelist(tx, caller.workspaceId, input.apiId, input.ipWhitelist, services.clock.now()))) {
+    if (!(await updateApiSettings(tx, caller.workspaceId, input.apiId, changes, services.clock.now()))) {
       throw apiNotFound(input.apiId);
     }
     record({
       event: "api.update",
       targets: [{ type: "api", id: input.apiId }],
-      description: `${input.ipWhitelist === null ? "removed" : "set"} the IP allow-list of api ${input.apiId}`,
-      details: { fields: ["ipWhitelist"] },
+      description: `changed the ${fields.join(", ")} of api ${input.apiId}`,
+      details: { fields },
     });
   });
 }

@@ -107,21 +107,42 @@ export async function createKey(
   requireNamesWithinBounds([input]);
   requirePermission(principal, keyPermission(principal.access, principal.workspaceId, input.apiId, null, "create_key"));
   const { workspaceId } = principal;
-  // An API's key settings never change: from memory when this process has seen the API (a statement fewer per call).
-  const remembered = services.apiSettings.remembered(workspaceId, input.apiId);
+  // From memory when this process has seen the API (a statement fewer per call), but only for a key written as one
+  // statement: that statement inserts nothing unless the API is live and its key defaults are still the remembered
+  // ones (insertKeyInLiveApi), as of a snapshot taken after the request arrived. In a transaction, read now.
+  const oneStatement = keyIsOneRow(input) && services.changes.preparedStatementsFor(principal);
+  const remembered = oneStatement ? services.apiSettings.remembered(workspaceId, input.apiId) : undefined;
   const api = remembered ?? (await services.apiSettings.find(workspaceId, input.apiId));
   if (!api) throw new NotFoundError("api", input.apiId);
   try {
     return await createKeyInApi(services, principal, input, api, rules);
   } catch (err) {
+    if (!remembered) throw err;
     // The API was not read: a deleted one is answered 404 before any other refusal, as when it is read first (the
-    // statement that inserts the key refuses a deleted API itself).
-    if (remembered && !(err instanceof NotFoundError) && !(await services.apiSettings.find(workspaceId, input.apiId))) {
-      throw new NotFoundError("api", input.apiId);
+    // statement that inserts the key refuses a deleted API itself). One whose key defaults changed since (another
+    // replica's apis.updateApi) refused the key: it is made anew with the settings read now (`find` refreshes them).
+    const current = await services.apiSettings.find(workspaceId, input.apiId);
+    if (!current) throw new NotFoundError("api", input.apiId);
+    if (err instanceof NotFoundError && !sameKeyDefaults(current, api)) {
+      return createKeyInApi(services, principal, input, current, rules);
     }
     throw err;
   }
 }
+
+/** Whether the key links nothing and so is its row alone (as linksNothing says of the NewKey it becomes). */
+function keyIsOneRow(input: CreateKeyCommand): boolean {
+  return (
+    input.externalId === undefined &&
+    !input.roles?.length &&
+    !input.permissions?.length &&
+    input.ratelimit === undefined &&
+    !input.ratelimits?.length &&
+    !input.recoverable
+  );
+}
+
+const sameKeyDefaults = (a: ApiKeySettings, b: ApiKeySettings) => a.defaultPrefix === b.defaultPrefix && a.defaultBytes === b.defaultBytes;
 
 /** What createKey uses of the services. */
 export type CreateKeyServices = KeyServices & { readonly apiSettings: ApiSettingsCache };
@@ -228,7 +249,7 @@ async function createKeyInApi(
     // INSERTs and COMMIT (issue 13 §3: each round trip costs the event loop a write and a read). The API row is
     // locked FOR SHARE by the statement itself.
     const inserted = await services.changes.statement(principal, [created({ roles: [], permissions: [] })], (_db, audit) =>
-      services.keyWrites.insertKeyInLiveApi(Object.assign({}, newKey.row, { identityId: null }), newKey.guard, audit),
+      services.keyWrites.insertKeyInLiveApi(Object.assign({}, newKey.row, { identityId: null }), newKey.guard, audit, api),
     );
     if (!inserted) throw new NotFoundError("api", api.id);
     return { keyId, key };

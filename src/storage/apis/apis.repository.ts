@@ -50,8 +50,8 @@ export async function findApi(db: Db, workspaceId: string, apiId: string) {
   return row;
 }
 
-/** What keys.createKey reads of an API: set when the API is created and never changed after (only its name, its
- * IP allow-list and its deletion change). */
+/** What keys.createKey reads of an API. Its key defaults (defaultPrefix, defaultBytes) may change (apis.updateApi);
+ * whether it stores encrypted keys is set when the API is created and never changed after. */
 export type ApiKeySettings = {
   id: string;
   workspaceId: string;
@@ -65,8 +65,10 @@ export const API_SETTINGS_CACHE_ENTRIES = 10_000;
 
 /**
  * The key settings of the APIs this process has seen (one per process, services.ts), so that keys.createKey does not
- * read the API on every call. They never change, so an entry never goes stale; whether the API is still live is
- * not kept: the statement that inserts the key checks it (keys.writes.repository.ts), and `find` reads it.
+ * read the API on every call. An entry may go stale (another replica changed the API's key defaults, or deleted it):
+ * keys.createKey uses a remembered entry only where its one statement confirms it, inserting nothing unless the API
+ * is live and its defaults are still the ones the key was made with (keys.writes.repository.ts); else it reads the
+ * API again with `find` (which refreshes the entry) and makes the key anew. Every other reader calls `find`.
  */
 export class ApiSettingsCache {
   private readonly entries = new LRUCache<string, ApiKeySettings>({ max: API_SETTINGS_CACHE_ENTRIES });
@@ -93,20 +95,30 @@ export class ApiSettingsCache {
   }
 }
 
+/** The columns of an API that apis.updateApi changes: each one given is set (null removes it), the others kept. */
+export type ApiChanges = {
+  name?: string | undefined;
+  defaultPrefix?: string | null | undefined;
+  defaultBytes?: number | null | undefined;
+  deleteProtection?: boolean | undefined;
+  ipWhitelist?: string | null | undefined;
+};
+
 /**
- * Sets (or with null removes) a live API's IP allow-list; false when the workspace has no such API. The update moves
- * the verification epoch (trigger `apis_bump_epoch`), so every replica's next verification sees the new list.
+ * Sets the given columns of a live API (and updatedAtM); false when the workspace has no such API. The update moves
+ * the verification epoch (trigger `apis_bump_epoch`, logging `api:<id>`), so every replica's next verification sees
+ * a new IP allow-list; keys.createKey's statement confirms the key defaults it used (ApiSettingsCache).
  */
-export async function setApiIpWhitelist(
-  db: Db,
-  workspaceId: string,
-  apiId: string,
-  ipWhitelist: string | null,
-  now: number,
-): Promise<boolean> {
+export async function updateApiSettings(db: Db, workspaceId: string, apiId: string, changes: ApiChanges, now: number): Promise<boolean> {
+  const set: Partial<typeof apis.$inferInsert> = { updatedAtM: now };
+  if (changes.name !== undefined) set.name = changes.name;
+  if (changes.defaultPrefix !== undefined) set.defaultPrefix = changes.defaultPrefix;
+  if (changes.defaultBytes !== undefined) set.defaultBytes = changes.defaultBytes;
+  if (changes.deleteProtection !== undefined) set.deleteProtection = changes.deleteProtection;
+  if (changes.ipWhitelist !== undefined) set.ipWhitelist = changes.ipWhitelist;
   const rows = await db
     .update(apis)
-    .set({ ipWhitelist, updatedAtM: now })
+    .set(set)
     .where(and(eq(apis.id, apiId), eq(apis.workspaceId, workspaceId), isNull(apis.deletedAtM)))
     .returning({ id: apis.id });
   return rows.length > 0;

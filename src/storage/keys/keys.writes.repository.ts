@@ -220,6 +220,8 @@ export function prepareKeyWrites(db: Db) {
       sql`select ${sql.join(values, sql`, `)} from ${apis}
         where ${apis.id} = ${sql.placeholder("apiId")} and ${apis.workspaceId} = ${sql.placeholder("workspaceId")}
           and ${apis.deletedAtM} is null
+          and ${apis.defaultPrefix} is not distinct from ${sql.placeholder("apiDefaultPrefix")}::text
+          and ${apis.defaultBytes} is not distinct from ${sql.placeholder("apiDefaultBytes")}::integer
           and ${rootKeyStillGrantsPrepared}
         for share of ${apis}`,
     )
@@ -239,12 +241,15 @@ export function prepareKeyWrites(db: Db) {
      * Inserts a key row and its audit rows (`audit`, core/changes.ts WriteGate.statement) in one statement,
      * `insert … select … from apis … for share`: the API row is locked against deletion until the statement
      * commits, as lockLiveApi does in a transaction, and a deletion committed first leaves no live API to select
-     * (READ COMMITTED re-checks a locked row that changed), so nothing is inserted, nor recorded. False then.
+     * (READ COMMITTED re-checks a locked row that changed), so nothing is inserted, nor recorded. False then, and
+     * also when the API's key defaults are no longer `defaults`, those the key was made with (its settings were
+     * remembered: ApiSettingsCache), so that a key never gets a default prefix or length changed before it arrived.
      */
     async insertKeyInLiveApi(
       row: typeof keys.$inferInsert,
       guard: NewKey["guard"],
       audit: readonly Record<string, unknown>[],
+      defaults: { defaultPrefix: string | null; defaultBytes: number | null },
     ): Promise<boolean> {
       // Each value encoded by its column (dates, jsonb, bigint ms); a column the row leaves out gets its default.
       const params: Record<string, unknown> = {};
@@ -253,6 +258,8 @@ export function prepareKeyWrites(db: Db) {
         const value = given === undefined ? column.default : given;
         params[field] = value === undefined || value === null ? null : column.mapToDriverValue(value);
       }
+      params.apiDefaultPrefix = defaults.defaultPrefix;
+      params.apiDefaultBytes = defaults.defaultBytes;
       const inserted = await insertKeyStatement.execute(Object.assign(params, guardParams(guard), auditParams(audit)));
       return inserted.length > 0;
     },

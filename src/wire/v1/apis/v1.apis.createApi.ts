@@ -2,6 +2,7 @@ import { z } from "zod";
 import { createApi as createApiCore } from "../../../core/apis/apis.core.js";
 import { defineRpc } from "../rpc.js";
 import { ipWhitelistInput } from "../../../core/apis/apis.ipWhitelist.js";
+import { apiDefaultBytesInput, apiDefaultPrefixInput, apiNameInput } from "./v1.apis.inputs.js";
 
 export const createApi = defineRpc({
   method: "POST",
@@ -11,13 +12,13 @@ export const createApi = defineRpc({
   errors: [400, 403, 503],
   returns: "The new API's id and name.",
   input: z.object({
-    name: z.string().min(3).max(256).describe("A name for people."),
+    name: apiNameInput.describe("A name for people."),
     storeEncryptedKeys: z
       .boolean()
       .optional()
       .describe("Allow keys.createKey to store keys encrypted (`recoverable: true`). Default false."),
-    defaultPrefix: z.string().min(1).max(8).optional().describe("The prefix of keys created without one."),
-    defaultBytes: z.int().min(16).max(255).optional().describe("Random bytes of keys created without `byteLength` (else 16)."),
+    defaultPrefix: apiDefaultPrefixInput.optional().describe("The prefix of keys created without one."),
+    defaultBytes: apiDefaultBytesInput.optional().describe("Random bytes of keys created without `byteLength` (else 16)."),
     deleteProtection: z.boolean().optional().describe("Refuse apis.deleteApi (412 DELETE_PROTECTED). Default false."),
     // keyhaven extension (v1 set it from its dashboard): comma-separated IPv4/IPv6 addresses and CIDR ranges allowed to verify keys.
     ipWhitelist: ipWhitelistInput

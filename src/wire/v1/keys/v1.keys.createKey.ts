@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { KEY_BYTES_MAX, KEY_BYTES_MIN } from "../../../core/apis/apis.bounds.js";
 import { type CreateKeyCommand, createKey as createKeyCore, V1_CREATE_KEY_RULES } from "../../../core/keys/keys.create.js";
 import { LARGE_BODY_LIMIT, defineRpc } from "../rpc.js";
 import { expiresSchema, keyRatelimitSchema, MAX_INT32, metaSchema, refillSchema } from "./keys.schemas.js";
@@ -12,7 +13,12 @@ export const createKeyInput = z.object({
     .optional()
     .describe("Put in front of the key with an underscore: `<prefix>_…`. Default: the API's `defaultPrefix`, else none."),
   name: z.string().max(1024).optional().describe("A name for people; returned with the key."),
-  byteLength: z.int().min(16).max(255).optional().describe("Random bytes in the key. Default: the API's `defaultBytes`, else 16."),
+  byteLength: z
+    .int()
+    .min(KEY_BYTES_MIN)
+    .max(KEY_BYTES_MAX)
+    .optional()
+    .describe("Random bytes in the key. Default: the API's `defaultBytes`, else 16."),
   ownerId: z.string().max(256).optional().describe("Deprecated in v1: your id of the key's owner, kept as given. Prefer `externalId`."),
   externalId: z
     .string()

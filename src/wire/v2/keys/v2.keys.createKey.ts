@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { KEY_BYTES_MAX, KEY_BYTES_MIN } from "../../../core/apis/apis.bounds.js";
 import { createKey as createKeyCore, V2_CREATE_KEY_RULES } from "../../../core/keys/keys.create.js";
 import { NotFoundError, PermissionDeniedError } from "../../../errors.js";
 import { MAX_INT32 } from "../../../storage/int32.js";
@@ -27,7 +28,12 @@ export const createKey = defineV2Rpc({
         .optional()
         .describe("Put in front of the key with an underscore. Default: the API's default prefix, else none."),
       name: z.string().min(1).max(255).optional(),
-      byteLength: z.int().min(16).max(255).optional().describe("Random bytes in the key. Default: the API's default, else 16."),
+      byteLength: z
+        .int()
+        .min(KEY_BYTES_MIN)
+        .max(KEY_BYTES_MAX)
+        .optional()
+        .describe("Random bytes in the key. Default: the API's default, else 16."),
       externalId: externalIdInput.optional().describe("Links the key to the workspace's identity with this id, created if needed."),
       meta: metaInput.optional(),
       roles: keyRolesInput.optional(),

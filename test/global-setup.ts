@@ -1,4 +1,4 @@
-import { spawnSync } from "node:child_process";
+import { execFile } from "node:child_process";
 import { existsSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -25,8 +25,9 @@ declare module "vitest" {
  * template database for the run. Without either, every test file uses its own in-memory PGlite instead.
  */
 export default async function setup(project: TestProject) {
-  buildDist();
-  project.provide("pgliteTemplateFile", await pgliteTemplate());
+  // Both before any file starts, side by side: tsc in a process of its own, the template's PGlite in this one.
+  const [, templateFile] = await Promise.all([buildDist(), pgliteTemplate()]);
+  project.provide("pgliteTemplateFile", templateFile);
   let baseUrl = process.env.TEST_DATABASE_URL;
   let stopContainer: (() => Promise<unknown>) | undefined;
   if (!baseUrl && process.env.TEST_DB === "container") {
@@ -89,7 +90,7 @@ function pgliteTemplate(): Promise<string> {
   return template;
 }
 
-let built = false;
+let built: Promise<void> | undefined;
 
 /**
  * The processes that the CLI and deployment tests start (test/cli-process.ts) run the compiled dist/, as `npm start`
@@ -97,15 +98,26 @@ let built = false;
  * about a second when nothing changed. A type error does not stop the run (tsc still emits, and vitest runs the
  * sources unchecked too); `npm run typecheck` is where it fails.
  */
-function buildDist(): void {
-  if (built) return;
-  const root = fileURLToPath(new URL("..", import.meta.url));
-  const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
-  const result = spawnSync(process.execPath, [tsc, "-b", "tsconfig.build.json"], { cwd: root, encoding: "utf8" });
-  if (result.error) throw result.error;
-  if (!existsSync(new URL("../dist/cli/main.js", import.meta.url))) {
-    throw new Error(`npm run build produced no dist/cli/main.js:\n${result.stdout}${result.stderr}`);
-  }
-  if (result.status !== 0) console.warn(`npm run build reported errors (dist/ was written anyway):\n${result.stdout}${result.stderr}`);
-  built = true;
+function buildDist(): Promise<void> {
+  built ??= (async () => {
+    const root = fileURLToPath(new URL("..", import.meta.url));
+    const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
+    const result = await new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+      execFile(
+        process.execPath,
+        [tsc, "-b", "tsconfig.build.json"],
+        { cwd: root, encoding: "utf8", maxBuffer: 64 * 1024 * 1024 },
+        (err, stdout, stderr) => {
+          // A non-zero exit is an ExecException with a numeric code; failing to start at all is another error.
+          if (err && typeof err.code !== "number") reject(err);
+          else resolve({ status: err ? (err.code as number) : 0, stdout, stderr });
+        },
+      );
+    });
+    if (!existsSync(new URL("../dist/cli/main.js", import.meta.url))) {
+      throw new Error(`npm run build produced no dist/cli/main.js:\n${result.stdout}${result.stderr}`);
+    }
+    if (result.status !== 0) console.warn(`npm run build reported errors (dist/ was written anyway):\n${result.stdout}${result.stderr}`);
+  })();
+  return built;
 }

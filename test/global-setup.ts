@@ -1,5 +1,6 @@
 import { execFile } from "node:child_process";
-import { existsSync, rmSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { createRequire } from "node:module";
@@ -66,12 +67,17 @@ export function withDatabase(url: string, database: string): string {
 let template: Promise<string> | undefined;
 
 /**
- * Every in-memory PGlite the tests use (test/pglite-pool.ts) starts from one migrated data directory, made here once
- * per run: initdb and the migrations cost about 3 s of CPU per instance (5-7 s of wall time on a loaded 2-core
- * machine, inside the timeout of whichever test made the harness), loading the tarball about a third of it.
+ * Every in-memory PGlite the tests use (test/pglite-pool.ts) starts from one migrated data directory: initdb and the
+ * migrations cost about 3 s of CPU per instance (5-7 s of wall time on a loaded 2-core machine, inside the timeout of
+ * whichever test made the harness), loading the tarball about a third of it. Made once and kept in the temporary
+ * directory under a digest of all it is made from (the migrations, the store's code that opens and migrates PGlite,
+ * the versions of PGlite and drizzle-orm): a run whose inputs are unchanged skips the 5-10 s of making it, before
+ * any file can start. Written to a file of its own first and renamed, so runs side by side never read half of one.
  */
 function pgliteTemplate(): Promise<string> {
   template ??= (async () => {
+    const file = path.join(os.tmpdir(), `keyhaven-pglite-template-${templateDigest()}.tar`);
+    if (existsSync(file)) return file;
     const client = await startPglite("memory://");
     try {
       await migrateAndRun(
@@ -79,15 +85,45 @@ function pgliteTemplate(): Promise<string> {
         undefined,
         async () => {},
       );
-      const file = path.join(os.tmpdir(), `keyhaven-pglite-template-${process.pid}.tar`);
-      writeFileSync(file, Buffer.from(await (await client.dumpDataDir("none")).arrayBuffer()));
-      process.once("exit", () => rmSync(file, { force: true }));
+      const partial = `${file}.${process.pid}.partial`;
+      writeFileSync(partial, Buffer.from(await (await client.dumpDataDir("none")).arrayBuffer()));
+      renameSync(partial, file);
+      removeStaleTemplates(file);
       return file;
     } finally {
       await client.close();
     }
   })();
   return template;
+}
+
+/** Templates of other digests untouched for a day (a run reads its own all along, so a recent one may be in use). */
+function removeStaleTemplates(kept: string): void {
+  const dir = path.dirname(kept);
+  for (const name of readdirSync(dir)) {
+    const file = path.join(dir, name);
+    if (!/^keyhaven-pglite-template-[0-9a-f]+\.tar$/.test(name) || file === kept) continue;
+    try {
+      if (Date.now() - statSync(file).mtimeMs > 86_400_000) rmSync(file, { force: true });
+    } catch {
+      // Removed meanwhile by another run.
+    }
+  }
+}
+
+/** A digest of what the template is made from: change any of it and the next run makes a new one. */
+function templateDigest(): string {
+  const root = fileURLToPath(new URL("..", import.meta.url));
+  const hash = createHash("sha256");
+  const add = (file: string) => hash.update(path.relative(root, file)).update("\0").update(readFileSync(file)).update("\0");
+  const under = (dir: string): string[] =>
+    readdirSync(dir, { withFileTypes: true })
+      .flatMap((e) => (e.isDirectory() ? under(path.join(dir, e.name)) : [path.join(dir, e.name)]))
+      .sort();
+  for (const file of under(MIGRATIONS_DIR)) add(file);
+  for (const name of ["client.ts", "pgliteParsers.ts", "pglitePrepared.ts", "schema.ts"]) add(path.join(root, "src/storage", name));
+  for (const pkg of ["@electric-sql/pglite", "drizzle-orm"]) add(path.join(root, "node_modules", pkg, "package.json"));
+  return hash.digest("hex").slice(0, 16);
 }
 
 let built: Promise<void> | undefined;

@@ -283,6 +283,24 @@ export function SecretOnce({ id, label, value }: { id: string; label: string; va
   );
 }
 
+/** A table's head, a column a name (`false` leaves one out, such as the Actions of a session that may not act). */
+export function ColumnHeads({ names }: { names: readonly (string | false)[] }) {
+  return (
+    <thead>
+      <tr>
+        {names.map(
+          (name) =>
+            name !== false && (
+              <th scope="col" key={name}>
+                {name}
+              </th>
+            ),
+        )}
+      </tr>
+    </thead>
+  );
+}
+
 /** A link to the next page of a cursor-paged list (keeping the list's other query parameters). */
 export function NextPage({ href }: { href: string | undefined }) {
   if (href === undefined) return null;

@@ -17,9 +17,10 @@ import { definePage, type FormFields, field, type PageAnswer, type PageContext }
 import {
   attempt,
   Badge,
+  can,
   Chart,
   type ChartSeries,
-  can,
+  ColumnHeads,
   cursorOf,
   DangerCard,
   doneNotice,
@@ -27,13 +28,13 @@ import {
   Field,
   NextPage,
   type Notice,
-  type Parsed,
   paramsOf,
+  type Parsed,
   parseMetaJson,
   parseWith,
   refusedPage,
-  wholeNumber,
   when,
+  wholeNumber,
 } from "../ui.js";
 
 type Ctx = PageContext<"rootKey">;
@@ -184,13 +185,7 @@ async function listPage(ctx: Ctx, opts: { notice?: Notice; status?: number; draf
             <p class="muted">No identities yet.</p>
           ) : (
             <table>
-              <thead>
-                <tr>
-                  <th scope="col">External id</th>
-                  <th scope="col">Identity id</th>
-                  <th scope="col">Rate limits</th>
-                </tr>
-              </thead>
+              <ColumnHeads names={["External id", "Identity id", "Rate limits"]} />
               <tbody>
                 {listed.value.identities.map((identity) => (
                   <tr key={identity.id}>
@@ -313,14 +308,7 @@ async function detailPage(ctx: Ctx, ref: string, opts: { notice?: Notice; status
           <p class="muted">No shared rate limits.</p>
         ) : (
           <table>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Limit</th>
-                <th scope="col">Duration (ms)</th>
-                <th scope="col">Applied</th>
-              </tr>
-            </thead>
+            <ColumnHeads names={["Name", "Limit", "Duration (ms)", "Applied"]} />
             <tbody>
               {identity.ratelimits.map((r) => (
                 <tr key={r.name}>
@@ -343,15 +331,7 @@ async function detailPage(ctx: Ctx, ref: string, opts: { notice?: Notice; status
         ) : (
           <>
             <table>
-              <thead>
-                <tr>
-                  <th scope="col">Key</th>
-                  <th scope="col">Name</th>
-                  <th scope="col">API</th>
-                  <th scope="col">State</th>
-                  <th scope="col">Created</th>
-                </tr>
-              </thead>
+              <ColumnHeads names={["Key", "Name", "API", "State", "Created"]} />
               <tbody>
                 {keys.value.keys.map((k) => (
                   <tr key={k.id}>

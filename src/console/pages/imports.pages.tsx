@@ -3,7 +3,7 @@ import { listMigrations, MAX_LISTED_ERRORS, RETRY_MIGRATION_NEED, readMigration,
 import { v1StoredError } from "../../wire/v1/errors.js";
 import { Csrf, Layout, to } from "../layout.js";
 import { definePage, type PageAnswer, type PageContext } from "../page.js";
-import { attempt, can, doneNotice, errorNotice, NextPage, type Notice, paramsOf, when } from "../ui.js";
+import { attempt, can, ColumnHeads, doneNotice, errorNotice, NextPage, type Notice, paramsOf, when } from "../ui.js";
 
 /** Migrations and APIs per page of the imports page. */
 export const IMPORTS_PAGE = 25;
@@ -38,16 +38,7 @@ async function importsPage(ctx: Ctx): Promise<PageAnswer> {
               <p class="muted">No migrations.</p>
             ) : (
               <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Migration</th>
-                    <th scope="col">APIs</th>
-                    <th scope="col">Batches pending / done / failed</th>
-                    <th scope="col">Keys enqueued</th>
-                    <th scope="col">Imported</th>
-                    <th scope="col">Failed</th>
-                  </tr>
-                </thead>
+                <ColumnHeads names={["Migration", "APIs", "Batches pending / done / failed", "Keys enqueued", "Imported", "Failed"]} />
                 <tbody>
                   {migrations.value.items.map((m) => (
                     <tr key={m.migrationId}>
@@ -79,15 +70,7 @@ async function importsPage(ctx: Ctx): Promise<PageAnswer> {
               <p class="muted">No APIs.</p>
             ) : (
               <table>
-                <thead>
-                  <tr>
-                    <th scope="col">API</th>
-                    <th scope="col">Keys</th>
-                    <th scope="col">Verifiable</th>
-                    <th scope="col">Pending</th>
-                    <th scope="col">Adopted</th>
-                  </tr>
-                </thead>
+                <ColumnHeads names={["API", "Keys", "Verifiable", "Pending", "Adopted"]} />
                 <tbody>
                   {copies.value.items.map(({ name, status }) => (
                     <tr key={status.apiId}>
@@ -147,15 +130,7 @@ async function migrationPage(ctx: Ctx, notice?: Notice, status?: number): Promis
               <p class="muted">None.</p>
             ) : (
               <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Batch</th>
-                    <th scope="col">Enqueued</th>
-                    <th scope="col">Attempts</th>
-                    <th scope="col">Last error</th>
-                    <th scope="col">Next attempt</th>
-                  </tr>
-                </thead>
+                <ColumnHeads names={["Batch", "Enqueued", "Attempts", "Last error", "Next attempt"]} />
                 <tbody>
                   {read.value.retrying.map((b) => (
                     <tr key={b.batchId}>
@@ -180,14 +155,7 @@ async function migrationPage(ctx: Ctx, notice?: Notice, status?: number): Promis
                   </p>
                 )}
                 <table>
-                  <thead>
-                    <tr>
-                      <th scope="col">Batch</th>
-                      <th scope="col">Key (index in its batch)</th>
-                      <th scope="col">Code</th>
-                      <th scope="col">Why</th>
-                    </tr>
-                  </thead>
+                  <ColumnHeads names={["Batch", "Key (index in its batch)", "Code", "Why"]} />
                   <tbody>
                     {read.value.errors.map((e, i) => {
                       const worded = v1StoredError(e);

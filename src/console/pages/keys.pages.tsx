@@ -20,14 +20,15 @@ import { definePage, type FormFields, field, fields, type PageContext } from "..
 import {
   attempt,
   Badge,
-  Chart,
   can,
+  Chart,
+  ColumnHeads,
   doneNotice,
   Field,
   isWholeNumber,
   type Notice,
-  type Parsed,
   paramsOf,
+  type Parsed,
   parseMetaJson,
   parseWith,
   refusedPage,
@@ -603,14 +604,7 @@ function RatelimitTable({ caption, rows }: { caption: string; rows: NamedRatelim
   return (
     <table>
       <caption>{caption}</caption>
-      <thead>
-        <tr>
-          <th scope="col">Name</th>
-          <th scope="col">Limit</th>
-          <th scope="col">Duration (ms)</th>
-          <th scope="col">Applied to every verification</th>
-        </tr>
-      </thead>
+      <ColumnHeads names={["Name", "Limit", "Duration (ms)", "Applied to every verification"]} />
       <tbody>
         {rows.map((rl) => (
           <tr key={rl.id}>

@@ -4,7 +4,20 @@ import { probeDatabase, probeRedis } from "../../http/health.js";
 import { packageVersion } from "../../wire/v1/openapi.js";
 import { Csrf, Layout, to } from "../layout.js";
 import { definePage, field, fields, type PageAnswer, type PageContext } from "../page.js";
-import { attempt, Badge, doneNotice, errorNotice, Field, NextPage, nameTooLong, type Notice, paramsOf, refusedPage, when } from "../ui.js";
+import {
+  attempt,
+  Badge,
+  ColumnHeads,
+  doneNotice,
+  errorNotice,
+  Field,
+  nameTooLong,
+  NextPage,
+  type Notice,
+  paramsOf,
+  refusedPage,
+  when,
+} from "../ui.js";
 import { auditPage } from "./audit.pages.js";
 import { MAX_ROOT_KEY_NAME, PermissionPicker, permissionsOf, ROOT_KEYS_PAGE, RootKeyCreatedPage, RootKeysTable } from "./rootKeys.pages.js";
 
@@ -50,14 +63,7 @@ async function workspacesPage(ctx: Ctx, notice?: Notice, status?: number): Promi
         {listed.ok && (
           <>
             <table>
-              <thead>
-                <tr>
-                  <th scope="col">Id</th>
-                  <th scope="col">Name</th>
-                  <th scope="col">State</th>
-                  <th scope="col">Created</th>
-                </tr>
-              </thead>
+              <ColumnHeads names={["Id", "Name", "State", "Created"]} />
               <tbody>
                 {listed.value.items.map((w) => (
                   <tr key={w.id}>

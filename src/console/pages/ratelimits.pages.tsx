@@ -15,17 +15,18 @@ import {
   attempt,
   Badge,
   can,
+  ColumnHeads,
   cursorOf,
   doneNotice,
   errorNotice as error,
   Field,
   NextPage,
   type Notice,
-  type Parsed,
   paramsOf,
+  type Parsed,
   parseWith,
-  RowAction,
   refusedPage,
+  RowAction,
   wholeNumber,
 } from "../ui.js";
 
@@ -103,12 +104,7 @@ async function namespacesPage(ctx: Ctx, opts: { notice?: Notice; status?: number
             <p class="muted">No namespaces yet.</p>
           ) : (
             <table>
-              <thead>
-                <tr>
-                  <th scope="col">Name</th>
-                  <th scope="col">Namespace id</th>
-                </tr>
-              </thead>
+              <ColumnHeads names={["Name", "Namespace id"]} />
               <tbody>
                 {listed.value.namespaces.map((n) => (
                   <tr key={n.id}>
@@ -181,15 +177,7 @@ async function namespacePage(ctx: Ctx, opts: { notice?: Notice; status?: number;
           <p class="muted">No overrides: every identifier gets the limit its calls ask for.</p>
         ) : (
           <table>
-            <thead>
-              <tr>
-                <th scope="col">Identifier</th>
-                <th scope="col">Limit</th>
-                <th scope="col">Duration (ms)</th>
-                <th scope="col">Async</th>
-                {mayDelete && <th scope="col">Actions</th>}
-              </tr>
-            </thead>
+            <ColumnHeads names={["Identifier", "Limit", "Duration (ms)", "Async", mayDelete && "Actions"]} />
             <tbody>
               {rows.map((o) => (
                 <tr key={o.id}>

@@ -17,6 +17,7 @@ import { definePage, field, fields, type PageAnswer, type PageContext } from "..
 import {
   attempt,
   can,
+  ColumnHeads,
   cursorOf,
   DangerCard,
   doneNotice,
@@ -26,8 +27,8 @@ import {
   type Notice,
   paramsOf,
   parseWith,
-  RowAction,
   refusedPage,
+  RowAction,
 } from "../ui.js";
 
 type Ctx = PageContext<"rootKey">;
@@ -71,13 +72,7 @@ async function rolesPage(ctx: Ctx, opts: { notice?: Notice; status?: number; dra
             <p class="muted">No roles yet.</p>
           ) : (
             <table>
-              <thead>
-                <tr>
-                  <th scope="col">Name</th>
-                  <th scope="col">Description</th>
-                  <th scope="col">Permissions</th>
-                </tr>
-              </thead>
+              <ColumnHeads names={["Name", "Description", "Permissions"]} />
               <tbody>
                 {rows.map((role) => (
                   <tr key={role.id}>
@@ -208,14 +203,7 @@ async function permissionsPage(ctx: Ctx, opts: { notice?: Notice; status?: numbe
             <p class="muted">No permissions yet.</p>
           ) : (
             <table>
-              <thead>
-                <tr>
-                  <th scope="col">Slug</th>
-                  <th scope="col">Name</th>
-                  <th scope="col">Description</th>
-                  {mayDelete && <th scope="col">Actions</th>}
-                </tr>
-              </thead>
+              <ColumnHeads names={["Slug", "Name", "Description", mayDelete && "Actions"]} />
               <tbody>
                 {rows.map((p) => (
                   <tr key={p.id}>

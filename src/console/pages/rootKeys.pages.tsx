@@ -7,11 +7,12 @@ import { PLAIN_COOKIE, SECURE_COOKIE } from "../surface.js";
 import {
   attempt,
   can,
+  ColumnHeads,
   doneNotice,
   errorNotice,
   Field,
-  NextPage,
   nameTooLong,
+  NextPage,
   type Notice,
   paramsOf,
   RowAction,
@@ -302,16 +303,7 @@ export function RootKeysTable({
 }) {
   return (
     <table>
-      <thead>
-        <tr>
-          <th scope="col">Id</th>
-          <th scope="col">Name</th>
-          <th scope="col">Starts with</th>
-          <th scope="col">Created</th>
-          <th scope="col">Permissions</th>
-          {revokeBase !== undefined && <th scope="col">Actions</th>}
-        </tr>
-      </thead>
+      <ColumnHeads names={["Id", "Name", "Starts with", "Created", "Permissions", revokeBase !== undefined && "Actions"]} />
       <tbody>
         {keys.map((k) => (
           <tr key={k.id}>

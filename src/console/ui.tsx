@@ -49,9 +49,7 @@ export function refusedPage(
     status: refused.status,
     html: (
       <Layout title={title} session={ctx.session} csrf={ctx.csrf} nav={nav} notice={{ kind: "error", text: refused.text }}>
-        <p>
-          <a href={back.href}>{back.label}</a>
-        </p>
+        <PageLink href={back.href} label={back.label} />
       </Layout>
     ),
   };
@@ -280,6 +278,15 @@ export function SecretOnce({ id, label, value }: { id: string; label: string; va
         </button>
       </div>
     </div>
+  );
+}
+
+/** A link of its own line to another page: back to where a page came from (the list, the API), or to its sibling. */
+export function PageLink({ href, label }: { href: string; label: string }) {
+  return (
+    <p>
+      <a href={href}>{label}</a>
+    </p>
   );
 }
 

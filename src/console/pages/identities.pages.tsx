@@ -28,6 +28,7 @@ import {
   Field,
   NextPage,
   type Notice,
+  PageLink,
   paramsOf,
   type Parsed,
   parseMetaJson,
@@ -291,9 +292,7 @@ async function detailPage(ctx: Ctx, ref: string, opts: { notice?: Notice; status
         nav="identities"
         notice={opts.notice ?? doneNotice(ctx.query.done, DONE)}
       >
-        <p>
-          <a href={to("/identities")}>All identities</a>
-        </p>
+        <PageLink href={to("/identities")} label="All identities" />
         <h2>Details</h2>
         <dl class="fields">
           <dt>Identity id</dt>

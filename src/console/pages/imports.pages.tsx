@@ -3,7 +3,7 @@ import { listMigrations, MAX_LISTED_ERRORS, RETRY_MIGRATION_NEED, readMigration,
 import { v1StoredError } from "../../wire/v1/errors.js";
 import { Csrf, Layout, to } from "../layout.js";
 import { definePage, type PageAnswer, type PageContext } from "../page.js";
-import { attempt, can, ColumnHeads, doneNotice, errorNotice, NextPage, type Notice, paramsOf, when } from "../ui.js";
+import { attempt, can, ColumnHeads, doneNotice, errorNotice, NextPage, type Notice, PageLink, paramsOf, when } from "../ui.js";
 
 /** Migrations and APIs per page of the imports page. */
 export const IMPORTS_PAGE = 25;
@@ -103,9 +103,7 @@ async function migrationPage(ctx: Ctx, notice?: Notice, status?: number): Promis
     status: status ?? (read.ok ? 200 : read.status),
     html: (
       <Layout title={read.ok ? `Migration ${migrationId}` : "Migration"} session={ctx.session} csrf={ctx.csrf} nav="imports" notice={shown}>
-        <p>
-          <a href={to("/imports")}>All imports</a>
-        </p>
+        <PageLink href={to("/imports")} label="All imports" />
         {read.ok && (
           <>
             <dl class="fields">

@@ -27,6 +27,7 @@ import {
   Field,
   isWholeNumber,
   type Notice,
+  PageLink,
   paramsOf,
   type Parsed,
   parseMetaJson,
@@ -349,9 +350,7 @@ function NewKeyPage({ ctx, view, form, notice }: { ctx: Ctx; view: NewKeyView; f
   const title = `New key in ${view.apiName ?? view.apiId}`;
   return (
     <Layout title={title} session={ctx.session} csrf={ctx.csrf} nav="apis" notice={notice}>
-      <p>
-        <a href={to(`/apis/${view.apiId}`)}>Back to the API</a>
-      </p>
+      <PageLink href={to(`/apis/${view.apiId}`)} label="Back to the API" />
       {api === undefined || choices === undefined ? (
         <p>This root key cannot create keys in this API: the form is not shown.</p>
       ) : (
@@ -639,9 +638,7 @@ function KeyPage({ ctx, view, form, notice }: { ctx: Ctx; view: KeyView; form?: 
   const recoverable = row.encrypted !== null;
   return (
     <Layout title={`Key ${row.name ?? row.id}`} session={ctx.session} csrf={ctx.csrf} nav="apis" notice={notice}>
-      <p>
-        <a href={to(`/apis/${row.apiId}`)}>Back to the API</a>
-      </p>
+      <PageLink href={to(`/apis/${row.apiId}`)} label="Back to the API" />
       <h2>Details</h2>
       <dl class="fields">
         <dt>Id</dt>
@@ -936,9 +933,7 @@ export const keysPages = [
             notice={{ kind: "ok", text: "This reveal was recorded in the audit log." }}
           >
             <SecretOnce id="new-key" label={`The key ${revealed.value.keyId}:`} value={revealed.value.plaintext} />
-            <p>
-              <a href={to(`/keys/${revealed.value.keyId}`)}>Back to the key's page</a>
-            </p>
+            <PageLink href={to(`/keys/${revealed.value.keyId}`)} label="Back to the key's page" />
           </Layout>
         ),
       };

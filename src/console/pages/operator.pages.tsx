@@ -14,6 +14,7 @@ import {
   nameTooLong,
   NextPage,
   type Notice,
+  PageLink,
   paramsOf,
   refusedPage,
   when,
@@ -109,9 +110,7 @@ async function workspacePage(ctx: Ctx, notice?: Notice, status?: number): Promis
         nav="workspaces"
         notice={notice ?? doneNotice(ctx.query.done, DONE)}
       >
-        <p>
-          <a href={to("/operator/workspaces")}>All workspaces</a>
-        </p>
+        <PageLink href={to("/operator/workspaces")} label="All workspaces" />
         <dl class="fields">
           <dt>Id</dt>
           <dd class="mono">{w.id}</dd>
@@ -245,9 +244,7 @@ export const operatorPages = [
             secret={created.value.key}
           >
             <p>Sign in to the console with it to manage the workspace, or send it as the Bearer token of the API.</p>
-            <p>
-              <a href={to(workspacePath(workspaceId))}>Back to the workspace</a>
-            </p>
+            <PageLink href={to(workspacePath(workspaceId))} label="Back to the workspace" />
           </RootKeyCreatedPage>
         ),
       };

@@ -22,6 +22,7 @@ import {
   Field,
   NextPage,
   type Notice,
+  PageLink,
   paramsOf,
   type Parsed,
   parseWith,
@@ -163,9 +164,7 @@ async function namespacePage(ctx: Ctx, opts: { notice?: Notice; status?: number;
         nav="ratelimits"
         notice={opts.notice ?? doneNotice(ctx.query.done, DONE)}
       >
-        <p>
-          <a href={to("/ratelimits")}>All namespaces</a>
-        </p>
+        <PageLink href={to("/ratelimits")} label="All namespaces" />
         <dl class="fields">
           <dt>Namespace id</dt>
           <dd class="mono">{namespace.id}</dd>

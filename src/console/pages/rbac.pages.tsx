@@ -25,6 +25,7 @@ import {
   Field,
   NextPage,
   type Notice,
+  PageLink,
   paramsOf,
   parseWith,
   refusedPage,
@@ -63,9 +64,7 @@ async function rolesPage(ctx: Ctx, opts: { notice?: Notice; status?: number; dra
     status: opts.status ?? (listed.ok ? 200 : listed.status),
     html: (
       <Layout title="Roles" session={ctx.session} csrf={ctx.csrf} nav="rbac" notice={notice}>
-        <p>
-          <a href={to("/permissions")}>Permissions</a>
-        </p>
+        <PageLink href={to("/permissions")} label="Permissions" />
         <h2>Roles</h2>
         {listed.ok &&
           (rows.length === 0 ? (
@@ -126,9 +125,7 @@ async function rolePage(ctx: Ctx, opts: { notice?: Notice; status?: number; chec
         nav="rbac"
         notice={opts.notice ?? doneNotice(ctx.query.done, ROLE_DONE)}
       >
-        <p>
-          <a href={to("/roles")}>All roles</a>
-        </p>
+        <PageLink href={to("/roles")} label="All roles" />
         <h2>Details</h2>
         <dl class="fields">
           <dt>Role id</dt>
@@ -194,9 +191,7 @@ async function permissionsPage(ctx: Ctx, opts: { notice?: Notice; status?: numbe
     status: opts.status ?? (listed.ok ? 200 : listed.status),
     html: (
       <Layout title="Permissions" session={ctx.session} csrf={ctx.csrf} nav="rbac" notice={notice}>
-        <p>
-          <a href={to("/roles")}>Roles</a>
-        </p>
+        <PageLink href={to("/roles")} label="Roles" />
         <h2>Permissions</h2>
         {listed.ok &&
           (rows.length === 0 ? (

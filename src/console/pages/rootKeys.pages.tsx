@@ -14,6 +14,7 @@ import {
   nameTooLong,
   NextPage,
   type Notice,
+  PageLink,
   paramsOf,
   RowAction,
   SecretOnce,
@@ -259,9 +260,7 @@ export const rootKeysPages = [
             text={`Root key ${created.value.keyId} is created.`}
             secret={created.value.key}
           >
-            <p>
-              <a href={to("/root-keys")}>Back to the root keys</a>
-            </p>
+            <PageLink href={to("/root-keys")} label="Back to the root keys" />
           </RootKeyCreatedPage>
         ),
       };

@@ -17,9 +17,11 @@ const E2E = [
   "test/console.browser.test.ts",
 ];
 
+/** Builds dist/ and the migrated PGlite template (test/global-setup.ts), before the project's first file. */
+const SETUP = "test/global-setup.ts";
+
 export default defineConfig({
   test: {
-    globalSetup: ["test/global-setup.ts"],
     pool: "forks",
     testTimeout: 30_000,
     hookTimeout: 120_000,
@@ -30,8 +32,11 @@ export default defineConfig({
       // PGlite's WASM) again for each of ~75 files cost more than the tests (import 219 s of a 595 s run, then 15 s
       // of 268 s). Nothing of the app lives in module state (services.ts); a file's own harness is made by
       // fixtures.ts testWith, never by mutating the shared `test`.
-      { extends: true, test: { name: "unit", include: ["test/**/*.test.ts"], exclude: E2E, isolate: false } },
-      { extends: true, test: { name: "e2e", include: E2E } },
+      //
+      // The global setup is each project's own, not the root config's: there the root ran it too (a second dist/
+      // build check and PGlite template, ~5 s before the first file, since projects that extend the root inherit it).
+      { extends: true, test: { name: "unit", include: ["test/**/*.test.ts"], exclude: E2E, isolate: false, globalSetup: [SETUP] } },
+      { extends: true, test: { name: "e2e", include: E2E, globalSetup: [SETUP] } },
     ],
   },
 });

@@ -111,18 +111,7 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
     reply.header("Unkey-Request-Id", req.id);
     done();
   });
-  // Once shutting down, every answer ends its connection, also those of requests that started before: a kept-alive
-  // connection would wait for the client (a load balancer's idle timeout, a minute) before the process can exit.
-  let closing = false;
-  app.addHook("preClose", (done) => {
-    closing = true;
-    done();
-  });
-  app.addHook("onSend", (req, reply, payload, done) => {
-    if (closing) reply.header("Connection", "close");
-    noteAnswer(req.raw.socket);
-    done(null, payload);
-  });
+  closeConnectionsOnClose(app);
 
   // The host's own routes (/openapi.json, /docs, /metrics) and paths outside every surface's prefix: the shared
   // envelope. Each surface sets its own parsers, error handler and 404 in its plugin.
@@ -143,6 +132,26 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
   registerErrorReference(app);
   await app.ready();
   return app;
+}
+
+/**
+ * What drainOnClose needs of a listener's answers, for the API's and the console's own alike: each answer is noted
+ * (a connection answered and silent since is idle, closed at once on shutdown; without the note it is taken for a
+ * request still arriving, held for the headers timeout and then answered 408), and once shutting down every answer
+ * ends its connection, also those of requests that started before: a kept-alive connection would wait for the client
+ * (a load balancer's idle timeout, a minute) before the process can exit.
+ */
+function closeConnectionsOnClose(app: FastifyInstance): void {
+  let closing = false;
+  app.addHook("preClose", (done) => {
+    closing = true;
+    done();
+  });
+  app.addHook("onSend", (req, reply, payload, done) => {
+    if (closing) reply.header("Connection", "close");
+    noteAnswer(req.raw.socket);
+    done(null, payload);
+  });
 }
 
 /** The console under /console, and `/` leading there when nothing else is served at the root of its listener. */
@@ -166,6 +175,7 @@ export async function buildConsoleApp({ deps, logger = false }: BuildAppOptions)
   });
   app.server.maxConnections = deps.config.http.maxConnections;
   drainOnClose(app.server, deps.config.http);
+  closeConnectionsOnClose(app);
   await registerConsole(app, deps);
   app.get("/", (_req, reply) => reply.code(302).header("Location", "/console/").send(""));
   app.setNotFoundHandler((_req, reply) =>

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from "fastify";
+import { createHarness, type Harness, type Tenant } from "./helper.js";
 
 /** The host and origin every console request of a test is sent with (the Origin check compares them). */
 export const CONSOLE_HOST = "console.test";
@@ -84,6 +85,16 @@ export async function signedIn(app: FastifyInstance, secret: string): Promise<Co
   if (res.status !== 303 || client.cookie === undefined) throw new Error(`sign-in failed: ${res.status} ${res.html.slice(0, 300)}`);
   await client.get("/console/");
   return client;
+}
+
+/**
+ * What most console test files start from: a harness of their own (with `env`), a tenant, and a console client
+ * signed in with the tenant's root key. The file closes `h` in its afterAll.
+ */
+export async function signedInTenant(env: Record<string, string> = {}): Promise<{ h: Harness; t: Tenant; c: ConsoleClient }> {
+  const h = await createHarness(env);
+  const t = await h.tenant();
+  return { h, t, c: await signedIn(h.app, t.rootKey) };
 }
 
 /** The text of an HTML fragment, tags removed and entities of the five escaped characters decoded (for assertions). */

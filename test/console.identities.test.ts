@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ConsoleClient, signedIn, textOf } from "./console-client.js";
-import { createHarness, type Harness, type Tenant } from "./helper.js";
+import { type ConsoleClient, signedIn, signedInTenant, textOf } from "./console-client.js";
+import type { Harness, Tenant } from "./helper.js";
 
 /** The identity id a create redirected to. */
 const idOf = (location: string | undefined) => /\/console\/identities\/(id_[^?]+)\?done=created$/.exec(location ?? "")?.[1];
@@ -10,9 +10,7 @@ describe("console identities pages", () => {
   let t: Tenant;
   let c: ConsoleClient;
   beforeAll(async () => {
-    h = await createHarness();
-    t = await h.tenant();
-    c = await signedIn(h.app, t.rootKey);
+    ({ h, t, c } = await signedInTenant());
   });
   afterAll(() => h?.close());
 

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listAuditLogs } from "../src/core/audit/audit.read.js";
 import { callerOf } from "./caller-of.js";
-import { type ConsoleClient, signedIn, textOf } from "./console-client.js";
-import { createHarness, type Harness, type Tenant } from "./helper.js";
+import { type ConsoleClient, signedIn, signedInTenant, textOf } from "./console-client.js";
+import type { Harness, Tenant } from "./helper.js";
 
 // The console's key pages (src/console/pages/keys.pages.tsx): the new key form (the plaintext shown once), the key
 // page (details, verifications, edit, reroll, delete, reveal), driven over HTTP, their effects checked through v1's
@@ -26,13 +26,11 @@ describe("console key pages", () => {
   const role = "support_agent";
 
   beforeAll(async () => {
-    h = await createHarness();
-    t = await h.tenant();
+    ({ h, t, c } = await signedInTenant());
     apiId = await h.createApi(t);
     recoverableApiId = await h.createApi(t, { storeEncryptedKeys: true });
     expect((await h.post("/v2/permissions.createRole", { name: role }, t.rootKey)).status).toBe(200);
     expect((await h.post("/v2/permissions.createPermission", { name: "Read docs", slug: "docs.read" }, t.rootKey)).status).toBe(200);
-    c = await signedIn(h.app, t.rootKey);
   });
   afterAll(() => h?.close());
 

@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { listRootKeys } from "../src/core/rootKeys/rootKeys.core.js";
-import { type ConsoleClient, consoleClient, signedIn, textOf } from "./console-client.js";
-import { ADMIN_TOKEN, createHarness, type Harness, type Tenant } from "./helper.js";
+import { type ConsoleClient, consoleClient, signedIn, signedInTenant, textOf } from "./console-client.js";
+import { ADMIN_TOKEN, type Harness, type Tenant } from "./helper.js";
 import { waitFor } from "./wait.js";
 
 const XSS = "<script>alert(1)</script>";
@@ -27,9 +27,7 @@ describe("console ops pages: root keys, audit, imports, operator", () => {
   let c: ConsoleClient;
   let op: ConsoleClient;
   beforeAll(async () => {
-    h = await createHarness({ KEYHAVEN_ADMIN_TOKEN: ADMIN_TOKEN });
-    t = await h.tenant();
-    c = await signedIn(h.app, t.rootKey);
+    ({ h, t, c } = await signedInTenant({ KEYHAVEN_ADMIN_TOKEN: ADMIN_TOKEN }));
     op = await signedIn(h.app, ADMIN_TOKEN);
     await op.get("/console/operator/workspaces"); // its CSRF token (signedIn's "/console/" only redirects the operator)
   });

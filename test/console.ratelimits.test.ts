@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ConsoleClient, signedIn, textOf } from "./console-client.js";
-import { createHarness, type Harness, type Tenant } from "./helper.js";
+import { type ConsoleClient, signedIn, signedInTenant, textOf } from "./console-client.js";
+import type { Harness, Tenant } from "./helper.js";
 
 const namespaceIdOf = (location: string | undefined) => /\/console\/ratelimits\/(rlns_[^?]+)\?done=set$/.exec(location ?? "")?.[1];
 
@@ -10,9 +10,7 @@ describe("console rate-limit pages", () => {
   let c: ConsoleClient;
   let namespaceId: string;
   beforeAll(async () => {
-    h = await createHarness();
-    t = await h.tenant();
-    c = await signedIn(h.app, t.rootKey);
+    ({ h, t, c } = await signedInTenant());
     const limited = await h.post("/v2/ratelimit.limit", { namespace: "api.calls", identifier: "u1", limit: 5, duration: 60000 }, t.rootKey);
     expect(limited.status).toBe(200);
     namespaceId = (await h.sql<{ id: string }>(`select id from ratelimit_namespaces where name = 'api.calls'`))[0]!.id;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type ConsoleClient, signedIn, textOf } from "./console-client.js";
-import { createHarness, type Harness, type Tenant } from "./helper.js";
+import { type ConsoleClient, signedIn, signedInTenant, textOf } from "./console-client.js";
+import type { Harness, Tenant } from "./helper.js";
 
 const roleIdOf = (location: string | undefined) => /\/console\/roles\/(role_[^?]+)\?done=created$/.exec(location ?? "")?.[1];
 
@@ -9,9 +9,7 @@ describe("console roles and permissions pages", () => {
   let t: Tenant;
   let c: ConsoleClient;
   beforeAll(async () => {
-    h = await createHarness();
-    t = await h.tenant();
-    c = await signedIn(h.app, t.rootKey);
+    ({ h, t, c } = await signedInTenant());
   });
   afterAll(() => h?.close());
 

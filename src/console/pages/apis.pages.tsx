@@ -30,7 +30,18 @@ import { MAX_IP_WHITELIST_LENGTH } from "../../core/apis/apis.ipWhitelist.js";
 import { apiPermission, keyPermission } from "../../core/auth/permissions.query.js";
 import { Csrf, Layout, to } from "../layout.js";
 import { definePage, type FormFields, field, fields, type PageContext } from "../page.js";
-import { attempt, Badge, Chart, can, Field, NextPage, when } from "../ui.js";
+import {
+  attempt,
+  Badge,
+  Chart,
+  can,
+  doneNotice as doneNoticeOf,
+  Field,
+  NextPage,
+  type Notice,
+  refusedPage as refused,
+  when,
+} from "../ui.js";
 
 /** Rows of a page of APIs and of an API's keys. */
 export const APIS_PER_PAGE = 50;
@@ -43,10 +54,9 @@ const NAME_MAX = API_NAME_MAX;
 const HOUR_MS = 3_600_000;
 const DAY_MS = 24 * HOUR_MS;
 
-type Notice = { kind: "ok" | "error"; text: string } | undefined;
 type Ctx = PageContext<"rootKey">;
 
-const DONE: Record<string, string> = {
+const DONE = {
   created: "API created.",
   saved: "Settings saved.",
   unchanged: "Nothing to save: the settings were as shown.",
@@ -54,10 +64,7 @@ const DONE: Record<string, string> = {
 };
 
 /** The status notice of a redirect after a POST (`?done=…`). */
-const doneNotice = (ctx: { query: Readonly<Record<string, string | undefined>> }): Notice => {
-  const text = DONE[ctx.query.done ?? ""];
-  return text ? { kind: "ok", text } : undefined;
-};
+const doneNotice = (ctx: Ctx): Notice => doneNoticeOf(ctx.query.done, DONE);
 
 /** A query string of the non-empty values (for links that keep a list's other parameters). */
 export function queryOf(values: Record<string, string | undefined>): string {
@@ -81,18 +88,8 @@ export function outcomeChart(rows: AnalyticsRow[]): { x: number[]; series: { lab
 }
 
 /** A page that says what could not be shown, with the refusal's status (a missing or foreign API: 404). */
-function refusedPage(ctx: Ctx, title: string, refused: { status: number; text: string }) {
-  return {
-    html: (
-      <Layout title={title} session={ctx.session} csrf={ctx.csrf} nav="apis" notice={{ kind: "error", text: refused.text }}>
-        <p>
-          <a href={to("/apis")}>Back to the APIs</a>
-        </p>
-      </Layout>
-    ),
-    status: refused.status,
-  };
-}
+const refusedPage = (ctx: Ctx, title: string, why: { status: number; text: string }) =>
+  refused(ctx, "apis", title, why, { href: to("/apis"), label: "Back to the APIs" });
 
 const badRequest = (ctx: Ctx, title: string, text: string) => refusedPage(ctx, title, { status: 400, text });
 

@@ -9,7 +9,7 @@ import {
 } from "../../core/audit/audit.read.js";
 import { Layout, to } from "../layout.js";
 import { definePage, type PageAnswer, type PageContext } from "../page.js";
-import { attempt, Field, NextPage, when } from "../ui.js";
+import { attempt, ColumnHeads, Field, NextPage, when } from "../ui.js";
 
 /** Entries per page of the console's audit log. */
 export const AUDIT_PAGE = 50;
@@ -120,17 +120,7 @@ function Entries({ entries, withWorkspace }: { entries: AuditEntry[]; withWorksp
   if (entries.length === 0) return <p class="muted">No audit entries.</p>;
   return (
     <table>
-      <thead>
-        <tr>
-          <th scope="col">Time</th>
-          {withWorkspace && <th scope="col">Workspace</th>}
-          <th scope="col">Event</th>
-          <th scope="col">Actor</th>
-          <th scope="col">Targets</th>
-          <th scope="col">Description</th>
-          <th scope="col">Origin</th>
-        </tr>
-      </thead>
+      <ColumnHeads names={["Time", withWorkspace && "Workspace", "Event", "Actor", "Targets", "Description", "Origin"]} />
       <tbody>
         {entries.map((e) => (
           <tr key={e.id}>

@@ -14,11 +14,31 @@ import type { IdentityKeyRow } from "../../storage/identities/identities.reposit
 import { externalIdInput, metaInput, ratelimitsInput, V2_IDENTITY_RULES } from "../../wire/v2/identities/identities.schemas.js";
 import { Csrf, Layout, to } from "../layout.js";
 import { definePage, type FormFields, field, type PageAnswer, type PageContext } from "../page.js";
-import { attempt, Badge, Chart, type ChartSeries, can, Field, NextPage, when } from "../ui.js";
-import { cursorOf, doneNotice, type Parsed, parseMetaJson, parseWith, refusedPage, wholeNumber } from "./access.forms.js";
+import {
+  attempt,
+  Badge,
+  can,
+  Chart,
+  type ChartSeries,
+  ColumnHeads,
+  cursorOf,
+  DangerCard,
+  doneNotice,
+  errorNotice as error,
+  Field,
+  NextPage,
+  type Notice,
+  PageLink,
+  paramsOf,
+  type Parsed,
+  parseMetaJson,
+  parseWith,
+  refusedPage,
+  when,
+  wholeNumber,
+} from "../ui.js";
 
 type Ctx = PageContext<"rootKey">;
-type Notice = { kind: "ok" | "error"; text: string } | undefined;
 
 const PAGE = 50;
 const KEYS_PAGE = 50;
@@ -154,7 +174,7 @@ function MetaField({ value }: { value: string }) {
 async function listPage(ctx: Ctx, opts: { notice?: Notice; status?: number; draft?: Draft } = {}): Promise<PageAnswer> {
   const cursor = cursorOf(ctx.query.cursor);
   const listed = await attempt(() => listIdentitiesByPage(ctx.deps, ctx.caller, { fromId: cursor, limit: PAGE }));
-  const notice = opts.notice ?? (listed.ok ? doneNotice(ctx.query.done, DONE) : { kind: "error" as const, text: listed.text });
+  const notice = opts.notice ?? (listed.ok ? doneNotice(ctx.query.done, DONE) : error(listed.text));
   const draft = opts.draft ?? { externalId: "", meta: "", ratelimits: [] };
   return {
     status: opts.status ?? (listed.ok ? 200 : listed.status),
@@ -166,13 +186,7 @@ async function listPage(ctx: Ctx, opts: { notice?: Notice; status?: number; draf
             <p class="muted">No identities yet.</p>
           ) : (
             <table>
-              <thead>
-                <tr>
-                  <th scope="col">External id</th>
-                  <th scope="col">Identity id</th>
-                  <th scope="col">Rate limits</th>
-                </tr>
-              </thead>
+              <ColumnHeads names={["External id", "Identity id", "Rate limits"]} />
               <tbody>
                 {listed.value.identities.map((identity) => (
                   <tr key={identity.id}>
@@ -278,9 +292,7 @@ async function detailPage(ctx: Ctx, ref: string, opts: { notice?: Notice; status
         nav="identities"
         notice={opts.notice ?? doneNotice(ctx.query.done, DONE)}
       >
-        <p>
-          <a href={to("/identities")}>All identities</a>
-        </p>
+        <PageLink href={to("/identities")} label="All identities" />
         <h2>Details</h2>
         <dl class="fields">
           <dt>Identity id</dt>
@@ -295,14 +307,7 @@ async function detailPage(ctx: Ctx, ref: string, opts: { notice?: Notice; status
           <p class="muted">No shared rate limits.</p>
         ) : (
           <table>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Limit</th>
-                <th scope="col">Duration (ms)</th>
-                <th scope="col">Applied</th>
-              </tr>
-            </thead>
+            <ColumnHeads names={["Name", "Limit", "Duration (ms)", "Applied"]} />
             <tbody>
               {identity.ratelimits.map((r) => (
                 <tr key={r.name}>
@@ -325,15 +330,7 @@ async function detailPage(ctx: Ctx, ref: string, opts: { notice?: Notice; status
         ) : (
           <>
             <table>
-              <thead>
-                <tr>
-                  <th scope="col">Key</th>
-                  <th scope="col">Name</th>
-                  <th scope="col">API</th>
-                  <th scope="col">State</th>
-                  <th scope="col">Created</th>
-                </tr>
-              </thead>
+              <ColumnHeads names={["Key", "Name", "API", "State", "Created"]} />
               <tbody>
                 {keys.value.keys.map((k) => (
                   <tr key={k.id}>
@@ -377,21 +374,14 @@ async function detailPage(ctx: Ctx, ref: string, opts: { notice?: Notice; status
           </form>
         )}
         {mayIdentity(ctx, "delete_identity") && (
-          <form method="post" action={to(`${path}/delete`)} class="card">
-            <h2>Delete</h2>
-            <Csrf token={ctx.csrf} />
+          <DangerCard action={to(`${path}/delete`)} csrf={ctx.csrf} heading="Delete" button="Delete identity">
             <p>Deletes the identity and its rate limits; its keys keep working without an identity.</p>
-            <button type="submit" class="danger">
-              Delete identity
-            </button>
-          </form>
+          </DangerCard>
         )}
       </Layout>
     ),
   };
 }
-
-const error = (text: string): Notice => ({ kind: "error", text });
 
 export const identitiesPages = [
   definePage({ method: "GET", path: "/identities", audience: "rootKey", handler: (ctx) => listPage(ctx) }),
@@ -425,14 +415,14 @@ export const identitiesPages = [
     method: "GET",
     path: "/identities/:identityId",
     audience: "rootKey",
-    handler: (ctx) => detailPage(ctx, (ctx.req.params as { identityId: string }).identityId),
+    handler: (ctx) => detailPage(ctx, paramsOf(ctx, "identityId").identityId),
   }),
   definePage({
     method: "POST",
     path: "/identities/:identityId",
     audience: "rootKey",
     handler: async (ctx) => {
-      const ref = (ctx.req.params as { identityId: string }).identityId;
+      const ref = paramsOf(ctx, "identityId").identityId;
       const draft = draftOfForm(ctx.form);
       const parsed = parseMetaAndRatelimits(draft);
       if (!parsed.ok) return detailPage(ctx, ref, { notice: error(parsed.text), status: 400, draft });
@@ -454,7 +444,7 @@ export const identitiesPages = [
     path: "/identities/:identityId/delete",
     audience: "rootKey",
     handler: async (ctx) => {
-      const ref = (ctx.req.params as { identityId: string }).identityId;
+      const ref = paramsOf(ctx, "identityId").identityId;
       const deleted = await attempt(() => deleteIdentityByRef(ctx.deps, ctx.caller, ref));
       if (!deleted.ok) return detailPage(ctx, ref, { notice: error(deleted.text), status: deleted.status });
       return { redirect: "/identities?done=deleted" };

@@ -3,13 +3,12 @@ import { listMigrations, MAX_LISTED_ERRORS, RETRY_MIGRATION_NEED, readMigration,
 import { v1StoredError } from "../../wire/v1/errors.js";
 import { Csrf, Layout, to } from "../layout.js";
 import { definePage, type PageAnswer, type PageContext } from "../page.js";
-import { attempt, can, NextPage, when } from "../ui.js";
+import { attempt, can, ColumnHeads, doneNotice, errorNotice, NextPage, type Notice, PageLink, paramsOf, when } from "../ui.js";
 
 /** Migrations and APIs per page of the imports page. */
 export const IMPORTS_PAGE = 25;
 
 type Ctx = PageContext<"rootKey">;
-type Notice = { kind: "ok" | "error"; text: string } | undefined;
 
 const migrationPath = (id: string) => `/imports/${encodeURIComponent(id)}`;
 
@@ -30,13 +29,7 @@ async function importsPage(ctx: Ctx): Promise<PageAnswer> {
   return {
     status: refused?.status ?? 200,
     html: (
-      <Layout
-        title="Imports"
-        session={ctx.session}
-        csrf={ctx.csrf}
-        nav="imports"
-        notice={refused ? { kind: "error", text: refused.text } : undefined}
-      >
+      <Layout title="Imports" session={ctx.session} csrf={ctx.csrf} nav="imports" notice={refused ? errorNotice(refused.text) : undefined}>
         <h2>Enqueued migrations</h2>
         <p class="hint">Batches sent with migrations.enqueueKeys (keyhaven import), by migration id.</p>
         {migrations.ok && (
@@ -45,16 +38,7 @@ async function importsPage(ctx: Ctx): Promise<PageAnswer> {
               <p class="muted">No migrations.</p>
             ) : (
               <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Migration</th>
-                    <th scope="col">APIs</th>
-                    <th scope="col">Batches pending / done / failed</th>
-                    <th scope="col">Keys enqueued</th>
-                    <th scope="col">Imported</th>
-                    <th scope="col">Failed</th>
-                  </tr>
-                </thead>
+                <ColumnHeads names={["Migration", "APIs", "Batches pending / done / failed", "Keys enqueued", "Imported", "Failed"]} />
                 <tbody>
                   {migrations.value.items.map((m) => (
                     <tr key={m.migrationId}>
@@ -86,15 +70,7 @@ async function importsPage(ctx: Ctx): Promise<PageAnswer> {
               <p class="muted">No APIs.</p>
             ) : (
               <table>
-                <thead>
-                  <tr>
-                    <th scope="col">API</th>
-                    <th scope="col">Keys</th>
-                    <th scope="col">Verifiable</th>
-                    <th scope="col">Pending</th>
-                    <th scope="col">Adopted</th>
-                  </tr>
-                </thead>
+                <ColumnHeads names={["API", "Keys", "Verifiable", "Pending", "Adopted"]} />
                 <tbody>
                   {copies.value.items.map(({ name, status }) => (
                     <tr key={status.apiId}>
@@ -119,18 +95,15 @@ async function importsPage(ctx: Ctx): Promise<PageAnswer> {
 }
 
 async function migrationPage(ctx: Ctx, notice?: Notice, status?: number): Promise<PageAnswer> {
-  const { migrationId } = ctx.req.params as { migrationId: string };
+  const { migrationId } = paramsOf(ctx, "migrationId");
   const read = await attempt(() => readMigration(ctx.deps.db, ctx.caller, migrationId));
   const n = /^\d{1,9}$/.test(ctx.query.n ?? "") ? ctx.query.n : "the";
-  const done = ctx.query.done === "retried" ? { kind: "ok" as const, text: `Queued again ${n} failed batches.` } : undefined;
-  const shown = notice ?? (read.ok ? done : { kind: "error" as const, text: read.text });
+  const shown = notice ?? (read.ok ? doneNotice(ctx.query.done, { retried: `Queued again ${n} failed batches.` }) : errorNotice(read.text));
   return {
     status: status ?? (read.ok ? 200 : read.status),
     html: (
       <Layout title={read.ok ? `Migration ${migrationId}` : "Migration"} session={ctx.session} csrf={ctx.csrf} nav="imports" notice={shown}>
-        <p>
-          <a href={to("/imports")}>All imports</a>
-        </p>
+        <PageLink href={to("/imports")} label="All imports" />
         {read.ok && (
           <>
             <dl class="fields">
@@ -155,15 +128,7 @@ async function migrationPage(ctx: Ctx, notice?: Notice, status?: number): Promis
               <p class="muted">None.</p>
             ) : (
               <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Batch</th>
-                    <th scope="col">Enqueued</th>
-                    <th scope="col">Attempts</th>
-                    <th scope="col">Last error</th>
-                    <th scope="col">Next attempt</th>
-                  </tr>
-                </thead>
+                <ColumnHeads names={["Batch", "Enqueued", "Attempts", "Last error", "Next attempt"]} />
                 <tbody>
                   {read.value.retrying.map((b) => (
                     <tr key={b.batchId}>
@@ -188,14 +153,7 @@ async function migrationPage(ctx: Ctx, notice?: Notice, status?: number): Promis
                   </p>
                 )}
                 <table>
-                  <thead>
-                    <tr>
-                      <th scope="col">Batch</th>
-                      <th scope="col">Key (index in its batch)</th>
-                      <th scope="col">Code</th>
-                      <th scope="col">Why</th>
-                    </tr>
-                  </thead>
+                  <ColumnHeads names={["Batch", "Key (index in its batch)", "Code", "Why"]} />
                   <tbody>
                     {read.value.errors.map((e, i) => {
                       const worded = v1StoredError(e);
@@ -227,9 +185,9 @@ export const importsPages = [
     path: "/imports/:migrationId/retry",
     audience: "rootKey",
     handler: async (ctx) => {
-      const { migrationId } = ctx.req.params as { migrationId: string };
+      const { migrationId } = paramsOf(ctx, "migrationId");
       const retried = await attempt(() => retryMigration(ctx.deps, ctx.caller, migrationId));
-      if (!retried.ok) return migrationPage(ctx, { kind: "error", text: retried.text }, retried.status);
+      if (!retried.ok) return migrationPage(ctx, errorNotice(retried.text), retried.status);
       if (retried.value > 0) ctx.deps.migrationWorker.wake();
       return { redirect: `${migrationPath(migrationId)}?done=retried&n=${retried.value}` };
     },

@@ -1,4 +1,3 @@
-import type { z } from "zod";
 import { getVerifications, OUTCOME_COUNTERS, type OutcomeCounter, planVerifications } from "../../core/analytics/analytics.core.js";
 import { getApi } from "../../core/apis/apis.core.js";
 import { keyPermission } from "../../core/auth/permissions.query.js";
@@ -18,10 +17,27 @@ import { rerollKey as rerollKeyRpc } from "../../wire/v2/keys/v2.keys.rerollKey.
 import { updateKeyCommand, updateKeyInput } from "../../wire/v2/keys/v2.keys.updateKey.js";
 import { Csrf, Layout, to } from "../layout.js";
 import { definePage, type FormFields, field, fields, type PageContext } from "../page.js";
-import { attempt, Badge, Chart, can, Field, SecretOnce, when } from "../ui.js";
+import {
+  attempt,
+  Badge,
+  can,
+  Chart,
+  ColumnHeads,
+  doneNotice,
+  Field,
+  isWholeNumber,
+  type Notice,
+  PageLink,
+  paramsOf,
+  type Parsed,
+  parseMetaJson,
+  parseWith,
+  refusedPage,
+  SecretOnce,
+  when,
+} from "../ui.js";
 
 type Ctx = PageContext<"rootKey">;
-type Notice = { kind: "ok" | "error"; text: string } | undefined;
 
 /** Roles and permissions offered as checkboxes: at most this many of the workspace's (plus the key's own). */
 const CHOICES = 100;
@@ -29,9 +45,7 @@ const CHOICES = 100;
 const MAX_RATELIMIT_ROWS = 50;
 const DAY_MS = 86_400_000;
 
-const DONE: Record<string, string> = {
-  updated: "The key was updated.",
-};
+const DONE = { updated: "The key was updated." };
 
 /** The grace periods the reroll form offers, in ms (0: the old key stops verifying now). */
 const GRACE = [
@@ -51,27 +65,18 @@ class FormProblem extends Error {}
 function wholeNumber(form: FormFields, name: string, label: string): number | undefined {
   const value = field(form, name);
   if (value === "") return undefined;
-  if (!/^-?\d{1,16}$/.test(value)) throw new FormProblem(`${label} must be a whole number (got "${value.slice(0, 40)}").`);
+  if (!isWholeNumber(value)) throw new FormProblem(`${label} must be a whole number (got "${value.slice(0, 40)}").`);
   return Number(value);
 }
 
-/** A JSON object typed in a textarea, or undefined when left empty. */
-function metaOf(form: FormFields): Record<string, unknown> | undefined {
-  const text = field(form, "meta");
-  if (text === "") return undefined;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch (err) {
-    throw new FormProblem(`Meta is not valid JSON: ${(err as Error).message}`);
-  }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
-    throw new FormProblem(
-      `Meta must be a JSON object ({…}), not ${Array.isArray(parsed) ? "an array" : parsed === null ? "null" : typeof parsed}.`,
-    );
-  }
-  return parsed as Record<string, unknown>;
+/** The value of a form read, or its words as a FormProblem. */
+function readOrThrow<T>(read: Parsed<T>): T {
+  if (!read.ok) throw new FormProblem(read.text);
+  return read.value;
 }
+
+/** A JSON object typed in a textarea, or undefined when left empty. */
+const metaOf = (form: FormFields): Record<string, unknown> | undefined => readOrThrow(parseMetaJson(field(form, "meta")));
 
 /** A datetime-local value, read as UTC, in unix ms; undefined when left empty. */
 function expiresOf(form: FormFields): number | undefined {
@@ -143,16 +148,11 @@ function labelOf(path: readonly PropertyKey[]): string {
   return labels[key] ?? key;
 }
 
-/** The schema's verdict on a body: its output, or the first issue in the form's words. */
-function parsed<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
-  const result = schema.safeParse(body);
-  if (result.success) return result.data;
-  const issue = result.error.issues[0]!;
-  throw new FormProblem(`${labelOf(issue.path)}: ${issue.message}.`);
-}
+/** A schema issue's field as the form labels it, before the issue's words ("Credits remaining: must be …"). */
+const fieldOf = (path: readonly PropertyKey[]): string => `${labelOf(path)}:`;
 
 /** Runs `read`, turning a FormProblem into its words. */
-function formRead<T>(read: () => T): { ok: true; value: T } | { ok: false; text: string } {
+function formRead<T>(read: () => T): Parsed<T> {
   try {
     return { ok: true, value: read() };
   } catch (err) {
@@ -350,9 +350,7 @@ function NewKeyPage({ ctx, view, form, notice }: { ctx: Ctx; view: NewKeyView; f
   const title = `New key in ${view.apiName ?? view.apiId}`;
   return (
     <Layout title={title} session={ctx.session} csrf={ctx.csrf} nav="apis" notice={notice}>
-      <p>
-        <a href={to(`/apis/${view.apiId}`)}>Back to the API</a>
-      </p>
+      <PageLink href={to(`/apis/${view.apiId}`)} label="Back to the API" />
       {api === undefined || choices === undefined ? (
         <p>This root key cannot create keys in this API: the form is not shown.</p>
       ) : (
@@ -605,14 +603,7 @@ function RatelimitTable({ caption, rows }: { caption: string; rows: NamedRatelim
   return (
     <table>
       <caption>{caption}</caption>
-      <thead>
-        <tr>
-          <th scope="col">Name</th>
-          <th scope="col">Limit</th>
-          <th scope="col">Duration (ms)</th>
-          <th scope="col">Applied to every verification</th>
-        </tr>
-      </thead>
+      <ColumnHeads names={["Name", "Limit", "Duration (ms)", "Applied to every verification"]} />
       <tbody>
         {rows.map((rl) => (
           <tr key={rl.id}>
@@ -647,9 +638,7 @@ function KeyPage({ ctx, view, form, notice }: { ctx: Ctx; view: KeyView; form?: 
   const recoverable = row.encrypted !== null;
   return (
     <Layout title={`Key ${row.name ?? row.id}`} session={ctx.session} csrf={ctx.csrf} nav="apis" notice={notice}>
-      <p>
-        <a href={to(`/apis/${row.apiId}`)}>Back to the API</a>
-      </p>
+      <PageLink href={to(`/apis/${row.apiId}`)} label="Back to the API" />
       <h2>Details</h2>
       <dl class="fields">
         <dt>Id</dt>
@@ -781,28 +770,23 @@ function KeyPage({ ctx, view, form, notice }: { ctx: Ctx; view: KeyView; form?: 
   );
 }
 
-function NotFoundPage({ ctx, status, text }: { ctx: Ctx; status: number; text: string }) {
-  return (
-    <Layout
-      title={status === 404 ? "Key not found" : "Not allowed"}
-      session={ctx.session}
-      csrf={ctx.csrf}
-      nav="apis"
-      notice={{ kind: "error", text }}
-    >
-      <p>
-        <a href={to("/apis")}>Back to the APIs</a>
-      </p>
-    </Layout>
-  );
-}
+/** The page of a key that is not found or may not be read. */
+const keyRefused = (ctx: Ctx, refused: { status: number; text: string }) =>
+  refusedPage(ctx, "apis", refused.status === 404 ? "Key not found" : "Not allowed", refused, {
+    href: to("/apis"),
+    label: "Back to the APIs",
+  });
 
-const paramsOf = (ctx: Ctx) => ctx.req.params as Record<string, string>;
+/** The new key page of an API the root key may not create keys in: the refusal, and no form. */
+function newKeyRefused(ctx: Ctx, apiId: string, refused: { status: number; text: string }) {
+  const empty: NewKeyView = { apiId, apiName: undefined, api: undefined, choices: undefined };
+  return { html: <NewKeyPage ctx={ctx} view={empty} form={{}} notice={{ kind: "error", text: refused.text }} />, status: refused.status };
+}
 
 /** The key page again, with `notice` (and what the user typed), or the not-found page when the key is gone. */
 async function keyPageAgain(ctx: Ctx, keyId: string, status: number, text: string, form?: FormFields) {
   const view = await keyView(ctx, keyId);
-  if (!view.ok) return { html: <NotFoundPage ctx={ctx} status={view.status} text={view.text} />, status: view.status };
+  if (!view.ok) return keyRefused(ctx, view);
   return { html: <KeyPage ctx={ctx} view={view.view} form={form} notice={{ kind: "error", text }} />, status };
 }
 
@@ -812,12 +796,9 @@ export const keysPages = [
     path: "/apis/:apiId/keys/new",
     audience: "rootKey",
     handler: async (ctx) => {
-      const { apiId } = paramsOf(ctx);
-      const view = await newKeyView(ctx, apiId!);
-      if (!view.ok) {
-        const empty: NewKeyView = { apiId: apiId!, apiName: undefined, api: undefined, choices: undefined };
-        return { html: <NewKeyPage ctx={ctx} view={empty} form={{}} notice={{ kind: "error", text: view.text }} />, status: view.status };
-      }
+      const { apiId } = paramsOf(ctx, "apiId");
+      const view = await newKeyView(ctx, apiId);
+      if (!view.ok) return newKeyRefused(ctx, apiId, view);
       return { html: <NewKeyPage ctx={ctx} view={view.view} form={{ enabled: "on" }} /> };
     },
   }),
@@ -826,17 +807,14 @@ export const keysPages = [
     path: "/apis/:apiId/keys/new",
     audience: "rootKey",
     handler: async (ctx) => {
-      const { apiId } = paramsOf(ctx);
-      const view = await newKeyView(ctx, apiId!);
-      if (!view.ok) {
-        const empty: NewKeyView = { apiId: apiId!, apiName: undefined, api: undefined, choices: undefined };
-        return { html: <NewKeyPage ctx={ctx} view={empty} form={{}} notice={{ kind: "error", text: view.text }} />, status: view.status };
-      }
+      const { apiId } = paramsOf(ctx, "apiId");
+      const view = await newKeyView(ctx, apiId);
+      if (!view.ok) return newKeyRefused(ctx, apiId, view);
       const again = (status: number, text: string) => ({
         html: <NewKeyPage ctx={ctx} view={view.view} form={ctx.form} notice={{ kind: "error", text }} />,
         status,
       });
-      const body = formRead(() => parsed(createKeyRpc.input, createBody(ctx.form, apiId!, view.view.choices!)));
+      const body = formRead(() => readOrThrow(parseWith(createKeyRpc.input, createBody(ctx.form, apiId, view.view.choices!), fieldOf)));
       if (!body.ok) return again(400, body.text);
       // As v2's keys.createKey handler: `credits` becomes remaining and refill.
       const { credits, ...settings } = body.value;
@@ -867,11 +845,10 @@ export const keysPages = [
     path: "/keys/:keyId",
     audience: "rootKey",
     handler: async (ctx) => {
-      const { keyId } = paramsOf(ctx);
-      const view = await keyView(ctx, keyId!);
-      if (!view.ok) return { html: <NotFoundPage ctx={ctx} status={view.status} text={view.text} />, status: view.status };
-      const done = ctx.query.done !== undefined ? DONE[ctx.query.done] : undefined;
-      return { html: <KeyPage ctx={ctx} view={view.view} notice={done ? { kind: "ok", text: done } : undefined} /> };
+      const { keyId } = paramsOf(ctx, "keyId");
+      const view = await keyView(ctx, keyId);
+      if (!view.ok) return keyRefused(ctx, view);
+      return { html: <KeyPage ctx={ctx} view={view.view} notice={doneNotice(ctx.query.done, DONE)} /> };
     },
   }),
   definePage({
@@ -879,12 +856,12 @@ export const keysPages = [
     path: "/keys/:keyId",
     audience: "rootKey",
     handler: async (ctx) => {
-      const { keyId } = paramsOf(ctx);
-      const body = formRead(() => parsed(updateKeyInput, updateBody(ctx.form, keyId!)));
-      if (!body.ok) return keyPageAgain(ctx, keyId!, 400, body.text, ctx.form);
+      const { keyId } = paramsOf(ctx, "keyId");
+      const body = formRead(() => readOrThrow(parseWith(updateKeyInput, updateBody(ctx.form, keyId), fieldOf)));
+      if (!body.ok) return keyPageAgain(ctx, keyId, 400, body.text, ctx.form);
       const updated = await attempt(() => updateKeyCore(ctx.deps, ctx.caller, updateKeyCommand(body.value), V2_UPDATE_KEY_RULES));
-      if (!updated.ok) return keyPageAgain(ctx, keyId!, updated.status, updated.text, ctx.form);
-      return { redirect: `/keys/${encodeURIComponent(keyId!)}?done=updated` };
+      if (!updated.ok) return keyPageAgain(ctx, keyId, updated.status, updated.text, ctx.form);
+      return { redirect: `/keys/${encodeURIComponent(keyId)}?done=updated` };
     },
   }),
   definePage({
@@ -892,13 +869,15 @@ export const keysPages = [
     path: "/keys/:keyId/reroll",
     audience: "rootKey",
     handler: async (ctx) => {
-      const { keyId } = paramsOf(ctx);
+      const { keyId } = paramsOf(ctx, "keyId");
       const expiration = formRead(() =>
-        parsed(rerollKeyRpc.input, { keyId, expiration: wholeNumber(ctx.form, "expiration", "Grace period") ?? 0 }),
+        readOrThrow(
+          parseWith(rerollKeyRpc.input, { keyId, expiration: wholeNumber(ctx.form, "expiration", "Grace period") ?? 0 }, fieldOf),
+        ),
       );
-      if (!expiration.ok) return keyPageAgain(ctx, keyId!, 400, expiration.text);
+      if (!expiration.ok) return keyPageAgain(ctx, keyId, 400, expiration.text);
       const created = await attempt(() => rerollKeyCore(ctx.deps, ctx.caller, expiration.value, "plain"));
-      if (!created.ok) return keyPageAgain(ctx, keyId!, created.status, created.text);
+      if (!created.ok) return keyPageAgain(ctx, keyId, created.status, created.text);
       const grace = GRACE.find((g) => g.ms === expiration.value.expiration);
       const until =
         expiration.value.expiration === 0
@@ -922,14 +901,14 @@ export const keysPages = [
     path: "/keys/:keyId/delete",
     audience: "rootKey",
     handler: async (ctx) => {
-      const { keyId } = paramsOf(ctx);
+      const { keyId } = paramsOf(ctx, "keyId");
       const found = await attempt(() =>
-        getKey(ctx.deps, ctx.caller, { keyId: keyId! }, { permissions: "direct-names", decryptNeedsEncryptingApi: false }),
+        getKey(ctx.deps, ctx.caller, { keyId: keyId }, { permissions: "direct-names", decryptNeedsEncryptingApi: false }),
       );
-      if (!found.ok) return { html: <NotFoundPage ctx={ctx} status={found.status} text={found.text} />, status: found.status };
+      if (!found.ok) return keyRefused(ctx, found);
       const permanent = field(ctx.form, "permanent") === "on";
-      const deleted = await attempt(() => deleteKeyCore(ctx.deps, ctx.caller, { keyId: keyId!, permanent }));
-      if (!deleted.ok) return keyPageAgain(ctx, keyId!, deleted.status, deleted.text);
+      const deleted = await attempt(() => deleteKeyCore(ctx.deps, ctx.caller, { keyId: keyId, permanent }));
+      if (!deleted.ok) return keyPageAgain(ctx, keyId, deleted.status, deleted.text);
       return { redirect: `/apis/${encodeURIComponent(found.value.row.apiId)}?done=deleted` };
     },
   }),
@@ -938,11 +917,11 @@ export const keysPages = [
     path: "/keys/:keyId/reveal",
     audience: "rootKey",
     handler: async (ctx) => {
-      const { keyId } = paramsOf(ctx);
-      const revealed = await attempt(() => revealKey(ctx.deps, ctx.caller, keyId!));
+      const { keyId } = paramsOf(ctx, "keyId");
+      const revealed = await attempt(() => revealKey(ctx.deps, ctx.caller, keyId));
       if (!revealed.ok) {
         const text = revealed.status === 403 ? `This root key may not reveal this key. ${revealed.text}` : revealed.text;
-        return keyPageAgain(ctx, keyId!, revealed.status, text);
+        return keyPageAgain(ctx, keyId, revealed.status, text);
       }
       return {
         html: (
@@ -954,9 +933,7 @@ export const keysPages = [
             notice={{ kind: "ok", text: "This reveal was recorded in the audit log." }}
           >
             <SecretOnce id="new-key" label={`The key ${revealed.value.keyId}:`} value={revealed.value.plaintext} />
-            <p>
-              <a href={to(`/keys/${revealed.value.keyId}`)}>Back to the key's page</a>
-            </p>
+            <PageLink href={to(`/keys/${revealed.value.keyId}`)} label="Back to the key's page" />
           </Layout>
         ),
       };

@@ -4,9 +4,23 @@ import { probeDatabase, probeRedis } from "../../http/health.js";
 import { packageVersion } from "../../wire/v1/openapi.js";
 import { Csrf, Layout, to } from "../layout.js";
 import { definePage, field, fields, type PageAnswer, type PageContext } from "../page.js";
-import { attempt, Badge, Field, NextPage, SecretOnce, when } from "../ui.js";
+import {
+  attempt,
+  Badge,
+  ColumnHeads,
+  doneNotice,
+  errorNotice,
+  Field,
+  nameTooLong,
+  NextPage,
+  type Notice,
+  PageLink,
+  paramsOf,
+  refusedPage,
+  when,
+} from "../ui.js";
 import { auditPage } from "./audit.pages.js";
-import { MAX_ROOT_KEY_NAME, PermissionPicker, permissionsOf, ROOT_KEYS_PAGE, RootKeysTable } from "./rootKeys.pages.js";
+import { MAX_ROOT_KEY_NAME, PermissionPicker, permissionsOf, ROOT_KEYS_PAGE, RootKeyCreatedPage, RootKeysTable } from "./rootKeys.pages.js";
 
 /** Workspaces per page of the operator's list. */
 export const WORKSPACES_PAGE = 50;
@@ -14,12 +28,10 @@ export const WORKSPACES_PAGE = 50;
 export const MAX_WORKSPACE_NAME = 256;
 
 type Ctx = PageContext<"operator">;
-type Notice = { kind: "ok" | "error"; text: string } | undefined;
 
 const workspacePath = (id: string) => `/operator/workspaces/${encodeURIComponent(id)}`;
-const paramsOf = (ctx: Ctx) => ctx.req.params as { workspaceId: string; rootKeyId?: string };
 
-const DONE: Record<string, string> = {
+const DONE = {
   created: "The workspace is created. It has no root key yet: create one below to use it.",
   disabled: "The workspace is disabled: every root key of it is refused, in the API and the console.",
   enabled: "The workspace is enabled again.",
@@ -36,7 +48,7 @@ async function workspacesPage(ctx: Ctx, notice?: Notice, status?: number): Promi
         session={ctx.session}
         csrf={ctx.csrf}
         nav="workspaces"
-        notice={notice ?? (listed.ok ? undefined : { kind: "error", text: listed.text })}
+        notice={notice ?? (listed.ok ? undefined : errorNotice(listed.text))}
       >
         <form method="post" action={to("/operator/workspaces")} class="card">
           <Csrf token={ctx.csrf} />
@@ -52,14 +64,7 @@ async function workspacesPage(ctx: Ctx, notice?: Notice, status?: number): Promi
         {listed.ok && (
           <>
             <table>
-              <thead>
-                <tr>
-                  <th scope="col">Id</th>
-                  <th scope="col">Name</th>
-                  <th scope="col">State</th>
-                  <th scope="col">Created</th>
-                </tr>
-              </thead>
+              <ColumnHeads names={["Id", "Name", "State", "Created"]} />
               <tbody>
                 {listed.value.items.map((w) => (
                   <tr key={w.id}>
@@ -89,23 +94,11 @@ async function workspacesPage(ctx: Ctx, notice?: Notice, status?: number): Promi
 }
 
 async function workspacePage(ctx: Ctx, notice?: Notice, status?: number): Promise<PageAnswer> {
-  const { workspaceId } = paramsOf(ctx);
+  const { workspaceId } = paramsOf(ctx, "workspaceId");
   const found = await attempt(() => getWorkspace(ctx.deps, workspaceId));
-  if (!found.ok) {
-    return {
-      status: found.status,
-      html: (
-        <Layout title="Workspace" session={ctx.session} csrf={ctx.csrf} nav="workspaces" notice={{ kind: "error", text: found.text }}>
-          <p>
-            <a href={to("/operator/workspaces")}>All workspaces</a>
-          </p>
-        </Layout>
-      ),
-    };
-  }
+  if (!found.ok) return refusedPage(ctx, "workspaces", "Workspace", found, { href: to("/operator/workspaces"), label: "All workspaces" });
   const w = found.value;
   const keys = await listRootKeys(ctx.deps, { workspaceId, limit: ROOT_KEYS_PAGE, cursor: ctx.query.cursor || undefined });
-  const done = DONE[ctx.query.done ?? ""];
   const base = workspacePath(workspaceId);
   return {
     status: status ?? 200,
@@ -115,11 +108,9 @@ async function workspacePage(ctx: Ctx, notice?: Notice, status?: number): Promis
         session={ctx.session}
         csrf={ctx.csrf}
         nav="workspaces"
-        notice={notice ?? (done ? { kind: "ok", text: done } : undefined)}
+        notice={notice ?? doneNotice(ctx.query.done, DONE)}
       >
-        <p>
-          <a href={to("/operator/workspaces")}>All workspaces</a>
-        </p>
+        <PageLink href={to("/operator/workspaces")} label="All workspaces" />
         <dl class="fields">
           <dt>Id</dt>
           <dd class="mono">{w.id}</dd>
@@ -204,10 +195,8 @@ export const operatorPages = [
     handler: async (ctx) => {
       const name = field(ctx.form, "name");
       if (name === "") return workspacesPage(ctx, { kind: "error", text: "Enter a name for the workspace." }, 400);
-      if (name.length > MAX_WORKSPACE_NAME) {
-        const text = `The name has ${name.length} characters; at most ${MAX_WORKSPACE_NAME} are allowed.`;
-        return workspacesPage(ctx, { kind: "error", text }, 400);
-      }
+      const tooLong = nameTooLong(name, MAX_WORKSPACE_NAME);
+      if (tooLong !== undefined) return workspacesPage(ctx, errorNotice(tooLong), 400);
       const created = await attempt(() => createWorkspace(ctx.deps, ctx.session.caller(""), { name }));
       if (!created.ok) return workspacesPage(ctx, { kind: "error", text: created.text }, created.status);
       return { redirect: `${workspacePath(created.value)}?done=created` };
@@ -220,7 +209,7 @@ export const operatorPages = [
       path: `/operator/workspaces/:workspaceId/${action}`,
       audience: "operator",
       handler: async (ctx) => {
-        const { workspaceId } = paramsOf(ctx);
+        const { workspaceId } = paramsOf(ctx, "workspaceId");
         const input = { workspaceId, enabled: action === "enable" };
         const changed = await attempt(() => enableWorkspace(ctx.deps, ctx.session.caller(workspaceId), input));
         if (!changed.ok) return workspacePage(ctx, { kind: "error", text: changed.text }, changed.status);
@@ -233,12 +222,10 @@ export const operatorPages = [
     path: "/operator/workspaces/:workspaceId/root-keys",
     audience: "operator",
     handler: async (ctx) => {
-      const { workspaceId } = paramsOf(ctx);
+      const { workspaceId } = paramsOf(ctx, "workspaceId");
       const name = field(ctx.form, "name");
-      if (name.length > MAX_ROOT_KEY_NAME) {
-        const text = `The name has ${name.length} characters; at most ${MAX_ROOT_KEY_NAME} are allowed.`;
-        return workspacePage(ctx, { kind: "error", text }, 400);
-      }
+      const tooLong = nameTooLong(name, MAX_ROOT_KEY_NAME);
+      if (tooLong !== undefined) return workspacePage(ctx, errorNotice(tooLong), 400);
       const created = await attempt(() =>
         createRootKey(ctx.deps, ctx.session.caller(workspaceId), {
           workspaceId,
@@ -249,19 +236,16 @@ export const operatorPages = [
       if (!created.ok) return workspacePage(ctx, { kind: "error", text: created.text }, created.status);
       return {
         html: (
-          <Layout
-            title="Root key created"
+          <RootKeyCreatedPage
             session={ctx.session}
             csrf={ctx.csrf}
             nav="workspaces"
-            notice={{ kind: "ok", text: `Root key ${created.value.keyId} of workspace ${workspaceId} is created.` }}
+            text={`Root key ${created.value.keyId} of workspace ${workspaceId} is created.`}
+            secret={created.value.key}
           >
-            <SecretOnce id="new-root-key" label="The new root key." value={created.value.key} />
             <p>Sign in to the console with it to manage the workspace, or send it as the Bearer token of the API.</p>
-            <p>
-              <a href={to(workspacePath(workspaceId))}>Back to the workspace</a>
-            </p>
-          </Layout>
+            <PageLink href={to(workspacePath(workspaceId))} label="Back to the workspace" />
+          </RootKeyCreatedPage>
         ),
       };
     },
@@ -271,7 +255,7 @@ export const operatorPages = [
     path: "/operator/workspaces/:workspaceId/root-keys/:rootKeyId/revoke",
     audience: "operator",
     handler: async (ctx) => {
-      const { workspaceId, rootKeyId = "" } = paramsOf(ctx);
+      const { workspaceId, rootKeyId } = paramsOf(ctx, "workspaceId", "rootKeyId");
       const revoked = await attempt(() => revokeRootKey(ctx.deps, ctx.session.caller(workspaceId), rootKeyId));
       if (!revoked.ok) return workspacePage(ctx, { kind: "error", text: revoked.text }, revoked.status);
       return { redirect: `${workspacePath(workspaceId)}?done=revoked` };

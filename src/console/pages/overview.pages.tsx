@@ -2,7 +2,7 @@ import { getWorkspaceVerifications } from "../../core/analytics/analytics.core.j
 import { listApis } from "../../core/apis/apis.core.js";
 import { Layout, to } from "../layout.js";
 import { definePage } from "../page.js";
-import { attempt, Chart } from "../ui.js";
+import { attempt, Chart, PageLink } from "../ui.js";
 import { ApisTable, outcomeChart } from "./apis.pages.js";
 
 const HOUR_MS = 3_600_000;
@@ -35,9 +35,7 @@ export const overviewPages = [
         return {
           html: (
             <Layout title="Overview" session={session} csrf={ctx.csrf} nav="overview" notice={{ kind: "error", text }}>
-              <p>
-                <a href={to("/")}>Back to the overview</a>
-              </p>
+              <PageLink href={to("/")} label="Back to the overview" />
             </Layout>
           ),
           status: 400,
@@ -73,9 +71,7 @@ export const overviewPages = [
             )}
             <h2>APIs</h2>
             {apis.ok ? <ApisTable apis={apis.value.apis} /> : <p>{apis.text}</p>}
-            <p>
-              <a href={to("/apis")}>All APIs</a>
-            </p>
+            <PageLink href={to("/apis")} label="All APIs" />
           </Layout>
         ),
       };

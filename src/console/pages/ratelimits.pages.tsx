@@ -11,11 +11,27 @@ import {
 import { identifierInput, limitInput, overrideDurationInput } from "../../wire/v2/ratelimit/ratelimit.schemas.js";
 import { Csrf, Layout, to } from "../layout.js";
 import { definePage, type FormFields, field, type PageAnswer, type PageContext } from "../page.js";
-import { attempt, Badge, can, Field, NextPage } from "../ui.js";
-import { cursorOf, doneNotice, type Parsed, parseWith, refusedPage, wholeNumber } from "./access.forms.js";
+import {
+  attempt,
+  Badge,
+  can,
+  ColumnHeads,
+  cursorOf,
+  doneNotice,
+  errorNotice as error,
+  Field,
+  NextPage,
+  type Notice,
+  PageLink,
+  paramsOf,
+  type Parsed,
+  parseWith,
+  refusedPage,
+  RowAction,
+  wholeNumber,
+} from "../ui.js";
 
 type Ctx = PageContext<"rootKey">;
-type Notice = { kind: "ok" | "error"; text: string } | undefined;
 
 const PAGE = 50;
 const DONE = { set: "Override set.", deleted: "Override deleted." };
@@ -23,8 +39,7 @@ const DONE = { set: "Override set.", deleted: "Override deleted." };
 /** A namespace's name as v1's limit takes one (v2 names it by id or name, at most 512 characters). */
 const namespaceName = z.string().min(1).max(512);
 
-const error = (text: string): Notice => ({ kind: "error", text });
-const namespaceIdOf = (ctx: Ctx) => (ctx.req.params as { namespaceId: string }).namespaceId;
+const namespaceIdOf = (ctx: Ctx) => paramsOf(ctx, "namespaceId").namespaceId;
 const namespacePath = (id: string) => `/ratelimits/${encodeURIComponent(id)}`;
 const mayOverride = (ctx: Ctx, action: string, namespaceId?: string) =>
   can(ctx, { or: ["*", ...(namespaceId !== undefined ? [`ratelimit.${namespaceId}.${action}`] : []), `ratelimit.*.${action}`] });
@@ -90,12 +105,7 @@ async function namespacesPage(ctx: Ctx, opts: { notice?: Notice; status?: number
             <p class="muted">No namespaces yet.</p>
           ) : (
             <table>
-              <thead>
-                <tr>
-                  <th scope="col">Name</th>
-                  <th scope="col">Namespace id</th>
-                </tr>
-              </thead>
+              <ColumnHeads names={["Name", "Namespace id"]} />
               <tbody>
                 {listed.value.namespaces.map((n) => (
                   <tr key={n.id}>
@@ -154,9 +164,7 @@ async function namespacePage(ctx: Ctx, opts: { notice?: Notice; status?: number;
         nav="ratelimits"
         notice={opts.notice ?? doneNotice(ctx.query.done, DONE)}
       >
-        <p>
-          <a href={to("/ratelimits")}>All namespaces</a>
-        </p>
+        <PageLink href={to("/ratelimits")} label="All namespaces" />
         <dl class="fields">
           <dt>Namespace id</dt>
           <dd class="mono">{namespace.id}</dd>
@@ -168,15 +176,7 @@ async function namespacePage(ctx: Ctx, opts: { notice?: Notice; status?: number;
           <p class="muted">No overrides: every identifier gets the limit its calls ask for.</p>
         ) : (
           <table>
-            <thead>
-              <tr>
-                <th scope="col">Identifier</th>
-                <th scope="col">Limit</th>
-                <th scope="col">Duration (ms)</th>
-                <th scope="col">Async</th>
-                {mayDelete && <th scope="col">Actions</th>}
-              </tr>
-            </thead>
+            <ColumnHeads names={["Identifier", "Limit", "Duration (ms)", "Async", mayDelete && "Actions"]} />
             <tbody>
               {rows.map((o) => (
                 <tr key={o.id}>
@@ -188,13 +188,13 @@ async function namespacePage(ctx: Ctx, opts: { notice?: Notice; status?: number;
                   </td>
                   {mayDelete && (
                     <td>
-                      <form method="post" action={to(`${path}/overrides/delete`)}>
-                        <Csrf token={ctx.csrf} />
-                        <input type="hidden" name="identifier" value={o.identifier} />
-                        <button type="submit" class="danger" aria-label={`Delete the override of ${o.identifier}`}>
-                          Delete
-                        </button>
-                      </form>
+                      <RowAction
+                        action={to(`${path}/overrides/delete`)}
+                        csrf={ctx.csrf}
+                        hidden={{ identifier: o.identifier }}
+                        text="Delete"
+                        label={`Delete the override of ${o.identifier}`}
+                      />
                     </td>
                   )}
                 </tr>

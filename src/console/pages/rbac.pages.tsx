@@ -14,11 +14,25 @@ import {
 import { slugInput } from "../../wire/v2/permissions/permissions.schemas.js";
 import { Csrf, Layout, to } from "../layout.js";
 import { definePage, field, fields, type PageAnswer, type PageContext } from "../page.js";
-import { attempt, can, Field, NextPage } from "../ui.js";
-import { cursorOf, doneNotice, parseWith, refusedPage } from "./access.forms.js";
+import {
+  attempt,
+  can,
+  ColumnHeads,
+  cursorOf,
+  DangerCard,
+  doneNotice,
+  errorNotice as error,
+  Field,
+  NextPage,
+  type Notice,
+  PageLink,
+  paramsOf,
+  parseWith,
+  refusedPage,
+  RowAction,
+} from "../ui.js";
 
 type Ctx = PageContext<"rootKey">;
-type Notice = { kind: "ok" | "error"; text: string } | undefined;
 
 const PAGE = 50;
 /** The workspace's permissions a role's page offers as checkboxes; the role keeps those it has beyond them. */
@@ -34,8 +48,7 @@ const roleName = z.string().min(1).max(128);
 const permissionName = z.string().min(1).max(512);
 const description = z.string().max(512);
 
-const error = (text: string): Notice => ({ kind: "error", text });
-const roleIdOf = (ctx: Ctx) => (ctx.req.params as { roleId: string }).roleId;
+const roleIdOf = (ctx: Ctx) => paramsOf(ctx, "roleId").roleId;
 const rolePath = (id: string) => `/roles/${encodeURIComponent(id)}`;
 
 type RoleDraft = { name: string; description: string };
@@ -51,22 +64,14 @@ async function rolesPage(ctx: Ctx, opts: { notice?: Notice; status?: number; dra
     status: opts.status ?? (listed.ok ? 200 : listed.status),
     html: (
       <Layout title="Roles" session={ctx.session} csrf={ctx.csrf} nav="rbac" notice={notice}>
-        <p>
-          <a href={to("/permissions")}>Permissions</a>
-        </p>
+        <PageLink href={to("/permissions")} label="Permissions" />
         <h2>Roles</h2>
         {listed.ok &&
           (rows.length === 0 ? (
             <p class="muted">No roles yet.</p>
           ) : (
             <table>
-              <thead>
-                <tr>
-                  <th scope="col">Name</th>
-                  <th scope="col">Description</th>
-                  <th scope="col">Permissions</th>
-                </tr>
-              </thead>
+              <ColumnHeads names={["Name", "Description", "Permissions"]} />
               <tbody>
                 {rows.map((role) => (
                   <tr key={role.id}>
@@ -120,9 +125,7 @@ async function rolePage(ctx: Ctx, opts: { notice?: Notice; status?: number; chec
         nav="rbac"
         notice={opts.notice ?? doneNotice(ctx.query.done, ROLE_DONE)}
       >
-        <p>
-          <a href={to("/roles")}>All roles</a>
-        </p>
+        <PageLink href={to("/roles")} label="All roles" />
         <h2>Details</h2>
         <dl class="fields">
           <dt>Role id</dt>
@@ -165,14 +168,9 @@ async function rolePage(ctx: Ctx, opts: { notice?: Notice; status?: number; chec
           </form>
         )}
         {can(ctx, anyOfOne("rbac.*.delete_role")) && (
-          <form method="post" action={to(`${path}/delete`)} class="card">
-            <h2>Delete</h2>
-            <Csrf token={ctx.csrf} />
+          <DangerCard action={to(`${path}/delete`)} csrf={ctx.csrf} heading="Delete" button="Delete role">
             <p>Deletes the role for good, with its links to keys and permissions.</p>
-            <button type="submit" class="danger">
-              Delete role
-            </button>
-          </form>
+          </DangerCard>
         )}
       </Layout>
     ),
@@ -193,23 +191,14 @@ async function permissionsPage(ctx: Ctx, opts: { notice?: Notice; status?: numbe
     status: opts.status ?? (listed.ok ? 200 : listed.status),
     html: (
       <Layout title="Permissions" session={ctx.session} csrf={ctx.csrf} nav="rbac" notice={notice}>
-        <p>
-          <a href={to("/roles")}>Roles</a>
-        </p>
+        <PageLink href={to("/roles")} label="Roles" />
         <h2>Permissions</h2>
         {listed.ok &&
           (rows.length === 0 ? (
             <p class="muted">No permissions yet.</p>
           ) : (
             <table>
-              <thead>
-                <tr>
-                  <th scope="col">Slug</th>
-                  <th scope="col">Name</th>
-                  <th scope="col">Description</th>
-                  {mayDelete && <th scope="col">Actions</th>}
-                </tr>
-              </thead>
+              <ColumnHeads names={["Slug", "Name", "Description", mayDelete && "Actions"]} />
               <tbody>
                 {rows.map((p) => (
                   <tr key={p.id}>
@@ -218,12 +207,12 @@ async function permissionsPage(ctx: Ctx, opts: { notice?: Notice; status?: numbe
                     <td>{p.description ?? ""}</td>
                     {mayDelete && (
                       <td>
-                        <form method="post" action={to(`/permissions/${encodeURIComponent(p.id)}/delete`)}>
-                          <Csrf token={ctx.csrf} />
-                          <button type="submit" class="danger" aria-label={`Delete permission ${p.slug}`}>
-                            Delete
-                          </button>
-                        </form>
+                        <RowAction
+                          action={to(`/permissions/${encodeURIComponent(p.id)}/delete`)}
+                          csrf={ctx.csrf}
+                          text="Delete"
+                          label={`Delete permission ${p.slug}`}
+                        />
                       </td>
                     )}
                   </tr>
@@ -343,7 +332,7 @@ export const rbacPages = [
     path: "/permissions/:permissionId/delete",
     audience: "rootKey",
     handler: async (ctx) => {
-      const permissionId = (ctx.req.params as { permissionId: string }).permissionId;
+      const permissionId = paramsOf(ctx, "permissionId").permissionId;
       const deleted = await attempt(() => deletePermission(ctx.deps, ctx.caller, permissionId, "id"));
       if (!deleted.ok) return permissionsPage(ctx, { notice: error(deleted.text), status: deleted.status });
       return { redirect: "/permissions?done=deleted" };

@@ -1,9 +1,25 @@
+import type { ComponentChildren } from "preact";
 import { rootKeyHolds } from "../../core/auth/permissions.urn.js";
 import { CREATE_ROOT_KEY, createRootKey, DELETE_ROOT_KEY, listOwnRootKeys, revokeRootKey } from "../../core/rootKeys/rootKeys.core.js";
-import { Csrf, Layout, to } from "../layout.js";
+import { Csrf, Layout, type NavId, to } from "../layout.js";
 import { definePage, type FormFields, field, fields, type PageAnswer, type PageContext } from "../page.js";
 import { PLAIN_COOKIE, SECURE_COOKIE } from "../surface.js";
-import { attempt, can, Field, NextPage, SecretOnce, when } from "../ui.js";
+import {
+  attempt,
+  can,
+  ColumnHeads,
+  doneNotice,
+  errorNotice,
+  Field,
+  nameTooLong,
+  NextPage,
+  type Notice,
+  PageLink,
+  paramsOf,
+  RowAction,
+  SecretOnce,
+  when,
+} from "../ui.js";
 
 /** Root keys per page of the list. */
 export const ROOT_KEYS_PAGE = 50;
@@ -146,10 +162,10 @@ function NewRootKeyPage({ ctx, notice }: { ctx: RootKeySession; notice?: { kind:
   );
 }
 
-async function listPage(ctx: RootKeySession, notice?: { kind: "ok" | "error"; text: string }, status?: number): Promise<PageAnswer> {
+async function listPage(ctx: RootKeySession, notice?: Notice, status?: number): Promise<PageAnswer> {
   const cursor = ctx.query.cursor || undefined;
   const listed = await attempt(() => listOwnRootKeys(ctx.deps, ctx.caller, { limit: ROOT_KEYS_PAGE, cursor }));
-  const shown = notice ?? (listed.ok ? doneNotice(ctx.query.done) : { kind: "error" as const, text: listed.text });
+  const shown = notice ?? (listed.ok ? doneNotice(ctx.query.done, DONE) : errorNotice(listed.text));
   const mayRevoke = can(ctx, { or: ["*", DELETE_ROOT_KEY] });
   return {
     status: status ?? (listed.ok ? 200 : listed.status),
@@ -179,9 +195,30 @@ async function listPage(ctx: RootKeySession, notice?: { kind: "ok" | "error"; te
   };
 }
 
-function doneNotice(done: string | undefined): { kind: "ok"; text: string } | undefined {
-  if (done === "revoked") return { kind: "ok", text: "The root key is revoked: every request made with it is refused from now on." };
-  return undefined;
+const DONE = { revoked: "The root key is revoked: every request made with it is refused from now on." };
+
+/** The page of a root key just created (the workspace's or the operator's): the key, shown once, and a link back. */
+export function RootKeyCreatedPage({
+  session,
+  csrf,
+  nav,
+  text,
+  secret,
+  children,
+}: {
+  session: PageContext<"rootKey" | "operator">["session"];
+  csrf: string;
+  nav: NavId;
+  text: string;
+  secret: string;
+  children: ComponentChildren;
+}) {
+  return (
+    <Layout title="Root key created" session={session} csrf={csrf} nav={nav} notice={{ kind: "ok", text }}>
+      <SecretOnce id="new-root-key" label="The new root key." value={secret} />
+      {children}
+    </Layout>
+  );
 }
 
 export const rootKeysPages = [
@@ -204,10 +241,8 @@ export const rootKeysPages = [
     audience: "rootKey",
     handler: async (ctx) => {
       const name = field(ctx.form, "name");
-      if (name.length > MAX_ROOT_KEY_NAME) {
-        const text = `The name has ${name.length} characters; at most ${MAX_ROOT_KEY_NAME} are allowed.`;
-        return { status: 400, html: <NewRootKeyPage ctx={ctx} notice={{ kind: "error", text }} /> };
-      }
+      const tooLong = nameTooLong(name, MAX_ROOT_KEY_NAME);
+      if (tooLong !== undefined) return { status: 400, html: <NewRootKeyPage ctx={ctx} notice={errorNotice(tooLong)} /> };
       const created = await attempt(() =>
         createRootKey(ctx.deps, ctx.caller, {
           workspaceId: ctx.caller.workspaceId,
@@ -218,18 +253,15 @@ export const rootKeysPages = [
       if (!created.ok) return { status: created.status, html: <NewRootKeyPage ctx={ctx} notice={{ kind: "error", text: created.text }} /> };
       return {
         html: (
-          <Layout
-            title="Root key created"
+          <RootKeyCreatedPage
             session={ctx.session}
             csrf={ctx.csrf}
             nav="rootKeys"
-            notice={{ kind: "ok", text: `Root key ${created.value.keyId} is created.` }}
+            text={`Root key ${created.value.keyId} is created.`}
+            secret={created.value.key}
           >
-            <SecretOnce id="new-root-key" label="The new root key." value={created.value.key} />
-            <p>
-              <a href={to("/root-keys")}>Back to the root keys</a>
-            </p>
-          </Layout>
+            <PageLink href={to("/root-keys")} label="Back to the root keys" />
+          </RootKeyCreatedPage>
         ),
       };
     },
@@ -239,7 +271,7 @@ export const rootKeysPages = [
     path: "/root-keys/:rootKeyId/revoke",
     audience: "rootKey",
     handler: async (ctx) => {
-      const { rootKeyId } = ctx.req.params as { rootKeyId: string };
+      const { rootKeyId } = paramsOf(ctx, "rootKeyId");
       const revoked = await attempt(() => revokeRootKey(ctx.deps, ctx.caller, rootKeyId));
       if (!revoked.ok) return listPage(ctx, { kind: "error", text: revoked.text }, revoked.status);
       if (rootKeyId === ctx.session.rootKey.rootKeyId) {
@@ -270,16 +302,7 @@ export function RootKeysTable({
 }) {
   return (
     <table>
-      <thead>
-        <tr>
-          <th scope="col">Id</th>
-          <th scope="col">Name</th>
-          <th scope="col">Starts with</th>
-          <th scope="col">Created</th>
-          <th scope="col">Permissions</th>
-          {revokeBase !== undefined && <th scope="col">Actions</th>}
-        </tr>
-      </thead>
+      <ColumnHeads names={["Id", "Name", "Starts with", "Created", "Permissions", revokeBase !== undefined && "Actions"]} />
       <tbody>
         {keys.map((k) => (
           <tr key={k.id}>
@@ -293,12 +316,12 @@ export function RootKeysTable({
             <td>{k.permissions.length === 0 ? <span class="muted">none</span> : <code>{k.permissions.join(" ")}</code>}</td>
             {revokeBase !== undefined && (
               <td>
-                <form method="post" action={to(`${revokeBase}/${encodeURIComponent(k.id)}/revoke`)}>
-                  <Csrf token={csrf} />
-                  <button type="submit" class="danger" aria-label={`Revoke root key ${k.id}`}>
-                    Revoke
-                  </button>
-                </form>
+                <RowAction
+                  action={to(`${revokeBase}/${encodeURIComponent(k.id)}/revoke`)}
+                  csrf={csrf}
+                  text="Revoke"
+                  label={`Revoke root key ${k.id}`}
+                />
               </td>
             )}
           </tr>

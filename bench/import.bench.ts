@@ -41,7 +41,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { performance } from "node:perf_hooks";
-import { PGlite } from "@electric-sql/pglite";
+import { startPglite } from "../src/storage/pgliteParsers.js";
 import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
@@ -386,9 +386,9 @@ async function runHttp(
     storeEnv = { KEYHAVEN_DATA_DIR: dir };
     countRows = async () => {
       // keyhaven keeps its cluster in <KEYHAVEN_DATA_DIR>/pgdata (src/storage/client.ts); read it once the server is gone.
-      const pg = new PGlite(path.join(dir, "pgdata"));
+      // …in the database keyhaven uses there (startPglite opens the same one).
+      const pg = await startPglite(path.join(dir, "pgdata"));
       try {
-        await pg.waitReady;
         const { rows } = await pg.query<{ count: number }>("select count(*)::int as count from keys");
         return rows[0]?.count ?? 0;
       } finally {

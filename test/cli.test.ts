@@ -310,6 +310,30 @@ describe("the keyhaven command line", () => {
   );
 
   it(
+    "the usage names every admin command `keyhaven admin --help` describes, and no outdated import text",
+    async () => {
+      const usage = keyhaven(["help"]);
+      const admin = keyhaven(["admin", "--help"]);
+      expect(await withinSeconds(usage.exited, 20)).toEqual({ code: 0, signal: null });
+      expect(await withinSeconds(admin.exited, 20)).toEqual({ code: 0, signal: null });
+      const commands = [...admin.stdout().matchAll(/^ {2}(workspace|root-key|migration) ([a-z]+)/gm)].map((m) => `${m[1]} ${m[2]}`);
+      expect(new Set(commands)).toEqual(
+        new Set(
+          ["workspace create", "workspace list", "workspace disable", "workspace enable"].concat([
+            "root-key create",
+            "root-key list",
+            "root-key delete",
+            "migration retry",
+          ]),
+        ),
+      );
+      for (const command of commands) expect(usage.stdout()).toContain(command);
+      expect(usage.stdout()).not.toContain("issue 36");
+    },
+    TIMEOUT,
+  );
+
+  it(
     "exits 2 with the usage on stderr for an unknown command",
     async () => {
       const cli = keyhaven(["frobnicate"]);

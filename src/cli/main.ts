@@ -15,11 +15,12 @@ Commands:
                keyhaven import FILE --api <apiId> [--root-key <key>] [--url <url>] [--dry-run]
                [--continue-on-error] [--journal <path>] [--format jsonl|csv] [--batch-size <n>]
                [--concurrency <n>] [--attempts <n>] [--timeout <s>] [--progress-every <n>] [--quiet]
-             Or read a hosted Unkey workspace and show what would be copied (writing comes with issue 36):
-               keyhaven import --from-unkey --api <apiId>... [--ratelimit-namespace <name>...] --dry-run
+             Or copy a hosted Unkey workspace (resumable; --dry-run shows what, --check compares both sides):
+               keyhaven import --from-unkey --api <apiId>... [--ratelimit-namespace <name>...] [--dry-run | --check]
   admin      Operator commands against a running server ([--admin-token <t>] [--url <url>] [--json]):
-               workspace create --name <name> | workspace disable <id> | workspace enable <id>
-               root-key create --workspace <id> --permission <p>... [--name <n>] | root-key delete <keyId>
+               workspace create --name <name> | workspace list | workspace disable <id> | workspace enable <id>
+               root-key create --workspace <id> --permission <p>... [--name <n>] | root-key list --workspace <id>
+               root-key delete <keyId> | migration retry --workspace <id> <migrationId>
   audit      Export the audit log of a running server as NDJSON on stdout, oldest first (for a SIEM):
                keyhaven audit export --since <time> [--until <time>] [--workspace <id>]
                [--admin-token <t> | --root-key <key>] [--url <url>] [--timeout <s>] [--attempts <n>] [--quiet]

@@ -32,6 +32,36 @@ export type KeyListRow = {
 /** `text` as the start of a LIKE pattern: its `%`, `_` and `\` taken literally. */
 const prefixPattern = (text: string): string => `${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 
+/**
+ * The range of the strings that start with `prefix`, in the byte order of text_pattern_ops (UTF-8's bytes, which
+ * sort as the code points do): from `prefix` itself, up to but not including `prefix` with its last code point one
+ * higher (the surrogates skipped; a last U+10FFFF dropped and the one before raised), or no upper end for a prefix
+ * of U+10FFFF only.
+ */
+export function prefixRange(prefix: string): { from: string; below: string | undefined } {
+  const points = [...prefix].map((c) => c.codePointAt(0)!);
+  while (points.length > 0) {
+    const last = points.pop()!;
+    if (last === 0x10ffff) continue;
+    points.push(last === 0xd7ff ? 0xe000 : last + 1);
+    return { from: prefix, below: String.fromCodePoint(...points) };
+  }
+  return { from: prefix, below: undefined };
+}
+
+/**
+ * `value` starts with `prefix`: LIKE, which decides, and the same as a range (prefixRange) an index of `value` with
+ * text_pattern_ops serves even in a generic plan. PostgreSQL plans a prepared statement (postgres.js prepares each)
+ * for its parameters' values only for its first five runs; from then on it may keep one plan for any values, and
+ * `like $1` in such a plan cannot use the index: the search walked every key of the API (118 ms at 100,000 keys,
+ * against 0.1 ms with the range).
+ */
+function startsWith(value: SQL, prefix: string): SQL {
+  const { from, below } = prefixRange(prefix);
+  const upper = below === undefined ? sql`` : sql` and ${value} ~<~ ${below}`;
+  return sql`(${value} ~>=~ ${from}${upper} and ${value} like ${prefixPattern(prefix)})`;
+}
+
 function filterCondition(filter: KeyListFilter, now: Date): SQL | undefined {
   switch (filter) {
     case "all":
@@ -52,26 +82,30 @@ function filterCondition(filter: KeyListFilter, now: Date): SQL | undefined {
  * (a prefix of the name in any case or of the start, or exactly the owner's id or the identity's externalId) and
  * `filter` (expired: expiry at or before `now`), or with `ids` only those.
  */
-export async function searchApiKeysPage(
-  db: Db,
-  input: {
-    workspaceId: string;
-    apiId: string;
-    search?: string | undefined;
-    filter: KeyListFilter;
-    ids?: readonly string[] | undefined;
-    now: number;
-    after?: string | undefined;
-    limit: number;
-  },
-): Promise<KeyListRow[]> {
+export async function searchApiKeysPage(db: Db, input: KeySearch): Promise<KeyListRow[]> {
+  return searchApiKeysQuery(db, input);
+}
+
+export type KeySearch = {
+  workspaceId: string;
+  apiId: string;
+  search?: string | undefined;
+  filter: KeyListFilter;
+  ids?: readonly string[] | undefined;
+  now: number;
+  after?: string | undefined;
+  limit: number;
+};
+
+/** searchApiKeysPage's statement, not run (its SQL is what test/console.apis.test.ts plans). */
+export function searchApiKeysQuery(db: Db, input: KeySearch) {
   const search = input.search === undefined || input.search === "" ? undefined : input.search;
   const matches =
     search === undefined
       ? undefined
       : or(
-          sql`lower(${keys.name}) like ${prefixPattern(search.toLowerCase())}`,
-          sql`${keys.start} like ${prefixPattern(search)}`,
+          startsWith(sql`lower(${keys.name})`, search.toLowerCase()),
+          startsWith(sql`${keys.start}`, search),
           eq(keys.ownerId, search),
           // One identity at most (unique per workspace): a scalar subquery, so its id is an index condition.
           sql`${keys.identityId} = (select ${identities.id} from ${identities}

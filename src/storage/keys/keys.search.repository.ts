@@ -1,6 +1,6 @@
 import { and, asc, eq, gt, inArray, isNotNull, isNull, lte, or, type SQL, sql } from "drizzle-orm";
 import type { Db } from "../client.js";
-import { identities, keys } from "../schema.js";
+import { identities, keyLastUsed, keys } from "../schema.js";
 
 // The console's table of an API's keys (core/apis/apis.core.ts searchApiKeys): a page of light rows (no roles,
 // permissions or ciphertext), searched and filtered, in id order from a cursor. Every form of it is one statement
@@ -27,6 +27,8 @@ export type KeyListRow = {
   createdAtM: number;
   /** Copied from hosted Unkey without its secret and not adopted yet (no hash). */
   pending: boolean;
+  /** The key's last verification as last written (storage/lastUsed); null: never verified. */
+  lastUsedAtM: number | null;
 };
 
 /** `text` as the start of a LIKE pattern: its `%`, `_` and `\` taken literally. */
@@ -88,9 +90,12 @@ export async function searchApiKeysPage(
       expires: keys.expires,
       createdAtM: keys.createdAtM,
       pending: sql<boolean>`${keys.hash} is null`,
+      lastUsedAtM: keyLastUsed.lastUsedAtM,
     })
     .from(keys)
     .leftJoin(identities, eq(identities.id, keys.identityId))
+    // At most one row per key, by its primary key: the index that serves the page still drives it.
+    .leftJoin(keyLastUsed, eq(keyLastUsed.keyId, keys.id))
     .where(
       and(
         eq(keys.apiId, input.apiId),

@@ -75,7 +75,7 @@ export async function stopBackgroundJobsWithin(jobs: BackgroundJobs, deadlineMs:
       why: outcome.why,
       ...(failure && { dependency: failure.dependency, reason: failure.reason }),
       droppedVerificationCounts: jobs.analytics.notWritten,
-      droppedLastUsedTimes: jobs.lastUsed.unwritten,
+      droppedLastUsedTimes: jobs.lastUsed.notWritten,
     },
     "shutdown: gave up writing what the background jobs held; dropped what is counted here",
   );

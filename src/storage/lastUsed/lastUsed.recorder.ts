@@ -72,6 +72,8 @@ export class LastUsed {
   private flushTimer: NodeJS.Timeout | undefined;
   private sweepTimer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
+  /** Ids in the flush being written now (out of memory until it ends). */
+  private writing = 0;
   private warnedFull = false;
   private log: Logger = { warn: () => {}, error: () => {} };
   private readonly rowsPerStatement: number;
@@ -98,6 +100,11 @@ export class LastUsed {
   /** Ids whose time is in memory, not written yet. */
   get unwritten(): number {
     return this.keys.times.size + this.rootKeys.times.size;
+  }
+
+  /** Ids whose time is not known to be written: in memory, or in a flush still unanswered (shutdown's log). */
+  get notWritten(): number {
+    return this.unwritten + this.writing;
   }
 
   private warnFull(): void {
@@ -170,6 +177,7 @@ export class LastUsed {
     ] as const) {
       const rows = pending.take();
       for (let from = 0; from < rows.length; from += this.rowsPerStatement) {
+        this.writing = rows.length - from;
         // The requests that arrived during the previous statement are served before the next one.
         if (statements++ > 0) await yieldToEventLoop();
         try {
@@ -177,6 +185,8 @@ export class LastUsed {
         } catch (err) {
           pending.mergeBack(rows.slice(from));
           throw err;
+        } finally {
+          this.writing = 0;
         }
       }
     }

@@ -104,7 +104,6 @@ export function ApisTable({ apis }: { apis: ApiSummary[] }) {
           <th scope="col">Id</th>
           <th scope="col">Keys</th>
           <th scope="col">Created</th>
-          <th scope="col">Last used</th>
         </tr>
       </thead>
       <tbody>

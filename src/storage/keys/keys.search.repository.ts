@@ -90,11 +90,11 @@ export async function searchApiKeysPage(
       expires: keys.expires,
       createdAtM: keys.createdAtM,
       pending: sql<boolean>`${keys.hash} is null`,
+      // From a left join on key_last_used's primary key (one row per key at most): the index serving the page drives it.
       lastUsedAtM: keyLastUsed.lastUsedAtM,
     })
     .from(keys)
     .leftJoin(identities, eq(identities.id, keys.identityId))
-    // At most one row per key, by its primary key: the index that serves the page still drives it.
     .leftJoin(keyLastUsed, eq(keyLastUsed.keyId, keys.id))
     .where(
       and(

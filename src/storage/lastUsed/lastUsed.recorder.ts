@@ -191,7 +191,10 @@ export class LastUsed {
       }
     }
     if (this.keys.dropped > 0 || this.rootKeys.dropped > 0) {
-      this.log.warn({ dropped: this.keys.dropped + this.rootKeys.dropped }, "last-used times are written again; some uses were not kept while memory was full");
+      this.log.warn(
+        { dropped: this.keys.dropped + this.rootKeys.dropped },
+        "last-used times are written again; some uses were not kept while memory was full",
+      );
       this.keys.dropped = 0;
       this.rootKeys.dropped = 0;
     }

@@ -11,6 +11,7 @@ import {
   ANALYTICS_ROWS_PER_STATEMENT_POSTGRES,
   VerificationAnalytics,
 } from "./storage/analytics/analytics.recorder.js";
+import { LastUsed } from "./storage/lastUsed/lastUsed.recorder.js";
 import { DEFAULT_SPEND_STATEMENTS_IN_FLIGHT, RemainingSpender, SPEND_OVERLAP_AFTER_MS } from "./storage/keys/remaining.spender.js";
 import { POSTGRES_LOOKUPS_IN_FLIGHT, VERIFICATION_CACHE_ENTRIES, VerificationCache } from "./storage/keys/verification.cache.js";
 import { type KeyObjectReads, prepareKeyObjectReads } from "./storage/keys/keyObjects.repository.js";
@@ -68,6 +69,8 @@ export type Services = {
   metrics: AppMetrics;
   /** Verification counts (KEYHAVEN_ANALYTICS), written in the background once started (background.ts). */
   analytics: VerificationAnalytics;
+  /** When keys were last verified and root keys last authenticated, written in the background once started (background.ts). */
+  lastUsed: LastUsed;
   /** The migrations.enqueueKeys worker, woken after an enqueue; it works once started (background.ts). */
   migrationWorker: MigrationWorker;
   /** Analyses the imported tables after imports on PGlite (no autovacuum there), once started (background.ts). */
@@ -136,7 +139,9 @@ export async function createServices(config: Config, store: Store, options: Serv
     config.unkeyFallback === undefined
       ? undefined
       : new UnkeyFallback({ db, keyring, clock, keyWrites, keyReads, changes }, config.unkeyFallback);
-  const rootKeys = new RootKeyAuthenticator(db, epochs, clock);
+  const rowsPerStatement = store.kind === "pglite" ? ANALYTICS_ROWS_PER_STATEMENT : ANALYTICS_ROWS_PER_STATEMENT_POSTGRES;
+  const lastUsed = new LastUsed(db, { rowsPerStatement });
+  const rootKeys = new RootKeyAuthenticator(db, epochs, clock, lastUsed);
   const consoleSessions = new ConsoleSessions({
     db,
     clock,
@@ -177,8 +182,9 @@ export async function createServices(config: Config, store: Store, options: Serv
     analytics: new VerificationAnalytics(db, config.analytics, {
       retentionDays: config.analyticsRetentionDays,
       now: () => clock.now(),
-      rowsPerStatement: store.kind === "pglite" ? ANALYTICS_ROWS_PER_STATEMENT : ANALYTICS_ROWS_PER_STATEMENT_POSTGRES,
+      rowsPerStatement,
     }),
+    lastUsed,
     migrationWorker: new MigrationWorker(db, { now: () => clock.now(), onImported: (count) => statistics.onImported(count), changes }),
     statistics,
     unkeyFallback,

@@ -305,6 +305,32 @@ describe("operator routes with KEYHAVEN_ADMIN_TOKEN configured", () => {
       for (const secret of [a.key, b.key, hashKey(a.key), hashKey(b.key)]) expect(text).not.toContain(secret);
     });
 
+    it("shows a root key's lastUsedAt once it authenticated (after the last-used flush), absent before", async () => {
+      const workspaceId = await newWorkspace("last-used");
+      const used = await newRootKey(workspaceId, ["*"]);
+      const idle = await newRootKey(workspaceId, ["*"]);
+      await h.jobs.lastUsed.flush();
+      const listed = async () => {
+        const res = await list("/v1/rootKeys.listRootKeys", { workspaceId });
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        return new Map<string, { lastUsedAt?: number }>(res.body.rootKeys.map((k: { id: string }) => [k.id, k]));
+      };
+      expect((await listed()).get(used.keyId)).not.toHaveProperty("lastUsedAt");
+      const before = h.clock.now();
+      // v1 and v2 both authenticate it, whatever the request then answers.
+      expect((await h.post("/v1/apis.createApi", { name: "by-used" }, used.key)).status).toBe(200);
+      expect((await h.post("/v2/apis.listKeys", { apiId: "api_missing" }, used.key)).status).toBe(404);
+      const after = h.clock.now();
+      await h.jobs.lastUsed.flush();
+      const keys = await listed();
+      expect(keys.get(used.keyId)!.lastUsedAt).toBeGreaterThanOrEqual(before);
+      expect(keys.get(used.keyId)!.lastUsedAt).toBeLessThanOrEqual(after);
+      expect(keys.get(idle.keyId)).not.toHaveProperty("lastUsedAt");
+      // Its time goes with it.
+      await admin("/v1/rootKeys.deleteRootKey", { keyId: used.keyId });
+      expect(await count(h, `root_key_last_used where root_key_id = '${used.keyId}'`)).toBe(0);
+    });
+
     it("answers 404 for a workspace that does not exist, and 400 for a bad limit", async () => {
       expectError(await list("/v1/rootKeys.listRootKeys", { workspaceId: "ws_missing" }), 404, "NOT_FOUND", /ws_missing/);
       expectError(await list("/v1/workspaces.listWorkspaces", { limit: "0" }), 400, "BAD_REQUEST", /^limit: /);

@@ -328,15 +328,17 @@ describe("verification analytics: recording and writing", () => {
     expect([ANALYTICS_ROWS_PER_STATEMENT, ANALYTICS_ROWS_PER_STATEMENT_POSTGRES]).toEqual([200, 2000]);
   });
 
-  it("records nothing with KEYHAVEN_ANALYTICS=off", async ({ verify, total }) => {
+  it("records nothing with KEYHAVEN_ANALYTICS=off (but the key's last use, a field of the key)", async ({ verify, total }) => {
     const harness = await createHarness({ KEYHAVEN_ANALYTICS: "off" });
     try {
       const tenant = await harness.tenant();
-      const { key } = await harness.importKey(tenant, await harness.createApi(tenant));
+      const { key, keyId } = await harness.importKey(tenant, await harness.createApi(tenant));
       expect((await verify(key, {}, harness)).body.valid).toBe(true);
       expect(harness.jobs.analytics.unwritten).toBe(0);
       await harness.jobs.analytics.flush();
       expect(await total("true", harness)).toBe(0);
+      await harness.jobs.lastUsed.flush();
+      expect(await harness.sql(`select 1 from key_last_used where key_id = '${keyId}'`)).toHaveLength(1);
     } finally {
       await harness.close();
     }

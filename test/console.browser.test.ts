@@ -139,10 +139,11 @@ describe.runIf(HAVE_CHROMIUM)("the console in a real browser", () => {
     });
     expect(((await v2.json()) as { data: { valid: boolean } }).data.valid).toBe(true);
     await h.jobs.analytics.flush();
+    await h.jobs.lastUsed.flush();
     await visit(`/keys/${keyId}`, "key");
     const keyText = (await page.textContent("main"))!;
     expect(keyText).toContain("8 remaining");
-    expect(keyText).toMatch(/Last used\s*in the hour from \d{4}-\d{2}-\d{2}/);
+    expect(keyText).toMatch(/Last used\s*\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC/);
     expect(await page.locator(".chart canvas").count()).toBeGreaterThan(0);
 
     // Edit: a new name, disabled.

@@ -78,13 +78,18 @@ describe("console key pages", () => {
     expect(page.html).toContain('data-copy="#new-key"');
     expect(page.headers.location).toBeUndefined();
 
+    await h.jobs.lastUsed.flush();
+    expect(textOf((await c.get(`/console/keys/${keyId}`)).html)).toMatch(/Last used never/);
+    const before = h.clock.now();
     const v1 = await v1Verify(key);
     expect(v1).toMatchObject({ valid: true, remaining: 9, ownerId: "customer_1" });
     const v2 = await v2Verify(key);
     expect(v2).toMatchObject({ valid: true, code: "VALID", credits: 8 });
     expect(v2.roles).toEqual([role]);
 
+    const after = h.clock.now();
     await h.jobs.analytics.flush();
+    await h.jobs.lastUsed.flush();
     const keyPage = await c.get(`/console/keys/${keyId}`);
     expect(keyPage.status).toBe(200);
     expect(keyPage.html).not.toContain(key);
@@ -95,7 +100,12 @@ describe("console key pages", () => {
     expect(text).toContain("requests");
     expect(keyPage.html).toContain("&quot;plan&quot;: &quot;pro&quot;");
     expect(keyPage.html).toContain('data-chart="');
-    expect(text).toMatch(/Last used in the hour from \d{4}-/);
+    // The last verification's time, to the second (the last-used flush's, not the hourly counts').
+    const shown = /Last used (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) UTC/.exec(text)?.[1];
+    expect(shown).toBeDefined();
+    const shownAt = Date.parse(`${shown!.replace(" ", "T")}Z`);
+    expect(shownAt).toBeGreaterThanOrEqual(before - (before % 1000));
+    expect(shownAt).toBeLessThanOrEqual(after);
     // The chart's table counts the two valid verifications today.
     expect(/"label":"valid","values":\[[0,]*2\]/.test(keyPage.html.replace(/&quot;/g, '"'))).toBe(true);
   });

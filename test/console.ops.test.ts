@@ -67,6 +67,7 @@ describe("console ops pages: root keys, audit, imports, operator", () => {
     expect(secret).toMatch(/^khroot_/);
     const made = await v2(h, "/v2/apis.createApi", { name: "from-console-key" }, secret);
     expect(made.status, JSON.stringify(made.body)).toBe(200);
+    await h.jobs.lastUsed.flush();
 
     const list = await c.get("/console/root-keys");
     expect(list.status).toBe(200);
@@ -81,6 +82,10 @@ describe("console ops pages: root keys, audit, imports, operator", () => {
     const listed = await listRootKeys(h.services, { workspaceId: t.workspaceId, limit: 100 });
     const ours = listed.items.find((k) => k.name === XSS)!;
     expect(keyId ?? ours.id).toBe(ours.id);
+    // Its last authentication (the createApi above), in the list's "Last used" column.
+    expect(ours.lastUsedAtM).toEqual(expect.any(Number));
+    expect(text).toContain("Last used");
+    expect(text).toContain(`${new Date(ours.lastUsedAtM!).toISOString().slice(0, 19).replace("T", " ")} UTC`);
 
     const revoked = await c.post(`/console/root-keys/${ours.id}/revoke`);
     expect(revoked.status).toBe(303);

@@ -104,8 +104,10 @@ describe("the epoch on the embedded store", () => {
 describe("through the harness's store", () => {
   let h: Harness;
   beforeAll(async () => {
-    // Nothing in the background: no analytics flush, no migration worker polling the store.
+    // Nothing in the background: no analytics flush, no migration worker polling the store, no last-used flush
+    // (kept with analytics off, so stopped here).
     h = await createHarness({ KEYHAVEN_ANALYTICS: "off" }, { redisUrl: null, migrationWorker: false });
+    await h.jobs.lastUsed.stop();
   });
   afterAll(() => h?.close());
 

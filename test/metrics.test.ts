@@ -118,8 +118,9 @@ describe("GET /metrics", () => {
 describe("GET /metrics: epoch reads, cache clears and remaining-use spends", () => {
   let h: Harness;
   beforeAll(async () => {
-    // No analytics flush: it writes, and a write makes the embedded store read the epoch again.
+    // No analytics or last-used flush: they write, and a write makes the embedded store read the epoch again.
     h = await createHarness({ KEYHAVEN_ANALYTICS: "off" });
+    await h.jobs.lastUsed.stop();
   });
   afterAll(() => h.close());
   const value = async (name: string) => (await scrape(h)).series.get(name) ?? Number.NaN;

@@ -3,6 +3,8 @@ import { describe, expect } from "vitest";
 import { countIn, test } from "./fixtures.js";
 import { expectV2Error } from "./v2-errors.js";
 import type { Harness, Tenant } from "./helper.js";
+import { recordingDb } from "./recording-db.js";
+import { LastUsed } from "../src/storage/lastUsed/lastUsed.recorder.js";
 
 // v2's keys.getKey, keys.whoami, keys.deleteKey and keys.updateCredits (contract §4.2, §4.3, §4.5, §4.6) over the
 // core v1 uses: KeyResponseData with empty fields left out, v2's errors, v1 and v2 on one store.
@@ -302,5 +304,118 @@ describe("v2 keys.updateCredits", () => {
       NOT_FOUND,
     );
     expect((await h.get("/v1/keys.getKey", { keyId: limited.keyId }, t.rootKey)).body.remaining).toBe(10);
+  });
+});
+
+describe("lastUsedAt (issue 38 §1)", () => {
+  /** The key as getKey, whoami and listKeys answer it. */
+  async function readAll(h: Harness, t: Tenant, apiId: string, key: string, keyId: string) {
+    const got = await h.post("/v2/keys.getKey", { keyId }, t.rootKey);
+    const who = await h.post("/v2/keys.whoami", { key }, t.rootKey);
+    const listed = await h.post("/v2/apis.listKeys", { apiId }, t.rootKey);
+    for (const res of [got, who, listed]) expect(res.status, JSON.stringify(res.body)).toBe(200);
+    return [got.body.data, who.body.data, listed.body.data.find((k: { keyId: string }) => k.keyId === keyId)];
+  }
+
+  test("absent until the key is verified; then the latest verification's time (ms, v2 or v1, any outcome) once the last-used flush wrote it", async ({
+    h,
+    t,
+  }) => {
+    const apiId = await h.createApi(t);
+    const { key, keyId } = await v1Key(h, t, apiId);
+    await h.jobs.lastUsed.flush();
+    for (const data of await readAll(h, t, apiId, key, keyId)) expect(data).not.toHaveProperty("lastUsedAt");
+
+    const before = h.clock.now();
+    expect((await h.post("/v2/keys.verifyKey", { key }, t.rootKey)).body.data.valid).toBe(true);
+    const after = h.clock.now();
+    await h.jobs.lastUsed.flush();
+    const [got, who, listed] = await readAll(h, t, apiId, key, keyId);
+    expect(got.lastUsedAt).toBeGreaterThanOrEqual(before);
+    expect(got.lastUsedAt).toBeLessThanOrEqual(after);
+    expect(who.lastUsedAt).toBe(got.lastUsedAt);
+    expect(listed.lastUsedAt).toBe(got.lastUsedAt);
+
+    // Moved back by hand, so that the next verification's time is surely later: a v1 verification refused FORBIDDEN
+    // (another API) is a use of the key too, as in the analytics counts.
+    await h.sql(`update key_last_used set last_used_at_m = 1 where key_id = '${keyId}'`);
+    const otherApi = await h.createApi(t);
+    const beforeV1 = h.clock.now();
+    expect((await h.post("/v1/keys.verifyKey", { key, apiId: otherApi })).body.code).toBe("FORBIDDEN");
+    await h.jobs.lastUsed.flush();
+    for (const data of await readAll(h, t, apiId, key, keyId)) expect(data.lastUsedAt).toBeGreaterThanOrEqual(beforeV1);
+    // v1's key objects have no such field (v1's contract names none).
+    expect((await h.get("/v1/keys.getKey", { keyId }, t.rootKey)).body).not.toHaveProperty("lastUsedAt");
+  });
+
+  test("a flush writes one row per key however often it was used, in one statement, and never moves a time back", async ({ h, t }) => {
+    const apiId = await h.createApi(t);
+    const keys = [await v1Key(h, t, apiId), await v1Key(h, t, apiId), await v1Key(h, t, apiId)];
+    const recording = recordingDb(h);
+    const lastUsed = new LastUsed(recording.db, { rowsPerStatement: 200 });
+    const base = 1_800_000_000_000;
+    for (let i = 0; i < 1000; i++) lastUsed.key(keys[0]!.keyId, base + i);
+    lastUsed.key(keys[1]!.keyId, base + 5);
+    lastUsed.key(keys[2]!.keyId, base + 7);
+    expect(lastUsed.unwritten).toBe(3);
+    await lastUsed.flush();
+    const writes = recording.sent.filter((s) => s.query.includes("key_last_used"));
+    expect(writes.length).toBe(1);
+    expect(writes[0]!.params[0]).toHaveLength(3);
+    expect(lastUsed.unwritten).toBe(0);
+    const stored = async () =>
+      new Map(
+        (
+          await h.sql<{ key_id: string; last_used_at_m: string }>(
+            `select key_id, last_used_at_m from key_last_used where key_id in (${keys.map((k) => `'${k.keyId}'`).join(", ")})`,
+          )
+        ).map((r) => [r.key_id, Number(r.last_used_at_m)]),
+      );
+    expect(await stored()).toEqual(
+      new Map([
+        [keys[0]!.keyId, base + 999],
+        [keys[1]!.keyId, base + 5],
+        [keys[2]!.keyId, base + 7],
+      ]),
+    );
+    // Another replica's older time (or a retry of one) changes nothing; a newer one wins.
+    lastUsed.key(keys[0]!.keyId, base + 10);
+    lastUsed.key(keys[1]!.keyId, base + 50);
+    await lastUsed.flush();
+    expect((await stored()).get(keys[0]!.keyId)).toBe(base + 999);
+    expect((await stored()).get(keys[1]!.keyId)).toBe(base + 50);
+    // Nothing used since: a flush sends nothing.
+    const sent = recording.sent.length;
+    await lastUsed.flush();
+    expect(recording.sent.length).toBe(sent);
+  });
+
+  test("a key deleted permanently takes its time with it; a time a race left behind is swept", async ({ h, t }) => {
+    const apiId = await h.createApi(t);
+    const { key, keyId } = await v1Key(h, t, apiId);
+    const kept = await v1Key(h, t, apiId);
+    expect((await h.post("/v2/keys.verifyKey", { key }, t.rootKey)).body.data.valid).toBe(true);
+    expect((await h.post("/v2/keys.verifyKey", { key: kept.key }, t.rootKey)).body.data.valid).toBe(true);
+    await h.jobs.lastUsed.flush();
+    expect(await countIn(h, `key_last_used where key_id = '${keyId}'`)).toBe(1);
+    expect((await h.post("/v2/keys.deleteKey", { keyId, permanent: true }, t.rootKey)).status).toBe(200);
+    expect(await countIn(h, `key_last_used where key_id = '${keyId}'`)).toBe(0);
+    // Permanently deleting an API's keys (v1) takes theirs too.
+    const other = await h.createApi(t);
+    const ofOther = await v1Key(h, t, other);
+    await h.post("/v2/keys.verifyKey", { key: ofOther.key }, t.rootKey);
+    await h.jobs.lastUsed.flush();
+    expect(await countIn(h, `key_last_used where key_id = '${ofOther.keyId}'`)).toBe(1);
+    expect((await h.post("/v1/apis.deleteKeys", { apiId: other, permanent: true }, t.rootKey)).status).toBe(200);
+    expect(await countIn(h, `key_last_used where key_id = '${ofOther.keyId}'`)).toBe(0);
+
+    // A flush that wrote a key's time as the key's deletion committed leaves it: the sweep deletes it, not others'.
+    await h.sql(`insert into key_last_used (key_id, last_used_at_m) values ('${keyId}', 1), ('key_never_was', 2)`);
+    await h.sql(`insert into root_key_last_used (root_key_id, last_used_at_m) values ('rk_never_was', 3)`);
+    expect(await h.jobs.lastUsed.deleteOrphans()).toBeGreaterThanOrEqual(3);
+    expect(await countIn(h, `key_last_used where key_id in ('${keyId}', 'key_never_was')`)).toBe(0);
+    expect(await countIn(h, `root_key_last_used where root_key_id = 'rk_never_was'`)).toBe(0);
+    expect(await countIn(h, `key_last_used where key_id = '${kept.keyId}'`)).toBe(1);
+    expect(await countIn(h, `root_key_last_used where root_key_id = '${t.rootKeyId}'`)).toBe(1);
   });
 });

@@ -443,6 +443,25 @@ export const verificationCounts = pgTable(
   ],
 );
 
+/**
+ * When each key was last verified (issue 38 §1, v2's `lastUsedAt`), as the last-used flusher writes it about once a
+ * second (storage/lastUsed): the latest verification it saw, never moved back. Not a column of `keys`: an update of
+ * `keys` moves the verification epoch (migration verification_epoch), so writing it every second would drop hot keys
+ * from every replica's cache. No foreign key (its check would lock the key's row on every first write, and a key
+ * deleted while its time was in flight would refuse the whole statement): a delete trigger on `keys` removes the row
+ * (migration key_last_used), and what a race leaves is swept (LastUsed.deleteOrphans).
+ */
+export const keyLastUsed = pgTable("key_last_used", {
+  keyId: text("key_id").primaryKey(),
+  lastUsedAtM: ms("last_used_at_m").notNull(),
+});
+
+/** When each root key last authenticated, as keyLastUsed is kept for keys (`root_keys` has an epoch trigger too). */
+export const rootKeyLastUsed = pgTable("root_key_last_used", {
+  rootKeyId: text("root_key_id").primaryKey(),
+  lastUsedAtM: ms("last_used_at_m").notNull(),
+});
+
 /** One target of an audit entry: what the change touched. `name` is for people (an API's name, a role's). */
 export type AuditTarget = { type: string; id: string; name?: string | undefined };
 

@@ -181,6 +181,7 @@ function KeysTable({ keys, now }: { keys: KeyListRow[]; now: number }) {
           <th scope="col">State</th>
           <th scope="col">Expires</th>
           <th scope="col">Created</th>
+          <th scope="col">Last used</th>
         </tr>
       </thead>
       <tbody>
@@ -202,6 +203,7 @@ function KeysTable({ keys, now }: { keys: KeyListRow[]; now: number }) {
               </td>
               <td>{k.expires === null ? "never" : when(k.expires.getTime())}</td>
               <td>{when(k.createdAtM)}</td>
+              <td>{when(k.lastUsedAtM)}</td>
             </tr>
           );
         })}

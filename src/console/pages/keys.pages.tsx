@@ -453,7 +453,6 @@ type KeyView = {
   ownPermissions: string[];
   choices: Choices;
   chart: { x: number[]; series: { label: string; values: number[] }[] } | { refused: string };
-  lastUsed: number | null | undefined;
 };
 
 async function keyView(ctx: Ctx, keyId: string): Promise<{ ok: true; view: KeyView } | { ok: false; status: number; text: string }> {
@@ -467,7 +466,7 @@ async function keyView(ctx: Ctx, keyId: string): Promise<{ ok: true; view: KeyVi
     keyPermissionsOf(deps, caller, row.id),
     choicesOf(ctx),
   ]);
-  const { chart, lastUsed } = await usageOf(ctx, row);
+  const chart = await chartOf(ctx, row);
   return {
     ok: true,
     view: {
@@ -477,37 +476,23 @@ async function keyView(ctx: Ctx, keyId: string): Promise<{ ok: true; view: KeyVi
       ownPermissions: ownPermissions.map((p) => p.slug),
       choices,
       chart,
-      lastUsed,
     },
   };
 }
 
-/** The key's verifications of the last 7 days (daily, by outcome) and the hour of its last verification. */
-async function usageOf(ctx: Ctx, row: KeyObjectRow): Promise<Pick<KeyView, "chart" | "lastUsed">> {
+/** The key's verifications of the last 7 days (daily, by outcome). */
+async function chartOf(ctx: Ctx, row: KeyObjectRow): Promise<KeyView["chart"]> {
   const now = ctx.deps.clock.now();
   const start = now - (now % DAY_MS) - 6 * DAY_MS;
-  const base = { apiId: row.apiId, keyIds: [row.id] };
-  const daily = { ...base, start, groupBy: ["day" as const], order: "asc" as const };
+  const daily = { apiId: row.apiId, keyIds: [row.id], start, groupBy: ["day" as const], order: "asc" as const };
   const days = await attempt(() => getVerifications(ctx.deps, ctx.caller, daily, planVerifications(daily, now)));
-  if (!days.ok) return { chart: { refused: days.text }, lastUsed: undefined };
-  const last = {
-    ...base,
-    start: Math.min(row.createdAtM, now - 1),
-    groupBy: ["hour" as const, "key" as const],
-    orderBy: "time" as const,
-    order: "desc" as const,
-    limit: 1,
-  };
-  const latest = await attempt(() => getVerifications(ctx.deps, ctx.caller, last, planVerifications(last, now)));
+  if (!days.ok) return { refused: days.text };
   // Today's row is there only once it counts something: the chart always shows the seven days, today included.
   const today = now - (now % DAY_MS);
   const rows = days.value.at(-1)?.time === today ? days.value : [...days.value, { time: today, ...emptyCounts() }];
   const x = rows.map((r) => r.time ?? 0);
   const shown = OUTCOME_COUNTERS.filter((c) => c === "valid" || rows.some((r) => r[c] > 0));
-  return {
-    chart: { x, series: shown.map((c) => ({ label: c, values: rows.map((r) => r[c]) })) },
-    lastUsed: latest.ok ? (latest.value[0]?.time ?? null) : undefined,
-  };
+  return { x, series: shown.map((c) => ({ label: c, values: rows.map((r) => r[c]) })) };
 }
 
 /** Zero verifications of every outcome. */
@@ -680,13 +665,7 @@ function KeyPage({ ctx, view, form, notice }: { ctx: Ctx; view: KeyView; form?: 
         <dt>Recoverable</dt>
         <dd>{recoverable ? "yes (stored encrypted)" : "no"}</dd>
         <dt>Last used</dt>
-        <dd>
-          {view.lastUsed === undefined
-            ? "unknown (this root key may not read the API's analytics)"
-            : view.lastUsed === null
-              ? "never"
-              : `in the hour from ${when(view.lastUsed)}`}
-        </dd>
+        <dd id="last-used">{row.lastUsedAtM ? when(row.lastUsedAtM) : "never"}</dd>
       </dl>
       <RatelimitTable caption="The key's rate limits" rows={view.ratelimits.key} />
       <RatelimitTable caption="Its identity's rate limits" rows={view.ratelimits.identity} />

@@ -295,14 +295,21 @@ export function RootKeysTable({
   revokeBase,
   ownId,
 }: {
-  keys: readonly { id: string; name: string | null; start: string; createdAtM: number; permissions: readonly string[] }[];
+  keys: readonly {
+    id: string;
+    name: string | null;
+    start: string;
+    createdAtM: number;
+    lastUsedAtM: number | null;
+    permissions: readonly string[];
+  }[];
   csrf: string;
   revokeBase: string | undefined;
   ownId?: string;
 }) {
   return (
     <table>
-      <ColumnHeads names={["Id", "Name", "Starts with", "Created", "Permissions", revokeBase !== undefined && "Actions"]} />
+      <ColumnHeads names={["Id", "Name", "Starts with", "Created", "Last used", "Permissions", revokeBase !== undefined && "Actions"]} />
       <tbody>
         {keys.map((k) => (
           <tr key={k.id}>
@@ -313,6 +320,7 @@ export function RootKeysTable({
             <td>{k.name ?? ""}</td>
             <td class="mono">{k.start}…</td>
             <td>{when(k.createdAtM)}</td>
+            <td>{when(k.lastUsedAtM)}</td>
             <td>{k.permissions.length === 0 ? <span class="muted">none</span> : <code>{k.permissions.join(" ")}</code>}</td>
             {revokeBase !== undefined && (
               <td>

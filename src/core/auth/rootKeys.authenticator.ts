@@ -6,6 +6,7 @@ import { liveKeyHashExists, prepareRootKeyLookup, type WriteGuard } from "../../
 import type { Clock } from "../../clock.js";
 import { UnauthenticatedError, WorkspaceDisabledError } from "../../errors.js";
 import { findDependencyFailure } from "../../storage/dependency.js";
+import type { LastUsed } from "../../storage/lastUsed/lastUsed.recorder.js";
 
 export type RootKeyAuth = {
   readonly rootKeyId: string;
@@ -40,6 +41,8 @@ export class RootKeyAuthenticator {
     private readonly db: Db,
     private readonly epochs: EpochReader,
     private readonly clock: Clock,
+    /** Where each root key's last authentication is kept (in memory, written in the background). */
+    private readonly lastUsed: LastUsed,
   ) {
     const lookup = prepareRootKeyLookup(db);
     this.cache = new EpochCache<CachedRootKey>(
@@ -86,6 +89,7 @@ export class RootKeyAuthenticator {
       throw new UnauthenticatedError((await liveKeyHashExists(this.db, hash)) ? "notRootKey" : "unknown");
     }
     if (!found.workspaceEnabled) throw new WorkspaceDisabledError();
+    this.used(found.auth);
     return found.auth;
   }
 
@@ -110,7 +114,9 @@ export class RootKeyAuthenticator {
     const remembered = token === "" ? undefined : this.cache.peek(hashKey(token));
     if (remembered?.workspaceEnabled) {
       try {
-        return await write(remembered.guarded);
+        const written = await write(remembered.guarded);
+        this.used(remembered.auth);
+        return written;
       } catch (err) {
         if (findDependencyFailure(err)) throw err;
         // Nothing was written: answered below, at a fresh epoch.
@@ -141,7 +147,14 @@ export class RootKeyAuthenticator {
       this.unknown.set(hash, now + UNKNOWN_ROOT_KEY_TTL_MS);
       return undefined;
     }
-    return found.workspaceEnabled ? found.auth : undefined;
+    if (!found.workspaceEnabled) return undefined;
+    this.used(found.auth);
+    return found.auth;
+  }
+
+  /** The root key authenticated now: its last use (in memory only, one map lookup). */
+  private used(auth: RootKeyAuth): void {
+    this.lastUsed.rootKey(auth.rootKeyId, this.clock.now());
   }
 
   /** Root keys read from the database so far (not answered from memory). */

@@ -117,8 +117,8 @@ async function removeRootKey(services: RootKeyServices, caller: Caller, keyId: s
 }
 
 /**
- * A workspace's root keys, a page at a time in id order: id, name, start, permissions, creation time; never a secret
- * or a hash. NotFoundError for a workspace that does not exist.
+ * A workspace's root keys, a page at a time in id order: id, name, start, permissions, creation and last-use time
+ * (its last authentication, up to the last-used flush behind); never a secret or a hash. NotFoundError for a workspace that does not exist.
  */
 export async function listRootKeys(
   services: Pick<RootKeyServices, "db">,

@@ -8,6 +8,7 @@ import { checkLimits, type LimitCheck, type LimitOutcome, type SkipCounter } fro
 import type { Clock } from "../../clock.js";
 import type { Config } from "../../config.js";
 import type { VerificationAnalytics } from "../../storage/analytics/analytics.recorder.js";
+import type { LastUsed } from "../../storage/lastUsed/lastUsed.recorder.js";
 import type { RemainingSpender, SpendAnswer } from "../../storage/keys/remaining.spender.js";
 import type { Lookup, VerificationCache } from "../../storage/keys/verification.cache.js";
 import type { Db } from "../../storage/client.js";
@@ -49,6 +50,8 @@ export type VerificationServices = {
   /** Counts each outcome for the process's metrics (http/metrics.ts AppMetrics). */
   readonly metrics: SkipCounter & { recordVerification(code: VerificationCode): void };
   readonly analytics: VerificationAnalytics;
+  /** Each found key's last verification (the key's `lastUsedAt`), kept whether or not analytics count. */
+  readonly lastUsed: LastUsed;
   /** KEYHAVEN_UNKEY_FALLBACK_URL: a miss may ask hosted Unkey and adopt a pending key (verification.fallback.ts). */
   readonly unkeyFallback?: UnkeyFallback | undefined;
 };
@@ -182,14 +185,17 @@ export type VerificationResult = {
 export async function verifyKey(services: VerificationServices, req: VerifyRequest, rules: VerifyRules): Promise<VerificationResult> {
   const result = await decide(services, req, rules);
   services.metrics.recordVerification(result.code);
-  // Synchronous and in memory only (written in the background): verifications of existing keys, as v1 counts.
+  // Synchronous and in memory only (written in the background): verifications of existing keys, as v1 counts. The
+  // key's last use is the latest of them, whatever the outcome (as upstream's, from the same events).
   if (result.key !== undefined) {
+    const at = services.clock.now();
     services.analytics.record(
       { keyId: result.key.keyId, workspaceId: result.workspaceId!, apiId: result.key.apiId, identityId: result.key.identity?.id },
       result.code,
       req.tags,
-      services.clock.now(),
+      at,
     );
+    services.lastUsed.key(result.key.keyId, at);
   }
   // Counted for the key's workspace above, but the caller learns nothing of a key outside its scope.
   if (result.outOfScope === true) return { valid: false, code: result.code };

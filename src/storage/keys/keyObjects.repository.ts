@@ -1,7 +1,7 @@
 import { type SQL, and, asc, count, eq, gt, gte, inArray, isNull, sql } from "drizzle-orm";
 import type { Db } from "../client.js";
 import { indexFirst } from "../indexFirst.js";
-import { apis, encryptedKeys, identities, keys, ratelimits } from "../schema.js";
+import { apis, encryptedKeys, identities, keyLastUsed, keys, ratelimits } from "../schema.js";
 import { keyDirectPermissionNames, keyEffectivePermissionSlugs, keyRoleNames } from "./keys.columns.js";
 import { effectiveRemaining, refillDue } from "./keys.refill.js";
 
@@ -25,8 +25,8 @@ const effectiveLastRefillAtMs = sql<number | null>`floor(extract(epoch from (cas
 
 /**
  * One statement loads everything the key objects of a whole page need: roles and permissions come from
- * correlated subqueries, the `default` rate limit, the identity and the ciphertext from joins (each at most one
- * row per key), so the number of queries never grows with the page.
+ * correlated subqueries, the `default` rate limit, the identity, the ciphertext and the last use from joins (each at
+ * most one row per key), so the number of queries never grows with the page.
  */
 function selectKeyObjectRows(db: Db, view: PermissionView, source: typeof keys = keys) {
   return db
@@ -56,12 +56,15 @@ function selectKeyObjectRows(db: Db, view: PermissionView, source: typeof keys =
       permissions: permissionColumns[view],
       encrypted: encryptedKeys.encrypted,
       encryptionKeyId: encryptedKeys.encryptionKeyId,
+      // The key's last verification as last written (about once a second: storage/lastUsed); null: never verified.
+      lastUsedAtM: keyLastUsed.lastUsedAtM,
     })
     .from(source)
     .innerJoin(apis, and(eq(apis.id, keys.apiId), isNull(apis.deletedAtM)))
     .leftJoin(identities, eq(identities.id, keys.identityId))
     .leftJoin(ratelimits, and(eq(ratelimits.keyId, keys.id), eq(ratelimits.name, "default")))
-    .leftJoin(encryptedKeys, eq(encryptedKeys.keyId, keys.id));
+    .leftJoin(encryptedKeys, eq(encryptedKeys.keyId, keys.id))
+    .leftJoin(keyLastUsed, eq(keyLastUsed.keyId, keys.id));
 }
 
 export type KeyObjectRow = Awaited<ReturnType<typeof selectKeyObjectRows>>[number];

@@ -1,6 +1,6 @@
 import { and, asc, eq, gt, inArray, isNotNull, isNull, lte, or, type SQL, sql } from "drizzle-orm";
 import type { Db } from "../client.js";
-import { identities, keys } from "../schema.js";
+import { identities, keyLastUsed, keys } from "../schema.js";
 
 // The console's table of an API's keys (core/apis/apis.core.ts searchApiKeys): a page of light rows (no roles,
 // permissions or ciphertext), searched and filtered, in id order from a cursor. Every form of it is one statement
@@ -27,6 +27,8 @@ export type KeyListRow = {
   createdAtM: number;
   /** Copied from hosted Unkey without its secret and not adopted yet (no hash). */
   pending: boolean;
+  /** The key's last verification as last written (storage/lastUsed); null: never verified. */
+  lastUsedAtM: number | null;
 };
 
 /** `text` as the start of a LIKE pattern: its `%`, `_` and `\` taken literally. */
@@ -122,9 +124,12 @@ export function searchApiKeysQuery(db: Db, input: KeySearch) {
       expires: keys.expires,
       createdAtM: keys.createdAtM,
       pending: sql<boolean>`${keys.hash} is null`,
+      // From a left join on key_last_used's primary key (one row per key at most): the index serving the page drives it.
+      lastUsedAtM: keyLastUsed.lastUsedAtM,
     })
     .from(keys)
     .leftJoin(identities, eq(identities.id, keys.identityId))
+    .leftJoin(keyLastUsed, eq(keyLastUsed.keyId, keys.id))
     .where(
       and(
         eq(keys.apiId, input.apiId),

@@ -1,6 +1,6 @@
 import { and, asc, eq, gt, ne, sql } from "drizzle-orm";
 import type { Db } from "../client.js";
-import { rootKeys } from "../schema.js";
+import { rootKeyLastUsed, rootKeys } from "../schema.js";
 import { hashKey } from "../../crypto/hash.js";
 import { generateKey } from "../../crypto/keyGen.js";
 import { newId } from "../../ids.js";
@@ -74,7 +74,10 @@ export async function deleteRootKeyById(
   return row;
 }
 
-/** Up to `limit` root keys of a workspace in id order, after the id `after`: never their hash. */
+/**
+ * Up to `limit` root keys of a workspace in id order, after the id `after`: never their hash. `lastUsedAtM`: its last
+ * authentication as last written (about once a second: storage/lastUsed), null when it never authenticated.
+ */
 export async function listRootKeysPage(db: Db, workspaceId: string, limit: number, after: string | undefined) {
   return db
     .select({
@@ -83,8 +86,10 @@ export async function listRootKeysPage(db: Db, workspaceId: string, limit: numbe
       start: rootKeys.start,
       permissions: rootKeys.permissions,
       createdAtM: rootKeys.createdAtM,
+      lastUsedAtM: rootKeyLastUsed.lastUsedAtM,
     })
     .from(rootKeys)
+    .leftJoin(rootKeyLastUsed, eq(rootKeyLastUsed.rootKeyId, rootKeys.id))
     .where(and(eq(rootKeys.workspaceId, workspaceId), after === undefined ? undefined : gt(rootKeys.id, after)))
     .orderBy(asc(rootKeys.id))
     .limit(limit);

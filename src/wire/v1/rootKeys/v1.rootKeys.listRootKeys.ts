@@ -9,7 +9,7 @@ export const listRootKeys = defineRpc({
   path: "/v1/rootKeys.listRootKeys",
   auth: "admin",
   summary:
-    "Operator route (keyhaven extension): lists a workspace's root keys in id order, a page at a time (id, name, start, permissions, creation time; never the key or its hash).",
+    "Operator route (keyhaven extension): lists a workspace's root keys in id order, a page at a time (id, name, start, permissions, creation and last-use time; never the key or its hash).",
   errors: [400, 403, 404, 503],
   returns: "A page of the workspace's root keys, and the cursor of the next page when there is one.",
   input: z.object({
@@ -25,6 +25,10 @@ export const listRootKeys = defineRpc({
         start: z.string().describe("The key's first characters, to recognise it."),
         permissions: z.array(z.string()),
         createdAt: z.number().describe("Unix milliseconds."),
+        lastUsedAt: z
+          .number()
+          .optional()
+          .describe("Unix milliseconds of its last authentication, written about once a second; absent when it never authenticated."),
       }),
     ),
     cursor: z.string().optional().describe("Pass it as `cursor` for the next page; absent on the last page."),
@@ -38,6 +42,7 @@ export const listRootKeys = defineRpc({
         start: k.start,
         permissions: k.permissions,
         createdAt: k.createdAtM,
+        ...(k.lastUsedAtM !== null && { lastUsedAt: k.lastUsedAtM }),
       })),
       ...(page.cursor !== undefined && { cursor: page.cursor }),
     };

@@ -34,6 +34,12 @@ export const keyResponseOutput = z.object({
   name: z.string().optional(),
   meta: z.record(z.string(), z.unknown()).optional().describe("Absent when empty."),
   updatedAt: z.number().optional(),
+  lastUsedAt: z
+    .number()
+    .optional()
+    .describe(
+      "Unix milliseconds of the key's last verification (any outcome), as written about once a second: up to a second (and a write) behind. Absent when never verified.",
+    ),
   expires: z.number().optional().describe("Unix milliseconds; absent when the key does not expire."),
   permissions: z.array(z.string()).optional().describe("Slugs of the key's permissions, direct and through its roles."),
   roles: z.array(z.string()).optional().describe("Names of the key's roles."),
@@ -80,6 +86,7 @@ export function keyResponseData(
     ...(row.name !== null && row.name !== "" && { name: row.name }),
     ...(nonEmpty(row.meta) && { meta: row.meta }),
     ...(row.updatedAtM !== null && row.updatedAtM !== 0 && { updatedAt: row.updatedAtM }),
+    ...(row.lastUsedAtM !== null && row.lastUsedAtM !== 0 && { lastUsedAt: row.lastUsedAtM }),
     ...(row.expires !== null && { expires: row.expires.getTime() }),
     ...(row.permissions.length > 0 && { permissions: row.permissions }),
     ...(row.roles.length > 0 && { roles: row.roles }),

@@ -184,7 +184,7 @@ function readSettings(env: NodeJS.ProcessEnv): Settings {
     analytics: list("BENCH_ANALYTICS", ["on", "off"] as const),
     keyhavenPoolSize: env.DATABASE_POOL_SIZE?.trim() || "4 (keyhaven's default)",
     serverNodeArgs: envServerNodeArgs(env),
-    console: list("BENCH_CONSOLE", ["off", "alternate"] as const).includes("alternate") ? "alternate" : "off",
+    console: envList(env, "BENCH_CONSOLE", ["off", "alternate"] as const, ["off"]).includes("alternate") ? "alternate" : "off",
     consoleRounds: Math.floor(envPositive(env, "BENCH_CONSOLE_ROUNDS", 2)),
     consolePauseMs: Math.floor(envPositive(env, "BENCH_CONSOLE_PAUSE_MS", 250)),
   };

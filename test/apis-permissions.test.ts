@@ -251,6 +251,33 @@ describe("apis.updateApi: name, key defaults and delete protection", () => {
     expect((await create()).key).not.toContain("_");
   });
 
+  it.for<[string, Record<string, unknown>, Record<string, string>]>([
+    ["a key that links an identity and a role", { externalId: "user_1", roles: ["reader"] }, {}],
+    ["a key made under an Idempotency-Key", {}, { "Idempotency-Key": "stale-defaults" }],
+    ["a key that links an identity, under an Idempotency-Key", { externalId: "user_2" }, { "Idempotency-Key": "stale-linked" }],
+  ])("%s gets the defaults another replica set since this process remembered them", async ([, fields, headers], { h, t }) => {
+    const { apiId } = (await h.post("/v1/apis.createApi", { name: "defaults-linked", defaultPrefix: "old" }, t.rootKey)).body;
+    const first = await h.post("/v1/keys.createKey", { apiId }, t.rootKey);
+    expect(first.body.key).toMatch(/^old_/);
+    await h.sql(`update apis set default_prefix = 'other', default_bytes = 64 where id = '${apiId}'`);
+    // The remembered "old" is confirmed under the API's lock, found stale, and the key made anew from "other".
+    const made = await h.post("/v1/keys.createKey", { apiId, ...fields }, t.rootKey, headers);
+    expect(made.status, JSON.stringify(made.body)).toBe(200);
+    expect(made.body.key).toMatch(/^other_/);
+    expect(made.body.key.length - "other_".length).toBeGreaterThan(80);
+    const rows = await h.sql<any>(`select id, prefix from keys where api_id = '${apiId}' order by created_at_m`);
+    expect(rows.map((r: { prefix: string }) => r.prefix)).toEqual(["old", "other"]);
+    expect(rows[1].id).toBe(made.body.keyId);
+    const audit = await h.sql<any>(
+      `select count(*)::int as n from audit_log where event = 'key.create' and targets::text like '%${made.body.keyId}%'`,
+    );
+    expect(audit[0].n).toBe(1);
+    if (headers["Idempotency-Key"]) {
+      const again = await h.post("/v1/keys.createKey", { apiId, ...fields }, t.rootKey, headers);
+      expect(again.body).toEqual(made.body);
+    }
+  });
+
   it("deleteProtection: true refuses apis.deleteApi with 412 until it is set back to false", async ({ h, t, updateApi }) => {
     const { apiId } = (await h.post("/v1/apis.createApi", { name: "protected" }, t.rootKey)).body;
     expect((await updateApi({ apiId, deleteProtection: true })).status).toBe(200);

@@ -1,5 +1,5 @@
 import type { Caller } from "../caller.js";
-import type { Change } from "../changes.js";
+import { type Change, readAfterChange } from "../changes.js";
 import { keyPermission } from "../auth/permissions.query.js";
 import { hasPermission, requirePermission } from "../principal.js";
 import { hashKey } from "../../crypto/hash.js";
@@ -107,11 +107,10 @@ export async function createKey(
   requireNamesWithinBounds([input]);
   requirePermission(principal, keyPermission(principal.access, principal.workspaceId, input.apiId, null, "create_key"));
   const { workspaceId } = principal;
-  // From memory when this process has seen the API (a statement fewer per call), but only for a key written as one
-  // statement: that statement inserts nothing unless the API is live and its key defaults are still the remembered
-  // ones (insertKeyInLiveApi), as of a snapshot taken after the request arrived. In a transaction, read now.
-  const oneStatement = keyIsOneRow(input) && services.changes.preparedStatementsFor(principal);
-  const remembered = oneStatement ? services.apiSettings.remembered(workspaceId, input.apiId) : undefined;
+  // From memory when this process has seen the API (a statement fewer per call). The write inserts nothing unless the
+  // API is live and its key defaults are still the remembered ones as of a snapshot taken after the request arrived
+  // (insertKeyInLiveApi for a key that is one row, insertNewKey's lock for one that links more).
+  const remembered = services.apiSettings.remembered(workspaceId, input.apiId);
   const api = remembered ?? (await services.apiSettings.find(workspaceId, input.apiId));
   if (!api) throw new NotFoundError("api", input.apiId);
   try {
@@ -120,26 +119,15 @@ export async function createKey(
     if (!remembered) throw err;
     // The API was not read: a deleted one is answered 404 before any other refusal, as when it is read first (the
     // statement that inserts the key refuses a deleted API itself). One whose key defaults changed since (another
-    // replica's apis.updateApi) refused the key: it is made anew with the settings read now (`find` refreshes them).
-    const current = await services.apiSettings.find(workspaceId, input.apiId);
+    // replica's apis.updateApi) refused the key: it is made anew with the settings read now (`find` refreshes them),
+    // in the request's transaction when an idempotency scope has begun one (the embedded store has one connection).
+    const current = await readAfterChange(services.db, principal, (db) => services.apiSettings.find(workspaceId, input.apiId, db));
     if (!current) throw new NotFoundError("api", input.apiId);
     if (err instanceof NotFoundError && !sameKeyDefaults(current, api)) {
       return createKeyInApi(services, principal, input, current, rules);
     }
     throw err;
   }
-}
-
-/** Whether the key links nothing and so is its row alone (as linksNothing says of the NewKey it becomes). */
-function keyIsOneRow(input: CreateKeyCommand): boolean {
-  return (
-    input.externalId === undefined &&
-    !input.roles?.length &&
-    !input.permissions?.length &&
-    input.ratelimit === undefined &&
-    !input.ratelimits?.length &&
-    !input.recoverable
-  );
 }
 
 const sameKeyDefaults = (a: ApiKeySettings, b: ApiKeySettings) => a.defaultPrefix === b.defaultPrefix && a.defaultBytes === b.defaultBytes;
@@ -232,6 +220,7 @@ async function createKeyInApi(
     ratelimits: input.ratelimits && distinctRatelimits(input.ratelimits),
     encrypted: dataKey && { encrypted: keyring.encrypt(dataKey, keyId, key), dataKey },
     guard: principal.writeGuard,
+    apiDefaults: { defaultPrefix: api.defaultPrefix, defaultBytes: api.defaultBytes },
   };
   const created = (links: { roles: { id: string; name: string }[]; permissions: { id: string; name: string }[] }): Change => ({
     event: "key.create",

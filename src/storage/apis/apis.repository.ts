@@ -80,10 +80,13 @@ export class ApiSettingsCache {
     return this.entries.get(`${workspaceId}/${apiId}`);
   }
 
-  /** The settings of the live API `apiId` of the workspace, read now (and remembered); undefined when there is none. */
-  async find(workspaceId: string, apiId: string): Promise<ApiKeySettings | undefined> {
+  /**
+   * The settings of the live API `apiId` of the workspace, read now (and remembered); undefined when there is none.
+   * On `db` when given: a request's transaction that has begun (an idempotency scope's) must read in it.
+   */
+  async find(workspaceId: string, apiId: string, db: Db = this.db): Promise<ApiKeySettings | undefined> {
     const cacheKey = `${workspaceId}/${apiId}`;
-    const row = await findApi(this.db, workspaceId, apiId);
+    const row = await findApi(db, workspaceId, apiId);
     if (!row) {
       this.entries.delete(cacheKey);
       return undefined;
@@ -138,16 +141,17 @@ export async function findLiveApiIds(db: Db, workspaceId: string, apiIds: string
 
 /**
  * Locks a live API of the workspace until the transaction ends: `share` keeps it from being deleted (creating a
- * key), `update` also waits for those (deleting the API or its keys). Undefined when there is no such API.
+ * key), `update` also waits for those (deleting the API or its keys). Undefined when there is no such API. Its key
+ * defaults as of the lock, for a key made from remembered ones (keys.createKey) to confirm them.
  */
 export async function lockLiveApi(
   db: Db,
   workspaceId: string,
   apiId: string,
   strength: "share" | "update",
-): Promise<{ deleteProtection: boolean } | undefined> {
+): Promise<{ deleteProtection: boolean; defaultPrefix: string | null; defaultBytes: number | null } | undefined> {
   const [row] = await db
-    .select({ deleteProtection: apis.deleteProtection })
+    .select({ deleteProtection: apis.deleteProtection, defaultPrefix: apis.defaultPrefix, defaultBytes: apis.defaultBytes })
     .from(apis)
     .where(and(eq(apis.id, apiId), eq(apis.workspaceId, workspaceId), isNull(apis.deletedAtM)))
     .for(strength);

@@ -136,6 +136,12 @@ export type NewKey = {
    * thrown (the caller then authenticates again and answers what that finds).
    */
   guard?: WriteGuard | undefined;
+  /**
+   * The API's key defaults the key was made with (keys.createKey may take them from memory): nothing is written, and
+   * NotFoundError is thrown as when the API is gone, unless they are still the API's once it is locked, as
+   * insertKeyInLiveApi checks them for a key written as one statement.
+   */
+  apiDefaults: { defaultPrefix: string | null; defaultBytes: number | null };
 };
 
 /**
@@ -151,7 +157,10 @@ export async function insertNewKey(tx: Db, input: NewKey): Promise<NewKeyLinks> 
   const { workspaceId, id: keyId, createdAtM: now } = row;
   {
     if (input.guard && !(await rootKeyGrants(tx, input.guard))) throw new NotFoundError("api", row.apiId);
-    if (!(await lockLiveApi(tx, workspaceId, row.apiId, "share"))) throw new NotFoundError("api", row.apiId);
+    const api = await lockLiveApi(tx, workspaceId, row.apiId, "share");
+    if (!api || api.defaultPrefix !== input.apiDefaults.defaultPrefix || api.defaultBytes !== input.apiDefaults.defaultBytes) {
+      throw new NotFoundError("api", row.apiId);
+    }
     const dataKey = input.encrypted?.dataKey;
     if (dataKey?.newRow) await tx.insert(encryptionKeys).values(dataKey.newRow);
 

@@ -6,9 +6,9 @@ import {
   deleteOldestVerificationLogRows,
   deleteVerificationLogRowsBefore,
   nextLoggedWorkspace,
+  verificationLogCutoff,
 } from "../../storage/verificationLog/verificationLog.repository.js";
 
-const DAY_MS = 86_400_000;
 /** Rows one statement deletes at most: a short statement and a short lock, whatever the backlog. */
 export const VERIFICATION_LOG_PRUNE_BATCH_ROWS = 2000;
 /**
@@ -90,8 +90,8 @@ export class VerificationLogRetention {
 
   /** One pass: what it deleted for age (`expired`) and beyond the workspaces' cap (`beyondCap`). */
   async pruneNow(): Promise<{ expired: number; beyondCap: number }> {
-    const pass: Pass = { before: this.clock.now() - this.days * DAY_MS, statements: 0, expired: 0, beyondCap: 0 };
     if (this.days === 0) return { expired: 0, beyondCap: 0 };
+    const pass: Pass = { before: verificationLogCutoff(this.clock.now(), this.days), statements: 0, expired: 0, beyondCap: 0 };
     const resumeAt = this.resumeAt;
     this.resumeAt = undefined;
     // From the workspace the last pass stopped at to the last one, then those before it; or all, in text order.

@@ -3,6 +3,16 @@ import { jsonTextArray } from "../bulk.js";
 import { type Db, preparedPerHandle, rowsOf } from "../client.js";
 import { keyVerificationsLog } from "../schema.js";
 
+const DAY_MS = 86_400_000;
+
+/**
+ * The oldest time (unix ms) the log keeps at `now` with a retention of `days` (config.verificationLogDays): the pruning
+ * deletes the rows before it, so a query of the log must refuse a range that starts before it (0 days: no log at all).
+ */
+export function verificationLogCutoff(now: number, days: number): number {
+  return now - days * DAY_MS;
+}
+
 /** One verification as the log keeps it: a row of `key_verifications_log` but its region (the writer's, one per process). */
 export type VerificationLogRow = {
   requestId: string;

@@ -96,7 +96,12 @@ export class VerificationLogRetention {
     this.resumeAt = undefined;
     // From the workspace the last pass stopped at to the last one, then those before it; or all, in text order.
     const ranges: WorkspaceRange[] =
-      resumeAt === undefined ? [{ after: undefined, below: undefined }] : [{ after: resumeAt, below: undefined, inclusive: true }, { after: undefined, below: resumeAt }];
+      resumeAt === undefined
+        ? [{ after: undefined, below: undefined }]
+        : [
+            { after: resumeAt, below: undefined, inclusive: true },
+            { after: undefined, below: resumeAt },
+          ];
     for (const range of ranges) {
       let { after } = range;
       let inclusive = range.inclusive === true;

@@ -222,7 +222,52 @@ describe("the verification log: retention and the cap per workspace", () => {
     // A pass with statements enough finds nothing more to delete.
     const whole = new VerificationLogRetention(h.db, clock, { days: 7, maxRowsPerWorkspace: 6 });
     expect(await whole.pruneNow()).toEqual({ expired: 0, beyondCap: 0 });
-    await h.sql("delete from key_verifications_log where workspace_id like 'ws\\_ret\\_%'");
+    await h.sql("delete from key_verification_chunks where workspace_id like 'ws\\_ret\\_%'");
+  });
+});
+
+describe("the verification log: chunks", () => {
+  it("prunes whole chunks and trims the one that straddles the cutoff or the cap, whatever their order of writing", async ({ h }) => {
+    const now = clock.now();
+    const cutoff = now - 7 * DAY;
+    const times = (n: number, from: number) => Array.from({ length: n }, (_, i) => from + i);
+    const write = (ws: string, tms: number[]) =>
+      insertVerificationLogRows(
+        h.db,
+        tms.map((tm) => rowOf(ws, "key_d", tm)),
+        REGION,
+      );
+    // ws_chunk_a: a chunk wholly past the retention, one across the cutoff, one within: written newest first.
+    await write("ws_chunk_a", times(3, now - 10));
+    await write("ws_chunk_a", times(4, cutoff - 2));
+    await write("ws_chunk_a", times(3, cutoff - 100));
+    // ws_chunk_b: three chunks of 3 within the retention, a cap of 4: the oldest chunk goes, and two of the next.
+    for (const from of [now - 300, now - 200, now - 100]) await write("ws_chunk_b", times(3, from));
+    const timesOf = async (ws: string) =>
+      (await h.sql<{ t: string }>(`select time_m::text as t from key_verifications_log where workspace_id = '${ws}' order by 1`)).map((r) =>
+        Number(r.t),
+      );
+    const retention = new VerificationLogRetention(h.db, clock, { days: 7, maxRowsPerWorkspace: 4 });
+    // ws_chunk_a keeps 5 after the retention, one beyond the cap of 4 too (the file's other workspaces are pruned too:
+    // what they lose is not counted here).
+    const before = await countLog(h, `workspace_id not like 'ws\\_chunk\\_%'`);
+    const pruned = await retention.pruneNow();
+    const othersLost = before - (await countLog(h, `workspace_id not like 'ws\\_chunk\\_%'`));
+    expect(pruned.expired + pruned.beyondCap - othersLost).toBe(5 + 6);
+    expect(await timesOf("ws_chunk_a")).toEqual([cutoff + 1, ...times(3, now - 10)]);
+    expect(await timesOf("ws_chunk_b")).toEqual([now - 198, ...times(3, now - 100)]);
+    const chunks = await h.sql<{ n: number; from_m: string }>(
+      `select n, from_m::text as from_m from key_verification_chunks where workspace_id like 'ws\\_chunk\\_%' order by workspace_id, to_m`,
+    );
+    // The trimmed chunks count and start as their events do.
+    expect(chunks.map((c) => [c.n, Number(c.from_m)])).toEqual([
+      [1, cutoff + 1],
+      [3, now - 10],
+      [1, now - 198],
+      [3, now - 100],
+    ]);
+    expect(await retention.pruneNow()).toEqual({ expired: 0, beyondCap: 0 });
+    await h.sql("delete from key_verification_chunks where workspace_id like 'ws\\_chunk\\_%'");
   });
 });
 

@@ -1,7 +1,6 @@
 import { type SQL, sql } from "drizzle-orm";
-import { jsonTextArray } from "../bulk.js";
 import { type Db, preparedPerHandle, rowsOf } from "../client.js";
-import { keyVerificationsLog } from "../schema.js";
+import { keyVerificationChunks } from "../schema.js";
 
 const DAY_MS = 86_400_000;
 
@@ -34,76 +33,61 @@ export type VerificationLogRow = {
 };
 
 /**
- * The insert of a batch, prepared once per database handle: each column travels as one array parameter (tags as each
- * row's JSON array, null when it has none, the common case) and `unnest` zips them, so a batch of thousands of rows is
- * one statement of twelve parameters; the region, the same for every row of a process, is one text parameter.
+ * The insert of a batch, prepared once per database handle: one JSON parameter holding one chunk per workspace (its
+ * workspace, oldest and newest time, count and events), spread into rows by `jsonb_to_recordset`; the region, the
+ * same for every row of a process, is one text parameter. A statement of thousands of verifications is one jsonb
+ * value to parse and a few rows to write.
  */
-const logInsert = preparedPerHandle((db) => {
-  const array = (name: string, type: "text" | "int8" | "float8") => sql`${sql.placeholder(name)}::${sql.raw(type)}[]`;
-  const tags = sql`case when t is null then '{}'::text[] else ${jsonTextArray(sql`t`)} end`;
-  return db
-    .insert(keyVerificationsLog)
+const chunksInsert = preparedPerHandle((db) =>
+  db
+    .insert(keyVerificationChunks)
     .select(
-      // The table's columns in schema order: request_id, time_m, workspace_id, key_space_id, key_id, identity_id,
-      // external_id, outcome, tags, spent_credits, latency, region.
-      sql`select r, tm, w, ks, k, i, e, o, ${tags}, c, l, ${sql.placeholder("region")}::text
-        from unnest(${array("requestIds", "text")}, ${array("times", "int8")}, ${array("workspaceIds", "text")},
-          ${array("keySpaceIds", "text")}, ${array("keyIds", "text")}, ${array("identityIds", "text")},
-          ${array("externalIds", "text")}, ${array("outcomes", "text")}, ${array("tags", "text")},
-          ${array("credits", "int8")}, ${array("latencies", "float8")})
-          as u(r, tm, w, ks, k, i, e, o, t, c, l)`,
+      // The table's columns in schema order: workspace_id, from_m, to_m, n, region, events.
+      sql`select x.w, x.f, x.t, x.n, ${sql.placeholder("region")}::text, x.e
+        from jsonb_to_recordset(${sql.placeholder("chunks")}::jsonb) as x(w text, f int8, t int8, n int4, e jsonb)`,
     )
-    .prepare("keyhaven_log_verifications");
-});
+    .prepare("keyhaven_log_verifications"),
+);
 
-/** Appends the rows, all with `region`, in one statement. */
+/** One workspace's verifications of a batch, as chunksInsert takes them. */
+type Chunk = { w: string; f: number; t: number; n: number; e: unknown[][] };
+
+/**
+ * Appends the rows, all with `region`, in one statement: one chunk per workspace, each verification an event of the
+ * order `key_verifications_log` reads (migration verification_log).
+ */
 export async function insertVerificationLogRows(db: Db, rows: readonly VerificationLogRow[], region: string): Promise<void> {
   if (rows.length === 0) return;
-  const n = rows.length;
-  const requestIds = new Array<string>(n);
-  const times = new Array<number>(n);
-  const workspaceIds = new Array<string>(n);
-  const keySpaceIds = new Array<string>(n);
-  const keyIds = new Array<string>(n);
-  const identityIds = new Array<string | null>(n);
-  const externalIds = new Array<string | null>(n);
-  const outcomes = new Array<string>(n);
-  const tags = new Array<string | null>(n);
-  const credits = new Array<number>(n);
-  const latencies = new Array<number>(n);
-  for (let i = 0; i < n; i++) {
-    const r = rows[i]!;
-    requestIds[i] = r.requestId;
-    times[i] = r.timeM;
-    workspaceIds[i] = r.workspaceId;
-    keySpaceIds[i] = r.keySpaceId;
-    keyIds[i] = r.keyId;
-    identityIds[i] = r.identityId;
-    externalIds[i] = r.externalId;
-    outcomes[i] = r.outcome;
-    tags[i] = r.tags === undefined || r.tags.length === 0 ? null : JSON.stringify(r.tags);
-    credits[i] = r.spentCredits;
-    latencies[i] = r.latency;
+  const byWorkspace = new Map<string, Chunk>();
+  for (const r of rows) {
+    let chunk = byWorkspace.get(r.workspaceId);
+    if (chunk === undefined) {
+      chunk = { w: r.workspaceId, f: r.timeM, t: r.timeM, n: 0, e: [] };
+      byWorkspace.set(r.workspaceId, chunk);
+    }
+    if (r.timeM < chunk.f) chunk.f = r.timeM;
+    if (r.timeM > chunk.t) chunk.t = r.timeM;
+    chunk.n++;
+    chunk.e.push([
+      r.requestId,
+      r.timeM,
+      r.keySpaceId,
+      r.keyId,
+      r.identityId,
+      r.externalId,
+      r.outcome,
+      r.tags ?? [],
+      r.spentCredits,
+      // JSON has no NaN or Infinity (JSON.stringify would write null): a latency is a finite number of ms.
+      Number.isFinite(r.latency) ? r.latency : 0,
+    ]);
   }
-  await logInsert(db).execute({
-    requestIds,
-    times,
-    workspaceIds,
-    keySpaceIds,
-    keyIds,
-    identityIds,
-    externalIds,
-    outcomes,
-    tags,
-    credits,
-    latencies,
-    region,
-  });
+  await chunksInsert(db).execute({ chunks: JSON.stringify([...byWorkspace.values()]), region });
 }
 
 /**
  * The first workspace (in the database's text order) with rows in the log after `after` (or from it, `inclusive`)
- * and before `below`, each bound left out when undefined: one probe of the (workspace_id, time_m) index.
+ * and before `below`, each bound left out when undefined: one probe of the (workspace_id, to_m) index.
  */
 export async function nextLoggedWorkspace(
   db: Db,
@@ -113,48 +97,90 @@ export async function nextLoggedWorkspace(
   if (range.after !== undefined) where.push(range.inclusive ? sql`workspace_id >= ${range.after}` : sql`workspace_id > ${range.after}`);
   if (range.below !== undefined) where.push(sql`workspace_id < ${range.below}`);
   const [row] = rowsOf<{ w: string | null }>(
-    await db.execute(sql`select min(workspace_id) as w from key_verifications_log where ${sql.join(where, sql` and `)}`),
+    await db.execute(sql`select min(workspace_id) as w from key_verification_chunks where ${sql.join(where, sql` and `)}`),
   );
   return row?.w ?? undefined;
 }
 
 /**
- * Deletes at most `maxRows` of the workspace's rows older than `before` (unix ms), oldest first; answers how many
- * went. One short statement: the rows are chosen by ctid in a bounded subselect on the (workspace_id, time_m) index.
+ * Deletes about `maxRows` (at least, when there are as many: whole chunks) of the workspace's verifications older than
+ * `before` (unix ms), oldest first; answers how many went. Whole chunks whose newest verification is older first, by
+ * the (workspace_id, to_m) index; once none is left, the chunks that straddle `before` keep only their newer events
+ * (by the (workspace_id, from_m) index). Short statements: at most `maxRows` chunks each.
  */
 export async function deleteVerificationLogRowsBefore(db: Db, workspaceId: string, before: number, maxRows: number): Promise<number> {
-  return countDeleted(
-    await db.execute(sql`with gone as (
-        delete from key_verifications_log where ctid = any(array(
-          select ctid from key_verifications_log where workspace_id = ${workspaceId} and time_m < ${before}::int8
-          order by time_m limit ${maxRows}))
-        returning 1)
-      select count(*)::int as deleted from gone`),
+  const whole = countDeleted(
+    await db.execute(sql`with picked as (
+        select ctid as id, n, sum(n) over (order by to_m, ctid) as upto from key_verification_chunks
+        where workspace_id = ${workspaceId} and to_m < ${before}::int8 order by to_m, ctid limit ${maxRows}),
+      gone as (
+        delete from key_verification_chunks where ctid = any(array(select id from picked where upto - n < ${maxRows}))
+        returning n)
+      select coalesce(sum(n), 0)::int as deleted from gone`),
+  );
+  if (whole >= maxRows) return whole;
+  return (
+    whole +
+    countDeleted(
+      await db.execute(sql`with straddling as (
+        select ctid as id, n,
+          (select coalesce(jsonb_agg(e), '[]'::jsonb) from jsonb_array_elements(events) e where (e->>1)::int8 >= ${before}::int8) as kept
+        from key_verification_chunks
+        where workspace_id = ${workspaceId} and from_m < ${before}::int8 and to_m >= ${before}::int8
+        order by from_m limit ${maxRows}),
+      trimmed as (
+        update key_verification_chunks c set events = s.kept, n = jsonb_array_length(s.kept),
+          from_m = (select min((e->>1)::int8) from jsonb_array_elements(s.kept) e)
+        from straddling s where c.ctid = s.id
+        returning s.n - jsonb_array_length(s.kept) as n)
+      select coalesce(sum(n), 0)::int as deleted from trimmed`),
+    )
   );
 }
 
 /**
- * How many of the workspace's rows are beyond its newest `keep`, counting no further than `most`: the statement reads
- * at most `keep + most` entries of the (workspace_id, time_m) index, however many rows the workspace has.
+ * How many of the workspace's verifications are beyond its newest `keep`, counting no further than `most`: one sum of
+ * its chunks' counts.
  */
 export async function countVerificationLogRowsBeyond(db: Db, workspaceId: string, keep: number, most: number): Promise<number> {
   const [row] = rowsOf<{ n: number | string }>(
-    await db.execute(sql`select count(*)::int as n from (
-        select 1 from key_verifications_log where workspace_id = ${workspaceId}
-        order by time_m desc offset ${keep} limit ${most}) beyond`),
+    await db.execute(sql`select greatest(0, least(coalesce(sum(n), 0) - ${keep}, ${most}))::int as n
+      from key_verification_chunks where workspace_id = ${workspaceId}`),
   );
   return Number(row?.n ?? 0);
 }
 
-/** Deletes the workspace's `rows` oldest rows (a bounded statement, as deleteVerificationLogRowsBefore); answers how many went. */
+/**
+ * Deletes the workspace's `rows` oldest verifications; answers how many went: its oldest chunks as long as they fit
+ * within `rows` (at most `rows` chunks), then, if some are still to go, the oldest events of the oldest chunk left.
+ */
 export async function deleteOldestVerificationLogRows(db: Db, workspaceId: string, rows: number): Promise<number> {
-  return countDeleted(
-    await db.execute(sql`with gone as (
-        delete from key_verifications_log where ctid = any(array(
-          select ctid from key_verifications_log where workspace_id = ${workspaceId}
-          order by time_m limit ${rows}))
-        returning 1)
-      select count(*)::int as deleted from gone`),
+  const whole = countDeleted(
+    await db.execute(sql`with picked as (
+        select ctid as id, n, sum(n) over (order by to_m, ctid) as upto from key_verification_chunks
+        where workspace_id = ${workspaceId} order by to_m, ctid limit ${rows}),
+      gone as (
+        delete from key_verification_chunks where ctid = any(array(select id from picked where upto <= ${rows}))
+        returning n)
+      select coalesce(sum(n), 0)::int as deleted from gone`),
+  );
+  const left = rows - whole;
+  if (left <= 0) return whole;
+  return (
+    whole +
+    countDeleted(
+      await db.execute(sql`with oldest as (
+        select ctid as id, n, (select coalesce(jsonb_agg(y.e order by (y.e->>1)::int8, y.i), '[]'::jsonb) from (
+            select x.e, x.i from jsonb_array_elements(events) with ordinality as x(e, i)
+            order by (x.e->>1)::int8, x.i offset ${left}) y) as kept
+        from key_verification_chunks where workspace_id = ${workspaceId} order by to_m, ctid limit 1),
+      trimmed as (
+        update key_verification_chunks c set events = o.kept, n = jsonb_array_length(o.kept),
+          from_m = coalesce((select min((e->>1)::int8) from jsonb_array_elements(o.kept) e), c.from_m)
+        from oldest o where c.ctid = o.id
+        returning o.n - jsonb_array_length(o.kept) as n)
+      select coalesce(sum(n), 0)::int as deleted from trimmed`),
+    )
   );
 }
 
@@ -162,6 +188,12 @@ function countDeleted(result: unknown): number {
   const [row] = rowsOf<{ deleted: number | string }>(result);
   return Number(row?.deleted ?? 0);
 }
+
+/**
+ * The verifications the console looks through for a key's latest: the workspace's newest, whole chunks until at least
+ * this many (a rarely used key's may be older: its page says so). Bounds the work of one page on a busy workspace.
+ */
+export const LATEST_OF_KEY_SCAN = 20_000;
 
 /** A row of the log as the console shows it. */
 export type LoggedVerification = {
@@ -174,7 +206,7 @@ export type LoggedVerification = {
   region: string;
 };
 
-/** The key's `limit` newest rows, newest first, by the (workspace_id, key_id, time_m) index. */
+/** The key's `limit` newest verifications among the workspace's LATEST_OF_KEY_SCAN newest, newest first. */
 export async function latestVerificationsOfKey(db: Db, workspaceId: string, keyId: string, limit: number): Promise<LoggedVerification[]> {
   const rows = rowsOf<{
     request_id: string;
@@ -185,9 +217,14 @@ export async function latestVerificationsOfKey(db: Db, workspaceId: string, keyI
     latency: number | string;
     region: string;
   }>(
-    await db.execute(sql`select request_id, time_m, outcome, tags, spent_credits, latency, region
-      from key_verifications_log where workspace_id = ${workspaceId} and key_id = ${keyId}
-      order by time_m desc limit ${limit}`),
+    await db.execute(sql`with recent as (
+        select events, region, n, sum(n) over (order by to_m desc, ctid desc) as upto from key_verification_chunks
+        where workspace_id = ${workspaceId} order by to_m desc, ctid desc limit ${LATEST_OF_KEY_SCAN})
+      select e->>0 as request_id, (e->>1)::int8 as time_m, e->>6 as outcome, array(select jsonb_array_elements_text(e->7)) as tags,
+        (e->>8)::int8 as spent_credits, (e->>9)::float8 as latency, r.region
+      from recent r cross join lateral jsonb_array_elements(r.events) e
+      where r.upto - r.n < ${LATEST_OF_KEY_SCAN} and e->>3 = ${keyId}
+      order by (e->>1)::int8 desc limit ${limit}`),
   );
   return rows.map((r) => ({
     requestId: r.request_id,

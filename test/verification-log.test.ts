@@ -197,6 +197,8 @@ describe("the verification log: retention and the cap per workspace", () => {
       ...times(4, cutoff).map((tm) => rowOf("ws_ret_a", "key_a", tm)),
       ...times(10, now - 100).map((tm) => rowOf("ws_ret_b", `key_b${tm % 2}`, tm)),
       ...times(2, now - 50).map((tm) => rowOf("ws_ret_c", "key_c", tm)),
+      // ws_ret_d: 9 rows of one millisecond, 3 beyond the cap however the walk meets them.
+      ...Array.from({ length: 9 }, () => rowOf("ws_ret_d", "key_d", now - 10)),
     ];
     await insertVerificationLogRows(h.db, rows, REGION);
     const timesOf = async (ws: string) =>
@@ -208,16 +210,17 @@ describe("the verification log: retention and the cap per workspace", () => {
     const retention = new VerificationLogRetention(h.db, clock, { days: 7, maxRowsPerWorkspace: 6, batchRows: 2, maxBatches: 2 });
     let expired = 0;
     let beyondCap = 0;
-    // Some ten statements' work: ten passes are enough, and a pass cut short may have deleted nothing yet.
+    // Some fifteen statements' work: ten passes of two are enough, and a pass cut short may have deleted nothing yet.
     for (let pass = 0; pass < 10; pass++) {
       const deleted = await retention.pruneNow();
       expired += deleted.expired;
       beyondCap += deleted.beyondCap;
     }
-    expect({ expired, beyondCap }).toEqual({ expired: 5, beyondCap: 4 });
+    expect({ expired, beyondCap }).toEqual({ expired: 5, beyondCap: 7 });
     expect(await timesOf("ws_ret_a")).toEqual(times(4, cutoff));
     expect(await timesOf("ws_ret_b")).toEqual(times(6, now - 96));
     expect(await timesOf("ws_ret_c")).toEqual(times(2, now - 50));
+    expect(await timesOf("ws_ret_d")).toEqual(Array(6).fill(now - 10));
     expect(await logOf(h, `workspace_id = '${t.workspaceId}'`)).toEqual(others);
     // A pass with statements enough finds nothing more to delete.
     const whole = new VerificationLogRetention(h.db, clock, { days: 7, maxRowsPerWorkspace: 6 });

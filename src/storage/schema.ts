@@ -6,6 +6,7 @@ import {
   boolean,
   check,
   customType,
+  doublePrecision,
   index,
   integer,
   jsonb,
@@ -436,10 +437,44 @@ export const verificationCounts = pgTable(
     apiId: text("api_id").notNull(),
     identityId: text("identity_id"),
     count: bigint("count", { mode: "number" }).notNull(),
+    // The credits the counted verifications spent, and the sum of the ms they took in keyhaven (migration 0023): the
+    // hour, day and month aggregates answer spent_credits and latency_avg (latency_sum / count) from them.
+    spentCredits: bigint("spent_credits", { mode: "number" }).notNull().default(0),
+    latencySum: doublePrecision("latency_sum").notNull().default(0),
   },
   (t) => [
     primaryKey({ columns: [t.keyId, t.hourM, t.outcome, t.tagsHash] }),
     index("verification_counts_api_hour_idx").on(t.workspaceId, t.apiId, t.hourM),
+  ],
+);
+
+/**
+ * The raw verification log (issue 38 §2): every verification the analytics count (the same population as
+ * `verification_counts`), written by the verification log's flusher about once a second (storage/verificationLog) as
+ * one row per workspace and flush holding that second's verifications as a JSON array (`events`, each event an array:
+ * request id, unix ms, key space (the key's API), key, identity, external id, outcome, tags, credits spent, latency in
+ * ms). A row per verification cost the embedded store 20 µs of keyhaven's own thread per verification (a heap tuple
+ * and two index entries each), a chunk about 4: docs/benchmarks.md. Read through the view `key_verifications_log`
+ * (migration verification_log), whose columns are upstream's raw table's; kept KEYHAVEN_VERIFICATION_LOG_DAYS days and
+ * at most KEYHAVEN_VERIFICATION_LOG_MAX_ROWS verifications per workspace. Never a key or its hash.
+ */
+export const keyVerificationChunks = pgTable(
+  "key_verification_chunks",
+  {
+    workspaceId: text("workspace_id").notNull(),
+    /** The oldest and newest verification of the chunk (unix ms). */
+    fromM: ms("from_m").notNull(),
+    toM: ms("to_m").notNull(),
+    /** How many verifications `events` holds. */
+    n: integer("n").notNull(),
+    /** The instance that verified (KEYHAVEN_REGION). */
+    region: text("region").notNull(),
+    events: jsonb("events").notNull(),
+  },
+  (t) => [
+    index("key_verification_chunks_workspace_to_idx").on(t.workspaceId, t.toM),
+    // The pruning's: the chunks that straddle the retention's cutoff.
+    index("key_verification_chunks_workspace_from_idx").on(t.workspaceId, t.fromM),
   ],
 );
 

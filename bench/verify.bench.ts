@@ -49,6 +49,8 @@
  *   BENCH_REDIS          unset (default), "0", "false" or "off": no Redis runs; "1", "true" or "on": also run every
  *                        store with REDIS_URL=redis://127.0.0.1:6379; a redis:// or rediss:// URL: with that one
  *   DATABASE_POOL_SIZE   passed through to keyhaven when set (keyhaven's default is 4)
+ *   BENCH_VERIFICATION_LOG_DAYS  passed to keyhaven as KEYHAVEN_VERIFICATION_LOG_DAYS when set ("0": no raw
+ *                        verification log; unset: keyhaven's default, 7), since no KEYHAVEN_ variable of ours passes
  *   BENCH_CONSOLE        "off" (default) or "alternate": each v1 measurement of a keyhaven target is then made
  *                        BENCH_CONSOLE_ROUNDS times (default 2) with no console user and as often with one beside
  *                        it, alternated (none, browsing, none, browsing): a scripted console session
@@ -123,6 +125,8 @@ type Settings = {
   redisUrl: string | undefined;
   analytics: ("on" | "off")[];
   keyhavenPoolSize: string;
+  /** KEYHAVEN_VERIFICATION_LOG_DAYS for keyhaven (BENCH_VERIFICATION_LOG_DAYS); undefined: its default. */
+  verificationLogDays: string | undefined;
   serverNodeArgs: string[];
   /** "alternate": each v1 measurement also with a console user browsing beside it (BENCH_CONSOLE). */
   console: "off" | "alternate";
@@ -183,6 +187,7 @@ function readSettings(env: NodeJS.ProcessEnv): Settings {
     redisUrl: readRedisSetting(env.BENCH_REDIS, "off"),
     analytics: list("BENCH_ANALYTICS", ["on", "off"] as const),
     keyhavenPoolSize: env.DATABASE_POOL_SIZE?.trim() || "4 (keyhaven's default)",
+    verificationLogDays: env.BENCH_VERIFICATION_LOG_DAYS?.trim() || undefined,
     serverNodeArgs: envServerNodeArgs(env),
     console: envList(env, "BENCH_CONSOLE", ["off", "alternate"] as const, ["off"]).includes("alternate") ? "alternate" : "off",
     consoleRounds: Math.floor(envPositive(env, "BENCH_CONSOLE_ROUNDS", 2)),
@@ -368,6 +373,7 @@ async function runKeyhaven(target: Target, settings: Settings, admin: Admin | un
   }
   if (target.redisUrl !== undefined) storeEnv.REDIS_URL = target.redisUrl;
   storeEnv.KEYHAVEN_ANALYTICS = target.analytics;
+  if (settings.verificationLogDays !== undefined) storeEnv.KEYHAVEN_VERIFICATION_LOG_DAYS = settings.verificationLogDays;
 
   try {
     const rootKey = `bench_root_${randomBytes(24).toString("base64url")}`;
@@ -667,7 +673,8 @@ async function main(): Promise<void> {
       `\nreq/s: 2xx answers per second; % ceiling: of the fixed-response Fastify server's req/s at the same connections;` +
         ` p50/p99: per request, from autocannon's own timing.` +
         `\nanswer sizes (bytes): ${sizes}.` +
-        `\nkeyhaven's DATABASE_POOL_SIZE: ${settings.keyhavenPoolSize}; rate limits counted in ` +
+        `\nkeyhaven's DATABASE_POOL_SIZE: ${settings.keyhavenPoolSize}; KEYHAVEN_VERIFICATION_LOG_DAYS: ` +
+        `${settings.verificationLogDays ?? "7 (keyhaven's default)"}; rate limits counted in ` +
         `${settings.redisUrl === undefined ? "memory" : `memory (and in Redis for the +redis stores)`}.`,
     );
     console.log(`\n${describeTarget(targetChecks)}`);

@@ -3,7 +3,11 @@ import { findDependencyFailure } from "./storage/dependency.js";
 
 export type BackgroundJobs = Pick<
   Services,
-  "analytics" | "lastUsed" | "migrationWorker" | "invalidationPruner" | "statistics" | "auditRetention" | "idempotency" | "unkeyFallback"
+  | "analytics"
+  | "lastUsed"
+  | "verificationLog"
+  | "verificationLogRetention"
+  | "migrationWorker" | "invalidationPruner" | "statistics" | "auditRetention" | "idempotency" | "unkeyFallback"
 >;
 
 type Logger = {
@@ -13,13 +17,15 @@ type Logger = {
 };
 
 /**
- * Starts the analytics flusher and retention cleanup, the last-used flusher, the invalidation log's pruner, the audit log's retention, the pruner of expired Idempotency-Keys, the statistics refresher (ANALYZE
+ * Starts the analytics flusher and retention cleanup, the last-used flusher, the verification log's flusher and pruner, the invalidation log's pruner, the audit log's retention, the pruner of expired Idempotency-Keys, the statistics refresher (ANALYZE
  * after imports on PGlite), the Unkey fallback's counts of pending keys (when configured) and, unless `migrationWorker: false`, the migration worker of services built by createServices
  * (services.ts).
  */
 export function startBackgroundJobs(jobs: BackgroundJobs, log: Logger, options: { migrationWorker?: boolean } = {}): void {
   jobs.analytics.start(log);
   jobs.lastUsed.start(log);
+  jobs.verificationLog.start(log);
+  jobs.verificationLogRetention.start(log);
   jobs.invalidationPruner.start(log);
   jobs.auditRetention.start(log);
   jobs.idempotency.start(log);
@@ -40,6 +46,8 @@ export async function stopBackgroundJobs(jobs: BackgroundJobs): Promise<void> {
   await jobs.statistics.stop();
   await jobs.analytics.stop();
   await jobs.lastUsed.stop();
+  await jobs.verificationLog.stop();
+  await jobs.verificationLogRetention.stop();
   await jobs.invalidationPruner.stop();
   await jobs.auditRetention.stop();
   await jobs.idempotency.stop();
@@ -76,6 +84,7 @@ export async function stopBackgroundJobsWithin(jobs: BackgroundJobs, deadlineMs:
       ...(failure && { dependency: failure.dependency, reason: failure.reason }),
       droppedVerificationCounts: jobs.analytics.notWritten,
       droppedLastUsedTimes: jobs.lastUsed.notWritten,
+      droppedVerificationLogRows: jobs.verificationLog.notWritten,
     },
     "shutdown: gave up writing what the background jobs held; dropped what is counted here",
   );

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { isIP } from "node:net";
+import { hostname } from "node:os";
 import { z } from "zod";
 // zod 3's wording for the environment's messages too, as for the API's.
 import "./validation.messages.js";
@@ -49,6 +50,17 @@ export const DEFAULT_COUNTERS_PER_WORKSPACE = 100_000;
  * key) a workspace may hold besides, when KEYHAVEN_RATELIMIT_ADHOC_COUNTERS_PER_WORKSPACE is not set.
  */
 export const DEFAULT_ADHOC_COUNTERS_PER_WORKSPACE = 100_000;
+/** Days the raw verification log keeps its rows when KEYHAVEN_VERIFICATION_LOG_DAYS is not set (0 turns the log off). */
+export const DEFAULT_VERIFICATION_LOG_DAYS = 7;
+/**
+ * Rows of the raw verification log one workspace keeps at most when KEYHAVEN_VERIFICATION_LOG_MAX_ROWS is not set: a
+ * workspace's oldest rows beyond it are deleted by the log's cleanup. A row takes some 150-250 bytes with its share of
+ * the indexes, so a full workspace some 200 MB.
+ */
+export const DEFAULT_VERIFICATION_LOG_MAX_ROWS = 1_000_000;
+/** Characters of KEYHAVEN_REGION (and of the hostname that is its default) at most. */
+export const MAX_REGION_CHARS = 64;
+
 /**
  * PostgreSQL's buffer pool in the embedded store (KEYHAVEN_PGLITE_SHARED_BUFFERS_MB), what PGlite 0.3 ran with. A
  * store of 1,000,000 keys has 234 MB of keys and hash index: beyond the pool, a random key's verification reads its
@@ -169,6 +181,22 @@ const envSchema = z.object({
     .min(1, "must be at least 1")
     .max(36_500, "must be at most 36500")
     .default(90),
+  KEYHAVEN_VERIFICATION_LOG_DAYS: z.coerce
+    .number({ error: "must be a whole number of days" })
+    .int("must be a whole number of days")
+    .min(0, "must be at least 0 (0 turns the verification log off)")
+    .max(36_500, "must be at most 36500")
+    .default(DEFAULT_VERIFICATION_LOG_DAYS),
+  KEYHAVEN_VERIFICATION_LOG_MAX_ROWS: z.coerce
+    .number({ error: "must be a whole number of rows" })
+    .int("must be a whole number of rows")
+    .min(1, "must be at least 1")
+    .max(1_000_000_000, "must be at most 1000000000")
+    .default(DEFAULT_VERIFICATION_LOG_MAX_ROWS),
+  KEYHAVEN_REGION: optionalNonEmpty.refine(
+    (v) => v === undefined || v.trim().length <= MAX_REGION_CHARS,
+    `must be at most ${MAX_REGION_CHARS} characters`,
+  ),
   KEYHAVEN_AUDIT_RETENTION_DAYS: z.coerce
     .number({ error: "must be a whole number of days" })
     .int("must be a whole number of days")
@@ -290,6 +318,15 @@ export type Config = Readonly<{
   analytics: boolean;
   /** Verification counts of hours older than this many days are deleted in the background. */
   analyticsRetentionDays: number;
+  /**
+   * Days the raw verification log (issue 38 §2) keeps its rows, 0 when there is no log: KEYHAVEN_VERIFICATION_LOG_DAYS,
+   * or 0 when analytics are off (KEYHAVEN_ANALYTICS=off). A query of the log must refuse a range older than this.
+   */
+  verificationLogDays: number;
+  /** Rows of the verification log one workspace keeps at most; its oldest beyond are deleted in the background. */
+  verificationLogMaxRows: number;
+  /** This instance's name in the verification log's `region` (KEYHAVEN_REGION, else the hostname; at most 64 characters). */
+  region: string;
   /** Audit entries older than this many days are deleted in the background. */
   auditRetentionDays: number;
   /**
@@ -418,6 +455,9 @@ export function loadConfig(
     logLevel: e.LOG_LEVEL,
     analytics: e.KEYHAVEN_ANALYTICS === "on",
     analyticsRetentionDays: e.KEYHAVEN_ANALYTICS_RETENTION_DAYS,
+    verificationLogDays: e.KEYHAVEN_ANALYTICS === "on" ? e.KEYHAVEN_VERIFICATION_LOG_DAYS : 0,
+    verificationLogMaxRows: e.KEYHAVEN_VERIFICATION_LOG_MAX_ROWS,
+    region: regionOf(e.KEYHAVEN_REGION),
     auditRetentionDays: e.KEYHAVEN_AUDIT_RETENTION_DAYS,
     verifyRequireScope: e.KEYHAVEN_VERIFY_REQUIRE_SCOPE === "on",
     trustProxy: parseTrustProxy(e.KEYHAVEN_TRUST_PROXY)!,
@@ -435,6 +475,13 @@ export function loadConfig(
       maxConnections: e.KEYHAVEN_MAX_CONNECTIONS,
     }),
   });
+}
+
+/** KEYHAVEN_REGION as set, else the machine's hostname (cut to MAX_REGION_CHARS), else "keyhaven". */
+function regionOf(set: string | undefined): string {
+  if (set !== undefined) return set.trim();
+  const host = hostname().trim().slice(0, MAX_REGION_CHARS);
+  return host === "" ? "keyhaven" : host;
 }
 
 const invalidVariable = (name: string, message: string) => new ConfigError(`invalid environment:\n  ${name}: ${message}`);

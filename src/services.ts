@@ -12,6 +12,12 @@ import {
   VerificationAnalytics,
 } from "./storage/analytics/analytics.recorder.js";
 import { LastUsed } from "./storage/lastUsed/lastUsed.recorder.js";
+import {
+  VERIFICATION_LOG_ROWS_PER_STATEMENT,
+  VERIFICATION_LOG_ROWS_PER_STATEMENT_POSTGRES,
+  VerificationLog,
+} from "./storage/verificationLog/verificationLog.recorder.js";
+import { VerificationLogRetention } from "./core/verification/verification.logRetention.js";
 import { DEFAULT_SPEND_STATEMENTS_IN_FLIGHT, RemainingSpender, SPEND_OVERLAP_AFTER_MS } from "./storage/keys/remaining.spender.js";
 import { POSTGRES_LOOKUPS_IN_FLIGHT, VERIFICATION_CACHE_ENTRIES, VerificationCache } from "./storage/keys/verification.cache.js";
 import { type KeyObjectReads, prepareKeyObjectReads } from "./storage/keys/keyObjects.repository.js";
@@ -71,6 +77,13 @@ export type Services = {
   analytics: VerificationAnalytics;
   /** When keys were last verified and root keys last authenticated, written in the background once started (background.ts). */
   lastUsed: LastUsed;
+  /**
+   * The raw verification log (issue 38 §2): a row per verification the analytics count, written in the background once
+   * started (background.ts); off when config.verificationLogDays is 0 (KEYHAVEN_VERIFICATION_LOG_DAYS=0 or KEYHAVEN_ANALYTICS=off).
+   */
+  verificationLog: VerificationLog;
+  /** Deletes the log's rows past config.verificationLogDays and beyond each workspace's cap (started by background.ts). */
+  verificationLogRetention: VerificationLogRetention;
   /** The migrations.enqueueKeys worker, woken after an enqueue; it works once started (background.ts). */
   migrationWorker: MigrationWorker;
   /** Analyses the imported tables after imports on PGlite (no autovacuum there), once started (background.ts). */
@@ -141,6 +154,11 @@ export async function createServices(config: Config, store: Store, options: Serv
       : new UnkeyFallback({ db, keyring, clock, keyWrites, keyReads, changes }, config.unkeyFallback);
   const rowsPerStatement = store.kind === "pglite" ? ANALYTICS_ROWS_PER_STATEMENT : ANALYTICS_ROWS_PER_STATEMENT_POSTGRES;
   const lastUsed = new LastUsed(db, { rowsPerStatement });
+  const verificationLog = new VerificationLog(db, {
+    enabled: config.verificationLogDays > 0,
+    region: config.region,
+    rowsPerStatement: store.kind === "pglite" ? VERIFICATION_LOG_ROWS_PER_STATEMENT : VERIFICATION_LOG_ROWS_PER_STATEMENT_POSTGRES,
+  });
   const rootKeys = new RootKeyAuthenticator(db, epochs, clock, lastUsed);
   const consoleSessions = new ConsoleSessions({
     db,
@@ -178,6 +196,7 @@ export async function createServices(config: Config, store: Store, options: Serv
       spender: remainingSpender,
       lookups: verificationCache,
       fallback: unkeyFallback?.stats,
+      verificationLog,
     }),
     analytics: new VerificationAnalytics(db, config.analytics, {
       retentionDays: config.analyticsRetentionDays,
@@ -185,6 +204,11 @@ export async function createServices(config: Config, store: Store, options: Serv
       rowsPerStatement,
     }),
     lastUsed,
+    verificationLog,
+    verificationLogRetention: new VerificationLogRetention(db, clock, {
+      days: config.verificationLogDays,
+      maxRowsPerWorkspace: config.verificationLogMaxRows,
+    }),
     migrationWorker: new MigrationWorker(db, { now: () => clock.now(), onImported: (count) => statistics.onImported(count), changes }),
     statistics,
     unkeyFallback,

@@ -151,6 +151,24 @@ describe("loadConfig", () => {
     }
   });
 
+  it("reads the verification log's KEYHAVEN_VERIFICATION_LOG_DAYS (7; 0, or KEYHAVEN_ANALYTICS=off, means no log), _MAX_ROWS (1,000,000) and KEYHAVEN_REGION (the hostname, 64 characters at most)", () => {
+    const host = os.hostname().trim().slice(0, 64);
+    expect(loadConfig({})).toMatchObject({ verificationLogDays: 7, verificationLogMaxRows: 1_000_000, region: host === "" ? "keyhaven" : host });
+    expect(
+      loadConfig({ KEYHAVEN_VERIFICATION_LOG_DAYS: "30", KEYHAVEN_VERIFICATION_LOG_MAX_ROWS: "5000", KEYHAVEN_REGION: " eu-west-1 " }),
+    ).toMatchObject({ verificationLogDays: 30, verificationLogMaxRows: 5000, region: "eu-west-1" });
+    expect(loadConfig({ KEYHAVEN_VERIFICATION_LOG_DAYS: "0" }).verificationLogDays).toBe(0);
+    expect(loadConfig({ KEYHAVEN_VERIFICATION_LOG_DAYS: "30", KEYHAVEN_ANALYTICS: "off" }).verificationLogDays).toBe(0);
+    expect(loadConfig({ KEYHAVEN_REGION: "r".repeat(64) }).region).toBe("r".repeat(64));
+    expect(configError({ KEYHAVEN_REGION: "r".repeat(65) }).message).toContain("KEYHAVEN_REGION: must be at most 64 characters");
+    for (const days of ["-1", "1.5", "seven", "36501"]) {
+      expect(configError({ KEYHAVEN_VERIFICATION_LOG_DAYS: days }).message).toMatch(/KEYHAVEN_VERIFICATION_LOG_DAYS: must be/);
+    }
+    for (const rows of ["0", "2.5", "many", "1000000001"]) {
+      expect(configError({ KEYHAVEN_VERIFICATION_LOG_MAX_ROWS: rows }).message).toMatch(/KEYHAVEN_VERIFICATION_LOG_MAX_ROWS: must be/);
+    }
+  });
+
   it("reads KEYHAVEN_RATELIMIT_ADHOC_COUNTERS_PER_WORKSPACE, ad-hoc limits' own quota: 100,000 by default, 100 to 10,000,000", () => {
     expect(loadConfig({}).ratelimitAdHocCountersPerWorkspace).toBe(100_000);
     expect(loadConfig({ KEYHAVEN_RATELIMIT_ADHOC_COUNTERS_PER_WORKSPACE: "5000" }).ratelimitAdHocCountersPerWorkspace).toBe(5000);

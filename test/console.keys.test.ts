@@ -90,6 +90,7 @@ describe("console key pages", () => {
     const after = h.clock.now();
     await h.jobs.analytics.flush();
     await h.jobs.lastUsed.flush();
+    await h.jobs.verificationLog.flush();
     const keyPage = await c.get(`/console/keys/${keyId}`);
     expect(keyPage.status).toBe(200);
     expect(keyPage.html).not.toContain(key);
@@ -108,6 +109,16 @@ describe("console key pages", () => {
     expect(shownAt).toBeLessThanOrEqual(after);
     // The chart's table counts the two valid verifications today.
     expect(/"label":"valid","values":\[[0,]*2\]/.test(keyPage.html.replace(/&quot;/g, '"'))).toBe(true);
+    // The verification log's newest rows: both verifications, each with its outcome, credit spent and region.
+    const latest = /<table id="latest-verifications">([\s\S]*?)<\/table>/.exec(keyPage.html)?.[1];
+    expect(latest, "the latest verifications' table").toBeDefined();
+    const rows = [...latest!.matchAll(/<tr[^>]*>([\s\S]*?)<\/tr>/g)].map((m) => textOf(m[1]!).trim());
+    expect(rows[0]).toBe("Time Outcome Tags Credits spent Latency (ms) Region");
+    expect(rows.slice(1)).toHaveLength(2);
+    for (const row of rows.slice(1)) {
+      expect(row).toMatch(/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC VALID none 1 \d+\.\d{2} /);
+      expect(row.endsWith(` ${h.config.region}`)).toBe(true);
+    }
   });
 
   it("refuses bad input with a precise message, keeping what was typed", async () => {

@@ -21,6 +21,7 @@ const HOT_PATH = [
   "src/storage/invalidations.ts",
   "src/storage/epoch.ts",
   "src/storage/analytics",
+  "src/storage/verificationLog",
   "src/core/auth",
   "src/wire/v1/rpc.ts",
   "src/wire/v2/rpc.ts",

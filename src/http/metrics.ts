@@ -117,6 +117,8 @@ export class AppMetrics {
     lookups: { readonly statements: number; readonly hashesLookedUp: number };
     /** The Unkey fallback's counts (core/verification/verification.fallback.ts), when it is configured. */
     fallback?: FallbackCounts | undefined;
+    /** The raw verification log's writer (VerificationLog): verifications it did not log. */
+    verificationLog?: { readonly dropped: number } | undefined;
   }) {
     for (const metric of this.requests.metrics()) this.registry.registerMetric(metric);
     // prom-client counts the process's CPU from when its collectors are registered: register them now, at start,
@@ -204,6 +206,14 @@ export class AppMetrics {
         () => lookups.hashesLookedUp,
       ],
     ];
+    const { verificationLog } = deps;
+    if (verificationLog !== undefined) {
+      counters.push([
+        "keyhaven_verification_log_dropped_total",
+        "Verifications the raw verification log did not keep: memory full while the database was unreachable, or rows the database refused. They are still counted in the verification counts.",
+        () => verificationLog.dropped,
+      ]);
+    }
     if (fallback !== undefined) {
       counters.push([
         "keyhaven_keys_adopted_total",

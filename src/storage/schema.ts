@@ -6,6 +6,7 @@ import {
   boolean,
   check,
   customType,
+  doublePrecision,
   index,
   integer,
   jsonb,
@@ -436,10 +437,44 @@ export const verificationCounts = pgTable(
     apiId: text("api_id").notNull(),
     identityId: text("identity_id"),
     count: bigint("count", { mode: "number" }).notNull(),
+    // The credits the counted verifications spent, and the sum of the ms they took in keyhaven (migration 0023): the
+    // hour, day and month aggregates answer spent_credits and latency_avg (latency_sum / count) from them.
+    spentCredits: bigint("spent_credits", { mode: "number" }).notNull().default(0),
+    latencySum: doublePrecision("latency_sum").notNull().default(0),
   },
   (t) => [
     primaryKey({ columns: [t.keyId, t.hourM, t.outcome, t.tagsHash] }),
     index("verification_counts_api_hour_idx").on(t.workspaceId, t.apiId, t.hourM),
+  ],
+);
+
+/**
+ * The raw verification log (issue 38 §2): one row per verification the analytics count (the same population as
+ * `verification_counts`), written in batches by the verification log's flusher about once a second
+ * (storage/verificationLog), kept KEYHAVEN_VERIFICATION_LOG_DAYS days and at most KEYHAVEN_VERIFICATION_LOG_MAX_ROWS
+ * rows per workspace. Its columns are upstream's raw verification table's (v2 analytics.getVerifications reads it):
+ * `key_space_id` is the key's API (keyhaven has no keyspace of its own), `region` the instance that verified
+ * (KEYHAVEN_REGION). Never a key or its hash. No primary key: rows are only appended, read by time and deleted by age.
+ */
+export const keyVerificationsLog = pgTable(
+  "key_verifications_log",
+  {
+    requestId: text("request_id").notNull(),
+    timeM: ms("time_m").notNull(),
+    workspaceId: text("workspace_id").notNull(),
+    keySpaceId: text("key_space_id").notNull(),
+    keyId: text("key_id").notNull(),
+    identityId: text("identity_id"),
+    externalId: text("external_id"),
+    outcome: text("outcome").notNull(),
+    tags: text("tags").array().notNull().default(sql`'{}'::text[]`),
+    spentCredits: bigint("spent_credits", { mode: "number" }).notNull().default(0),
+    latency: doublePrecision("latency").notNull().default(0),
+    region: text("region").notNull(),
+  },
+  (t) => [
+    index("key_verifications_log_workspace_time_idx").on(t.workspaceId, t.timeM),
+    index("key_verifications_log_workspace_key_time_idx").on(t.workspaceId, t.keyId, t.timeM),
   ],
 );
 

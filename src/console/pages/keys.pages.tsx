@@ -8,6 +8,7 @@ import { revealKey } from "../../core/keys/keys.reveal.js";
 import { rerollKey as rerollKeyCore } from "../../core/keys/keys.reroll.js";
 import { updateKey as updateKeyCore, V2_UPDATE_KEY_RULES } from "../../core/keys/keys.update.js";
 import { keyPermissionsOf, keyRolesOf } from "../../core/rbac/rbac.keyLinks.js";
+import { KEY_PAGE_LOG_ROWS, type LoggedVerification, latestKeyVerifications } from "../../core/verification/verification.log.js";
 import { listPermissionsPage, listRolesPage } from "../../core/rbac/rbac.rolesPermissions.js";
 import type { ApiKeySettings } from "../../storage/apis/apis.repository.js";
 import type { KeyObjectRow } from "../../storage/keys/keyObjects.repository.js";
@@ -453,6 +454,8 @@ type KeyView = {
   ownPermissions: string[];
   choices: Choices;
   chart: { x: number[]; series: { label: string; values: number[] }[] } | { refused: string };
+  /** The key's newest rows of the verification log; `off` when there is no log. */
+  log: LoggedVerification[] | { refused: string } | "off";
 };
 
 async function keyView(ctx: Ctx, keyId: string): Promise<{ ok: true; view: KeyView } | { ok: false; status: number; text: string }> {
@@ -467,6 +470,8 @@ async function keyView(ctx: Ctx, keyId: string): Promise<{ ok: true; view: KeyVi
     choicesOf(ctx),
   ]);
   const chart = await chartOf(ctx, row);
+  const logged = await attempt(() => latestKeyVerifications(deps, caller, { id: row.id, apiId: row.apiId }));
+  const log = !logged.ok ? { refused: logged.text } : (logged.value ?? "off");
   return {
     ok: true,
     view: {
@@ -476,6 +481,7 @@ async function keyView(ctx: Ctx, keyId: string): Promise<{ ok: true; view: KeyVi
       ownPermissions: ownPermissions.map((p) => p.slug),
       choices,
       chart,
+      log,
     },
   };
 }
@@ -614,6 +620,31 @@ function creditsText(row: KeyObjectRow): string {
   return `${row.remaining} remaining${refill}`;
 }
 
+/** The key's newest verifications, one row each, as the verification log holds them (written about once a second). */
+function LatestVerifications({ log }: { log: KeyView["log"] }) {
+  if (log === "off") return <p class="muted">The verification log is off (KEYHAVEN_VERIFICATION_LOG_DAYS=0 or KEYHAVEN_ANALYTICS=off).</p>;
+  if ("refused" in log) return <p class="muted">Not shown: {log.refused}</p>;
+  if (log.length === 0) return <p class="muted">None logged yet.</p>;
+  return (
+    <table id="latest-verifications">
+      <caption>The key's {KEY_PAGE_LOG_ROWS} newest verifications, newest first</caption>
+      <ColumnHeads names={["Time", "Outcome", "Tags", "Credits spent", "Latency (ms)", "Region"]} />
+      <tbody>
+        {log.map((v, i) => (
+          <tr key={`${v.requestId}-${i}`}>
+            <td>{when(v.timeM)}</td>
+            <td>{v.outcome}</td>
+            <td>{v.tags.length > 0 ? v.tags.join(", ") : "none"}</td>
+            <td>{v.spentCredits}</td>
+            <td>{v.latency.toFixed(2)}</td>
+            <td>{v.region}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
 function KeyPage({ ctx, view, form, notice }: { ctx: Ctx; view: KeyView; form?: FormFields; notice?: Notice }) {
   const { row } = view;
   const { caller } = ctx;
@@ -676,6 +707,9 @@ function KeyPage({ ctx, view, form, notice }: { ctx: Ctx; view: KeyView; form?: 
       ) : (
         <Chart label="Verifications by outcome per day" x={view.chart.x} series={view.chart.series} />
       )}
+
+      <h2>Latest verifications</h2>
+      <LatestVerifications log={view.log} />
 
       {may("update_key") && (
         <>

@@ -9,6 +9,7 @@ import type { Clock } from "../../clock.js";
 import type { Config } from "../../config.js";
 import type { VerificationAnalytics } from "../../storage/analytics/analytics.recorder.js";
 import type { LastUsed } from "../../storage/lastUsed/lastUsed.recorder.js";
+import type { VerificationLog } from "../../storage/verificationLog/verificationLog.recorder.js";
 import type { RemainingSpender, SpendAnswer } from "../../storage/keys/remaining.spender.js";
 import type { Lookup, VerificationCache } from "../../storage/keys/verification.cache.js";
 import type { Db } from "../../storage/client.js";
@@ -50,6 +51,8 @@ export type VerificationServices = {
   /** Counts each outcome for the process's metrics (http/metrics.ts AppMetrics). */
   readonly metrics: SkipCounter & { recordVerification(code: VerificationCode): void };
   readonly analytics: VerificationAnalytics;
+  /** The raw verification log (issue 38 §2): a row per verification the analytics count, written in the background. */
+  readonly verificationLog: VerificationLog;
   /** Each found key's last verification (the key's `lastUsedAt`), kept whether or not analytics count. */
   readonly lastUsed: LastUsed;
   /** KEYHAVEN_UNKEY_FALLBACK_URL: a miss may ask hosted Unkey and adopt a pending key (verification.fallback.ts). */
@@ -180,21 +183,43 @@ export type VerificationResult = {
  * allow-list), INSUFFICIENT_PERMISSIONS, RATE_LIMITED, USAGE_EXCEEDED, VALID. The key comes from the verification
  * cache, which never answers with data older than the verification (a change to a key is seen by the very next
  * verification on every replica); remaining uses are always spent in the database. Every outcome of a found key is
- * counted in analytics (with `tags`), and every outcome in the process's metrics.
+ * counted in analytics (with `tags`, the credits it spent and the ms it took) and logged in the verification log,
+ * and every outcome in the process's metrics.
  */
 export async function verifyKey(services: VerificationServices, req: VerifyRequest, rules: VerifyRules): Promise<VerificationResult> {
+  const started = performance.now();
   const result = await decide(services, req, rules);
   services.metrics.recordVerification(result.code);
   // Synchronous and in memory only (written in the background): verifications of existing keys, as v1 counts. The
   // key's last use is the latest of them, whatever the outcome (as upstream's, from the same events).
   if (result.key !== undefined) {
     const at = services.clock.now();
+    const latency = performance.now() - started;
+    // Only a VALID verification of a key with limited uses spent its cost (`remaining` is then what is left).
+    const spentCredits = result.code === "VALID" && result.remaining !== undefined ? req.remainingCost : 0;
+    const identity = result.key.identity;
     services.analytics.record(
-      { keyId: result.key.keyId, workspaceId: result.workspaceId!, apiId: result.key.apiId, identityId: result.key.identity?.id },
+      { keyId: result.key.keyId, workspaceId: result.workspaceId!, apiId: result.key.apiId, identityId: identity?.id },
       result.code,
       req.tags,
       at,
+      spentCredits,
+      latency,
     );
+    // Never the key or its hash: who verified what, when, how it went.
+    services.verificationLog.record({
+      requestId: req.requestId ?? "",
+      timeM: at,
+      workspaceId: result.workspaceId!,
+      keySpaceId: result.key.apiId,
+      keyId: result.key.keyId,
+      identityId: identity === undefined ? null : identity.id,
+      externalId: identity === undefined ? null : identity.externalId,
+      outcome: result.code,
+      tags: req.tags,
+      spentCredits,
+      latency,
+    });
     services.lastUsed.key(result.key.keyId, at);
   }
   // Counted for the key's workspace above, but the caller learns nothing of a key outside its scope.

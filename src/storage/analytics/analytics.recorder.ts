@@ -127,13 +127,16 @@ export class VerificationAnalytics {
   /**
    * Counts one verification of an existing key (v1 counts only those). Its workspace and API are stored with the
    * count, so the count stays even if the key is deleted permanently before it is written. `tags` are kept as
-   * sent, up to the bound of distinct tag sets; `at` is unix ms.
+   * sent, up to the bound of distinct tag sets; `at` is unix ms. The count sums the credits the verifications spent
+   * and the ms they took (`latency`), for the aggregates' spent_credits and latency_avg.
    */
   record(
     key: { keyId: string; workspaceId: string; apiId: string; identityId: string | undefined },
     outcome: string,
     tags: string[] | undefined,
     at: number,
+    spentCredits = 0,
+    latency = 0,
   ): void {
     if (!this.enabled) return;
     const hourM = at - (at % HOUR_MS);
@@ -156,6 +159,8 @@ export class VerificationAnalytics {
     }
     if (row !== undefined) {
       row.count++;
+      row.spent_credits += spentCredits;
+      row.latency_sum += latency;
       row.identity_id = key.identityId ?? null;
       return;
     }
@@ -174,6 +179,8 @@ export class VerificationAnalytics {
       tags: [...counted],
       identity_id: key.identityId ?? null,
       count: 1,
+      spent_credits: spentCredits,
+      latency_sum: latency,
       refusals: 0,
     });
   }
@@ -371,6 +378,8 @@ export class VerificationAnalytics {
       const newer = current.get(id);
       if (newer) {
         newer.count += row.count;
+        newer.spent_credits += row.spent_credits;
+        newer.latency_sum += row.latency_sum;
         newer.refusals = Math.max(newer.refusals, row.refusals);
       } else if (this.pendingRows < this.maxPendingRows) {
         current.set(id, row);

@@ -13,6 +13,9 @@ export type VerificationCountRow = {
   tags: string[];
   identity_id: string | null;
   count: number;
+  /** Credits the counted verifications spent, and the sum of the ms they took (the aggregates' spent_credits, latency_avg). */
+  spent_credits: number;
+  latency_sum: number;
 };
 
 /**
@@ -24,22 +27,28 @@ export type VerificationCountRow = {
  * §2, docs/benchmarks.md). PGlite: the same cost either way.
  */
 const countsUpsert = preparedPerHandle((db) => {
-  const array = (name: string, type: "text" | "int8") => sql`${sql.placeholder(name)}::${sql.raw(type)}[]`;
+  const array = (name: string, type: "text" | "int8" | "float8") => sql`${sql.placeholder(name)}::${sql.raw(type)}[]`;
   const tags = sql`case when t is null then '{}'::text[] else ${jsonTextArray(sql`t`)} end`;
   return db
     .insert(verificationCounts)
     .select(
       // The table's columns in schema order (drizzle lists them all but the generated tags_hash): key_id, hour_m,
-      // outcome, tags, workspace_id, api_id, identity_id, count.
-      sql`select k, h, o, ${tags}, w, a, i, c
+      // outcome, tags, workspace_id, api_id, identity_id, count, spent_credits, latency_sum.
+      sql`select k, h, o, ${tags}, w, a, i, c, sc, ls
         from unnest(${array("keyIds", "text")}, ${array("hours", "int8")}, ${array("outcomes", "text")}, ${array("tags", "text")},
-          ${array("workspaceIds", "text")}, ${array("apiIds", "text")}, ${array("identityIds", "text")}, ${array("counts", "int8")})
-          as u(k, h, o, t, w, a, i, c)`,
+          ${array("workspaceIds", "text")}, ${array("apiIds", "text")}, ${array("identityIds", "text")}, ${array("counts", "int8")},
+          ${array("spentCredits", "int8")}, ${array("latencySums", "float8")})
+          as u(k, h, o, t, w, a, i, c, sc, ls)`,
     )
     .onConflictDoUpdate({
       // The tag set by its digest, which the database computes from the tags (schema.ts): never by its text.
       target: [verificationCounts.keyId, verificationCounts.hourM, verificationCounts.outcome, verificationCounts.tagsHash],
-      set: { count: sql`${verificationCounts.count} + excluded.count`, identityId: sql`excluded.identity_id` },
+      set: {
+        count: sql`${verificationCounts.count} + excluded.count`,
+        spentCredits: sql`${verificationCounts.spentCredits} + excluded.spent_credits`,
+        latencySum: sql`${verificationCounts.latencySum} + excluded.latency_sum`,
+        identityId: sql`excluded.identity_id`,
+      },
     })
     .prepare("keyhaven_count_verifications");
 });
@@ -71,6 +80,8 @@ export async function upsertVerificationCounts(db: Db, counted: readonly Verific
   const apiIds: string[] = [];
   const identityIds: (string | null)[] = [];
   const counts: number[] = [];
+  const spentCredits: number[] = [];
+  const latencySums: number[] = [];
   for (const r of rows) {
     keyIds.push(r.key_id);
     hours.push(r.hour_m);
@@ -80,8 +91,10 @@ export async function upsertVerificationCounts(db: Db, counted: readonly Verific
     apiIds.push(r.api_id);
     identityIds.push(r.identity_id);
     counts.push(r.count);
+    spentCredits.push(r.spent_credits);
+    latencySums.push(r.latency_sum);
   }
-  await countsUpsert(db).execute({ keyIds, hours, outcomes, tags, workspaceIds, apiIds, identityIds, counts });
+  await countsUpsert(db).execute({ keyIds, hours, outcomes, tags, workspaceIds, apiIds, identityIds, counts, spentCredits, latencySums });
 }
 
 export const DAY_MS = 86_400_000;

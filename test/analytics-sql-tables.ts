@@ -1,19 +1,5 @@
 import type { Harness } from "./helper.js";
 
-/**
- * The verification log (key_verifications_log) and the credit and latency columns of verification_counts, as
- * migration 0023 (branch wp-vlog) creates them, made here when a store does not have them yet; a no-op once it does.
- */
-export async function ensureVerificationLogTables(h: Harness): Promise<void> {
-  await h.sql(`create table if not exists key_verifications_log (
-    request_id text not null, time_m bigint not null, workspace_id text not null, key_space_id text not null,
-    key_id text not null, identity_id text, external_id text, outcome text not null,
-    tags text[] not null default '{}', spent_credits bigint not null default 0,
-    latency double precision not null default 0, region text not null default '')`);
-  await h.sql("alter table verification_counts add column if not exists spent_credits bigint not null default 0");
-  await h.sql("alter table verification_counts add column if not exists latency_sum double precision not null default 0");
-}
-
 export type LogRow = {
   requestId: string;
   timeM: number;

@@ -271,12 +271,10 @@ export type SqlAnalyticsServices = {
     analytics: boolean;
     analyticsRetentionDays: number;
     databaseStatementTimeoutMs: number;
-    verificationLogDays?: number | undefined;
+    verificationLogDays: number;
   };
 };
 
-/** The verification log's retention until configuration states one (KEYHAVEN_VERIFICATION_LOG_DAYS, issue 38). */
-export const DEFAULT_VERIFICATION_LOG_DAYS = 7;
 /** Upstream's bound on the answer, in bytes of JSON. */
 export const MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
 
@@ -303,7 +301,7 @@ export async function queryVerificationsSql(
     workspaceId: principal.workspaceId,
     keySpaceIds: everyApi ? undefined : perApi.filter((id) => id !== "*"),
     nowMs: services.clock.now(),
-    logRetentionDays: services.config.verificationLogDays ?? DEFAULT_VERIFICATION_LOG_DAYS,
+    logRetentionDays: services.config.verificationLogDays,
     aggregateRetentionDays: services.config.analyticsRetentionDays,
     maxRows: MAX_ROWS,
   });

@@ -119,7 +119,7 @@ const TRUNC_UNITS: Record<string, string> = {
 };
 const INTERVAL_UNITS: Record<string, string> = { Minute: "minute", Hour: "hour", Day: "day", Week: "week", Month: "month", Year: "year" };
 /** Syntax that is no function (refused as unsupported SQL, not as a function that is not allowed). */
-const SYNTAX_TAGS = new Set(["cast", "case", "subscript", "tuple", "like", "ilike", "exists", "subquery", "dot", "window_function", "star"]);
+const SYNTAX_TAGS = new Set(["alias", "cast", "case", "subscript", "tuple", "like", "ilike", "exists", "subquery", "dot", "window_function", "star"]);
 
 class Translator {
   private next = 0;
@@ -154,16 +154,15 @@ class Translator {
     if (tag === "paren") return this.query(body.this as SqlNode, ctes, top);
     if (tag === "union") {
       if (body.all !== true) refuseQuery("analyticsUnsupported", { construct: "UNION without ALL (use UNION ALL)" });
-      if (present(body.with) || body.by_name === true || body.corresponding === true) {
-        refuseQuery("analyticsUnsupported", { construct: "this form of UNION" });
-      }
-      const left = this.query(body.left as SqlNode, ctes, top);
-      const right = this.query(body.right as SqlNode, ctes, top);
+      if (body.by_name === true || body.corresponding === true) refuseQuery("analyticsUnsupported", { construct: "this form of UNION" });
+      const scoped = this.withClause(body.with, ctes);
+      const left = this.query(body.left as SqlNode, scoped.ctes, top);
+      const right = this.query(body.right as SqlNode, scoped.ctes, top);
       if (left.columns.length !== right.columns.length) {
         refuseQuery("analyticsQueryFailed", { problem: "each side of UNION ALL must select the same number of columns" });
       }
       const columns = left.columns.map((c, i) => (c.kind === "null" ? { name: c.name, kind: right.columns[i]!.kind } : c));
-      let sql = `(${left.sql}) union all (${right.sql})`;
+      let sql = `${scoped.sql}(${left.sql}) union all (${right.sql})`;
       const order = nodes((body.order_by as SqlNode | null)?.expressions);
       if (order.length > 0) {
         sql += ` order by ${order.map((o) => this.unionOrder(o, columns)).join(", ")}`;
@@ -218,24 +217,7 @@ class Translator {
       if (SELECT_FIELDS.has(field) || !present(value)) continue;
       refuseQuery("analyticsUnsupported", { construct: CLAUSE_NAMES[field] ?? field });
     }
-    const ctes = new Map(outerCtes);
-    const withParts: string[] = [];
-    if (present(body.with)) {
-      const withNode = body.with as SqlNode;
-      if (withNode.recursive === true) refuseQuery("analyticsUnsupported", { construct: "WITH RECURSIVE" });
-      for (const cte of nodes(withNode.ctes)) {
-        if (present(cte.columns) || present(cte.materialized)) refuseQuery("analyticsUnsupported", { construct: "this form of WITH" });
-        // ClickHouse's `WITH <expression> AS name` (a named constant) has no query: not in the subset.
-        const [cteTag] = tagOf(cte.this);
-        if (!["select", "union", "subquery", "paren"].includes(cteTag)) {
-          refuseQuery("analyticsUnsupported", { construct: "WITH <expression> AS <name>" });
-        }
-        const out = this.query(cte.this as SqlNode, ctes, false);
-        const sqlName = this.id("w");
-        withParts.push(`${sqlName} as (${out.sql})`);
-        ctes.set(nameOfIdentifier(cte.alias), { sqlName, columns: out.columns });
-      }
-    }
+    const { ctes, sql: withSql } = this.withClause(body.with, outerCtes);
 
     const scope: Scope = { sources: [], aliases: new Map(), expanding: new Set(), lambdas: new Map(), laterals: new Map() };
     const fromParts: string[] = [];
@@ -338,10 +320,31 @@ class Translator {
     }
     const columns = items.map((item, i) => ({ name: item.name, kind: projected[i]!.kind }));
     const list = projected.map((e, i) => `${top ? answerValue(e) : e.sql} as "c${i + 1}"`).join(", ");
-    const withSql = withParts.length > 0 ? `with ${withParts.join(", ")} ` : "";
     const distinct = body.distinct === true ? "distinct " : "";
     const sql = `${withSql}select ${distinct}${list}${fromSql === "" ? "" : ` from ${fromSql}`}${where}${groupBy}${having}${orderBy}${limit}`;
     return { sql, columns };
+  }
+
+  /** `WITH name AS (SELECT …), …`: each CTE translated with the ones before it in scope (none is recursive). */
+  private withClause(withValue: unknown, outerCtes: Map<string, Cte>): { ctes: Map<string, Cte>; sql: string } {
+    const ctes = new Map(outerCtes);
+    if (!present(withValue)) return { ctes, sql: "" };
+    const withNode = withValue as SqlNode;
+    if (withNode.recursive === true) refuseQuery("analyticsUnsupported", { construct: "WITH RECURSIVE" });
+    const parts: string[] = [];
+    for (const cte of nodes(withNode.ctes)) {
+      if (present(cte.columns) || present(cte.materialized)) refuseQuery("analyticsUnsupported", { construct: "this form of WITH" });
+      // ClickHouse's `WITH <expression> AS name` (a named constant) has no query: not in the subset.
+      const [cteTag] = tagOf(cte.this);
+      if (!["select", "union", "subquery", "paren"].includes(cteTag)) {
+        refuseQuery("analyticsUnsupported", { construct: "WITH <expression> AS <name>" });
+      }
+      const out = this.query(cte.this as SqlNode, ctes, false);
+      const sqlName = this.id("w");
+      parts.push(`${sqlName} as (${out.sql})`);
+      ctes.set(nameOfIdentifier(cte.alias), { sqlName, columns: out.columns });
+    }
+    return { ctes, sql: parts.length > 0 ? `with ${parts.join(", ")} ` : "" };
   }
 
   /** `GROUP BY 1` / `ORDER BY 2`: a position in the select list, as ClickHouse reads it. */

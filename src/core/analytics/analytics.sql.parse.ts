@@ -33,7 +33,7 @@ export async function parseAnalyticsQuery(query: string): Promise<SqlNode> {
   if (Buffer.byteLength(query, "utf8") > MAX_QUERY_BYTES) refuseQuery("analyticsQueryTooLong", { max: MAX_QUERY_BYTES });
   if (query.trim() === "") refuseQuery("analyticsNoStatement", {});
   const { parse, tokenize } = await loadParser();
-  const parsed = parse(query, "clickhouse" as Parameters<Polyglot["parse"]>[1]);
+  const parsed = parse(query, "clickhouse" as Parameters<Polyglot["parse"]>[1]) as { success: boolean; ast?: unknown; error?: unknown };
   if (!parsed.success) {
     const problem = String(parsed.error ?? "unknown error");
     // The parser's own guard against deep nesting (512 levels): a bound of the work, not a typo.
@@ -49,7 +49,13 @@ export async function parseAnalyticsQuery(query: string): Promise<SqlNode> {
   // polyglot keeps no trace of ClickHouse's `INTO OUTFILE` in its tree, so the tokens are asked: a query that writes
   // anywhere is no SELECT. (Nothing is ever run as written; this only refuses what the tree would hide.)
   const tokens = tokenize(query, "clickhouse" as Parameters<Polyglot["tokenize"]>[1]);
-  if (tokens.tokens?.some((t) => t.token_type === "INTO")) refuseQuery("analyticsNotSelect", {});
+  // The package's types say `tokenType`; its tokens carry `token_type` (0.12.1): both are read.
+  const typeOf = (t: unknown) => {
+    const token = t as { token_type?: unknown; tokenType?: unknown };
+    return token.token_type ?? token.tokenType;
+  };
+  if (!tokens.success) refuseQuery("analyticsSyntax", { problem: String(tokens.error ?? "unknown error") });
+  if ((tokens.tokens ?? []).some((t) => typeOf(t) === "INTO")) refuseQuery("analyticsNotSelect", {});
   if (countNodes(statement, MAX_SYNTAX_NODES + 1) > MAX_SYNTAX_NODES) refuseQuery("analyticsQueryTooComplex", { max: MAX_SYNTAX_NODES });
   return statement;
 }

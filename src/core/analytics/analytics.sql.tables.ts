@@ -90,6 +90,9 @@ const HOUR_MS = 3_600_000;
 /**
  * The SQL of one table access: a subquery answering the public table's columns (in `PUBLIC_TABLES` order) from
  * keyhaven's rows of the caller's workspace (and APIs) within retention. Every identifier and literal in it is ours.
+ * `offset 0` keeps PostgreSQL from pushing the query's own conditions into it: pushed down, a condition that can fail
+ * on a value (a cast of a string to a time) could run on another workspace's row before the workspace filter does,
+ * and its error message would show that row's value.
  */
 export function tableSql(table: PublicTable, scope: TableScope): string {
   const apis = (column: string) =>
@@ -103,7 +106,7 @@ export function tableSql(table: PublicTable, scope: TableScope): string {
     if (table.name === "key_verifications_v1") {
       return `(select l.request_id, l.time_m as "time", l.workspace_id, l.key_space_id, coalesce(l.identity_id, '') as identity_id,
         coalesce(l.external_id, '') as external_id, l.key_id, l.region, ''::text as source, ''::text as app_id, l.outcome, l.tags,
-        l.spent_credits, l.latency from key_verifications_log l where ${where})`;
+        l.spent_credits, l.latency from key_verifications_log l where ${where} offset 0)`;
     }
     return `(select to_timestamp((l.time_m / 60000) * 60) as "time", l.workspace_id, l.key_space_id, coalesce(l.identity_id, '') as identity_id,
       coalesce(l.external_id, '') as external_id, l.key_id, l.outcome, ''::text as source, ''::text as app_id, l.tags,
@@ -111,7 +114,7 @@ export function tableSql(table: PublicTable, scope: TableScope): string {
       percentile_cont(0.75) within group (order by l.latency) as latency_p75,
       percentile_cont(0.99) within group (order by l.latency) as latency_p99
       from key_verifications_log l where ${where}
-      group by 1, l.workspace_id, l.key_space_id, l.identity_id, l.external_id, l.key_id, l.outcome, l.tags)`;
+      group by 1, l.workspace_id, l.key_space_id, l.identity_id, l.external_id, l.key_id, l.outcome, l.tags offset 0)`;
   }
   const fromHour = Math.trunc(scope.aggregateFromMs) - (Math.trunc(scope.aggregateFromMs) % HOUR_MS);
   const where = `c.workspace_id = ${scope.workspaceId}${apis("c.api_id")} and c.hour_m >= ${fromHour}`;
@@ -121,7 +124,7 @@ export function tableSql(table: PublicTable, scope: TableScope): string {
     return `(select to_timestamp(c.hour_m / 1000) as "time", c.workspace_id, c.api_id as key_space_id, coalesce(c.identity_id, '') as identity_id,
       coalesce(i.external_id, '') as external_id, c.key_id, c.outcome, ''::text as source, ''::text as app_id, c.tags,
       c.count::bigint as "count", c.spent_credits::bigint as spent_credits, c.latency_sum / nullif(c.count, 0) as latency_avg
-      from verification_counts c ${identities} where ${where})`;
+      from verification_counts c ${identities} where ${where} offset 0)`;
   }
   const unit = table.name === "key_verifications_per_day_v1" ? "day" : "month";
   // Session time zone is UTC for the whole transaction (the repository sets it), so date_trunc buckets UTC days.
@@ -130,5 +133,5 @@ export function tableSql(table: PublicTable, scope: TableScope): string {
     ''::text as source, ''::text as app_id, c.tags, sum(c.count)::bigint as "count", sum(c.spent_credits)::bigint as spent_credits,
     sum(c.latency_sum) / nullif(sum(c.count), 0) as latency_avg
     from verification_counts c ${identities} where ${where}
-    group by 1, c.workspace_id, c.api_id, c.identity_id, i.external_id, c.key_id, c.outcome, c.tags)`;
+    group by 1, c.workspace_id, c.api_id, c.identity_id, i.external_id, c.key_id, c.outcome, c.tags offset 0)`;
 }

@@ -230,6 +230,10 @@ describe("no query reads another workspace's rows", () => {
     "SELECT 1; SELECT * FROM verification_counts",
     "SELECT * FROM verification_counts",
     "SELECT * FROM key_verifications_v1 WHERE arrayJoin(tags) = 'THEIR_TAG'",
+    // A condition that fails on a value, whose error would name it: it must never see another workspace's rows.
+    "SELECT count(*) FROM key_verifications_v1 WHERE toUnixTimestamp(key_id) > 0",
+    "SELECT count(*) FROM key_verifications_v1 WHERE toUnixTimestamp(arrayJoin(tags)) > 0",
+    "SELECT count(*) FROM key_verifications_per_hour_v1 WHERE toDate(key_id) > now()",
   ];
 
   test("hostile queries answer an error or only the caller's rows", async ({ h, t, seeded }) => {

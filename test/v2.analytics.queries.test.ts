@@ -25,8 +25,18 @@ const test = testWith(harnessWith({ KEYHAVEN_ANALYTICS_RETENTION_DAYS: "90", KEY
     const globex = await create({ externalId: "globex", credits: { remaining: 3 } });
     const free = await create({});
     const made: Made[] = [];
-    const verify = async (k: { key: string; keyId: string }, externalId: string, month: Made["month"], tags: string[] = [], cost?: number) => {
-      const res = await h.post("/v2/keys.verifyKey", { key: k.key, ...(tags.length > 0 && { tags }), ...(cost !== undefined && { credits: { cost } }) }, t.rootKey);
+    const verify = async (
+      k: { key: string; keyId: string },
+      externalId: string,
+      month: Made["month"],
+      tags: string[] = [],
+      cost?: number,
+    ) => {
+      const res = await h.post(
+        "/v2/keys.verifyKey",
+        { key: k.key, ...(tags.length > 0 && { tags }), ...(cost !== undefined && { credits: { cost } }) },
+        t.rootKey,
+      );
       expect(res.status, JSON.stringify(res.body)).toBe(200);
       const code = res.body.data.code as string;
       const spent = code === "VALID" && k !== free ? (cost ?? 1) : 0;
@@ -58,7 +68,7 @@ async function query(h: any, rootKey: string, sql: string): Promise<any[]> {
   return res.body.data;
 }
 
-const countBy = <T,>(items: T[], key: (item: T) => string) => {
+const countBy = <T>(items: T[], key: (item: T) => string) => {
   const counts = new Map<string, number>();
   for (const item of items) counts.set(key(item), (counts.get(key(item)) ?? 0) + 1);
   return counts;
@@ -82,7 +92,11 @@ describe("usage queries over verifications made through the API", () => {
       ),
     ).toEqual([{ day: "2026-06-15T00:00:00Z", total: june.length }]);
     expect(
-      await query(h, t.rootKey, "SELECT time AS day, sum(count) AS total FROM key_verifications_per_day_v1 WHERE time >= now() - INTERVAL 60 DAY GROUP BY day ORDER BY day"),
+      await query(
+        h,
+        t.rootKey,
+        "SELECT time AS day, sum(count) AS total FROM key_verifications_per_day_v1 WHERE time >= now() - INTERVAL 60 DAY GROUP BY day ORDER BY day",
+      ),
     ).toEqual([
       { day: "2026-05-20T00:00:00Z", total: made.made.length - june.length },
       { day: "2026-06-15T00:00:00Z", total: june.length },
@@ -110,7 +124,12 @@ describe("usage queries over verifications made through the API", () => {
         "SELECT external_id, sum(spent_credits) AS credits, countIf(outcome = 'VALID') AS valid FROM key_verifications_v1 WHERE external_id != '' GROUP BY external_id ORDER BY external_id",
       ),
     ).toEqual(byIdentity);
-    const monthly = sorted(countBy(made.made.filter((m) => m.month === "june" && m.code === "VALID"), (m) => m.keyId)).map(([key_id, billable]) => ({
+    const monthly = sorted(
+      countBy(
+        made.made.filter((m) => m.month === "june" && m.code === "VALID"),
+        (m) => m.keyId,
+      ),
+    ).map(([key_id, billable]) => ({
       key_id,
       billable,
     }));

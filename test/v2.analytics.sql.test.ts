@@ -51,7 +51,16 @@ const test = testWith(
   ]);
   const hour = NOW - (NOW % HOUR);
   await insertCountRows(h, [
-    { keyId: "key_mine_even", hourM: hour - HOUR, outcome: "VALID", workspaceId: t.workspaceId, apiId, count: 5, spentCredits: 5, latencySum: 10 },
+    {
+      keyId: "key_mine_even",
+      hourM: hour - HOUR,
+      outcome: "VALID",
+      workspaceId: t.workspaceId,
+      apiId,
+      count: 5,
+      spentCredits: 5,
+      latencySum: 10,
+    },
     { keyId: "key_mine_odd", hourM: hour - 2 * DAY, outcome: "RATE_LIMITED", workspaceId: t.workspaceId, apiId, count: 2, latencySum: 4 },
     // Older than the counts' 30 days.
     { keyId: "key_mine_even", hourM: hour - 40 * DAY, outcome: "VALID", workspaceId: t.workspaceId, apiId, count: 100 },
@@ -108,7 +117,9 @@ describe("the supported subset", () => {
 
   test("`time` compares with now() - INTERVAL on the raw table (unix ms) and on the rollups (bucket start)", async ({ h, t, seeded }) => {
     expect(seeded).toBeDefined();
-    expect(await rows(h, t.rootKey, "SELECT count(*) AS n FROM key_verifications_v1 WHERE time >= now() - INTERVAL 3 HOUR")).toEqual([{ n: 3 }]);
+    expect(await rows(h, t.rootKey, "SELECT count(*) AS n FROM key_verifications_v1 WHERE time >= now() - INTERVAL 3 HOUR")).toEqual([
+      { n: 3 },
+    ]);
     expect(
       await rows(h, t.rootKey, "SELECT sum(count) AS n FROM key_verifications_per_hour_v1 WHERE time >= now() - INTERVAL 1 DAY"),
     ).toEqual([{ n: 5 }]);
@@ -151,8 +162,18 @@ describe("refusals", () => {
     ["SELECT 1; SELECT 2", 400, invalid, "Analytics queries must contain exactly one statement"],
     [`SELECT ${"1 + ".repeat(5000)}1`, 400, invalid, /^Analytics query exceeds the maximum length/],
     [`SELECT ${"(".repeat(600)}1${")".repeat(600)}`, 400, invalid, /^Analytics query is too complex/],
-    [`SELECT ${Array.from({ length: 700 }, (_, i) => `a${i}`).join(", ")} FROM key_verifications_v1`, 400, invalid, /^Analytics query is too complex/],
-    [`SELECT ${Array.from({ length: 65 }, () => "key_id").join(", ")} FROM key_verifications_v1`, 400, invalid, "Analytics query selects more than 64 columns"],
+    [
+      `SELECT ${Array.from({ length: 700 }, (_, i) => `a${i}`).join(", ")} FROM key_verifications_v1`,
+      400,
+      invalid,
+      /^Analytics query is too complex/,
+    ],
+    [
+      `SELECT ${Array.from({ length: 65 }, () => "key_id").join(", ")} FROM key_verifications_v1`,
+      400,
+      invalid,
+      "Analytics query selects more than 64 columns",
+    ],
     ["SELECT nope FROM key_verifications_v1", 400, invalid, "Unknown column 'nope' in table 'key_verifications_v1'"],
     [
       "SELECT latency_p75 FROM key_verifications_per_hour_v1",
@@ -160,18 +181,48 @@ describe("refusals", () => {
       invalid,
       /^Column 'latency_p75' is not available in table 'key_verifications_per_hour_v1'/,
     ],
-    ["SELECT latency_p99 FROM key_verifications_per_day_v1", 400, invalid, /^Column 'latency_p99' is not available in table 'key_verifications_per_day_v1'/],
+    [
+      "SELECT latency_p99 FROM key_verifications_per_day_v1",
+      400,
+      invalid,
+      /^Column 'latency_p99' is not available in table 'key_verifications_per_day_v1'/,
+    ],
     ["SELECT count(*) FROM key_verifications_v1 SETTINGS max_threads = 1", 400, invalid, "Unsupported SQL: SETTINGS"],
     ["SELECT * FROM users", 400, "user/bad_request/invalid_analytics_table", "Access to table 'users' is not allowed"],
     ["SELECT * FROM system.tables", 400, "user/bad_request/invalid_analytics_table", "Access to table 'system.tables' is not allowed"],
-    ["SELECT * FROM url('http://example.com', CSV)", 400, "user/bad_request/invalid_analytics_table", "Access to table 'url' is not allowed"],
-    ["SELECT * FROM key_verifications_log", 400, "user/bad_request/invalid_analytics_table", "Access to table 'key_verifications_log' is not allowed"],
+    [
+      "SELECT * FROM url('http://example.com', CSV)",
+      400,
+      "user/bad_request/invalid_analytics_table",
+      "Access to table 'url' is not allowed",
+    ],
+    [
+      "SELECT * FROM key_verifications_log",
+      400,
+      "user/bad_request/invalid_analytics_table",
+      "Access to table 'key_verifications_log' is not allowed",
+    ],
     ["SELECT sleep(3) FROM key_verifications_v1", 400, "user/bad_request/invalid_analytics_function", "Function 'sleep' is not allowed"],
-    ["SELECT upper(key_id) FROM key_verifications_v1", 400, "user/bad_request/invalid_analytics_function", "Function 'upper' is not allowed"],
+    [
+      "SELECT upper(key_id) FROM key_verifications_v1",
+      400,
+      "user/bad_request/invalid_analytics_function",
+      "Function 'upper' is not allowed",
+    ],
     ["SELECT currentUser()", 400, "user/bad_request/invalid_analytics_function", "Function 'currentUser' is not allowed"],
-    ["INSERT INTO key_verifications_v1 VALUES (1)", 400, "user/bad_request/invalid_analytics_query_type", "Only SELECT queries are allowed"],
+    [
+      "INSERT INTO key_verifications_v1 VALUES (1)",
+      400,
+      "user/bad_request/invalid_analytics_query_type",
+      "Only SELECT queries are allowed",
+    ],
     ["DROP TABLE key_verifications_v1", 400, "user/bad_request/invalid_analytics_query_type", "Only SELECT queries are allowed"],
-    ["SELECT * FROM key_verifications_v1 INTO OUTFILE '/tmp/x'", 400, "user/bad_request/invalid_analytics_query_type", "Only SELECT queries are allowed"],
+    [
+      "SELECT * FROM key_verifications_v1 INTO OUTFILE '/tmp/x'",
+      400,
+      "user/bad_request/invalid_analytics_query_type",
+      "Only SELECT queries are allowed",
+    ],
     [
       "SELECT count(*) FROM key_verifications_v1 WHERE time >= now() - INTERVAL 8 DAY",
       400,
@@ -204,7 +255,12 @@ describe("refusals", () => {
 
   test("the read_analytics check comes before the query is looked at", async ({ h, t }) => {
     const key = await h.rootKey(t.workspaceId, ["api.*.read_api"]);
-    expectV2Error(await run(h, key, "SELECT sleep(3)"), 403, "unkey/authorization/insufficient_permissions", "Missing permission: 'api.*.read_analytics'");
+    expectV2Error(
+      await run(h, key, "SELECT sleep(3)"),
+      403,
+      "unkey/authorization/insufficient_permissions",
+      "Missing permission: 'api.*.read_analytics'",
+    );
   });
 });
 
@@ -250,7 +306,11 @@ describe("no query reads another workspace's rows", () => {
 
   test("an OR around the caller's own filter still counts only the caller's rows", async ({ h, t, seeded }) => {
     expect(
-      await rows(h, t.rootKey, `SELECT count(*) AS n FROM key_verifications_v1 WHERE workspace_id = '${seeded.other.workspaceId}' OR 1 = 1`),
+      await rows(
+        h,
+        t.rootKey,
+        `SELECT count(*) AS n FROM key_verifications_v1 WHERE workspace_id = '${seeded.other.workspaceId}' OR 1 = 1`,
+      ),
     ).toEqual([{ n: 7 }]);
     expect(
       await rows(h, seeded.other.rootKey, "SELECT count(*) AS n FROM key_verifications_v1 WHERE workspace_id = 'anything' OR 1 = 1"),

@@ -119,7 +119,20 @@ const TRUNC_UNITS: Record<string, string> = {
 };
 const INTERVAL_UNITS: Record<string, string> = { Minute: "minute", Hour: "hour", Day: "day", Week: "week", Month: "month", Year: "year" };
 /** Syntax that is no function (refused as unsupported SQL, not as a function that is not allowed). */
-const SYNTAX_TAGS = new Set(["alias", "cast", "case", "subscript", "tuple", "like", "ilike", "exists", "subquery", "dot", "window_function", "star"]);
+const SYNTAX_TAGS = new Set([
+  "alias",
+  "cast",
+  "case",
+  "subscript",
+  "tuple",
+  "like",
+  "ilike",
+  "exists",
+  "subquery",
+  "dot",
+  "window_function",
+  "star",
+]);
 
 class Translator {
   private next = 0;
@@ -231,7 +244,9 @@ class Translator {
     for (const join of nodes(body.joins)) {
       if (from.length === 0) refuseQuery("analyticsUnsupported", { construct: "JOIN without FROM" });
       const kind = String(join.kind ?? "");
-      const keyword = ({ Inner: "join", Left: "left join", Right: "right join", Full: "full join", Cross: "cross join" } as Record<string, string>)[kind];
+      const keyword = (
+        { Inner: "join", Left: "left join", Right: "right join", Full: "full join", Cross: "cross join" } as Record<string, string>
+      )[kind];
       if (!keyword) refuseQuery("analyticsUnsupported", { construct: `${kind.toUpperCase()} JOIN` });
       for (const [field, value] of Object.entries(join)) {
         if (JOIN_FIELDS.has(field) || field.endsWith("comments") || !present(value)) continue;
@@ -252,10 +267,12 @@ class Translator {
     for (const item of nodes(body.expressions)) {
       const [tag, inner] = tagOf(item);
       if (tag === "star") {
-        if (present(inner.except) || present(inner.replace) || present(inner.rename)) refuseQuery("analyticsUnsupported", { construct: "* EXCEPT/REPLACE" });
+        if (present(inner.except) || present(inner.replace) || present(inner.rename))
+          refuseQuery("analyticsUnsupported", { construct: "* EXCEPT/REPLACE" });
         const qualifier = present(inner.table) ? nameOfIdentifier(inner.table) : undefined;
         const sources = qualifier === undefined ? scope.sources : scope.sources.filter((s) => s.label === qualifier);
-        if (qualifier !== undefined && sources.length === 0) refuseQuery("analyticsUnknownColumn", { column: `${qualifier}.*`, table: null });
+        if (qualifier !== undefined && sources.length === 0)
+          refuseQuery("analyticsUnknownColumn", { column: `${qualifier}.*`, table: null });
         if (sources.length === 0) refuseQuery("analyticsUnsupported", { construct: "* without FROM" });
         for (const source of sources) {
           for (const name of source.columns.keys()) {
@@ -414,7 +431,8 @@ class Translator {
       }
     }
     const sources = qualifier === undefined ? scope.sources : scope.sources.filter((s) => s.label === qualifier);
-    if (qualifier !== undefined && sources.length === 0) refuseQuery("analyticsUnknownColumn", { column: `${qualifier}.${name}`, table: null });
+    if (qualifier !== undefined && sources.length === 0)
+      refuseQuery("analyticsUnknownColumn", { column: `${qualifier}.${name}`, table: null });
     const found = sources.filter((s) => s.columns.has(name));
     if (found.length > 1) refuseQuery("analyticsAmbiguousColumn", { column: name });
     if (found.length === 0) {
@@ -498,7 +516,8 @@ class Translator {
         return this.expr(body.this as SqlNode, scope);
       case "neg": {
         const e = this.expr(body.this as SqlNode, scope);
-        if (e.kind !== "int" && e.kind !== "float") refuseQuery("analyticsUnsupported", { construct: "minus of a value that is not a number" });
+        if (e.kind !== "int" && e.kind !== "float")
+          refuseQuery("analyticsUnsupported", { construct: "minus of a value that is not a number" });
         return { sql: `(- ${e.sql})`, kind: e.kind };
       }
       case "not":
@@ -525,7 +544,8 @@ class Translator {
       case "mod":
         return arithmetic(tag, this.expr(body.left as SqlNode, scope), this.expr(body.right as SqlNode, scope));
       case "in": {
-        if (present(body.query) || present(body.unnest)) refuseQuery("analyticsUnsupported", { construct: "IN with a subquery or a table" });
+        if (present(body.query) || present(body.unnest))
+          refuseQuery("analyticsUnsupported", { construct: "IN with a subquery or a table" });
         const subject = this.expr(body.this as SqlNode, scope);
         const list = nodes(body.expressions).map((e) => comparable(subject, this.expr(e, scope))[1]);
         if (list.length === 0) refuseQuery("analyticsUnsupported", { construct: "IN ()" });
@@ -553,7 +573,8 @@ class Translator {
       case "avg":
       case "min":
       case "max": {
-        if (present(body.filter) || present(body.order_by)) refuseQuery("analyticsUnsupported", { construct: `${tag} with FILTER or ORDER BY` });
+        if (present(body.filter) || present(body.order_by))
+          refuseQuery("analyticsUnsupported", { construct: `${tag} with FILTER or ORDER BY` });
         return aggregate(tag, this.expr(body.this as SqlNode, scope), body.distinct === true);
       }
       case "count_if":
@@ -606,7 +627,8 @@ class Translator {
       case "sumIf": {
         arity(2);
         const value = arg(0);
-        if (value.kind !== "int" && value.kind !== "float") refuseQuery("analyticsUnsupported", { construct: "sumIf of a value that is not a number" });
+        if (value.kind !== "int" && value.kind !== "float")
+          refuseQuery("analyticsUnsupported", { construct: "sumIf of a value that is not a number" });
         return { sql: `coalesce(sum(${value.sql}) filter (where ${arg(1).sql}), 0)`, kind: value.kind };
       }
       case "countIf":
@@ -620,13 +642,15 @@ class Translator {
         arity(1);
         const value = arg(0);
         if (value.kind === "string") return { sql: `coalesce(array_agg(${value.sql}), '{}'::text[])`, kind: "strings" };
-        if (value.kind === "int" || value.kind === "float") return { sql: `coalesce(array_agg((${value.sql})::float8), '{}'::float8[])`, kind: "array" };
+        if (value.kind === "int" || value.kind === "float")
+          return { sql: `coalesce(array_agg((${value.sql})::float8), '{}'::float8[])`, kind: "array" };
         return refuseQuery("analyticsUnsupported", { construct: "groupArray of a value that is not a string or a number" });
       }
       case "round": {
         arity(1, 2);
         const value = arg(0);
-        if (value.kind !== "int" && value.kind !== "float") refuseQuery("analyticsUnsupported", { construct: "round of a value that is not a number" });
+        if (value.kind !== "int" && value.kind !== "float")
+          refuseQuery("analyticsUnsupported", { construct: "round of a value that is not a number" });
         const digits = args.length === 2 ? integerLiteral(args[1]!, "round's digits") : 0;
         return { sql: `round((${value.sql})::numeric, ${digits})`, kind: "float" };
       }
@@ -712,7 +736,8 @@ class Translator {
       case "startsWith": {
         arity(2);
         const [s, p] = [arg(0), arg(1)];
-        if (s.kind !== "string" || p.kind !== "string") refuseQuery("analyticsUnsupported", { construct: "startsWith of values that are not strings" });
+        if (s.kind !== "string" || p.kind !== "string")
+          refuseQuery("analyticsUnsupported", { construct: "startsWith of values that are not strings" });
         return { sql: `starts_with(${s.sql}, ${p.sql})`, kind: "bool" };
       }
       case "length":
@@ -753,7 +778,8 @@ function interval(body: SqlNode): Expr {
   const [tag, amount] = tagOf(body.this);
   const value = tag === "literal" ? String(amount.value) : "";
   const unit = (body.unit as SqlNode | null)?.type === "simple" ? INTERVAL_UNITS[String((body.unit as SqlNode).unit)] : undefined;
-  if (!/^\d{1,6}$/.test(value) || !unit) refuseQuery("analyticsUnsupported", { construct: "INTERVAL other than INTERVAL <n> MINUTE|HOUR|DAY|WEEK|MONTH|YEAR" });
+  if (!/^\d{1,6}$/.test(value) || !unit)
+    refuseQuery("analyticsUnsupported", { construct: "INTERVAL other than INTERVAL <n> MINUTE|HOUR|DAY|WEEK|MONTH|YEAR" });
   return { sql: `interval '${Number(value)} ${unit}'`, kind: "interval" };
 }
 
@@ -780,7 +806,8 @@ function length(e: Expr): Expr {
 
 function aggregate(fn: "sum" | "avg" | "min" | "max", e: Expr, distinct: boolean): Expr {
   const numeric = e.kind === "int" || e.kind === "float" || e.kind === "ms";
-  if ((fn === "sum" || fn === "avg") && !numeric) refuseQuery("analyticsUnsupported", { construct: `${fn} of a value that is not a number` });
+  if ((fn === "sum" || fn === "avg") && !numeric)
+    refuseQuery("analyticsUnsupported", { construct: `${fn} of a value that is not a number` });
   const inner = `${distinct ? "distinct " : ""}${e.sql}`;
   // ClickHouse's sum of no rows is 0, PostgreSQL's null.
   if (fn === "sum") return { sql: `coalesce(sum(${inner}), 0)`, kind: e.kind === "float" ? "float" : "int" };

@@ -28,6 +28,10 @@ export function refuseQuery<K extends AnalyticsRefusalKind>(kind: K, facts: Refu
 
 export type AnalyticsRefusalKind = Extract<keyof RefusalFacts, `analytics${string}`>;
 
+/** The tags polyglot gives statements other than SELECT (the rest of its top-level tags are expressions). */
+const STATEMENT_KINDS =
+  /^(insert|update|delete|drop|create|alter|truncate|command|merge|grant|revoke|set|use|show|describe|explain|attach|detach|rename|optimize|system|kill|exchange|check|begin|commit|rollback|transaction|copy|call|pragma|values|with|cache|uncache|load|analyze|vacuum|comment|refresh|execute|prepare|deallocate|lock|unlock)/;
+
 /** The one statement of the query, parsed: a SELECT, or a UNION/EXCEPT/INTERSECT of them. */
 export async function parseAnalyticsQuery(query: string): Promise<SqlNode> {
   if (Buffer.byteLength(query, "utf8") > MAX_QUERY_BYTES) refuseQuery("analyticsQueryTooLong", { max: MAX_QUERY_BYTES });
@@ -45,7 +49,11 @@ export async function parseAnalyticsQuery(query: string): Promise<SqlNode> {
   if (statements.length > 1) refuseQuery("analyticsMultipleStatements", {});
   const statement = statements[0]!;
   const type = Object.keys(statement)[0];
-  if (type !== "select" && type !== "union" && type !== "except" && type !== "intersect") refuseQuery("analyticsNotSelect", {});
+  if (type !== "select" && type !== "union" && type !== "except" && type !== "intersect") {
+    // polyglot reads a bare expression (`SELEC count(*) …`, a typo) as a statement of its own: that is no statement.
+    if (!STATEMENT_KINDS.test(type ?? "")) refuseQuery("analyticsSyntax", { problem: "expected a statement such as SELECT" });
+    refuseQuery("analyticsNotSelect", {});
+  }
   // polyglot keeps no trace of ClickHouse's `INTO OUTFILE` in its tree, so the tokens are asked: a query that writes
   // anywhere is no SELECT. (Nothing is ever run as written; this only refuses what the tree would hide.)
   const tokens = tokenize(query, "clickhouse" as Parameters<Polyglot["tokenize"]>[1]);

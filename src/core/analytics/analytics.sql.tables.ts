@@ -5,7 +5,7 @@
  */
 
 /** How a value is kept in the translated query (and so how it compares and how it is answered). */
-export type SqlKind = "string" | "int" | "float" | "bool" | "ms" | "datetime" | "interval" | "strings" | "null";
+export type SqlKind = "string" | "int" | "float" | "bool" | "ms" | "datetime" | "interval" | "strings" | "array" | "null";
 
 export type PublicTableName =
   | "key_verifications_v1"

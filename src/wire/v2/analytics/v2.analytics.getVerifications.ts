@@ -14,5 +14,5 @@ export const getVerifications = defineV2Rpc({
   // The query's length is the core's to refuse (upstream's words, contract §10), not the schema's.
   input: z.object({ query: z.string().describe("A ClickHouse SELECT over key_verifications_v1 and its rollups.") }),
   output: z.array(z.record(z.string(), z.unknown())),
-  handler: async (input, { deps, rootKey }) => queryVerificationsSql(deps, rootKey, input.query),
+  handler: async (input, { deps, rootKey }) => ({ data: await queryVerificationsSql(deps, rootKey, input.query) }),
 });

@@ -95,6 +95,28 @@ export type RefusalFacts = {
   keyOrOwnerRequired: Record<never, never>;
   /** v2's SQL analytics (analytics.getVerifications) need a ClickHouse backend, which keyhaven does not have. */
   analyticsNotConfigured: Record<never, never>;
+  // v2's SQL analytics (core/analytics/analytics.sql.*): the caller's query, refused before or while it runs.
+  analyticsSyntax: { problem: string };
+  analyticsNoStatement: Record<never, never>;
+  analyticsMultipleStatements: Record<never, never>;
+  analyticsQueryTooLong: { max: number };
+  analyticsQueryTooComplex: { max: number };
+  analyticsTooManyColumns: { max: number };
+  /** A column no source of the query has (`table`: the one public table it was looked for in, if one). */
+  analyticsUnknownColumn: { column: string; table: string | null };
+  analyticsAmbiguousColumn: { column: string };
+  /** A column upstream's table has but keyhaven's rollup does not keep (latency_p75 / p99 of the hour tables). */
+  analyticsColumnUnavailable: { column: string; table: string };
+  /** SQL the subset leaves out (a clause, an operator, a form of a function), named. */
+  analyticsUnsupported: { construct: string };
+  analyticsTableNotAllowed: { table: string };
+  analyticsFunctionNotAllowed: { name: string };
+  analyticsNotSelect: Record<never, never>;
+  analyticsRangeExceedsRetention: { days: number };
+  /** The store refused the translated query (a column neither grouped nor aggregated, a type mismatch). */
+  analyticsQueryFailed: { problem: string };
+  analyticsTimeout: { ms: number };
+  analyticsResultTooLarge: { max: number };
   // The workspace, deletion protection.
   workspaceDisabled: Record<never, never>;
   deleteProtected: { what: string; id: string };

@@ -883,14 +883,16 @@ describe("@unkey/api 2.5.1: ratelimit.*", () => {
 
 describe("@unkey/api 2.5.1: analytics.getVerifications", () => {
   it.runIf(served("/v2/analytics.getVerifications"))(
-    "is 412 analytics_not_configured (a status the SDK has no class for: UnkeyError); 403 without read_analytics",
+    "answers the query's rows in data; 400 invalid_analytics_table for another table; 403 without read_analytics",
     async () => {
+      const res = await unkey.analytics.getVerifications({ query: "SELECT count(*) AS n FROM key_verifications_v1 WHERE key_id = 'none'" });
+      expect(res.data).toEqual([{ n: 0 }]);
       await rejects(
-        unkey.analytics.getVerifications({ query: "SELECT count(*) FROM key_verifications_v1" }),
-        errors.UnkeyError,
-        412,
-        "unkey/data/analytics_not_configured",
-        "Analytics are not configured for this instance",
+        unkey.analytics.getVerifications({ query: "SELECT * FROM users" }),
+        errors.BadRequestErrorResponse,
+        400,
+        "user/bad_request/invalid_analytics_table",
+        "Access to table 'users' is not allowed",
       );
       const nobody = sdk(await h.rootKey(t.workspaceId, ["api.*.read_api"]));
       await rejects(

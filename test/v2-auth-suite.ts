@@ -27,7 +27,7 @@ export type V2AuthCase = {
    * a v2 error, or a check of its own (keys.verifyKey answers 200 NOT_FOUND).
    */
   denied?: { status: number; type: string; detail?: string } | ((res: Response) => void);
-  /** The status of the accepted request: 200 unless the route says otherwise (analytics.getVerifications: 412). */
+  /** The status of the accepted request: 200 unless the route says otherwise. */
   successStatus?: number;
   /**
    * How the route answers the owner's request sent with another workspace's root key: a v2 error (404, its type), or

@@ -15,6 +15,9 @@ import {
   type TimeGranularity,
 } from "../../storage/analytics/analytics.repository.js";
 import { findApi } from "../../storage/apis/apis.repository.js";
+import { PGLITE_COST_CEILING, runAnalyticsQuery } from "../../storage/analytics/analytics.sql.repository.js";
+import { parseAnalyticsQuery } from "./analytics.sql.parse.js";
+import { MAX_ROWS, translateAnalyticsQuery } from "./analytics.sql.translate.js";
 import { apiNotFound, readAnyApiPermission } from "../apis/apis.core.js";
 import type { Caller } from "../caller.js";
 import type { Principal } from "../principal.js";
@@ -259,14 +262,73 @@ function readKeyPermission(apiIds: string[]): PermissionQuery {
   return { or: ["*", "api.*.read_key", { and: apiIds.map((id) => `api.${id}.read_key`) }] };
 }
 
+/** What the SQL analytics need of the services. */
+export type SqlAnalyticsServices = {
+  db: Db;
+  store: { kind: "postgres" | "pglite" };
+  clock: { now(): number };
+  config: {
+    analytics: boolean;
+    analyticsRetentionDays: number;
+    databaseStatementTimeoutMs: number;
+    verificationLogDays: number;
+  };
+};
+
+/** Upstream's bound on the answer, in bytes of JSON. */
+export const MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
+
 /**
- * v2's analytics.getVerifications (contract §10): SQL over ClickHouse's verification tables. keyhaven keeps its
- * verification counts in its own store and has no ClickHouse, so it answers as upstream does without an analytics
- * backend: after the permission check (`api.*.read_analytics`, or `api.<apiId>.read_analytics` for any API), the
- * query is refused as not configured. The SQL is never parsed or run.
+ * v2's analytics.getVerifications (contract §10): the caller's ClickHouse SQL, parsed (analytics.sql.parse.ts),
+ * checked and translated to PostgreSQL over keyhaven's verification log and hourly counts
+ * (analytics.sql.translate.ts), run read-only with a deadline (storage/analytics/analytics.sql.repository.ts), and
+ * answered as one object per row. The permission check comes first: `api.*.read_analytics` (every API of the
+ * workspace), or `api.<apiId>.read_analytics` for some APIs (only their rows). With KEYHAVEN_ANALYTICS=off there is
+ * nothing to query: refused as not configured, as upstream does without an analytics backend.
  */
-export function queryVerificationsSql(principal: Principal): never {
-  const anyApi = [...principal.permissions].some((p) => /^api\.[^.]+\.read_analytics$/.test(p));
-  if (!anyApi) requirePermission(principal, { or: ["*", "api.*.read_analytics"] });
-  throw new PreconditionFailedError("analytics", { kind: "analyticsNotConfigured" });
+export async function queryVerificationsSql(
+  services: SqlAnalyticsServices,
+  principal: Principal,
+  query: string,
+): Promise<Record<string, unknown>[]> {
+  const perApi = [...principal.permissions].flatMap((p) => /^api\.([^.]+)\.read_analytics$/.exec(p)?.[1] ?? []);
+  const everyApi = principal.permissions.has("*") || principal.permissions.has("api.*.read_analytics");
+  if (!everyApi && perApi.length === 0) requirePermission(principal, { or: ["*", "api.*.read_analytics"] });
+  if (!services.config.analytics) throw new PreconditionFailedError("analytics", { kind: "analyticsNotConfigured" });
+
+  const statement = await parseAnalyticsQuery(query);
+  const translated = translateAnalyticsQuery(statement, {
+    workspaceId: principal.workspaceId,
+    keySpaceIds: everyApi ? undefined : perApi.filter((id) => id !== "*"),
+    nowMs: services.clock.now(),
+    logRetentionDays: services.config.verificationLogDays,
+    aggregateRetentionDays: services.config.analyticsRetentionDays,
+    maxRows: MAX_ROWS,
+  });
+  const rows = await runAnalyticsQuery(services.db, translated.sql, {
+    // Within the request's deadline on the store (DATABASE_STATEMENT_TIMEOUT_MS + 0.5 s, storage/deadline.ts),
+    // which also covers the root key's lookup: a second less, and never more than upstream's 10 s.
+    timeoutMs: Math.min(10_000, Math.max(500, services.config.databaseStatementTimeoutMs - 1000)),
+    costCeiling: services.store.kind === "pglite" ? PGLITE_COST_CEILING : undefined,
+  });
+  const answer = rows.map((row) => {
+    const out: Record<string, unknown> = {};
+    translated.columns.forEach((column, i) => {
+      out[column.name] = answerValue(row[`c${i + 1}`]);
+    });
+    return out;
+  });
+  if (Buffer.byteLength(JSON.stringify(answer), "utf8") > MAX_RESPONSE_BYTES) {
+    throw new InvalidInputError({ kind: "analyticsResultTooLarge", max: MAX_RESPONSE_BYTES });
+  }
+  return answer;
+}
+
+/** NaN and ±Infinity (avg of nothing, a float division) are null in JSON, as upstream answers them; bigints numbers. */
+function answerValue(value: unknown): unknown {
+  if (typeof value === "number") return Number.isFinite(value) ? value : null;
+  if (typeof value === "bigint") return Number(value);
+  if (typeof value === "string" && (value === "NaN" || value === "Infinity" || value === "-Infinity")) return null;
+  if (Array.isArray(value)) return value.map(answerValue);
+  return value;
 }

@@ -35,6 +35,13 @@ export type V2ErrorCode =
   | "unkey/application/protected_resource"
   | "unkey/application/precondition_failed"
   | "unkey/data/analytics_not_configured"
+  | "user/bad_request/invalid_analytics_query"
+  | "user/bad_request/invalid_analytics_table"
+  | "user/bad_request/invalid_analytics_function"
+  | "user/bad_request/invalid_analytics_query_type"
+  | "user/bad_request/query_range_exceeds_retention"
+  | "user/unprocessable_entity/query_execution_timeout"
+  | "user/unprocessable_entity/query_memory_limit_exceeded"
   | "user/bad_request/permissions_query_syntax_error"
   | "user/bad_request/request_body_too_large"
   | "user/bad_request/request_timeout"
@@ -219,6 +226,26 @@ const V2_WORDING: { [K in RefusalKind]: (facts: RefusalFacts[K]) => string } = {
   noKeysOfOwner: () => "No keys were found to match your query",
   notFoundToSet: ({ what, name }) => `${what} ${name} not found and not allowed to create`,
   analyticsNotConfigured: () => "Analytics are not configured for this instance",
+  // analytics.getVerifications' SQL (contract §10): upstream's sentences where the contract gives them.
+  analyticsSyntax: ({ problem }) => `Invalid SQL syntax: ${problem}`,
+  analyticsNoStatement: () => "No SQL statements found",
+  analyticsMultipleStatements: () => "Analytics queries must contain exactly one statement",
+  analyticsQueryTooLong: ({ max }) => `Analytics query exceeds the maximum length (${max} bytes)`,
+  analyticsQueryTooComplex: ({ max }) => `Analytics query is too complex (more than ${max} syntax nodes)`,
+  analyticsTooManyColumns: ({ max }) => `Analytics query selects more than ${max} columns`,
+  analyticsUnknownColumn: ({ column, table }) => `Unknown column '${column}'${table === null ? "" : ` in table '${table}'`}`,
+  analyticsAmbiguousColumn: ({ column }) => `Column '${column}' is ambiguous: qualify it with its table or alias`,
+  analyticsColumnUnavailable: ({ column, table }) =>
+    `Column '${column}' is not available in table '${table}': latency percentiles are kept only in key_verifications_v1 and key_verifications_per_minute_v1`,
+  analyticsUnsupported: ({ construct }) => `Unsupported SQL: ${construct}`,
+  analyticsTableNotAllowed: ({ table }) => `Access to table '${table}' is not allowed`,
+  analyticsFunctionNotAllowed: ({ name }) => `Function '${name}' is not allowed`,
+  analyticsNotSelect: () => "Only SELECT queries are allowed",
+  analyticsRangeExceedsRetention: ({ days }) =>
+    `Cannot query data older than ${days} days. Narrow the query's time range to the last ${days} days.`,
+  analyticsQueryFailed: ({ problem }) => `The query could not be run: ${problem}`,
+  analyticsTimeout: ({ ms }) => `The query ran longer than ${ms / 1000} seconds. Narrow its time range or simplify it.`,
+  analyticsResultTooLarge: () => "Query result exceeds the maximum response size.",
   remainingNotPositive: () => "remaining must be greater than 0.",
   remainingBeyondMax: ({ max }) => `cannot increment a key beyond ${max} remaining requests.`,
   missingPermissions: ({ need, have }) => `Missing permissions: need ${need}, have [${have.map((p) => JSON.stringify(p)).join(", ")}]`,
@@ -374,6 +401,8 @@ export function v2ErrorOf(err: DomainError): V2Error {
   if (err.refusal?.kind === "invalidPermissionQuery") {
     return new V2Error(400, "user/bad_request/permissions_query_syntax_error", v2Words(err), []);
   }
+  const analytics = err.refusal?.kind.startsWith("analytics") ? analyticsCode(err.refusal.kind) : undefined;
+  if (analytics) return new V2Error(analytics.status, analytics.code, v2Words(err), analytics.status === 400 ? [] : undefined);
   if (err.refusal?.kind === "analyticsNotConfigured") {
     return new V2Error(412, "unkey/data/analytics_not_configured", "Analytics are not configured for this instance");
   }
@@ -384,6 +413,28 @@ export function v2ErrorOf(err: DomainError): V2Error {
   if (err instanceof PreconditionFailedError) return new V2Error(412, "unkey/application/precondition_failed", v2Words(err));
   if (err instanceof InvalidInputError) return new V2Error(400, "unkey/application/invalid_input", v2Words(err), []);
   return new V2Error(500, "unkey/application/unexpected_error", "An unexpected error occurred.");
+}
+
+/** The code of a refused analytics query (contract §10); undefined for analyticsNotConfigured, answered apart. */
+function analyticsCode(kind: RefusalKind): { status: number; code: V2ErrorCode } | undefined {
+  switch (kind) {
+    case "analyticsNotConfigured":
+      return undefined;
+    case "analyticsTableNotAllowed":
+      return { status: 400, code: "user/bad_request/invalid_analytics_table" };
+    case "analyticsFunctionNotAllowed":
+      return { status: 400, code: "user/bad_request/invalid_analytics_function" };
+    case "analyticsNotSelect":
+      return { status: 400, code: "user/bad_request/invalid_analytics_query_type" };
+    case "analyticsRangeExceedsRetention":
+      return { status: 400, code: "user/bad_request/query_range_exceeds_retention" };
+    case "analyticsTimeout":
+      return { status: 422, code: "user/unprocessable_entity/query_execution_timeout" };
+    case "analyticsResultTooLarge":
+      return { status: 422, code: "user/unprocessable_entity/query_memory_limit_exceeded" };
+    default:
+      return { status: 400, code: "user/bad_request/invalid_analytics_query" };
+  }
 }
 
 /** What the caller held, as a PermissionDeniedError's refusal states it. */

@@ -25,6 +25,7 @@ const V2_STATUS_TEXT: Record<number, string> = {
   410: "Gone.",
   412: "Precondition failed: the resource is protected, or something the request relies on is missing.",
   413: "The request body is larger than this route's limit.",
+  422: "The request was understood but could not be carried out within its bounds (an analytics query's time or answer size).",
   500: "Unexpected error inside keyhaven.",
   503: "PostgreSQL or Redis could not serve the request; the detail names which.",
 };

@@ -56,7 +56,7 @@ export type V2Context<A extends V2AuthKind> = {
 export type V2Answer<O extends z.ZodType> = { data: z.input<O>; pagination?: { cursor?: string; hasMore: boolean } };
 
 /** The error statuses a v2 route declares (401 and 403 come with "rootKey"; 413 and 500 with every POST). */
-export type V2RouteErrorStatus = 400 | 401 | 403 | 404 | 409 | 410 | 412 | 503;
+export type V2RouteErrorStatus = 400 | 401 | 403 | 404 | 409 | 410 | 412 | 422 | 503;
 
 export type V2Rpc<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType, A extends V2AuthKind = V2AuthKind> = {
   /** Every v2 route is a POST with a JSON body, except liveness. */

@@ -7,11 +7,12 @@ export const getVerifications = defineV2Rpc({
   path: "/v2/analytics.getVerifications",
   auth: "rootKey",
   summary:
-    "Upstream runs a ClickHouse SQL query over verification events. keyhaven has no ClickHouse: after authentication and the read_analytics check it answers 412 `analytics_not_configured`, as upstream does without an analytics backend (v1's analytics.getVerifications serves keyhaven's own counts).",
-  errors: [400, 401, 403, 412, 503],
-  returns: "Never answered: always 412 (one object per result row upstream).",
+    "Runs a ClickHouse SQL SELECT over the verification tables (key_verifications_v1 and its per-minute, hour, day and month rollups), limited to the root key's workspace and APIs: parsed, checked against the supported subset and translated to keyhaven's store (docs/analytics.md). 412 `analytics_not_configured` with KEYHAVEN_ANALYTICS=off.",
+  errors: [400, 401, 403, 412, 422, 503],
+  returns: "One object per result row, columns as selected.",
   // Upstream does not restrict the body's other properties (contract §1.3): they are ignored.
+  // The query's length is the core's to refuse (upstream's words, contract §10), not the schema's.
   input: z.object({ query: z.string().describe("A ClickHouse SELECT over key_verifications_v1 and its rollups.") }),
   output: z.array(z.record(z.string(), z.unknown())),
-  handler: async (_input, { rootKey }) => queryVerificationsSql(rootKey),
+  handler: async (input, { deps, rootKey }) => ({ data: await queryVerificationsSql(deps, rootKey, input.query) }),
 });

@@ -3,7 +3,16 @@ import { findDependencyFailure } from "./storage/dependency.js";
 
 export type BackgroundJobs = Pick<
   Services,
-  "analytics" | "lastUsed" | "migrationWorker" | "invalidationPruner" | "statistics" | "auditRetention" | "idempotency" | "unkeyFallback"
+  | "analytics"
+  | "lastUsed"
+  | "migrationWorker"
+  | "invalidationPruner"
+  | "statistics"
+  | "auditRetention"
+  | "idempotency"
+  | "unkeyFallback"
+  | "webhookWorker"
+  | "webhookRetention"
 >;
 
 type Logger = {
@@ -13,7 +22,7 @@ type Logger = {
 };
 
 /**
- * Starts the analytics flusher and retention cleanup, the last-used flusher, the invalidation log's pruner, the audit log's retention, the pruner of expired Idempotency-Keys, the statistics refresher (ANALYZE
+ * Starts the webhook worker, the analytics flusher and retention cleanup, the last-used flusher, the invalidation log's pruner, the audit log's retention, the pruner of expired Idempotency-Keys, the statistics refresher (ANALYZE
  * after imports on PGlite), the Unkey fallback's counts of pending keys (when configured) and, unless `migrationWorker: false`, the migration worker of services built by createServices
  * (services.ts).
  */
@@ -25,6 +34,8 @@ export function startBackgroundJobs(jobs: BackgroundJobs, log: Logger, options: 
   jobs.idempotency.start(log);
   jobs.statistics.start(log);
   jobs.unkeyFallback?.start();
+  jobs.webhookWorker.start(log);
+  jobs.webhookRetention.start(log);
   if (options.migrationWorker !== false) jobs.migrationWorker.start(log);
 }
 
@@ -43,6 +54,10 @@ export async function stopBackgroundJobs(jobs: BackgroundJobs): Promise<void> {
   await jobs.invalidationPruner.stop();
   await jobs.auditRetention.stop();
   await jobs.idempotency.stop();
+  await jobs.webhookRetention.stop();
+  // Last, so that a receiver or a store that does not answer delays nothing above: its attempts in flight end within
+  // their deadline and are recorded; what it had claimed but not sent is sent again when its lease ends.
+  await jobs.webhookWorker.stop();
 }
 
 /**

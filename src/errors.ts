@@ -95,6 +95,9 @@ export type RefusalFacts = {
   keyOrOwnerRequired: Record<never, never>;
   /** v2's SQL analytics (analytics.getVerifications) need a ClickHouse backend, which keyhaven does not have. */
   analyticsNotConfigured: Record<never, never>;
+  // Webhooks: an endpoint's URL refused (not http(s), too long, a private address…) or its description, `problem`
+  // naming the field.
+  webhookInputRefused: { problem: string };
   // The workspace, deletion protection.
   workspaceDisabled: Record<never, never>;
   deleteProtected: { what: string; id: string };

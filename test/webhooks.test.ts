@@ -496,6 +496,32 @@ describe("webhook endpoints without KEYHAVEN_WEBHOOK_ALLOW_PRIVATE", () => {
     expect(moved.body.error.detail).toContain("url: the host 127.0.0.2 is a loopback address");
   });
 
+  plainIt("checks the address again before each attempt: an endpoint now on loopback is sent nothing", async () => {
+    const r = await receiver();
+    try {
+      const created = await h.post("/v2/keyhaven.createWebhook", { url: "https://203.0.113.10/hooks", events: ["api.create"] }, t.rootKey);
+      expect(created.status, JSON.stringify(created.body)).toBe(200);
+      const { webhookId } = created.body.data;
+      // As if its host's DNS answer now pointed inside (the stored URL is what each attempt resolves and checks).
+      await h.sql(`update webhook_endpoints set url = '${r.url}' where id = '${webhookId}'`);
+      await h.createApi(t);
+      const [attempt] = await waitFor("the refused attempt", () =>
+        h.sql<{ status: number | null; error: string }>(
+          `select a.status, a.error from webhook_attempts a join webhook_deliveries d on d.id = a.delivery_id where d.endpoint_id = '${webhookId}'`,
+        ).then((rows) => (rows.length > 0 ? rows : undefined)),
+      );
+      expect(attempt).toEqual({
+        status: null,
+        error: expect.stringContaining("the host 127.0.0.1 is a loopback address"),
+      });
+      expect(r.received).toEqual([]);
+      const [delivery] = await h.sql<{ status: string }>(`select status from webhook_deliveries where endpoint_id = '${webhookId}'`);
+      expect(delivery!.status).toBe("pending");
+    } finally {
+      await r.close();
+    }
+  });
+
   plainIt("classifies addresses as the rule says", () => {
     const table: [string, string | undefined][] = [
       ["8.8.8.8", undefined],

@@ -13,6 +13,8 @@ export type BackgroundJobs = Pick<
   | "auditRetention"
   | "idempotency"
   | "unkeyFallback"
+  | "webhookWorker"
+  | "webhookRetention"
 >;
 
 type Logger = {
@@ -22,8 +24,10 @@ type Logger = {
 };
 
 /**
- * Starts the analytics flusher and retention cleanup, the last-used flusher, the verification log's flusher and pruner, the invalidation log's pruner, the audit log's retention, the pruner of expired Idempotency-Keys, the statistics refresher (ANALYZE
- * after imports on PGlite), the Unkey fallback's counts of pending keys (when configured) and, unless `migrationWorker: false`, the migration worker of services built by createServices
+ * Starts the webhook worker and its retention, the analytics flusher and retention cleanup, the last-used flusher, the
+ * verification log's flusher and pruner, the invalidation log's pruner, the audit log's retention, the pruner of expired
+ * Idempotency-Keys, the statistics refresher (ANALYZE after imports on PGlite), the Unkey fallback's counts of pending
+ * keys (when configured) and, unless `migrationWorker: false`, the migration worker of services built by createServices
  * (services.ts).
  */
 export function startBackgroundJobs(jobs: BackgroundJobs, log: Logger, options: { migrationWorker?: boolean } = {}): void {
@@ -36,6 +40,8 @@ export function startBackgroundJobs(jobs: BackgroundJobs, log: Logger, options: 
   jobs.idempotency.start(log);
   jobs.statistics.start(log);
   jobs.unkeyFallback?.start();
+  jobs.webhookWorker.start(log);
+  jobs.webhookRetention.start(log);
   if (options.migrationWorker !== false) jobs.migrationWorker.start(log);
 }
 
@@ -56,6 +62,10 @@ export async function stopBackgroundJobs(jobs: BackgroundJobs): Promise<void> {
   await jobs.invalidationPruner.stop();
   await jobs.auditRetention.stop();
   await jobs.idempotency.stop();
+  await jobs.webhookRetention.stop();
+  // Last, so that a receiver or a store that does not answer delays nothing above: its attempts in flight end within
+  // their deadline and are recorded; what it had claimed but not sent is sent again when its lease ends.
+  await jobs.webhookWorker.stop();
 }
 
 /**

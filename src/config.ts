@@ -204,6 +204,8 @@ const envSchema = z.object({
     .max(36_500, "must be at most 36500")
     .default(90),
   KEYHAVEN_VERIFY_REQUIRE_SCOPE: z.enum(["on", "off"], { error: 'must be "on" or "off"' }).default("off"),
+  // Webhook endpoints on loopback, private, link-local, unique-local or unspecified addresses (docs/webhooks.md).
+  KEYHAVEN_WEBHOOK_ALLOW_PRIVATE: z.enum(["true", "false"], { error: 'must be "true" or "false"' }).default("false"),
   // Client timeouts: at least 100 ms (a smaller one would cut off ordinary clients).
   KEYHAVEN_HEADERS_TIMEOUT_MS: milliseconds(10_000, 100),
   KEYHAVEN_REQUEST_TIMEOUT_MS: milliseconds(30_000, 100),
@@ -329,6 +331,11 @@ export type Config = Readonly<{
   region: string;
   /** Audit entries older than this many days are deleted in the background. */
   auditRetentionDays: number;
+  /**
+   * KEYHAVEN_WEBHOOK_ALLOW_PRIVATE: whether a webhook endpoint may be (or resolve to) a loopback, private, link-local,
+   * unique-local or unspecified address; false by default, so a workspace cannot make keyhaven call its own network.
+   */
+  webhookAllowPrivate: boolean;
   /**
    * keys.verifyKey needs `apiId` or a valid root key (which scopes it to that root key's workspace); off: neither
    * is needed, as in v1.
@@ -459,6 +466,7 @@ export function loadConfig(
     verificationLogMaxRows: e.KEYHAVEN_VERIFICATION_LOG_MAX_ROWS,
     region: regionOf(e.KEYHAVEN_REGION),
     auditRetentionDays: e.KEYHAVEN_AUDIT_RETENTION_DAYS,
+    webhookAllowPrivate: e.KEYHAVEN_WEBHOOK_ALLOW_PRIVATE === "true",
     verifyRequireScope: e.KEYHAVEN_VERIFY_REQUIRE_SCOPE === "on",
     trustProxy: parseTrustProxy(e.KEYHAVEN_TRUST_PROXY)!,
     unkeyFallback,

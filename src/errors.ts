@@ -117,6 +117,9 @@ export type RefusalFacts = {
   analyticsQueryFailed: { problem: string };
   analyticsTimeout: { ms: number };
   analyticsResultTooLarge: { max: number };
+  // Webhooks: an endpoint's URL refused (not http(s), too long, a private address…) or its description, `problem`
+  // naming the field.
+  webhookInputRefused: { problem: string };
   // The workspace, deletion protection.
   workspaceDisabled: Record<never, never>;
   deleteProtected: { what: string; id: string };

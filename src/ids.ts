@@ -21,7 +21,22 @@ export function randomSlice(n: number): Buffer {
   return slice;
 }
 
-export type IdPrefix = "key" | "api" | "id" | "perm" | "role" | "rl" | "rlns" | "rlor" | "req" | "ws" | "rk" | "dek" | "audit";
+export type IdPrefix =
+  | "key"
+  | "api"
+  | "id"
+  | "perm"
+  | "role"
+  | "rl"
+  | "rlns"
+  | "rlor"
+  | "req"
+  | "ws"
+  | "rk"
+  | "dek"
+  | "audit"
+  | "wh"
+  | "msg";
 
 /** `<prefix>_<base58(4-byte seconds since 2023-11-14 ‖ 8 random bytes)>`: sortable by creation second. */
 export function newId(prefix: IdPrefix): string {

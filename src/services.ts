@@ -32,6 +32,8 @@ import { AuditRetention } from "./core/audit/audit.retention.js";
 import { Idempotency } from "./core/idempotency/idempotency.js";
 import { StatisticsRefresher } from "./storage/statistics.js";
 import { UnkeyFallback } from "./core/verification/verification.fallback.js";
+import { WebhookWorker, type WebhookWorkerOptions } from "./core/webhooks/webhooks.worker.js";
+import { WebhookRetention } from "./core/webhooks/webhooks.retention.js";
 
 /**
  * Every stateful piece of one keyhaven process, built once by createServices and passed to every handler (as
@@ -92,6 +94,10 @@ export type Services = {
   unkeyFallback: UnkeyFallback | undefined;
   /** The web console's sessions (sign-in, expiry, sign-out, failed sign-ins per address). */
   consoleSessions: ConsoleSessions;
+  /** Sends the webhook outbox (core/webhooks), once started (background.ts). */
+  webhookWorker: WebhookWorker;
+  /** Deletes delivered and failed webhook deliveries past the audit log's retention (started by background.ts). */
+  webhookRetention: WebhookRetention;
 };
 
 export type ServicesOptions = {
@@ -101,6 +107,8 @@ export type ServicesOptions = {
   ratelimiter?: RateLimiter;
   /** Default: the machine's clock. */
   clock?: Clock;
+  /** The webhook worker's poll, lease, deadline, concurrency and retry schedule (tests shorten them). */
+  webhooks?: Partial<WebhookWorkerOptions>;
 };
 
 /**
@@ -213,5 +221,7 @@ export async function createServices(config: Config, store: Store, options: Serv
     statistics,
     unkeyFallback,
     consoleSessions,
+    webhookWorker: new WebhookWorker({ db, keyring, clock, allowPrivate: config.webhookAllowPrivate }, options.webhooks),
+    webhookRetention: new WebhookRetention(db, clock, config.auditRetentionDays),
   };
 }

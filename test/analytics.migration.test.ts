@@ -9,9 +9,15 @@ import { test as it } from "./fixtures.js";
 
 /** What 0016 changed, undone: the primary key on the tags' text again, no digest, no function. */
 const UNDO_0016 = [
-  // The migrations after 0016 first, newest first (0023_verification_log, 0022_key_last_used, 0021_console_key_search,
-  // 0020_console_sessions, 0019_pending_keys, 0018_idempotency_keys, 0017_audit_log), so that 0016 is the last applied.
-  // (0019 made keys.hash nullable; no key here lacks one, so it is set back.)
+  // The migrations after 0016 first, newest first (0024_webhooks, 0023_verification_log, 0022_key_last_used,
+  // 0021_console_key_search, 0020_console_sessions, 0019_pending_keys, 0018_idempotency_keys, 0017_audit_log), so that
+  // 0016 is the last applied. (0019 made keys.hash nullable; no key here lacks one, so it is set back.)
+  `drop trigger audit_log_webhook_outbox on audit_log`,
+  `drop function keyhaven_webhook_outbox()`,
+  `drop table webhook_attempts`,
+  `drop table webhook_deliveries`,
+  `drop table webhook_endpoints`,
+  `delete from drizzle.__drizzle_migrations where created_at = (select max(created_at) from drizzle.__drizzle_migrations)`,
   `drop view key_verifications_log`,
   `drop table key_verification_chunks`,
   `alter table verification_counts drop column spent_credits`,

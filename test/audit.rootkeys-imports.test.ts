@@ -510,15 +510,15 @@ describe("audit: keyhaven rotate-encryption-key and reset-encryption-key", () =>
     const caller = cliCaller("reset-encryption-key");
     const plaintexts = Number((await h.sql<{ n: string }>("select count(*) as n from encrypted_keys"))[0]!.n);
     const dataKeys = Number((await h.sql<{ n: string }>("select count(*) as n from encryption_keys"))[0]!.n);
-    expect(await resetEncryptionKey({ changes }, caller)).toEqual({ plaintexts, dataKeys, queuedPlaintexts: 0 });
-    expect(await resetEncryptionKey({ changes }, caller)).toEqual({ plaintexts: 0, dataKeys: 0, queuedPlaintexts: 0 });
+    expect(await resetEncryptionKey({ changes }, caller)).toEqual({ plaintexts, dataKeys, queuedPlaintexts: 0, webhookSecrets: 0 });
+    expect(await resetEncryptionKey({ changes }, caller)).toEqual({ plaintexts: 0, dataKeys: 0, queuedPlaintexts: 0, webhookSecrets: 0 });
     expect(await auditEntries(h, { event: "encryptionKey.reset" })).toEqual([
       expect.objectContaining({
         ...CLI,
         actorId: "reset-encryption-key",
         actorName: "keyhaven reset-encryption-key",
         targets: [],
-        details: { plaintexts, dataKeys, queuedPlaintexts: 0 },
+        details: { plaintexts, dataKeys, queuedPlaintexts: 0, webhookSecrets: 0 },
       }),
     ]);
   });

@@ -90,6 +90,26 @@ async function overrideV1(ctx: Ctx) {
  * failed it changes, and records, nothing): while the key-insert fault is on (test/key-insert-fault.ts), a key named
  * `fail:P0001` fails its whole batch; the file's harness runs the worker.
  */
+/**
+ * A webhook endpoint of the tenant's, on a public documentation address (TEST-NET-3) and subscribed to an event no
+ * case makes, so that nothing is ever sent to it.
+ */
+async function webhook({ h, t }: Ctx) {
+  const body = ok(await h.post("/v2/keyhaven.createWebhook", { url: "https://203.0.113.10/hook", events: ["key.reroll"] }, t.rootKey));
+  secrets.add(body.data.secret);
+  return body.data.webhookId as string;
+}
+/** A delivery of a disabled endpoint of the tenant's (written as the outbox writes one): a replay never sends it. */
+async function webhookDelivery(ctx: Ctx) {
+  const webhookId = await webhook(ctx);
+  const deliveryId = unique("msg");
+  await ctx.h.sql(`update webhook_endpoints set enabled = false where id = '${webhookId}'`);
+  await ctx.h.sql(
+    `insert into webhook_deliveries (id, workspace_id, endpoint_id, event, payload, status, next_attempt_at_m, created_at_m, updated_at_m)
+     values ('${deliveryId}', '${ctx.t.workspaceId}', '${webhookId}', 'key.reroll', '{}'::jsonb, 'failed', 0, 0, 0)`,
+  );
+  return { webhookId, deliveryId };
+}
 async function failedMigration({ h, t }: Ctx) {
   await installKeyInsertFault(h);
   const migrationId = unique("mig");
@@ -623,6 +643,38 @@ const CASES: Record<string, Case> = {
     setup: async () => {
       const migrationId = unique("mig");
       return { body: { migrationId, algorithm: "sha256" }, events: ["migration.create"], targets: () => [migrationId] };
+    },
+  },
+  "/v2/keyhaven.createWebhook": {
+    sender: "root",
+    setup: async () => ({
+      body: { url: "https://203.0.113.10/hook", events: ["key.reroll"], description: "audit case" },
+      events: ["webhook.create"],
+      targets: (res) => {
+        secrets.add(res.body.data.secret);
+        return [res.body.data.webhookId];
+      },
+    }),
+  },
+  "/v2/keyhaven.updateWebhook": {
+    sender: "root",
+    setup: async (ctx) => {
+      const webhookId = await webhook(ctx);
+      return { body: { webhookId, enabled: false }, events: ["webhook.update"], targets: () => [webhookId] };
+    },
+  },
+  "/v2/keyhaven.deleteWebhook": {
+    sender: "root",
+    setup: async (ctx) => {
+      const webhookId = await webhook(ctx);
+      return { body: { webhookId }, events: ["webhook.delete"], targets: () => [webhookId] };
+    },
+  },
+  "/v2/keyhaven.replayWebhookDelivery": {
+    sender: "root",
+    setup: async (ctx) => {
+      const { webhookId, deliveryId } = await webhookDelivery(ctx);
+      return { body: { deliveryId }, events: ["webhook.replay_delivery"], targets: () => [webhookId, deliveryId] };
     },
   },
   "/v2/keyhaven.copyFromUnkey": {

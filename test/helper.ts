@@ -13,6 +13,7 @@ import { MemoryRateLimiter } from "../src/storage/ratelimits/memory.ratelimiter.
 import { counterQuotasOf, type RateLimiter } from "../src/storage/ratelimits/ratelimiter.js";
 import { RedisRateLimiter } from "../src/storage/ratelimits/redis.ratelimiter.js";
 import { createServices, type Services } from "../src/services.js";
+import type { WebhookWorkerOptions } from "../src/core/webhooks/webhooks.worker.js";
 import { pooledPglite } from "./pglite-pool.js";
 import { insertWorkspace, setWorkspaceEnabled } from "../src/storage/workspaces/workspaces.repository.js";
 
@@ -92,6 +93,8 @@ export async function createHarness(
     logger?: Record<string, unknown>;
     /** The app's clock (and its replicas'): default, the machine's. */
     clock?: Clock;
+    /** The webhook worker's options (a short poll, a fixed jitter): default, production's. */
+    webhooks?: Partial<WebhookWorkerOptions>;
   } = {},
 ): Promise<Harness> {
   const templateUrl = inject("templateDatabaseUrl");
@@ -127,7 +130,11 @@ export async function createHarness(
   const ratelimiter: RateLimiter = redisUrl
     ? new RedisRateLimiter(redisUrl, redisPrefix, quota, redisTimeouts)
     : new MemoryRateLimiter(undefined, quota);
-  const services = await createServices(config, store, { ratelimiter, ...(options.clock && { clock: options.clock }) });
+  const services = await createServices(config, store, {
+    ratelimiter,
+    ...(options.clock && { clock: options.clock }),
+    ...(options.webhooks && { webhooks: options.webhooks }),
+  });
   const app = await buildApp({ deps: services, logger: options.logger ?? false });
   startBackgroundJobs(services, app.log, options);
 
@@ -175,7 +182,11 @@ export async function createHarness(
       const replicaStore = databaseUrl ? openPostgres(databaseUrl, 4, postgresTimeouts(env)) : store;
       const replicaLimiter = redisUrl ? new RedisRateLimiter(redisUrl, redisPrefix, quota, redisTimeouts) : ratelimiter;
       // Services of its own, as another process has: its caches are not this app's, even on one PGlite store.
-      const replicaJobs = await createServices(config, replicaStore, { ratelimiter: replicaLimiter, clock: services.clock });
+      const replicaJobs = await createServices(config, replicaStore, {
+        ratelimiter: replicaLimiter,
+        clock: services.clock,
+        ...(options.webhooks && { webhooks: options.webhooks }),
+      });
       const replicaApp = await buildApp({ deps: replicaJobs });
       startBackgroundJobs(replicaJobs, replicaApp.log);
       return {

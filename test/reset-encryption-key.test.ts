@@ -38,7 +38,7 @@ describe("resetMasterKey: the way out when the encryption key is lost", () => {
     // Before: another key is refused, and the refusal points to the way out.
     await expect(assertMasterKeyMatches(h.db, randomBytes(32))).rejects.toThrow(/keyhaven reset-encryption-key --help/);
 
-    expect(await resetMasterKey(h.db)).toEqual({ plaintexts: 2, dataKeys: 1, queuedPlaintexts: 1 });
+    expect(await resetMasterKey(h.db)).toEqual({ plaintexts: 2, dataKeys: 1, queuedPlaintexts: 1, webhookSecrets: 0 });
 
     expect(await countIn(h, "encrypted_keys")).toBe(0);
     expect(await countIn(h, "encryption_keys")).toBe(0);

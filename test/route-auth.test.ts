@@ -232,6 +232,11 @@ const minimalV2Input: Record<string, unknown> = {
   "POST /v2/keyhaven.createMigration": { migrationId: "mig", algorithm: "sha256" },
   "POST /v2/keyhaven.getCopyStatus": { apiIds: ["api_x"] },
   "POST /v2/keyhaven.listPendingKeys": { apiId: "api_x" },
+  "POST /v2/keyhaven.createWebhook": { url: "https://203.0.113.10/hook", events: ["key.create"] },
+  "POST /v2/keyhaven.updateWebhook": { webhookId: "wh_missing", enabled: false },
+  "POST /v2/keyhaven.deleteWebhook": { webhookId: "wh_missing" },
+  "POST /v2/keyhaven.listWebhookDeliveries": { webhookId: "wh_missing" },
+  "POST /v2/keyhaven.replayWebhookDelivery": { deliveryId: "msg_missing" },
 };
 
 describe("authentication of every registered v2 route", () => {

@@ -4,7 +4,7 @@ import { v2Rpcs } from "../src/wire/v2/routes.js";
 import { MUTATING_ROUTES } from "../src/wire/writes.js";
 
 const routes = [...rpcs, ...v2Rpcs];
-const WRITE_NAME = /^(create|update|delete|set|add|remove|reroll|migrate|enqueue|retry)/;
+const WRITE_NAME = /^(create|update|delete|set|add|remove|reroll|migrate|enqueue|retry|replay)/;
 const nameOf = (path: string) => path.slice(path.lastIndexOf(".") + 1);
 
 describe("the list of mutating routes (src/wire/writes.ts)", () => {

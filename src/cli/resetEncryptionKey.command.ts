@@ -74,7 +74,8 @@ export async function resetEncryptionKeyCommand(argv: string[]): Promise<number>
   }
   console.log(
     `deleted ${result.plaintexts} stored plaintext(s) and ${result.dataKeys} data key(s); ` +
-      `${result.queuedPlaintexts} enqueued key(s) will be imported without their plaintext. Verification is unaffected.`,
+      `${result.queuedPlaintexts} enqueued key(s) will be imported without their plaintext; ` +
+      `${result.webhookSecrets} webhook endpoint(s) lost their signing secret and were disabled. Verification is unaffected.`,
   );
   const keyFile = embeddedKeyFile(config);
   if (keyFile) {

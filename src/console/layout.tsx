@@ -17,6 +17,7 @@ const WORKSPACE_NAV = [
   { id: "ratelimits", path: "/ratelimits", label: "Rate limits" },
   { id: "rootKeys", path: "/root-keys", label: "Root keys" },
   { id: "audit", path: "/audit", label: "Audit log" },
+  { id: "webhooks", path: "/webhooks", label: "Webhooks" },
   { id: "imports", path: "/imports", label: "Imports" },
 ] as const;
 const OPERATOR_NAV = [

@@ -10,6 +10,7 @@ import { ratelimitsPages } from "./pages/ratelimits.pages.js";
 import { rbacPages } from "./pages/rbac.pages.js";
 import { rootKeysPages } from "./pages/rootKeys.pages.js";
 import { sessionPages } from "./pages/session.pages.js";
+import { webhooksPages } from "./pages/webhooks.pages.js";
 
 /** Every page of the console, by module (one module per section of the navigation). */
 export const consolePages: readonly PageRoute[] = [
@@ -22,6 +23,7 @@ export const consolePages: readonly PageRoute[] = [
   ...ratelimitsPages,
   ...rootKeysPages,
   ...auditPages,
+  ...webhooksPages,
   ...importsPages,
   ...operatorPages,
 ] as PageRoute[];

@@ -533,6 +533,84 @@ export const auditLog = pgTable(
 );
 
 /**
+ * Webhook endpoints (issue 38 §3, docs/webhooks.md): where a workspace's events are POSTed, signed per Standard
+ * Webhooks. `events`: the event types it is sent (the audit catalogue's names). The signing secret is sealed with
+ * AES-256-GCM under the workspace's data key (`encryption_key_id`, as encrypted_keys are; the endpoint's id and
+ * workspace are its associated data); null once `keyhaven reset-encryption-key` forgot it, which disables the
+ * endpoint. The outbox trigger (migration webhooks) finds a workspace's enabled endpoints by workspace_id.
+ */
+export const webhookEndpoints = pgTable(
+  "webhook_endpoints",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    url: text("url").notNull(),
+    events: text("events").array().notNull(),
+    description: text("description"),
+    secretEncrypted: text("secret_encrypted"),
+    encryptionKeyId: text("encryption_key_id").references(() => encryptionKeys.id),
+    enabled: boolean("enabled").notNull().default(true),
+    createdAtM: ms("created_at_m").notNull(),
+    updatedAtM: ms("updated_at_m"),
+  },
+  (t) => [index("webhook_endpoints_workspace_idx").on(t.workspaceId)],
+);
+
+/**
+ * The webhook outbox: one row per message (`id`, `msg_…`, the `webhook-id` header) and endpoint, written in the
+ * transaction of the change it reports (the audit log's outbox trigger, migration webhooks) and sent by the delivery
+ * worker (core/webhooks). `status`: pending (due at `next_attempt_at_m`), delivered (a 2xx) or failed (retries spent).
+ * `lease`: the claim of the worker sending it; a claimed row's `next_attempt_at_m` is when the lease ends, so a
+ * worker killed mid-send leaves it due again then (at least once). A replay makes it pending and due again, with the
+ * same id (receivers dedupe by it). `last_error`: a short reason, never a secret.
+ */
+export const webhookDeliveries = pgTable(
+  "webhook_deliveries",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id").notNull(),
+    endpointId: text("endpoint_id")
+      .notNull()
+      .references(() => webhookEndpoints.id, { onDelete: "cascade" }),
+    event: text("event").notNull(),
+    payload: jsonb("payload").$type<Record<string, unknown>>().notNull(),
+    status: text("status").notNull().default("pending"),
+    attempts: integer("attempts").notNull().default(0),
+    /** The attempt count when the retry schedule last started (0; a replay restarts it). */
+    scheduleFrom: integer("schedule_from").notNull().default(0),
+    nextAttemptAtM: ms("next_attempt_at_m").notNull(),
+    lease: text("lease"),
+    lastStatus: integer("last_status"),
+    lastError: text("last_error"),
+    createdAtM: ms("created_at_m").notNull(),
+    updatedAtM: ms("updated_at_m").notNull(),
+  },
+  (t) => [
+    index("webhook_deliveries_due_idx").on(t.nextAttemptAtM).where(sql`${t.status} = 'pending'`),
+    index("webhook_deliveries_endpoint_idx").on(t.endpointId, t.createdAtM, t.id),
+    index("webhook_deliveries_finished_idx").on(t.updatedAtM).where(sql`${t.status} <> 'pending'`),
+  ],
+);
+
+/** Each attempt to send a webhook delivery: when, the response's status (null: none) and a short error. */
+export const webhookAttempts = pgTable(
+  "webhook_attempts",
+  {
+    deliveryId: text("delivery_id")
+      .notNull()
+      .references(() => webhookDeliveries.id, { onDelete: "cascade" }),
+    attempt: integer("attempt").notNull(),
+    atM: ms("at_m").notNull(),
+    status: integer("status"),
+    error: text("error"),
+    durationMs: integer("duration_ms").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.deliveryId, t.attempt] })],
+);
+
+/**
  * The stored answers of requests made with an Idempotency-Key (issue 35 §3), one per caller (`scope`: a workspace and
  * its actor, or the operator) and key (`key_hash`: sha256 of the header's value, never the value). `fingerprint`:
  * sha256 of the method, path and raw body, so a different request under the same key is told apart. `answer`: the

@@ -66,6 +66,10 @@ export const MUTATING_ROUTES: ReadonlySet<string> = new Set([
   "/v2/ratelimit.deleteOverride",
   "/v2/keyhaven.createMigration",
   "/v2/keyhaven.copyFromUnkey",
+  "/v2/keyhaven.createWebhook",
+  "/v2/keyhaven.updateWebhook",
+  "/v2/keyhaven.deleteWebhook",
+  "/v2/keyhaven.replayWebhookDelivery",
 ]);
 
 /** Whether a request to `path` may change something (and so accepts an Idempotency-Key). */

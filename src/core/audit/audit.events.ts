@@ -42,6 +42,10 @@ export const AUDIT_EVENTS = [
   "console.sign_in",
   "console.sign_out",
   "key.reveal",
+  "webhook.create",
+  "webhook.update",
+  "webhook.delete",
+  "webhook.replay_delivery",
 ] as const;
 
 export type AuditEvent = (typeof AUDIT_EVENTS)[number];

@@ -37,7 +37,7 @@ export async function rotateEncryptionKey(
 export async function resetEncryptionKey(services: EncryptionKeyServices, caller: Caller): Promise<ResetResult> {
   return services.changes.change(caller, async (tx, record) => {
     const result = await forgetSealedData(tx);
-    if (result.plaintexts + result.dataKeys + result.queuedPlaintexts > 0) {
+    if (result.plaintexts + result.dataKeys + result.queuedPlaintexts + result.webhookSecrets > 0) {
       record({
         event: "encryptionKey.reset",
         targets: [],

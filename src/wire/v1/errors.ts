@@ -115,6 +115,7 @@ const V1_WORDING: { [K in RefusalKind]: (facts: RefusalFacts[K]) => string } = {
   invalidKeyFormat: () => "Invalid key format",
   invalidPermissionQuery: ({ problem }) => problem,
   invalidRootKeyPermission: ({ problem }) => problem,
+  webhookInputRefused: ({ problem }) => problem,
   ratelimitNotConfigured: ({ name, keyId, identity }) =>
     identity
       ? `ratelimit "${name}" was requested but does not exist for key "${keyId}" nor identity { id: ${identity.id}, externalId: ${identity.externalId}}`

@@ -131,6 +131,8 @@ const V2_RESOURCE: Record<string, string> = {
   namespace: "ratelimit_namespace",
   override: "ratelimit_override",
   workspace: "workspace",
+  webhook: "webhook",
+  webhookDelivery: "webhook_delivery",
 };
 
 /**
@@ -152,6 +154,8 @@ const NOT_FOUND_DETAIL: Record<string, string> = {
   namespace: "This namespace does not exist.",
   override: "This override does not exist.",
   migration: "The requested Migration does not exist or has been deleted.",
+  webhook: "The requested webhook does not exist or has been deleted.",
+  webhookDelivery: "The requested webhook delivery does not exist.",
 };
 
 /** v2's words for the refusals its routes can meet so far (the rest fall back to the core's neutral text). */
@@ -180,6 +184,7 @@ const V2_OWN_WORDS: ReadonlySet<RefusalKind> = new Set<RefusalKind>([
   "copyConflict",
   "invalidKeyFormat",
   "metaTooLarge",
+  "webhookInputRefused",
 ]);
 
 /** Every refusal in v2's words: v2 borrows no wording from another surface. */
@@ -207,6 +212,7 @@ const V2_WORDING: { [K in RefusalKind]: (facts: RefusalFacts[K]) => string } = {
       : `ratelimit '${name}' was requested but does not exist for key '${keyId}' and there is no identity connected.`,
   invalidPermissionQuery: ({ problem }) => problem,
   invalidRootKeyPermission: ({ problem }) => problem,
+  webhookInputRefused: ({ problem }) => problem,
   duplicateInRequest: ({ index, sameAsIndex }) =>
     `keys[${index}].hash is the same as keys[${sameAsIndex}].hash: each hash can be migrated once per request.`,
   migrationExists: ({ migrationId }) => `A migration with id '${migrationId}' already exists.`,

@@ -27,6 +27,12 @@ import { createMigration } from "./keyhaven/v2.keyhaven.createMigration.js";
 import { getCopyStatus } from "./keyhaven/v2.keyhaven.getCopyStatus.js";
 import { listPendingKeys } from "./keyhaven/v2.keyhaven.listPendingKeys.js";
 import { listAuditLogs } from "./keyhaven/v2.keyhaven.listAuditLogs.js";
+import { createWebhook } from "./keyhaven/v2.keyhaven.createWebhook.js";
+import { deleteWebhook } from "./keyhaven/v2.keyhaven.deleteWebhook.js";
+import { listWebhookDeliveries } from "./keyhaven/v2.keyhaven.listWebhookDeliveries.js";
+import { listWebhooks } from "./keyhaven/v2.keyhaven.listWebhooks.js";
+import { replayWebhookDelivery } from "./keyhaven/v2.keyhaven.replayWebhookDelivery.js";
+import { updateWebhook } from "./keyhaven/v2.keyhaven.updateWebhook.js";
 import { migrateKeys } from "./keys/v2.keys.migrateKeys.js";
 import { liveness } from "./liveness/v2.liveness.js";
 import { createPermission } from "./permissions/v2.permissions.createPermission.js";
@@ -101,4 +107,10 @@ export const v2Rpcs: V2Rpc[] = [
   copyFromUnkey,
   getCopyStatus,
   listPendingKeys,
+  createWebhook,
+  listWebhooks,
+  updateWebhook,
+  deleteWebhook,
+  listWebhookDeliveries,
+  replayWebhookDelivery,
 ];

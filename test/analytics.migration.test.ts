@@ -13,6 +13,7 @@ const UNDO_0016 = [
   // 0020_console_sessions, 0019_pending_keys, 0018_idempotency_keys, 0017_audit_log), so that 0016 is the last applied.
   // (0019 made keys.hash nullable; no key here lacks one, so it is set back.)
   `drop view key_verifications_log`,
+  `drop function keyhaven_chunk_events(jsonb)`,
   `drop table key_verification_chunks`,
   `alter table verification_counts drop column spent_credits`,
   `alter table verification_counts drop column latency_sum`,

@@ -19,6 +19,7 @@ const UNDO_0016 = [
   `drop table webhook_endpoints`,
   `delete from drizzle.__drizzle_migrations where created_at = (select max(created_at) from drizzle.__drizzle_migrations)`,
   `drop view key_verifications_log`,
+  `drop function keyhaven_chunk_events(jsonb)`,
   `drop table key_verification_chunks`,
   `alter table verification_counts drop column spent_credits`,
   `alter table verification_counts drop column latency_sum`,

@@ -1,3 +1,4 @@
+import { insertVerificationLogRows, type VerificationLogRow } from "../src/storage/verificationLog/verificationLog.repository.js";
 import type { Harness } from "./helper.js";
 
 export type LogRow = {
@@ -18,16 +19,28 @@ export type LogRow = {
 const q = (s: string | null | undefined) => (s === null || s === undefined ? "null" : `'${s.replaceAll("'", "''")}'`);
 const tagsSql = (tags: string[] = []) => (tags.length === 0 ? "'{}'::text[]" : `array[${tags.map(q).join(", ")}]::text[]`);
 
-/** Rows of the verification log, written directly (what wp-vlog's recorder writes for each verification). */
+/** Rows of the verification log, written as its flusher writes them (a chunk per workspace and region). */
 export async function insertLogRows(h: Harness, rows: LogRow[]): Promise<void> {
-  if (rows.length === 0) return;
-  const values = rows.map(
-    (r) =>
-      `(${q(r.requestId)}, ${r.timeM}, ${q(r.workspaceId)}, ${q(r.apiId)}, ${q(r.keyId)}, ${q(r.identityId)}, ${q(r.externalId)},
-        ${q(r.outcome)}, ${tagsSql(r.tags)}, ${r.spentCredits ?? 0}, ${r.latency ?? 1}, ${q(r.region ?? "local")})`,
-  );
-  await h.sql(`insert into key_verifications_log (request_id, time_m, workspace_id, key_space_id, key_id, identity_id, external_id,
-    outcome, tags, spent_credits, latency, region) values ${values.join(", ")}`);
+  const byRegion = new Map<string, VerificationLogRow[]>();
+  for (const r of rows) {
+    const region = r.region ?? "local";
+    const list = byRegion.get(region) ?? [];
+    list.push({
+      requestId: r.requestId,
+      timeM: r.timeM,
+      workspaceId: r.workspaceId,
+      keySpaceId: r.apiId,
+      keyId: r.keyId,
+      identityId: r.identityId ?? null,
+      externalId: r.externalId ?? null,
+      outcome: r.outcome,
+      tags: r.tags,
+      spentCredits: r.spentCredits ?? 0,
+      latency: r.latency ?? 1,
+    });
+    byRegion.set(region, list);
+  }
+  for (const [region, list] of byRegion) await insertVerificationLogRows(h.db, list, region);
 }
 
 export type CountRow = {

@@ -662,6 +662,28 @@ const SPECS: Record<string, () => Base[]> = {
   ],
   "POST /v2/keyhaven.getCopyStatus": () => both((ids) => ({ apiIds: [ids.apiId] })),
   "POST /v2/keyhaven.listPendingKeys": () => both((ids) => ({ apiId: ids.apiId, limit: 10, cursor: "key_0" })),
+  // Webhooks: refused before anything is looked up (no permission) or for ids that do not exist, so that no mutated
+  // URL is ever resolved or sent to, and nothing is written.
+  "POST /v2/keyhaven.createWebhook": () => [
+    {
+      label: "root key without permissions",
+      input: { url: "https://203.0.113.10/robust", events: ["key.create"], description: "d" },
+      auth: "noPerm",
+    },
+  ],
+  "POST /v2/keyhaven.listWebhooks": () => [{ label: "root key without permissions", input: {}, auth: "noPerm" }],
+  "POST /v2/keyhaven.updateWebhook": () => [
+    {
+      label: "missing webhook",
+      input: { webhookId: "wh_missing", url: "https://203.0.113.10/robust", events: ["key.create"], description: "d", enabled: false },
+      auth: "root",
+    },
+  ],
+  "POST /v2/keyhaven.deleteWebhook": () => [{ label: "missing webhook", input: { webhookId: "wh_missing" }, auth: "root" }],
+  "POST /v2/keyhaven.listWebhookDeliveries": () => [
+    { label: "missing webhook", input: { webhookId: "wh_missing", status: "failed", limit: 10 }, auth: "root" },
+  ],
+  "POST /v2/keyhaven.replayWebhookDelivery": () => [{ label: "missing delivery", input: { deliveryId: "msg_missing" }, auth: "root" }],
   "POST /v2/keyhaven.createMigration": () => [
     { label: "root key without permissions", input: { migrationId: "mig-robust", algorithm: "sha256" }, auth: "noPerm" },
   ],

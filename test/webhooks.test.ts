@@ -506,9 +506,11 @@ describe("webhook endpoints without KEYHAVEN_WEBHOOK_ALLOW_PRIVATE", () => {
       await h.sql(`update webhook_endpoints set url = '${r.url}' where id = '${webhookId}'`);
       await h.createApi(t);
       const [attempt] = await waitFor("the refused attempt", () =>
-        h.sql<{ status: number | null; error: string }>(
-          `select a.status, a.error from webhook_attempts a join webhook_deliveries d on d.id = a.delivery_id where d.endpoint_id = '${webhookId}'`,
-        ).then((rows) => (rows.length > 0 ? rows : undefined)),
+        h
+          .sql<{ status: number | null; error: string }>(
+            `select a.status, a.error from webhook_attempts a join webhook_deliveries d on d.id = a.delivery_id where d.endpoint_id = '${webhookId}'`,
+          )
+          .then((rows) => (rows.length > 0 ? rows : undefined)),
       );
       expect(attempt).toEqual({
         status: null,

@@ -143,6 +143,8 @@ export async function updateWebhook(
 ): Promise<WebhookEndpoint> {
   requirePermission(caller, MANAGE_WEBHOOKS_QUERY);
   requireDescription(changes.description);
+  // A missing endpoint is a 404 before its new URL is resolved (a lookup may take seconds).
+  if (!(await findWebhookEndpoint(services.db, caller.workspaceId, webhookId))) throw new NotFoundError("webhook", webhookId);
   if (changes.url !== undefined) await requireAcceptedUrl(services, changes.url);
   const set: WebhookEndpointChanges = {};
   if (changes.url !== undefined) set.url = changes.url;

@@ -1,5 +1,6 @@
 import { and, asc, desc, eq, inArray, isNotNull, lte, notInArray, or, type SQL, sql } from "drizzle-orm";
 import { type Db, rowsOf } from "../client.js";
+import { isStorableText } from "../lookupText.js";
 import { encryptionKeys, webhookAttempts, webhookDeliveries, webhookEndpoints } from "../schema.js";
 
 /** A webhook endpoint as stored (its sealed secret included: never answered, serialization strips it). */
@@ -61,6 +62,7 @@ export async function countWebhookEndpoints(db: Db, workspaceId: string): Promis
 
 /** The endpoint `id` of `workspaceId` (undefined: none, or another workspace's), locked when `lock`. */
 export async function findWebhookEndpoint(db: Db, workspaceId: string, id: string, lock = false): Promise<WebhookEndpoint | undefined> {
+  if (!isStorableText(id)) return undefined;
   const query = db
     .select(endpointColumns)
     .from(webhookEndpoints)
@@ -85,6 +87,7 @@ export async function updateWebhookEndpoint(
   changes: WebhookEndpointChanges,
   now: number,
 ): Promise<WebhookEndpoint | undefined> {
+  if (!isStorableText(id)) return undefined;
   const [row] = await tx
     .update(webhookEndpoints)
     .set(Object.assign({}, changes, { updatedAtM: now }))
@@ -95,6 +98,7 @@ export async function updateWebhookEndpoint(
 
 /** Deletes the endpoint (its deliveries and attempts cascade); false when it did not exist in `workspaceId`. */
 export async function deleteWebhookEndpoint(tx: Db, workspaceId: string, id: string): Promise<boolean> {
+  if (!isStorableText(id)) return false;
   const rows = await tx
     .delete(webhookEndpoints)
     .where(and(eq(webhookEndpoints.id, id), eq(webhookEndpoints.workspaceId, workspaceId)))
@@ -170,6 +174,7 @@ export async function replayWebhookDelivery(
   deliveryId: string,
   now: number,
 ): Promise<{ endpointId: string; event: string } | undefined> {
+  if (!isStorableText(deliveryId)) return undefined;
   const d = webhookDeliveries;
   const [row] = await tx
     .update(d)

@@ -31,6 +31,7 @@
  *   BENCH_STORES              comma-separated subset of "postgres,pglite" (default both)
  *   BENCH_DATABASE_URL        PostgreSQL server (default postgres://postgres@127.0.0.1:5432/postgres)
  *   DATABASE_POOL_SIZE        passed through to keyhaven when set
+ *   BENCH_VERIFICATION_LOG_DAYS  passed to keyhaven as KEYHAVEN_VERIFICATION_LOG_DAYS when set ("0": no raw log)
  *   BENCH_PGLITE_SHARED_BUFFERS_MB  the embedded store's buffer pool (KEYHAVEN_PGLITE_SHARED_BUFFERS_MB; unset: keyhaven's
  *                             default, 128 MB, smaller than the 234 MB of keys and hash index of 1,000,000 keys)
  *   BENCH_SERVER_NODE_ARGS    extra node flags for the keyhaven child, space-separated
@@ -215,6 +216,8 @@ async function runStore(
       ...(settings.pgliteSharedBuffersMb !== undefined && { KEYHAVEN_PGLITE_SHARED_BUFFERS_MB: String(settings.pgliteSharedBuffersMb) }),
     };
   }
+  const logDays = process.env.BENCH_VERIFICATION_LOG_DAYS?.trim();
+  if (logDays) storeEnv = { ...storeEnv, KEYHAVEN_VERIFICATION_LOG_DAYS: logDays };
   const rootKey = `bench_root_${randomBytes(24).toString("base64url")}`;
   const server = await startKeyhaven(storeEnv, rootKey, settings.serverNodeArgs, cleanup, ["REDIS_URL"]);
   const created = await post(server, rootKey, "/v1/apis.createApi", JSON.stringify({ name: "scale" }));

@@ -7,7 +7,12 @@ export type BackgroundJobs = Pick<
   | "lastUsed"
   | "verificationLog"
   | "verificationLogRetention"
-  | "migrationWorker" | "invalidationPruner" | "statistics" | "auditRetention" | "idempotency" | "unkeyFallback"
+  | "migrationWorker"
+  | "invalidationPruner"
+  | "statistics"
+  | "auditRetention"
+  | "idempotency"
+  | "unkeyFallback"
 >;
 
 type Logger = {

@@ -54,8 +54,8 @@ export const DEFAULT_ADHOC_COUNTERS_PER_WORKSPACE = 100_000;
 export const DEFAULT_VERIFICATION_LOG_DAYS = 7;
 /**
  * Rows of the raw verification log one workspace keeps at most when KEYHAVEN_VERIFICATION_LOG_MAX_ROWS is not set: a
- * workspace's oldest rows beyond it are deleted by the log's cleanup. A row takes some 150-250 bytes with its share of
- * the indexes, so a full workspace some 200 MB.
+ * workspace's oldest rows beyond it are deleted by the log's cleanup. A row takes some 400 bytes with its share of
+ * the indexes (PostgreSQL, no identity, no tags), so a full workspace some 400 MB.
  */
 export const DEFAULT_VERIFICATION_LOG_MAX_ROWS = 1_000_000;
 /** Characters of KEYHAVEN_REGION (and of the hostname that is its default) at most. */

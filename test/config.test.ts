@@ -153,7 +153,11 @@ describe("loadConfig", () => {
 
   it("reads the verification log's KEYHAVEN_VERIFICATION_LOG_DAYS (7; 0, or KEYHAVEN_ANALYTICS=off, means no log), _MAX_ROWS (1,000,000) and KEYHAVEN_REGION (the hostname, 64 characters at most)", () => {
     const host = os.hostname().trim().slice(0, 64);
-    expect(loadConfig({})).toMatchObject({ verificationLogDays: 7, verificationLogMaxRows: 1_000_000, region: host === "" ? "keyhaven" : host });
+    expect(loadConfig({})).toMatchObject({
+      verificationLogDays: 7,
+      verificationLogMaxRows: 1_000_000,
+      region: host === "" ? "keyhaven" : host,
+    });
     expect(
       loadConfig({ KEYHAVEN_VERIFICATION_LOG_DAYS: "30", KEYHAVEN_VERIFICATION_LOG_MAX_ROWS: "5000", KEYHAVEN_REGION: " eu-west-1 " }),
     ).toMatchObject({ verificationLogDays: 30, verificationLogMaxRows: 5000, region: "eu-west-1" });

@@ -134,14 +134,36 @@ export async function deleteVerificationLogRowsBefore(db: Db, workspaceId: strin
 }
 
 /**
- * How many of the workspace's rows are beyond its newest `keep`, counting no further than `most`: the statement reads
- * at most `keep + most` entries of the (workspace_id, time_m) index, however many rows the workspace has.
+ * One step of a walk down the workspace's rows, newest first, from `before` (unix ms, exclusive; undefined: from the
+ * newest): the time of the `chunk`-th row below it (or of the oldest, when fewer) and how many rows lie between that
+ * time (inclusive) and `before` (all of the rows of that time, so the next step starts below it without missing one).
+ * Undefined when no row is older than `before`. Reads about `chunk` entries of the (workspace_id, time_m) index.
  */
-export async function countVerificationLogRowsBeyond(db: Db, workspaceId: string, keep: number, most: number): Promise<number> {
+export async function stepDownVerificationLog(
+  db: Db,
+  workspaceId: string,
+  before: number | undefined,
+  chunk: number,
+): Promise<{ from: number; rows: number } | undefined> {
+  const below = before === undefined ? sql`` : sql`and time_m < ${before}::int8`;
+  const [row] = rowsOf<{ t: number | string | null; n: number | string }>(
+    await db.execute(sql`with edge as (
+        select min(time_m) as t from (
+          select time_m from key_verifications_log where workspace_id = ${workspaceId} ${below}
+          order by time_m desc limit ${chunk}) s)
+      select edge.t, (select count(*)::int from key_verifications_log
+        where workspace_id = ${workspaceId} and time_m >= edge.t ${below}) as n
+      from edge`),
+  );
+  if (row === undefined || row.t === null) return undefined;
+  return { from: Number(row.t), rows: Number(row.n) };
+}
+
+/** How many of the workspace's rows are older than `before` (unix ms), counting no further than `most`. */
+export async function countVerificationLogRowsBefore(db: Db, workspaceId: string, before: number, most: number): Promise<number> {
   const [row] = rowsOf<{ n: number | string }>(
     await db.execute(sql`select count(*)::int as n from (
-        select 1 from key_verifications_log where workspace_id = ${workspaceId}
-        order by time_m desc offset ${keep} limit ${most}) beyond`),
+        select 1 from key_verifications_log where workspace_id = ${workspaceId} and time_m < ${before}::int8 limit ${most}) older`),
   );
   return Number(row?.n ?? 0);
 }

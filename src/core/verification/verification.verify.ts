@@ -206,20 +206,22 @@ export async function verifyKey(services: VerificationServices, req: VerifyReque
       spentCredits,
       latency,
     );
-    // Never the key or its hash: who verified what, when, how it went.
-    services.verificationLog.record({
-      requestId: req.requestId ?? "",
-      timeM: at,
-      workspaceId: result.workspaceId!,
-      keySpaceId: result.key.apiId,
-      keyId: result.key.keyId,
-      identityId: identity === undefined ? null : identity.id,
-      externalId: identity === undefined ? null : identity.externalId,
-      outcome: result.code,
-      tags: req.tags,
-      spentCredits,
-      latency,
-    });
+    // Never the key or its hash: who verified what, when, how it went. No row is built when the log is off.
+    if (services.verificationLog.enabled) {
+      services.verificationLog.record({
+        requestId: req.requestId ?? "",
+        timeM: at,
+        workspaceId: result.workspaceId!,
+        keySpaceId: result.key.apiId,
+        keyId: result.key.keyId,
+        identityId: identity === undefined ? null : identity.id,
+        externalId: identity === undefined ? null : identity.externalId,
+        outcome: result.code,
+        tags: req.tags,
+        spentCredits,
+        latency,
+      });
+    }
     services.lastUsed.key(result.key.keyId, at);
   }
   // Counted for the key's workspace above, but the caller learns nothing of a key outside its scope.

@@ -15,6 +15,8 @@ const E2E = [
   "test/audit.crash.test.ts",
   // kill -9 mid-send, then the dead worker's 2-minute lease: about 2.5 minutes per store.
   "test/webhooks.crash.test.ts",
+  // kill -9 during spends, then what the outbox holds: under a minute per store.
+  "test/webhooks.alerts.crash.test.ts",
   // The console's whole flow in Chromium (10,000 keys imported, every page through axe): about 90 s.
   "test/console.browser.test.ts",
 ];

@@ -15,6 +15,8 @@ export type BackgroundJobs = Pick<
   | "unkeyFallback"
   | "webhookWorker"
   | "webhookRetention"
+  | "expiryScan"
+  | "ratelimitAlerts"
 >;
 
 type Logger = {
@@ -42,6 +44,8 @@ export function startBackgroundJobs(jobs: BackgroundJobs, log: Logger, options: 
   jobs.unkeyFallback?.start();
   jobs.webhookWorker.start(log);
   jobs.webhookRetention.start(log);
+  jobs.expiryScan.start(log);
+  jobs.ratelimitAlerts.start(log);
   if (options.migrationWorker !== false) jobs.migrationWorker.start(log);
 }
 
@@ -63,6 +67,7 @@ export async function stopBackgroundJobs(jobs: BackgroundJobs): Promise<void> {
   await jobs.auditRetention.stop();
   await jobs.idempotency.stop();
   await jobs.webhookRetention.stop();
+  await jobs.expiryScan.stop();
   // Last, so that a receiver or a store that does not answer delays nothing above: its attempts in flight end within
   // their deadline and are recorded; what it had claimed but not sent is sent again when its lease ends.
   await jobs.webhookWorker.stop();

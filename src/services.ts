@@ -32,6 +32,7 @@ import { AuditRetention } from "./core/audit/audit.retention.js";
 import { Idempotency } from "./core/idempotency/idempotency.js";
 import { StatisticsRefresher } from "./storage/statistics.js";
 import { UnkeyFallback } from "./core/verification/verification.fallback.js";
+import { ExpiryScan, RatelimitAlerts } from "./core/webhooks/webhooks.alerts.js";
 import { WebhookWorker, type WebhookWorkerOptions } from "./core/webhooks/webhooks.worker.js";
 import { WebhookRetention } from "./core/webhooks/webhooks.retention.js";
 
@@ -98,6 +99,10 @@ export type Services = {
   webhookWorker: WebhookWorker;
   /** Deletes delivered and failed webhook deliveries past the audit log's retention (started by background.ts). */
   webhookRetention: WebhookRetention;
+  /** Applies the passing of time to key.expiring and key.expired (started by background.ts). */
+  expiryScan: ExpiryScan;
+  /** key.ratelimited: the first refusal of a key in a rate limit's window writes its event (verifyKey). */
+  ratelimitAlerts: RatelimitAlerts;
 };
 
 export type ServicesOptions = {
@@ -223,5 +228,7 @@ export async function createServices(config: Config, store: Store, options: Serv
     consoleSessions,
     webhookWorker: new WebhookWorker({ db, keyring, clock, allowPrivate: config.webhookAllowPrivate }, options.webhooks),
     webhookRetention: new WebhookRetention(db, clock, config.auditRetentionDays),
+    expiryScan: new ExpiryScan(db, clock),
+    ratelimitAlerts: new RatelimitAlerts(db, clock),
   };
 }

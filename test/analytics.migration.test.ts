@@ -9,9 +9,25 @@ import { test as it } from "./fixtures.js";
 
 /** What 0016 changed, undone: the primary key on the tags' text again, no digest, no function. */
 const UNDO_0016 = [
-  // The migrations after 0016 first, newest first (0024_webhooks, 0023_verification_log, 0022_key_last_used,
+  // The migrations after 0016 first, newest first (0025_alerts, 0024_webhooks, 0023_verification_log, 0022_key_last_used,
   // 0021_console_key_search, 0020_console_sessions, 0019_pending_keys, 0018_idempotency_keys, 0017_audit_log), so that
   // 0016 is the last applied. (0019 made keys.hash nullable; no key here lacks one, so it is set back.)
+  `drop trigger keys_alerts_inserted on keys`,
+  `drop trigger keys_alerts_updated on keys`,
+  `drop trigger keys_credits_start on keys`,
+  `drop function keyhaven_key_alerts_inserted()`,
+  `drop function keyhaven_key_alerts_updated()`,
+  `drop function keyhaven_apply_key_alerts(text[], boolean[], boolean[], bigint)`,
+  `drop function keyhaven_enqueue_event(text, text, bigint, jsonb)`,
+  `drop function keyhaven_key_event_data(keys, text, jsonb)`,
+  `drop function keyhaven_expiring_within(text, text)`,
+  `drop function keyhaven_credits_low_threshold(keys)`,
+  `drop function keyhaven_threshold_events()`,
+  `drop function keyhaven_credits_start()`,
+  `drop table key_alerts`,
+  `drop table alert_thresholds`,
+  `alter table keys drop column credits_start`,
+  `delete from drizzle.__drizzle_migrations where created_at = (select max(created_at) from drizzle.__drizzle_migrations)`,
   `drop trigger audit_log_webhook_outbox on audit_log`,
   `drop function keyhaven_webhook_outbox()`,
   `drop table webhook_attempts`,

@@ -677,6 +677,17 @@ const CASES: Record<string, Case> = {
       return { body: { deliveryId }, events: ["webhook.replay_delivery"], targets: () => [webhookId, deliveryId] };
     },
   },
+  "/v2/keyhaven.setAlertThresholds": {
+    sender: "root",
+    setup: async (ctx) => {
+      const apiId = await api(ctx);
+      return {
+        body: { apiId, creditsLow: { remaining: 10 }, expiringWithinMs: 3_600_000 },
+        events: ["api.update"],
+        targets: () => [apiId],
+      };
+    },
+  },
   "/v2/keyhaven.copyFromUnkey": {
     sender: "root",
     setup: async () => {

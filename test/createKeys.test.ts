@@ -654,8 +654,9 @@ describe("migrations.createKeys writes the columns schema.ts declares", () => {
       Object.keys(getTableColumns(table))
         .filter((field) => !Object.hasOwn(row, field))
         .sort();
-    // adoptedAtM: an imported key comes with its hash, so it is never one a verification adopted (null).
-    expect(unset(keys, plan.keys[0]!)).toEqual(["adoptedAtM", "deletedAtM", "lastRefillAt", "updatedAtM"]);
+    // adoptedAtM: an imported key comes with its hash, so it is never one a verification adopted (null). creditsStart:
+    // set by the keys_credits_start trigger when the credits first change (they are as imported until then).
+    expect(unset(keys, plan.keys[0]!)).toEqual(["adoptedAtM", "creditsStart", "deletedAtM", "lastRefillAt", "updatedAtM"]);
     // Links and default rate limits are planned as what they connect; their one writer (insertKeyLinks,
     // setKeyDefaultRatelimits, shared with keys.createKey) builds the rows.
     const keyId = plan.keys[0]!.id;

@@ -684,6 +684,10 @@ const SPECS: Record<string, () => Base[]> = {
     { label: "missing webhook", input: { webhookId: "wh_missing", status: "failed", limit: 10 }, auth: "root" },
   ],
   "POST /v2/keyhaven.replayWebhookDelivery": () => [{ label: "missing delivery", input: { deliveryId: "msg_missing" }, auth: "root" }],
+  "POST /v2/keyhaven.getAlertThresholds": () => [{ label: "missing api", input: { apiId: "api_missing" }, auth: "root" }],
+  "POST /v2/keyhaven.setAlertThresholds": () => [
+    { label: "missing key", input: { keyId: "key_missing", creditsLow: { percent: 20 }, expiringWithinMs: 60_000 }, auth: "root" },
+  ],
   "POST /v2/keyhaven.createMigration": () => [
     { label: "root key without permissions", input: { migrationId: "mig-robust", algorithm: "sha256" }, auth: "noPerm" },
   ],

@@ -237,6 +237,8 @@ const minimalV2Input: Record<string, unknown> = {
   "POST /v2/keyhaven.deleteWebhook": { webhookId: "wh_missing" },
   "POST /v2/keyhaven.listWebhookDeliveries": { webhookId: "wh_missing" },
   "POST /v2/keyhaven.replayWebhookDelivery": { deliveryId: "msg_missing" },
+  "POST /v2/keyhaven.getAlertThresholds": { apiId: "api_missing" },
+  "POST /v2/keyhaven.setAlertThresholds": { apiId: "api_missing", creditsLow: null },
 };
 
 describe("authentication of every registered v2 route", () => {

@@ -192,8 +192,16 @@ describe("the verification epoch", () => {
   it("is bumped by a change to any column of keys that verification reads", async ({ h }) => {
     // Every column of `keys` must be in the trigger's comparison except the ones spending writes, and
     // pending_migration_id and adopted_at_m, which verification does not read (completing a migration, or adopting a
-    // pending key, changes the hash, which is watched).
-    const exempt = new Set(["remaining_requests", "last_refill_at", "updated_at_m", "pending_migration_id", "adopted_at_m"]);
+    // pending key, changes the hash, which is watched), and credits_start, the base of a percentage threshold of
+    // key.credits.low that only the keys' alert triggers read (migration 0025).
+    const exempt = new Set([
+      "remaining_requests",
+      "last_refill_at",
+      "updated_at_m",
+      "pending_migration_id",
+      "adopted_at_m",
+      "credits_start",
+    ]);
     const columns = await h.sql<{ column_name: string }>(
       "select column_name from information_schema.columns where table_name = 'keys' and table_schema = current_schema()",
     );

@@ -130,6 +130,10 @@ export const keys = pgTable(
     pendingMigrationId: text("pending_migration_id"),
     // When a pending key (hash null) was adopted: its first verification presented a key hosted Unkey knew by this id.
     adoptedAtM: ms("adopted_at_m"),
+    // The key's starting credits, the base of a percentage threshold of key.credits.low when it has no refill
+    // (docs/webhooks.md): its remaining uses when they were first changed (so as created), or last raised. Kept by the
+    // keys_credits_start trigger (migration alerts); null until remaining first changes.
+    creditsStart: integer("credits_start"),
   },
   (t) => [
     uniqueIndex("keys_hash_idx").on(t.hash),
@@ -652,4 +656,50 @@ export const consoleSessions = pgTable(
     expiresAtM: ms("expires_at_m").notNull(),
   },
   (t) => [index("console_sessions_expires_idx").on(t.expiresAtM)],
+);
+
+/**
+ * The thresholds of a key's alerts (docs/webhooks.md, threshold events), set for an API (`target_id` its id) or a key
+ * (its id; `key_id` set), the key's overriding its API's, its API's the defaults: key.credits.low when the remaining uses
+ * fall below `credits_low_remaining`, or below `credits_low_percent` % of the refill amount (else of the starting
+ * credits) — each null: inherited; a percent of 0: never —, and key.expiring `expiring_within_ms` before the expiry.
+ */
+export const alertThresholds = pgTable(
+  "alert_thresholds",
+  {
+    targetId: text("target_id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    apiId: text("api_id")
+      .notNull()
+      .references(() => apis.id, { onDelete: "cascade" }),
+    keyId: text("key_id").references(() => keys.id, { onDelete: "cascade" }),
+    creditsLowPercent: smallint("credits_low_percent"),
+    creditsLowRemaining: integer("credits_low_remaining"),
+    expiringWithinMs: ms("expiring_within_ms"),
+    updatedAtM: ms("updated_at_m").notNull(),
+  },
+  (t) => [index("alert_thresholds_workspace_idx").on(t.workspaceId)],
+);
+
+/**
+ * The threshold alerts a key is in (docs/webhooks.md): a row per key and `kind` (credits.low, credits.exhausted,
+ * expiring, expired, ratelimited) while it holds, so that each crossing sends one event and its lifting one `.resolved`
+ * event. Written only while the key's workspace has an endpoint subscribed to a threshold event, by the same statement as
+ * the change that crosses (the keys_alerts trigger), by the expiry scan, or by the first refusal of a rate limit's
+ * window (`until_m`: the window's end).
+ */
+export const keyAlerts = pgTable(
+  "key_alerts",
+  {
+    keyId: text("key_id")
+      .notNull()
+      .references(() => keys.id, { onDelete: "cascade" }),
+    kind: text("kind").notNull(),
+    workspaceId: text("workspace_id").notNull(),
+    sinceM: ms("since_m").notNull(),
+    untilM: ms("until_m"),
+  },
+  (t) => [primaryKey({ columns: [t.keyId, t.kind] }), index("key_alerts_kind_idx").on(t.kind, t.untilM)],
 );

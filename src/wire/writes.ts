@@ -70,6 +70,7 @@ export const MUTATING_ROUTES: ReadonlySet<string> = new Set([
   "/v2/keyhaven.updateWebhook",
   "/v2/keyhaven.deleteWebhook",
   "/v2/keyhaven.replayWebhookDelivery",
+  "/v2/keyhaven.setAlertThresholds",
 ]);
 
 /** Whether a request to `path` may change something (and so accepts an Idempotency-Key). */

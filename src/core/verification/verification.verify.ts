@@ -1,3 +1,4 @@
+import type { RatelimitAlerts } from "../webhooks/webhooks.alerts.js";
 import { keyPermission, type PermissionQuery, PermissionQueryError, satisfies } from "../auth/permissions.query.js";
 import { rootKeySatisfies } from "../auth/permissions.urn.js";
 import { hashKey } from "../../crypto/hash.js";
@@ -57,6 +58,8 @@ export type VerificationServices = {
   readonly lastUsed: LastUsed;
   /** KEYHAVEN_UNKEY_FALLBACK_URL: a miss may ask hosted Unkey and adopt a pending key (verification.fallback.ts). */
   readonly unkeyFallback?: UnkeyFallback | undefined;
+  /** key.ratelimited webhooks: told of each RATE_LIMITED verification (costs nothing once its window is recorded). */
+  readonly ratelimitAlerts?: Pick<RatelimitAlerts, "refused"> | undefined;
 };
 
 /**
@@ -223,6 +226,18 @@ export async function verifyKey(services: VerificationServices, req: VerifyReque
       });
     }
     services.lastUsed.key(result.key.keyId, at);
+    // Written before the answer (nothing acknowledged is lost), the first refusal of each window only.
+    if (result.code === "RATE_LIMITED" && services.ratelimitAlerts !== undefined && result.ratelimit?.state === "applied") {
+      const refusing = result.ratelimit.limits.find((l) => l.exceeded);
+      if (refusing !== undefined) {
+        await services.ratelimitAlerts.refused(result.workspaceId!, result.key.keyId, {
+          name: refusing.name,
+          limit: refusing.limit,
+          duration: refusing.duration,
+          resetAt: refusing.reset,
+        });
+      }
+    }
   }
   // Counted for the key's workspace above, but the caller learns nothing of a key outside its scope.
   if (result.outOfScope === true) return { valid: false, code: result.code };

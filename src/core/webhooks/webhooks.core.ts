@@ -19,6 +19,7 @@ import {
   type WebhookEndpointChanges,
 } from "../../storage/webhooks/webhooks.repository.js";
 import { AUDIT_EVENTS } from "../audit/audit.events.js";
+import { THRESHOLD_EVENTS } from "./webhooks.alerts.js";
 import type { PermissionQuery } from "../auth/permissions.query.js";
 import type { Caller } from "../caller.js";
 import type { WriteGate } from "../changes.js";
@@ -31,8 +32,8 @@ export type { WebhookEndpoint };
 export const MANAGE_WEBHOOKS = "webhook.*.manage_webhooks";
 const MANAGE_WEBHOOKS_QUERY: PermissionQuery = { or: ["*", MANAGE_WEBHOOKS] };
 
-/** Every event an endpoint may subscribe to: every event of the audit catalogue (docs/webhooks.md). */
-export const WEBHOOK_EVENTS = AUDIT_EVENTS;
+/** Every event an endpoint may subscribe to: every event of the audit catalogue, and the threshold events (docs/webhooks.md). */
+export const WEBHOOK_EVENTS = [...AUDIT_EVENTS, ...THRESHOLD_EVENTS] as const;
 export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
 
 /** Endpoints one workspace may have: each change fans out to each, so the bound is the work per change. */

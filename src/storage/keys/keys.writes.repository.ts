@@ -1,3 +1,4 @@
+import { isStorableText } from "../lookupText.js";
 import { direct } from "../directPrepared.js";
 import { and, eq, getTableColumns, isNull, type SQL, sql } from "drizzle-orm";
 import type { PgUpdateSetSource } from "drizzle-orm/pg-core";
@@ -24,6 +25,8 @@ import { effectiveRemaining, lastRefillAfterWrite, refillDue } from "./keys.refi
 
 /** The live key `keyId` in any workspace (the caller compares workspaces), for the write routes. */
 export async function findLiveKeyForWrite(db: Db, keyId: string) {
+  // An id PostgreSQL cannot store (a NUL) names no key.
+  if (!isStorableText(keyId)) return undefined;
   const [row] = await findLiveKeyForWriteStatement(db).execute({ keyId });
   return row;
 }

@@ -308,3 +308,19 @@ export async function deleteFinishedWebhookDeliveriesBefore(db: Db, before: numb
   );
   return Number(row?.deleted ?? 0);
 }
+
+/** Whether the workspace has an enabled endpoint subscribed to `event`. */
+export async function workspaceSubscribesTo(db: Db, workspaceId: string, event: string): Promise<boolean> {
+  const [row] = await db
+    .select({ id: webhookEndpoints.id })
+    .from(webhookEndpoints)
+    .where(
+      and(
+        eq(webhookEndpoints.workspaceId, workspaceId),
+        eq(webhookEndpoints.enabled, true),
+        sql`${event} = any (${webhookEndpoints.events})`,
+      ),
+    )
+    .limit(1);
+  return row !== undefined;
+}

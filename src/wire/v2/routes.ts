@@ -28,6 +28,8 @@ import { getCopyStatus } from "./keyhaven/v2.keyhaven.getCopyStatus.js";
 import { listPendingKeys } from "./keyhaven/v2.keyhaven.listPendingKeys.js";
 import { listAuditLogs } from "./keyhaven/v2.keyhaven.listAuditLogs.js";
 import { createWebhook } from "./keyhaven/v2.keyhaven.createWebhook.js";
+import { getAlertThresholds } from "./keyhaven/v2.keyhaven.getAlertThresholds.js";
+import { setAlertThresholds } from "./keyhaven/v2.keyhaven.setAlertThresholds.js";
 import { deleteWebhook } from "./keyhaven/v2.keyhaven.deleteWebhook.js";
 import { listWebhookDeliveries } from "./keyhaven/v2.keyhaven.listWebhookDeliveries.js";
 import { listWebhooks } from "./keyhaven/v2.keyhaven.listWebhooks.js";
@@ -113,4 +115,6 @@ export const v2Rpcs: V2Rpc[] = [
   deleteWebhook,
   listWebhookDeliveries,
   replayWebhookDelivery,
+  getAlertThresholds,
+  setAlertThresholds,
 ];

@@ -1,0 +1,123 @@
+/**
+ * Whether a hanging webhook receiver changes verification throughput (issue 38 §3): in-process, concurrent
+ * `POST /v2/keys.verifyKey` through app.inject on keys with credits that cross key.credits.low and
+ * key.credits.exhausted (each verification round writes threshold events to the outbox), with the delivery worker
+ * running and the workspace's endpoint pointing at a server on 127.0.0.1 that accepts every request and never answers.
+ * Rounds alternate the endpoint disabled (nothing is queued, the worker idles) and enabled (every crossing is queued,
+ * the worker holds its 16 attempts open against the receiver until their 10 s deadline), ABAB, on the embedded store or
+ * on PostgreSQL (BENCH_DATABASE_URL: a database the run may migrate and write to). Reported: verifications per second
+ * of each variant, the change, and the deliveries written and attempted.
+ *
+ * Run: npx tsx bench/webhook-hanging.bench.ts
+ *      BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/whbench npx tsx bench/webhook-hanging.bench.ts
+ */
+import { randomBytes } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { performance } from "node:perf_hooks";
+import { sql } from "drizzle-orm";
+import { buildApp } from "../src/app.js";
+import { bootstrap } from "../src/bootstrap.js";
+import { loadConfig } from "../src/config.js";
+import { createServices } from "../src/services.js";
+import { migrateAndRun, openPglite, openPostgres, rowsOf } from "../src/storage/client.js";
+
+const KEYS = Number(process.env.BENCH_KEYS ?? 200);
+const CREDITS = Number(process.env.BENCH_CREDITS ?? 20);
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
+const url = process.env.BENCH_DATABASE_URL;
+const rootKey = `khroot_${randomBytes(16).toString("hex")}`;
+
+// The receiver: reads every request and never answers (until the run ends).
+let held = 0;
+const hanging = createServer((req) => {
+  held++;
+  req.resume();
+});
+await new Promise<void>((resolve) => hanging.listen(0, "127.0.0.1", resolve));
+const receiverUrl = `http://127.0.0.1:${(hanging.address() as AddressInfo).port}/hook`;
+
+const config = loadConfig({
+  KEYHAVEN_DATA_DIR: "memory://",
+  KEYHAVEN_ROOT_KEY: rootKey,
+  KEYHAVEN_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
+  KEYHAVEN_WEBHOOK_ALLOW_PRIVATE: "true",
+  LOG_LEVEL: "silent",
+  ...(url && { DATABASE_URL: url }),
+});
+const store = url ? openPostgres(url, 10) : await openPglite("memory://");
+await migrateAndRun(store, url, () => bootstrap(store.db, config));
+const services = await createServices(config, store);
+const app = await buildApp({ deps: services, logger: false });
+const silent = { warn() {}, error() {}, info() {} };
+services.webhookWorker.start(silent);
+const post = async (path: string, body: unknown) => {
+  const res = await app.inject({
+    method: "POST",
+    url: path,
+    headers: { authorization: `Bearer ${rootKey}`, "content-type": "application/json" },
+    payload: JSON.stringify(body),
+  });
+  if (res.statusCode !== 200) throw new Error(`${path}: ${res.statusCode} ${res.body}`);
+  return res.json() as { data: Record<string, unknown> };
+};
+const apiId = (await post("/v2/apis.createApi", { name: "hanging-bench" })).data.apiId as string;
+await post("/v2/keyhaven.setAlertThresholds", { apiId, creditsLow: { remaining: Math.ceil(CREDITS / 2) } });
+const webhookId = (await post("/v2/keyhaven.createWebhook", { url: receiverUrl, events: ["key.credits.low", "key.credits.exhausted"] }))
+  .data.webhookId as string;
+
+/** One round: fresh keys, each verified until its credits are spent (every key crosses both thresholds once). */
+async function round(): Promise<{ verifications: number; seconds: number }> {
+  const keys: string[] = [];
+  for (let i = 0; i < KEYS; i++)
+    keys.push((await post("/v2/keys.createKey", { apiId, credits: { remaining: CREDITS } })).data.key as string);
+  const work: string[] = [];
+  for (let c = 0; c < CREDITS; c++) work.push(...keys);
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next < work.length) await post("/v2/keys.verifyKey", { key: work[next++]! });
+    }),
+  );
+  return { verifications: work.length, seconds: (performance.now() - started) / 1000 };
+}
+
+const setEnabled = (enabled: boolean) => post("/v2/keyhaven.updateWebhook", { webhookId, enabled });
+const perSecond = { disabled: [] as number[], hanging: [] as number[] };
+await setEnabled(false);
+await round(); // warm-up, not counted
+for (let r = 0; r < ROUNDS; r++) {
+  const on = r % 2 === 1;
+  await setEnabled(on);
+  const { verifications, seconds } = await round();
+  perSecond[on ? "hanging" : "disabled"].push(verifications / seconds);
+}
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+const [row] = rowsOf<{ n: number; attempted: number }>(
+  await store.db.execute(sql`select count(*)::int as n, count(*) filter (where attempts > 0)::int as attempted from webhook_deliveries`),
+);
+console.log(
+  JSON.stringify(
+    {
+      store: url ? "postgres" : "pglite",
+      keysPerRound: KEYS,
+      verificationsPerRound: KEYS * CREDITS,
+      concurrency: CONCURRENCY,
+      disabledPerSecond: perSecond.disabled.map((x) => Math.round(x)),
+      hangingPerSecond: perSecond.hanging.map((x) => Math.round(x)),
+      changeOfMean: `${(((mean(perSecond.hanging) - mean(perSecond.disabled)) / mean(perSecond.disabled)) * 100).toFixed(1)} %`,
+      deliveriesWritten: row?.n,
+      deliveriesAttempted: row?.attempted,
+      requestsHeldByReceiver: held,
+    },
+    null,
+    2,
+  ),
+);
+await services.webhookWorker.stop();
+await app.close();
+await store.close();
+hanging.closeAllConnections();
+hanging.close();

@@ -137,6 +137,12 @@ describe("threshold events", () => {
     expect(await eventsOf(h, hook.webhookId, refilled.keyId)).toEqual([]);
     await verify(h, t, refilled.key); // 4 left
     expect(await eventsOf(h, hook.webhookId, refilled.keyId)).toEqual(["key.credits.low"]);
+    // The refill, applied by the first verification after it is due (here: the last one set two days back), lifts it.
+    await h.sql(
+      `update keys set last_refill_at = now() - interval '2 days', created_at_m = created_at_m - 172800000 where id = '${refilled.keyId}'`,
+    );
+    expect((await verify(h, t, refilled.key)).credits).toBe(9);
+    expect(await eventsOf(h, hook.webhookId, refilled.keyId)).toEqual(["key.credits.low", "key.credits.low.resolved"]);
     const never = await createKey(h, t, apiId, { credits: { remaining: 3 } });
     const off = await h.post("/v2/keyhaven.setAlertThresholds", { keyId: never.keyId, creditsLow: { percent: 0 } }, t.rootKey);
     expect(off.body.data).toMatchObject({ keyId: never.keyId, creditsLow: { percent: 0 }, effective: { creditsLowFrom: "key" } });

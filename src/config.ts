@@ -53,11 +53,19 @@ export const DEFAULT_ADHOC_COUNTERS_PER_WORKSPACE = 100_000;
 /** Days the raw verification log keeps its rows when KEYHAVEN_VERIFICATION_LOG_DAYS is not set (0 turns the log off). */
 export const DEFAULT_VERIFICATION_LOG_DAYS = 7;
 /**
- * Rows of the raw verification log one workspace keeps at most when KEYHAVEN_VERIFICATION_LOG_MAX_ROWS is not set: a
- * workspace's oldest rows beyond it are deleted by the log's cleanup. A verification takes some 70 bytes in its
- * compressed chunk (PostgreSQL, no identity, no tags), so a full workspace some 70 MB.
+ * Rows of the raw verification log one workspace keeps at most on PostgreSQL when KEYHAVEN_VERIFICATION_LOG_MAX_ROWS
+ * is not set: a workspace's oldest rows beyond it are deleted by the log's cleanup. A verification takes some 70 bytes
+ * in its compressed chunk (PostgreSQL, no identity, no tags), so a full workspace some 70 MB.
  */
 export const DEFAULT_VERIFICATION_LOG_MAX_ROWS = 1_000_000;
+/**
+ * The same on the embedded store (no DATABASE_URL), a tenth: PGlite runs every statement on keyhaven's one thread, and
+ * a v2 analytics query reads the whole log of the caller's workspace in its range, so while it runs no other
+ * tenant's request is served. Measured (docs/benchmarks.md, bench/verification-log-query.bench.ts): over a full log
+ * of 1,000,000 rows a count(*) held the thread 0.9–1.5 s and an hourly sum of the per-minute table 9–10 s; at
+ * 100,000 rows each query measured 0.1–0.6 s.
+ */
+export const DEFAULT_VERIFICATION_LOG_MAX_ROWS_EMBEDDED = 100_000;
 /** Characters of KEYHAVEN_REGION (and of the hostname that is its default) at most. */
 export const MAX_REGION_CHARS = 64;
 
@@ -192,7 +200,8 @@ const envSchema = z.object({
     .int("must be a whole number of rows")
     .min(1, "must be at least 1")
     .max(1_000_000_000, "must be at most 1000000000")
-    .default(DEFAULT_VERIFICATION_LOG_MAX_ROWS),
+    // Unset: the default of the store (DEFAULT_VERIFICATION_LOG_MAX_ROWS or _EMBEDDED), once DATABASE_URL is read.
+    .optional(),
   KEYHAVEN_REGION: optionalNonEmpty.refine(
     (v) => v === undefined || v.trim().length <= MAX_REGION_CHARS,
     `must be at most ${MAX_REGION_CHARS} characters`,
@@ -325,7 +334,10 @@ export type Config = Readonly<{
    * or 0 when analytics are off (KEYHAVEN_ANALYTICS=off). A query of the log must refuse a range older than this.
    */
   verificationLogDays: number;
-  /** Rows of the verification log one workspace keeps at most; its oldest beyond are deleted in the background. */
+  /**
+   * Rows of the verification log one workspace keeps at most; its oldest beyond are deleted in the background
+   * (KEYHAVEN_VERIFICATION_LOG_MAX_ROWS; unset: 1,000,000 on PostgreSQL, 100,000 on the embedded store).
+   */
   verificationLogMaxRows: number;
   /** This instance's name in the verification log's `region` (KEYHAVEN_REGION, else the hostname; at most 64 characters). */
   region: string;
@@ -463,7 +475,9 @@ export function loadConfig(
     analytics: e.KEYHAVEN_ANALYTICS === "on",
     analyticsRetentionDays: e.KEYHAVEN_ANALYTICS_RETENTION_DAYS,
     verificationLogDays: e.KEYHAVEN_ANALYTICS === "on" ? e.KEYHAVEN_VERIFICATION_LOG_DAYS : 0,
-    verificationLogMaxRows: e.KEYHAVEN_VERIFICATION_LOG_MAX_ROWS,
+    verificationLogMaxRows:
+      e.KEYHAVEN_VERIFICATION_LOG_MAX_ROWS ??
+      (databaseUrl === undefined ? DEFAULT_VERIFICATION_LOG_MAX_ROWS_EMBEDDED : DEFAULT_VERIFICATION_LOG_MAX_ROWS),
     region: regionOf(e.KEYHAVEN_REGION),
     auditRetentionDays: e.KEYHAVEN_AUDIT_RETENTION_DAYS,
     webhookAllowPrivate: e.KEYHAVEN_WEBHOOK_ALLOW_PRIVATE === "true",

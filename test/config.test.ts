@@ -151,13 +151,21 @@ describe("loadConfig", () => {
     }
   });
 
-  it("reads the verification log's KEYHAVEN_VERIFICATION_LOG_DAYS (7; 0, or KEYHAVEN_ANALYTICS=off, means no log), _MAX_ROWS (1,000,000) and KEYHAVEN_REGION (the hostname, 64 characters at most)", () => {
+  it("reads the verification log's KEYHAVEN_VERIFICATION_LOG_DAYS (7; 0, or KEYHAVEN_ANALYTICS=off, means no log), _MAX_ROWS (1,000,000 on PostgreSQL, 100,000 embedded) and KEYHAVEN_REGION (the hostname, 64 characters at most)", () => {
     const host = os.hostname().trim().slice(0, 64);
+    const postgresUrl = { DATABASE_URL: "postgres://keyhaven@db.internal:5432/keyhaven" };
+    // No DATABASE_URL: the embedded store, whose one thread a query over the whole log holds (docs/benchmarks.md).
     expect(loadConfig({})).toMatchObject({
       verificationLogDays: 7,
-      verificationLogMaxRows: 1_000_000,
+      verificationLogMaxRows: 100_000,
       region: host === "" ? "keyhaven" : host,
     });
+    expect(loadConfig(postgresUrl).verificationLogMaxRows).toBe(1_000_000);
+    // The variable sets it on either store.
+    for (const store of [{}, postgresUrl]) {
+      expect(loadConfig({ ...store, KEYHAVEN_VERIFICATION_LOG_MAX_ROWS: "1000000" }).verificationLogMaxRows).toBe(1_000_000);
+      expect(loadConfig({ ...store, KEYHAVEN_VERIFICATION_LOG_MAX_ROWS: "5000" }).verificationLogMaxRows).toBe(5000);
+    }
     expect(
       loadConfig({ KEYHAVEN_VERIFICATION_LOG_DAYS: "30", KEYHAVEN_VERIFICATION_LOG_MAX_ROWS: "5000", KEYHAVEN_REGION: " eu-west-1 " }),
     ).toMatchObject({ verificationLogDays: 30, verificationLogMaxRows: 5000, region: "eu-west-1" });

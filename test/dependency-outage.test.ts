@@ -1,5 +1,4 @@
 import net from "node:net";
-import { Writable } from "node:stream";
 import { sql } from "drizzle-orm";
 import { afterEach, describe, expect, it } from "vitest";
 import { stopBackgroundJobs, stopBackgroundJobsWithin } from "../src/background.js";
@@ -9,23 +8,7 @@ import { RedisRateLimiter } from "../src/storage/ratelimits/redis.ratelimiter.js
 import { FaultProxy } from "./fault-proxy.js";
 import { freePort, waitFor } from "./wait.js";
 import { createHarness, expectError, type Harness } from "./helper.js";
-
-/** The app's log lines (JSON), to count what an outage logs. */
-function logCapture() {
-  const lines: { msg: string; level: number }[] = [];
-  const stream = new Writable({
-    write(chunk, _enc, done) {
-      for (const line of String(chunk).split("\n")) if (line.trim()) lines.push(JSON.parse(line));
-      done();
-    },
-  });
-  return {
-    logger: { level: "info", stream },
-    count: (msg: string) => lines.filter((l) => l.msg === msg).length,
-    clear: () => void lines.splice(0),
-    lines,
-  };
-}
+import { logCapture } from "./log-capture.js";
 
 async function answers(host: string, port: number): Promise<boolean> {
   return new Promise((resolve) => {

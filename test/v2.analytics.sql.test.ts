@@ -1,9 +1,12 @@
+import { sql } from "drizzle-orm";
 import { describe, expect } from "vitest";
 import { ManualClock } from "../src/clock.js";
 import { parseAnalyticsQuery } from "../src/core/analytics/analytics.sql.parse.js";
 import { translateAnalyticsQuery } from "../src/core/analytics/analytics.sql.translate.js";
+import { findDependencyFailure } from "../src/storage/dependency.js";
 import { insertCountRows, insertLogRows } from "./analytics-sql-tables.js";
 import { harnessWith, testWith } from "./fixtures.js";
+import { logCapture } from "./log-capture.js";
 import { expectV2Error } from "./v2-errors.js";
 
 // v2 analytics.getVerifications' SQL (issue 38 §2, contract §10): what the translator allows and answers, what it
@@ -346,7 +349,9 @@ describe("without analytics", () => {
 
 // PostgreSQL cancels the query at its statement timeout (DATABASE_STATEMENT_TIMEOUT_MS − 1 s, here 0.5 s); PGlite,
 // whose statement_timeout cannot interrupt a statement on keyhaven's own thread, refuses it by its planned cost.
-const bounded = testWith(harnessWith({ DATABASE_STATEMENT_TIMEOUT_MS: "1500" }));
+const logs = logCapture();
+const bounded = testWith(harnessWith({ DATABASE_STATEMENT_TIMEOUT_MS: "1500" }, { logger: logs.logger }));
+const HEAVY = "SELECT count(*) FROM key_verifications_v1 AS a CROSS JOIN key_verifications_v1 AS b CROSS JOIN key_verifications_v1 AS c";
 describe("bounded work", () => {
   // On PGlite, refused by its planned cost: the log's events are planned as 1,000 a chunk (migration 0023's
   // keyhaven_chunk_events), so three of the log cross joined are planned as what they would cost.
@@ -362,14 +367,39 @@ describe("bounded work", () => {
         outcome: "VALID",
       })),
     );
-    const res = await run(
-      h,
-      t.rootKey,
-      "SELECT count(*) FROM key_verifications_v1 AS a CROSS JOIN key_verifications_v1 AS b CROSS JOIN key_verifications_v1 AS c",
-    );
+    const other = await h.tenant();
+    const { key } = await h.importKey(other, await h.createApi(other));
+    logs.clear();
+    // Another tenant's requests while the heavy query runs (on PostgreSQL, side by side on the pool).
+    const [res, theirs, theirVerification] = await Promise.all([
+      run(h, t.rootKey, HEAVY),
+      run(h, other.rootKey, "SELECT count(*) AS n FROM key_verifications_v1"),
+      h.post("/v2/keys.verifyKey", { key }, other.rootKey),
+    ]);
     expectV2Error(res, 422, "user/unprocessable_entity/query_execution_timeout", /^The query ran longer than 0\.5 seconds\./);
     expect(res.body.error.title).toBe("Unprocessable Entity");
+    expect(theirs.status, JSON.stringify(theirs.body)).toBe(200);
+    expect(theirVerification.status, JSON.stringify(theirVerification.body)).toBe(200);
+    expect(theirVerification.body.data.valid).toBe(true);
+    // One tenant's query was too heavy: PostgreSQL itself served throughout, and is never logged (nor held) down.
+    expect(logs.count("PostgreSQL unreachable")).toBe(0);
+    expect(logs.count("PostgreSQL reachable again")).toBe(0);
+    expect(h.store.state.isDown).toBe(false);
     expect(await rows(h, t.rootKey, "SELECT count(*) AS n FROM key_verifications_v1")).toEqual([{ n: 2000 }]);
     expect((await h.get("/v1/liveness", {})).status).toBe(200);
+  });
+
+  // The store's own deadline (DATABASE_STATEMENT_TIMEOUT_MS) cancelling any other statement is still PostgreSQL
+  // failing to serve: 503 for the request, logged once. (PGlite's statement_timeout cannot interrupt a statement.)
+  bounded.runIf(process.env.TEST_DATABASE_URL)("a statement past the store's own statement timeout is still an outage", async ({ h }) => {
+    logs.clear();
+    const err = await h.db.execute(sql.raw("select pg_sleep(5)")).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(findDependencyFailure(err)?.publicMessage).toBe("PostgreSQL is unreachable");
+    expect(logs.count("PostgreSQL unreachable")).toBe(1);
+    await h.db.execute(sql.raw("select 1"));
+    expect(logs.count("PostgreSQL reachable again")).toBe(1);
   });
 });

@@ -10,7 +10,7 @@ import { drizzle as drizzlePostgres } from "drizzle-orm/postgres-js";
 import { migrate as migratePostgres } from "drizzle-orm/postgres-js/migrator";
 import postgres from "postgres";
 import { ConnectWatch } from "./connectWatch.js";
-import { classifyPostgresError, DependencyState, DependencyUnavailableError } from "./dependency.js";
+import { classifyPostgresError, DependencyState, DependencyUnavailableError, withOwnStatementTimeout } from "./dependency.js";
 import { lockDataDir, restrictDataDirWarning } from "./dataDir.js";
 import { RequestDeadlineError, requestDeadlineMs, requestDeadlinePassed, requestTimeLeft } from "./deadline.js";
 import { startPglite } from "./pgliteParsers.js";
@@ -214,9 +214,10 @@ function guardQuery(query: PendingQuery, text: string, deadline: Deadline, poole
           resolve(rows);
         }
       },
-      (err: unknown) => {
+      (raw: unknown) => {
         clearTimeout(timer);
         clearTimeout(requestTimer);
+        const err = withOwnStatementTimeout(raw, text);
         const failure = classifyPostgresError(err);
         if (failure) deadline.state.failed(failure);
         fail(failure ?? err);
@@ -435,7 +436,8 @@ function withStateOf<T extends object>(client: T, state: DependencyState, writes
             }
             state.succeeded(state.awaitingWrite && WRITE_STATEMENT.test(text));
             return result;
-          } catch (err) {
+          } catch (raw) {
+            const err = withOwnStatementTimeout(raw, text);
             const failure = classifyPostgresError(err);
             if (failure) state.failed(failure);
             throw failure ?? err;

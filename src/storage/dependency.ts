@@ -39,13 +39,44 @@ const UNAVAILABLE_SQLSTATES = new Set(["57P01", "57P02", "57P03", "53300", "5701
 export const DISK_FULL_SQLSTATE = "53100";
 
 /**
+ * Ends the text of a statement whose caller set it a statement_timeout of its own, shorter than the store's (v2
+ * analytics: a tenant's query, run under a deadline of its own in a transaction of its own). PostgreSQL's cancelling
+ * it (57014) says that the statement was too heavy, not that PostgreSQL cannot serve: the driver wrappers
+ * (client.ts) report it as an OwnStatementTimeoutError, which never marks the store down nor logs it unreachable.
+ * Every other statement's 57014 is the store's own deadline (DATABASE_STATEMENT_TIMEOUT_MS), and stays an outage.
+ */
+export const OWN_STATEMENT_TIMEOUT = "/* keyhaven: under its own statement_timeout */";
+
+/** A statement marked OWN_STATEMENT_TIMEOUT ran past the deadline its caller gave it: that statement's failure. */
+export class OwnStatementTimeoutError extends Error {
+  override name = "OwnStatementTimeoutError";
+  constructor(cause: unknown) {
+    super("the statement ran past the statement_timeout its caller set for it", { cause });
+  }
+}
+
+/**
+ * `err`, a driver's error for the statement `text`, as the driver wrappers pass it on: an OwnStatementTimeoutError
+ * when the statement is marked OWN_STATEMENT_TIMEOUT and PostgreSQL cancelled it (57014), else `err` itself.
+ */
+export function withOwnStatementTimeout(err: unknown, text: string): unknown {
+  if (!text.endsWith(OWN_STATEMENT_TIMEOUT)) return err;
+  for (let e: unknown = err, depth = 0; e && typeof e === "object" && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    if ((e as { code?: unknown }).code === "57014") return new OwnStatementTimeoutError(err);
+  }
+  return err;
+}
+
+/**
  * Classifies a driver error of the store (postgres.js or PGlite): a DependencyUnavailableError when PostgreSQL
- * could not serve the statement, else undefined (a real error of the statement: constraint, syntax, ...).
+ * could not serve the statement, else undefined (a real error of the statement: constraint, syntax, ...; or a
+ * statement cancelled at a deadline of its caller's own, OwnStatementTimeoutError).
  */
 export function classifyPostgresError(err: unknown): DependencyUnavailableError | undefined {
   const found = findDependencyFailure(err);
   if (found) return found;
   for (let e: unknown = err, depth = 0; e && typeof e === "object" && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    if (e instanceof OwnStatementTimeoutError) return undefined;
     const code = (e as { code?: unknown }).code;
     const errno = (e as { errno?: unknown }).errno;
     if (typeof code !== "string") continue;

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { InvalidInputError } from "../../errors.js";
-import { type Db, hasSqlState, rowsOf } from "../client.js";
-import { DependencyUnavailableError } from "../dependency.js";
+import { type Db, rowsOf } from "../client.js";
+import { OWN_STATEMENT_TIMEOUT, OwnStatementTimeoutError } from "../dependency.js";
 
 /**
  * Runs a query written by core/analytics/analytics.sql.translate.ts (never the caller's text) in a transaction of
@@ -40,16 +40,13 @@ export async function runAnalyticsQuery(db: Db, query: string, bounds: Analytics
           throw new InvalidInputError({ kind: "analyticsTimeout", ms: timeoutMs });
         }
       }
-      return rowsOf<Record<string, unknown>>(await tx.execute(sql.raw(query)));
+      // Marked: PostgreSQL's cancelling it at the deadline above is this query's failure, too heavy for one
+      // tenant's request, never an outage of the store that the other tenants' requests would be told of.
+      return rowsOf<Record<string, unknown>>(await tx.execute(sql.raw(`${query}\n${OWN_STATEMENT_TIMEOUT}`)));
     });
   } catch (err) {
     if (err instanceof InvalidInputError) throw err;
-    if (isStatementTimeout(err)) {
-      // The driver's wrapper took the cancelled statement for an outage of PostgreSQL (57014 is one for every
-      // other statement); a statement that succeeds tells it PostgreSQL is serving.
-      await db.execute(sql.raw("select 1")).catch(() => {});
-      throw new InvalidInputError({ kind: "analyticsTimeout", ms: timeoutMs });
-    }
+    if (isOwnStatementTimeout(err)) throw new InvalidInputError({ kind: "analyticsTimeout", ms: timeoutMs });
     const problem = statementProblem(err);
     if (problem !== undefined) throw new InvalidInputError({ kind: "analyticsQueryFailed", problem });
     throw err;
@@ -63,10 +60,10 @@ function plannedCost(plan: unknown): number | undefined {
   return typeof cost === "number" ? cost : undefined;
 }
 
-function isStatementTimeout(err: unknown): boolean {
-  if (hasSqlState(err, "57014")) return true;
+/** PostgreSQL cancelled the query at its own deadline (the driver wrappers' OwnStatementTimeoutError, dependency.ts). */
+function isOwnStatementTimeout(err: unknown): boolean {
   for (let e: unknown = err, depth = 0; e && typeof e === "object" && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
-    if (e instanceof DependencyUnavailableError && e.reason.startsWith("57014")) return true;
+    if (e instanceof OwnStatementTimeoutError) return true;
   }
   return false;
 }

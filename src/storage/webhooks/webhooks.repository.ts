@@ -246,17 +246,18 @@ export async function claimDueWebhookDeliveries(
     ).map((r) => r.id);
     if (locked.length === 0) return [];
     return rowsOf<ClaimedDelivery>(
-      await tx.execute(sql`with held as (
+      await tx.execute(sql`with held as materialized (
           select endpoint_id, count(*) as n from ${d}
           where endpoint_id in ${locked} and status = 'pending' and lease is not null and next_attempt_at_m > ${now}
           group by endpoint_id),
         picked as (
           select x.id from ${e} le
+          left join held h on h.endpoint_id = le.id
           cross join lateral (
             select c.id, c.next_attempt_at_m from ${d} c
             where c.endpoint_id = le.id and c.status = 'pending' and c.next_attempt_at_m <= ${now}
             order by c.next_attempt_at_m
-            limit greatest(${perEndpoint} - coalesce((select h.n from held h where h.endpoint_id = le.id), 0), 0)
+            limit greatest(${perEndpoint} - coalesce(h.n, 0), 0)
             for update of c skip locked) x
           where le.id in ${locked}
           order by x.next_attempt_at_m

@@ -1,7 +1,7 @@
 import { expect } from "vitest";
 import { ManualClock } from "../src/clock.js";
 import { WebhookWorker, type WebhookWorkerOptions } from "../src/core/webhooks/webhooks.worker.js";
-import { openPostgres, type Store } from "../src/storage/client.js";
+import { type Db, openPostgres, type Store } from "../src/storage/client.js";
 import { claimDueWebhookDeliveries, recordWebhookAttempt } from "../src/storage/webhooks/webhooks.repository.js";
 import { harnessWith, testWith } from "./fixtures.js";
 import type { Harness, Tenant } from "./helper.js";
@@ -57,6 +57,10 @@ async function insertDue(h: Harness, t: Tenant, endpointId: string, prefix: stri
   );
   return ids;
 }
+
+/** A claim as the worker makes it: in a transaction of its own (the worker's is the write gate's). */
+const claimIn = (db: Db, claim: Parameters<typeof claimDueWebhookDeliveries>[1]) =>
+  db.transaction((tx) => claimDueWebhookDeliveries(tx as unknown as Db, claim));
 
 /**
  * `n` stores on the harness's database, as `n` other processes would have: pools of their own on PostgreSQL, the one
@@ -195,7 +199,7 @@ it("lets claims racing from three stores take at most 4 of one endpoint together
       // Two claims at once from each store: on PostgreSQL, six transactions from three pools at the same instant.
       const claims = stores.flatMap((store, i) =>
         [0, 1].map((j) =>
-          claimDueWebhookDeliveries(store.db, {
+          claimIn(store.db, {
             now: at,
             leaseUntil: at + LEASE_MS,
             lease: `lease-${i}-${j}-${at}`,
@@ -265,7 +269,7 @@ it("claims for other endpoints while one is full, oldest due first", async ({ h 
   await h.sql(`update webhook_deliveries set lease = 'live', next_attempt_at_m = ${now + LEASE_MS} where id like 'msg_full_held_%'`);
   await insertDue(h, t, full, "full_due", 20, now - 50);
   await insertDue(h, t, other, "other_due", 3, now - 10);
-  const claimed = await claimDueWebhookDeliveries(h.db, {
+  const claimed = await claimIn(h.db, {
     now,
     leaseUntil: now + LEASE_MS,
     lease: "l",

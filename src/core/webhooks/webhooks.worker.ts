@@ -2,6 +2,8 @@ import { randomBytes } from "node:crypto";
 import type { Clock } from "../../clock.js";
 import type { Keyring } from "../../keyring/keyring.js";
 import type { Db } from "../../storage/client.js";
+import { type Actor, trustedCaller } from "../caller.js";
+import { WriteGate } from "../changes.js";
 import {
   type AttemptOutcome,
   type ClaimedDelivery,
@@ -61,7 +63,18 @@ export const DEFAULT_WEBHOOK_WORKER_OPTIONS: WebhookWorkerOptions = {
 
 type Logger = { warn(obj: unknown, msg?: string): void; error(obj: unknown, msg?: string): void };
 
-export type WebhookWorkerDeps = { db: Db; keyring: Keyring; clock: Clock; allowPrivate: boolean };
+export type WebhookWorkerDeps = {
+  db: Db;
+  keyring: Keyring;
+  clock: Clock;
+  allowPrivate: boolean;
+  /** The write gate whose transaction a claim runs in (services.ts: the services' one); by default one on `db`. */
+  changes?: WriteGate;
+};
+
+/** The worker as the write gate names it (a claim records no audit entry: it changes only the outbox's leases). */
+export const WEBHOOK_WORKER: Actor = { kind: "worker", id: "webhook-worker", name: "webhook worker" };
+const WORKER_CALLER = trustedCaller(WEBHOOK_WORKER, "", { surface: "worker" });
 
 /**
  * Sends the webhook outbox (webhook_deliveries): polls for due pending deliveries, claims them under a lease (FOR
@@ -74,6 +87,7 @@ export type WebhookWorkerDeps = { db: Db; keyring: Keyring; clock: Clock; allowP
  */
 export class WebhookWorker {
   private readonly options: WebhookWorkerOptions;
+  private readonly changes: WriteGate;
   private timer: NodeJS.Timeout | undefined;
   private running = false;
   private polling: Promise<void> | undefined;
@@ -93,6 +107,7 @@ export class WebhookWorker {
     options: Partial<WebhookWorkerOptions> = {},
   ) {
     this.options = Object.assign({}, DEFAULT_WEBHOOK_WORKER_OPTIONS, options);
+    this.changes = deps.changes ?? new WriteGate(deps.db, deps.clock);
   }
 
   start(log: Logger): void {
@@ -140,14 +155,16 @@ export class WebhookWorker {
     const now = this.deps.clock.now();
     let claimed: ClaimedDelivery[];
     try {
-      claimed = await claimDueWebhookDeliveries(this.deps.db, {
+      // One transaction of the gate's, recording nothing: the claim's endpoint locks last until it commits.
+      const claim = {
         now,
         leaseUntil: now + this.options.leaseMs,
         lease: randomBytes(12).toString("base64url"),
         limit: free,
         perEndpoint: this.options.perEndpoint,
         busyEndpoints: busy,
-      });
+      };
+      claimed = await this.changes.change(WORKER_CALLER, (tx) => claimDueWebhookDeliveries(tx, claim));
     } catch (err) {
       this.log?.warn({ err: { message: (err as Error).message } }, "webhooks: could not claim due deliveries; trying again");
       return;

@@ -209,6 +209,9 @@ export type ClaimedDelivery = {
  * claimed row gets `lease` and is not due again before `leaseUntil`: a worker killed while sending leaves it to be
  * claimed again then (at least once); its attempt is counted now.
  *
+ * `tx` is a transaction (the write gate's: core/webhooks webhooks.worker.ts), which the two statements below need; on
+ * a handle outside one, the first statement's locks would be gone before the second.
+ *
  * A delivery is held while it is claimed and its lease has not run out: `lease` is set (recordWebhookAttempt and a
  * replay clear it) and `next_attempt_at_m`, the lease's end, is still ahead of `now`. A lease that ran out (its worker
  * died) does not count: its row is due, and claimable, again. The bound holds under concurrent claimers because
@@ -224,7 +227,7 @@ export type ClaimedDelivery = {
  * the embedded store (one connection) transactions run one at a time, which is all the bound needs there.
  */
 export async function claimDueWebhookDeliveries(
-  db: Db,
+  tx: Db,
   claim: { now: number; leaseUntil: number; lease: string; limit: number; perEndpoint: number; busyEndpoints: readonly string[] },
 ): Promise<ClaimedDelivery[]> {
   if (claim.limit <= 0 || claim.perEndpoint <= 0) return [];
@@ -232,45 +235,43 @@ export async function claimDueWebhookDeliveries(
   const e = webhookEndpoints;
   const now = sql`${claim.now}::bigint`;
   const perEndpoint = sql`${claim.perEndpoint}::int`;
-  return db.transaction(async (tx) => {
-    const busy = claim.busyEndpoints.length > 0 ? sql`and e.id not in ${[...claim.busyEndpoints]}` : sql``;
-    const locked = rowsOf<{ id: string }>(
-      await tx.execute(sql`select e.id from ${e} e
-        join (select endpoint_id, min(next_attempt_at_m) as due_at,
-            count(*) filter (where lease is not null and next_attempt_at_m > ${now}) as held
-          from ${d} where status = 'pending' group by endpoint_id) p on p.endpoint_id = e.id
-        where e.enabled and e.secret_encrypted is not null and p.due_at <= ${now} and p.held < ${perEndpoint} ${busy}
-        order by p.due_at, e.id
-        limit ${claim.limit}::int
-        for no key update of e skip locked`),
-    ).map((r) => r.id);
-    if (locked.length === 0) return [];
-    return rowsOf<ClaimedDelivery>(
-      await tx.execute(sql`with held as materialized (
-          select endpoint_id, count(*) as n from ${d}
-          where endpoint_id in ${locked} and status = 'pending' and lease is not null and next_attempt_at_m > ${now}
-          group by endpoint_id),
-        picked as (
-          select x.id from ${e} le
-          left join held h on h.endpoint_id = le.id
-          cross join lateral (
-            select c.id, c.next_attempt_at_m from ${d} c
-            where c.endpoint_id = le.id and c.status = 'pending' and c.next_attempt_at_m <= ${now}
-            order by c.next_attempt_at_m
-            limit greatest(${perEndpoint} - coalesce(h.n, 0), 0)
-            for update of c skip locked) x
-          where le.id in ${locked}
-          order by x.next_attempt_at_m
-          limit ${claim.limit}::int)
-        update ${d} d set lease = ${claim.lease}::text, next_attempt_at_m = ${claim.leaseUntil}::bigint,
-          attempts = d.attempts + 1, updated_at_m = ${now}
-        from ${e} e
-        where d.id in (select id from picked) and e.id = d.endpoint_id
-        returning d.id, d.workspace_id as "workspaceId", d.endpoint_id as "endpointId", d.event, d.payload::text as body,
-          d.attempts as attempt, d.schedule_from as "scheduleFrom", e.url, e.secret_encrypted as "secretEncrypted",
-          e.encryption_key_id as "encryptionKeyId", d.lease`),
-    );
-  });
+  const busy = claim.busyEndpoints.length > 0 ? sql`and e.id not in ${[...claim.busyEndpoints]}` : sql``;
+  const locked = rowsOf<{ id: string }>(
+    await tx.execute(sql`select e.id from ${e} e
+      join (select endpoint_id, min(next_attempt_at_m) as due_at,
+          count(*) filter (where lease is not null and next_attempt_at_m > ${now}) as held
+        from ${d} where status = 'pending' group by endpoint_id) p on p.endpoint_id = e.id
+      where e.enabled and e.secret_encrypted is not null and p.due_at <= ${now} and p.held < ${perEndpoint} ${busy}
+      order by p.due_at, e.id
+      limit ${claim.limit}::int
+      for no key update of e skip locked`),
+  ).map((r) => r.id);
+  if (locked.length === 0) return [];
+  return rowsOf<ClaimedDelivery>(
+    await tx.execute(sql`with held as materialized (
+        select endpoint_id, count(*) as n from ${d}
+        where endpoint_id in ${locked} and status = 'pending' and lease is not null and next_attempt_at_m > ${now}
+        group by endpoint_id),
+      picked as (
+        select x.id from ${e} le
+        left join held h on h.endpoint_id = le.id
+        cross join lateral (
+          select c.id, c.next_attempt_at_m from ${d} c
+          where c.endpoint_id = le.id and c.status = 'pending' and c.next_attempt_at_m <= ${now}
+          order by c.next_attempt_at_m
+          limit greatest(${perEndpoint} - coalesce(h.n, 0), 0)
+          for update of c skip locked) x
+        where le.id in ${locked}
+        order by x.next_attempt_at_m
+        limit ${claim.limit}::int)
+      update ${d} d set lease = ${claim.lease}::text, next_attempt_at_m = ${claim.leaseUntil}::bigint,
+        attempts = d.attempts + 1, updated_at_m = ${now}
+      from ${e} e
+      where d.id in (select id from picked) and e.id = d.endpoint_id
+      returning d.id, d.workspace_id as "workspaceId", d.endpoint_id as "endpointId", d.event, d.payload::text as body,
+        d.attempts as attempt, d.schedule_from as "scheduleFrom", e.url, e.secret_encrypted as "secretEncrypted",
+        e.encryption_key_id as "encryptionKeyId", d.lease`),
+  );
 }
 
 /** What one attempt came to, as the worker records it. */

@@ -226,7 +226,7 @@ export async function createServices(config: Config, store: Store, options: Serv
     statistics,
     unkeyFallback,
     consoleSessions,
-    webhookWorker: new WebhookWorker({ db, keyring, clock, allowPrivate: config.webhookAllowPrivate }, options.webhooks),
+    webhookWorker: new WebhookWorker({ db, keyring, clock, allowPrivate: config.webhookAllowPrivate, changes }, options.webhooks),
     webhookRetention: new WebhookRetention(db, clock, config.auditRetentionDays),
     expiryScan: new ExpiryScan(db, clock),
     ratelimitAlerts: new RatelimitAlerts(db, clock),

@@ -15,6 +15,13 @@ export class WebhookReceiver {
   status = 204;
   /** Holds every answer until released (a slow receiver). */
   hold: Promise<void> | undefined;
+  /**
+   * Requests received and not answered yet (nor given up by their sender), and the most there ever were at once. A
+   * request counts from its last byte until just before its answer is written: within the time its sender holds it,
+   * so `maxOpen` never counts one the sender had already finished with.
+   */
+  open = 0;
+  maxOpen = 0;
   private server: Server | undefined;
   url = "";
 
@@ -24,7 +31,17 @@ export class WebhookReceiver {
       req.on("data", (c: Buffer) => chunks.push(c));
       req.on("end", async () => {
         this.received.push({ headers: req.headers, body: Buffer.concat(chunks).toString("utf8"), path: req.url ?? "" });
+        let done = false;
+        const finish = () => {
+          if (done) return;
+          done = true;
+          this.open--;
+        };
+        this.open++;
+        this.maxOpen = Math.max(this.maxOpen, this.open);
+        res.on("close", finish);
         if (this.hold) await this.hold;
+        finish();
         res.statusCode = this.statuses.shift() ?? this.status;
         res.end(res.statusCode >= 400 ? "receiver says no" : "");
       });

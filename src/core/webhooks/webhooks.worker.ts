@@ -2,6 +2,8 @@ import { randomBytes } from "node:crypto";
 import type { Clock } from "../../clock.js";
 import type { Keyring } from "../../keyring/keyring.js";
 import type { Db } from "../../storage/client.js";
+import { type Actor, trustedCaller } from "../caller.js";
+import { WriteGate } from "../changes.js";
 import {
   type AttemptOutcome,
   type ClaimedDelivery,
@@ -35,7 +37,10 @@ export type WebhookWorkerOptions = {
   leaseMs: number;
   /** The deadline of one attempt, lookup and connection included. */
   attemptDeadlineMs: number;
-  /** Attempts in flight at once to one endpoint, and in all. */
+  /**
+   * Deliveries of one endpoint held at once (claimed, not yet recorded, lease not run out) across every worker on
+   * the database, and so attempts in flight to it; and attempts in flight in this process in all.
+   */
   perEndpoint: number;
   overall: number;
   /** Waits before each retry (DEFAULT_RETRY_SCHEDULE_MS); the delivery fails after the last. */
@@ -58,18 +63,31 @@ export const DEFAULT_WEBHOOK_WORKER_OPTIONS: WebhookWorkerOptions = {
 
 type Logger = { warn(obj: unknown, msg?: string): void; error(obj: unknown, msg?: string): void };
 
-export type WebhookWorkerDeps = { db: Db; keyring: Keyring; clock: Clock; allowPrivate: boolean };
+export type WebhookWorkerDeps = {
+  db: Db;
+  keyring: Keyring;
+  clock: Clock;
+  allowPrivate: boolean;
+  /** The write gate whose transaction a claim runs in (services.ts: the services' one); by default one on `db`. */
+  changes?: WriteGate;
+};
+
+/** The worker as the write gate names it (a claim records no audit entry: it changes only the outbox's leases). */
+export const WEBHOOK_WORKER: Actor = { kind: "worker", id: "webhook-worker", name: "webhook worker" };
+const WORKER_CALLER = trustedCaller(WEBHOOK_WORKER, "", { surface: "worker" });
 
 /**
  * Sends the webhook outbox (webhook_deliveries): polls for due pending deliveries, claims them under a lease (FOR
  * UPDATE SKIP LOCKED: replicas never send the same attempt; a worker killed mid-send leaves the row due again when the
- * lease ends), sends each once (webhooks.sender.ts) with at most `perEndpoint` attempts in flight per endpoint and
- * `overall` in all, and records the outcome: delivered on a 2xx, else pending again after the next wait of the
+ * lease ends), sends each once (webhooks.sender.ts) with at most `perEndpoint` deliveries of one endpoint held at
+ * once by all workers together (the claim counts the live leases of every process: claimDueWebhookDeliveries) and
+ * `overall` attempts in flight in this process, and records the outcome: delivered on a 2xx, else pending again after the next wait of the
  * retry schedule, failed after the last. It reads and writes the outbox alone, so a slow or dead receiver never holds
  * anything verification or a write needs.
  */
 export class WebhookWorker {
   private readonly options: WebhookWorkerOptions;
+  private readonly changes: WriteGate;
   private timer: NodeJS.Timeout | undefined;
   private running = false;
   private polling: Promise<void> | undefined;
@@ -78,14 +96,18 @@ export class WebhookWorker {
   private readonly sends = new Set<Promise<void>>();
   private total = 0;
   private log: Logger | undefined;
-  /** Attempts made and recorded by this worker, by outcome (tests and metrics read them). */
-  readonly stats = { delivered: 0, retried: 0, failed: 0 };
+  /**
+   * Attempts made and recorded by this worker, by outcome (tests and metrics read them), and `claims`: the claims
+   * this worker made (each a poll that reached the store and was answered, whether it claimed anything or not).
+   */
+  readonly stats = { delivered: 0, retried: 0, failed: 0, claims: 0 };
 
   constructor(
     private readonly deps: WebhookWorkerDeps,
     options: Partial<WebhookWorkerOptions> = {},
   ) {
     this.options = Object.assign({}, DEFAULT_WEBHOOK_WORKER_OPTIONS, options);
+    this.changes = deps.changes ?? new WriteGate(deps.db, deps.clock);
   }
 
   start(log: Logger): void {
@@ -133,17 +155,21 @@ export class WebhookWorker {
     const now = this.deps.clock.now();
     let claimed: ClaimedDelivery[];
     try {
-      claimed = await claimDueWebhookDeliveries(this.deps.db, {
+      // One transaction of the gate's, recording nothing: the claim's endpoint locks last until it commits.
+      const claim = {
         now,
         leaseUntil: now + this.options.leaseMs,
         lease: randomBytes(12).toString("base64url"),
         limit: free,
+        perEndpoint: this.options.perEndpoint,
         busyEndpoints: busy,
-      });
+      };
+      claimed = await this.changes.change(WORKER_CALLER, (tx) => claimDueWebhookDeliveries(tx, claim));
     } catch (err) {
       this.log?.warn({ err: { message: (err as Error).message } }, "webhooks: could not claim due deliveries; trying again");
       return;
     }
+    this.stats.claims++;
     if (!this.running) return;
     for (const delivery of claimed) this.enqueue(delivery);
   }

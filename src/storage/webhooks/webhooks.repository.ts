@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, inArray, isNotNull, lte, notInArray, or, type SQL, sql } from "drizzle-orm";
+import { and, asc, desc, eq, inArray, isNotNull, or, type SQL, sql } from "drizzle-orm";
 import { type Db, rowsOf } from "../client.js";
 import { isStorableText } from "../lookupText.js";
 import { encryptionKeys, webhookAttempts, webhookDeliveries, webhookEndpoints } from "../schema.js";
@@ -205,48 +205,73 @@ export type ClaimedDelivery = {
 /**
  * Claims up to `limit` due pending deliveries of enabled endpoints that still have their secret, oldest due first,
  * skipping rows another worker holds (FOR UPDATE SKIP LOCKED: replicas never claim the same row) and those of
- * `busyEndpoints`. A claimed row gets `lease` and is not due again before `leaseUntil`: a worker killed while sending
- * leaves it to be claimed again then (at least once); its attempt is counted now.
+ * `busyEndpoints`, and at most `perEndpoint` of one endpoint held at once across every worker on the database. A
+ * claimed row gets `lease` and is not due again before `leaseUntil`: a worker killed while sending leaves it to be
+ * claimed again then (at least once); its attempt is counted now.
+ *
+ * `tx` is a transaction (the write gate's: core/webhooks webhooks.worker.ts), which the two statements below need; on
+ * a handle outside one, the first statement's locks would be gone before the second.
+ *
+ * A delivery is held while it is claimed and its lease has not run out: `lease` is set (recordWebhookAttempt and a
+ * replay clear it) and `next_attempt_at_m`, the lease's end, is still ahead of `now`. A lease that ran out (its worker
+ * died) does not count: its row is due, and claimable, again. The bound holds under concurrent claimers because
+ * claiming is one short transaction of two statements:
+ * 1. lock the endpoints to claim for (FOR NO KEY UPDATE SKIP LOCKED: an endpoint another claimer holds is left to it
+ *    for this poll, so a claimer never waits; the lock does not conflict with the FOR KEY SHARE that inserting a
+ *    delivery takes on its endpoint, so the outbox trigger never waits for a claim);
+ * 2. count what each holds and claim up to what is left. Under READ COMMITTED this statement's snapshot is taken
+ *    after the locks were granted, so it sees every claim of an earlier holder of the lock (committed before it let
+ *    go); counting in the locking statement itself would read a snapshot from before the lock was waited for.
+ * The count in the first statement only keeps endpoints already full from taking the places of others (it may be
+ * stale); the second's is the one the bound rests on. Both read pending rows only (webhook_deliveries_due_idx). On
+ * the embedded store (one connection) transactions run one at a time, which is all the bound needs there.
  */
 export async function claimDueWebhookDeliveries(
-  db: Db,
-  claim: { now: number; leaseUntil: number; lease: string; limit: number; busyEndpoints: readonly string[] },
+  tx: Db,
+  claim: { now: number; leaseUntil: number; lease: string; limit: number; perEndpoint: number; busyEndpoints: readonly string[] },
 ): Promise<ClaimedDelivery[]> {
+  if (claim.limit <= 0 || claim.perEndpoint <= 0) return [];
   const d = webhookDeliveries;
   const e = webhookEndpoints;
-  const due = db
-    .select({ id: d.id })
-    .from(d)
-    .innerJoin(e, and(eq(e.id, d.endpointId), eq(e.enabled, true), isNotNull(e.secretEncrypted)))
-    .where(
-      and(
-        eq(d.status, "pending"),
-        lte(d.nextAttemptAtM, claim.now),
-        claim.busyEndpoints.length > 0 ? notInArray(d.endpointId, [...claim.busyEndpoints]) : undefined,
-      ),
-    )
-    .orderBy(asc(d.nextAttemptAtM))
-    .limit(claim.limit)
-    .for("update", { of: d, skipLocked: true });
-  const rows = await db
-    .update(d)
-    .set({ lease: claim.lease, nextAttemptAtM: claim.leaseUntil, attempts: sql`${d.attempts} + 1`, updatedAtM: claim.now })
-    .from(e)
-    .where(and(inArray(d.id, due), eq(e.id, d.endpointId)))
-    .returning({
-      id: d.id,
-      workspaceId: d.workspaceId,
-      endpointId: d.endpointId,
-      event: d.event,
-      body: sql<string>`${d.payload}::text`,
-      attempt: d.attempts,
-      scheduleFrom: d.scheduleFrom,
-      url: e.url,
-      secretEncrypted: sql<string>`${e.secretEncrypted}`,
-      encryptionKeyId: sql<string>`${e.encryptionKeyId}`,
-      lease: sql<string>`${d.lease}`,
-    });
-  return rows;
+  const now = sql`${claim.now}::bigint`;
+  const perEndpoint = sql`${claim.perEndpoint}::int`;
+  const busy = claim.busyEndpoints.length > 0 ? sql`and e.id not in ${[...claim.busyEndpoints]}` : sql``;
+  const locked = rowsOf<{ id: string }>(
+    await tx.execute(sql`select e.id from ${e} e
+      join (select endpoint_id, min(next_attempt_at_m) as due_at,
+          count(*) filter (where lease is not null and next_attempt_at_m > ${now}) as held
+        from ${d} where status = 'pending' group by endpoint_id) p on p.endpoint_id = e.id
+      where e.enabled and e.secret_encrypted is not null and p.due_at <= ${now} and p.held < ${perEndpoint} ${busy}
+      order by p.due_at, e.id
+      limit ${claim.limit}::int
+      for no key update of e skip locked`),
+  ).map((r) => r.id);
+  if (locked.length === 0) return [];
+  return rowsOf<ClaimedDelivery>(
+    await tx.execute(sql`with held as materialized (
+        select endpoint_id, count(*) as n from ${d}
+        where endpoint_id in ${locked} and status = 'pending' and lease is not null and next_attempt_at_m > ${now}
+        group by endpoint_id),
+      picked as (
+        select x.id from ${e} le
+        left join held h on h.endpoint_id = le.id
+        cross join lateral (
+          select c.id, c.next_attempt_at_m from ${d} c
+          where c.endpoint_id = le.id and c.status = 'pending' and c.next_attempt_at_m <= ${now}
+          order by c.next_attempt_at_m
+          limit greatest(${perEndpoint} - coalesce(h.n, 0), 0)
+          for update of c skip locked) x
+        where le.id in ${locked}
+        order by x.next_attempt_at_m
+        limit ${claim.limit}::int)
+      update ${d} d set lease = ${claim.lease}::text, next_attempt_at_m = ${claim.leaseUntil}::bigint,
+        attempts = d.attempts + 1, updated_at_m = ${now}
+      from ${e} e
+      where d.id in (select id from picked) and e.id = d.endpoint_id
+      returning d.id, d.workspace_id as "workspaceId", d.endpoint_id as "endpointId", d.event, d.payload::text as body,
+        d.attempts as attempt, d.schedule_from as "scheduleFrom", e.url, e.secret_encrypted as "secretEncrypted",
+        e.encryption_key_id as "encryptionKeyId", d.lease`),
+  );
 }
 
 /** What one attempt came to, as the worker records it. */

@@ -202,6 +202,9 @@ export type ClaimedDelivery = {
   lease: string;
 };
 
+/** Due rows one claim looks at to find its endpoints (the earliest; the endpoints past them wait for the next claim). */
+const DUE_ROWS_PER_CLAIM = 1000;
+
 /**
  * Claims up to `limit` due pending deliveries of enabled endpoints that still have their secret, oldest due first,
  * skipping rows another worker holds (FOR UPDATE SKIP LOCKED: replicas never claim the same row) and those of
@@ -223,7 +226,7 @@ export type ClaimedDelivery = {
  *    after the locks were granted, so it sees every claim of an earlier holder of the lock (committed before it let
  *    go); counting in the locking statement itself would read a snapshot from before the lock was waited for.
  * The count in the first statement only keeps endpoints already full from taking the places of others (it may be
- * stale); the second's is the one the bound rests on. Both read pending rows only (webhook_deliveries_due_idx). On
+ * stale); the second's is the one the bound rests on. Both read pending rows near `now` only (webhook_deliveries_due_idx). On
  * the embedded store (one connection) transactions run one at a time, which is all the bound needs there.
  */
 export async function claimDueWebhookDeliveries(
@@ -236,12 +239,23 @@ export async function claimDueWebhookDeliveries(
   const now = sql`${claim.now}::bigint`;
   const perEndpoint = sql`${claim.perEndpoint}::int`;
   const busy = claim.busyEndpoints.length > 0 ? sql`and e.id not in ${[...claim.busyEndpoints]}` : sql``;
+  // Both scans read the due index's range near `now` only, never the whole backlog of pending retries (a dead endpoint
+  // may hold a day of them): the held rows (a live lease ends within a lease or two of now, the second for clocks that
+  // disagree), then the earliest due rows of endpoints not full, at most DUE_ROWS_PER_CLAIM of them.
+  const heldUntil = sql`${claim.leaseUntil + (claim.leaseUntil - claim.now)}::bigint`;
   const locked = rowsOf<{ id: string }>(
-    await tx.execute(sql`select e.id from ${e} e
-      join (select endpoint_id, min(next_attempt_at_m) as due_at,
-          count(*) filter (where lease is not null and next_attempt_at_m > ${now}) as held
-        from ${d} where status = 'pending' group by endpoint_id) p on p.endpoint_id = e.id
-      where e.enabled and e.secret_encrypted is not null and p.due_at <= ${now} and p.held < ${perEndpoint} ${busy}
+    await tx.execute(sql`with held as materialized (
+        select endpoint_id from ${d}
+        where status = 'pending' and next_attempt_at_m > ${now} and next_attempt_at_m <= ${heldUntil} and lease is not null
+        group by endpoint_id having count(*) >= ${perEndpoint}),
+      due as (
+        select endpoint_id, min(next_attempt_at_m) as due_at from (
+          select endpoint_id, next_attempt_at_m from ${d}
+          where status = 'pending' and next_attempt_at_m <= ${now} and endpoint_id not in (select endpoint_id from held)
+          order by next_attempt_at_m limit ${DUE_ROWS_PER_CLAIM}::int) r
+        group by endpoint_id)
+      select e.id from ${e} e join due p on p.endpoint_id = e.id
+      where e.enabled and e.secret_encrypted is not null ${busy}
       order by p.due_at, e.id
       limit ${claim.limit}::int
       for no key update of e skip locked`),
@@ -250,7 +264,8 @@ export async function claimDueWebhookDeliveries(
   return rowsOf<ClaimedDelivery>(
     await tx.execute(sql`with held as materialized (
         select endpoint_id, count(*) as n from ${d}
-        where endpoint_id in ${locked} and status = 'pending' and lease is not null and next_attempt_at_m > ${now}
+        where endpoint_id in ${locked} and status = 'pending' and lease is not null
+          and next_attempt_at_m > ${now} and next_attempt_at_m <= ${heldUntil}
         group by endpoint_id),
       picked as (
         select x.id from ${e} le

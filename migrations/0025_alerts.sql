@@ -57,8 +57,9 @@ $$;--> statement-breakpoint
 -- The remaining uses below which a key is low (null: never): the key's own threshold, else its API's, else 10 % (the
 -- default, core/webhooks webhooks.alerts.ts DEFAULT_CREDITS_LOW_PERCENT); an absolute number as it is, a
 -- percentage of the refill amount, else of the starting credits, rounded up; a percentage of 0 is never.
-CREATE OR REPLACE FUNCTION keyhaven_credits_low_threshold(p_key keys) RETURNS integer LANGUAGE sql STABLE AS $$
-  SELECT CASE
+CREATE OR REPLACE FUNCTION keyhaven_credits_low_threshold(p_key keys) RETURNS integer LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (SELECT CASE
     WHEN s.r IS NOT NULL THEN s.r
     WHEN s.p = 0 THEN NULL
     ELSE ceil(coalesce(p_key.refill_amount, p_key.credits_start, p_key.remaining_requests)::numeric * s.p / 100)::integer
@@ -73,16 +74,17 @@ CREATE OR REPLACE FUNCTION keyhaven_credits_low_threshold(p_key keys) RETURNS in
       UNION ALL
       SELECT NULL, 10, 2
     ) c ORDER BY o LIMIT 1
-  ) s
-$$;--> statement-breakpoint
+  ) s);
+END $$;--> statement-breakpoint
 -- How long before its expiry a key is expiring (0: never): the key's own setting, else its API's, else 7 days (the
 -- default, webhooks.alerts.ts DEFAULT_EXPIRING_WITHIN_MS).
-CREATE OR REPLACE FUNCTION keyhaven_expiring_within(p_key_id text, p_api_id text) RETURNS bigint LANGUAGE sql STABLE AS $$
-  SELECT coalesce(
+CREATE OR REPLACE FUNCTION keyhaven_expiring_within(p_key_id text, p_api_id text) RETURNS bigint LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN (SELECT coalesce(
     (SELECT t.expiring_within_ms FROM alert_thresholds t WHERE t.target_id = p_key_id),
     (SELECT t.expiring_within_ms FROM alert_thresholds t WHERE t.target_id = p_api_id),
-    604800000)
-$$;--> statement-breakpoint
+    604800000));
+END $$;--> statement-breakpoint
 -- What a key's event says of it (`data`): who and what, never its hash, its meta or anything secret.
 CREATE OR REPLACE FUNCTION keyhaven_key_event_data(p_key keys, p_event text, p_extra jsonb) RETURNS jsonb LANGUAGE sql STABLE AS $$
   SELECT jsonb_strip_nulls(jsonb_build_object(
@@ -123,7 +125,10 @@ $$;--> statement-breakpoint
 -- The keys are read by id, as the changing statement left them (no composite type holds the keys' row type: it would
 -- forbid altering the table).
 CREATE OR REPLACE FUNCTION keyhaven_apply_key_alerts(p_ids text[], p_credits boolean[], p_expiry boolean[], p_now_m bigint)
-RETURNS integer LANGUAGE sql VOLATILE AS $$
+RETURNS integer LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  written integer;
+BEGIN
   WITH c AS (
     SELECT k, k.id, k.workspace_id, x.credits, x.expiry, k.deleted_at_m IS NOT NULL AS deleted
     FROM unnest(p_ids, p_credits, p_expiry) AS x(id, credits, expiry)
@@ -162,7 +167,9 @@ RETURNS integer LANGUAGE sql VOLATILE AS $$
   SELECT coalesce(sum(keyhaven_enqueue_event(c.workspace_id, ev.event, p_now_m,
     keyhaven_key_event_data(c.k, ev.event, '{}'::jsonb))), 0)::integer
   FROM events ev JOIN c ON c.id = ev.key_id
-$$;--> statement-breakpoint
+  INTO written;
+  RETURN written;
+END $$;--> statement-breakpoint
 -- The triggers: a statement's changed keys, in one call, after a probe of the (small) endpoints table that ends it
 -- when no endpoint anywhere is subscribed to a threshold event (what every spend of a workspace without one costs).
 CREATE OR REPLACE FUNCTION keyhaven_key_alerts_updated() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -15,6 +15,8 @@ import { type SendResult, sendWebhook } from "./webhooks.sender.js";
 const SECOND = 1000;
 const MINUTE = 60 * SECOND;
 const HOUR = 60 * MINUTE;
+/** How soon after an attempt ends the worker claims again (the attempts ending meanwhile share the claim). */
+const CLAIM_AFTER_SEND_MS = 20;
 
 /**
  * The waits before each retry of a delivery that was not answered 2xx: within the first minute twice (5 s, 30 s),
@@ -89,6 +91,8 @@ export class WebhookWorker {
   private readonly options: WebhookWorkerOptions;
   private readonly changes: WriteGate;
   private timer: NodeJS.Timeout | undefined;
+  /** When the timer fires (Date.now() terms). */
+  private timerAt = 0;
   private running = false;
   private polling: Promise<void> | undefined;
   private readonly inFlight = new Map<string, number>();
@@ -137,6 +141,7 @@ export class WebhookWorker {
 
   private schedule(ms: number): void {
     clearTimeout(this.timer);
+    this.timerAt = Date.now() + ms;
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.polling = this.poll().finally(() => {
@@ -207,7 +212,11 @@ export class WebhookWorker {
           this.enqueue(next);
         } else if (this.waiting.get(delivery.endpointId)?.length === 0) this.waiting.delete(delivery.endpointId);
         if (!this.running) return;
-        if (this.polling === undefined && this.timer !== undefined) this.schedule(0);
+        // A place came free: claim again soon, once for the attempts that end within CLAIM_AFTER_SEND_MS (one claim per
+        // attempt cost the embedded store's one thread a transaction per delivery, beside verification's).
+        if (this.polling === undefined && this.timer !== undefined && this.timerAt > Date.now() + CLAIM_AFTER_SEND_MS) {
+          this.schedule(CLAIM_AFTER_SEND_MS);
+        }
       });
     this.sends.add(send);
   }

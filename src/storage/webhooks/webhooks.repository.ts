@@ -252,6 +252,7 @@ export async function claimDueWebhookDeliveries(
         select endpoint_id, min(next_attempt_at_m) as due_at from (
           select endpoint_id, next_attempt_at_m from ${d}
           where status = 'pending' and next_attempt_at_m <= ${now} and endpoint_id not in (select endpoint_id from held)
+            and endpoint_id in (select id from ${e} where enabled and secret_encrypted is not null)
           order by next_attempt_at_m limit ${DUE_ROWS_PER_CLAIM}::int) r
         group by endpoint_id)
       select e.id from ${e} e join due p on p.endpoint_id = e.id

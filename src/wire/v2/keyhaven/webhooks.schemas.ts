@@ -20,7 +20,9 @@ export const webhookEvents = z
   .array(z.enum(WEBHOOK_EVENTS))
   .min(1)
   .max(WEBHOOK_EVENTS.length)
-  .describe("The event types the endpoint is sent: any event of the audit log's catalogue (docs/webhooks.md).");
+  .describe(
+    "The event types the endpoint is sent: any event of the audit log's catalogue, and the threshold events (key.credits.low, key.expiring, …; docs/webhooks.md).",
+  );
 
 export const webhookDescription = z.string().max(MAX_WEBHOOK_DESCRIPTION_LENGTH).describe("A note for people.");
 

@@ -14,23 +14,18 @@
  * Run: npx tsx bench/webhook-hanging.bench.ts
  *      BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/whbench npx tsx bench/webhook-hanging.bench.ts
  */
-import { randomBytes } from "node:crypto";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { performance } from "node:perf_hooks";
 import { sql } from "drizzle-orm";
-import { buildApp } from "../src/app.js";
-import { bootstrap } from "../src/bootstrap.js";
-import { loadConfig } from "../src/config.js";
-import { createServices } from "../src/services.js";
-import { migrateAndRun, openPglite, openPostgres, rowsOf } from "../src/storage/client.js";
+import { rowsOf } from "../src/storage/client.js";
+import { inProcessKeyhaven } from "./inprocess.js";
 
 const KEYS = Number(process.env.BENCH_KEYS ?? 200);
 const CREDITS = Number(process.env.BENCH_CREDITS ?? 20);
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 16);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const url = process.env.BENCH_DATABASE_URL;
-const rootKey = `khroot_${randomBytes(16).toString("hex")}`;
 
 // The receiver: reads every request and never answers (until the run ends).
 let held = 0;
@@ -50,30 +45,9 @@ const fast = createServer((req, res) => {
 await new Promise<void>((resolve) => fast.listen(0, "127.0.0.1", resolve));
 const fastUrl = `http://127.0.0.1:${(fast.address() as AddressInfo).port}/hook`;
 
-const config = loadConfig({
-  KEYHAVEN_DATA_DIR: "memory://",
-  KEYHAVEN_ROOT_KEY: rootKey,
-  KEYHAVEN_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
-  KEYHAVEN_WEBHOOK_ALLOW_PRIVATE: "true",
-  LOG_LEVEL: "silent",
-  ...(url && { DATABASE_URL: url }),
-});
-const store = url ? openPostgres(url, 10) : await openPglite("memory://");
-await migrateAndRun(store, url, () => bootstrap(store.db, config));
-const services = await createServices(config, store);
-const app = await buildApp({ deps: services, logger: false });
+const { store, services, app, post } = await inProcessKeyhaven(url, 10, { KEYHAVEN_WEBHOOK_ALLOW_PRIVATE: "true" });
 const silent = { warn() {}, error() {}, info() {} };
 services.webhookWorker.start(silent);
-const post = async (path: string, body: unknown) => {
-  const res = await app.inject({
-    method: "POST",
-    url: path,
-    headers: { authorization: `Bearer ${rootKey}`, "content-type": "application/json" },
-    payload: JSON.stringify(body),
-  });
-  if (res.statusCode !== 200) throw new Error(`${path}: ${res.statusCode} ${res.body}`);
-  return res.json() as { data: Record<string, unknown> };
-};
 const apiId = (await post("/v2/apis.createApi", { name: "hanging-bench" })).data.apiId as string;
 await post("/v2/keyhaven.setAlertThresholds", { apiId, creditsLow: { remaining: Math.ceil(CREDITS / 2) } });
 const events = ["key.credits.low", "key.credits.exhausted"];

@@ -10,42 +10,17 @@
  * Run: npx tsx bench/webhook-outbox.bench.ts
  *      BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/whbench BENCH_CALLS=500 npx tsx bench/webhook-outbox.bench.ts
  */
-import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { sql } from "drizzle-orm";
-import { buildApp } from "../src/app.js";
-import { bootstrap } from "../src/bootstrap.js";
-import { loadConfig } from "../src/config.js";
-import { createServices } from "../src/services.js";
-import { migrateAndRun, openPglite, openPostgres, rowsOf } from "../src/storage/client.js";
+import { rowsOf } from "../src/storage/client.js";
+import { inProcessKeyhaven } from "./inprocess.js";
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 400);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
 const url = process.env.BENCH_DATABASE_URL;
 const withEndpoint = process.env.BENCH_ENDPOINT === "1";
-const rootKey = `khroot_${randomBytes(16).toString("hex")}`;
 
-const config = loadConfig({
-  KEYHAVEN_DATA_DIR: "memory://",
-  KEYHAVEN_ROOT_KEY: rootKey,
-  KEYHAVEN_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
-  LOG_LEVEL: "silent",
-  ...(url && { DATABASE_URL: url }),
-});
-const store = url ? openPostgres(url, 4) : await openPglite("memory://");
-await migrateAndRun(store, url, () => bootstrap(store.db, config));
-const services = await createServices(config, store);
-const app = await buildApp({ deps: services, logger: false });
-const post = async (path: string, body: unknown) => {
-  const res = await app.inject({
-    method: "POST",
-    url: path,
-    headers: { authorization: `Bearer ${rootKey}`, "content-type": "application/json" },
-    payload: JSON.stringify(body),
-  });
-  if (res.statusCode !== 200) throw new Error(`${path}: ${res.statusCode} ${res.body}`);
-  return res.json() as { data: Record<string, unknown> };
-};
+const { store, app, post } = await inProcessKeyhaven(url, 4);
 const apiId = (await post("/v2/apis.createApi", { name: "outbox-bench" })).data.apiId as string;
 if (withEndpoint) await post("/v2/keyhaven.createWebhook", { url: "https://203.0.113.10/hook", events: ["key.create"] });
 

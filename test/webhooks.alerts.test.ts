@@ -125,6 +125,8 @@ describe("threshold events", () => {
       creditsLowFrom: "default",
       expiringWithinMs: DEFAULT_EXPIRING_WITHIN_MS,
     });
+    // The SQL's default (what the triggers apply) is the core's: 10 % of 20, rounded up.
+    expect(got.body.data.effective.creditsLowBelow).toBe(Math.ceil((20 * DEFAULT_CREDITS_LOW_PERCENT) / 100));
     for (let i = 0; i < 18; i++) await verify(h, t, plain.key);
     expect(await eventsOf(h, hook.webhookId, plain.keyId)).toEqual([]);
     await verify(h, t, plain.key); // 1 left

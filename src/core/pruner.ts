@@ -1,4 +1,5 @@
 import { setImmediate as yieldToEventLoop } from "node:timers/promises";
+import { PeriodicRun } from "./periodic.js";
 
 type Logger = { info(obj: unknown, msg?: string): void; warn(obj: unknown, msg?: string): void };
 
@@ -25,29 +26,23 @@ export type PruneSpec = {
  * holds the loop or a long lock. Several replicas pruning at once only delete fewer rows each.
  */
 export class BackgroundPruner {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
+  private readonly periodic: PeriodicRun;
   private stopped = false;
 
-  constructor(private readonly spec: PruneSpec) {}
+  constructor(private readonly spec: PruneSpec) {
+    this.periodic = new PeriodicRun(spec.intervalMs);
+  }
 
   start(log: Logger): void {
-    if (this.timer) return;
+    if (this.periodic.started) return;
     this.stopped = false;
-    const run = () => {
-      if (this.running) return;
-      this.running = this.pruneNow()
+    this.periodic.start(() =>
+      this.pruneNow()
         .then((deleted) => {
           if (deleted > 0) log.info({ deleted, ...this.spec.logFields }, `deleted ${this.spec.what}`);
         })
-        .catch((err: unknown) => log.warn({ err }, `deleting ${this.spec.what} failed; retrying at the next interval`))
-        .finally(() => {
-          this.running = undefined;
-        });
-    };
-    this.timer = setInterval(run, this.spec.intervalMs);
-    this.timer.unref();
-    run();
+        .catch((err: unknown) => log.warn({ err }, `deleting ${this.spec.what} failed; retrying at the next interval`)),
+    );
   }
 
   /** Deletes what is due now, batch by batch; returns how many rows went. */
@@ -65,8 +60,6 @@ export class BackgroundPruner {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
-    await this.running;
+    await this.periodic.stop();
   }
 }

@@ -1,4 +1,5 @@
 import { setImmediate as yieldToEventLoop } from "node:timers/promises";
+import { PeriodicRun } from "../periodic.js";
 import type { Clock } from "../../clock.js";
 import type { Db } from "../../storage/client.js";
 import {
@@ -43,8 +44,7 @@ export type VerificationLogRetentionOptions = {
  * pruning at once only delete fewer rows each.
  */
 export class VerificationLogRetention {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
+  private readonly periodic = new PeriodicRun(VERIFICATION_LOG_PRUNE_INTERVAL_MS);
   private stopped = false;
   /** The workspace a pass that ran out of statements stopped at: the next one starts there (undefined: at the first). */
   private resumeAt: string | undefined;
@@ -65,11 +65,10 @@ export class VerificationLogRetention {
   }
 
   start(log: Logger): void {
-    if (this.days === 0 || this.timer) return;
+    if (this.days === 0 || this.periodic.started) return;
     this.stopped = false;
-    const run = () => {
-      if (this.running) return;
-      this.running = this.pruneNow()
+    this.periodic.start(() =>
+      this.pruneNow()
         .then(({ expired, beyondCap }) => {
           if (expired + beyondCap > 0) {
             log.info(
@@ -78,14 +77,8 @@ export class VerificationLogRetention {
             );
           }
         })
-        .catch((err: unknown) => log.warn({ err }, "pruning the verification log failed; retrying at the next interval"))
-        .finally(() => {
-          this.running = undefined;
-        });
-    };
-    this.timer = setInterval(run, VERIFICATION_LOG_PRUNE_INTERVAL_MS);
-    this.timer.unref();
-    run();
+        .catch((err: unknown) => log.warn({ err }, "pruning the verification log failed; retrying at the next interval")),
+    );
   }
 
   /** One pass: what it deleted for age (`expired`) and beyond the workspaces' cap (`beyondCap`). */
@@ -154,8 +147,6 @@ export class VerificationLogRetention {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
-    await this.running;
+    await this.periodic.stop();
   }
 }

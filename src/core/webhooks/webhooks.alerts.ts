@@ -1,4 +1,5 @@
 import type { Clock } from "../../clock.js";
+import { PeriodicRun } from "../periodic.js";
 import type { Db } from "../../storage/client.js";
 import {
   forgetEndedRatelimitWindows,
@@ -46,8 +47,7 @@ const SCAN_STATEMENTS_PER_RUN = 20;
  * endpoint was created). Replicas scanning at once send nothing twice: an alert is recorded once (key_alerts).
  */
 export class ExpiryScan {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
+  private readonly periodic = new PeriodicRun(SCAN_INTERVAL_MS);
   private scannedTo: number | undefined;
   private caughtUpAt: number | undefined;
   private stopped = false;
@@ -58,20 +58,14 @@ export class ExpiryScan {
   ) {}
 
   start(log: Logger): void {
-    if (this.timer) return;
+    if (this.periodic.started) return;
     this.stopped = false;
-    const run = () => {
-      if (this.running) return;
-      this.running = this.scanNow()
-        .then(() => undefined)
-        .catch((err: unknown) => log.warn({ err }, "scanning keys' expiries for webhooks failed; retrying at the next interval"))
-        .finally(() => {
-          this.running = undefined;
-        });
-    };
-    this.timer = setInterval(run, SCAN_INTERVAL_MS);
-    this.timer.unref();
-    run();
+    this.periodic.start(() =>
+      this.scanNow().then(
+        () => undefined,
+        (err: unknown) => log.warn({ err }, "scanning keys' expiries for webhooks failed; retrying at the next interval"),
+      ),
+    );
   }
 
   /** One scan up to now (a catch-up when due); answers the deliveries written. */
@@ -98,9 +92,7 @@ export class ExpiryScan {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
-    await this.running;
+    await this.periodic.stop();
   }
 }
 

@@ -66,11 +66,11 @@ export async function keyAlertState(
 
 /**
  * Applies the passing of time to the expiry alerts (key.expiring, key.expired) of the keys of the workspaces with an
- * endpoint subscribed to one: the keys whose expiry, less their lead, fell in (`from`, `to`] (for a lead of 0: whose
+ * endpoint subscribed to a threshold event (those whose alerts the keys' triggers keep): the keys whose expiry, less their lead, fell in (`from`, `to`] (for a lead of 0: whose
  * expiry did), or with `catchUp`, every key whose expiry is within its lead of `to` and not more than a day past (what
  * passed while no process ran, or before an endpoint was created). At most `limit` keys, the earliest crossing first,
  * each locked while its alerts are applied (a change of the key waits, or is waited for, and its trigger decides the
- * same). A lead is the key's own, else its API's, else the default. Answers the keys applied, the deliveries written
+ * same). A lead is the key's own, else its API's, else the default (keyhaven_expiring_within of no key and no API). Answers the keys applied, the deliveries written
  * and the latest crossing applied (where a scan cut by `limit` goes on from).
  */
 export async function scanExpiries(
@@ -81,12 +81,11 @@ export async function scanExpiries(
   const lower = catchUp ? sql`${to}::bigint - 86400000` : sql`${from}::bigint + l.lead`;
   const rows = rowsOf<{ keys: string | number; deliveries: string | number | null; last: string | number | null }>(
     await db.execute(sql`with subscribed as (
-        select distinct e.workspace_id from webhook_endpoints e
-        where e.enabled and e.events && array['key.expiring', 'key.expiring.resolved', 'key.expired', 'key.expired.resolved']),
+        select distinct e.workspace_id from webhook_endpoints e where e.enabled and e.events && keyhaven_threshold_events()),
       leads as (
         select 0::bigint as lead
         union
-        select 604800000::bigint
+        select keyhaven_expiring_within(null, null)
         union
         select t.expiring_within_ms from ${alertThresholds} t
         where t.workspace_id in (select workspace_id from subscribed) and t.expiring_within_ms > 0),

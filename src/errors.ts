@@ -120,6 +120,27 @@ export type RefusalFacts = {
   // Webhooks: an endpoint's URL refused (not http(s), too long, a private address…) or its description, `problem`
   // naming the field.
   webhookInputRefused: { problem: string };
+  // Customer portals (core/portals): createSession's refusals, the exchange of a code, a portal session's own.
+  /** No such portal in the caller's workspace, or (masked as missing) no permission to mint its sessions. */
+  portalNotFound: Record<never, never>;
+  portalDisabled: Record<never, never>;
+  /** The root key may not grant `scope` on every API of the portal (its ceiling at mint time). */
+  portalScopeNotGrantable: { scope: string };
+  /** The portal session was not granted `scope`. */
+  portalScopeMissing: { scope: string };
+  /** An exchange code unknown, expired or already used. */
+  portalCodeInvalid: Record<never, never>;
+  /** A portal session token unknown, expired, revoked, or of a session that has ended. */
+  portalSessionInvalid: Record<never, never>;
+  /** A portal_session cookie sent empty. */
+  portalTokenMissing: Record<never, never>;
+  /** A portal's slug, name, URL or branding refused, `problem` naming the field. */
+  portalInputRefused: { problem: string };
+  /** A portal's slug taken in the workspace, or its API has a portal already. */
+  portalExists: { slug: string };
+  portalOfApiExists: { apiId: string };
+  /** getVerifications' window longer than a portal may read. */
+  portalWindowTooLarge: { days: number };
   // The workspace, deletion protection.
   workspaceDisabled: Record<never, never>;
   deleteProtected: { what: string; id: string };
@@ -262,5 +283,16 @@ export class DeleteProtectedError extends DomainError {
     readonly id: string,
   ) {
     super({ kind: "deleteProtected", what, id });
+  }
+}
+
+/**
+ * A customer portal's refusal (core/portals): each surface answers its kinds with its own words and statuses (v2: the
+ * portal error types of upstream; the portal page: a page).
+ */
+export class PortalRefusedError extends DomainError {
+  declare readonly refusal: Refusal;
+  constructor(refusal: Extract<Refusal, { kind: `portal${string}` }>) {
+    super(refusal);
   }
 }

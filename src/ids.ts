@@ -36,7 +36,9 @@ export type IdPrefix =
   | "dek"
   | "audit"
   | "wh"
-  | "msg";
+  | "msg"
+  | "pc"
+  | "ps";
 
 /** `<prefix>_<base58(4-byte seconds since 2023-11-14 ‖ 8 random bytes)>`: sortable by creation second. */
 export function newId(prefix: IdPrefix): string {

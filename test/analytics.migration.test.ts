@@ -9,9 +9,14 @@ import { test as it } from "./fixtures.js";
 
 /** What 0016 changed, undone: the primary key on the tags' text again, no digest, no function. */
 const UNDO_0016 = [
-  // The migrations after 0016 first, newest first (0025_alerts, 0024_webhooks, 0023_verification_log, 0022_key_last_used,
+  // The migrations after 0016 first, newest first (0026_portals, 0025_alerts, 0024_webhooks, 0023_verification_log, 0022_key_last_used,
   // 0021_console_key_search, 0020_console_sessions, 0019_pending_keys, 0018_idempotency_keys, 0017_audit_log), so that
   // 0016 is the last applied. (0019 made keys.hash nullable; no key here lacks one, so it is set back.)
+  `drop trigger identities_end_portal_sessions on identities`,
+  `drop function keyhaven_end_portal_sessions_of_identities()`,
+  `drop table portal_sessions`,
+  `drop table portals`,
+  `delete from drizzle.__drizzle_migrations where created_at = (select max(created_at) from drizzle.__drizzle_migrations)`,
   `drop trigger keys_alerts_inserted on keys`,
   `drop trigger keys_alerts_updated on keys`,
   `drop trigger keys_credits_start on keys`,

@@ -105,7 +105,7 @@ describe("the import graph of src/", () => {
 // Issue 35 §1: the core receives a Caller and the surface's rules, never a protocol name. The one place a surface's
 // name stands in the core is the Caller's `origin.surface`, which the audit log records and nothing branches on.
 describe("no protocol names in the core", () => {
-  const SURFACE_TYPE = 'export type Surface = "v1" | "v2" | "operator" | "cli" | "worker" | "console";';
+  const SURFACE_TYPE = 'export type Surface = "v1" | "v2" | "operator" | "cli" | "worker" | "console" | "portal";';
   test('src/core names no protocol ("v1"/"v2" literals or a *Dialect type), but for the Surface an entry records', () => {
     const files = (readdirSync("src/core", { recursive: true }) as string[]).filter((f) => f.endsWith(".ts"));
     expect(files.length).toBeGreaterThan(0);

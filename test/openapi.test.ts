@@ -81,10 +81,12 @@ describe("GET /openapi.json", () => {
       if (rpc.method === "POST") {
         expect(op.requestBody.content["application/json"].schema, rpc.path).toEqual(inputJsonSchema(rpc.input));
         // v2 refuses unknown fields on every body but identities.createIdentity's, keys.rerollKey's,
-        // analytics.getVerifications' and multiLimit's (an array of objects that are not closed either) (contract §1.3).
+        // analytics.getVerifications' and multiLimit's (an array of objects that are not closed either) (contract §1.3),
+        // and portal.rerollKey's (keys.rerollKey's schema, upstream's research appendix §4).
         const open = [
           "/v2/identities.createIdentity",
           "/v2/keys.rerollKey",
+          "/v2/portal.rerollKey",
           "/v2/analytics.getVerifications",
           "/v2/ratelimit.multiLimit",
         ].includes(rpc.path);

@@ -6,7 +6,7 @@ import type { Principal } from "./principal.js";
  * Who acts: a root key (v1, v2), the operator's admin token, the import worker, a CLI command, keyhaven itself
  * (`system`: the Unkey fallback adopting a key a verification presented); later a console or a portal session. `name` is what a person reads in the audit log (a root key's name, else its id); never a secret.
  */
-export type ActorKind = "root_key" | "operator" | "worker" | "cli" | "system";
+export type ActorKind = "root_key" | "operator" | "worker" | "cli" | "system" | "portal_session";
 export type Actor = { readonly kind: ActorKind; readonly id: string; readonly name: string };
 
 /** The operator (KEYHAVEN_ADMIN_TOKEN) as the audit log names it: never the token. */
@@ -16,7 +16,7 @@ export const OPERATOR: Actor = { kind: "operator", id: "admin", name: "operator"
  * Where a change came from, as the audit log records it. `surface` is recorded, never branched on: no core function
  * decides anything by it.
  */
-export type Surface = "v1" | "v2" | "operator" | "cli" | "worker" | "console";
+export type Surface = "v1" | "v2" | "operator" | "cli" | "worker" | "console" | "portal";
 export type Origin = {
   readonly surface: Surface;
   readonly requestId?: string | undefined;

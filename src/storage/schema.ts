@@ -703,3 +703,74 @@ export const keyAlerts = pgTable(
   },
   (t) => [primaryKey({ columns: [t.keyId, t.kind] }), index("key_alerts_kind_idx").on(t.kind, t.untilM)],
 );
+
+/**
+ * A customer portal (issue 39): the page where a team's own customers see and reroll their keys and read their usage,
+ * over one API (its keyspace; upstream's `key_auth_id`, unique as there: one portal per API). `slug`: 3–64 lowercase
+ * letters, digits and single hyphens, unique in the workspace; createSession names a portal by id or slug. `enabled`:
+ * a disabled portal mints no session and its sessions stop working. Branding (title, accent colour, logo) and the
+ * default return link are shown on the portal page; none is a secret.
+ */
+export const portals = pgTable(
+  "portals",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id")
+      .notNull()
+      .references(() => workspaces.id, { onDelete: "cascade" }),
+    apiId: text("api_id")
+      .notNull()
+      .references(() => apis.id, { onDelete: "cascade" }),
+    slug: text("slug").notNull(),
+    name: text("name").notNull(),
+    returnUrl: text("return_url"),
+    brandingTitle: text("branding_title"),
+    accentColor: text("accent_color"),
+    logoUrl: text("logo_url"),
+    enabled: boolean("enabled").notNull().default(true),
+    createdAtM: ms("created_at_m").notNull(),
+    updatedAtM: ms("updated_at_m"),
+  },
+  (t) => [uniqueIndex("portals_workspace_slug_idx").on(t.workspaceId, t.slug), uniqueIndex("portals_api_idx").on(t.apiId)],
+);
+
+/**
+ * A portal session (upstream's `portal_sessions`): minted by a root key (createSession) for one end user
+ * (`external_id`) with the scopes granted, over the portal's API. Only hashes are kept (sha256, base64, as keys'):
+ * of the exchange code (`pst_…`, single use, 15 minutes) and of the access token it is exchanged for (`pat_…`,
+ * 24 hours). It ends when its token expires, when `revoked_at_m` is set (sign-out; the end user's identity deleted),
+ * when the root key that minted it is deleted (cascade), and when the portal is deleted (cascade) or disabled.
+ */
+export const portalSessions = pgTable(
+  "portal_sessions",
+  {
+    id: text("id").primaryKey(),
+    workspaceId: text("workspace_id").notNull(),
+    portalId: text("portal_id")
+      .notNull()
+      .references(() => portals.id, { onDelete: "cascade" }),
+    externalId: text("external_id").notNull(),
+    scopes: text("scopes").array().notNull(),
+    /** The APIs (keyspaces) the session may see: the portal's, at mint time. */
+    apiIds: text("api_ids").array().notNull(),
+    preview: boolean("preview").notNull().default(false),
+    returnUrl: text("return_url"),
+    mintedBy: text("minted_by")
+      .notNull()
+      .references(() => rootKeys.id, { onDelete: "cascade" }),
+    codeHash: text("code_hash").notNull(),
+    codeExpiresAtM: ms("code_expires_at_m").notNull(),
+    tokenHash: text("token_hash"),
+    tokenCreatedAtM: ms("token_created_at_m"),
+    tokenExpiresAtM: ms("token_expires_at_m"),
+    revokedAtM: ms("revoked_at_m"),
+    createdAtM: ms("created_at_m").notNull(),
+  },
+  (t) => [
+    uniqueIndex("portal_sessions_code_hash_idx").on(t.codeHash),
+    uniqueIndex("portal_sessions_token_hash_idx").on(t.tokenHash),
+    index("portal_sessions_portal_idx").on(t.portalId),
+    index("portal_sessions_minted_by_idx").on(t.mintedBy),
+    index("portal_sessions_external_id_idx").on(t.workspaceId, t.externalId),
+  ],
+);

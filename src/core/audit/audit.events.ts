@@ -46,6 +46,12 @@ export const AUDIT_EVENTS = [
   "webhook.update",
   "webhook.delete",
   "webhook.replay_delivery",
+  "portal.create",
+  "portal.update",
+  "portal.delete",
+  "portal.create_session",
+  "portal.exchange_code",
+  "portal.sign_out",
 ] as const;
 
 export type AuditEvent = (typeof AUDIT_EVENTS)[number];

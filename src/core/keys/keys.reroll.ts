@@ -8,8 +8,16 @@ import { updateKeyColumns } from "../../storage/keys/keys.update.repository.js";
 import { findKeyToReroll, insertRerolledKey } from "../../storage/keys/keys.writes.repository.js";
 import { type CreatedKey, type CreateKeyServices, type KeyFormat, newKeyMaterial } from "./keys.create.js";
 
-/** A reroll: the key to replace, and how long (ms) it keeps verifying; 0: it expires now. */
-export type RerollKeyCommand = { keyId: string; expiration: number };
+/**
+ * A reroll: the key to replace, and how long (ms) it keeps verifying; 0: it expires now. `ownedBy`: only a key of
+ * this identity in one of these APIs may be replaced (a portal session's end user and keyspaces), any other is not
+ * found, checked again under the transaction's lock.
+ */
+export type RerollKeyCommand = {
+  keyId: string;
+  expiration: number;
+  ownedBy?: { identityId: string; apiIds: readonly string[] } | undefined;
+};
 
 const MINUTE = 60_000;
 
@@ -32,7 +40,7 @@ export async function rerollKey(
   const { workspaceId } = caller;
   // The checks first, outside the transaction (a data key may have to be unwrapped); the transaction reads it again.
   const old = await findKeyToReroll(db, workspaceId, input.keyId, false);
-  if (!old) throw new NotFoundError("key", input.keyId);
+  if (!old || !ownedAsAsked(old, input)) throw new NotFoundError("key", input.keyId);
   requirePermission(caller, keyPermission(caller.access, workspaceId, old.apiId, null, "create_key"));
   const api = await services.apiSettings.find(workspaceId, old.apiId);
   if (!api) throw new NotFoundError("key", input.keyId);
@@ -48,7 +56,7 @@ export async function rerollKey(
   const { key, start } = newKeyMaterial(format, prefix, prefix, api.defaultBytes ?? 16);
   await services.changes.change(caller, async (tx, record) => {
     const locked = await findKeyToReroll(tx, workspaceId, input.keyId, true);
-    if (!locked) throw new NotFoundError("key", input.keyId);
+    if (!locked || !ownedAsAsked(locked, input)) throw new NotFoundError("key", input.keyId);
     const now = services.clock.now();
     await insertRerolledKey(tx, {
       row: {
@@ -92,4 +100,8 @@ export async function rerollKey(
   // Remembered once the row that wraps it is stored (core/changes.ts afterCommit).
   if (dataKey?.newRow) services.changes.afterCommit(caller, () => keyring.remember(dataKey));
   return { keyId, key };
+}
+
+function ownedAsAsked(key: { identityId: string | null; apiId: string }, { ownedBy }: RerollKeyCommand): boolean {
+  return ownedBy === undefined || (key.identityId === ownedBy.identityId && ownedBy.apiIds.includes(key.apiId));
 }

@@ -307,3 +307,24 @@ export async function findIdentityId(db: Db, workspaceId: string, externalId: st
   );
   return row?.id;
 }
+
+/**
+ * Verification counts per outcome and UTC minute of an end user (`externalId`, as each event of the raw log carries
+ * it), optionally one key's, in [from, to): a portal's minute buckets (the hourly counts are too coarse for them).
+ * The chunks that end before `from` are skipped by their index.
+ */
+export async function minuteVerificationsOfExternalId(
+  db: Db,
+  q: { workspaceId: string; externalId: string; keyId?: string | undefined; from: number; to: number },
+): Promise<{ minute: number; outcome: string; count: number }[]> {
+  const rows = rowsOf<{ minute: string | number; outcome: string; count: string | number }>(
+    await db.execute(sql`
+      select (l.time_m - mod(l.time_m, 60000::int8))::int8 as minute, l.outcome, count(*)::int8 as count
+      from key_verifications_log l
+      where l.workspace_id = ${q.workspaceId} and l.chunk_to_m >= ${q.from}::bigint
+        and l.external_id = ${q.externalId} and l.time_m >= ${q.from}::bigint and l.time_m < ${q.to}::bigint
+        ${q.keyId === undefined ? sql`` : sql`and l.key_id = ${q.keyId}`}
+      group by 1, 2`),
+  );
+  return rows.map((r) => ({ minute: Number(r.minute), outcome: r.outcome, count: Number(r.count) }));
+}

@@ -131,6 +131,18 @@ const V1_WORDING: { [K in RefusalKind]: (facts: RefusalFacts[K]) => string } = {
 
   workspaceDisabled: () => "workspace is disabled",
   deleteProtected: ({ what, id }) => `${what} ${id} is protected from deletions`,
+  // v1 has no portal routes; these are never answered there.
+  portalExists: ({ slug }) => `portal ${slug} exists`,
+  portalOfApiExists: ({ apiId }) => `api ${apiId} has a portal`,
+  portalNotFound: () => "portal not found",
+  portalDisabled: () => "portal is disabled",
+  portalScopeNotGrantable: ({ scope }) => `cannot grant the ${scope} scope`,
+  portalScopeMissing: ({ scope }) => `missing scope ${scope}`,
+  portalCodeInvalid: () => "portal session code is invalid, expired or used",
+  portalSessionInvalid: () => "portal session is invalid or has expired",
+  portalTokenMissing: () => "portal session token missing",
+  portalInputRefused: ({ problem }) => problem,
+  portalWindowTooLarge: ({ days }) => `window longer than ${days} days`,
 };
 
 /**

@@ -176,6 +176,12 @@ export async function registerOpenApi(
             scheme: "bearer",
             description: "The operator token KEYHAVEN_ADMIN_TOKEN; without it configured, operator routes answer 403.",
           },
+          portalSession: {
+            type: "apiKey",
+            in: "cookie",
+            name: "portal_session",
+            description: "A customer portal session's access token (v2 portal.exchangeCode), on the portal routes only.",
+          },
         },
         schemas: Object.assign(errorComponents(), ...others.map((part) => part.components)),
       },

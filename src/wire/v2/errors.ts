@@ -7,6 +7,7 @@ import {
   NotFoundError,
   PermissionDeniedError,
   type PermissionQuery,
+  PortalRefusedError,
   PreconditionFailedError,
   type Refusal,
   type RefusalFacts,
@@ -27,6 +28,8 @@ export type V2ErrorCode =
   | "unkey/authentication/missing"
   | "unkey/authentication/malformed"
   | "unkey/authentication/key_not_found"
+  | "unkey/authentication/portal_session_not_found"
+  | "unkey/authentication/portal_token_missing"
   | "unkey/authorization/forbidden"
   | "unkey/authorization/insufficient_permissions"
   | "unkey/authorization/workspace_disabled"
@@ -156,6 +159,7 @@ const NOT_FOUND_DETAIL: Record<string, string> = {
   migration: "The requested Migration does not exist or has been deleted.",
   webhook: "The requested webhook does not exist or has been deleted.",
   webhookDelivery: "The requested webhook delivery does not exist.",
+  portal: "Portal not found.",
 };
 
 /** v2's words for the refusals its routes can meet so far (the rest fall back to the core's neutral text). */
@@ -284,6 +288,17 @@ const V2_WORDING: { [K in RefusalKind]: (facts: RefusalFacts[K]) => string } = {
   keyOrOwnerRequired: () => "keyId or ownerId must be provided",
   workspaceDisabled: () => "workspace is disabled",
   deleteProtected: ({ what, id }) => `${what} ${id} is protected from deletions`,
+  portalExists: ({ slug }) => `A portal with slug '${slug}' already exists in this workspace.`,
+  portalOfApiExists: ({ apiId }) => `The API ${apiId} has a portal already; update or delete that one.`,
+  portalNotFound: () => "Portal not found.",
+  portalDisabled: () => "Portal is disabled.",
+  portalScopeNotGrantable: ({ scope }) => `You do not have permission to grant the ${JSON.stringify(scope)} scope to a portal session.`,
+  portalScopeMissing: ({ scope }) => `Missing permission: '${scope}'`,
+  portalCodeInvalid: () => "Session is invalid, expired, or has already been used.",
+  portalSessionInvalid: () => "The portal session is invalid or has expired.",
+  portalTokenMissing: () => "A valid portal session token is required.",
+  portalInputRefused: ({ problem }) => problem,
+  portalWindowTooLarge: ({ days }) => `The requested time window is too large. The maximum window is ${days} days.`,
 };
 
 /** A list of names as these words quote it (JSON). */
@@ -353,8 +368,30 @@ function flat(query: PermissionQuery): string {
   return query.or.map(flat).join(" or ");
 }
 
+/** The status and type of each portal refusal, as upstream answers them (its error middleware, not its docs). */
+const PORTAL_ANSWERS: {
+  [K in Exclude<RefusalKind, "portalExists" | "portalOfApiExists"> as K extends `portal${string}` ? K : never]: {
+    status: number;
+    code: V2ErrorCode;
+  };
+} = {
+  portalNotFound: { status: 404, code: "unkey/data/portal_not_found" },
+  portalDisabled: { status: 403, code: "unkey/authorization/forbidden" },
+  portalScopeNotGrantable: { status: 403, code: "unkey/authorization/insufficient_permissions" },
+  portalScopeMissing: { status: 403, code: "unkey/authorization/insufficient_permissions" },
+  portalCodeInvalid: { status: 401, code: "unkey/authentication/portal_session_not_found" },
+  portalSessionInvalid: { status: 401, code: "unkey/authentication/portal_session_not_found" },
+  portalTokenMissing: { status: 400, code: "unkey/authentication/portal_token_missing" },
+  portalInputRefused: { status: 400, code: "unkey/application/invalid_input" },
+  portalWindowTooLarge: { status: 400, code: "unkey/application/invalid_input" },
+};
+
 /** The v2 answer to a core error. */
 export function v2ErrorOf(err: DomainError): V2Error {
+  if (err instanceof PortalRefusedError) {
+    const { status, code } = PORTAL_ANSWERS[err.refusal.kind as keyof typeof PORTAL_ANSWERS];
+    return new V2Error(status, code, v2Words(err), status === 400 ? [] : undefined);
+  }
   if (err instanceof UnauthenticatedError) {
     if (err.reason === "missing") {
       return new V2Error(400, "unkey/application/invalid_input", "Authorization header for 'bearer' scheme", [

@@ -77,7 +77,7 @@ export function v2Operation(rpc: V2Rpc, schema: Record<string, unknown> & { resp
     summary: `v2 ${operationName(rpc)}`,
     description: rpc.summary,
     tags: [v2TagOf(rpc)],
-    security: rpc.auth === "none" ? [] : [{ rootKey: [] }],
+    security: rpc.auth === "none" ? [] : rpc.auth === "portalSession" ? [{ portalSession: [] }] : [{ rootKey: [] }],
     response,
   };
 }

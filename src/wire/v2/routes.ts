@@ -52,6 +52,16 @@ import { limit } from "./ratelimit/v2.ratelimit.limit.js";
 import { listOverrides } from "./ratelimit/v2.ratelimit.listOverrides.js";
 import { multiLimit } from "./ratelimit/v2.ratelimit.multiLimit.js";
 import { setOverride } from "./ratelimit/v2.ratelimit.setOverride.js";
+import { createSession } from "./portal/v2.portal.createSession.js";
+import { exchangeCode } from "./portal/v2.portal.exchangeCode.js";
+import { listKeys as listPortalKeys } from "./portal/v2.portal.listKeys.js";
+import { rerollKey as rerollPortalKey } from "./portal/v2.portal.rerollKey.js";
+import { getVerifications as getPortalVerifications } from "./portal/v2.portal.getVerifications.js";
+import { createPortal } from "./keyhaven/v2.keyhaven.createPortal.js";
+import { getPortal } from "./keyhaven/v2.keyhaven.getPortal.js";
+import { listPortals } from "./keyhaven/v2.keyhaven.listPortals.js";
+import { updatePortal } from "./keyhaven/v2.keyhaven.updatePortal.js";
+import { deletePortal } from "./keyhaven/v2.keyhaven.deletePortal.js";
 import type { V2Rpc } from "./rpc.js";
 
 /** Every v2 RPC keyhaven serves so far, by service (issue 14 adds the rest). */
@@ -103,6 +113,12 @@ export const v2Rpcs: V2Rpc[] = [
   deleteOverride,
   // analytics
   getVerifications,
+  // portal (customer portal sessions)
+  createSession,
+  exchangeCode,
+  listPortalKeys,
+  rerollPortalKey,
+  getPortalVerifications,
   // keyhaven's extensions
   createMigration,
   listAuditLogs,
@@ -117,4 +133,9 @@ export const v2Rpcs: V2Rpc[] = [
   replayWebhookDelivery,
   getAlertThresholds,
   setAlertThresholds,
+  createPortal,
+  getPortal,
+  listPortals,
+  updatePortal,
+  deletePortal,
 ];

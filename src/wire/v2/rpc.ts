@@ -10,6 +10,8 @@ import type { Caller, Origin } from "../../core/caller.js";
 import { secretsEqual } from "../../crypto/hash.js";
 import { originOf } from "../../http/origin.js";
 import { v2Caller } from "./caller.js";
+import { parseCookie } from "cookie";
+import { type PortalSession, portalSessionCaller, resolvePortalSession } from "../../core/portals/portals.sessions.js";
 import { handleOnce, IdempotentAnswer, type IdempotencyRefusals, idempotencyKeyOf } from "../idempotency.js";
 
 /** Idempotency-Key's refusals in v2's problem+json (wire/idempotency.ts). */
@@ -31,9 +33,11 @@ const V2_IDEMPOTENCY_REFUSALS: IdempotencyRefusals = {
  *   as v1's kind of that name (wire/v1/rpc.ts, RootKeyAuthenticator.authorizeWrite).
  * - "rootKeyOrOperator": a root key as "rootKey", or the operator's token (KEYHAVEN_ADMIN_TOKEN, when set) in the same
  *   header; the handler gets `ctx.by`, which of the two called (keyhaven.listAuditLogs).
- * - "none": anybody (liveness).
+ * - "portalSession": a customer portal's session, by the `portal_session` cookie the v2 SDK's portal methods send (never
+ *   a root key: any Authorization header is refused); the handler gets `ctx.session` and its caller.
+ * - "none": anybody (liveness, portal.exchangeCode).
  */
-export type V2AuthKind = "rootKey" | "rootKeyCheckedByWrite" | "rootKeyAtEpoch" | "rootKeyOrOperator" | "none";
+export type V2AuthKind = "rootKey" | "rootKeyCheckedByWrite" | "rootKeyAtEpoch" | "rootKeyOrOperator" | "portalSession" | "none";
 
 /** Who called a "rootKeyOrOperator" route: a root key (with its caller), or the operator, from `origin`. */
 export type RootKeyOrOperator =
@@ -50,7 +54,9 @@ export type V2Context<A extends V2AuthKind> = {
     ? { rootKeyAt: (epoch: bigint | undefined) => Promise<RootKeyAuth> }
     : A extends "rootKeyOrOperator"
       ? { by: RootKeyOrOperator }
-      : Record<never, never>);
+      : A extends "portalSession"
+        ? { session: PortalSession; caller: Caller }
+        : Record<never, never>);
 
 /** What a v2 handler returns: the envelope's `data`, and `pagination` on the list routes. */
 export type V2Answer<O extends z.ZodType> = { data: z.input<O>; pagination?: { cursor?: string; hasMore: boolean } };
@@ -138,6 +144,36 @@ async function authenticateRootKeyOrOperator(deps: Services, req: FastifyRequest
   return { kind: "rootKey", rootKey, caller: v2Caller(deps, req, rootKey) };
 }
 
+/** The cookie a portal session authenticates with (upstream's OpenAPI security scheme `portalSession`). */
+export const PORTAL_SESSION_COOKIE = "portal_session";
+
+/**
+ * A "portalSession" route's session: the `portal_session` cookie's access token, resolved by the core. A request
+ * with an Authorization header is refused whatever it holds, so a root key never acts on these routes (and, the
+ * other way round, this cookie authenticates no root-key route: they read the Authorization header only).
+ */
+async function authenticatePortalSession(deps: Services, req: FastifyRequest): Promise<PortalSession> {
+  if (req.headers.authorization !== undefined) {
+    throw new V2Error(
+      400,
+      "unkey/authentication/malformed",
+      "Portal routes authenticate with the portal_session cookie only; a request with an Authorization header is refused.",
+      [],
+    );
+  }
+  const token = parseCookie(req.headers.cookie ?? "")[PORTAL_SESSION_COOKIE];
+  if (token === undefined) {
+    throw new V2Error(400, "unkey/application/invalid_input", `API Key ${PORTAL_SESSION_COOKIE} not found in cookies`, [
+      {
+        location: "security",
+        message: "API Key not found in http request cookies for security scheme 'apiKey' with type 'cookie'",
+        fix: `Submit an API Key '${PORTAL_SESSION_COOKIE}' as a cookie with the request`,
+      },
+    ]);
+  }
+  return resolvePortalSession(deps, token.trim());
+}
+
 /** The token of v2's `Authorization: Bearer` header, or v2's 400 for a header that is absent or malformed. */
 function bearerTokenV2(authorization: string | undefined): string {
   const header = (authorization ?? "").trim();
@@ -184,6 +220,10 @@ export function registerV2Rpc(app: FastifyInstance, deps: Services, rpc: V2Rpc):
           principal = { rootKeyAt: (epoch: bigint | undefined) => deps.rootKeys.authenticate(token, epoch) };
         }
         if (rpc.auth === "rootKeyOrOperator") principal = { by: await authenticateRootKeyOrOperator(deps, req) };
+        if (rpc.auth === "portalSession") {
+          const session = await authenticatePortalSession(deps, req);
+          principal = { session, caller: portalSessionCaller(session, originOf("v2", deps.config.trustProxy, req)) };
+        }
         // Object.assign, not `{ ...base, ...principal }` (CONTRIBUTING.md, conventions).
         const handle = (principal: object) => rpc.handler(req.body, Object.assign({}, base, principal) as V2Context<V2AuthKind>);
         // With an Idempotency-Key, the answer is stored with the change, or replayed (wire/idempotency.ts).

@@ -292,7 +292,7 @@ export class DeleteProtectedError extends DomainError {
  */
 export class PortalRefusedError extends DomainError {
   declare readonly refusal: Refusal;
-  constructor(refusal: Extract<Refusal, { kind: `portal${string}` }>) {
+  constructor(refusal: Exclude<Extract<Refusal, { kind: `portal${string}` }>, { kind: "portalExists" | "portalOfApiExists" }>) {
     super(refusal);
   }
 }

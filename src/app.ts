@@ -11,7 +11,7 @@ import { registerMetrics } from "./http/metrics.js";
 import { acceptJsonBodies, answerInEnvelope, answerNoRoute } from "./http/surface.js";
 import { registerOpenApi } from "./wire/v1/openapi.js";
 import { newId } from "./ids.js";
-import { serializeError } from "./log.js";
+import { serializeError, serializeRequest } from "./log.js";
 import { rpcs } from "./wire/v1/routes.js";
 import { v1Surface } from "./wire/v1/surface.js";
 import { v2OpenApi } from "./wire/v2/openapi.js";
@@ -62,7 +62,8 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
             // Secrets travel in headers and bodies; neither is logged, and these paths are redacted in case.
             redact: ["req.headers.authorization", "req.headers.cookie"],
             // A failed query's error carries its parameters (key hashes, ciphertexts): logged without them.
-            serializers: { err: serializeError },
+            // A URL's query may carry a credential (the portal page's `?code=`): logged with those values redacted.
+            serializers: { err: serializeError, req: serializeRequest },
           },
     // Each route sets its own (rpc.ts); this bounds the routes that are not RPCs.
     bodyLimit: HOST_BODY_LIMIT,
@@ -165,7 +166,14 @@ async function registerConsole(app: FastifyInstance, deps: Services): Promise<vo
  */
 export async function buildConsoleApp({ deps, logger = false }: BuildAppOptions): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: logger === false ? false : { ...(typeof logger === "object" ? logger : {}), redact: ["req.headers.cookie"] },
+    logger:
+      logger === false
+        ? false
+        : {
+            ...(typeof logger === "object" ? logger : {}),
+            redact: ["req.headers.cookie"],
+            serializers: { err: serializeError, req: serializeRequest },
+          },
     bodyLimit: HOST_BODY_LIMIT,
     genReqId: () => newId("req"),
     requestIdHeader: false,

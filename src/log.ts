@@ -44,3 +44,25 @@ export function describeUnexpected(err: unknown): string {
   }
   return "unexpected error";
 }
+
+/** Query parameters whose value may be a credential: the portal page's exchange code (`?code=pst_…`), and the like. */
+const SECRET_QUERY_PARAMETER = /([?&](?:code|token|access_token|key|secret)=)[^&#]*/gi;
+
+/** A request's URL as it may be logged: the values of query parameters that may be credentials replaced. */
+export function loggableUrl(url: string): string {
+  return url.replace(SECRET_QUERY_PARAMETER, "$1[redacted]");
+}
+
+/**
+ * pino's `req` serializer: Fastify's fields (method, url, host, remote address and port), the URL through
+ * loggableUrl (a portal link carries its single-use code in the query string).
+ */
+export function serializeRequest(req: {
+  method: string;
+  url: string;
+  host?: string;
+  ip?: string;
+  socket?: { remotePort?: number | undefined } | undefined;
+}) {
+  return { method: req.method, url: loggableUrl(req.url), host: req.host, remoteAddress: req.ip, remotePort: req.socket?.remotePort };
+}

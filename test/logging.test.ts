@@ -64,6 +64,31 @@ describe.each(["trace", "debug"] as const)("logs at LOG_LEVEL=%s", (level) => {
     const rootKey = await call("POST", "/v1/rootKeys.createRootKey", { workspaceId: t.workspaceId, permissions: ["*"] }, ADMIN_TOKEN);
     expect(rootKey.status).toBe(200);
     secrets.push(rootKey.body.key);
+    // A customer portal session: its link's code is in a URL (the portal page's), its token in a cookie.
+    expect(
+      (await call("POST", "/v2/keyhaven.createPortal", { apiId: api.body.apiId, slug: "logged-portal", name: "Logged" }, t.rootKey)).status,
+    ).toBe(200);
+    const session = await call(
+      "POST",
+      "/v2/portal.createSession",
+      { portal: "logged-portal", externalId: "logged_user", scopes: ["keys:read"] },
+      t.rootKey,
+    );
+    expect(session.status).toBe(200);
+    const code = new URL(session.body.data.url).searchParams.get("code")!;
+    secrets.push(code);
+    requestIds.push((await app.inject({ method: "GET", url: `/portal/?code=${code}` })).headers["unkey-request-id"] as string);
+    const exchanged = await call("POST", "/v2/portal.exchangeCode", { code });
+    expect(exchanged.status).toBe(200);
+    secrets.push(exchanged.body.data.accessToken);
+    const listed = await app.inject({
+      method: "POST",
+      url: "/v2/portal.listKeys",
+      headers: { "content-type": "application/json", cookie: `portal_session=${exchanged.body.data.accessToken}` },
+      payload: "{}",
+    });
+    expect(listed.statusCode).toBe(200);
+    requestIds.push(listed.headers["unkey-request-id"] as string);
     // Refusals: a wrong root key, a wrong admin token, an unknown path.
     expect((await call("POST", "/v1/apis.createApi", { name: "refused" }, `${t.rootKey}x`)).status).toBe(403);
     expect((await call("POST", "/v1/workspaces.createWorkspace", { name: "refused" }, `${ADMIN_TOKEN}x`)).status).toBe(403);

@@ -1,6 +1,7 @@
 import { NotFoundError, PortalRefusedError } from "../../errors.js";
 import {
   findIdentityId,
+  keyIdsOfIdentity,
   minuteVerificationsOfExternalId,
   outcomeCounters,
   queryVerifications,
@@ -68,6 +69,9 @@ const HOUR = 3_600_000;
 const DAY = 86_400_000;
 /** The longest window a portal may read (upstream: the workspace's log retention, 30 days on its tests' plan). */
 export const PORTAL_MAX_WINDOW_DAYS = 30;
+
+/** An end user's keys whose counts are read by key id (beyond it, by the identity over the workspace's rows). */
+const MAX_KEYS_READ_BY_ID = 1_000;
 
 /** The bucket of a window (upstream's): minutes up to 3 hours, hours up to 4 days, else days. */
 export function portalBucket(windowMs: number): number {
@@ -143,10 +147,14 @@ export async function portalVerifications(
   }
   const identityId = await findIdentityId(services.db, session.workspaceId, session.externalId);
   if (identityId === undefined) return [...points.values()];
+  // By the user's keys (the counts' primary key), unless it has more than any page would list: then by its identity.
+  const ownKeys =
+    keyId === undefined ? await keyIdsOfIdentity(services.db, session.workspaceId, identityId, MAX_KEYS_READ_BY_ID + 1) : [keyId];
+  if (ownKeys.length === 0) return [...points.values()];
   const rows = await queryVerifications(services.db, {
     workspaceId: session.workspaceId,
     identityId,
-    keyIds: keyId === undefined ? undefined : [keyId],
+    keyIds: ownKeys.length > MAX_KEYS_READ_BY_ID ? undefined : ownKeys,
     from: startTime - mod(startTime, HOUR),
     to: endTime - 1,
     time: "hour",

@@ -328,3 +328,14 @@ export async function minuteVerificationsOfExternalId(
   );
   return rows.map((r) => ({ minute: Number(r.minute), outcome: r.outcome, count: Number(r.count) }));
 }
+
+/**
+ * The ids of an identity's keys, deleted ones too (their counts stay its), at most `limit`: what lets a count of one
+ * end user's verifications read `verification_counts` by its primary key (key, hour) instead of a workspace's rows.
+ */
+export async function keyIdsOfIdentity(db: Db, workspaceId: string, identityId: string, limit: number): Promise<string[]> {
+  const rows = rowsOf<{ id: string }>(
+    await db.execute(sql`select id from keys where identity_id = ${identityId} and workspace_id = ${workspaceId} limit ${limit}`),
+  );
+  return rows.map((r) => r.id);
+}

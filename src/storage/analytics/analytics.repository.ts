@@ -339,3 +339,12 @@ export async function keyIdsOfIdentity(db: Db, workspaceId: string, identityId: 
   );
   return rows.map((r) => r.id);
 }
+
+/** How many verifications the raw log holds for a workspace in [from, to), by its chunks (their index; no event read). */
+export async function countLogEvents(db: Db, workspaceId: string, from: number, to: number): Promise<number> {
+  const [row] = rowsOf<{ n: string | number }>(
+    await db.execute(sql`select coalesce(sum(n), 0)::int8 as n from key_verification_chunks
+      where workspace_id = ${workspaceId} and to_m >= ${from}::bigint and from_m < ${to}::bigint`),
+  );
+  return Number(row?.n ?? 0);
+}

@@ -32,6 +32,8 @@ COPY package.json ./
 COPY bin ./bin
 COPY --from=build /app/dist ./dist
 COPY migrations ./migrations
+# The console's and the portal's own script and style sheets, read at start beside dist/ (src/console/assets.ts).
+COPY assets ./assets
 RUN mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]

@@ -1,4 +1,6 @@
+import { readdirSync, readFileSync } from "node:fs";
 import { BlockList } from "node:net";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { CONFIG_VARIABLES } from "../src/config.js";
@@ -249,6 +251,18 @@ describe("Dockerfile", () => {
     expect(final).toMatch(/^COPY bin \.\/bin/m);
     expect(final).toMatch(/^COPY migrations \.\/migrations/m);
     expect(final).toMatch(/^EXPOSE 8080/m);
+  });
+
+  it("copies every directory the compiled code reads beside dist/ (migrations, assets, package.json)", () => {
+    // Each `new URL("../…", import.meta.url)` of src/ names a file outside dist/ that the image must hold.
+    const tops = (readdirSync("src", { recursive: true }) as string[])
+      .filter((f) => /\.tsx?$/.test(f))
+      .flatMap((f) => [...readFileSync(join("src", f), "utf8").matchAll(/new URL\("((?:\.\.\/)+)([^/"]+)/g)].map((m) => m[2]!));
+    expect(tops.length).toBeGreaterThan(0);
+    for (const top of new Set(tops)) {
+      const copied = new RegExp(`^COPY (--from=\\w+ \\/app\\/)?${top.replace(".", "\\.")}\\b`, "m");
+      expect(final, `the image lacks ${top}, which the code reads at run time`).toMatch(copied);
+    }
   });
 
   it("keeps local state and dependencies out of the build context", () => {

@@ -14,6 +14,7 @@ CREATE TABLE "portal_sessions" (
 	"token_created_at_m" bigint,
 	"token_expires_at_m" bigint,
 	"revoked_at_m" bigint,
+	"rerolls" integer DEFAULT 0 NOT NULL,
 	"created_at_m" bigint NOT NULL
 );
 --> statement-breakpoint

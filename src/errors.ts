@@ -139,6 +139,8 @@ export type RefusalFacts = {
   /** A portal's slug taken in the workspace, or its API has a portal already. */
   portalExists: { slug: string };
   portalOfApiExists: { apiId: string };
+  /** A portal session that has rerolled as many keys as one session may. */
+  portalRerollsSpent: { max: number };
   /** getVerifications' window longer than a portal may read. */
   portalWindowTooLarge: { days: number };
   // The workspace, deletion protection.

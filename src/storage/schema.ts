@@ -764,6 +764,8 @@ export const portalSessions = pgTable(
     tokenCreatedAtM: ms("token_created_at_m"),
     tokenExpiresAtM: ms("token_expires_at_m"),
     revokedAtM: ms("revoked_at_m"),
+    /** Keys rerolled through this session: at most MAX_REROLLS_PER_SESSION (core/portals/portals.access.ts). */
+    rerolls: integer("rerolls").notNull().default(0),
     createdAtM: ms("created_at_m").notNull(),
   },
   (t) => [

@@ -8,6 +8,7 @@ import {
   queryVerifications,
 } from "../../storage/analytics/analytics.repository.js";
 import type { Db } from "../../storage/client.js";
+import { spendPortalReroll } from "../../storage/portals/portals.repository.js";
 import { type ApiKeysPage, type ListApiKeysRules, listApiKeys } from "../apis/apis.core.js";
 import type { Caller } from "../caller.js";
 import { rerollKey } from "../keys/keys.reroll.js";
@@ -47,10 +48,28 @@ export async function rerollPortalKey(
   input: { keyId: string; expiration: number },
 ): Promise<CreatedKey> {
   requireScope(session, "keys:reroll");
+  if (input.expiration > MAX_PORTAL_REROLL_GRACE_MS) {
+    throw new PortalRefusedError({
+      kind: "portalInputRefused",
+      problem: `expiration: a portal reroll keeps the old key at most ${MAX_PORTAL_REROLL_GRACE_MS} ms (30 days), got ${input.expiration}`,
+    });
+  }
   const identityId = await findIdentityId(services.db, session.workspaceId, session.externalId);
   if (identityId === undefined) throw new NotFoundError("key", input.keyId);
+  // Counted before the reroll, and not given back if it fails: an end user cannot make keys without bound. A counter,
+  // as a verification's spend is, not a change the audit log records (the reroll it allows is one).
+  if (!(await spendPortalReroll(services.db, session.id, MAX_REROLLS_PER_SESSION))) {
+    throw new PortalRefusedError({ kind: "portalRerollsSpent", max: MAX_REROLLS_PER_SESSION });
+  }
   return rerollKey(services, caller, { ...input, ownedBy: { identityId, apiIds: session.apiIds } }, "plain");
 }
+
+/**
+ * A portal reroll's old key verifies at most 30 days more, and one session rerolls at most 20 keys: each reroll with a
+ * grace leaves one more live key, and an end user must not be able to fill the store with them.
+ */
+export const MAX_PORTAL_REROLL_GRACE_MS = 30 * 86_400_000;
+export const MAX_REROLLS_PER_SESSION = 20;
 
 /** One bucket of a portal's verification series: its start (unix ms) and its counts by outcome. */
 export type PortalDataPoint = {

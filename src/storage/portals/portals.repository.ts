@@ -170,3 +170,13 @@ export async function countPortalSessions(db: Db, workspaceId: string, externalI
     );
   return row?.n ?? 0;
 }
+
+/** Counts one reroll against a session's budget, unless `max` are spent; whether it was counted. */
+export async function spendPortalReroll(db: Db, sessionId: string, max: number): Promise<boolean> {
+  const rows = await db
+    .update(portalSessions)
+    .set({ rerolls: sql`${portalSessions.rerolls} + 1` })
+    .where(and(eq(portalSessions.id, sessionId), sql`${portalSessions.rerolls} < ${max}`))
+    .returning({ id: portalSessions.id });
+  return rows.length > 0;
+}

@@ -142,6 +142,7 @@ const V1_WORDING: { [K in RefusalKind]: (facts: RefusalFacts[K]) => string } = {
   portalSessionInvalid: () => "portal session is invalid or has expired",
   portalTokenMissing: () => "portal session token missing",
   portalInputRefused: ({ problem }) => problem,
+  portalRerollsSpent: ({ max }) => `portal session rerolled ${max} keys`,
   portalWindowTooLarge: ({ days }) => `window longer than ${days} days`,
 };
 

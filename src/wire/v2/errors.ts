@@ -298,6 +298,8 @@ const V2_WORDING: { [K in RefusalKind]: (facts: RefusalFacts[K]) => string } = {
   portalSessionInvalid: () => "The portal session is invalid or has expired.",
   portalTokenMissing: () => "A valid portal session token is required.",
   portalInputRefused: ({ problem }) => problem,
+  portalRerollsSpent: ({ max }) =>
+    `This portal session has rerolled ${max} keys, as many as one session may; open the portal again from its link to reroll more.`,
   portalWindowTooLarge: ({ days }) => `The requested time window is too large. The maximum window is ${days} days.`,
 };
 
@@ -384,6 +386,7 @@ const PORTAL_ANSWERS: {
   portalTokenMissing: { status: 400, code: "unkey/authentication/portal_token_missing" },
   portalInputRefused: { status: 400, code: "unkey/application/invalid_input" },
   portalWindowTooLarge: { status: 400, code: "unkey/application/invalid_input" },
+  portalRerollsSpent: { status: 403, code: "unkey/authorization/forbidden" },
 };
 
 /** The v2 answer to a core error. */

@@ -67,6 +67,13 @@ describe("console: an API's portal tab", () => {
   });
   afterAll(() => h?.close());
 
+  it("offers the portal permissions in the root key picker", async () => {
+    const page = await c.get("/console/root-keys/new");
+    for (const action of ["create_portal", "read_portal", "update_portal", "delete_portal", "create_portal_session"]) {
+      expect(page.html).toContain(`value="portal.*.${action}"`);
+    }
+  });
+
   it("creates a portal from the tab (bad values refused, nothing written), with every value escaped", async () => {
     const keys = await c.get(`/console/apis/${apiId}`);
     expect(keys.html).toContain(`href="${tab}"`);
@@ -153,6 +160,14 @@ describe("console: an API's portal tab", () => {
       expect(decoded(res.html)).toContain(`value="${Object.values(bad)[0]}"`);
       expect(await portalRow()).toEqual(kept);
     }
+    // A slug another API's portal has: the core's conflict, in v2's words, and nothing changed.
+    const otherApi = await h.createApi(t, { name: "other api" });
+    const taken = await h.post("/v2/keyhaven.createPortal", { apiId: otherApi, slug: "taken-slug", name: "Other" }, t.rootKey);
+    expect(taken.status, JSON.stringify(taken.body)).toBe(200);
+    const conflict = await c.post(action, formOf(fresh.html, action, { slug: "taken-slug" }));
+    expect(conflict.status).toBe(409);
+    expect(textOf(conflict.html)).toContain("A portal with slug 'taken-slug' already exists in this workspace.");
+    expect(await portalRow()).toEqual(kept);
     // A form of a portal that is no longer the API's changes nothing.
     const stale = await c.post(action, formOf(fresh.html, action, { portalId: "pc_gone", name: "Stale" }));
     expect(stale.status).toBe(409);
@@ -259,6 +274,17 @@ describe("console: an API's portal tab", () => {
     expect(refused.status).toBe(403);
     expect(textOf(refused.html)).toContain("portal.*.read_portal");
     expect(refused.html).not.toContain("Acme 2");
+    // Nor does it tell whether an API has no portal.
+    const bare = await h.createApi(t, { name: "bare" });
+    const none = await apiOnly.get(`/console/apis/${bare}/portal`);
+    expect(none.status).toBe(403);
+    expect(textOf(none.html)).not.toContain("no portal");
+    // read_portal on this portal alone is enough to see it.
+    const one = await signedIn(h.app, await h.rootKey(t.workspaceId, ["api.*.read_api", `portal.${portalId}.read_portal`]));
+    const its = await one.get(tab);
+    expect(its.status).toBe(200);
+    expect(textOf(its.html)).toContain("Acme 2");
+    expect(postForms(its.html)).toEqual([]);
   });
 
   it("answers an API of another workspace as missing, and the operator with why it cannot", async () => {

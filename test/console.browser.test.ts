@@ -215,6 +215,44 @@ describe.runIf(HAVE_CHROMIUM)("the console in a real browser", () => {
     await page.context().close();
   }, 300_000);
 
+  it("creates an API's portal from its tab, changes it and opens a preview session, each page passing axe", async () => {
+    const apiId = await h.createApi(t);
+    const { page, faults } = await watchedPage(browser, origin);
+    page.on("dialog", (dialog) => void dialog.accept());
+    await signIn(page, t.rootKey);
+    await page.goto(`${origin}/console/apis/${apiId}`);
+    await page.getByRole("link", { name: "Portal", exact: true }).click();
+    await page.waitForURL((url) => url.pathname === `/console/apis/${apiId}/portal`);
+    await expectClean(page, faults, "portal (none yet)");
+    await page.getByLabel("Slug").fill("browser-portal");
+    await page.getByLabel("Name", { exact: true }).fill("Browser <portal>");
+    await page.getByLabel("Accent colour").fill("#336699");
+    await page.getByRole("button", { name: "Create portal" }).click();
+    await page.waitForURL((url) => url.search === "?done=created");
+    await expectClean(page, faults, "portal");
+    expect(await page.textContent("main")).toContain("Browser <portal>");
+    await page.getByLabel("Branding title").fill("Your keys");
+    await page.getByRole("button", { name: "Save settings" }).click();
+    await page.waitForURL((url) => url.search === "?done=saved");
+    expect(await page.textContent("main")).toContain("Your keys");
+    await page.getByLabel("End user (externalId)").fill("user_1");
+    await page.getByRole("button", { name: "Open a preview session" }).click();
+    await page.waitForLoadState();
+    await expectClean(page, faults, "portal preview session");
+    const link = page.locator("#preview-url");
+    expect(await link.getAttribute("href")).toMatch(/\/portal\/\?code=pst_/);
+    // The console's own address never holds the code.
+    expect(page.url()).toBe(`${origin}/console/apis/${apiId}/portal/sessions`);
+    await page.getByRole("link", { name: "Back to the portal" }).click();
+    await page.getByRole("button", { name: "Disable portal" }).click();
+    await page.waitForURL((url) => url.search === "?done=disabled");
+    await expectClean(page, faults, "portal (disabled)");
+    await page.getByRole("button", { name: "Delete portal" }).click();
+    await page.waitForURL((url) => url.search === "?done=deleted");
+    expect(await page.textContent("main")).toContain("This API has no portal yet");
+    await page.context().close();
+  }, 120_000);
+
   it("refuses a root key lacking create_key, and hides the action where the page knows", async () => {
     const apiId = await h.createApi(t);
     const reader = await h.rootKey(t.workspaceId, ["api.*.read_api", "api.*.read_key"]);

@@ -21,10 +21,26 @@ describe("console forms under hostile bodies", () => {
     const apiId = await h.createApi(t);
     const { keyId } = await h.importKey(t, apiId, { name: "victim" });
     ids = { apiId, keyId, workspaceId: t.workspaceId, rootKeyId: "rk_missing", identityId: "id_missing" };
+    // The API's portal, so that the portal tab's forms (/apis/:apiId/portal/…) get past "this API has no portal".
+    const portal = await h.post("/v2/keyhaven.createPortal", { apiId, slug: "hostile-portal", name: "hostile" }, t.rootKey);
+    expect(portal.status, JSON.stringify(portal.body)).toBe(200);
+    portalShapes.portalId = (portal.body.data as { portalId: string }).portalId;
     rootKeyClient = await signedIn(h.app, t.rootKey);
     operatorClient = await signedIn(h.app, ADMIN_TOKEN);
   });
   afterAll(() => h?.close());
+
+  /** Portal values of the wrong shape, for the portal's current id (set once it is created), so they reach the core. */
+  const portalShapes: Record<string, string | string[]> = {
+    slug: ["a", "b"],
+    accentColor: "#zzzzzz\u0000",
+    returnUrl: "javascript:alert(1)",
+    logoUrl: "data:text/html,x",
+    title: "\u0000",
+    externalId: "a\u0000b",
+    scopes: ["keys:read", "keys:read", "nope"],
+    enabled: "maybe",
+  };
 
   const BODIES: { name: string; fields: Record<string, string | string[]> }[] = [
     { name: "no fields", fields: {} },
@@ -44,6 +60,13 @@ describe("console forms under hostile bodies", () => {
           "q",
           "permissions",
           "secret",
+          "slug",
+          "returnUrl",
+          "title",
+          "accentColor",
+          "logoUrl",
+          "portalId",
+          "scopes",
         ].map((n) => [n, "x".repeat(200_000)]),
       ),
     },
@@ -63,6 +86,7 @@ describe("console forms under hostile bodies", () => {
       name: "repeated scalars and bracket names",
       fields: { name: ["a", "b"], "meta[a]": "1", "__proto__[x]": "1", constructor: "1", enabled: ["on", "off"], permanent: ["1", "2"] },
     },
+    { name: "portal values of the wrong shape", fields: portalShapes },
   ];
 
   it("never answers 5xx, and the sessions still work afterwards", async () => {

@@ -6,6 +6,7 @@ import { importsPages } from "./pages/imports.pages.js";
 import { keysPages } from "./pages/keys.pages.js";
 import { operatorPages } from "./pages/operator.pages.js";
 import { overviewPages } from "./pages/overview.pages.js";
+import { portalsPages } from "./pages/portals.pages.js";
 import { ratelimitsPages } from "./pages/ratelimits.pages.js";
 import { rbacPages } from "./pages/rbac.pages.js";
 import { rootKeysPages } from "./pages/rootKeys.pages.js";
@@ -17,6 +18,7 @@ export const consolePages: readonly PageRoute[] = [
   ...sessionPages,
   ...overviewPages,
   ...apisPages,
+  ...portalsPages,
   ...keysPages,
   ...identitiesPages,
   ...rbacPages,

@@ -264,6 +264,7 @@ async function apiPage(ctx: Ctx, apiId: string) {
           <span class="mono">{apiId}</span>
           {mayCreateKey && <a href={to(`${base}/keys/new`)}>New key</a>}
           <a href={to(`${base}/settings`)}>Settings</a>
+          <a href={to(`${base}/portal`)}>Portal</a>
         </p>
         <h2>Keys</h2>
         <form method="get" action={to(base)} class="row">
@@ -394,8 +395,9 @@ function SettingsView({ ctx, api, form, confirm }: { ctx: Ctx; api: ApiSettings;
   const shown = settingsFormOf(api);
   return (
     <>
-      <p>
+      <p class="actions">
         <a href={to(base)}>Back to the API's keys</a>
+        <a href={to(`${base}/portal`)}>Its portal</a>
       </p>
       <h2>Settings</h2>
       <dl class="fields">

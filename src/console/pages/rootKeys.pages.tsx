@@ -78,6 +78,11 @@ export const PERMISSION_CATALOG: readonly { resource: string; label: string; act
   { resource: "identity", label: "Identities", actions: ["create_identity", "read_identity", "update_identity", "delete_identity"] },
   { resource: "audit", label: "Audit log", actions: ["read_logs"] },
   { resource: "webhook", label: "Webhooks", actions: ["manage_webhooks"] },
+  {
+    resource: "portal",
+    label: "Portals",
+    actions: ["create_portal", "read_portal", "update_portal", "delete_portal", "create_portal_session"],
+  },
 ];
 
 /** The permissions a root key form asks for: the boxes ticked and the text field's words (spaces, commas, lines). */

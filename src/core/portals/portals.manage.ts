@@ -158,6 +158,22 @@ export async function getPortal(services: { db: Db }, caller: Caller, idOrSlug: 
   return row;
 }
 
+/**
+ * The portal of an API (the console's portal tab): undefined when the API has none, told only to a caller that may
+ * read every portal or create one; its portal for a caller with read_portal on it. The API must be live (else not
+ * found).
+ */
+export async function getPortalOfApi(services: { db: Db }, caller: Caller, apiId: string): Promise<PortalRow | undefined> {
+  if (!(await findApi(services.db, caller.workspaceId, apiId))) throw new NotFoundError("api", apiId);
+  const portal = await findPortalOfApi(services.db, caller.workspaceId, apiId);
+  if (!portal) {
+    requirePermission(caller, { or: ["*", "portal.*.read_portal", "portal.*.create_portal"] });
+    return undefined;
+  }
+  requirePermission(caller, portalPermission("read_portal", portal.id));
+  return portal;
+}
+
 /** A page of the workspace's portals (optionally an API's), by id; needs read_portal on every portal. */
 export async function listPortals(
   services: { db: Db },

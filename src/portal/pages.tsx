@@ -222,7 +222,7 @@ export function Sparkline({ values }: { values: readonly number[] }) {
       class="spark"
       viewBox={`0 0 ${width} ${height}`}
       role="img"
-      aria-label={`${total} verifications in the last ${values.length} days, by day: ${values.join(", ")}`}
+      aria-label={`${total} verification${total === 1 ? "" : "s"} in the last ${values.length} days, by day: ${values.join(", ")}`}
     >
       <line x1="0" y1={height - 1} x2={width} y2={height - 1} />
       <polyline points={points} />

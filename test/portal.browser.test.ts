@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Browser, Page } from "playwright-core";
+import { Unkey } from "unkey-api-v2";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { HAVE_CHROMIUM, launchChromium, type PageFaults, seriousAxeViolations, watchedPage } from "./browser.js";
 import { createHarness, type Harness, type Tenant } from "./helper.js";
@@ -181,13 +182,17 @@ describe.runIf(HAVE_CHROMIUM)("the portal page in a real browser", () => {
     await page.context().close();
   }, 180_000);
 
-  it("refuses a used link in another browser, and shows a preview session's banner", async () => {
-    const { url } = await backend("/v2/portal.createSession", {
+  it("refuses a used link in another browser, and shows a preview session's banner (minted by the v2 SDK, as docs/portal.md shows)", async () => {
+    const unkey = new Unkey({ rootKey: t.rootKey, serverURL: origin, retryConfig: { strategy: "none" } });
+    const { result } = await unkey.portal.createSession({
       portal: "acme-payments",
       externalId: "customer_42",
       scopes: ["keys:read"],
       preview: true,
+      returnUrl: "https://app.example/settings",
     });
+    const url = result.data.url;
+    expect(result.data.id).toMatch(/^ps_/);
     const first = await watchedPage(browser, origin);
     await first.page.goto(url);
     expect(await first.page.getByRole("note").textContent()).toContain("Preview");

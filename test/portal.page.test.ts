@@ -328,3 +328,48 @@ describe("the portal page", () => {
     expect(textOf(none.html)).toContain("Open the portal from the link your provider gave you");
   });
 });
+
+describe("the portal page behind https (KEYHAVEN_PUBLIC_URL)", () => {
+  let h: Harness;
+  let t: Tenant;
+  beforeAll(async () => {
+    h = await createHarness({ KEYHAVEN_PUBLIC_URL: "https://keys.example.com" });
+    t = await h.tenant();
+  });
+  afterAll(async () => {
+    await h?.close();
+  });
+
+  it("answers the public URL and sets a __Host- cookie: Secure, Path=/", async () => {
+    const { portalId } = await portalOf(h, t, "secure-portal");
+    const url = new URL(await sessionUrl(h, t, portalId, "user_a", ["keys:read"]));
+    expect(url.origin).toBe("https://keys.example.com");
+    expect(url.pathname).toBe("/portal/");
+    const res = await h.app.inject({ method: "GET", url: `${url.pathname}${url.search}`, headers: { host: "keys.example.com" } });
+    expect(res.statusCode).toBe(303);
+    const line = String(res.headers["set-cookie"]);
+    expect(line).toMatch(/^__Host-keyhaven_portal=pat_[A-Za-z0-9]{24};/);
+    expect(line).toContain("Secure");
+    expect(line).toContain("Path=/;");
+    expect(line).toContain("HttpOnly");
+    expect(line).toContain("SameSite=Strict");
+    expect(line).not.toContain("Domain");
+    const token = /^__Host-keyhaven_portal=([^;]+)/.exec(line)![1]!;
+    const keys = await h.app.inject({ method: "GET", url: "/portal/keys", headers: { cookie: `__Host-keyhaven_portal=${token}` } });
+    expect(keys.statusCode).toBe(200);
+    // A form posted from the public origin passes the Origin check (its CSRF token given).
+    const csrf = /name="_csrf" value="([^"]+)"/.exec(keys.body)![1]!;
+    const out = await h.app.inject({
+      method: "POST",
+      url: "/portal/sign-out",
+      headers: {
+        cookie: `__Host-keyhaven_portal=${token}`,
+        origin: "https://keys.example.com",
+        "content-type": "application/x-www-form-urlencoded",
+      },
+      payload: `_csrf=${encodeURIComponent(csrf)}`,
+    });
+    expect(out.statusCode).toBe(200);
+    expect(String(out.headers["set-cookie"])).toMatch(/__Host-keyhaven_portal=;/);
+  });
+});

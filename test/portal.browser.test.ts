@@ -209,4 +209,39 @@ describe.runIf(HAVE_CHROMIUM)("the portal page in a real browser", () => {
     await shoot(second.page, "invalid-link");
     await second.page.context().close();
   }, 120_000);
+
+  it("works without JavaScript: the exchange, the keys, a reroll and the usage numbers", async () => {
+    const apiId = (await backend("/v2/apis.createApi", { name: "no-js" })).apiId as string;
+    await backend("/v2/keyhaven.createPortal", { apiId, slug: "no-js-portal", name: "No JS" });
+    await backend("/v2/identities.createIdentity", { externalId: "customer_nojs" });
+    const key = await backend("/v2/keys.createKey", { apiId, externalId: "customer_nojs", name: "plain" });
+    expect((await verify(key.key)).valid).toBe(true);
+    await h.jobs.analytics.flush();
+    const { url } = await backend("/v2/portal.createSession", {
+      portal: "no-js-portal",
+      externalId: "customer_nojs",
+      scopes: ["keys:read", "keys:reroll", "analytics:read"],
+    });
+    const context = await browser.newContext({ javaScriptEnabled: false });
+    const page = await context.newPage();
+    await page.goto(url);
+    expect(page.url()).toBe(`${origin}/portal/keys`);
+    expect(await page.textContent("main")).toContain("plain");
+    await page.getByRole("link", { name: "Reroll plain" }).click();
+    await page.getByLabel("The old key stops verifying").selectOption({ label: "Now" });
+    await page.getByRole("button", { name: "Reroll key" }).click();
+    await page.waitForLoadState();
+    const rerolled = (await page.textContent("#new-key"))!.trim();
+    expect((await verify(rerolled)).valid).toBe(true);
+    expect((await verify(key.key)).valid).toBe(false);
+    await page.goto(`${origin}/portal/usage?range=24h`);
+    expect(await page.locator(".chart canvas").count()).toBe(0); // no script: no canvas, but the numbers
+    await page.getByText("Verifications by outcome: the numbers").click();
+    expect(await page.locator("details tbody tr").count()).toBeGreaterThan(0);
+    expect(await page.textContent("#usage-total")).toContain("1 verification of your keys");
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.waitForLoadState();
+    expect(await page.textContent("main")).toContain("You have signed out");
+    await context.close();
+  }, 120_000);
 });

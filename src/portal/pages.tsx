@@ -306,7 +306,7 @@ async function usagePage({ deps, reply, session, csrf, query }: Ctx): Promise<Fa
           ))}
         </ul>
       </nav>
-      <p id="usage-total">{total} verifications of your keys in this period, by outcome.</p>
+      <p id="usage-total">{`${total} ${total === 1 ? "verification" : "verifications"} of your keys in this period, by outcome.`}</p>
       <Chart
         label="Verifications by outcome"
         x={points.map((p) => p.time)}

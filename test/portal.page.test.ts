@@ -236,7 +236,11 @@ describe("the portal page", () => {
     const tab = await reroller.get("/portal/keys");
     expect(tab.status).toBe(200);
     expect(textOf(tab.html)).toContain("This session may not list your keys");
-    expect((await reroller.get(`/portal/keys/${mine.keyId}/reroll`)).status).toBe(200);
+    const confirm = await reroller.get(`/portal/keys/${mine.keyId}/reroll`);
+    expect(confirm.status).toBe(200);
+    // Without keys:read, the confirmation names the key by the id the user gave, not by its name.
+    expect(textOf(confirm.html)).toContain(`Reroll ${mine.keyId}`);
+    expect(textOf(confirm.html)).not.toContain("mine");
   });
 
   it("charts the user's verifications by outcome, with the numbers in a table, and a sparkline per key", async () => {

@@ -236,14 +236,20 @@ function keyIdOf(req: FastifyRequest): string {
 
 async function rerollConfirmPage({ deps, req, reply, session, csrf }: Ctx): Promise<FastifyReply> {
   const target = await portalRerollTarget(deps, session, keyIdOf(req));
-  const label = target.name ?? `${target.start}…`;
+  const label = target.name ?? (target.start === null ? target.id : `${target.start}…`);
   return sendPage(
     reply,
     <PortalLayout title={`Reroll ${label}`} session={session} csrf={csrf} tab="keys">
       <form method="post" action={at(`/keys/${encodeURIComponent(target.id)}/reroll`)} class="card">
         <p>
-          A new key replaces <strong>{label}</strong> (<code>{target.start}…</code>), with the same settings. The new key is shown only
-          once, on the next page.
+          A new key replaces <strong>{label}</strong>
+          {target.start !== null && target.name !== null && (
+            <>
+              {" "}
+              (<code>{target.start}…</code>)
+            </>
+          )}
+          , with the same settings. The new key is shown only once, on the next page.
         </p>
         <input type="hidden" name="_csrf" value={csrf} />
         <Field id="grace" label="The old key stops verifying" hint="Keep it working a while if your systems still use it.">

@@ -52,20 +52,22 @@ export async function rerollPortalKey(
 }
 
 /**
- * The key a reroll names, for the portal page's confirmation (its name and start): one of the end user's live keys in
+ * The key a reroll names, for the portal page's confirmation (its name and start, with keys:read): one of the end user's live keys in
  * the session's APIs, else not found, as rerollPortalKey answers it (which checks again under its lock).
  */
 export async function portalRerollTarget(
   services: Pick<KeyServices, "db" | "keyReads">,
   session: PortalSession,
   keyId: string,
-): Promise<{ id: string; name: string | null; start: string }> {
+): Promise<{ id: string; name: string | null; start: string | null }> {
   requireScope(session, "keys:reroll");
   const identityId = await findIdentityId(services.db, session.workspaceId, session.externalId);
   const row = identityId === undefined ? undefined : await services.keyReads.find({ id: keyId }, "direct-names");
   if (!row || row.workspaceId !== session.workspaceId || row.identityId !== identityId || !session.apiIds.includes(row.apiId)) {
     throw new NotFoundError("key", keyId);
   }
+  // Its name and start are what keys:read shows; a session that may only reroll learns no more than the id it named.
+  if (!session.scopes.includes("keys:read")) return { id: row.id, name: null, start: null };
   return { id: row.id, name: row.name, start: row.start };
 }
 

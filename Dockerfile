@@ -32,6 +32,8 @@ COPY package.json ./
 COPY bin ./bin
 COPY --from=build /app/dist ./dist
 COPY migrations ./migrations
+# The console's and the portal page's scripts and style sheets, read at start (src/console/assets.ts, src/portal/assets.ts).
+COPY assets ./assets
 RUN mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]

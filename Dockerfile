@@ -32,7 +32,7 @@ COPY package.json ./
 COPY bin ./bin
 COPY --from=build /app/dist ./dist
 COPY migrations ./migrations
-# The console's and the portal's own script and style sheets, read at start beside dist/ (src/console/assets.ts).
+# The console's and the portal page's scripts and style sheets, read at start (src/console/assets.ts, src/portal/assets.ts).
 COPY assets ./assets
 RUN mkdir -p /data && chown node:node /data
 USER node

@@ -19,6 +19,8 @@ const E2E = [
   "test/webhooks.alerts.crash.test.ts",
   // The console's whole flow in Chromium (10,000 keys imported, every page through axe): about 90 s.
   "test/console.browser.test.ts",
+  // The portal page's whole flow in Chromium (a session minted, keys rerolled, the usage chart, every page through axe).
+  "test/portal.browser.test.ts",
 ];
 
 /** Builds dist/ and the migrated PGlite template (test/global-setup.ts), before the project's first file. */

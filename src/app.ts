@@ -18,6 +18,7 @@ import { v2OpenApi } from "./wire/v2/openapi.js";
 import { v2Rpcs } from "./wire/v2/routes.js";
 import { v2Surface } from "./wire/v2/surface.js";
 import { consoleSurface } from "./console/surface.js";
+import { portalSurface } from "./portal/surface.js";
 
 /** The largest body of a request to none of the surfaces' routes (the host's routes are GETs): 1 MiB. */
 const HOST_BODY_LIMIT = 1024 * 1024;
@@ -128,6 +129,8 @@ export async function buildApp({ deps, logger = false }: BuildAppOptions): Promi
   await registerOpenApi(app, deps.config, rpcs, [v2OpenApi(v2Rpcs)]);
   await app.register(v1Surface, { prefix: "/v1", deps, origin });
   await app.register(v2Surface, { prefix: "/v2", deps, origin });
+  // The customer portal page, at the URL portal.createSession answers (always: it needs no setting of its own).
+  await app.register(portalSurface, { prefix: "/portal", deps });
   // The web console, here unless it has its own listener (buildConsoleApp) or is turned off.
   if (deps.config.console.enabled && deps.config.console.port === undefined) await registerConsole(app, deps);
   registerErrorReference(app);

@@ -13,6 +13,7 @@ import { type ApiKeysPage, type ListApiKeysRules, listApiKeys } from "../apis/ap
 import type { Caller } from "../caller.js";
 import { rerollKey } from "../keys/keys.reroll.js";
 import type { CreatedKey, CreateKeyServices } from "../keys/keys.create.js";
+import type { KeyServices } from "../keys/keys.services.js";
 import { type PortalSession, requireScope } from "./portals.sessions.js";
 
 /**
@@ -70,6 +71,69 @@ export async function rerollPortalKey(
  */
 export const MAX_PORTAL_REROLL_GRACE_MS = 30 * 86_400_000;
 export const MAX_REROLLS_PER_SESSION = 20;
+
+/**
+ * The key a reroll names, for the portal page's confirmation (its name and start, with keys:read): one of the end user's live keys in
+ * the session's APIs, else not found, as rerollPortalKey answers it (which checks again under its lock).
+ */
+export async function portalRerollTarget(
+  services: Pick<KeyServices, "db" | "keyReads">,
+  session: PortalSession,
+  keyId: string,
+): Promise<{ id: string; name: string | null; start: string | null }> {
+  requireScope(session, "keys:reroll");
+  const identityId = await findIdentityId(services.db, session.workspaceId, session.externalId);
+  const row = identityId === undefined ? undefined : await services.keyReads.find({ id: keyId }, "direct-names");
+  if (!row || row.workspaceId !== session.workspaceId || row.identityId !== identityId || !session.apiIds.includes(row.apiId)) {
+    throw new NotFoundError("key", keyId);
+  }
+  // Its name and start are what keys:read shows; a session that may only reroll learns no more than the id it named.
+  if (!session.scopes.includes("keys:read")) return { id: row.id, name: null, start: null };
+  return { id: row.id, name: row.name, start: row.start };
+}
+
+/** The days of a key's usage sparkline (the keys table of the portal page). */
+export const PORTAL_SPARK_DAYS = 7;
+
+/**
+ * Each of `keyIds`' verifications per UTC day over the last PORTAL_SPARK_DAYS days up to `now` (today last), in one
+ * query over the hourly counts, narrowed to the end user's identity and the session's API: a key of anybody else
+ * counts nothing. Needs analytics:read (it is the user's analytics, shown beside keys:read's list).
+ */
+export async function portalKeysUsage(
+  services: { db: Db; clock: { now(): number } },
+  session: PortalSession,
+  keyIds: readonly string[],
+): Promise<Map<string, number[]>> {
+  requireScope(session, "analytics:read");
+  const usage = new Map<string, number[]>(keyIds.map((id) => [id, new Array<number>(PORTAL_SPARK_DAYS).fill(0)]));
+  const identityId = await findIdentityId(services.db, session.workspaceId, session.externalId);
+  const [apiId] = session.apiIds;
+  if (identityId === undefined || apiId === undefined || keyIds.length === 0) return usage;
+  const now = services.clock.now();
+  const firstDay = now - mod(now, DAY) - (PORTAL_SPARK_DAYS - 1) * DAY;
+  const rows = await queryVerifications(services.db, {
+    workspaceId: session.workspaceId,
+    apiId,
+    identityId,
+    keyIds: [...keyIds],
+    from: firstDay,
+    to: now,
+    time: "day",
+    byKey: true,
+    byIdentity: false,
+    byTags: false,
+    byTag: false,
+    orderBy: "time",
+    order: "asc",
+  });
+  for (const r of rows) {
+    const days = r.keyId === undefined ? undefined : usage.get(r.keyId);
+    const i = Math.floor((r.time! - firstDay) / DAY);
+    if (days && i >= 0 && i < PORTAL_SPARK_DAYS) days[i]! += r.total;
+  }
+  return usage;
+}
 
 /** One bucket of a portal's verification series: its start (unix ms) and its counts by outcome. */
 export type PortalDataPoint = {

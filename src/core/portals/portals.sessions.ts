@@ -180,6 +180,16 @@ export async function exchangedBy(db: Db, codeHash: string, tokenHash: string): 
   return row !== undefined && row.tokenHash === tokenHash;
 }
 
+/**
+ * The id of the session an exchange code belongs to, whatever its state (the portal page recognises a reload of its
+ * own code's URL after the exchange: the code is refused, but the cookie it set is that session's). Undefined for
+ * an unknown code.
+ */
+export async function portalSessionIdOfCode(db: Db, code: string): Promise<string | undefined> {
+  if (code === "") return undefined;
+  return (await findSessionByCodeHash(db, hashKey(code)))?.id;
+}
+
 /** A live portal session, as its access token resolves: who it is for, what it may do, and its portal's looks. */
 export type PortalSession = {
   readonly id: string;

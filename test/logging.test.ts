@@ -68,16 +68,26 @@ describe.each(["trace", "debug"] as const)("logs at LOG_LEVEL=%s", (level) => {
     expect(
       (await call("POST", "/v2/keyhaven.createPortal", { apiId: api.body.apiId, slug: "logged-portal", name: "Logged" }, t.rootKey)).status,
     ).toBe(200);
-    const session = await call(
-      "POST",
-      "/v2/portal.createSession",
-      { portal: "logged-portal", externalId: "logged_user", scopes: ["keys:read"] },
-      t.rootKey,
-    );
-    expect(session.status).toBe(200);
-    const code = new URL(session.body.data.url).searchParams.get("code")!;
-    secrets.push(code);
-    requestIds.push((await app.inject({ method: "GET", url: `/portal/?code=${code}` })).headers["unkey-request-id"] as string);
+    const mint = async () => {
+      const session = await call(
+        "POST",
+        "/v2/portal.createSession",
+        { portal: "logged-portal", externalId: "logged_user", scopes: ["keys:read"] },
+        t.rootKey,
+      );
+      expect(session.status).toBe(200);
+      const code = new URL(session.body.data.url).searchParams.get("code")!;
+      secrets.push(code);
+      return code;
+    };
+    // The portal page exchanges a code from its URL and sets its cookie: neither may be logged.
+    const page = await app.inject({ method: "GET", url: `/portal/?code=${await mint()}` });
+    expect(page.statusCode).toBe(303);
+    requestIds.push(page.headers["unkey-request-id"] as string);
+    const pageToken = /=(pat_[A-Za-z0-9]+)/.exec(String(page.headers["set-cookie"]))?.[1];
+    expect(pageToken).toBeDefined();
+    secrets.push(pageToken!);
+    const code = await mint();
     const exchanged = await call("POST", "/v2/portal.exchangeCode", { code });
     expect(exchanged.status).toBe(200);
     secrets.push(exchanged.body.data.accessToken);

@@ -3,7 +3,7 @@ import formbody from "@fastify/formbody";
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import { csrfTokenOf } from "../core/console/console.sessions.js";
 import { secretsEqual } from "../crypto/hash.js";
-import { originOf } from "../http/origin.js";
+import { originOf, sentFromOwnPages } from "../http/origin.js";
 import type { Services } from "../services.js";
 import { withRequestDeadline } from "../storage/deadline.js";
 import { assets } from "./assets.js";
@@ -74,7 +74,7 @@ export const consoleSurface: FastifyPluginAsync<{ deps: Services }> = async (app
   // Every state-changing request: from a page of this console (Origin, else Referer), and with the session's CSRF token.
   app.addHook("preHandler", async (req) => {
     if (req.method !== "POST") return;
-    if (!sameOrigin(req, deps.config.publicUrl)) {
+    if (!sentFromOwnPages(req, deps.config.publicUrl)) {
       throw httpError(403, "This form was sent from another site (its Origin is not this console's); nothing was changed.");
     }
     const state = consoleStateOf(req);
@@ -145,19 +145,4 @@ function answerOf(err: FastifyError): { status: number; text: string } {
 
 function httpError(status: number, message: string): FastifyError {
   return Object.assign(new Error(message), { statusCode: status, code: "CONSOLE", name: "ConsoleError" }) as FastifyError;
-}
-
-/** Whether a POST came from this console's own pages: its Origin (else its Referer's) is the host it was sent to. */
-function sameOrigin(req: FastifyRequest, publicUrl: string | undefined): boolean {
-  let sent = req.headers.origin;
-  if (sent === undefined && typeof req.headers.referer === "string") {
-    try {
-      sent = new URL(req.headers.referer).origin;
-    } catch {
-      return false;
-    }
-  }
-  if (sent === undefined || sent === "null") return false;
-  const own = `${req.protocol}://${req.host}`;
-  return sent === own || (publicUrl !== undefined && sent === publicUrl);
 }

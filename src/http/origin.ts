@@ -23,3 +23,22 @@ export function originOf<S extends string>(surface: S, trustProxy: TrustProxy, r
     userAgent: typeof userAgent === "string" ? userAgent.slice(0, 512) : undefined,
   };
 }
+
+/**
+ * Whether a POST came from this site's own pages (the console's and the portal page's forms): its Origin (else its
+ * Referer's) is the host it was sent to, or KEYHAVEN_PUBLIC_URL. `null` (a page of `Referrer-Policy: no-referrer`, a
+ * sandboxed frame) is never this site.
+ */
+export function sentFromOwnPages(req: FastifyRequest, publicUrl: string | undefined): boolean {
+  let sent = req.headers.origin;
+  if (sent === undefined && typeof req.headers.referer === "string") {
+    try {
+      sent = new URL(req.headers.referer).origin;
+    } catch {
+      return false;
+    }
+  }
+  if (sent === undefined || sent === "null") return false;
+  const own = `${req.protocol}://${req.host}`;
+  return sent === own || (publicUrl !== undefined && sent === publicUrl);
+}

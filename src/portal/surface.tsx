@@ -8,6 +8,7 @@ import { servedOverHttps } from "../console/surface.js";
 import { refusalText } from "../console/ui.js";
 import { type PortalSession, resolvePortalSession, returnUrlOfToken } from "../core/portals/portals.sessions.js";
 import { secretsEqual } from "../crypto/hash.js";
+import { sentFromOwnPages } from "../http/origin.js";
 import { PortalRefusedError } from "../errors.js";
 import type { Services } from "../services.js";
 import { withRequestDeadline } from "../storage/deadline.js";
@@ -132,7 +133,7 @@ export const portalSurface: FastifyPluginAsync<{ deps: Services }> = async (app,
   // Every state-changing request: from a page of this site (Origin, else Referer), and with the session's CSRF token.
   app.addHook("preHandler", async (req) => {
     if (req.method !== "POST") return;
-    if (!sameOrigin(req, deps.config.publicUrl)) {
+    if (!sentFromOwnPages(req, deps.config.publicUrl)) {
       throw httpError(403, "This form was sent from another site (its Origin is not this portal's); nothing was changed.");
     }
     const state = portalStateOf(req);
@@ -242,19 +243,4 @@ function answerOf(err: FastifyError): { status: number; text: string } {
 
 export function httpError(status: number, message: string): FastifyError {
   return Object.assign(new Error(message), { statusCode: status, code: "PORTAL", name: "PortalError" }) as FastifyError;
-}
-
-/** Whether a POST came from this site's own pages: its Origin (else its Referer's) is the host it was sent to. */
-function sameOrigin(req: FastifyRequest, publicUrl: string | undefined): boolean {
-  let sent = req.headers.origin;
-  if (sent === undefined && typeof req.headers.referer === "string") {
-    try {
-      sent = new URL(req.headers.referer).origin;
-    } catch {
-      return false;
-    }
-  }
-  if (sent === undefined || sent === "null") return false;
-  const own = `${req.protocol}://${req.host}`;
-  return sent === own || (publicUrl !== undefined && sent === publicUrl);
 }

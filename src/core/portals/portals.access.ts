@@ -112,20 +112,13 @@ export async function portalKeysUsage(
   if (identityId === undefined || apiId === undefined || keyIds.length === 0) return usage;
   const now = services.clock.now();
   const firstDay = now - mod(now, DAY) - (PORTAL_SPARK_DAYS - 1) * DAY;
-  const rows = await queryVerifications(services.db, {
-    workspaceId: session.workspaceId,
+  const rows = await countsOfIdentity(services.db, session, identityId, {
     apiId,
-    identityId,
     keyIds: [...keyIds],
     from: firstDay,
     to: now,
     time: "day",
     byKey: true,
-    byIdentity: false,
-    byTags: false,
-    byTag: false,
-    orderBy: "time",
-    order: "asc",
   });
   for (const r of rows) {
     const days = r.keyId === undefined ? undefined : usage.get(r.keyId);
@@ -244,19 +237,12 @@ export async function portalVerifications(
   const ownKeys =
     keyId === undefined ? await keyIdsOfIdentity(services.db, session.workspaceId, identityId, MAX_KEYS_READ_BY_ID + 1) : [keyId];
   if (ownKeys.length === 0) return [...points.values()];
-  const rows = await queryVerifications(services.db, {
-    workspaceId: session.workspaceId,
-    identityId,
+  const rows = await countsOfIdentity(services.db, session, identityId, {
     keyIds: ownKeys.length > MAX_KEYS_READ_BY_ID ? undefined : ownKeys,
     from: startTime - mod(startTime, HOUR),
     to: endTime - 1,
     time: "hour",
     byKey: false,
-    byIdentity: false,
-    byTags: false,
-    byTag: false,
-    orderBy: "time",
-    order: "asc",
   });
   for (const r of rows) {
     // An hour that began before a minute window did sits in the window's first minute.
@@ -264,6 +250,25 @@ export async function portalVerifications(
     for (const [counter, outcome] of Object.entries(outcomeCounters)) add(time, outcome, r[counter as keyof typeof outcomeCounters]);
   }
   return [...points.values()];
+}
+
+/** The hourly counts of one end user's verifications (its identity's, in the session's workspace), in time order. */
+function countsOfIdentity(
+  db: Db,
+  session: PortalSession,
+  identityId: string,
+  q: { apiId?: string; keyIds: string[] | undefined; from: number; to: number; time: "hour" | "day"; byKey: boolean },
+) {
+  return queryVerifications(db, {
+    workspaceId: session.workspaceId,
+    identityId,
+    ...q,
+    byIdentity: false,
+    byTags: false,
+    byTag: false,
+    orderBy: "time",
+    order: "asc",
+  });
 }
 
 function mod(a: number, b: number): number {

@@ -44,6 +44,7 @@ export async function listPortals(
   workspaceId: string,
   filter: { apiId?: string | undefined; fromId?: string | undefined; limit: number },
 ): Promise<PortalRow[]> {
+  if (filter.apiId !== undefined && !isStorableText(filter.apiId)) return [];
   return db
     .select()
     .from(portals)

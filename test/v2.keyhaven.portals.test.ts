@@ -228,10 +228,14 @@ describe("keyhaven.updatePortal", () => {
     expect((await get(h, t.rootKey, b.portalId)).body.data.slug).toBe(b.slug);
   });
 
-  it("disables and enables a portal: disabled, it mints nothing", async ({ h }) => {
+  it("disables and enables a portal: disabled, it mints nothing and its live sessions do nothing; enabled, they work again", async ({
+    h,
+  }) => {
     const t = await h.tenant();
     const { portalId, slug } = await makePortal(h, t);
+    const session = await liveSession(h, t.rootKey, slug, "user_paused");
     expect((await update(h, t.rootKey, { portalId, enabled: false })).body.data.enabled).toBe(false);
+    expectV2Error(await session.post("/v2/portal.listKeys"), 401, "unkey/authentication/portal_session_not_found");
     expectV2Error(
       await mint(h, t.rootKey, { portal: slug, externalId: "u", scopes: ["keys:read"] }),
       403,
@@ -240,6 +244,7 @@ describe("keyhaven.updatePortal", () => {
     );
     expect((await update(h, t.rootKey, { portalId, enabled: true })).body.data.enabled).toBe(true);
     expect((await mint(h, t.rootKey, { portal: slug, externalId: "u", scopes: ["keys:read"] })).status).toBe(200);
+    expect((await session.post("/v2/portal.listKeys")).status).toBe(200);
   });
 });
 

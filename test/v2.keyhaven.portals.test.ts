@@ -171,12 +171,18 @@ describe("keyhaven.getPortal and listPortals", () => {
     expect((await list(h, t.rootKey, { apiId: "api_1234567890abcdefghij" })).body.data).toEqual([]);
   });
 
-  it("leaves out a portal whose API was deleted", async ({ h }) => {
+  it("deletes an API's portal and its sessions with the API, so that its slug is free again", async ({ h }) => {
     const t = await h.tenant();
-    const { apiId, portalId } = await makePortal(h, t);
+    const { apiId, portalId, slug } = await makePortal(h, t);
+    await liveSession(h, t.rootKey, slug, "user_of_deleted_api");
     expect((await h.post("/v2/apis.deleteApi", { apiId }, t.rootKey)).status).toBe(200);
     expect((await list(h, t.rootKey)).body.data).toEqual([]);
     expectV2Error(await get(h, t.rootKey, portalId), 404, "unkey/data/portal_not_found");
+    expect(await h.sql(`select id from portals where id = '${portalId}'`)).toEqual([]);
+    expect(await h.sql(`select id from portal_sessions where portal_id = '${portalId}'`)).toEqual([]);
+    // A portal nobody can see, get or delete must not hold its slug.
+    const again = await create(h, t.rootKey, { apiId: await h.createApi(t), slug, name: "again" });
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
   });
 });
 

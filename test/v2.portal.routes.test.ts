@@ -2,7 +2,7 @@ import { describe, expect } from "vitest";
 import { ManualClock } from "../src/clock.js";
 import { auditEntries } from "./audit-entries.js";
 import { harnessWith, testWith } from "./fixtures.js";
-import type { Harness } from "./helper.js";
+import { createHarness, type Harness } from "./helper.js";
 import { liveSession, makePortal, uniqueExternalId, v2Key } from "./portal-helpers.js";
 import { expectV2Error } from "./v2-errors.js";
 
@@ -344,6 +344,33 @@ describe("portal.getVerifications", () => {
     expect(at(first)).toMatchObject({ total: 2, valid: 1, usageExceeded: 1, disabled: 0 });
     expect(at(first + 5 * MINUTE)).toMatchObject({ total: 1, valid: 0, disabled: 1 });
     expect(sum(res.body.data)).toBe(3);
+  });
+
+  it("without the raw verification log (KEYHAVEN_VERIFICATION_LOG_DAYS=0), minute buckets come from the hourly counts, none lost", async () => {
+    // Business time at hh:30; the hour's 3 verifications are counted at hh:00.
+    const own = new ManualClock(clock.now());
+    const h = await createHarness({ KEYHAVEN_VERIFICATION_LOG_DAYS: "0" }, { clock: own });
+    try {
+      const p = await portalTenant(h);
+      const user = uniqueExternalId();
+      const key = await v2Key(h, p.t, p.apiId, { externalId: user });
+      await verifyTimes(h, key.key, 3);
+      await h.jobs.analytics.flush();
+      const session = await liveSession(h, p.t.rootKey, p.slug, user, ["analytics:read"]);
+      const now = own.now();
+      for (const [startTime, endTime] of [
+        [now - HOUR, now + MINUTE],
+        // The window starts after its hour did: the hour's count goes to the window's first bucket, not nowhere.
+        [now - 10 * MINUTE, now + MINUTE],
+        [now - 2 * HOUR, now + HOUR],
+      ]) {
+        const res = await session.post("/v2/portal.getVerifications", { startTime, endTime });
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        expect(sum(res.body.data), `window [now - ${now - startTime!}, now + ${endTime! - now}]`).toBe(3);
+      }
+    } finally {
+      await h.close();
+    }
   });
 
   it("needs the analytics:read scope (keys:read is not it), naming no workspace, user or API", async ({ h }) => {

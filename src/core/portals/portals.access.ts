@@ -103,7 +103,8 @@ const emptyPoint = (time: number): PortalDataPoint => ({
  * from the bucket holding `startTime` to the one holding `endTime` inclusive, empty ones as zeros (upstream's fill).
  * Scoped by the session's externalId (events of the user's deleted keys still count; a `keyId` of anybody else's
  * finds none). Minute buckets come from the raw verification log; without it (KEYHAVEN_VERIFICATION_LOG_DAYS=0), or
- * for hours and days, from the hourly counts (an hour's count then sits in its first minute).
+ * for hours and days, from the hourly counts (an hour's count then sits in its first minute within the window: the
+ * hour holding `startTime` began before it, and its count goes to the first bucket).
  */
 export async function portalVerifications(
   services: { db: Db; config: { verificationLogDays: number; analyticsRetentionDays: number } },
@@ -158,7 +159,8 @@ export async function portalVerifications(
     order: "asc",
   });
   for (const r of rows) {
-    for (const [counter, outcome] of Object.entries(outcomeCounters)) add(r.time!, outcome, r[counter as keyof typeof outcomeCounters]);
+    const time = Math.max(r.time!, startTime);
+    for (const [counter, outcome] of Object.entries(outcomeCounters)) add(time, outcome, r[counter as keyof typeof outcomeCounters]);
   }
   return [...points.values()];
 }

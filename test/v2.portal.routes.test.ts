@@ -74,6 +74,32 @@ describe("portal.listKeys", () => {
     expect(ids).not.toContain(elsewhere.keyId);
   });
 
+  it("shows each key as apis.listKeys shows it to a root key (KeyResponseData): credits, rate limits, meta, roles, permissions", async ({
+    h,
+  }) => {
+    const p = await portalTenant(h);
+    const user = uniqueExternalId();
+    const role = `portal-role-${user}`;
+    expect((await h.post("/v2/permissions.createRole", { name: role }, p.t.rootKey)).status).toBe(200);
+    const key = await v2Key(h, p.t, p.apiId, {
+      externalId: user,
+      name: "full",
+      prefix: "pk",
+      meta: { plan: "pro" },
+      roles: [role],
+      permissions: ["docs.read"],
+      expires: clock.now() + DAY,
+      credits: { remaining: 10, refill: { interval: "daily", amount: 10 } },
+      ratelimits: [{ name: "requests", limit: 10, duration: MINUTE, autoApply: true }],
+    });
+    const session = await liveSession(h, p.t.rootKey, p.slug, user, ["keys:read"]);
+    const mine = await session.post("/v2/portal.listKeys");
+    const asRoot = await h.post("/v2/apis.listKeys", { apiId: p.apiId, externalId: user }, p.t.rootKey);
+    expect(asRoot.status, JSON.stringify(asRoot.body)).toBe(200);
+    expect(mine.body.data).toEqual(asRoot.body.data);
+    expect(mine.body.data[0]).toMatchObject({ keyId: key.keyId, name: "full", meta: { plan: "pro" }, roles: [role] });
+  });
+
   it("needs the keys:read scope (keys:reroll alone is not it): 403 naming it, without the workspace, user or keys", async ({ h }) => {
     const s = await fourKeys(h);
     const session = await liveSession(h, s.t.rootKey, s.slug, s.userA, ["keys:reroll", "analytics:read"]);

@@ -399,6 +399,29 @@ describe("portal.getVerifications", () => {
     }
   });
 
+  it("with KEYHAVEN_ANALYTICS=off: 412 analytics_not_configured (as analytics.getVerifications), not zeros; the scope first", async () => {
+    const h = await createHarness({ KEYHAVEN_ANALYTICS: "off" }, { clock: new ManualClock(clock.now()) });
+    try {
+      const p = await portalTenant(h);
+      const user = uniqueExternalId();
+      const key = await v2Key(h, p.t, p.apiId, { externalId: user });
+      await verifyTimes(h, key.key, 1);
+      const now = h.clock.now();
+      const body = { startTime: now - HOUR, endTime: now + MINUTE };
+      const session = await liveSession(h, p.t.rootKey, p.slug, user, ["analytics:read"]);
+      expectV2Error(
+        await session.post("/v2/portal.getVerifications", body),
+        412,
+        "unkey/data/analytics_not_configured",
+        "Analytics are not configured for this instance",
+      );
+      const reader = await liveSession(h, p.t.rootKey, p.slug, user, ["keys:read"]);
+      expectV2Error(await reader.post("/v2/portal.getVerifications", body), 403, "unkey/authorization/insufficient_permissions");
+    } finally {
+      await h.close();
+    }
+  });
+
   it("needs the analytics:read scope (keys:read is not it), naming no workspace, user or API", async ({ h }) => {
     const p = await portalTenant(h);
     const user = uniqueExternalId();

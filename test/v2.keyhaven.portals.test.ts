@@ -223,6 +223,10 @@ describe("keyhaven.updatePortal", () => {
     expectV2Error(await update(h, t.rootKey, { portalId: b.portalId, slug: a.slug }), 409, "unkey/data/portal_already_exists");
     expect((await update(h, t.rootKey, { portalId: a.portalId, slug: a.slug })).status).toBe(200);
     expectV2Error(await update(h, t.rootKey, { portalId: a.portalId }), 400, "unkey/application/invalid_input");
+    // Nothing named to change (an empty branding): refused, and nothing recorded.
+    const updates = (await auditEntries(h, { workspaceId: t.workspaceId, event: "portal.update" })).length;
+    expectV2Error(await update(h, t.rootKey, { portalId: a.portalId, branding: {} }), 400, "unkey/application/invalid_input");
+    expect(await auditEntries(h, { workspaceId: t.workspaceId, event: "portal.update" })).toHaveLength(updates);
     expectV2Error(await update(h, t.rootKey, { portalId: a.portalId, slug: "Bad_Slug" }), 400, "unkey/application/invalid_input");
     expectV2Error(
       await update(h, t.rootKey, { portalId: a.portalId, returnUrl: "javascript:alert(1)" }),

@@ -41,7 +41,12 @@ type Expected = {
   /** 2xx expected: 200 unless told. */
   status?: number;
 };
-type Case = { sender: "root" | "operator"; setup(ctx: Ctx): Promise<Expected> };
+/**
+ * Who sends the request: the tenant's root key, the operator, or (`portal`) a portal session of the tenant's, by
+ * the `portal_session` cookie the case's setup returns (`session`), with no Authorization header.
+ */
+type Case = { sender: "root" | "operator" | "portal"; setup(ctx: Ctx): Promise<Expected & { session?: PortalSessionOf }> };
+type PortalSessionOf = { id: string; token: string };
 
 const ok = (res: Response) => {
   expect(res.status, JSON.stringify(res.body)).toBeGreaterThanOrEqual(200);
@@ -90,6 +95,24 @@ async function overrideV1(ctx: Ctx) {
  * failed it changes, and records, nothing): while the key-insert fault is on (test/key-insert-fault.ts), a key named
  * `fail:P0001` fails its whole batch; the file's harness runs the worker.
  */
+/** The portal of a new API of the tenant's. */
+async function portal({ h, t }: Ctx) {
+  const apiId = await h.createApi(t);
+  const slug = `audit-${randomBytes(4).toString("hex")}`;
+  const body = ok(await h.post("/v2/keyhaven.createPortal", { apiId, slug, name: "Audit portal" }, t.rootKey));
+  return { apiId, slug, portalId: body.data.portalId as string };
+}
+/** A live session (exchanged) of a new portal for `externalId`, with `scopes`: its id and access token. */
+async function portalSession(ctx: Ctx, externalId: string, scopes: string[]) {
+  const { h, t } = ctx;
+  const p = await portal(ctx);
+  const minted = ok(await h.post("/v2/portal.createSession", { portal: p.slug, externalId, scopes }, t.rootKey));
+  const code = new URL(minted.data.url).searchParams.get("code")!;
+  secrets.add(code).add(hashKey(code));
+  const token = ok(await h.post("/v2/portal.exchangeCode", { code })).data.accessToken as string;
+  secrets.add(token).add(hashKey(token));
+  return { ...p, session: { id: minted.data.id as string, token } };
+}
 /**
  * A webhook endpoint of the tenant's, on a public documentation address (TEST-NET-3) and subscribed to an event no
  * case makes, so that nothing is ever sent to it.
@@ -546,6 +569,64 @@ const CASES: Record<string, Case> = {
       };
     },
   },
+  "/v2/portal.createSession": {
+    sender: "root",
+    setup: async (ctx) => {
+      const p = await portal(ctx);
+      return {
+        body: { portal: p.portalId, externalId: unique("portal_user"), scopes: ["keys:read"] },
+        events: ["portal.create_session"],
+        targets: (res) => {
+          const code = new URL(res.body.data.url).searchParams.get("code")!;
+          secrets.add(code).add(hashKey(code));
+          return [res.body.data.id, p.portalId];
+        },
+      };
+    },
+  },
+  "/v2/portal.rerollKey": {
+    sender: "portal",
+    setup: async (ctx) => {
+      const externalId = unique("portal_user");
+      const { apiId, session } = await portalSession(ctx, externalId, ["keys:reroll"]);
+      const owned = ok(await ctx.h.post("/v2/keys.createKey", { apiId, externalId }, ctx.t.rootKey));
+      plaintext(owned.data.key);
+      return {
+        body: { keyId: owned.data.keyId, expiration: 0 },
+        events: ["key.reroll"],
+        session,
+        targets: (res) => {
+          plaintext(res.body.data.key);
+          return [owned.data.keyId, res.body.data.keyId];
+        },
+      };
+    },
+  },
+  "/v2/keyhaven.createPortal": {
+    sender: "root",
+    setup: async (ctx) => {
+      const apiId = await api(ctx);
+      return {
+        body: { apiId, slug: `audit-${randomBytes(4).toString("hex")}`, name: "Audit portal", returnUrl: "https://example.com/account" },
+        events: ["portal.create"],
+        targets: (res) => [res.body.data.portalId, apiId],
+      };
+    },
+  },
+  "/v2/keyhaven.updatePortal": {
+    sender: "root",
+    setup: async (ctx) => {
+      const { portalId } = await portal(ctx);
+      return { body: { portalId, name: "Renamed", enabled: false }, events: ["portal.update"], targets: () => [portalId] };
+    },
+  },
+  "/v2/keyhaven.deletePortal": {
+    sender: "root",
+    setup: async (ctx) => {
+      const { portalId } = await portal(ctx);
+      return { body: { portalId }, events: ["portal.delete"], targets: () => [portalId] };
+    },
+  },
   "/v2/keys.migrateKeys": {
     sender: "root",
     setup: async (ctx) => {
@@ -714,6 +795,14 @@ const CASES: Record<string, Case> = {
   },
 };
 
+/** A case's request, as its sender sends it: a bearer root key or admin token, or a portal session's cookie. */
+function send(h: Harness, t: Tenant, c: Case, expected: { body: unknown; session?: PortalSessionOf }, path: string, headers = {}) {
+  if (c.sender === "portal") {
+    return h.post(path, expected.body, undefined, { ...headers, cookie: `portal_session=${expected.session!.token}` });
+  }
+  return h.post(path, expected.body, c.sender === "operator" ? ADMIN_TOKEN : t.rootKey, headers);
+}
+
 describe("every mutating route records its audit entries", () => {
   test("a case for every path of MUTATING_ROUTES, and none for a path not in it", () => {
     const cased = Object.keys(CASES);
@@ -734,13 +823,18 @@ describe("every mutating route records its audit entries", () => {
       const expected = await c.setup({ h, t });
       // A case names only catalogued events (src/core/audit/audit.events.ts), so a misspelt one fails here, not later.
       expect(expected.events.filter((event) => !(AUDIT_EVENTS as readonly string[]).includes(event))).toEqual([]);
-      const res = await h.post(path, expected.body, c.sender === "operator" ? ADMIN_TOKEN : t.rootKey);
+      const res = await send(h, t, c, expected, path);
       expect(res.status, JSON.stringify(res.body)).toBe(expected.status ?? 200);
       const requestId = requestIdOf(res);
       expect(requestId).toBeTruthy();
       const entries = (await auditEntries(h)).filter((e) => e.requestId === requestId);
       expect(entries.map((e) => e.event).sort(), JSON.stringify(entries)).toEqual([...expected.events].sort());
-      const actor = c.sender === "operator" ? { actorKind: "operator", actorId: "admin" } : { actorKind: "root_key", actorId: t.rootKeyId };
+      const actor =
+        c.sender === "operator"
+          ? { actorKind: "operator", actorId: "admin" }
+          : c.sender === "portal"
+            ? { actorKind: "portal_session", actorId: expected.session!.id }
+            : { actorKind: "root_key", actorId: t.rootKeyId };
       const surface = c.sender === "operator" ? "operator" : path.slice(1, 3);
       const workspaceId = expected.workspaceId?.(res) ?? t.workspaceId;
       for (const entry of entries) {
@@ -763,14 +857,13 @@ describe("every mutating route records its audit entries", () => {
       const t = await h.tenant();
       secrets.add(t.rootKey);
       const expected = await c.setup({ h, t });
-      const sender = c.sender === "operator" ? ADMIN_TOKEN : t.rootKey;
       const headers = { "idempotency-key": `audit-routes-${randomBytes(8).toString("hex")}` };
-      const first = await h.post(path, expected.body, sender, headers);
+      const first = await send(h, t, c, expected, path, headers);
       expect(first.status, JSON.stringify(first.body)).toBe(expected.status ?? 200);
       expect(first.headers["idempotency-replayed"]).toBeUndefined();
       const changes = async () => (await auditEntries(h)).filter((e) => e.actorKind !== "worker").length;
       const before = await changes();
-      const again = await h.post(path, expected.body, sender, headers);
+      const again = await send(h, t, c, expected, path, headers);
       expect(again.status, JSON.stringify(again.body)).toBe(first.status);
       expect(again.headers["idempotency-replayed"]).toBe("true");
       expect(again.body).toEqual(first.body);

@@ -69,6 +69,9 @@ type Fixture = {
   namespaceId: string;
   namespaceName: string;
   migrationId: string;
+  /** The portal of `apiId`, and a live session of it for `externalId` with every scope (its access token). */
+  portalId: string;
+  portalToken: string;
 };
 
 async function ok(res: { status: number; body: any }) {
@@ -99,9 +102,17 @@ async function makeFixture(tag: string): Promise<Fixture> {
   await ok(
     await h.post("/v1/migrations.enqueueKeys", { migrationId, apiId, keys: [{ plaintext: `sk_enqueued_${tag}_0123456789` }] }, t.rootKey),
   );
+  const portalId = (await ok(await h.post("/v2/keyhaven.createPortal", { apiId, slug: `robust-${tag}`, name: "robust" }, t.rootKey))).data
+    .portalId;
+  const scopes = ["keys:read", "keys:reroll", "analytics:read"];
+  const minted = await ok(await h.post("/v2/portal.createSession", { portal: portalId, externalId, scopes }, t.rootKey));
+  const code = new URL(minted.data.url).searchParams.get("code");
+  const portalToken = (await ok(await h.post("/v2/portal.exchangeCode", { code }))).data.accessToken;
   return {
     t,
     noPermKey,
+    portalId,
+    portalToken,
     apiId,
     keyId,
     key,
@@ -133,6 +144,7 @@ const MISSING = {
   key: "sk_missing_0123456789abcdef",
   externalId: "user-missing",
   namespaceName: "ns-missing",
+  portalId: "pc_1111111111111111111111",
 };
 
 /** Waits until the enqueued fixture batches are processed, so the worker writes nothing during a barrage. */
@@ -155,7 +167,8 @@ type Req = {
   payload?: string | Buffer;
 };
 
-type Auth = "root" | "noPerm" | "admin" | "badAdmin" | "none";
+/** `portal`: no Authorization, the cookie of workspace A's live portal session (every scope, for A's externalId, who owns no key). */
+type Auth = "root" | "noPerm" | "admin" | "badAdmin" | "portal" | "none";
 
 /** A starting point a barrage mutates: a body (POST) or query (GET) that is not allowed as it stands. */
 type Base = {
@@ -255,6 +268,7 @@ type Ids = {
   key: string;
   externalId: string;
   namespaceName: string;
+  portalId: string;
 };
 const missingIds = (): Ids => MISSING;
 const foreignIds = (): Ids => B;
@@ -688,6 +702,50 @@ const SPECS: Record<string, () => Base[]> = {
   "POST /v2/keyhaven.setAlertThresholds": () => [
     { label: "missing key", input: { keyId: "key_missing", creditsLow: { percent: 20 }, expiringWithinMs: 60_000 }, auth: "root" },
   ],
+  // Customer portals: minting refused (no permission, or a portal not the workspace's); the session's routes with a
+  // live session of A's whose end user owns no key (so no reroll can succeed) and reads that write nothing.
+  "POST /v2/portal.createSession": () => [
+    {
+      label: "root key without permissions",
+      input: { portal: "__A_PORTAL__", externalId: "robust-user", scopes: ["keys:read", "analytics:read"], preview: true },
+      auth: "noPerm",
+    },
+    ...both((ids) => ({ portal: ids.portalId, externalId: ids.externalId, scopes: ["keys:read"], returnUrl: "https://example.com/" })),
+  ],
+  "POST /v2/portal.exchangeCode": () => [{ label: "unknown code", input: { code: "pst_111111111111111111111111" }, auth: "none" }],
+  "POST /v2/portal.listKeys": () => [{ label: "query", input: { limit: 10, cursor: "key_0" }, auth: "portal" }],
+  "POST /v2/portal.rerollKey": () => [
+    ...both((ids) => ({ keyId: ids.keyId, expiration: 60_000 }), "portal"),
+    { label: "a key of the workspace's not the end user's", input: { keyId: "__A_KEY__", expiration: 0 }, auth: "portal" },
+  ],
+  "POST /v2/portal.getVerifications": () => [
+    { label: "query", input: { startTime: 1_700_000_000_000, endTime: 1_700_003_600_000, keyId: "__A_KEY__" }, auth: "portal" },
+  ],
+  "POST /v2/keyhaven.createPortal": () => [
+    {
+      label: "root key without permissions",
+      input: {
+        apiId: "__A_API__",
+        slug: "robust-new",
+        name: "robust",
+        returnUrl: "https://example.com/back",
+        branding: { title: "t", accentColor: "#112233", logoUrl: "https://example.com/logo.png" },
+      },
+      auth: "noPerm",
+    },
+  ],
+  "POST /v2/keyhaven.getPortal": () => both((ids) => ({ portalId: ids.portalId })),
+  "POST /v2/keyhaven.listPortals": () => [{ label: "query", input: { limit: 10, cursor: "pc_0", apiId: "__A_API__" }, auth: "root" }],
+  "POST /v2/keyhaven.updatePortal": () =>
+    both((ids) => ({
+      portalId: ids.portalId,
+      slug: "robust-renamed",
+      name: "renamed",
+      enabled: false,
+      returnUrl: null,
+      branding: { title: null, accentColor: "#abcdef", logoUrl: null },
+    })),
+  "POST /v2/keyhaven.deletePortal": () => both((ids) => ({ portalId: ids.portalId })),
   "POST /v2/keyhaven.createMigration": () => [
     { label: "root key without permissions", input: { migrationId: "mig-robust", algorithm: "sha256" }, auth: "noPerm" },
   ],
@@ -778,6 +836,8 @@ function resolvePlaceholders(v: any): any {
       __A_PERM__: A.permissionName,
       __A_ROLE__: A.roleName,
       __A_EXT__: A.externalId,
+      __A_KEY__: A.keyId,
+      __A_PORTAL__: A.portalId,
       __B_KEY__: B.key,
       __B_WS__: B.t.workspaceId,
       __B_ROOTKEY__: B.t.rootKeyId,
@@ -799,6 +859,8 @@ function authHeader(auth: Auth): Record<string, string> {
       return { authorization: `Bearer ${ADMIN_TOKEN}` };
     case "badAdmin":
       return { authorization: `Bearer ${ADMIN_TOKEN}-wrong` };
+    case "portal":
+      return { cookie: `portal_session=${A.portalToken}` };
     case "none":
       return {};
   }

@@ -187,8 +187,11 @@ describe("authentication of every registered route", () => {
   });
 });
 
-/** The v2 routes anybody may call. */
-const OPEN_V2_ROUTES = ["GET /v2/liveness"];
+/** The v2 routes anybody may call: liveness, and portal.exchangeCode (its code is the credential). */
+const OPEN_V2_ROUTES = ["GET /v2/liveness", "POST /v2/portal.exchangeCode"];
+
+/** The v2 routes a customer portal's session calls, by its `portal_session` cookie, and nothing else. */
+const PORTAL_SESSION_ROUTES = ["POST /v2/portal.listKeys", "POST /v2/portal.rerollKey", "POST /v2/portal.getVerifications"];
 
 /** The smallest body each v2 route validates (v2 validates before authenticating); a route not listed is sent `{}`. */
 const minimalV2Input: Record<string, unknown> = {
@@ -239,6 +242,14 @@ const minimalV2Input: Record<string, unknown> = {
   "POST /v2/keyhaven.replayWebhookDelivery": { deliveryId: "msg_missing" },
   "POST /v2/keyhaven.getAlertThresholds": { apiId: "api_missing" },
   "POST /v2/keyhaven.setAlertThresholds": { apiId: "api_missing", creditsLow: null },
+  "POST /v2/portal.createSession": { portal: "pc_missing", externalId: "ext", scopes: ["keys:read"] },
+  "POST /v2/portal.exchangeCode": { code: "pst_missing" },
+  "POST /v2/portal.rerollKey": { keyId: "key_missing", expiration: 0 },
+  "POST /v2/portal.getVerifications": { startTime: 0, endTime: 60_000 },
+  "POST /v2/keyhaven.createPortal": { apiId: "api_missing", slug: "portal", name: "portal" },
+  "POST /v2/keyhaven.getPortal": { portalId: "pc_missing" },
+  "POST /v2/keyhaven.updatePortal": { portalId: "pc_missing", enabled: false },
+  "POST /v2/keyhaven.deletePortal": { portalId: "pc_missing" },
 };
 
 describe("authentication of every registered v2 route", () => {
@@ -250,9 +261,44 @@ describe("authentication of every registered v2 route", () => {
 
   const v2Name = (rpc: V2Rpc) => `${rpc.method} ${rpc.path}`;
   const guardedV2 = () => v2Rpcs.filter((rpc) => !OPEN_V2_ROUTES.includes(v2Name(rpc)));
+  const rootKeyV2 = () => guardedV2().filter((rpc) => !PORTAL_SESSION_ROUTES.includes(v2Name(rpc)));
 
   it("declares needing no credentials only on the routes listed here", () => {
     expect(v2Rpcs.filter((rpc) => rpc.auth === "none").map(v2Name)).toEqual(OPEN_V2_ROUTES);
+  });
+
+  it("declares a portal session's authentication only on the portal routes listed here", () => {
+    expect(v2Rpcs.filter((rpc) => rpc.auth === "portalSession").map(v2Name)).toEqual(PORTAL_SESSION_ROUTES);
+  });
+
+  it("answers portal.exchangeCode without credentials: an unknown code is its own 401, not an authentication's", async () => {
+    for (const token of [undefined, WRONG_TOKEN]) {
+      const res = await h.post("/v2/portal.exchangeCode", minimalV2Input["POST /v2/portal.exchangeCode"], token);
+      expect(res.status, JSON.stringify(res.body)).toBe(401);
+      expect(res.body.error.type).toBe("https://unkey.com/docs/errors/unkey/authentication/portal_session_not_found");
+    }
+  });
+
+  it("refuses the portal routes without the portal_session cookie (400), with a wrong one (401) and with any Authorization header (400)", async () => {
+    const failures: string[] = [];
+    for (const rpc of guardedV2().filter((r) => PORTAL_SESSION_ROUTES.includes(v2Name(r)))) {
+      const body = minimalV2Input[v2Name(rpc)] ?? {};
+      const none = await h.post(rpc.path, body);
+      if (none.status !== 400 || none.body?.error?.detail !== "API Key portal_session not found in cookies") {
+        failures.push(`${v2Name(rpc)} without the cookie: ${none.status} ${JSON.stringify(none.body)}`);
+      }
+      const wrong = await h.post(rpc.path, body, undefined, { cookie: `portal_session=${WRONG_TOKEN}` });
+      if (
+        wrong.status !== 401 ||
+        wrong.body?.error?.type !== "https://unkey.com/docs/errors/unkey/authentication/portal_session_not_found"
+      ) {
+        failures.push(`${v2Name(rpc)} with a wrong cookie: ${wrong.status} ${JSON.stringify(wrong.body)}`);
+      }
+      const bearer = await h.post(rpc.path, body, WRONG_TOKEN, { cookie: `portal_session=${WRONG_TOKEN}` });
+      if (bearer.status !== 400)
+        failures.push(`${v2Name(rpc)} with an Authorization header: ${bearer.status} ${JSON.stringify(bearer.body)}`);
+    }
+    expect(failures).toEqual([]);
   });
 
   it("lets only keys.createKey's and keys.updateKey's writes re-check their root key (test/keys.checkedByWrite)", () => {
@@ -271,12 +317,19 @@ describe("authentication of every registered v2 route", () => {
 
   it("refuses every other route without Authorization (400) and with a wrong bearer token (401)", async () => {
     const failures: string[] = [];
-    for (const rpc of guardedV2()) {
+    for (const rpc of rootKeyV2()) {
       const body = minimalV2Input[v2Name(rpc)] ?? {};
       const none = await h.post(rpc.path, body);
       const wrong = await h.post(rpc.path, body, WRONG_TOKEN);
-      if (none.status !== 400 || none.body?.error?.detail !== "Authorization header for 'bearer' scheme") {
-        failures.push(`${v2Name(rpc)} without credentials: ${none.status} ${JSON.stringify(none.body)}`);
+      // A portal session's cookie is no credential here: the same 400 as none.
+      const cookie = await h.post(rpc.path, body, undefined, { cookie: `portal_session=${WRONG_TOKEN}` });
+      for (const [res, what] of [
+        [none, "without credentials"],
+        [cookie, "with only a portal_session cookie"],
+      ] as const) {
+        if (res.status !== 400 || res.body?.error?.detail !== "Authorization header for 'bearer' scheme") {
+          failures.push(`${v2Name(rpc)} ${what}: ${res.status} ${JSON.stringify(res.body)}`);
+        }
       }
       if (wrong.status !== 401 || wrong.body?.error?.type !== "https://unkey.com/docs/errors/unkey/authentication/key_not_found") {
         failures.push(`${v2Name(rpc)} with a wrong token: ${wrong.status} ${JSON.stringify(wrong.body)}`);

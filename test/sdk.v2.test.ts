@@ -905,3 +905,132 @@ describe("@unkey/api 2.5.1: analytics.getVerifications", () => {
     },
   );
 });
+
+describe("@unkey/api 2.5.1: portal.*", () => {
+  /** A portal (keyhaven.createPortal: the SDK has no method for it) over a new API, and a key of `externalId`'s in it. */
+  async function portalWithKey(externalId: string) {
+    const apiId = (await unkey.apis.createApi({ name: unique("sdk-portal-api") })).data.apiId;
+    const slug = `sdk-${randomBytes(4).toString("hex")}`;
+    const created = await h.post("/v2/keyhaven.createPortal", { apiId, slug, name: "SDK portal" }, t.rootKey);
+    expect(created.status, JSON.stringify(created.body)).toBe(200);
+    const key = (await unkey.keys.createKey({ apiId, externalId })).data;
+    return { apiId, slug, portalId: created.body.data.portalId as string, key };
+  }
+
+  it("createSession (root key), exchangeCode (no credentials), then listKeys, rerollKey and getVerifications with the session's cookie", async () => {
+    const externalId = unique("sdk_portal_user");
+    const { apiId, slug, key } = await portalWithKey(externalId);
+    const minted = await unkey.portal.createSession({ portal: slug, externalId, scopes: ["keys:read", "keys:reroll", "analytics:read"] });
+    expect(minted.result.meta.requestId).toMatch(/^req_/);
+    expect(minted.result.data.id).toMatch(/^ps_/);
+    const url = new URL(minted.result.data.url);
+    expect(`${url.origin}${url.pathname}`).toBe(`${baseUrl}/portal/`);
+    const code = url.searchParams.get("code")!;
+    expect(code).toMatch(/^pst_/);
+    expect(minted.headers["cache-control"]).toEqual(["no-store"]);
+
+    // exchangeCode sends no root key: a client without one does it.
+    const anonymous = new Unkey({ serverURL: baseUrl, retryConfig: { strategy: "none" } });
+    const exchanged = await anonymous.portal.exchangeCode({ code });
+    expect(exchanged.result.data.accessToken).toMatch(/^pat_/);
+    expect(exchanged.result.data.expiresAt).toBeGreaterThan(Date.now() + 23 * 3_600_000);
+    await rejects(
+      anonymous.portal.exchangeCode({ code }),
+      errors.UnauthorizedErrorResponse,
+      401,
+      "unkey/authentication/portal_session_not_found",
+      "Session is invalid, expired, or has already been used.",
+    );
+    const security = { portalSession: exchanged.result.data.accessToken };
+
+    // listKeys, through the SDK's own page iterator (limit 1 over two keys).
+    const second = (await unkey.keys.createKey({ apiId, externalId })).data;
+    const seen: string[] = [];
+    for await (const page of await unkey.portal.listKeys(security, { limit: 1 })) {
+      expect(page.result.data.length).toBeLessThanOrEqual(1);
+      seen.push(...page.result.data.map((k) => k.keyId));
+    }
+    expect(seen).toEqual([key.keyId, second.keyId].sort());
+    const all = await unkey.portal.listKeys(security, {});
+    expect(all.result.data.every((k) => k.identity?.externalId === externalId)).toBe(true);
+    expect(all.result.pagination?.hasMore).toBe(false);
+
+    // getVerifications: the key's verifications, once counted.
+    for (let i = 0; i < 3; i++) expect((await unkey.keys.verifyKey({ key: key.key })).data.valid).toBe(true);
+    await h.jobs.verificationLog.flush();
+    await h.jobs.analytics.flush();
+    const now = Date.now();
+    const points = await unkey.portal.getVerifications(security, { startTime: now - 3_600_000, endTime: now + 60_000 });
+    expect(points.meta.requestId).toMatch(/^req_/);
+    expect(points.data.reduce((n, p) => n + p.total, 0)).toBe(3);
+    expect(points.data.reduce((n, p) => n + p.valid, 0)).toBe(3);
+    const byKey = await unkey.portal.getVerifications(security, { startTime: now - 3_600_000, endTime: now + 60_000, keyId: second.keyId });
+    expect(byKey.data.reduce((n, p) => n + p.total, 0)).toBe(0);
+    await rejects(
+      unkey.portal.getVerifications(security, { startTime: now - 40 * 86_400_000, endTime: now }),
+      errors.BadRequestErrorResponse,
+      400,
+      "unkey/application/invalid_input",
+      "The requested time window is too large. The maximum window is 30 days.",
+    );
+
+    // rerollKey: a new key of the same user; the old one expires now.
+    const rerolled = await unkey.portal.rerollKey(security, { keyId: key.keyId, expiration: 0 });
+    expect(rerolled.data.keyId).not.toBe(key.keyId);
+    expect((await unkey.keys.verifyKey({ key: rerolled.data.key })).data.valid).toBe(true);
+    expect((await unkey.keys.verifyKey({ key: key.key })).data).toMatchObject({ valid: false, code: "EXPIRED" });
+    await rejects(
+      unkey.portal.rerollKey(security, { keyId: "key_1234567890abcdefghij", expiration: 0 }),
+      errors.NotFoundErrorResponse,
+      404,
+      "unkey/data/key_not_found",
+      /^The specified key was not found\./,
+    );
+  });
+
+  it("the SDK's typed errors: 404 masked portal, 403 scope ceiling and missing scope, 401 for a wrong token", async () => {
+    const externalId = unique("sdk_portal_err");
+    const { slug, portalId, key } = await portalWithKey(externalId);
+    const reader = sdk(await h.rootKey(t.workspaceId, ["api.*.read_key", "api.*.read_api"]));
+    const body = await rejects(
+      reader.portal.createSession({ portal: slug, externalId, scopes: ["keys:read"] }),
+      errors.NotFoundErrorResponse,
+      404,
+      "unkey/data/portal_not_found",
+      "Portal not found.",
+    );
+    expect(JSON.stringify(body)).not.toContain(portalId);
+    const minter = sdk(await h.rootKey(t.workspaceId, ["portal.*.create_portal_session", "api.*.read_key", "api.*.read_api"]));
+    await rejects(
+      minter.portal.createSession({ portal: portalId, externalId, scopes: ["keys:read", "keys:reroll"] }),
+      errors.ForbiddenErrorResponse,
+      403,
+      "unkey/authorization/insufficient_permissions",
+      'You do not have permission to grant the "keys:reroll" scope to a portal session.',
+    );
+    const readOnly = await minter.portal.createSession({ portal: portalId, externalId, scopes: ["keys:read"] });
+    const code = new URL(readOnly.result.data.url).searchParams.get("code")!;
+    const token = (await unkey.portal.exchangeCode({ code })).result.data.accessToken;
+    await rejects(
+      unkey.portal.rerollKey({ portalSession: token }, { keyId: key.keyId, expiration: 0 }),
+      errors.ForbiddenErrorResponse,
+      403,
+      "unkey/authorization/insufficient_permissions",
+      "Missing permission: 'keys:reroll'",
+    );
+    await rejects(
+      unkey.portal.getVerifications({ portalSession: token }, { startTime: 0, endTime: 60_000 }),
+      errors.ForbiddenErrorResponse,
+      403,
+      "unkey/authorization/insufficient_permissions",
+      "Missing permission: 'analytics:read'",
+    );
+    await rejects(
+      unkey.portal.listKeys({ portalSession: "pat_not_a_session_token_000" }, {}),
+      errors.UnauthorizedErrorResponse,
+      401,
+      "unkey/authentication/portal_session_not_found",
+      "The portal session is invalid or has expired.",
+    );
+  });
+});

@@ -1,4 +1,4 @@
-import { NotFoundError, PortalRefusedError } from "../../errors.js";
+import { NotFoundError, PortalRefusedError, PreconditionFailedError } from "../../errors.js";
 import {
   findIdentityId,
   countLogEvents,
@@ -190,11 +190,14 @@ const emptyPoint = (time: number): PortalDataPoint => ({
  * hourly counts (an hour's count then sits in the first minute of the window in that hour).
  */
 export async function portalVerifications(
-  services: { db: Db; config: { verificationLogDays: number; analyticsRetentionDays: number } },
+  services: { db: Db; config: { analytics: boolean; verificationLogDays: number; analyticsRetentionDays: number } },
   session: PortalSession,
   input: { startTime: number; endTime: number; keyId?: string | undefined },
 ): Promise<PortalDataPoint[]> {
   requireScope(session, "analytics:read");
+  // With KEYHAVEN_ANALYTICS=off nothing is counted: refused as v2's analytics.getVerifications is, never zeros that
+  // would tell the end user they had no traffic.
+  if (!services.config.analytics) throw new PreconditionFailedError("analytics", { kind: "analyticsNotConfigured" });
   const { startTime, endTime } = input;
   if (endTime <= startTime)
     throw new PortalRefusedError({ kind: "portalInputRefused", problem: "`endTime` must be greater than `startTime`." });

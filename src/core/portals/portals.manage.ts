@@ -204,6 +204,8 @@ export async function updatePortal(
     ...brandingColumns(input.branding),
   };
   const fields = Object.keys(set);
+  // Only a portal's own setting changes it (`branding: {}` names none): nothing else is written or recorded.
+  if (fields.length === 0) throw refused("give at least one field to change");
   try {
     return await services.changes.change(caller, async (tx, record) => {
       const row = await updatePortalRow(tx, caller.workspaceId, portal.id, { ...set, updatedAtM: services.clock.now() });

@@ -1,6 +1,7 @@
 import { type SQL, sql } from "drizzle-orm";
 import { jsonTextArray, textArray } from "../bulk.js";
 import { type Db, preparedPerHandle, rowsOf } from "../client.js";
+import { isStorableText } from "../lookupText.js";
 import { verificationCounts } from "../schema.js";
 
 /** A count as the flusher writes it: one row of `verification_counts` (its column names). */
@@ -228,7 +229,12 @@ export async function queryVerifications(db: Db, q: AnalyticsQuery): Promise<Ana
     select.push(sql`t.tag as "tag"`);
     groupBy.push(sql`t.tag`);
   }
-  if (q.keyIds && q.keyIds.length > 0) where.push(sql`vc.key_id = any(${textArray(q.keyIds)})`);
+  if (q.keyIds && q.keyIds.length > 0) {
+    // An id PostgreSQL's text cannot hold names no key (lookupText.ts): not sent; only such ids, no row.
+    const keyIds = q.keyIds.filter(isStorableText);
+    if (keyIds.length === 0) return [];
+    where.push(sql`vc.key_id = any(${textArray(keyIds)})`);
+  }
   if (q.identityId !== undefined) where.push(sql`vc.identity_id = ${q.identityId}`);
   if (q.tags && q.tags.length > 0) where.push(sql`vc.tags @> ${textArray(q.tags)}`);
 
@@ -317,6 +323,7 @@ export async function minuteVerificationsOfExternalId(
   db: Db,
   q: { workspaceId: string; externalId: string; keyId?: string | undefined; from: number; to: number },
 ): Promise<{ minute: number; outcome: string; count: number }[]> {
+  if (q.keyId !== undefined && !isStorableText(q.keyId)) return [];
   const rows = rowsOf<{ minute: string | number; outcome: string; count: string | number }>(
     await db.execute(sql`
       select (l.time_m - mod(l.time_m, 60000::int8))::int8 as minute, l.outcome, count(*)::int8 as count

@@ -6,7 +6,7 @@ import { apis } from "../schema.js";
 import { newId } from "../../ids.js";
 import { sql } from "drizzle-orm";
 import { preparedPerHandle, rowsOf } from "../client.js";
-import { keys } from "../schema.js";
+import { keys, portals } from "../schema.js";
 
 export type NewApi = {
   workspaceId: string;
@@ -160,7 +160,9 @@ export async function lockLiveApi(
 
 /**
  * Soft-deletes an API and all its live keys, unless it is protected from deletions; answers how many keys went with
- * it. Run it in the change's transaction (the lock holds until it ends).
+ * it. Its customer portal is deleted (its sessions with it, by cascade): a portal lives only while its API does, so
+ * none outlives it holding its slug, unseen and undeletable. Run it in the change's transaction (the lock holds until
+ * it ends).
  */
 export async function softDeleteApiWithKeys(
   tx: Db,
@@ -172,6 +174,7 @@ export async function softDeleteApiWithKeys(
   if (!api) return "not_found";
   if (api.deleteProtection) return "protected";
   await tx.update(apis).set({ deletedAtM: now }).where(eq(apis.id, apiId));
+  await tx.delete(portals).where(eq(portals.apiId, apiId));
   // Counted in the database rather than by returning every id: an API may hold very many keys.
   const result = await tx.execute(sql`with affected as (update ${keys} set ${sql.identifier(keys.deletedAtM.name)} = ${now}
     where ${keys.apiId} = ${apiId} and ${keys.deletedAtM} is null returning 1) select count(*)::int as n from affected`);

@@ -9,8 +9,8 @@ export const getVerifications = defineV2Rpc({
   path: "/v2/portal.getVerifications",
   auth: "portalSession",
   summary:
-    "The portal session's end user's verifications in [startTime, endTime) by outcome, in minutes (windows up to 3 hours), hours (up to 4 days) or days, empty buckets as zeros; at most 30 days. Needs the session's `analytics:read` scope.",
-  errors: [400, 401, 403, 503],
+    "The portal session's end user's verifications in [startTime, endTime) by outcome, in minutes (windows up to 3 hours), hours (up to 4 days) or days, empty buckets as zeros; at most 30 days. Needs the session's `analytics:read` scope; 412 with KEYHAVEN_ANALYTICS=off.",
+  errors: [400, 401, 403, 412, 503],
   returns: "The buckets, oldest first.",
   lookupOnly: ["keyId"],
   input: z

@@ -4,6 +4,7 @@ import { requirePermission } from "../principal.js";
 import { hashKey } from "../../crypto/hash.js";
 import { NotFoundError, PreconditionFailedError } from "../../errors.js";
 import { newId } from "../../ids.js";
+import type { Db } from "../../storage/client.js";
 import { updateKeyColumns } from "../../storage/keys/keys.update.repository.js";
 import { findKeyToReroll, insertRerolledKey } from "../../storage/keys/keys.writes.repository.js";
 import { type CreatedKey, type CreateKeyServices, type KeyFormat, newKeyMaterial } from "./keys.create.js";
@@ -17,6 +18,11 @@ export type RerollKeyCommand = {
   keyId: string;
   expiration: number;
   ownedBy?: { identityId: string; apiIds: readonly string[] } | undefined;
+  /**
+   * Spends what the reroll costs its caller (a portal session's reroll budget) in the reroll's own transaction, once
+   * the key is found and locked: a refusal there (it throws) rolls the reroll back, a refused reroll spends nothing.
+   */
+  spend?: ((tx: Db) => Promise<void>) | undefined;
 };
 
 const MINUTE = 60_000;
@@ -57,6 +63,7 @@ export async function rerollKey(
   await services.changes.change(caller, async (tx, record) => {
     const locked = await findKeyToReroll(tx, workspaceId, input.keyId, true);
     if (!locked || !ownedAsAsked(locked, input)) throw new NotFoundError("key", input.keyId);
+    await input.spend?.(tx);
     const now = services.clock.now();
     await insertRerolledKey(tx, {
       row: {

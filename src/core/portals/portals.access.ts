@@ -57,12 +57,13 @@ export async function rerollPortalKey(
   }
   const identityId = await findIdentityId(services.db, session.workspaceId, session.externalId);
   if (identityId === undefined) throw new NotFoundError("key", input.keyId);
-  // Counted before the reroll, and not given back if it fails: an end user cannot make keys without bound. A counter,
-  // as a verification's spend is, not a change the audit log records (the reroll it allows is one).
-  if (!(await spendPortalReroll(services.db, session.id, MAX_REROLLS_PER_SESSION))) {
-    throw new PortalRefusedError({ kind: "portalRerollsSpent", max: MAX_REROLLS_PER_SESSION });
-  }
-  return rerollKey(services, caller, { ...input, ownedBy: { identityId, apiIds: session.apiIds } }, "plain");
+  // Counted in the reroll's transaction (a refused reroll counts nothing): an end user cannot make keys without bound.
+  const spend = async (tx: Db) => {
+    if (!(await spendPortalReroll(tx, session.id, MAX_REROLLS_PER_SESSION))) {
+      throw new PortalRefusedError({ kind: "portalRerollsSpent", max: MAX_REROLLS_PER_SESSION });
+    }
+  };
+  return rerollKey(services, caller, { ...input, ownedBy: { identityId, apiIds: session.apiIds }, spend }, "plain");
 }
 
 /**
